@@ -1,0 +1,183 @@
+#include "lib/redis/connection.h"
+
+#include <sys/time.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace relock {
+namespace redis {
+namespace {
+
+timeval ClampedTimeval(absl::Duration d) {
+  if (d < absl::Milliseconds(1)) d = absl::Milliseconds(1);
+  if (d > absl::Hours(24)) d = absl::Hours(24);
+  return absl::ToTimeval(d);
+}
+
+}  // namespace
+
+std::string ReplyView::Describe() const {
+  switch (r_->type) {
+    case REDIS_REPLY_NIL:
+      return "nil";
+    case REDIS_REPLY_INTEGER:
+      return absl::StrCat("integer ", r_->integer);
+    case REDIS_REPLY_STRING:
+      return absl::StrCat("string \"", absl::CHexEscape(str()), "\"");
+    case REDIS_REPLY_STATUS:
+      return absl::StrCat("status ", str());
+    case REDIS_REPLY_ERROR:
+      return absl::StrCat("error ", str());
+    case REDIS_REPLY_ARRAY:
+      return absl::StrCat("array of ", r_->elements);
+    default:
+      return absl::StrCat("reply type ", r_->type);
+  }
+}
+
+absl::Status ErrorReplyToStatus(absl::string_view what,
+                                absl::string_view error) {
+  std::string msg = absl::StrCat(what, ": Redis replied: ", error);
+  auto starts = [&](absl::string_view prefix) {
+    return absl::StartsWith(error, prefix);
+  };
+  if (starts("NOAUTH") || starts("WRONGPASS")) {
+    return absl::UnauthenticatedError(msg);
+  }
+  if (starts("NOPERM")) return absl::PermissionDeniedError(msg);
+  if (starts("WRONGTYPE")) return absl::FailedPreconditionError(msg);
+  if (starts("OOM")) return absl::ResourceExhaustedError(msg);
+  if (starts("LOADING") || starts("BUSY") || starts("MASTERDOWN") ||
+      starts("TRYAGAIN") || starts("CLUSTERDOWN") || starts("READONLY")) {
+    return absl::UnavailableError(msg);
+  }
+  return absl::InternalError(msg);
+}
+
+absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
+    const ConnectionOptions& options) {
+  const Endpoint& ep = options.endpoint;
+  const timeval connect_tv = ClampedTimeval(options.connect_timeout);
+  redisContext* ctx =
+      ep.kind == Endpoint::Kind::kUnix
+          ? redisConnectUnixWithTimeout(ep.path.c_str(), connect_tv)
+          : redisConnectWithTimeout(ep.host.c_str(), ep.port, connect_tv);
+  if (ctx == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("connect to Redis at ", ep.ToString(),
+                     ": cannot allocate a hiredis context"));
+  }
+  if (ctx->err != 0) {
+    std::string err = ctx->errstr;
+    redisFree(ctx);
+    return absl::UnavailableError(absl::StrCat(
+        "connect to Redis at ", ep.ToString(), " failed: ", err,
+        " (connect_timeout ", absl::FormatDuration(options.connect_timeout),
+        ")"));
+  }
+  std::unique_ptr<Connection> conn(new Connection(ctx, options));
+  // AUTH and SELECT are part of connecting: bound them by connect_timeout.
+  if (redisSetTimeout(ctx, connect_tv) != REDIS_OK) {
+    return conn->Fail("set socket timeout");
+  }
+  if (ep.kind == Endpoint::Kind::kTcp) redisEnableKeepAlive(ctx);
+  if (!ep.password.empty()) {
+    absl::StatusOr<Reply> r =
+        ep.username.empty()
+            ? conn->Command({"AUTH", ep.password})
+            : conn->Command({"AUTH", ep.username, ep.password});
+    if (!r.ok()) return r.status();
+    if (r->is_error()) {
+      return absl::UnauthenticatedError(
+          absl::StrCat("AUTH to Redis at ", ep.ToString(), " as user \"",
+                       ep.username.empty() ? "default" : ep.username,
+                       "\" was refused: ", r->str()));
+    }
+  }
+  if (ep.db != 0) {
+    std::string db = absl::StrCat(ep.db);
+    absl::StatusOr<Reply> r = conn->Command({"SELECT", db});
+    if (!r.ok()) return r.status();
+    if (r->is_error()) {
+      absl::Status s = ErrorReplyToStatus(
+          absl::StrCat("SELECT ", db, " on ", ep.ToString()), r->str());
+      return s.code() == absl::StatusCode::kInternal
+                 ? absl::InvalidArgumentError(s.message())
+                 : s;
+    }
+  }
+  if (redisSetTimeout(ctx, ClampedTimeval(options.command_timeout)) != REDIS_OK) {
+    return conn->Fail("set socket timeout");
+  }
+  return conn;
+}
+
+Connection::~Connection() { redisFree(ctx_); }
+
+absl::Status Connection::Fail(absl::string_view what) {
+  broken_ = true;
+  std::string err = ctx_->err != 0 ? std::string(ctx_->errstr) : "unknown";
+  if (ctx_->err == REDIS_ERR_IO &&
+      (absl::StrContains(err, "temporarily unavailable") ||
+       absl::StrContains(err, "timed out"))) {
+    err = absl::StrCat("no reply within command_timeout ",
+                       absl::FormatDuration(options_.command_timeout));
+  }
+  return absl::UnavailableError(absl::StrCat(
+      what, " on Redis at ", options_.endpoint.ToString(), " failed: ", err));
+}
+
+absl::Status Connection::Append(absl::Span<const absl::string_view> argv) {
+  if (broken_) {
+    return absl::UnavailableError(absl::StrCat(
+        "connection to ", options_.endpoint.ToString(), " is broken"));
+  }
+  argv_buf_.clear();
+  argvlen_buf_.clear();
+  for (absl::string_view a : argv) {
+    argv_buf_.push_back(a.data());
+    argvlen_buf_.push_back(a.size());
+  }
+  if (redisAppendCommandArgv(ctx_, static_cast<int>(argv.size()),
+                             argv_buf_.data(),
+                             argvlen_buf_.data()) != REDIS_OK) {
+    return Fail(argv.empty() ? "command" : argv[0]);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Reply> Connection::GetReply() {
+  if (broken_) {
+    return absl::UnavailableError(absl::StrCat(
+        "connection to ", options_.endpoint.ToString(), " is broken"));
+  }
+  void* raw = nullptr;
+  if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) {
+    return Fail("read reply");
+  }
+  return Reply(static_cast<redisReply*>(raw));
+}
+
+absl::StatusOr<Reply> Connection::Command(
+    absl::Span<const absl::string_view> argv) {
+  if (absl::Status s = Append(argv); !s.ok()) return s;
+  absl::StatusOr<Reply> r = GetReply();
+  if (!r.ok()) {
+    return absl::Status(r.status().code(),
+                        absl::StrCat(argv.empty() ? "" : argv[0], ": ",
+                                     r.status().message()));
+  }
+  return r;
+}
+
+}  // namespace redis
+}  // namespace relock

@@ -1,0 +1,86 @@
+// One Redis connection: owns a hiredis context, used by one thread at a time.
+//
+// After any I/O error (including a command timeout) the connection is
+// "broken": hiredis contexts cannot be reused after an error, so every later
+// call fails at once and the pool replaces it.
+
+#ifndef RELOCK_LIB_REDIS_CONNECTION_H_
+#define RELOCK_LIB_REDIS_CONNECTION_H_
+
+#include <hiredis/hiredis.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "lib/redis/reply.h"
+#include "lib/redis/url.h"
+
+namespace relock {
+namespace redis {
+
+struct ConnectionOptions {
+  Endpoint endpoint;
+  absl::Duration connect_timeout = absl::Seconds(2);
+  absl::Duration command_timeout = absl::Seconds(2);
+};
+
+class Connection {
+ public:
+  // Connects, then AUTH and SELECT as the endpoint asks. Unavailable if the
+  // server cannot be reached; Unauthenticated for a wrong password/user.
+  static absl::StatusOr<std::unique_ptr<Connection>> Open(
+      const ConnectionOptions& options);
+
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Sends one command and reads its reply. Error replies are returned as
+  // replies (is_error()); I/O failures and timeouts are Unavailable and
+  // break the connection.
+  absl::StatusOr<Reply> Command(absl::Span<const absl::string_view> argv);
+  absl::StatusOr<Reply> Command(std::initializer_list<absl::string_view> argv) {
+    return Command(absl::MakeConstSpan(argv.begin(), argv.size()));
+  }
+
+  // Pipelining: Append() buffers commands, GetReply() flushes and reads one
+  // reply per appended command, in order.
+  absl::Status Append(absl::Span<const absl::string_view> argv);
+  absl::StatusOr<Reply> GetReply();
+
+  bool broken() const { return broken_; }
+  const ConnectionOptions& options() const { return options_; }
+
+  // For the pub/sub loop, which drives the context itself.
+  redisContext* context() { return ctx_; }
+  // Marks the connection broken and returns Unavailable describing
+  // `what` and the context's error.
+  absl::Status Fail(absl::string_view what);
+
+ private:
+  Connection(redisContext* ctx, const ConnectionOptions& options)
+      : ctx_(ctx), options_(options) {}
+
+  redisContext* ctx_;
+  ConnectionOptions options_;
+  bool broken_ = false;
+  std::vector<const char*> argv_buf_;
+  std::vector<size_t> argvlen_buf_;
+};
+
+// Maps an error reply to a Status for operation `what` (e.g. "SCRIPT LOAD").
+// NOAUTH/WRONGPASS -> Unauthenticated, NOPERM -> PermissionDenied,
+// WRONGTYPE -> FailedPrecondition, LOADING/BUSY/MASTERDOWN/TRYAGAIN ->
+// Unavailable, others -> Internal.
+absl::Status ErrorReplyToStatus(absl::string_view what, absl::string_view error);
+
+}  // namespace redis
+}  // namespace relock
+
+#endif  // RELOCK_LIB_REDIS_CONNECTION_H_

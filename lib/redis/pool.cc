@@ -1,0 +1,72 @@
+#include "lib/redis/pool.h"
+
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace relock {
+namespace redis {
+
+PooledConnection::~PooledConnection() {
+  if (conn_ != nullptr) pool_->Return(std::move(conn_));
+}
+
+ConnectionPool::ConnectionPool(ConnectionOptions options, int size)
+    : options_(std::move(options)), size_(size) {}
+
+ConnectionPool::~ConnectionPool() { Close(); }
+
+absl::StatusOr<PooledConnection> ConnectionPool::Get() {
+  {
+    absl::MutexLock lock(&mu_);
+    auto can_proceed = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return closed_ || !idle_.empty() || open_ < size_;
+    };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&can_proceed),
+                              options_.command_timeout)) {
+      return absl::UnavailableError(absl::StrCat(
+          "all ", size_, " connections to Redis at ",
+          options_.endpoint.ToString(), " stayed busy for ",
+          absl::FormatDuration(options_.command_timeout),
+          "; raise ClientOptions::pool_size"));
+    }
+    if (closed_) return absl::FailedPreconditionError("the client is closed");
+    if (!idle_.empty()) {
+      std::unique_ptr<Connection> conn = std::move(idle_.back());
+      idle_.pop_back();
+      return PooledConnection(this, std::move(conn));
+    }
+    ++open_;  // reserve a slot; connect outside the mutex
+  }
+  absl::StatusOr<std::unique_ptr<Connection>> conn = Connection::Open(options_);
+  if (!conn.ok()) {
+    absl::MutexLock lock(&mu_);
+    --open_;
+    return conn.status();
+  }
+  return PooledConnection(this, *std::move(conn));
+}
+
+void ConnectionPool::Return(std::unique_ptr<Connection> conn) {
+  std::unique_ptr<Connection> doomed;
+  absl::MutexLock lock(&mu_);
+  if (closed_ || conn->broken()) {
+    --open_;
+    doomed = std::move(conn);  // freed after the mutex is released
+    return;
+  }
+  idle_.push_back(std::move(conn));
+}
+
+void ConnectionPool::Close() {
+  std::vector<std::unique_ptr<Connection>> doomed;
+  absl::MutexLock lock(&mu_);
+  closed_ = true;
+  open_ -= static_cast<int>(idle_.size());
+  doomed.swap(idle_);
+}
+
+}  // namespace redis
+}  // namespace relock

@@ -1,0 +1,85 @@
+#include "lib/redis/script.h"
+
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace relock {
+namespace redis {
+
+ScriptSet::ScriptSet(std::vector<ScriptSource> scripts)
+    : scripts_(std::move(scripts)), shas_(scripts_.size()) {}
+
+absl::StatusOr<std::string> ScriptSet::LoadOne(Connection& conn,
+                                               size_t index) const {
+  const ScriptSource& script = scripts_[index];
+  std::string what =
+      absl::StrCat("SCRIPT LOAD of relock's \"", script.name, "\" script");
+  absl::StatusOr<Reply> r = conn.Command({"SCRIPT", "LOAD", script.source});
+  if (!r.ok()) return r.status();
+  if (r->is_error()) return ErrorReplyToStatus(what, r->str());
+  if (!r->view().is_string()) {
+    return absl::InternalError(
+        absl::StrCat(what, ": unexpected reply ", r->view().Describe()));
+  }
+  return std::string(r->str());
+}
+
+absl::Status ScriptSet::Load(Connection& conn) {
+  for (size_t i = 0; i < scripts_.size(); ++i) {
+    absl::StatusOr<std::string> sha = LoadOne(conn, i);
+    if (!sha.ok()) return sha.status();
+    shas_[i] = *std::move(sha);
+  }
+  return absl::OkStatus();
+}
+
+void ScriptSet::BuildArgv(size_t index,
+                          absl::Span<const absl::string_view> keys,
+                          absl::Span<const absl::string_view> args,
+                          std::vector<absl::string_view>* argv,
+                          std::string* numkeys) const {
+  *numkeys = absl::StrCat(keys.size());
+  argv->reserve(3 + keys.size() + args.size());
+  argv->push_back("EVALSHA");
+  argv->push_back(shas_[index]);
+  argv->push_back(*numkeys);
+  argv->insert(argv->end(), keys.begin(), keys.end());
+  argv->insert(argv->end(), args.begin(), args.end());
+}
+
+bool ScriptSet::IsNoScript(const Reply& reply) {
+  return reply.is_error() && absl::StartsWith(reply.str(), "NOSCRIPT");
+}
+
+absl::Status ScriptSet::Append(Connection& conn, size_t index,
+                               absl::Span<const absl::string_view> keys,
+                               absl::Span<const absl::string_view> args) const {
+  std::vector<absl::string_view> argv;
+  std::string numkeys;
+  BuildArgv(index, keys, args, &argv, &numkeys);
+  return conn.Append(argv);
+}
+
+absl::StatusOr<Reply> ScriptSet::Eval(
+    Connection& conn, size_t index, absl::Span<const absl::string_view> keys,
+    absl::Span<const absl::string_view> args) const {
+  std::vector<absl::string_view> argv;
+  std::string numkeys;
+  BuildArgv(index, keys, args, &argv, &numkeys);
+  absl::StatusOr<Reply> r = conn.Command(argv);
+  if (!r.ok() || !IsNoScript(*r)) return r;
+  // The server lost its script cache (SCRIPT FLUSH, restart, failover):
+  // load again and retry once.
+  absl::StatusOr<std::string> sha = LoadOne(conn, index);
+  if (!sha.ok()) return sha.status();
+  if (*sha != shas_[index]) {
+    return absl::InternalError(absl::StrCat(
+        "script \"", scripts_[index].name, "\" reloaded with another digest"));
+  }
+  return conn.Command(argv);
+}
+
+}  // namespace redis
+}  // namespace relock

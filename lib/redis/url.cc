@@ -1,0 +1,195 @@
+#include "lib/redis/url.h"
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+
+namespace relock {
+namespace redis {
+namespace {
+
+absl::Status Invalid(absl::string_view url, absl::string_view why) {
+  // Never echo a password: show the URL only up to any '@'.
+  size_t at = url.rfind('@');
+  std::string shown = at == absl::string_view::npos
+                          ? std::string(url)
+                          : absl::StrCat("...", url.substr(at));
+  return absl::InvalidArgumentError(
+      absl::StrCat("invalid Redis URL \"", shown, "\": ", why));
+}
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  c = absl::ascii_tolower(c);
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+bool PercentDecode(absl::string_view in, std::string* out) {
+  out->clear();
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out->push_back(in[i]);
+      continue;
+    }
+    if (i + 2 >= in.size()) return false;  // needs two hex digits
+    int hi = HexValue(in[i + 1]);
+    int lo = HexValue(in[i + 2]);
+    if (hi < 0 || lo < 0) return false;
+    out->push_back(static_cast<char>(hi * 16 + lo));
+    i += 2;
+  }
+  return true;
+}
+
+bool ParseDb(absl::string_view text, int* db) {
+  return absl::SimpleAtoi(text, db) && *db >= 0 && *db <= 1000000 &&
+         !text.empty() && absl::ascii_isdigit(text[0]);
+}
+
+absl::Status ParseQuery(absl::string_view url, absl::string_view query,
+                        Endpoint* ep) {
+  for (absl::string_view pair : absl::StrSplit(query, '&', absl::SkipEmpty())) {
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(pair, absl::MaxSplits('=', 1));
+    std::string value;
+    if (!PercentDecode(kv.second, &value)) {
+      return Invalid(url, "bad percent-encoding in query");
+    }
+    if (kv.first == "db") {
+      if (!ParseDb(value, &ep->db)) return Invalid(url, "db is not a number");
+    } else if (kv.first == "password") {
+      ep->password = value;
+    } else if (kv.first == "user" || kv.first == "username") {
+      ep->username = value;
+    } else {
+      return Invalid(url, absl::StrCat("unknown parameter \"", kv.first, "\""));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string Endpoint::ToString() const {
+  std::string s;
+  if (kind == Kind::kUnix) {
+    s = absl::StrCat("unix:", path);
+  } else if (absl::StrContains(host, ':')) {
+    s = absl::StrCat("[", host, "]:", port);
+  } else {
+    s = absl::StrCat(host, ":", port);
+  }
+  if (db != 0) absl::StrAppend(&s, "/", db);
+  return s;
+}
+
+absl::StatusOr<Endpoint> ParseRedisUrl(absl::string_view url) {
+  Endpoint ep;
+  absl::string_view rest = url;
+  if (absl::ConsumePrefix(&rest, "unix://")) {
+    ep.kind = Endpoint::Kind::kUnix;
+    absl::string_view query;
+    size_t q = rest.find('?');
+    if (q != absl::string_view::npos) {
+      query = rest.substr(q + 1);
+      rest = rest.substr(0, q);
+    }
+    if (rest.empty() || rest[0] != '/') {
+      return Invalid(url, "unix socket path must be absolute (unix:///path)");
+    }
+    ep.path = std::string(rest);
+    if (absl::Status s = ParseQuery(url, query, &ep); !s.ok()) return s;
+    return ep;
+  }
+  if (absl::StartsWith(url, "rediss://")) {
+    return absl::UnimplementedError(
+        "rediss:// (TLS) is not supported; use redis:// or unix://");
+  }
+  if (!absl::ConsumePrefix(&rest, "redis://")) {
+    return Invalid(url, "expected redis:// or unix://");
+  }
+  // Optional "?query" after the path.
+  absl::string_view query;
+  if (size_t q = rest.find('?'); q != absl::string_view::npos) {
+    query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+  }
+  // Userinfo ends at the last '@' (passwords may contain '@' only encoded,
+  // but be lenient).
+  if (size_t at = rest.rfind('@'); at != absl::string_view::npos) {
+    absl::string_view userinfo = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    size_t colon = userinfo.find(':');
+    absl::string_view user = userinfo.substr(0, colon);
+    absl::string_view pass = colon == absl::string_view::npos
+                                 ? absl::string_view()
+                                 : userinfo.substr(colon + 1);
+    if (colon == absl::string_view::npos) {
+      // "redis://secret@host": Redis convention treats a lone userinfo as the
+      // password.
+      pass = user;
+      user = absl::string_view();
+    }
+    if (!PercentDecode(user, &ep.username) ||
+        !PercentDecode(pass, &ep.password)) {
+      return Invalid(url, "bad percent-encoding in user or password");
+    }
+    if (!ep.username.empty() && ep.password.empty()) {
+      return Invalid(url, "a user needs a password");
+    }
+  }
+  absl::string_view hostport = rest;
+  absl::string_view path;
+  if (size_t slash = rest.find('/'); slash != absl::string_view::npos) {
+    hostport = rest.substr(0, slash);
+    path = rest.substr(slash + 1);
+  }
+  absl::string_view port_text;
+  if (absl::ConsumePrefix(&hostport, "[")) {
+    size_t close = hostport.find(']');
+    if (close == absl::string_view::npos) {
+      return Invalid(url, "unterminated IPv6 address");
+    }
+    ep.host = std::string(hostport.substr(0, close));
+    absl::string_view after = hostport.substr(close + 1);
+    if (!after.empty()) {
+      if (!absl::ConsumePrefix(&after, ":")) {
+        return Invalid(url, "expected ':' after IPv6 address");
+      }
+      port_text = after;
+      if (port_text.empty()) return Invalid(url, "empty port");
+    }
+  } else {
+    size_t colon = hostport.rfind(':');
+    if (colon != absl::string_view::npos) {
+      port_text = hostport.substr(colon + 1);
+      hostport = hostport.substr(0, colon);
+      if (port_text.empty()) return Invalid(url, "empty port");
+    }
+    ep.host = std::string(hostport);
+  }
+  if (ep.host.empty()) return Invalid(url, "missing host");
+  if (!port_text.empty()) {
+    if (!absl::ascii_isdigit(port_text[0]) ||
+        !absl::SimpleAtoi(port_text, &ep.port) || ep.port < 1 ||
+        ep.port > 65535) {
+      return Invalid(url, "port must be a number in 1..65535");
+    }
+  }
+  if (!path.empty() && !ParseDb(path, &ep.db)) {
+    return Invalid(url, "database must be a non-negative number");
+  }
+  if (absl::Status s = ParseQuery(url, query, &ep); !s.ok()) return s;
+  return ep;
+}
+
+}  // namespace redis
+}  // namespace relock

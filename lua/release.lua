@@ -1,0 +1,21 @@
+-- Release one hold of a reentrant lock. Redisson-compatible.
+-- KEYS[1]  lock name
+-- KEYS[2]  unlock channel "redisson_lock__channel:{<name>}"
+-- ARGV[1]  unlock message ("0")
+-- ARGV[2]  lease in milliseconds to set when holds remain; "0" keeps the TTL
+-- ARGV[3]  owner field "<client-id>:<thread-id>"
+-- Returns nil when the caller does not hold the lock, 0 when holds remain,
+-- 1 when the lock became free (the key is deleted and waiters are notified).
+if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+  return nil
+end
+local remaining = redis.call('hincrby', KEYS[1], ARGV[3], -1)
+if remaining > 0 then
+  if tonumber(ARGV[2]) > 0 then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+  end
+  return 0
+end
+redis.call('del', KEYS[1])
+redis.call('publish', KEYS[2], ARGV[1])
+return 1
