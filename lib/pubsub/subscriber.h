@@ -1,0 +1,145 @@
+// The client's pub/sub connection: unlock notifications for waiting threads.
+//
+// One Subscriber per client owns one Redis connection and one thread. Threads
+// that wait for a lock take a Subscription to the lock's channel; a channel is
+// subscribed on the server once however many threads hold Subscriptions to
+// it (reference counted), and unsubscribed when the last one goes.
+//
+// No lost wake-up: a waiter first calls AwaitConfirmed(), which returns only
+// once the server has confirmed the SUBSCRIBE on the current connection; the
+// waiter then re-checks the lock, and any unlock after that check arrives as
+// a message. Each unlock message ("0") adds one permit to the channel and
+// wakes one waiting thread, which consumes it (Redisson's semaphore). After a
+// reconnect the thread resubscribes every channel and every waiter wakes with
+// kResubscribed, so it re-checks at once (messages sent while disconnected
+// are lost).
+//
+// The connection is checked with PING when idle; a connection that does not
+// answer within command_timeout is replaced.
+
+#ifndef RELOCK_LIB_PUBSUB_SUBSCRIBER_H_
+#define RELOCK_LIB_PUBSUB_SUBSCRIBER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/node_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "lib/common/deadline.h"
+#include "lib/redis/connection.h"
+
+namespace relock {
+namespace pubsub {
+
+class Subscriber;
+
+// Why Subscription::Wait() returned.
+enum class WakeReason {
+  kNotified,      // an unlock message arrived (one permit consumed)
+  kResubscribed,  // the connection was replaced: re-check now
+  kTimeout,       // the given deadline passed
+  kClosed,        // the subscriber is closed
+};
+
+// A thread's reference to one channel. Not thread-safe: one waiter each.
+class Subscription {
+ public:
+  ~Subscription();
+  Subscription(const Subscription&) = delete;
+  Subscription& operator=(const Subscription&) = delete;
+
+  // Returns OK once the server has confirmed the subscription on the current
+  // connection; Cancelled if the subscriber closes; DeadlineExceeded at
+  // `deadline` (the message says whether the connection is down and why).
+  absl::Status AwaitConfirmed(Deadline deadline);
+
+  // Sleeps until a permit can be consumed, the connection was replaced since
+  // the last AwaitConfirmed(), the subscriber closes, or `deadline`.
+  WakeReason Wait(Deadline deadline);
+
+  // Gives one permit back, waking another waiter (for a waiter that consumed
+  // a notification but leaves without acting on it).
+  void PassOn();
+
+ private:
+  friend class Subscriber;
+  struct Channel;
+  Subscription(Subscriber* owner, std::string name, Channel* channel)
+      : owner_(owner), name_(std::move(name)), channel_(channel) {}
+
+  Subscriber* owner_;
+  std::string name_;
+  Channel* channel_;
+  uint64_t seen_generation_ = 0;
+};
+
+struct Subscription::Channel {
+  int refs = 0;
+  int64_t permits = 0;
+  int in_flight = 0;    // SUBSCRIBE/UNSUBSCRIBE sent, reply not yet read
+  bool wanted = false;  // the last command queued was SUBSCRIBE
+  absl::CondVar cv;
+};
+
+class Subscriber {
+ public:
+  // Connects (so a client fails to start when pub/sub is impossible) and
+  // starts the thread.
+  static absl::StatusOr<std::unique_ptr<Subscriber>> Start(
+      redis::ConnectionOptions options);
+  ~Subscriber();
+
+  // Stops the thread and wakes every waiter with kClosed. Idempotent.
+  void Close();
+
+  std::unique_ptr<Subscription> Subscribe(const std::string& channel);
+
+  // Connections made so far (1 after Start). For tests and diagnostics.
+  uint64_t generation() const;
+
+ private:
+  friend class Subscription;
+  using Channel = Subscription::Channel;
+  enum class Op { kSubscribe, kUnsubscribe };
+
+  explicit Subscriber(redis::ConnectionOptions options);
+  void Run();
+  bool Confirmed(const Channel& c) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Enqueue(Op op, const std::string& name, Channel* c)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Unref(const std::string& name, Channel* c);
+  void Wake();
+  // Loop-thread helpers.
+  void OnConnected(std::unique_ptr<redis::Connection> conn);
+  void OnDisconnected(const absl::Status& why);
+  absl::Status Flush();
+  absl::Status ReadAndDispatch();
+  void Dispatch(const redis::ReplyView& reply);
+
+  const redis::ConnectionOptions options_;
+  int wake_fd_ = -1;
+  absl::Mutex join_mu_;  // serializes Close()'s join
+  std::thread thread_ ABSL_GUARDED_BY(join_mu_);
+  std::unique_ptr<redis::Connection> conn_;  // loop thread only
+
+  mutable absl::Mutex mu_;
+  absl::node_hash_map<std::string, Channel> channels_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<Op, std::string>> outbox_ ABSL_GUARDED_BY(mu_);
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  bool connected_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status last_error_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool ping_outstanding_ = false;  // loop thread only
+};
+
+}  // namespace pubsub
+}  // namespace relock
+
+#endif  // RELOCK_LIB_PUBSUB_SUBSCRIBER_H_
