@@ -1,0 +1,85 @@
+// relock/client.h
+//
+// `relock::Client`: a connection to one Redis server (or a proxy that looks
+// like one) and the home of the locks taken through it. Create one per process
+// (or per Redis deployment) with `Client::Connect()` and share it; get lock
+// handles from `GetLock()`.
+//
+// A client owns:
+//   - a pool of command connections (ClientOptions::pool_size, opened on
+//     demand, each used by one thread at a time and replaced after any I/O
+//     error);
+//   - one pub/sub connection with its own thread, which carries the unlock
+//     notifications that wake waiting threads;
+//   - its identity, a random UUID, which with the thread number forms the
+//     owner field of every lock it takes.
+//
+// States:
+//
+//   state   | GetLock        | lock calls              | Close() / destructor
+//   --------+----------------+-------------------------+---------------------------
+//   Open    | handle         | work                    | -> Closed (see below)
+//   Closed  | handle         | FailedPrecondition      | no-op
+//
+// Closing (explicitly or by destroying the client): new calls fail with
+// FailedPrecondition; threads waiting for a lock return Cancelled (lock()
+// throws LockError); every lock still held by a thread of this client is
+// released on Redis (one script each, within command_timeout) and a
+// LockEventType::kReleasedOnClose event is sent for it; if Redis is
+// unreachable the lock frees itself when its lease runs out. Lock handles may
+// outlive the client; they then fail with FailedPrecondition.
+//
+// Thread-safety: all methods are thread-safe.
+
+#ifndef RELOCK_CLIENT_H_
+#define RELOCK_CLIENT_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/base/attributes.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "relock/lock.h"
+#include "relock/options.h"
+
+namespace relock {
+
+class Client {
+ public:
+  // Connects to Redis: opens one command connection (AUTH, SELECT), loads the
+  // lock scripts and opens the pub/sub connection. Fails with
+  // InvalidArgument (bad options or URL), Unavailable (Redis unreachable
+  // within connect_timeout), Unauthenticated (wrong password or user),
+  // PermissionDenied (the user may not run the commands relock needs).
+  ABSL_MUST_USE_RESULT static absl::StatusOr<std::unique_ptr<Client>> Connect(
+      ClientOptions options = {});
+
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+  // Closes the client (see the banner).
+  ~Client();
+
+  // A handle for the lock named `name` (its Redis key). Cheap; no I/O. An
+  // invalid name (empty, longer than kMaxLockNameSize) yields a handle whose
+  // calls fail with InvalidArgument.
+  Lock GetLock(absl::string_view name);
+
+  // This client's identity in lock owner fields.
+  const std::string& id() const;
+
+  // One PING round trip through the pool.
+  ABSL_MUST_USE_RESULT absl::Status Ping();
+
+  // Closes the client (see the banner). Idempotent.
+  void Close();
+
+ private:
+  explicit Client(std::shared_ptr<internal::ClientCore> core);
+  std::shared_ptr<internal::ClientCore> core_;
+};
+
+}  // namespace relock
+
+#endif  // RELOCK_CLIENT_H_

@@ -1,0 +1,242 @@
+// relock/lock.h
+//
+// `relock::Lock`: a distributed, reentrant lock on Redis, in the style of
+// Redisson's RLock; `relock::LockGuard`, its RAII guard; `relock::LockError`,
+// the exception thrown by the std-style calls.
+//
+// How it works
+// ------------
+// A lock named N is a Redis hash at key N. Its single field is the owner,
+// "<client-id>:<thread-number>", and the field's value is the owner's hold
+// count; the key's TTL is the lease. Acquiring runs one Lua script: if the key
+// is absent or the owner field exists, increment the count and set the lease;
+// otherwise return the holder's remaining TTL. Releasing runs another: count
+// down, and when the count reaches zero delete the key and publish "0" on the
+// channel "redisson_lock__channel:{N}". This is Redisson's data model, so a
+// Redisson client and relock exclude each other on the same name.
+//
+// A thread that finds the lock held subscribes (through the client's single
+// pub/sub connection) to the lock's channel, re-checks the lock once the
+// subscription is confirmed, and then sleeps until an unlock message, the
+// holder's lease or its own deadline, whichever comes first. One unlock
+// message wakes one waiting thread of each client. Nobody polls.
+//
+// Cost: an uncontended acquire is one round trip, a release another. A waiter
+// holds the lock about one pub/sub delivery plus one round trip after the
+// holder's release.
+//
+// Owners and reentrancy
+// ---------------------
+// The owner is the calling *thread* of the *client*: two threads of one
+// process are different owners, as are two clients in one process. The owner
+// may lock again any number of times; the lock is free after as many
+// releases. A `Lock` object is a cheap, copyable handle (a name and the
+// client); one object may be used by many threads at once, like a std::mutex
+// shared by workers, and two handles with the same name are the same lock.
+//
+// States, as seen by the calling thread T:
+//
+//   state            | lock()/Acquire      | try_lock()         | unlock()/Release
+//   -----------------+---------------------+--------------------+-------------------------
+//   Free             | -> Held-by-T(1)     | true, Held-by-T(1) | FailedPrecondition
+//   Held-by-T(n)     | -> Held-by-T(n+1)   | true, (n+1)        | n>1: (n-1); n=1: Free
+//   Held-by-other    | waits (notified)    | false              | FailedPrecondition
+//   Lease-lost (T    | as Free/other       | as Free/other      | Aborted ("lease lost"),
+//    held it; lease  |                     |                    |  then as Free/other
+//    ran out / key   |                     |                    |
+//    deleted)        |                     |                    |
+//
+// Leases: `Acquire()` / `lock()` use `ClientOptions::lock_watchdog_timeout`
+// (30 s by default) as the lease. `Acquire(lease)` sets an explicit lease. A
+// re-entry sets the lease again; a release that leaves holds refreshes a
+// watchdog lease and leaves an explicit lease's TTL alone. Renewal of watchdog
+// leases while the lock is held is done by the client's watchdog.
+//
+// Correctness: a lease lock gives mutual exclusion as long as the holder is
+// not paused longer than its lease and Redis keeps the key. A Redis failover
+// with asynchronous replication, a restart without persistence, or a process
+// pause can break it. Protect resources that must never see two writers with
+// a fencing token as well.
+//
+// Errors (absl::StatusCode):
+//   InvalidArgument     empty or over-long name, lease not in [1 ms, 365 d],
+//                       negative wait.
+//   DeadlineExceeded    TryAcquire's wait ran out while another owner held it.
+//   FailedPrecondition  Release by a thread that does not hold the lock; any
+//                       call after the client was closed; the key holds a
+//                       non-lock value.
+//   Aborted             Release of a hold whose lease had been lost.
+//   Unavailable         Redis unreachable, timed out or failing; retry later.
+//                       A command that timed out may still run when Redis
+//                       wakes: after Unavailable from Release() the lock may
+//                       or may not be free (at the latest when its lease
+//                       ends); after Unavailable from Acquire() this thread
+//                       does not hold it unless a later query says so.
+//   Unauthenticated,    the server refused our credentials or commands.
+//   PermissionDenied
+//   Cancelled           the client was closed while this thread was waiting.
+//
+// Unsupported: releasing from a thread other than the one that acquired (it
+// is another owner and gets FailedPrecondition), and fork() while holding a
+// lock (the child is neither owner nor client).
+//
+// Thread-safety: every method may be called from any thread at any time.
+
+#ifndef RELOCK_LOCK_H_
+#define RELOCK_LOCK_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <system_error>
+
+#include "absl/base/attributes.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace relock {
+
+namespace internal {
+class ClientCore;
+// Converts a std::chrono duration to absl::Duration, saturating durations of
+// more than a century (and duration::max()) to absl::InfiniteDuration().
+template <class Rep, class Period>
+absl::Duration FromChronoSaturating(std::chrono::duration<Rep, Period> d) {
+  constexpr double kCenturySeconds = 100.0 * 365 * 24 * 3600;
+  const double seconds = std::chrono::duration<double>(d).count();
+  if (seconds >= kCenturySeconds) return absl::InfiniteDuration();
+  if (seconds <= -kCenturySeconds) return -absl::InfiniteDuration();
+  return absl::Nanoseconds(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+}
+}  // namespace internal
+
+// Longest accepted lock name, in bytes. Names may hold any bytes (NUL, braces,
+// spaces, newlines) but must not be empty.
+inline constexpr size_t kMaxLockNameSize = 64 * 1024;
+// Bounds of an explicit lease.
+inline constexpr absl::Duration kMinLease = absl::Milliseconds(1);
+inline constexpr absl::Duration kMaxLease = absl::Hours(365 * 24);
+
+// Thrown by `Lock::lock()`, `try_lock*()` and `LockGuard` when the operation
+// fails for a reason other than "held by another owner". It is a
+// std::system_error (like std::mutex's failures) whose code approximates the
+// status (e.g. Unavailable -> resource_unavailable_try_again) and which
+// carries the exact `absl::Status`.
+class LockError : public std::system_error {
+ public:
+  explicit LockError(absl::Status status);
+  const absl::Status& status() const noexcept { return status_; }
+
+ private:
+  absl::Status status_;
+};
+
+class Lock {
+ public:
+  // A handle that refers to no client: every call fails with
+  // FailedPrecondition (and lock() throws). Get real ones from
+  // `Client::GetLock()`.
+  Lock() = default;
+  Lock(const Lock&) = default;
+  Lock& operator=(const Lock&) = default;
+  Lock(Lock&&) noexcept = default;
+  Lock& operator=(Lock&&) noexcept = default;
+  ~Lock() = default;
+
+  // The lock's name: its Redis key.
+  const std::string& name() const { return name_; }
+
+  // --- std TimedLockable: works with std::lock_guard, std::unique_lock,
+  // --- std::scoped_lock, std::lock and std::try_lock.
+
+  // Blocks until this thread holds the lock (watchdog lease). Throws
+  // LockError on any failure.
+  void lock();
+  // One attempt: true if this thread now holds the lock, false if another
+  // owner holds it. Throws LockError on other failures (e.g. Unavailable).
+  bool try_lock();
+  // Waits up to `timeout` (notified, not polling). Like try_lock otherwise.
+  template <class Rep, class Period>
+  bool try_lock_for(const std::chrono::duration<Rep, Period>& timeout) {
+    return TryLockFor(internal::FromChronoSaturating(timeout));
+  }
+  // Waits until `deadline` of any clock (measured as the time left now).
+  template <class Clock, class Duration>
+  bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
+    return TryLockFor(internal::FromChronoSaturating(deadline - Clock::now()));
+  }
+  // Releases one hold. Never throws: a failure is reported as a
+  // LockEventType::kUnlockFailed event to ClientOptions::on_lock_event.
+  void unlock() noexcept;
+
+  // --- Status API.
+
+  // Blocks until this thread holds the lock, with the watchdog lease
+  // (ClientOptions::lock_watchdog_timeout).
+  ABSL_MUST_USE_RESULT absl::Status Acquire();
+  // Blocks until this thread holds the lock, with an explicit `lease` in
+  // [kMinLease, kMaxLease] that is never renewed.
+  ABSL_MUST_USE_RESULT absl::Status Acquire(absl::Duration lease);
+  // Waits at most `wait` (>= 0; zero = one attempt; InfiniteDuration = no
+  // limit). DeadlineExceeded if another owner held the lock throughout.
+  ABSL_MUST_USE_RESULT absl::Status TryAcquire(absl::Duration wait);
+  ABSL_MUST_USE_RESULT absl::Status TryAcquire(absl::Duration wait,
+                                               absl::Duration lease);
+  // Releases one hold of the calling thread. FailedPrecondition if this thread
+  // does not hold the lock; Aborted if it did but the lease was lost.
+  ABSL_MUST_USE_RESULT absl::Status Release();
+  // Frees the lock whoever holds it and wakes its waiters. Returns true if it
+  // was held. For administration and recovery; the holder is not told.
+  ABSL_MUST_USE_RESULT absl::StatusOr<bool> ForceRelease();
+
+  // --- Queries (one round trip each; the answer may be stale at once).
+
+  // Whether any owner holds the lock.
+  ABSL_MUST_USE_RESULT absl::StatusOr<bool> IsLocked() const;
+  // Whether the calling thread holds the lock.
+  ABSL_MUST_USE_RESULT absl::StatusOr<bool> IsHeldByCurrentThread() const;
+  // How many times the calling thread holds the lock (0 if not at all).
+  ABSL_MUST_USE_RESULT absl::StatusOr<int64_t> HoldCount() const;
+  // The lease left to the current holder, whoever it is; NotFound if the lock
+  // is free; InfiniteDuration if the key has no TTL (set by hand).
+  ABSL_MUST_USE_RESULT absl::StatusOr<absl::Duration> RemainingLease() const;
+
+ private:
+  friend class Client;
+  Lock(std::shared_ptr<internal::ClientCore> core, std::string name);
+  bool TryLockFor(absl::Duration wait);
+  absl::Status AcquireImpl(absl::Duration wait, bool explicit_lease,
+                           absl::Duration lease);
+
+  std::shared_ptr<internal::ClientCore> core_;
+  std::string name_;
+};
+
+// RAII guard: acquires in the constructor, releases in the destructor. Neither
+// copyable nor movable. Use std::unique_lock for a movable, deferrable owner.
+class LockGuard {
+ public:
+  // Acquires with the watchdog lease; throws LockError on failure.
+  explicit LockGuard(Lock& lock);
+  // Acquires with the watchdog lease; never throws. On failure `*status`
+  // holds the error and the guard owns nothing (check owns_lock()).
+  LockGuard(Lock& lock, absl::Status* status);
+  LockGuard(const LockGuard&) = delete;
+  LockGuard& operator=(const LockGuard&) = delete;
+  // Releases (as Lock::unlock(): never throws, failures become events).
+  ~LockGuard();
+
+  bool owns_lock() const { return owns_; }
+
+ private:
+  Lock& lock_;
+  bool owns_ = false;
+};
+
+}  // namespace relock
+
+#endif  // RELOCK_LOCK_H_

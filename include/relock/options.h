@@ -1,0 +1,91 @@
+// relock/options.h
+//
+// `relock::ClientOptions`: every setting of a `relock::Client`, with its
+// default written next to it, and `relock::LockEvent`, the report a client
+// sends to `ClientOptions::on_lock_event` when something happens to a lock
+// that no caller is waiting to hear about (an `unlock()` that failed, a lock
+// whose lease was lost).
+//
+// Durations are `absl::Duration`; every deadline derived from them is taken on
+// the steady clock, so changes of the wall clock never shorten or stretch a
+// wait or a lease.
+
+#ifndef RELOCK_OPTIONS_H_
+#define RELOCK_OPTIONS_H_
+
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace relock {
+
+// What happened to a lock, in a `LockEvent`.
+enum class LockEventType {
+  // `Lock::unlock()` (which never throws) could not release the lock. The
+  // status says why: FailedPrecondition (this thread did not hold it),
+  // Aborted (its lease had run out or it was force-released), Unavailable
+  // (Redis unreachable; the lock stays held until its lease runs out).
+  kUnlockFailed,
+  // A lock held by this client is gone without having been released: its
+  // lease ran out, the key was deleted, or Redis lost it. The holder must
+  // assume another owner may now hold it.
+  kLockLost,
+  // The client was closed while one of its threads held this lock; the
+  // client released it (status OK) or could not (status says why; the lock
+  // then frees itself when its lease runs out).
+  kReleasedOnClose,
+};
+
+// Returns "unlock-failed", "lock-lost" or "released-on-close".
+const char* LockEventTypeName(LockEventType type);
+
+struct LockEvent {
+  LockEventType type;
+  std::string lock_name;
+  absl::Status status;
+};
+
+struct ClientOptions {
+  // Where Redis is:
+  //   redis://[[user]:password@]host[:port][/db]   (port 6379, db 0 by default;
+  //                                                  user and password are
+  //                                                  percent-decoded; IPv6 as
+  //                                                  [::1])
+  //   unix:///path/to/redis.sock[?db=N]
+  // A password without user authenticates with `AUTH password`; with a user,
+  // `AUTH user password` (Redis 6 ACL).
+  std::string url = "redis://127.0.0.1:6379";
+
+  // Upper bound on establishing one connection (TCP/unix connect plus AUTH and
+  // SELECT). Must be positive.
+  absl::Duration connect_timeout = absl::Seconds(2);
+
+  // Upper bound on one Redis command round trip. A command that takes longer
+  // fails with Unavailable and its connection is replaced. Must be positive.
+  absl::Duration command_timeout = absl::Seconds(2);
+
+  // Most connections the client keeps for commands (the pub/sub connection is
+  // extra). Connections are opened when first needed. Between 1 and 1024.
+  int pool_size = 8;
+
+  // Lease of a lock acquired without an explicit lease (Redisson's
+  // lockWatchdogTimeout). At least 30 ms.
+  absl::Duration lock_watchdog_timeout = absl::Seconds(30);
+
+  // Identifies this client in lock owner fields ("<client_id>:<thread>").
+  // Empty (the default) means a fresh random UUID; set it only to reproduce a
+  // known identity. Must not contain ':'.
+  std::string client_id;
+
+  // Receives `LockEvent`s. Called from the thread that noticed the event
+  // (for kUnlockFailed: the thread calling `unlock()`). Must not block for
+  // long and must not throw. Empty (the default) writes one line per event
+  // to stderr.
+  std::function<void(const LockEvent&)> on_lock_event;
+};
+
+}  // namespace relock
+
+#endif  // RELOCK_OPTIONS_H_

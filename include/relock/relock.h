@@ -1,0 +1,35 @@
+// relock/relock.h
+//
+// The umbrella header: include it to get the whole public API.
+//
+//   relock/options.h  ClientOptions (every default documented), LockEvent.
+//   relock/client.h   Client: connects to Redis, hands out locks.
+//   relock/lock.h     Lock (reentrant, TimedLockable), LockGuard, LockError.
+//
+// Quick start:
+//
+//   relock::ClientOptions options;
+//   options.url = "redis://127.0.0.1:6379";
+//   auto client = relock::Client::Connect(options);
+//   if (!client.ok()) { ... client.status() ... }
+//   relock::Lock lock = (*client)->GetLock("order:42");
+//   {
+//     std::lock_guard<relock::Lock> guard(lock);  // or lock.Acquire()
+//     ...                                         // reentrant: may lock again
+//   }
+
+#ifndef RELOCK_RELOCK_H_
+#define RELOCK_RELOCK_H_
+
+#include "relock/client.h"
+#include "relock/lock.h"
+#include "relock/options.h"
+
+namespace relock {
+
+// The library's version.
+inline constexpr char kVersionString[] = "0.1.0";
+
+}  // namespace relock
+
+#endif  // RELOCK_RELOCK_H_

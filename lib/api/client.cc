@@ -1,0 +1,39 @@
+// relock::Client: the public surface over internal::ClientCore.
+
+#include "relock/client.h"
+
+#include <utility>
+
+#include "lib/client/client_core.h"
+
+namespace relock {
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
+  absl::StatusOr<std::shared_ptr<internal::ClientCore>> core =
+      internal::ClientCore::Create(std::move(options));
+  if (!core.ok()) return core.status();
+  return std::unique_ptr<Client>(new Client(*std::move(core)));
+}
+
+Client::Client(std::shared_ptr<internal::ClientCore> core)
+    : core_(std::move(core)) {}
+
+Client::~Client() { Close(); }
+
+Lock Client::GetLock(absl::string_view name) {
+  return Lock(core_, std::string(name));
+}
+
+const std::string& Client::id() const { return core_->id(); }
+
+absl::Status Client::Ping() {
+  if (absl::Status s = core_->CheckOpen(); !s.ok()) return s;
+  absl::StatusOr<redis::Reply> r = core_->RunCommand({"PING"});
+  if (!r.ok()) return r.status();
+  if (r->is_error()) return redis::ErrorReplyToStatus("PING", r->str());
+  return absl::OkStatus();
+}
+
+void Client::Close() { core_->Close(); }
+
+}  // namespace relock

@@ -1,0 +1,155 @@
+// relock::Lock, LockGuard and LockError: the public surface over
+// lib/lock/reentrant_lock.
+
+#include "relock/lock.h"
+
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "lib/client/client_core.h"
+#include "lib/common/deadline.h"
+#include "lib/lock/reentrant_lock.h"
+
+namespace relock {
+namespace {
+
+std::errc ErrcFor(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+      return std::errc::invalid_argument;
+    case absl::StatusCode::kDeadlineExceeded:
+      return std::errc::timed_out;
+    case absl::StatusCode::kUnavailable:
+      return std::errc::resource_unavailable_try_again;
+    case absl::StatusCode::kCancelled:
+      return std::errc::operation_canceled;
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kUnauthenticated:
+      return std::errc::permission_denied;
+    case absl::StatusCode::kResourceExhausted:
+      return std::errc::not_enough_memory;
+    default:
+      return std::errc::operation_not_permitted;
+  }
+}
+
+absl::Status Unbound() {
+  return absl::FailedPreconditionError(
+      "this relock::Lock handle is not bound to a client (default-constructed "
+      "or moved-from); get one from Client::GetLock()");
+}
+
+}  // namespace
+
+LockError::LockError(absl::Status status)
+    : std::system_error(std::make_error_code(ErrcFor(status.code())),
+                        status.ToString()),
+      status_(std::move(status)) {}
+
+Lock::Lock(std::shared_ptr<internal::ClientCore> core, std::string name)
+    : core_(std::move(core)), name_(std::move(name)) {}
+
+absl::Status Lock::AcquireImpl(absl::Duration wait, bool explicit_lease,
+                               absl::Duration lease) {
+  if (core_ == nullptr) return Unbound();
+  if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
+  if (wait < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "acquire lock: wait must not be negative, got ",
+        absl::FormatDuration(wait)));
+  }
+  return lock::Acquire(
+      *core_, name_,
+      explicit_lease ? absl::optional<absl::Duration>(lease) : absl::nullopt,
+      Deadline::After(wait));
+}
+
+absl::Status Lock::Acquire() {
+  return AcquireImpl(absl::InfiniteDuration(), false, absl::ZeroDuration());
+}
+absl::Status Lock::Acquire(absl::Duration lease) {
+  return AcquireImpl(absl::InfiniteDuration(), true, lease);
+}
+absl::Status Lock::TryAcquire(absl::Duration wait) {
+  return AcquireImpl(wait, false, absl::ZeroDuration());
+}
+absl::Status Lock::TryAcquire(absl::Duration wait, absl::Duration lease) {
+  return AcquireImpl(wait, true, lease);
+}
+
+absl::Status Lock::Release() {
+  if (core_ == nullptr) return Unbound();
+  if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
+  return lock::Release(*core_, name_);
+}
+
+absl::StatusOr<bool> Lock::ForceRelease() {
+  if (core_ == nullptr) return Unbound();
+  if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
+  return lock::ForceRelease(*core_, name_);
+}
+
+absl::StatusOr<bool> Lock::IsLocked() const {
+  if (core_ == nullptr) return Unbound();
+  if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
+  return lock::IsLocked(*core_, name_);
+}
+
+absl::StatusOr<bool> Lock::IsHeldByCurrentThread() const {
+  absl::StatusOr<int64_t> count = HoldCount();
+  if (!count.ok()) return count.status();
+  return *count > 0;
+}
+
+absl::StatusOr<int64_t> Lock::HoldCount() const {
+  if (core_ == nullptr) return Unbound();
+  if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
+  return lock::HoldCount(*core_, name_);
+}
+
+absl::StatusOr<absl::Duration> Lock::RemainingLease() const {
+  if (core_ == nullptr) return Unbound();
+  if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
+  return lock::RemainingLease(*core_, name_);
+}
+
+void Lock::lock() {
+  absl::Status s = Acquire();
+  if (!s.ok()) throw LockError(std::move(s));
+}
+
+bool Lock::try_lock() { return TryLockFor(absl::ZeroDuration()); }
+
+bool Lock::TryLockFor(absl::Duration wait) {
+  if (wait < absl::ZeroDuration()) wait = absl::ZeroDuration();  // as std
+  absl::Status s = TryAcquire(wait);
+  if (s.ok()) return true;
+  if (s.code() == absl::StatusCode::kDeadlineExceeded) return false;
+  throw LockError(std::move(s));
+}
+
+void Lock::unlock() noexcept {
+  absl::Status s = Release();
+  if (s.ok()) return;
+  if (core_ != nullptr) {
+    core_->Report(LockEventType::kUnlockFailed, name_, std::move(s));
+  }
+}
+
+LockGuard::LockGuard(Lock& lock) : lock_(lock) {
+  lock_.lock();
+  owns_ = true;
+}
+
+LockGuard::LockGuard(Lock& lock, absl::Status* status) : lock_(lock) {
+  *status = lock_.Acquire();
+  owns_ = status->ok();
+}
+
+LockGuard::~LockGuard() {
+  if (owns_) lock_.unlock();
+}
+
+}  // namespace relock

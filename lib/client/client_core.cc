@@ -1,0 +1,161 @@
+#include "lib/client/client_core.h"
+
+#include <iostream>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "lib/lock/owner.h"
+#include "lib/redis/url.h"
+#include "lua/acquire.lua.h"
+#include "lua/force_release.lua.h"
+#include "lua/release.lua.h"
+#include "lua/release_all.lua.h"
+#include "lua/renew.lua.h"
+
+namespace relock {
+namespace internal {
+namespace {
+
+std::vector<redis::ScriptSource> LockScripts() {
+  // Order matches ScriptId.
+  return {
+      {"acquire", lua::kAcquire},
+      {"release", lua::kRelease},
+      {"release_all", lua::kReleaseAll},
+      {"force_release", lua::kForceRelease},
+      {"renew", lua::kRenew},
+  };
+}
+
+absl::Status ValidateOptions(const ClientOptions& o) {
+  auto invalid = [](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat("ClientOptions: ", what));
+  };
+  if (o.connect_timeout <= absl::ZeroDuration() ||
+      o.connect_timeout == absl::InfiniteDuration()) {
+    return invalid("connect_timeout must be positive and finite");
+  }
+  if (o.command_timeout <= absl::ZeroDuration() ||
+      o.command_timeout == absl::InfiniteDuration()) {
+    return invalid("command_timeout must be positive and finite");
+  }
+  if (o.pool_size < 1 || o.pool_size > 1024) {
+    return invalid(absl::StrCat("pool_size must be in [1, 1024], not ",
+                                o.pool_size));
+  }
+  if (o.lock_watchdog_timeout < absl::Milliseconds(30) ||
+      o.lock_watchdog_timeout > absl::Hours(365 * 24)) {
+    return invalid("lock_watchdog_timeout must be in [30ms, 365 days]");
+  }
+  if (absl::StrContains(o.client_id, ':')) {
+    return invalid("client_id must not contain ':'");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+ClientCore::ClientCore(ClientOptions options, std::string id,
+                       redis::ConnectionOptions conn_options)
+    : options_(std::move(options)),
+      id_(std::move(id)),
+      pool_(std::move(conn_options), options_.pool_size),
+      scripts_(LockScripts()) {}
+
+ClientCore::~ClientCore() { Close(); }
+
+absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
+    ClientOptions options) {
+  if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
+  absl::StatusOr<redis::Endpoint> endpoint = redis::ParseRedisUrl(options.url);
+  if (!endpoint.ok()) return endpoint.status();
+  redis::ConnectionOptions conn_options;
+  conn_options.endpoint = *std::move(endpoint);
+  conn_options.connect_timeout = options.connect_timeout;
+  conn_options.command_timeout = options.command_timeout;
+  std::string id = options.client_id.empty() ? lock::NewClientId()
+                                             : options.client_id;
+  std::shared_ptr<ClientCore> core(
+      new ClientCore(std::move(options), std::move(id), conn_options));
+  {
+    absl::StatusOr<redis::PooledConnection> conn = core->pool_.Get();
+    if (!conn.ok()) return conn.status();
+    if (absl::Status s = core->scripts_.Load(**conn); !s.ok()) return s;
+  }
+  absl::StatusOr<std::unique_ptr<pubsub::Subscriber>> sub =
+      pubsub::Subscriber::Start(conn_options);
+  if (!sub.ok()) return sub.status();
+  core->subscriber_ = *std::move(sub);
+  return core;
+}
+
+absl::Status ClientCore::CheckOpen() const {
+  if (closed()) return absl::FailedPreconditionError("the client is closed");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<redis::Reply> ClientCore::RunScript(
+    ScriptId script, std::initializer_list<absl::string_view> keys,
+    std::initializer_list<absl::string_view> args) {
+  absl::StatusOr<redis::PooledConnection> conn = pool_.Get();
+  if (!conn.ok()) return conn.status();
+  return scripts_.Eval(**conn, script, keys, args);
+}
+
+absl::StatusOr<redis::Reply> ClientCore::RunCommand(
+    std::initializer_list<absl::string_view> argv) {
+  absl::StatusOr<redis::PooledConnection> conn = pool_.Get();
+  if (!conn.ok()) return conn.status();
+  return (*conn)->Command(argv);
+}
+
+void ClientCore::Report(LockEventType type, absl::string_view lock_name,
+                        absl::Status status) {
+  LockEvent event{type, std::string(lock_name), std::move(status)};
+  if (options_.on_lock_event) {
+    options_.on_lock_event(event);
+    return;
+  }
+  std::cerr << "relock: " << LockEventTypeName(type) << " "
+            << lock::QuoteName(lock_name) << ": " << event.status << "\n";
+}
+
+void ClientCore::Close() {
+  if (closed_.exchange(true, std::memory_order_acq_rel)) return;
+  if (subscriber_ != nullptr) subscriber_->Close();  // wakes waiters
+  for (auto& [key, hold] : holds_.TakeAll()) {
+    const std::string& name = key.first;
+    const std::string owner = lock::OwnerField(id_, key.second);
+    const std::string channel = lock::UnlockChannel(name);
+    absl::StatusOr<redis::Reply> r = RunScript(
+        kReleaseAllScript, {name, channel}, {lock::kUnlockMessage, owner});
+    absl::Status status = r.status();
+    if (r.ok() && r->is_error()) {
+      status = redis::ErrorReplyToStatus("release on close", r->str());
+    } else if (r.ok() && r->integer() == 0) {
+      status = absl::AbortedError(
+          "the lock's lease had already been lost before the client closed");
+    }
+    Report(LockEventType::kReleasedOnClose, name, status);
+  }
+  pool_.Close();
+}
+
+}  // namespace internal
+
+const char* LockEventTypeName(LockEventType type) {
+  switch (type) {
+    case LockEventType::kUnlockFailed:
+      return "unlock-failed";
+    case LockEventType::kLockLost:
+      return "lock-lost";
+    case LockEventType::kReleasedOnClose:
+      return "released-on-close";
+  }
+  return "unknown";
+}
+
+}  // namespace relock

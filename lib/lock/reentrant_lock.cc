@@ -1,0 +1,237 @@
+#include "lib/lock/reentrant_lock.h"
+
+#include <memory>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "lib/lock/owner.h"
+#include "relock/lock.h"
+
+namespace relock {
+namespace lock {
+namespace {
+
+using internal::ClientCore;
+
+// Prefixes a failure with the operation and lock name.
+absl::Status Annotate(absl::Status s, absl::string_view op,
+                      const std::string& name) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(op, " lock ", QuoteName(name),
+                                             ": ", s.message()));
+}
+
+// A reply that is not what the script returns means a foreign value at the
+// key or a misbehaving server.
+absl::Status Unexpected(const redis::Reply& r, absl::string_view op) {
+  if (r.is_error()) return redis::ErrorReplyToStatus(op, r.str());
+  return absl::InternalError(absl::StrCat(op, ": unexpected reply ",
+                                          r.view().Describe()));
+}
+
+// One attempt. Returns nullopt when acquired, else the holder's PTTL in ms
+// (-1: no TTL).
+absl::StatusOr<absl::optional<int64_t>> TryOnce(ClientCore& core,
+                                                const std::string& name,
+                                                const std::string& owner,
+                                                const std::string& lease_ms) {
+  absl::StatusOr<redis::Reply> r =
+      core.RunScript(internal::kAcquireScript, {name}, {lease_ms, owner});
+  if (!r.ok()) return r.status();
+  if (r->is_nil()) return absl::optional<int64_t>();
+  if (r->is_integer()) return absl::optional<int64_t>(r->integer());
+  return Unexpected(*r, "acquire script");
+}
+
+absl::Status HeldByOther(int64_t pttl_ms) {
+  return absl::DeadlineExceededError(absl::StrCat(
+      "held by another owner (lease left: ",
+      pttl_ms < 0 ? std::string("none set") : absl::StrCat(pttl_ms, "ms"),
+      ")"));
+}
+
+absl::Status AcquireLoop(ClientCore& core, const std::string& name,
+                         const std::string& owner, const std::string& lease_ms,
+                         Deadline deadline) {
+  absl::StatusOr<absl::optional<int64_t>> ttl =
+      TryOnce(core, name, owner, lease_ms);
+  if (!ttl.ok() || !ttl->has_value()) return ttl.status();
+  if (deadline.Expired()) return HeldByOther(**ttl);
+
+  std::unique_ptr<pubsub::Subscription> sub =
+      core.subscriber().Subscribe(UnlockChannel(name));
+  const absl::Duration confirm_limit =
+      core.options().connect_timeout + core.options().command_timeout;
+  while (true) {
+    // Only after the server confirmed the subscription is a re-check free of
+    // lost wake-ups.
+    absl::Status confirmed = sub->AwaitConfirmed(
+        Earliest(deadline, Deadline::After(confirm_limit)));
+    if (!confirmed.ok()) {
+      if (confirmed.code() == absl::StatusCode::kCancelled) return confirmed;
+      if (deadline.Expired()) return HeldByOther(**ttl);
+      return absl::UnavailableError(confirmed.message());
+    }
+    ttl = TryOnce(core, name, owner, lease_ms);
+    if (!ttl.ok()) {
+      sub->PassOn();  // a notification we may have consumed is not wasted
+      return ttl.status();
+    }
+    if (!ttl->has_value()) return absl::OkStatus();
+    if (deadline.Expired()) return HeldByOther(**ttl);
+    // Sleep until an unlock message, the holder's lease end, or our deadline.
+    Deadline wake = deadline;
+    if (**ttl >= 0) {
+      wake = Earliest(deadline, Deadline::After(absl::Milliseconds(**ttl)));
+    }
+    if (sub->Wait(wake) == pubsub::WakeReason::kClosed) {
+      return absl::CancelledError("the client was closed while waiting");
+    }
+  }
+}
+
+}  // namespace
+
+absl::Status ValidateName(const std::string& name) {
+  if (name.empty()) {
+    return absl::InvalidArgumentError("lock name must not be empty");
+  }
+  if (name.size() > kMaxLockNameSize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lock name ", QuoteName(name), " is longer than ",
+                     kMaxLockNameSize, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Acquire(ClientCore& core, const std::string& name,
+                     absl::optional<absl::Duration> lease, Deadline deadline) {
+  if (lease.has_value() && (*lease < kMinLease || *lease > kMaxLease)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "acquire lock ", QuoteName(name), ": lease ",
+        absl::FormatDuration(*lease), " is outside [",
+        absl::FormatDuration(kMinLease), ", ", absl::FormatDuration(kMaxLease),
+        "]"));
+  }
+  if (absl::Status s = core.CheckOpen(); !s.ok()) {
+    return Annotate(s, "acquire", name);
+  }
+  const uint64_t thread = CurrentThreadNumber();
+  const std::string owner = OwnerField(core.id(), thread);
+  const absl::Duration effective =
+      lease.value_or(core.options().lock_watchdog_timeout);
+  const std::string lease_ms = absl::StrCat(absl::ToInt64Milliseconds(effective));
+  absl::Status s = AcquireLoop(core, name, owner, lease_ms, deadline);
+  if (!s.ok()) return Annotate(s, "acquire", name);
+  core.holds().OnAcquired(name, thread, !lease.has_value());
+  if (core.closed()) {
+    // Close() may have swept the registry before we registered: do not leak
+    // a hold nobody will release.
+    core.holds().Forget(name, thread);
+    absl::Status ignored = core.RunScript(internal::kReleaseAllScript,
+                                          {name, UnlockChannel(name)},
+                                          {kUnlockMessage, owner})
+                               .status();
+    (void)ignored;
+    return Annotate(absl::CancelledError("the client was closed"), "acquire",
+                    name);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Release(ClientCore& core, const std::string& name) {
+  if (absl::Status s = core.CheckOpen(); !s.ok()) {
+    return Annotate(s, "release", name);
+  }
+  const uint64_t thread = CurrentThreadNumber();
+  const std::string owner = OwnerField(core.id(), thread);
+  const absl::optional<Hold> hold = core.holds().Find(name, thread);
+  // When holds remain, refresh a watchdog lease; keep an explicit lease's TTL.
+  const std::string lease_ms =
+      hold.has_value() && hold->watchdog
+          ? absl::StrCat(
+                absl::ToInt64Milliseconds(core.options().lock_watchdog_timeout))
+          : "0";
+  absl::StatusOr<redis::Reply> r =
+      core.RunScript(internal::kReleaseScript, {name, UnlockChannel(name)},
+                     {kUnlockMessage, lease_ms, owner});
+  if (!r.ok()) return Annotate(r.status(), "release", name);
+  if (r->is_nil()) {
+    if (core.holds().Forget(name, thread)) {
+      return Annotate(
+          absl::AbortedError(
+              "lease lost: this thread held the lock, but its lease ran out "
+              "or it was force-released before this release; work done "
+              "under it may have overlapped with another owner"),
+          "release", name);
+    }
+    return Annotate(absl::FailedPreconditionError(absl::StrCat(
+                        "not held by this thread (owner ", owner, ")")),
+                    "release", name);
+  }
+  if (!r->is_integer()) {
+    return Annotate(Unexpected(*r, "release script"), "release", name);
+  }
+  core.holds().OnReleased(name, thread, /*freed=*/r->integer() == 1);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> ForceRelease(ClientCore& core, const std::string& name) {
+  if (absl::Status s = core.CheckOpen(); !s.ok()) {
+    return Annotate(s, "force-release", name);
+  }
+  absl::StatusOr<redis::Reply> r =
+      core.RunScript(internal::kForceReleaseScript,
+                     {name, UnlockChannel(name)}, {kUnlockMessage});
+  if (!r.ok()) return Annotate(r.status(), "force-release", name);
+  if (!r->is_integer()) {
+    return Annotate(Unexpected(*r, "force_release script"), "force-release",
+                    name);
+  }
+  return r->integer() == 1;
+}
+
+absl::StatusOr<bool> IsLocked(ClientCore& core, const std::string& name) {
+  if (absl::Status s = core.CheckOpen(); !s.ok()) {
+    return Annotate(s, "query", name);
+  }
+  absl::StatusOr<redis::Reply> r = core.RunCommand({"EXISTS", name});
+  if (!r.ok()) return Annotate(r.status(), "query", name);
+  if (!r->is_integer()) return Annotate(Unexpected(*r, "EXISTS"), "query", name);
+  return r->integer() == 1;
+}
+
+absl::StatusOr<int64_t> HoldCount(ClientCore& core, const std::string& name) {
+  if (absl::Status s = core.CheckOpen(); !s.ok()) {
+    return Annotate(s, "query", name);
+  }
+  const std::string owner = OwnerField(core.id(), CurrentThreadNumber());
+  absl::StatusOr<redis::Reply> r = core.RunCommand({"HGET", name, owner});
+  if (!r.ok()) return Annotate(r.status(), "query", name);
+  if (r->is_nil()) return int64_t{0};
+  int64_t count = 0;
+  if (!r->view().is_string() || !absl::SimpleAtoi(r->str(), &count)) {
+    return Annotate(Unexpected(*r, "HGET"), "query", name);
+  }
+  return count;
+}
+
+absl::StatusOr<absl::Duration> RemainingLease(ClientCore& core,
+                                              const std::string& name) {
+  if (absl::Status s = core.CheckOpen(); !s.ok()) {
+    return Annotate(s, "query", name);
+  }
+  absl::StatusOr<redis::Reply> r = core.RunCommand({"PTTL", name});
+  if (!r.ok()) return Annotate(r.status(), "query", name);
+  if (!r->is_integer()) return Annotate(Unexpected(*r, "PTTL"), "query", name);
+  if (r->integer() == -2) {
+    return absl::NotFoundError(
+        absl::StrCat("lock ", QuoteName(name), " is not held"));
+  }
+  if (r->integer() == -1) return absl::InfiniteDuration();
+  return absl::Milliseconds(r->integer());
+}
+
+}  // namespace lock
+}  // namespace relock
