@@ -1,0 +1,424 @@
+// Tests of the test fixtures themselves: RedisServer and ChildProcess.
+
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/child_process.h"
+#include "tests/testing/redis_server.h"
+
+namespace relock {
+namespace testing {
+namespace {
+
+using ::testing::AnyOf;
+using ::testing::Eq;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// Echoes its args, then each stdin line, until "exit" or EOF; exits with 7.
+RELOCK_CHILD_MAIN(EchoUntilEof) {
+  std::cout << "args " << absl::StrJoin(args, " ") << std::endl;
+  std::string line;
+  while (std::getline(std::cin, line) && line != "exit") {
+    std::cout << line << std::endl;
+  }
+  return 7;
+}
+
+// PINGs the server on port args[0] and prints the reply.
+RELOCK_CHILD_MAIN(PingPort) {
+  if (args.size() != 1) return 2;
+  redisContext* c = redisConnect("127.0.0.1", std::stoi(args[0]));
+  if (c == nullptr || c->err) return 3;
+  auto* reply = static_cast<redisReply*>(redisCommand(c, "PING"));
+  if (reply == nullptr) return 4;
+  std::cout << std::string(reply->str, reply->len) << std::endl;
+  freeReplyObject(reply);
+  redisFree(c);
+  return 0;
+}
+
+std::unique_ptr<RedisServer> MustStart(RedisServerOptions options = {}) {
+  absl::StatusOr<std::unique_ptr<RedisServer>> server =
+      RedisServer::Start(std::move(options));
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? *std::move(server) : nullptr;
+}
+
+bool ProcessExists(pid_t pid) { return kill(pid, 0) == 0 || errno != ESRCH; }
+
+// A raw hiredis connection with `timeout` for connect and commands.
+struct RawConnection {
+  explicit RawConnection(int port, absl::Duration timeout =
+                                       absl::Seconds(2)) {
+    c = redisConnectWithTimeout("127.0.0.1", port, absl::ToTimeval(timeout));
+    if (c != nullptr && !c->err) {
+      redisSetTimeout(c, absl::ToTimeval(timeout));
+    }
+  }
+  ~RawConnection() {
+    if (c != nullptr) redisFree(c);
+  }
+  bool ok() const { return c != nullptr && !c->err; }
+  // The reply as "status:..", "error:..", "string:..", or "io:<errstr>".
+  std::string Run(const char* command) {
+    auto* reply = static_cast<redisReply*>(redisCommand(c, command));
+    if (reply == nullptr) return absl::StrCat("io:", c->errstr);
+    std::string out;
+    switch (reply->type) {
+      case REDIS_REPLY_STATUS:
+        out = absl::StrCat("status:", reply->str);
+        break;
+      case REDIS_REPLY_ERROR:
+        out = absl::StrCat("error:", reply->str);
+        break;
+      case REDIS_REPLY_STRING:
+        out = absl::StrCat("string:", reply->str);
+        break;
+      default:
+        out = absl::StrCat("type:", reply->type);
+    }
+    freeReplyObject(reply);
+    return out;
+  }
+  redisContext* c = nullptr;
+};
+
+// ------------------------------------------------------------ RedisServer --
+
+TEST(RedisServerTest, StartsAndAnswersPing) {
+  std::unique_ptr<RedisServer> redis = MustStart();
+  ASSERT_NE(redis, nullptr);
+  EXPECT_TRUE(redis->running());
+  EXPECT_GT(redis->pid(), 0);
+  EXPECT_GT(redis->port(), 0);
+  EXPECT_NE(redis->port(), 6379);
+  EXPECT_EQ(redis->url(), absl::StrCat("redis://127.0.0.1:", redis->port()));
+  EXPECT_EQ(redis->unix_url(), "");
+  EXPECT_EQ(redis->socket_path(), "");
+
+  absl::StatusOr<RedisValue> pong = redis->Command({"PING"});
+  ASSERT_TRUE(pong.ok()) << pong.status();
+  EXPECT_EQ(pong->type, RedisValue::Type::kStatus);
+  EXPECT_EQ(pong->str, "PONG");
+  EXPECT_EQ(pong->DebugString(), "(status) PONG");
+}
+
+TEST(RedisServerTest, CommandDecodesEveryReplyType) {
+  std::unique_ptr<RedisServer> redis = MustStart();
+  ASSERT_NE(redis, nullptr);
+  EXPECT_TRUE(redis->Command({"SET", "k", std::string("v\0w", 3)})->is_ok());
+  RedisValue value = *redis->Command({"GET", "k"});
+  EXPECT_TRUE(value.is_string());
+  EXPECT_EQ(value.str, std::string("v\0w", 3));
+  EXPECT_THAT(value.DebugString(),
+              AnyOf(Eq("\"v\\x00w\""), Eq("\"v\\000w\"")));
+  EXPECT_TRUE(redis->Command({"GET", "missing"})->is_nil());
+  EXPECT_EQ(redis->Command({"GET", "missing"})->DebugString(), "nil");
+  RedisValue integer = *redis->Command({"HSET", "h", "f", "1"});
+  EXPECT_TRUE(integer.is_integer());
+  EXPECT_EQ(integer.integer, 1);
+  RedisValue array = *redis->Command({"HGETALL", "h"});
+  ASSERT_TRUE(array.is_array());
+  ASSERT_EQ(array.elements.size(), 2u);
+  EXPECT_EQ(array.elements[0].str, "f");
+  EXPECT_EQ(array.DebugString(), "[\"f\", \"1\"]");
+  RedisValue error = *redis->Command({"NOSUCHCOMMAND"});
+  EXPECT_TRUE(error.is_error());
+  EXPECT_THAT(error.str, StartsWith("ERR"));
+  // The DEBUG command is enabled (Redis >= 7 disables it by default).
+  EXPECT_TRUE(redis->Command({"DEBUG", "SLEEP", "0"})->is_ok());
+  EXPECT_TRUE(redis->FlushAll().ok());
+  EXPECT_EQ(redis->Command({"DBSIZE"})->integer, 0);
+}
+
+TEST(RedisServerTest, UnixSocketIsCreated) {
+  RedisServerOptions options;
+  options.unix_socket = true;
+  std::unique_ptr<RedisServer> redis = MustStart(options);
+  ASSERT_NE(redis, nullptr);
+  ASSERT_FALSE(redis->socket_path().empty());
+  EXPECT_LT(redis->socket_path().size(), 100u);
+  EXPECT_EQ(redis->unix_url(), "unix://" + redis->socket_path());
+  struct stat st;
+  ASSERT_EQ(stat(redis->socket_path().c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+
+  redisContext* c = redisConnectUnix(redis->socket_path().c_str());
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(c->err, 0) << c->errstr;
+  auto* reply = static_cast<redisReply*>(redisCommand(c, "PING"));
+  ASSERT_NE(reply, nullptr);
+  EXPECT_STREQ(reply->str, "PONG");
+  freeReplyObject(reply);
+  redisFree(c);
+}
+
+TEST(RedisServerTest, RequirePassIsEnforcedAndUsedByCommand) {
+  RedisServerOptions options;
+  options.requirepass = "s3cret/pw";
+  options.unix_socket = true;
+  std::unique_ptr<RedisServer> redis = MustStart(options);
+  ASSERT_NE(redis, nullptr);
+  EXPECT_EQ(redis->url(),
+            absl::StrCat("redis://:s3cret%2Fpw@127.0.0.1:", redis->port()));
+  EXPECT_EQ(redis->unix_url(),
+            absl::StrCat("unix://", redis->socket_path(), "?password=s3cret%2Fpw"));
+  EXPECT_EQ(redis->Command({"PING"})->str, "PONG");
+
+  RawConnection raw(redis->port());
+  ASSERT_TRUE(raw.ok());
+  EXPECT_THAT(raw.Run("PING"), StartsWith("error:NOAUTH"));
+}
+
+TEST(RedisServerTest, ExtraArgsReachTheServer) {
+  RedisServerOptions options;
+  options.extra_args = {"--maxmemory", "10mb"};
+  std::unique_ptr<RedisServer> redis = MustStart(options);
+  ASSERT_NE(redis, nullptr);
+  RedisValue config = *redis->Command({"CONFIG", "GET", "maxmemory"});
+  ASSERT_EQ(config.elements.size(), 2u) << config;
+  EXPECT_EQ(config.elements[1].str, "10485760");
+}
+
+TEST(RedisServerTest, StartFailureQuotesTheServerLog) {
+  RedisServerOptions options;
+  options.extra_args = {"--no-such-directive", "1"};
+  absl::StatusOr<std::unique_ptr<RedisServer>> redis =
+      RedisServer::Start(options);
+  ASSERT_FALSE(redis.ok());
+  EXPECT_THAT(redis.status().message(), HasSubstr("no-such-directive"));
+}
+
+TEST(RedisServerTest, StopAndRestartKeepThePortAndLoseTheData) {
+  std::unique_ptr<RedisServer> redis = MustStart();
+  ASSERT_NE(redis, nullptr);
+  const int port = redis->port();
+  const pid_t old_pid = redis->pid();
+  ASSERT_TRUE(redis->Command({"SET", "k", "v"})->is_ok());
+
+  ASSERT_TRUE(redis->Stop().ok());
+  EXPECT_FALSE(redis->running());
+  EXPECT_EQ(redis->pid(), -1);
+  EXPECT_FALSE(ProcessExists(old_pid));
+  absl::StatusOr<RedisValue> refused = redis->Command({"PING"});
+  EXPECT_TRUE(absl::IsUnavailable(refused.status())) << refused.status();
+  EXPECT_TRUE(redis->Stop().ok()) << "Stop() is idempotent";
+  EXPECT_TRUE(absl::IsFailedPrecondition(redis->Pause()));
+
+  ASSERT_TRUE(redis->Restart().ok());
+  EXPECT_TRUE(redis->running());
+  EXPECT_EQ(redis->port(), port);
+  EXPECT_TRUE(redis->Command({"GET", "k"})->is_nil());
+
+  // Restart while running.
+  ASSERT_TRUE(redis->Command({"SET", "k", "v"})->is_ok());
+  ASSERT_TRUE(redis->Restart().ok());
+  EXPECT_EQ(redis->port(), port);
+  EXPECT_TRUE(redis->Command({"GET", "k"})->is_nil());
+}
+
+TEST(RedisServerTest, PauseMakesCommandsTimeOutAndResumeRecovers) {
+  std::unique_ptr<RedisServer> redis = MustStart();
+  ASSERT_NE(redis, nullptr);
+  ASSERT_TRUE(redis->Pause().ok());
+  EXPECT_TRUE(redis->running());
+  {
+    const auto start = std::chrono::steady_clock::now();
+    RawConnection raw(redis->port(), absl::Milliseconds(200));
+    std::string reply = raw.ok() ? raw.Run("PING") : "connect failed";
+    const absl::Duration elapsed =
+        absl::FromChrono(std::chrono::steady_clock::now() - start);
+    EXPECT_THAT(reply, StartsWith("io:")) << "a paused server answered";
+    EXPECT_GE(elapsed, absl::Milliseconds(150));
+    EXPECT_LT(elapsed, absl::Seconds(3));
+  }
+  ASSERT_TRUE(redis->Resume().ok());
+  absl::StatusOr<RedisValue> pong = redis->Command({"PING"});
+  ASSERT_TRUE(pong.ok()) << pong.status();
+  EXPECT_EQ(pong->str, "PONG");
+
+  // Stop() works on a paused server too.
+  ASSERT_TRUE(redis->Pause().ok());
+  ASSERT_TRUE(redis->Stop().ok());
+  EXPECT_FALSE(redis->running());
+}
+
+TEST(RedisServerTest, KillEndsTheProcessAndRestartRecovers) {
+  std::unique_ptr<RedisServer> redis = MustStart();
+  ASSERT_NE(redis, nullptr);
+  const pid_t pid = redis->pid();
+  ASSERT_TRUE(redis->Kill().ok());
+  EXPECT_FALSE(redis->running());
+  EXPECT_FALSE(ProcessExists(pid));
+  EXPECT_FALSE(redis->Command({"PING"}).ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(redis->Kill()));
+  ASSERT_TRUE(redis->Restart().ok());
+  EXPECT_EQ(redis->Command({"PING"})->str, "PONG");
+}
+
+TEST(RedisServerTest, ServerThatShutsItselfDownCountsAsStopped) {
+  std::unique_ptr<RedisServer> redis = MustStart();
+  ASSERT_NE(redis, nullptr);
+  (void)redis->Command({"SHUTDOWN", "NOSAVE"});  // No reply: the server exits.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (redis->running() && std::chrono::steady_clock::now() < deadline) {
+    usleep(10000);
+  }
+  EXPECT_FALSE(redis->running());
+  ASSERT_TRUE(redis->Restart().ok());
+  EXPECT_TRUE(redis->running());
+}
+
+TEST(RedisServerTest, TwoServersRunAtOnce) {
+  std::unique_ptr<RedisServer> a = MustStart();
+  std::unique_ptr<RedisServer> b = MustStart();
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_NE(a->port(), b->port());
+  EXPECT_NE(a->dir(), b->dir());
+  ASSERT_TRUE(a->Command({"SET", "k", "a"})->is_ok());
+  EXPECT_TRUE(b->Command({"GET", "k"})->is_nil());
+  EXPECT_EQ(a->Command({"GET", "k"})->str, "a");
+}
+
+TEST(RedisServerTest, DestructorStopsTheServerAndRemovesTheDir) {
+  std::unique_ptr<RedisServer> redis = MustStart();
+  ASSERT_NE(redis, nullptr);
+  const pid_t pid = redis->pid();
+  const std::string dir = redis->dir();
+  struct stat st;
+  ASSERT_EQ(stat(dir.c_str(), &st), 0);
+  redis.reset();
+  EXPECT_FALSE(ProcessExists(pid));
+  EXPECT_NE(stat(dir.c_str(), &st), 0);
+}
+
+TEST(RedisServerTest, ServerStartedByAShortLivedThreadOutlivesIt) {
+  // PR_SET_PDEATHSIG follows the forking *thread*: the fixture must not fork
+  // from the calling thread.
+  std::unique_ptr<RedisServer> redis;
+  std::thread([&redis] { redis = MustStart(); }).join();
+  ASSERT_NE(redis, nullptr);
+  usleep(100 * 1000);
+  EXPECT_TRUE(redis->running());
+  EXPECT_EQ(redis->Command({"PING"})->str, "PONG");
+}
+
+TEST(RedisServerTest, SharedServerIsOneRunningServer) {
+  RedisServer& shared = SharedRedisServer();
+  EXPECT_EQ(&shared, &SharedRedisServer());
+  EXPECT_TRUE(shared.running());
+  EXPECT_EQ(shared.Command({"PING"})->str, "PONG");
+  EXPECT_TRUE(shared.FlushAll().ok());
+}
+
+// ----------------------------------------------------------- ChildProcess --
+
+TEST(ChildProcessTest, EchoesLinesAndExitsWithItsCode) {
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child =
+      ChildProcess::Spawn("EchoUntilEof", {"a", "b c"});
+  ASSERT_TRUE(child.ok()) << child.status();
+  ChildProcess& c = **child;
+  EXPECT_GT(c.pid(), 0);
+  EXPECT_EQ(*c.ReadLine(absl::Seconds(10)), "args a b c");
+  ASSERT_TRUE(c.WriteLine("hello").ok());
+  ASSERT_TRUE(c.WriteLine("world").ok());
+  EXPECT_EQ(*c.ReadLine(absl::Seconds(10)), "hello");
+  EXPECT_EQ(*c.ReadLine(absl::Seconds(10)), "world");
+  ASSERT_TRUE(c.CloseStdin().ok());
+  absl::StatusOr<int> code = c.Wait(absl::Seconds(10));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 7);
+  EXPECT_EQ(*c.Wait(absl::Seconds(1)), 7) << "the code is kept";
+  EXPECT_TRUE(absl::IsOutOfRange(c.ReadLine(absl::Seconds(1)).status()));
+  EXPECT_TRUE(absl::IsFailedPrecondition(c.Signal(SIGTERM)));
+  EXPECT_FALSE(c.WriteLine("too late").ok());
+}
+
+TEST(ChildProcessTest, ExitLineEndsTheChild) {
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child =
+      ChildProcess::Spawn("EchoUntilEof", {});
+  ASSERT_TRUE(child.ok()) << child.status();
+  EXPECT_EQ(*(*child)->ReadLine(absl::Seconds(10)), "args ");
+  ASSERT_TRUE((*child)->WriteLine("exit").ok());
+  EXPECT_EQ(*(*child)->Wait(absl::Seconds(10)), 7);
+}
+
+TEST(ChildProcessTest, SigkillGives128Plus9) {
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child =
+      ChildProcess::Spawn("EchoUntilEof", {});
+  ASSERT_TRUE(child.ok()) << child.status();
+  ASSERT_TRUE((*child)->ReadLine(absl::Seconds(10)).ok());
+  ASSERT_TRUE((*child)->Signal(SIGKILL).ok());
+  absl::StatusOr<int> code = (*child)->Wait(absl::Seconds(10));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 128 + SIGKILL);
+}
+
+TEST(ChildProcessTest, ReadLineAndWaitTimeOut) {
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child =
+      ChildProcess::Spawn("EchoUntilEof", {});
+  ASSERT_TRUE(child.ok()) << child.status();
+  ASSERT_TRUE((*child)->ReadLine(absl::Seconds(10)).ok());
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<std::string> line = (*child)->ReadLine(absl::Milliseconds(200));
+  const absl::Duration elapsed =
+      absl::FromChrono(std::chrono::steady_clock::now() - start);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(line.status())) << line.status();
+  EXPECT_GE(elapsed, absl::Milliseconds(190));
+  EXPECT_LT(elapsed, absl::Seconds(3));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(
+      (*child)->Wait(absl::Milliseconds(50)).status()));
+  // Still usable after the timeouts.
+  ASSERT_TRUE((*child)->WriteLine("again").ok());
+  EXPECT_EQ(*(*child)->ReadLine(absl::Seconds(10)), "again");
+}
+
+TEST(ChildProcessTest, DestructorKillsTheChild) {
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child =
+      ChildProcess::Spawn("EchoUntilEof", {});
+  ASSERT_TRUE(child.ok()) << child.status();
+  const pid_t pid = (*child)->pid();
+  ASSERT_TRUE((*child)->ReadLine(absl::Seconds(10)).ok());
+  child->reset();
+  EXPECT_FALSE(ProcessExists(pid));
+}
+
+TEST(ChildProcessTest, UnknownRoutineFails) {
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child =
+      ChildProcess::Spawn("NoSuchRoutine", {});
+  ASSERT_TRUE(child.ok()) << child.status();
+  EXPECT_EQ(*(*child)->Wait(absl::Seconds(10)), 125);
+}
+
+TEST(ChildProcessTest, ChildTalksToTheSharedServer) {
+  RedisServer& redis = SharedRedisServer();
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child =
+      ChildProcess::Spawn("PingPort", {absl::StrCat(redis.port())});
+  ASSERT_TRUE(child.ok()) << child.status();
+  EXPECT_EQ(*(*child)->ReadLine(absl::Seconds(10)), "PONG");
+  EXPECT_EQ(*(*child)->Wait(absl::Seconds(10)), 0);
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace relock

@@ -1,0 +1,701 @@
+#include "tests/testing/redis_server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "tests/testing/spawn.h"
+
+namespace relock {
+namespace testing {
+namespace {
+
+constexpr int kStartAttempts = 5;
+constexpr int kRestartAttempts = 5;
+constexpr absl::Duration kReadyTimeout = absl::Seconds(10);
+constexpr absl::Duration kStopGracePeriod = absl::Seconds(5);
+constexpr absl::Duration kConnectTimeout = absl::Seconds(1);
+constexpr absl::Duration kCommandTimeout = absl::Seconds(5);
+constexpr size_t kMaxSocketPath = 100;  // sun_path is 108 bytes.
+constexpr char kSocketName[] = "redis.sock";
+constexpr char kLogName[] = "redis.log";
+
+// ---------------------------------------------------------------- helpers --
+
+absl::Status ErrnoStatus(absl::StatusCode code, absl::string_view what,
+                         int err) {
+  return absl::Status(code, absl::StrCat(what, ": ", strerror(err)));
+}
+
+bool IsExecutable(const std::string& path) {
+  struct stat st;
+  return !path.empty() && stat(path.c_str(), &st) == 0 &&
+         S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
+}
+
+absl::StatusOr<std::string> FindRedisServer() {
+  if (const char* env = getenv("RELOCK_REDIS_SERVER"); env && *env) {
+    if (IsExecutable(env)) return std::string(env);
+    return absl::NotFoundError(absl::StrCat(
+        "$RELOCK_REDIS_SERVER=", env, " is not an executable file"));
+  }
+  if (IsExecutable("/usr/bin/redis-server")) return "/usr/bin/redis-server";
+  if (const char* path = getenv("PATH"); path) {
+    for (absl::string_view dir : absl::StrSplit(path, ':', absl::SkipEmpty())) {
+      std::string candidate = absl::StrCat(dir, "/redis-server");
+      if (IsExecutable(candidate)) return candidate;
+    }
+  }
+  return absl::NotFoundError(
+      "redis-server not found: set $RELOCK_REDIS_SERVER, or install it "
+      "(apt-get install redis-server)");
+}
+
+// The major version of `binary` from `binary --version` ("... v=7.0.15 ..."),
+// or 0 if it cannot be told.
+int RedisMajorVersion(const std::string& binary) {
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return 0;
+  internal::SpawnOptions spawn;
+  spawn.path = binary;
+  spawn.argv = {binary, "--version"};
+  spawn.stdout_fd = pipe_fds[1];
+  absl::StatusOr<pid_t> pid = internal::Spawn(spawn);
+  close(pipe_fds[1]);
+  std::string output;
+  if (pid.ok()) {
+    char buf[512];
+    for (;;) {
+      const ssize_t n = read(pipe_fds[0], buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      output.append(buf, static_cast<size_t>(n));
+    }
+    (void)internal::Reap(*pid);
+  }
+  close(pipe_fds[0]);
+  const size_t v = output.find(" v=");
+  int major = 0;
+  if (v == std::string::npos) return 0;
+  absl::string_view rest = absl::string_view(output).substr(v + 3);
+  rest = rest.substr(0, rest.find('.'));
+  return absl::SimpleAtoi(rest, &major) ? major : 0;
+}
+
+// mkdtemp("/tmp/relock-test-XXXXXX"), else under $TEST_TMPDIR.
+absl::StatusOr<std::string> MakeTempDir(bool need_socket) {
+  std::vector<std::string> bases = {"/tmp"};
+  if (const char* env = getenv("TEST_TMPDIR"); env && *env) {
+    bases.push_back(env);
+  }
+  std::string errors;
+  for (const std::string& base : bases) {
+    std::string name = absl::StrCat(base, "/relock-test-XXXXXX");
+    if (need_socket && name.size() + 1 + sizeof(kSocketName) > kMaxSocketPath) {
+      absl::StrAppend(&errors, " ", base, ": too long for a unix socket path;");
+      continue;
+    }
+    if (mkdtemp(&name[0]) != nullptr) return name;
+    absl::StrAppend(&errors, " ", base, ": ", strerror(errno), ";");
+  }
+  return absl::UnavailableError(
+      absl::StrCat("cannot create a temp dir:", errors));
+}
+
+int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) {
+  remove(path);
+  return 0;
+}
+
+void RemoveTree(const std::string& dir) {
+  if (!dir.empty()) nftw(dir.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+// A port that was free on 127.0.0.1 a moment ago (never 6379).
+absl::StatusOr<int> PickFreePort() {
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      return ErrnoStatus(absl::StatusCode::kUnavailable, "socket", errno);
+    }
+    sockaddr_in addr;
+    memset(&addr, 0, sizeof(addr));
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    socklen_t len = sizeof(addr);
+    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      const int err = errno;
+      close(fd);
+      return ErrnoStatus(absl::StatusCode::kUnavailable,
+                         "binding a free port on 127.0.0.1", err);
+    }
+    close(fd);
+    const int port = ntohs(addr.sin_port);
+    if (port != 6379 && port != 0) return port;
+  }
+  return absl::UnavailableError("no free port on 127.0.0.1");
+}
+
+std::string ReadTail(const std::string& path, size_t max_bytes) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::StrCat("(cannot read ", path, ": ", strerror(errno), ")");
+  struct stat st;
+  std::string tail;
+  if (fstat(fd, &st) == 0) {
+    const off_t size = st.st_size;
+    const off_t start =
+        size > static_cast<off_t>(max_bytes) ? size - static_cast<off_t>(max_bytes) : 0;
+    tail.resize(static_cast<size_t>(size - start));
+    size_t done = 0;
+    while (done < tail.size()) {
+      const ssize_t n = pread(fd, &tail[done], tail.size() - done,
+                              start + static_cast<off_t>(done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    tail.resize(done);
+    if (start > 0) tail = absl::StrCat("...", tail);
+  }
+  close(fd);
+  return tail;
+}
+
+std::string PercentEncode(absl::string_view in) {
+  std::string out;
+  for (const char c : in) {
+    if (absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' ||
+        c == '.' || c == '_' || c == '~') {
+      out.push_back(c);
+    } else {
+      absl::StrAppendFormat(&out, "%%%02X", static_cast<unsigned char>(c));
+    }
+  }
+  return out;
+}
+
+// Blocks SIGPIPE in this thread while hiredis writes to a socket the server
+// may have closed, and discards a SIGPIPE raised meanwhile.
+class ScopedSigpipeBlock {
+ public:
+  ScopedSigpipeBlock() {
+    sigemptyset(&pipe_set_);
+    sigaddset(&pipe_set_, SIGPIPE);
+    sigset_t pending;
+    sigemptyset(&pending);
+    sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe_set_, &old_mask_);
+  }
+  ~ScopedSigpipeBlock() {
+    if (!was_pending_) {
+      const timespec zero = {0, 0};
+      while (sigtimedwait(&pipe_set_, nullptr, &zero) == SIGPIPE) {
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+  }
+  ScopedSigpipeBlock(const ScopedSigpipeBlock&) = delete;
+  ScopedSigpipeBlock& operator=(const ScopedSigpipeBlock&) = delete;
+
+ private:
+  sigset_t pipe_set_;
+  sigset_t old_mask_;
+  bool was_pending_ = false;
+};
+
+struct ContextDeleter {
+  void operator()(redisContext* c) const { redisFree(c); }
+};
+struct ReplyDeleter {
+  void operator()(redisReply* r) const { freeReplyObject(r); }
+};
+using ContextPtr = std::unique_ptr<redisContext, ContextDeleter>;
+using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+
+absl::Status ContextError(absl::string_view what, const redisContext* c,
+                          int saved_errno) {
+  const bool timeout =
+      c->err == REDIS_ERR_IO &&
+      (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK ||
+       saved_errno == ETIMEDOUT || saved_errno == EINPROGRESS);
+  const std::string message =
+      absl::StrCat(what, ": ", c->errstr[0] ? c->errstr : "hiredis error");
+  return timeout ? absl::DeadlineExceededError(message)
+                 : absl::UnavailableError(message);
+}
+
+RedisValue Decode(const redisReply& reply) {
+  RedisValue v;
+  switch (reply.type) {
+    case REDIS_REPLY_STRING:
+      v.type = RedisValue::Type::kString;
+      v.str.assign(reply.str, reply.len);
+      break;
+    case REDIS_REPLY_STATUS:
+      v.type = RedisValue::Type::kStatus;
+      v.str.assign(reply.str, reply.len);
+      break;
+    case REDIS_REPLY_ERROR:
+      v.type = RedisValue::Type::kError;
+      v.str.assign(reply.str, reply.len);
+      break;
+    case REDIS_REPLY_INTEGER:
+      v.type = RedisValue::Type::kInteger;
+      v.integer = reply.integer;
+      break;
+    case REDIS_REPLY_ARRAY:
+      v.type = RedisValue::Type::kArray;
+      v.elements.reserve(reply.elements);
+      for (size_t i = 0; i < reply.elements; ++i) {
+        v.elements.push_back(Decode(*reply.element[i]));
+      }
+      break;
+    case REDIS_REPLY_NIL:
+    default:
+      v.type = RedisValue::Type::kNil;
+      break;
+  }
+  return v;
+}
+
+// One command on a fresh connection to 127.0.0.1:`port`.
+absl::StatusOr<RedisValue> RawCommand(int port, const std::string& password,
+                                      const std::vector<std::string>& argv,
+                                      absl::Duration connect_timeout,
+                                      absl::Duration command_timeout) {
+  if (argv.empty()) return absl::InvalidArgumentError("empty command");
+  const std::string where = absl::StrCat(RedisServer::kHost, ":", port);
+  ScopedSigpipeBlock no_sigpipe;
+  ContextPtr c(redisConnectWithTimeout(RedisServer::kHost, port,
+                                       absl::ToTimeval(connect_timeout)));
+  if (c == nullptr) {
+    return absl::ResourceExhaustedError("hiredis: cannot allocate a context");
+  }
+  if (c->err) {
+    return ContextError(absl::StrCat("connecting to ", where), c.get(), errno);
+  }
+  if (redisSetTimeout(c.get(), absl::ToTimeval(command_timeout)) != REDIS_OK) {
+    return ContextError(absl::StrCat("setting timeouts for ", where), c.get(),
+                        errno);
+  }
+  auto run = [&](const std::vector<std::string>& args)
+      -> absl::StatusOr<RedisValue> {
+    std::vector<const char*> ptrs;
+    std::vector<size_t> lens;
+    for (const std::string& a : args) {
+      ptrs.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    ReplyPtr reply(static_cast<redisReply*>(redisCommandArgv(
+        c.get(), static_cast<int>(args.size()), ptrs.data(), lens.data())));
+    if (reply == nullptr) {
+      return ContextError(absl::StrCat(args[0], " on ", where), c.get(), errno);
+    }
+    return Decode(*reply);
+  };
+  if (!password.empty()) {
+    absl::StatusOr<RedisValue> auth = run({"AUTH", password});
+    if (!auth.ok()) return auth.status();
+    if (auth->is_error()) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("AUTH on ", where, ": ", auth->str));
+    }
+  }
+  return run(argv);
+}
+
+// For SharedRedisServer().
+RedisServer* shared_server = nullptr;
+
+}  // namespace
+
+// ------------------------------------------------------------- RedisValue --
+
+std::string RedisValue::DebugString() const {
+  switch (type) {
+    case Type::kNil:
+      return "nil";
+    case Type::kInteger:
+      return absl::StrCat("(integer) ", integer);
+    case Type::kString:
+      return absl::StrCat("\"", absl::CHexEscape(str), "\"");
+    case Type::kStatus:
+      return absl::StrCat("(status) ", str);
+    case Type::kError:
+      return absl::StrCat("(error) ", str);
+    case Type::kArray: {
+      std::string out = "[";
+      for (size_t i = 0; i < elements.size(); ++i) {
+        absl::StrAppend(&out, i ? ", " : "", elements[i].DebugString());
+      }
+      return out + "]";
+    }
+  }
+  return "?";
+}
+
+bool operator==(const RedisValue& a, const RedisValue& b) {
+  if (a.type != b.type) return false;
+  switch (a.type) {
+    case RedisValue::Type::kNil:
+      return true;
+    case RedisValue::Type::kInteger:
+      return a.integer == b.integer;
+    case RedisValue::Type::kArray:
+      return a.elements == b.elements;
+    default:
+      return a.str == b.str;
+  }
+}
+
+// ------------------------------------------------------------ RedisServer --
+
+RedisServer::RedisServer(RedisServerOptions options, std::string binary,
+                         int major_version, std::string dir, int port)
+    : options_(std::move(options)),
+      binary_(std::move(binary)),
+      major_version_(major_version),
+      dir_(std::move(dir)),
+      log_path_(absl::StrCat(dir_, "/", kLogName)),
+      socket_path_(options_.unix_socket ? absl::StrCat(dir_, "/", kSocketName)
+                                        : ""),
+      port_(port),
+      creator_pid_(getpid()) {}
+
+absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
+    RedisServerOptions options) {
+  absl::StatusOr<std::string> binary = FindRedisServer();
+  if (!binary.ok()) return binary.status();
+  const int major_version = RedisMajorVersion(*binary);
+  absl::Status last;
+  for (int attempt = 1; attempt <= kStartAttempts; ++attempt) {
+    // A new port (and dir) per attempt: the likely failure is that another
+    // process took the port between PickFreePort() and the server's bind().
+    absl::StatusOr<int> port = PickFreePort();
+    if (!port.ok()) return port.status();
+    absl::StatusOr<std::string> dir = MakeTempDir(options.unix_socket);
+    if (!dir.ok()) return dir.status();
+    std::unique_ptr<RedisServer> server(
+        new RedisServer(options, *binary, major_version, *dir, *port));
+    {
+      absl::MutexLock lock(&server->mu_);
+      last = server->StartProcessLocked();
+    }
+    if (last.ok()) return server;
+    // ~RedisServer removes the dir.
+  }
+  return absl::Status(
+      last.code(), absl::StrCat("RedisServer::Start: gave up after ",
+                                kStartAttempts, " attempts; last: ",
+                                last.message()));
+}
+
+RedisServer::~RedisServer() { Shutdown(); }
+
+void RedisServer::Shutdown() {
+  if (getpid() != creator_pid_) return;  // A fork()ed copy: not ours.
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    (void)StopLocked();
+  }
+  RemoveTree(dir_);
+}
+
+absl::Status RedisServer::StartProcessLocked() {
+  std::vector<std::string> argv = {
+      binary_,           "--port",   absl::StrCat(port_),
+      "--bind",          kHost,      "--save",
+      "",                "--appendonly", "no",
+      "--dir",           dir_,       "--daemonize",
+      "no",              "--logfile", log_path_,
+      "--protected-mode", "no"};
+  if (major_version_ >= 7) {
+    argv.insert(argv.end(), {"--enable-debug-command", "yes"});
+  }
+  if (!socket_path_.empty()) {
+    argv.insert(argv.end(),
+                {"--unixsocket", socket_path_, "--unixsocketperm", "700"});
+  }
+  if (!options_.requirepass.empty()) {
+    argv.insert(argv.end(), {"--requirepass", options_.requirepass});
+  }
+  argv.insert(argv.end(), options_.extra_args.begin(),
+              options_.extra_args.end());
+
+  const int log_fd = open(log_path_.c_str(),
+                          O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (log_fd < 0) {
+    return ErrnoStatus(absl::StatusCode::kUnavailable,
+                       absl::StrCat("opening ", log_path_), errno);
+  }
+  const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  internal::SpawnOptions spawn;
+  spawn.path = binary_;
+  spawn.argv = argv;
+  spawn.stdin_fd = null_fd;
+  spawn.stdout_fd = log_fd;
+  spawn.stderr_fd = log_fd;
+  absl::StatusOr<pid_t> pid = internal::Spawn(spawn);
+  close(log_fd);
+  if (null_fd >= 0) close(null_fd);
+  if (!pid.ok()) return pid.status();
+  pid_ = *pid;
+  paused_ = false;
+
+  absl::Status ready = WaitUntilReadyLocked();
+  if (!ready.ok() && pid_ > 0) {
+    kill(pid_, SIGKILL);
+    (void)internal::Reap(pid_);
+    pid_ = -1;
+  }
+  return ready;
+}
+
+absl::Status RedisServer::WaitUntilReadyLocked() {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        absl::ToChronoNanoseconds(kReadyTimeout);
+  // Our server, not whoever else may listen on the port: match the pid.
+  const std::string own_pid = absl::StrCat("process_id:", pid_, "\r\n");
+  absl::Status last = absl::UnknownError("no answer yet");
+  for (;;) {
+    absl::StatusOr<int> status = internal::TryReap(pid_);
+    if (!absl::IsUnavailable(status.status())) {
+      pid_ = -1;
+      return absl::UnavailableError(absl::StrCat(
+          "redis-server (", binary_, ") for ", kHost, ":", port_, " ended (",
+          status.ok() ? internal::DescribeWaitStatus(*status)
+                      : status.status().ToString(),
+          ") before answering; tail of ", log_path_, ":\n", LogTail(2048)));
+    }
+    absl::StatusOr<RedisValue> info =
+        RawCommand(port_, options_.requirepass, {"INFO", "server"},
+                   absl::Milliseconds(200), absl::Seconds(1));
+    if (info.ok() && info->is_string() &&
+        info->str.find(own_pid) != std::string::npos) {
+      return absl::OkStatus();
+    }
+    if (!info.ok()) {
+      last = info.status();
+    } else {
+      last = absl::UnavailableError(
+          absl::StrCat("the port answers INFO without ", own_pid));
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "redis-server (pid ", pid_, ") did not answer on ", kHost, ":",
+          port_, " within ", absl::FormatDuration(kReadyTimeout),
+          " (last: ", last.ToString(), "); tail of ", log_path_, ":\n",
+          LogTail(2048)));
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+}
+
+void RedisServer::ReapIfExitedLocked() const {
+  if (pid_ <= 0) return;
+  // Gone (reaped now), or not our child any more (someone else reaped it).
+  if (!absl::IsUnavailable(internal::TryReap(pid_).status())) {
+    pid_ = -1;
+    paused_ = false;
+  }
+}
+
+absl::Status RedisServer::StopLocked() {
+  ReapIfExitedLocked();
+  if (pid_ <= 0) return absl::OkStatus();
+  kill(pid_, SIGTERM);
+  kill(pid_, SIGCONT);  // A paused server must run to handle SIGTERM.
+  absl::StatusOr<int> status = internal::ReapWithTimeout(pid_, kStopGracePeriod);
+  if (absl::IsDeadlineExceeded(status.status())) {
+    kill(pid_, SIGKILL);
+    status = internal::Reap(pid_);
+  }
+  pid_ = -1;
+  paused_ = false;
+  return status.ok() ? absl::OkStatus() : status.status();
+}
+
+pid_t RedisServer::pid() const {
+  absl::MutexLock lock(&mu_);
+  ReapIfExitedLocked();
+  return pid_;
+}
+
+bool RedisServer::running() const {
+  absl::MutexLock lock(&mu_);
+  ReapIfExitedLocked();
+  return pid_ > 0;
+}
+
+std::string RedisServer::url() const {
+  std::string userinfo;
+  if (!options_.requirepass.empty()) {
+    userinfo = absl::StrCat(":", PercentEncode(options_.requirepass), "@");
+  }
+  return absl::StrCat("redis://", userinfo, kHost, ":", port_);
+}
+
+std::string RedisServer::unix_url() const {
+  if (socket_path_.empty()) return "";
+  std::string url = absl::StrCat("unix://", socket_path_);
+  if (!options_.requirepass.empty()) {
+    absl::StrAppend(&url, "?password=", PercentEncode(options_.requirepass));
+  }
+  return url;
+}
+
+absl::Status RedisServer::Stop() {
+  absl::MutexLock lock(&mu_);
+  return StopLocked();
+}
+
+absl::Status RedisServer::Restart() {
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) {
+    return absl::FailedPreconditionError("RedisServer::Restart: shut down");
+  }
+  absl::Status status = StopLocked();
+  if (!status.ok()) return status;
+  for (int attempt = 1; attempt <= kRestartAttempts; ++attempt) {
+    status = StartProcessLocked();
+    if (status.ok()) return status;
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  return absl::Status(status.code(),
+                      absl::StrCat("RedisServer::Restart on port ", port_,
+                                   ": ", status.message()));
+}
+
+absl::Status RedisServer::Kill() {
+  absl::MutexLock lock(&mu_);
+  ReapIfExitedLocked();
+  if (pid_ <= 0) {
+    return absl::FailedPreconditionError("RedisServer::Kill: not running");
+  }
+  kill(pid_, SIGKILL);
+  absl::StatusOr<int> status = internal::Reap(pid_);
+  pid_ = -1;
+  paused_ = false;
+  return status.ok() ? absl::OkStatus() : status.status();
+}
+
+absl::Status RedisServer::Pause() {
+  absl::MutexLock lock(&mu_);
+  ReapIfExitedLocked();
+  if (pid_ <= 0) {
+    return absl::FailedPreconditionError("RedisServer::Pause: not running");
+  }
+  if (paused_) return absl::OkStatus();
+  if (kill(pid_, SIGSTOP) != 0) {
+    return ErrnoStatus(absl::StatusCode::kInternal, "kill(SIGSTOP)", errno);
+  }
+  for (;;) {
+    int status = 0;
+    const pid_t r = waitpid(pid_, &status, WUNTRACED);
+    if (r < 0 && errno == EINTR) continue;
+    if (r == pid_ && WIFSTOPPED(status)) {
+      paused_ = true;
+      return absl::OkStatus();
+    }
+    const std::string what =
+        r == pid_ ? internal::DescribeWaitStatus(status) : strerror(errno);
+    pid_ = -1;
+    return absl::UnavailableError(
+        absl::StrCat("RedisServer::Pause: the server ended: ", what));
+  }
+}
+
+absl::Status RedisServer::Resume() {
+  absl::MutexLock lock(&mu_);
+  ReapIfExitedLocked();
+  if (pid_ <= 0) {
+    return absl::FailedPreconditionError("RedisServer::Resume: not running");
+  }
+  if (!paused_) return absl::OkStatus();
+  if (kill(pid_, SIGCONT) != 0) {
+    return ErrnoStatus(absl::StatusCode::kInternal, "kill(SIGCONT)", errno);
+  }
+  paused_ = false;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RedisValue> RedisServer::Command(
+    const std::vector<std::string>& argv) {
+  return RawCommand(port_, options_.requirepass, argv, kConnectTimeout,
+                    kCommandTimeout);
+}
+
+absl::Status RedisServer::FlushAll() {
+  absl::StatusOr<RedisValue> reply = Command({"FLUSHALL"});
+  if (!reply.ok()) return reply.status();
+  if (reply->is_error()) {
+    return absl::InternalError(absl::StrCat("FLUSHALL: ", reply->str));
+  }
+  return absl::OkStatus();
+}
+
+std::string RedisServer::LogTail(size_t max_bytes) const {
+  return ReadTail(log_path_, max_bytes);
+}
+
+RedisServer& SharedRedisServer() {
+  static RedisServer* const server = [] {
+    absl::StatusOr<std::unique_ptr<RedisServer>> started = RedisServer::Start();
+    if (!started.ok()) {
+      fprintf(stderr,
+              "FATAL: relock::testing::SharedRedisServer(): cannot start "
+              "redis-server: %s\n",
+              started.status().ToString().c_str());
+      fflush(stderr);
+      abort();
+    }
+    // Leaked on purpose (a late thread may still hold a reference); stopped
+    // at exit.
+    shared_server = started->release();
+    std::atexit([] { shared_server->Shutdown(); });
+    return shared_server;
+  }();
+  return *server;
+}
+
+}  // namespace testing
+}  // namespace relock

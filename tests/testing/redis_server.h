@@ -1,0 +1,193 @@
+// A real redis-server for tests and benchmarks: RedisServer starts a private
+// server (its own free port on 127.0.0.1, optionally a unix socket, a fresh
+// temp dir, no persistence) and can stop, restart, kill, pause and resume it
+// to inject faults. SharedRedisServer() is the one server a test binary shares
+// between its tests (flush it in SetUp: see tests/test_util.h).
+//
+//   absl::StatusOr<std::unique_ptr<RedisServer>> redis = RedisServer::Start();
+//   ASSERT_TRUE(redis.ok()) << redis.status();
+//   client options.url = (*redis)->url();          // "redis://127.0.0.1:<port>"
+//   RedisValue v = *(*redis)->Command({"HGETALL", "lock"});  // inspect state
+//   (*redis)->Pause();  ...  (*redis)->Resume();    // SIGSTOP / SIGCONT
+//
+// The binary is $RELOCK_REDIS_SERVER, else /usr/bin/redis-server, else the
+// first redis-server on $PATH. It runs with `--save "" --appendonly no` (a
+// restart starts empty), `--bind 127.0.0.1`, `--protected-mode no`, and on
+// Redis >= 7 `--enable-debug-command yes` (for DEBUG SLEEP and friends). The
+// server's log is <dir()>/redis.log; errors from Start()/Restart() quote its
+// tail. Port 6379 is never used.
+//
+// Server states and operations (Start() leaves it Running):
+//
+//               Stop()      Restart()   Kill()       Pause()     Resume()
+//   Running     -> Stopped  -> Running  -> Stopped   -> Paused   no-op
+//   Paused      -> Stopped  -> Running  -> Stopped   no-op       -> Running
+//   Stopped     no-op       -> Running  FailedPrec.  FailedPrec. FailedPrec.
+//
+// Stop() is SIGTERM (plus SIGCONT if paused), then SIGKILL after 5 s. A
+// server that died on its own (SHUTDOWN, DEBUG SEGFAULT) counts as Stopped.
+// Restart() reuses the port, the unix socket path and the dir.
+//
+// Processes: the server dies with the test binary, however it ends (the
+// destructor stops it; PR_SET_PDEATHSIG kills it if the binary is killed).
+// A fork()ed copy of the test process never stops a server it inherited.
+//
+// Thread-safety: all methods may be called from any thread. Command() and the
+// accessors of fixed values run concurrently; the lifecycle methods
+// (Stop/Restart/Kill/Pause/Resume) are serialized with each other.
+
+#ifndef RELOCK_TESTS_TESTING_REDIS_SERVER_H_
+#define RELOCK_TESTS_TESTING_REDIS_SERVER_H_
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace relock {
+namespace testing {
+
+struct RedisServerOptions {
+  // Also listen on <dir>/redis.sock (perm 700). The TCP port is always on.
+  bool unix_socket = false;
+  // If set, the server runs with --requirepass; Command() AUTHs with it and
+  // url()/unix_url() carry it.
+  std::string requirepass;
+  // Appended last (so they override the defaults), e.g.
+  // {"--maxmemory", "10mb"}.
+  std::vector<std::string> extra_args;
+};
+
+// A decoded Redis reply, for tests that inspect Redis with plain commands.
+struct RedisValue {
+  enum class Type { kNil, kInteger, kString, kStatus, kError, kArray };
+
+  Type type = Type::kNil;
+  long long integer = 0;              // kInteger.
+  std::string str;                    // kString, kStatus, kError.
+  std::vector<RedisValue> elements;   // kArray.
+
+  bool is_nil() const { return type == Type::kNil; }
+  bool is_integer() const { return type == Type::kInteger; }
+  bool is_string() const { return type == Type::kString; }
+  bool is_status() const { return type == Type::kStatus; }
+  bool is_error() const { return type == Type::kError; }
+  bool is_array() const { return type == Type::kArray; }
+  // True for a kStatus reply "OK".
+  bool is_ok() const { return type == Type::kStatus && str == "OK"; }
+
+  // E.g. `nil`, `(integer) 3`, `"v\x00"`, `(status) OK`, `(error) ERR ...`,
+  // `["a", (integer) 1]`.
+  std::string DebugString() const;
+
+  friend bool operator==(const RedisValue& a, const RedisValue& b);
+  friend bool operator!=(const RedisValue& a, const RedisValue& b) {
+    return !(a == b);
+  }
+  friend std::ostream& operator<<(std::ostream& os, const RedisValue& v) {
+    return os << v.DebugString();
+  }
+};
+
+class RedisServer {
+ public:
+  // Starts a server on a free port (retrying with a new port, up to 5 times,
+  // if another process grabs it first) and waits up to 10 s until it answers.
+  // NotFound if there is no redis-server binary.
+  static absl::StatusOr<std::unique_ptr<RedisServer>> Start(
+      RedisServerOptions options = {});
+
+  RedisServer(const RedisServer&) = delete;
+  RedisServer& operator=(const RedisServer&) = delete;
+
+  // Stops the server (see Stop()) and removes its dir.
+  ~RedisServer();
+
+  static constexpr const char* kHost = "127.0.0.1";
+
+  int port() const { return port_; }
+  // <dir>/redis.sock, or empty without RedisServerOptions::unix_socket.
+  const std::string& socket_path() const { return socket_path_; }
+  // The temp dir (holds redis.log and the socket).
+  const std::string& dir() const { return dir_; }
+  const std::string& log_path() const { return log_path_; }
+  const std::string& requirepass() const { return options_.requirepass; }
+  // The server's pid, or -1 when it is not running.
+  pid_t pid() const;
+
+  // "redis://127.0.0.1:<port>", or "redis://:<pass>@127.0.0.1:<port>" with
+  // requirepass (the password percent-encoded).
+  std::string url() const;
+  // "unix://<socket_path>" (plus "?password=<pass>" with requirepass), or
+  // empty without a socket.
+  std::string unix_url() const;
+
+  // See the state table above.
+  absl::Status Stop();
+  absl::Status Restart();  // Stop() if running, then start empty.
+  absl::Status Kill();     // SIGKILL + reap.
+  absl::Status Pause();    // SIGSTOP; returns once the process has stopped.
+  absl::Status Resume();   // SIGCONT.
+  // Running or Paused (reaps a server that died on its own).
+  bool running() const;
+
+  // Runs one command over a fresh TCP connection (1 s connect timeout, 5 s
+  // command timeout; AUTH first with requirepass). A Redis error reply is a
+  // RedisValue of kError, not an error Status; a failure to connect or talk
+  // to the server is: Unavailable, or DeadlineExceeded on a timeout.
+  absl::StatusOr<RedisValue> Command(const std::vector<std::string>& argv);
+
+  // FLUSHALL; an error reply is an Internal Status.
+  absl::Status FlushAll();
+
+  // The last `max_bytes` of redis.log.
+  std::string LogTail(size_t max_bytes = 4096) const;
+
+ private:
+  RedisServer(RedisServerOptions options, std::string binary, int major_version,
+              std::string dir, int port);
+
+  absl::Status StartProcessLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status WaitUntilReadyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status StopLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReapIfExitedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stops the server and removes the dir (destructor; SharedRedisServer()
+  // at exit). A no-op in a fork()ed copy of the process.
+  void Shutdown();
+
+  friend RedisServer& SharedRedisServer();
+
+  const RedisServerOptions options_;
+  const std::string binary_;
+  const int major_version_;  // Of binary_; 0 if unknown.
+  const std::string dir_;
+  const std::string log_path_;
+  const std::string socket_path_;
+  const int port_;
+  const pid_t creator_pid_;  // getpid() of the process that started it.
+
+  mutable absl::Mutex mu_;
+  mutable pid_t pid_ ABSL_GUARDED_BY(mu_) = -1;
+  mutable bool paused_ ABSL_GUARDED_BY(mu_) = false;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// The test binary's shared server: started on first use (thread-safe), with
+// default options, stopped at exit. Aborts with a message on stderr if it
+// cannot start. Tests that stop, kill or pause a server should start their own
+// with RedisServer::Start() instead.
+RedisServer& SharedRedisServer();
+
+}  // namespace testing
+}  // namespace relock
+
+#endif  // RELOCK_TESTS_TESTING_REDIS_SERVER_H_
