@@ -1,0 +1,112 @@
+// Client lifecycle: identity, Ping, Close releasing held locks and reporting
+// them, lock handles that outlive their client.
+
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "relock/relock.h"
+#include "tests/test_util.h"
+
+namespace relock {
+namespace {
+
+using ::relock::testing::EventLog;
+using ::relock::testing::MustConnect;
+using ::relock::testing::TestLockName;
+using ::testing::HasSubstr;
+
+class ClientTest : public testing::RedisTest {};
+
+TEST_F(ClientTest, EachClientHasItsOwnIdUnlessOneIsGiven) {
+  std::unique_ptr<Client> a = MustConnect(redis().url());
+  std::unique_ptr<Client> b = MustConnect(redis().url());
+  EXPECT_NE(a->id(), b->id());
+  std::unique_ptr<Client> fixed = MustConnect(
+      redis().url(), [](ClientOptions& o) { o.client_id = "billing-7"; });
+  EXPECT_EQ(fixed->id(), "billing-7");
+  EXPECT_TRUE(a->Ping().ok());
+}
+
+TEST_F(ClientTest, CloseReleasesHeldLocksAndReportsEach) {
+  EventLog events;
+  std::unique_ptr<Client> client = MustConnect(
+      redis().url(), [&](ClientOptions& o) { o.on_lock_event = events.Callback(); });
+  Lock a = client->GetLock(TestLockName("a"));
+  Lock b = client->GetLock(TestLockName("b"));
+  ASSERT_TRUE(a.Acquire().ok());
+  ASSERT_TRUE(a.Acquire().ok());  // nested: released whole
+  std::thread other([&] { ASSERT_TRUE(b.Acquire(absl::Seconds(60)).ok()); });
+  other.join();
+  ASSERT_EQ(redis().Command({"EXISTS", a.name(), b.name()})->integer, 2);
+
+  std::unique_ptr<Client> watcher = MustConnect(redis().url());
+  absl::Status waited;
+  std::thread waiter([&] {
+    waited = watcher->GetLock(a.name()).TryAcquire(absl::Seconds(20));
+  });
+  absl::SleepFor(absl::Milliseconds(200));
+  client->Close();
+  waiter.join();
+  EXPECT_TRUE(waited.ok()) << "close must wake other clients' waiters: "
+                           << waited;
+  EXPECT_EQ(redis().Command({"EXISTS", b.name()})->integer, 0);
+  std::set<std::string> released;
+  for (const LockEvent& e : events.events()) {
+    EXPECT_EQ(e.type, LockEventType::kReleasedOnClose);
+    EXPECT_TRUE(e.status.ok()) << e.status;
+    released.insert(e.lock_name);
+  }
+  EXPECT_EQ(released, (std::set<std::string>{a.name(), b.name()}));
+}
+
+TEST_F(ClientTest, HandlesOutliveTheirClientAndFailCleanly) {
+  std::unique_ptr<Client> client = MustConnect(redis().url());
+  Lock lock = client->GetLock(TestLockName());
+  ASSERT_TRUE(lock.Acquire().ok());
+  client.reset();  // destroy with the lock held
+  EXPECT_EQ(redis().Command({"EXISTS", lock.name()})->integer, 0)
+      << "destroying the client must release what it held";
+  absl::Status s = lock.Acquire();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("closed"));
+  EXPECT_EQ(lock.Release().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(lock.IsLocked().status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  lock.unlock();  // no throw, no crash
+}
+
+TEST_F(ClientTest, CloseIsIdempotentAndPingFailsAfterIt) {
+  std::unique_ptr<Client> client = MustConnect(redis().url());
+  client->Close();
+  client->Close();
+  EXPECT_EQ(client->Ping().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(ClientTest, CloseWhileRedisIsDownReportsTheFailureAndReturns) {
+  absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
+      testing::RedisServer::Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  EventLog events;
+  std::unique_ptr<Client> client =
+      MustConnect((*server)->url(), [&](ClientOptions& o) {
+        o.on_lock_event = events.Callback();
+        o.connect_timeout = absl::Milliseconds(300);
+        o.command_timeout = absl::Milliseconds(300);
+      });
+  ASSERT_TRUE(client->GetLock(TestLockName()).Acquire().ok());
+  ASSERT_TRUE((*server)->Stop().ok());
+  testing::Stopwatch watch;
+  client.reset();
+  EXPECT_LT(watch.Elapsed(), absl::Seconds(5));
+  LockEvent event;
+  ASSERT_TRUE(events.WaitFor(LockEventType::kReleasedOnClose,
+                             absl::Seconds(1), &event));
+  EXPECT_EQ(event.status.code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace relock

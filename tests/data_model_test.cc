@@ -1,0 +1,184 @@
+// The Redis-side data model, checked with plain commands, and
+// interoperability with Redisson: a peer that runs Redisson's own lock and
+// unlock scripts (RedissonLock.tryLockInnerAsync / unlockInnerAsync, as
+// published in Redisson 3.x) with its own "<uuid>:<threadId>" owner must
+// exclude relock and be excluded by it, and its unlock must wake relock's
+// waiters.
+
+#include <hiredis/hiredis.h>
+#include <sys/time.h>
+
+#include <atomic>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "relock/relock.h"
+#include "tests/test_util.h"
+
+namespace relock {
+namespace {
+
+using ::relock::testing::MustConnect;
+using ::relock::testing::RedisValue;
+using ::relock::testing::Stopwatch;
+using ::relock::testing::TestLockName;
+using ::testing::MatchesRegex;
+
+// Redisson 3.x RedissonLock scripts, reproduced as the interop peer.
+constexpr char kRedissonLock[] =
+    "if ((redis.call('exists', KEYS[1]) == 0) or "
+    "(redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then "
+    "redis.call('hincrby', KEYS[1], ARGV[2], 1); "
+    "redis.call('pexpire', KEYS[1], ARGV[1]); "
+    "return nil; end; "
+    "return redis.call('pttl', KEYS[1]);";
+constexpr char kRedissonUnlock[] =
+    "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; "
+    "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); "
+    "if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; "
+    "else redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], "
+    "ARGV[1]); return 1; end; return nil;";
+constexpr char kRedissonOwner[] = "0b6b2f6e-1c54-4a3c-9d7e-3f1f0c2a9e11:77";
+
+std::string Channel(const std::string& name) {
+  return absl::StrCat("redisson_lock__channel:{", name, "}");
+}
+
+class DataModelTest : public testing::RedisTest {
+ protected:
+  void SetUp() override {
+    RedisTest::SetUp();
+    client_ = MustConnect(redis().url());
+    ASSERT_NE(client_, nullptr);
+  }
+  RedisValue Must(const std::vector<std::string>& argv) {
+    absl::StatusOr<RedisValue> v = redis().Command(argv);
+    EXPECT_TRUE(v.ok()) << v.status();
+    return v.ok() ? *v : RedisValue();
+  }
+  RedisValue RedissonLock(const std::string& name) {
+    return Must({"EVAL", kRedissonLock, "1", name, "30000", kRedissonOwner});
+  }
+  RedisValue RedissonUnlock(const std::string& name) {
+    return Must({"EVAL", kRedissonUnlock, "2", name, Channel(name), "0",
+                 "30000", kRedissonOwner});
+  }
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(DataModelTest, LockIsAHashWithOneOwnerFieldHoldingTheCount) {
+  Lock lock = client_->GetLock(TestLockName());
+  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_TRUE(lock.Acquire().ok());
+  EXPECT_EQ(Must({"TYPE", lock.name()}).str, "hash");
+  RedisValue all = Must({"HGETALL", lock.name()});
+  ASSERT_EQ(all.elements.size(), 2u) << all.DebugString();
+  const std::string field = all.elements[0].str;
+  EXPECT_EQ(all.elements[1].str, "2");
+  std::vector<std::string> parts = absl::StrSplit(field, ':');
+  ASSERT_EQ(parts.size(), 2u) << field;
+  EXPECT_EQ(parts[0], client_->id());
+  EXPECT_THAT(parts[0], MatchesRegex("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-"
+                                     "[89ab][0-9a-f]{3}-[0-9a-f]{12}"));
+  EXPECT_THAT(parts[1], MatchesRegex("[0-9]+"));
+  const int64_t pttl = Must({"PTTL", lock.name()}).integer;
+  EXPECT_GT(pttl, 25000);
+  EXPECT_LE(pttl, 30000);
+  ASSERT_TRUE(lock.Release().ok());
+  EXPECT_EQ(Must({"HGET", lock.name(), field}).str, "1");
+  ASSERT_TRUE(lock.Release().ok());
+  EXPECT_EQ(Must({"EXISTS", lock.name()}).integer, 0);
+}
+
+TEST_F(DataModelTest, EveryThreadHasItsOwnNeverReusedNumber) {
+  const std::string name = TestLockName();
+  std::set<std::string> fields;
+  for (int i = 0; i < 8; ++i) {  // sequential threads: std::thread::id reuses
+    std::thread t([&] {
+      Lock lock = client_->GetLock(name);
+      ASSERT_TRUE(lock.Acquire().ok());
+      RedisValue all = Must({"HGETALL", name});
+      ASSERT_EQ(all.elements.size(), 2u);
+      fields.insert(all.elements[0].str);
+      ASSERT_TRUE(lock.Release().ok());
+    });
+    t.join();
+  }
+  EXPECT_EQ(fields.size(), 8u);
+}
+
+TEST_F(DataModelTest, FinalReleasePublishesZeroOnTheRedissonChannel) {
+  Lock lock = client_->GetLock(TestLockName());
+  // A plain hiredis subscriber, independent of relock.
+  timeval tv{5, 0};
+  redisContext* sub =
+      redisConnectWithTimeout("127.0.0.1", redis().port(), tv);
+  ASSERT_TRUE(sub != nullptr && sub->err == 0);
+  redisSetTimeout(sub, tv);
+  const std::string channel = Channel(lock.name());
+  redisReply* r = static_cast<redisReply*>(
+      redisCommand(sub, "SUBSCRIBE %b", channel.data(), channel.size()));
+  ASSERT_NE(r, nullptr);
+  freeReplyObject(r);
+  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_TRUE(lock.Release().ok());  // holds remain: no message
+  ASSERT_TRUE(lock.Release().ok());  // free: one message
+  void* raw = nullptr;
+  ASSERT_EQ(redisGetReply(sub, &raw), REDIS_OK);
+  r = static_cast<redisReply*>(raw);
+  ASSERT_EQ(r->type, REDIS_REPLY_ARRAY);
+  ASSERT_EQ(r->elements, 3u);
+  EXPECT_EQ(std::string(r->element[0]->str), "message");
+  EXPECT_EQ(std::string(r->element[1]->str, r->element[1]->len), channel);
+  EXPECT_EQ(std::string(r->element[2]->str), "0");
+  freeReplyObject(r);
+  redisFree(sub);
+}
+
+TEST_F(DataModelTest, RedissonHolderExcludesRelock) {
+  Lock lock = client_->GetLock(TestLockName());
+  ASSERT_TRUE(RedissonLock(lock.name()).is_nil());
+  absl::Status s = lock.TryAcquire(absl::Milliseconds(100));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_EQ(lock.Release().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(RedissonUnlock(lock.name()).integer, 1);
+}
+
+TEST_F(DataModelTest, RelockHolderExcludesRedisson) {
+  Lock lock = client_->GetLock(TestLockName());
+  ASSERT_TRUE(lock.Acquire().ok());
+  RedisValue ttl = RedissonLock(lock.name());
+  ASSERT_EQ(ttl.type, RedisValue::Type::kInteger) << ttl.DebugString();
+  EXPECT_GT(ttl.integer, 0) << "Redisson must see relock's lease";
+  EXPECT_TRUE(RedissonUnlock(lock.name()).is_nil()) << "not Redisson's lock";
+  ASSERT_TRUE(lock.Release().ok());
+  EXPECT_TRUE(RedissonLock(lock.name()).is_nil());
+  EXPECT_EQ(RedissonUnlock(lock.name()).integer, 1);
+}
+
+TEST_F(DataModelTest, RedissonUnlockWakesARelockWaiter) {
+  Lock lock = client_->GetLock(TestLockName());
+  ASSERT_TRUE(RedissonLock(lock.name()).is_nil());
+  std::atomic<int64_t> acquired_at_ns{0};
+  std::thread waiter([&] {
+    ASSERT_TRUE(lock.TryAcquire(absl::Seconds(20)).ok());
+    acquired_at_ns = absl::GetCurrentTimeNanos();
+    ASSERT_TRUE(lock.Release().ok());
+  });
+  absl::SleepFor(absl::Milliseconds(300));
+  const int64_t released_at_ns = absl::GetCurrentTimeNanos();
+  EXPECT_EQ(RedissonUnlock(lock.name()).integer, 1);
+  waiter.join();
+  EXPECT_LT(absl::Nanoseconds(acquired_at_ns.load() - released_at_ns),
+            absl::Milliseconds(750));
+}
+
+}  // namespace
+}  // namespace relock

@@ -1,0 +1,262 @@
+// The reentrant lock's contract on a real redis-server: reentrancy, owners,
+// leases, errors.
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "relock/relock.h"
+#include "tests/test_util.h"
+
+namespace relock {
+namespace {
+
+using ::relock::testing::EventLog;
+using ::relock::testing::MustConnect;
+using ::relock::testing::TestLockName;
+using ::testing::HasSubstr;
+
+class ReentrantLockTest : public testing::RedisTest {
+ protected:
+  void SetUp() override {
+    RedisTest::SetUp();
+    client_ = MustConnect(redis().url(), [this](ClientOptions& o) {
+      o.on_lock_event = events_.Callback();
+    });
+    ASSERT_NE(client_, nullptr);
+  }
+  EventLog events_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(ReentrantLockTest, AcquireThenReleaseFreesTheKey) {
+  Lock lock = client_->GetLock(TestLockName());
+  ASSERT_TRUE(lock.Acquire().ok());
+  EXPECT_EQ(*lock.IsLocked(), true);
+  EXPECT_EQ(*lock.IsHeldByCurrentThread(), true);
+  ASSERT_TRUE(lock.Release().ok());
+  EXPECT_EQ(*lock.IsLocked(), false);
+  EXPECT_EQ(redis().Command({"EXISTS", lock.name()})->integer, 0);
+}
+
+TEST_F(ReentrantLockTest, NestedLockIncrementsHoldCount) {
+  Lock lock = client_->GetLock(TestLockName());
+  constexpr int kDepth = 25;
+  for (int i = 1; i <= kDepth; ++i) {
+    ASSERT_TRUE(lock.Acquire().ok());
+    EXPECT_EQ(*lock.HoldCount(), i);
+  }
+  for (int i = kDepth; i >= 1; --i) {
+    EXPECT_EQ(*lock.IsLocked(), true) << "freed early at depth " << i;
+    ASSERT_TRUE(lock.Release().ok());
+    EXPECT_EQ(*lock.HoldCount(), i - 1);
+  }
+  EXPECT_EQ(*lock.IsLocked(), false);
+}
+
+TEST_F(ReentrantLockTest, NestedCallChainDoesNotDeadlock) {
+  // PlaceOrder() holds order:42 and calls Reserve(), which locks it again.
+  Lock order = client_->GetLock(TestLockName("order:42"));
+  int reserved = 0;
+  auto reserve = [&] {
+    std::lock_guard<Lock> guard(order);
+    ++reserved;
+    EXPECT_EQ(*order.HoldCount(), 2);
+  };
+  auto place_order = [&] {
+    std::lock_guard<Lock> guard(order);
+    reserve();
+    EXPECT_EQ(*order.HoldCount(), 1);
+  };
+  place_order();
+  EXPECT_EQ(reserved, 1);
+  EXPECT_EQ(*order.IsLocked(), false);
+}
+
+TEST_F(ReentrantLockTest, AnotherThreadIsAnotherOwner) {
+  Lock lock = client_->GetLock(TestLockName());
+  ASSERT_TRUE(lock.Acquire().ok());
+  absl::Status other_try, other_release;
+  absl::StatusOr<bool> other_held;
+  std::thread other([&] {
+    other_try = lock.TryAcquire(absl::ZeroDuration());
+    other_release = lock.Release();
+    other_held = lock.IsHeldByCurrentThread();
+  });
+  other.join();
+  EXPECT_EQ(other_try.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(other_release.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(*other_held, false);
+  EXPECT_EQ(*lock.HoldCount(), 1) << "a non-owner release must not count down";
+  ASSERT_TRUE(lock.Release().ok());
+}
+
+TEST_F(ReentrantLockTest, TwoClientsInOneProcessAreDifferentOwners) {
+  std::unique_ptr<Client> second = MustConnect(redis().url());
+  Lock mine = client_->GetLock(TestLockName());
+  Lock theirs = second->GetLock(TestLockName());
+  ASSERT_TRUE(mine.Acquire().ok());
+  EXPECT_EQ(theirs.TryAcquire(absl::ZeroDuration()).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  ASSERT_TRUE(mine.Release().ok());
+  EXPECT_TRUE(theirs.TryAcquire(absl::ZeroDuration()).ok());
+  EXPECT_TRUE(theirs.Release().ok());
+}
+
+TEST_F(ReentrantLockTest, ReleaseByNonOwnerIsFailedPreconditionNamingTheLock) {
+  Lock lock = client_->GetLock(TestLockName("never-held"));
+  absl::Status s = lock.Release();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("never-held"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("not held by this thread"));
+}
+
+TEST_F(ReentrantLockTest, MoreReleasesThanAcquiresFailsAndLeavesItFree) {
+  Lock lock = client_->GetLock(TestLockName());
+  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_TRUE(lock.Acquire().ok());
+  EXPECT_TRUE(lock.Release().ok());
+  EXPECT_TRUE(lock.Release().ok());
+  EXPECT_EQ(lock.Release().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(*lock.IsLocked(), false);
+}
+
+TEST_F(ReentrantLockTest, DefaultLeaseIsTheWatchdogTimeout) {
+  Lock lock = client_->GetLock(TestLockName());
+  ASSERT_TRUE(lock.Acquire().ok());
+  absl::StatusOr<absl::Duration> left = lock.RemainingLease();
+  ASSERT_TRUE(left.ok()) << left.status();
+  EXPECT_GT(*left, absl::Seconds(25));
+  EXPECT_LE(*left, absl::Seconds(30));
+  ASSERT_TRUE(lock.Release().ok());
+  EXPECT_EQ(lock.RemainingLease().status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ReentrantLockTest, ExplicitLeaseExpiresAndReleaseSaysLeaseLost) {
+  Lock lock = client_->GetLock(TestLockName());
+  ASSERT_TRUE(lock.Acquire(absl::Milliseconds(300)).ok());
+  absl::SleepFor(absl::Milliseconds(800));
+  EXPECT_EQ(*lock.IsLocked(), false) << "lease did not expire";
+  absl::Status s = lock.Release();
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("lease lost"));
+  // Afterwards it is an ordinary non-owner release.
+  EXPECT_EQ(lock.Release().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(ReentrantLockTest, NestedReleaseKeepsAnExplicitLease) {
+  Lock lock = client_->GetLock(TestLockName());
+  ASSERT_TRUE(lock.Acquire(absl::Seconds(10)).ok());
+  ASSERT_TRUE(lock.Acquire(absl::Seconds(10)).ok());
+  ASSERT_TRUE(lock.Release().ok());
+  absl::StatusOr<absl::Duration> left = lock.RemainingLease();
+  ASSERT_TRUE(left.ok());
+  EXPECT_LE(*left, absl::Seconds(10)) << "release stretched an explicit lease";
+  EXPECT_GT(*left, absl::Seconds(5));
+  ASSERT_TRUE(lock.Release().ok());
+}
+
+TEST_F(ReentrantLockTest, ForceReleaseFreesAnotherOwnersLock) {
+  Lock lock = client_->GetLock(TestLockName());
+  ASSERT_TRUE(lock.Acquire().ok());
+  absl::StatusOr<bool> freed;
+  std::thread admin([&] { freed = lock.ForceRelease(); });
+  admin.join();
+  ASSERT_TRUE(freed.ok());
+  EXPECT_TRUE(*freed);
+  EXPECT_EQ(*lock.IsLocked(), false);
+  EXPECT_EQ(*lock.ForceRelease(), false);
+  EXPECT_EQ(lock.Release().code(), absl::StatusCode::kAborted);
+}
+
+TEST_F(ReentrantLockTest, MutualExclusionAcrossThreadsSharingOneHandle) {
+  Lock lock = client_->GetLock(TestLockName());
+  constexpr int kThreads = 8;
+  constexpr int kIterations = 60;
+  std::atomic<int> inside{0};
+  std::atomic<int> overlaps{0};
+  int counter = 0;  // deliberately unsynchronized except by the lock
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kIterations; ++i) {
+        std::lock_guard<Lock> guard(lock);
+        if (inside.fetch_add(1) != 0) overlaps.fetch_add(1);
+        int read = counter;
+        std::this_thread::yield();
+        counter = read + 1;
+        inside.fetch_sub(1);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(overlaps.load(), 0);
+  EXPECT_EQ(counter, kThreads * kIterations);
+  EXPECT_EQ(*lock.IsLocked(), false);
+}
+
+TEST_F(ReentrantLockTest, BadNamesAreInvalidArgument) {
+  EXPECT_EQ(client_->GetLock("").Acquire().code(),
+            absl::StatusCode::kInvalidArgument);
+  std::string huge(kMaxLockNameSize + 1, 'x');
+  Lock too_long = client_->GetLock(huge);
+  absl::Status s = too_long.Acquire();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_LT(s.message().size(), 400u) << "the message must not echo 64 KiB";
+  EXPECT_EQ(too_long.Release().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(too_long.IsLocked().status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ReentrantLockTest, OddButValidNamesWork) {
+  for (std::string name : {std::string("a\0b", 3), std::string("{braces}"),
+                           std::string("with space"), std::string("new\nline"),
+                           std::string(kMaxLockNameSize, 'n')}) {
+    Lock lock = client_->GetLock(name);
+    ASSERT_TRUE(lock.Acquire().ok()) << lock.name().size();
+    EXPECT_EQ(redis().Command({"EXISTS", name})->integer, 1);
+    ASSERT_TRUE(lock.Release().ok());
+    EXPECT_EQ(redis().Command({"EXISTS", name})->integer, 0);
+  }
+}
+
+TEST_F(ReentrantLockTest, BadDurationsAreInvalidArgument) {
+  Lock lock = client_->GetLock(TestLockName());
+  for (absl::Duration lease :
+       {absl::ZeroDuration(), absl::Milliseconds(-5), absl::Microseconds(10),
+        absl::Hours(366 * 24), absl::InfiniteDuration()}) {
+    EXPECT_EQ(lock.Acquire(lease).code(), absl::StatusCode::kInvalidArgument)
+        << lease;
+  }
+  EXPECT_EQ(lock.TryAcquire(absl::Milliseconds(-1)).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(*lock.IsLocked(), false) << "a rejected call must not lock";
+  // Huge and infinite waits are fine when the lock is free.
+  EXPECT_TRUE(lock.TryAcquire(absl::InfiniteDuration()).ok());
+  EXPECT_TRUE(lock.TryAcquire(absl::Hours(24 * 365 * 1000)).ok());
+  EXPECT_TRUE(lock.Release().ok());
+  EXPECT_TRUE(lock.Release().ok());
+}
+
+TEST_F(ReentrantLockTest, KeyHoldingAnotherTypeIsFailedPrecondition) {
+  const std::string name = TestLockName();
+  ASSERT_TRUE(redis().Command({"SET", name, "not a lock"}).ok());
+  Lock lock = client_->GetLock(name);
+  EXPECT_EQ(lock.TryAcquire(absl::ZeroDuration()).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(redis().Command({"GET", name})->str, "not a lock");
+}
+
+TEST_F(ReentrantLockTest, DefaultConstructedHandleFailsCleanly) {
+  Lock unbound;
+  EXPECT_EQ(unbound.Acquire().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(unbound.Release().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THROW(unbound.lock(), LockError);
+  unbound.unlock();  // never throws
+}
+
+}  // namespace
+}  // namespace relock

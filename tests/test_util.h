@@ -1,0 +1,104 @@
+// Helpers shared by the relock test binaries (header-only).
+
+#ifndef RELOCK_TESTS_TEST_UTIL_H_
+#define RELOCK_TESTS_TEST_UTIL_H_
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "relock/relock.h"
+#include "tests/testing/redis_server.h"
+
+namespace relock {
+namespace testing {
+
+// Connects to `url` (with `tweak` applied to the options) or fails the test.
+inline std::unique_ptr<Client> MustConnect(
+    const std::string& url,
+    const std::function<void(ClientOptions&)>& tweak = {}) {
+  ClientOptions options;
+  options.url = url;
+  if (tweak) tweak(options);
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  EXPECT_TRUE(client.ok()) << client.status();
+  return client.ok() ? *std::move(client) : nullptr;
+}
+
+// Records LockEvents delivered to ClientOptions::on_lock_event.
+class EventLog {
+ public:
+  std::function<void(const LockEvent&)> Callback() {
+    return [this](const LockEvent& e) {
+      absl::MutexLock lock(&mu_);
+      events_.push_back(e);
+    };
+  }
+  std::vector<LockEvent> events() const {
+    absl::MutexLock lock(&mu_);
+    return events_;
+  }
+  // Waits up to `timeout` for an event of `type`; returns it if seen.
+  bool WaitFor(LockEventType type, absl::Duration timeout,
+               LockEvent* out = nullptr) const {
+    absl::MutexLock lock(&mu_);
+    auto seen = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      for (const LockEvent& e : events_) {
+        if (e.type == type) {
+          if (out != nullptr) *out = e;
+          return true;
+        }
+      }
+      return false;
+    };
+    return mu_.AwaitWithTimeout(absl::Condition(&seen), timeout);
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<LockEvent> events_ ABSL_GUARDED_BY(mu_);
+};
+
+// Monotonic stopwatch.
+class Stopwatch {
+ public:
+  Stopwatch() : start_(std::chrono::steady_clock::now()) {}
+  absl::Duration Elapsed() const {
+    return absl::FromChrono(std::chrono::steady_clock::now() - start_);
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+};
+
+// A lock name unique to the running test.
+inline std::string TestLockName(const std::string& suffix = "") {
+  const ::testing::TestInfo* info =
+      ::testing::UnitTest::GetInstance()->current_test_info();
+  return std::string("relock-test:") + info->test_suite_name() + "." +
+         info->name() + (suffix.empty() ? "" : ":" + suffix);
+}
+
+// Base fixture: the binary's shared redis-server, flushed before each test.
+class RedisTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    redis_ = &SharedRedisServer();
+    ASSERT_TRUE(redis_->running());
+    ASSERT_TRUE(redis_->FlushAll().ok());
+  }
+  RedisServer& redis() { return *redis_; }
+
+ private:
+  RedisServer* redis_ = nullptr;
+};
+
+}  // namespace testing
+}  // namespace relock
+
+#endif  // RELOCK_TESTS_TEST_UTIL_H_

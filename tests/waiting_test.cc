@@ -1,0 +1,218 @@
+// Waiting for a held lock: woken by the unlock notification (not polling),
+// bounded TryAcquire, lease expiry, reconnects of the pub/sub connection.
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "relock/relock.h"
+#include "tests/test_util.h"
+
+namespace relock {
+namespace {
+
+using ::relock::testing::MustConnect;
+using ::relock::testing::Stopwatch;
+using ::relock::testing::TestLockName;
+
+// Hand-off bounds are generous (a loaded 2-core CI machine); the expected
+// figure is about one pub/sub delivery plus one round trip (~0.2 ms here);
+// benchmarks measure it precisely.
+constexpr absl::Duration kPromptHandOff = absl::Milliseconds(750);
+
+class WaitingTest : public testing::RedisTest {
+ protected:
+  void SetUp() override {
+    RedisTest::SetUp();
+    client_ = MustConnect(redis().url());
+    ASSERT_NE(client_, nullptr);
+  }
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(WaitingTest, WaiterIsWokenPromptlyByUnlock) {
+  // The holder's lease is the 30 s watchdog default, so only the unlock
+  // message can wake the waiter in time.
+  Lock lock = client_->GetLock(TestLockName());
+  ASSERT_TRUE(lock.Acquire().ok());
+  std::atomic<int64_t> acquired_at_ns{0};
+  absl::Notification waiting;
+  std::thread waiter([&] {
+    waiting.Notify();
+    ASSERT_TRUE(lock.Acquire().ok());
+    acquired_at_ns = absl::GetCurrentTimeNanos();
+    ASSERT_TRUE(lock.Release().ok());
+  });
+  waiting.WaitForNotification();
+  absl::SleepFor(absl::Milliseconds(300));  // let it subscribe and sleep
+  const int64_t released_at_ns = absl::GetCurrentTimeNanos();
+  ASSERT_TRUE(lock.Release().ok());
+  waiter.join();
+  const absl::Duration hand_off =
+      absl::Nanoseconds(acquired_at_ns.load() - released_at_ns);
+  EXPECT_LT(hand_off, kPromptHandOff);
+}
+
+TEST_F(WaitingTest, WaiterInAnotherClientIsWokenByUnlock) {
+  std::unique_ptr<Client> other = MustConnect(redis().url());
+  Lock mine = client_->GetLock(TestLockName());
+  Lock theirs = other->GetLock(TestLockName());
+  ASSERT_TRUE(mine.Acquire().ok());
+  std::atomic<int64_t> acquired_at_ns{0};
+  std::thread waiter([&] {
+    ASSERT_TRUE(theirs.TryAcquire(absl::Seconds(20)).ok());
+    acquired_at_ns = absl::GetCurrentTimeNanos();
+    ASSERT_TRUE(theirs.Release().ok());
+  });
+  absl::SleepFor(absl::Milliseconds(300));
+  const int64_t released_at_ns = absl::GetCurrentTimeNanos();
+  ASSERT_TRUE(mine.Release().ok());
+  waiter.join();
+  EXPECT_LT(absl::Nanoseconds(acquired_at_ns.load() - released_at_ns),
+            kPromptHandOff);
+}
+
+TEST_F(WaitingTest, TryAcquireTimesOutWithinItsWaitPlusAMargin) {
+  std::unique_ptr<Client> other = MustConnect(redis().url());
+  ASSERT_TRUE(other->GetLock(TestLockName()).Acquire().ok());
+  Lock lock = client_->GetLock(TestLockName());
+  for (absl::Duration wait : {absl::ZeroDuration(), absl::Milliseconds(50),
+                              absl::Milliseconds(400)}) {
+    Stopwatch watch;
+    absl::Status s = lock.TryAcquire(wait);
+    absl::Duration took = watch.Elapsed();
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+    EXPECT_GE(took, wait);
+    EXPECT_LT(took, wait + absl::Milliseconds(500)) << "wait " << wait;
+  }
+}
+
+TEST_F(WaitingTest, StdTryLockForReturnsFalseOnTimeout) {
+  std::unique_ptr<Client> other = MustConnect(redis().url());
+  ASSERT_TRUE(other->GetLock(TestLockName()).Acquire().ok());
+  Lock lock = client_->GetLock(TestLockName());
+  Stopwatch watch;
+  EXPECT_FALSE(lock.try_lock_for(std::chrono::milliseconds(200)));
+  EXPECT_GE(watch.Elapsed(), absl::Milliseconds(200));
+  EXPECT_FALSE(lock.try_lock_until(std::chrono::system_clock::now() +
+                                   std::chrono::milliseconds(50)));
+  EXPECT_FALSE(lock.try_lock());
+}
+
+TEST_F(WaitingTest, WaiterAcquiresWhenTheHoldersLeaseRunsOut) {
+  // The holder never releases (no message): the waiter must wake at the
+  // holder's PTTL, not at its own deadline.
+  std::unique_ptr<Client> other = MustConnect(redis().url());
+  ASSERT_TRUE(other->GetLock(TestLockName()).Acquire(absl::Milliseconds(600))
+                  .ok());
+  Lock lock = client_->GetLock(TestLockName());
+  Stopwatch watch;
+  ASSERT_TRUE(lock.TryAcquire(absl::Seconds(30)).ok());
+  EXPECT_LT(watch.Elapsed(), absl::Seconds(3));
+  ASSERT_TRUE(lock.Release().ok());
+}
+
+TEST_F(WaitingTest, ForceReleaseWakesAWaiter) {
+  std::unique_ptr<Client> other = MustConnect(redis().url());
+  ASSERT_TRUE(other->GetLock(TestLockName()).Acquire().ok());
+  Lock lock = client_->GetLock(TestLockName());
+  absl::Status acquired;
+  std::thread waiter([&] { acquired = lock.TryAcquire(absl::Seconds(20)); });
+  absl::SleepFor(absl::Milliseconds(300));
+  Stopwatch watch;
+  ASSERT_EQ(*lock.ForceRelease(), true);
+  waiter.join();
+  EXPECT_TRUE(acquired.ok()) << acquired;
+  EXPECT_LT(watch.Elapsed(), kPromptHandOff);
+}
+
+TEST_F(WaitingTest, ManyWaitersOnOneLockAllGetItInTurn) {
+  Lock lock = client_->GetLock(TestLockName());
+  constexpr int kWaiters = 6;
+  ASSERT_TRUE(lock.Acquire().ok());
+  std::atomic<int> inside{0}, overlaps{0}, done{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kWaiters; ++i) {
+    threads.emplace_back([&] {
+      // The holders below use the 30 s watchdog lease: only notifications can
+      // hand the lock on within the 20 s wait.
+      ASSERT_TRUE(lock.TryAcquire(absl::Seconds(20)).ok());
+      if (inside.fetch_add(1) != 0) overlaps.fetch_add(1);
+      absl::SleepFor(absl::Milliseconds(5));
+      inside.fetch_sub(1);
+      ASSERT_TRUE(lock.Release().ok());
+      done.fetch_add(1);
+    });
+  }
+  absl::SleepFor(absl::Milliseconds(200));
+  Stopwatch watch;
+  ASSERT_TRUE(lock.Release().ok());
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(done.load(), kWaiters);
+  EXPECT_EQ(overlaps.load(), 0);
+  EXPECT_LT(watch.Elapsed(), absl::Seconds(5));
+}
+
+TEST_F(WaitingTest, WaitersRecheckAfterThePubSubConnectionIsKilled) {
+  std::unique_ptr<Client> other = MustConnect(redis().url());
+  Lock theirs = other->GetLock(TestLockName());
+  ASSERT_TRUE(theirs.Acquire().ok());
+  Lock lock = client_->GetLock(TestLockName());
+  absl::Status acquired, released;
+  std::thread waiter([&] {
+    acquired = lock.TryAcquire(absl::Seconds(20));
+    if (acquired.ok()) released = lock.Release();
+  });
+  absl::SleepFor(absl::Milliseconds(300));
+  // Kill every pub/sub connection (ours and the other client's), then
+  // release while ours may still be reconnecting.
+  ASSERT_TRUE(redis().Command({"CLIENT", "KILL", "TYPE", "pubsub"}).ok());
+  ASSERT_TRUE(theirs.Release().ok());
+  Stopwatch watch;
+  waiter.join();
+  EXPECT_TRUE(acquired.ok()) << acquired;
+  EXPECT_LT(watch.Elapsed(), absl::Seconds(3))
+      << "a waiter stalled after its subscription was lost";
+  EXPECT_TRUE(released.ok()) << released;
+}
+
+TEST_F(WaitingTest, RapidHandOffsBetweenTwoThreadsNeverStall) {
+  // Ping-pong many times: a lost wake-up would cost a 30 s lease.
+  Lock lock = client_->GetLock(TestLockName());
+  constexpr int kRounds = 200;
+  std::atomic<int> turns{0};
+  auto worker = [&] {
+    for (int i = 0; i < kRounds; ++i) {
+      ASSERT_TRUE(lock.TryAcquire(absl::Seconds(10)).ok());
+      turns.fetch_add(1);
+      ASSERT_TRUE(lock.Release().ok());
+    }
+  };
+  Stopwatch watch;
+  std::thread a(worker), b(worker);
+  a.join();
+  b.join();
+  EXPECT_EQ(turns.load(), 2 * kRounds);
+  EXPECT_LT(watch.Elapsed(), absl::Seconds(20));
+}
+
+TEST_F(WaitingTest, ClosingTheClientCancelsItsWaiters) {
+  std::unique_ptr<Client> other = MustConnect(redis().url());
+  ASSERT_TRUE(other->GetLock(TestLockName()).Acquire().ok());
+  Lock lock = client_->GetLock(TestLockName());
+  absl::Status acquired;
+  std::thread waiter([&] { acquired = lock.Acquire(); });
+  absl::SleepFor(absl::Milliseconds(300));
+  Stopwatch watch;
+  client_->Close();
+  waiter.join();
+  EXPECT_EQ(acquired.code(), absl::StatusCode::kCancelled) << acquired;
+  EXPECT_LT(watch.Elapsed(), absl::Seconds(3));
+}
+
+}  // namespace
+}  // namespace relock
