@@ -46,6 +46,10 @@
 
 namespace relock {
 
+namespace internal {
+struct ClientAccess;
+}  // namespace internal
+
 class Client {
  public:
   // Connects to Redis: opens one command connection (AUTH, SELECT), loads the
@@ -76,6 +80,7 @@ class Client {
   void Close();
 
  private:
+  friend struct internal::ClientAccess;
   explicit Client(std::shared_ptr<internal::ClientCore> core);
   std::shared_ptr<internal::ClientCore> core_;
 };

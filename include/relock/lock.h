@@ -46,11 +46,26 @@
 //    ran out / key   |                     |                    |
 //    deleted)        |                     |                    |
 //
-// Leases: `Acquire()` / `lock()` use `ClientOptions::lock_watchdog_timeout`
-// (30 s by default) as the lease. `Acquire(lease)` sets an explicit lease. A
+// Leases and the watchdog: `Acquire()` / `lock()` take a watchdog lease of
+// `ClientOptions::lock_watchdog_timeout` (30 s by default), which the
+// client's watchdog renews about every third of it (10 s) for as long as the
+// lock is held, however long that is: registration happens before Acquire()
+// returns, renewal stops just before the final Release() is sent (so no
+// renewal can keep a released lock alive), and nested holds keep it renewed
+// until the outermost release. Renewals of all locks of a client are batched
+// (1000 locks per script call, all calls of a round pipelined). `Acquire(lease)`
+// sets an explicit lease that is never renewed: the lock simply expires. A
 // re-entry sets the lease again; a release that leaves holds refreshes a
-// watchdog lease and leaves an explicit lease's TTL alone. Renewal of watchdog
-// leases while the lock is held is done by the client's watchdog.
+// watchdog lease and leaves an explicit lease's TTL alone.
+//
+// Lost locks are reported, never hidden. When the watchdog finds the owner
+// field gone (key deleted, FLUSHALL, restart without persistence, expired
+// while Redis was paused) or cannot renew before the lease runs out (Redis
+// down or paused: transient errors are retried until then), the lock is
+// lost: a LockEventType::kLockLost event goes to ClientOptions::on_lock_event
+// (on the client's event thread), `IsHeldByCurrentThread()` turns false, and
+// `Release()` returns Aborted ("lease lost"). `SafeUntil()` tells the holder
+// how long it may assume it still holds the lock.
 //
 // Correctness: a lease lock gives mutual exclusion as long as the holder is
 // not paused longer than its lease and Redis keeps the key. A Redis failover
@@ -204,6 +219,15 @@ class Lock {
   // The lease left to the current holder, whoever it is; NotFound if the lock
   // is free; InfiniteDuration if the key has no TTL (set by hand).
   ABSL_MUST_USE_RESULT absl::StatusOr<absl::Duration> RemainingLease() const;
+
+  // Until when (steady clock) the calling thread may safely assume it holds
+  // the lock: the send time of the last acknowledged acquire or renewal plus
+  // the lease, minus a drift allowance of 1% of the lease + 2 ms. Local, no
+  // round trip. FailedPrecondition if this thread does not hold it; Aborted
+  // if its lease was lost. Check it before an action that must not overlap
+  // with another holder (or better, use a fencing token).
+  ABSL_MUST_USE_RESULT absl::StatusOr<std::chrono::steady_clock::time_point>
+  SafeUntil() const;
 
  private:
   friend class Client;

@@ -45,6 +45,8 @@ struct LockEvent {
   LockEventType type;
   std::string lock_name;
   absl::Status status;
+  // The owner field of the hold concerned ("<client-id>:<thread-number>").
+  std::string owner;
 };
 
 struct ClientOptions {
@@ -71,7 +73,9 @@ struct ClientOptions {
   int pool_size = 8;
 
   // Lease of a lock acquired without an explicit lease (Redisson's
-  // lockWatchdogTimeout). At least 30 ms.
+  // lockWatchdogTimeout). The watchdog renews such leases about every third
+  // of it while they are held and reports a lock lost when it cannot.
+  // Between 30 ms and 365 days.
   absl::Duration lock_watchdog_timeout = absl::Seconds(30);
 
   // Identifies this client in lock owner fields ("<client_id>:<thread>").
@@ -79,10 +83,11 @@ struct ClientOptions {
   // known identity. Must not contain ':'.
   std::string client_id;
 
-  // Receives `LockEvent`s. Called from the thread that noticed the event
-  // (for kUnlockFailed: the thread calling `unlock()`). Must not block for
-  // long and must not throw. Empty (the default) writes one line per event
-  // to stderr.
+  // Receives `LockEvent`s: kUnlockFailed on the thread calling `unlock()`,
+  // kReleasedOnClose on the thread closing the client, kLockLost on the
+  // client's event thread (one at a time, in order; a slow callback delays
+  // later events but never the watchdog). Must not throw. Empty (the
+  // default) writes one line per event to stderr.
   std::function<void(const LockEvent&)> on_lock_event;
 };
 

@@ -115,6 +115,12 @@ absl::StatusOr<absl::Duration> Lock::RemainingLease() const {
   return lock::RemainingLease(*core_, name_);
 }
 
+absl::StatusOr<std::chrono::steady_clock::time_point> Lock::SafeUntil() const {
+  if (core_ == nullptr) return Unbound();
+  if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
+  return lock::SafeUntil(*core_, name_);
+}
+
 void Lock::lock() {
   absl::Status s = Acquire();
   if (!s.ok()) throw LockError(std::move(s));

@@ -1,5 +1,6 @@
 #include "lib/client/client_core.h"
 
+#include <algorithm>
 #include <iostream>
 #include <utility>
 #include <vector>
@@ -62,6 +63,8 @@ ClientCore::ClientCore(ClientOptions options, std::string id,
                        redis::ConnectionOptions conn_options)
     : options_(std::move(options)),
       id_(std::move(id)),
+      watchdog_lease_ms_(absl::StrCat(
+          absl::ToInt64Milliseconds(options_.lock_watchdog_timeout))),
       pool_(std::move(conn_options), options_.pool_size),
       scripts_(LockScripts()) {}
 
@@ -89,6 +92,18 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
       pubsub::Subscriber::Start(conn_options);
   if (!sub.ok()) return sub.status();
   core->subscriber_ = *std::move(sub);
+  ClientCore* raw = core.get();
+  core->events_ = std::make_unique<EventQueue>(
+      [raw](const LockEvent& event) { raw->Deliver(event); });
+  core->watchdog_ = std::make_unique<watchdog::Watchdog>(
+      core->options_.lock_watchdog_timeout, &core->holds_, &core->timers_,
+      [raw](const std::vector<lock::RenewItem>& items) {
+        return raw->RenewBatch(items);
+      },
+      [raw](const lock::LostHold& hold, const absl::Status& why) {
+        raw->PostEvent(LockEvent{LockEventType::kLockLost, hold.name, why,
+                                 lock::OwnerField(raw->id_, hold.thread)});
+      });
   return core;
 }
 
@@ -112,19 +127,90 @@ absl::StatusOr<redis::Reply> ClientCore::RunCommand(
   return (*conn)->Command(argv);
 }
 
-void ClientCore::Report(LockEventType type, absl::string_view lock_name,
-                        absl::Status status) {
-  LockEvent event{type, std::string(lock_name), std::move(status)};
+absl::StatusOr<std::vector<bool>> ClientCore::RenewBatch(
+    const std::vector<lock::RenewItem>& items) {
+  absl::StatusOr<redis::PooledConnection> conn = pool_.Get();
+  if (!conn.ok()) return conn.status();
+  const size_t calls = (items.size() + kRenewKeysPerCall - 1) / kRenewKeysPerCall;
+  std::vector<absl::string_view> keys, args;
+  auto build = [&](size_t call) {
+    keys.clear();
+    args.assign(1, watchdog_lease_ms_);
+    const size_t end = std::min(items.size(), (call + 1) * kRenewKeysPerCall);
+    for (size_t i = call * kRenewKeysPerCall; i < end; ++i) {
+      keys.push_back(items[i].name);
+      args.push_back(items[i].owner);
+    }
+  };
+  auto parse = [&](size_t call, const redis::Reply& reply,
+                   std::vector<bool>* out) -> absl::Status {
+    if (reply.is_error()) {
+      return redis::ErrorReplyToStatus("renew script", reply.str());
+    }
+    const redis::ReplyView v = reply.view();
+    const size_t first = call * kRenewKeysPerCall;
+    const size_t n = std::min(kRenewKeysPerCall, items.size() - first);
+    if (!v.is_array() || v.size() != n) {
+      return absl::InternalError(
+          absl::StrCat("renew script: unexpected reply ", v.Describe()));
+    }
+    for (size_t i = 0; i < n; ++i) (*out)[first + i] = v[i].integer() == 1;
+    return absl::OkStatus();
+  };
+  for (size_t call = 0; call < calls; ++call) {
+    build(call);
+    if (absl::Status s = scripts_.Append(**conn, kRenewScript, keys, args);
+        !s.ok()) {
+      return s;
+    }
+  }
+  renew_round_trips_.fetch_add(1, std::memory_order_relaxed);
+  std::vector<bool> renewed(items.size());
+  std::vector<size_t> noscript;
+  for (size_t call = 0; call < calls; ++call) {
+    absl::StatusOr<redis::Reply> reply = (*conn)->GetReply();
+    if (!reply.ok()) return reply.status();
+    if (redis::ScriptSet::IsNoScript(*reply)) {
+      noscript.push_back(call);  // the script cache was flushed: redo below
+      continue;
+    }
+    if (absl::Status s = parse(call, *reply, &renewed); !s.ok()) return s;
+  }
+  for (size_t call : noscript) {
+    build(call);
+    absl::StatusOr<redis::Reply> reply =
+        scripts_.Eval(**conn, kRenewScript, keys, args);
+    renew_round_trips_.fetch_add(1, std::memory_order_relaxed);
+    if (!reply.ok()) return reply.status();
+    if (absl::Status s = parse(call, *reply, &renewed); !s.ok()) return s;
+  }
+  return renewed;
+}
+
+void ClientCore::Deliver(const LockEvent& event) const {
   if (options_.on_lock_event) {
     options_.on_lock_event(event);
     return;
   }
-  std::cerr << "relock: " << LockEventTypeName(type) << " "
-            << lock::QuoteName(lock_name) << ": " << event.status << "\n";
+  std::cerr << "relock: " << LockEventTypeName(event.type) << " "
+            << lock::QuoteName(event.lock_name) << ": " << event.status
+            << "\n";
+}
+
+void ClientCore::Report(LockEventType type, absl::string_view lock_name,
+                        absl::Status status) {
+  Deliver(LockEvent{type, std::string(lock_name), std::move(status),
+                    lock::OwnerField(id_, lock::CurrentThreadNumber())});
+}
+
+void ClientCore::PostEvent(LockEvent event) {
+  if (events_ != nullptr) events_->Post(std::move(event));
 }
 
 void ClientCore::Close() {
   if (closed_.exchange(true, std::memory_order_acq_rel)) return;
+  // No renewal after this point, so none can land after the releases below.
+  if (watchdog_ != nullptr) watchdog_->Stop();
   if (subscriber_ != nullptr) subscriber_->Close();  // wakes waiters
   for (auto& [key, hold] : holds_.TakeAll()) {
     const std::string& name = key.first;
@@ -139,8 +225,10 @@ void ClientCore::Close() {
       status = absl::AbortedError(
           "the lock's lease had already been lost before the client closed");
     }
-    Report(LockEventType::kReleasedOnClose, name, status);
+    Deliver(LockEvent{LockEventType::kReleasedOnClose, name, status, owner});
   }
+  timers_.Shutdown();
+  if (events_ != nullptr) events_->Stop();  // delivers queued events first
   pool_.Close();
 }
 

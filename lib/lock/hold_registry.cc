@@ -4,11 +4,31 @@ namespace relock {
 namespace lock {
 
 void HoldRegistry::OnAcquired(const std::string& name, uint64_t thread,
-                              bool watchdog) {
+                              const std::string& owner, bool watchdog,
+                              absl::Duration lease,
+                              SteadyClock::time_point sent_at) {
   absl::MutexLock lock(&mu_);
   Hold& h = holds_[Key(name, thread)];
+  if (h.count == 0 || h.lost) {
+    h = Hold();
+    h.owner = owner;
+    h.hold_id = next_hold_id_++;
+  }
   ++h.count;
   h.watchdog = watchdog;  // Redis keeps the lease of the latest acquire
+  h.renewing = watchdog;
+  h.lease = lease;
+  h.acked_at = sent_at;
+}
+
+absl::optional<Hold> HoldRegistry::BeginRelease(const std::string& name,
+                                                uint64_t thread) {
+  absl::MutexLock lock(&mu_);
+  auto it = holds_.find(Key(name, thread));
+  if (it == holds_.end()) return absl::nullopt;
+  Hold before = it->second;
+  if (it->second.count <= 1) it->second.renewing = false;
+  return before;
 }
 
 void HoldRegistry::OnReleased(const std::string& name, uint64_t thread,
@@ -16,7 +36,25 @@ void HoldRegistry::OnReleased(const std::string& name, uint64_t thread,
   absl::MutexLock lock(&mu_);
   auto it = holds_.find(Key(name, thread));
   if (it == holds_.end()) return;
-  if (freed || --it->second.count <= 0) holds_.erase(it);
+  Hold& h = it->second;
+  if (freed) {
+    holds_.erase(it);
+    return;
+  }
+  // Holds remain in Redis: keep the local count at least 1 and renew again
+  // if BeginRelease stopped it on a stale count.
+  h.count = std::max<int64_t>(1, h.count - 1);
+  h.renewing = h.watchdog && !h.lost;
+}
+
+absl::optional<Hold> HoldRegistry::Forget(const std::string& name,
+                                          uint64_t thread) {
+  absl::MutexLock lock(&mu_);
+  auto it = holds_.find(Key(name, thread));
+  if (it == holds_.end()) return absl::nullopt;
+  Hold h = std::move(it->second);
+  holds_.erase(it);
+  return h;
 }
 
 absl::optional<Hold> HoldRegistry::Find(const std::string& name,
@@ -27,16 +65,55 @@ absl::optional<Hold> HoldRegistry::Find(const std::string& name,
   return it->second;
 }
 
-bool HoldRegistry::Forget(const std::string& name, uint64_t thread) {
-  absl::MutexLock lock(&mu_);
-  return holds_.erase(Key(name, thread)) > 0;
-}
-
 std::vector<std::pair<HoldRegistry::Key, Hold>> HoldRegistry::TakeAll() {
   absl::MutexLock lock(&mu_);
   std::vector<std::pair<Key, Hold>> all(holds_.begin(), holds_.end());
   holds_.clear();
   return all;
+}
+
+size_t HoldRegistry::Sweep(SteadyClock::time_point now,
+                           SteadyClock::time_point due_by,
+                           absl::Duration period, bool all,
+                           std::vector<RenewItem>* due,
+                           std::vector<LostHold>* lost) {
+  const auto period_ns = absl::ToChronoNanoseconds(period);
+  size_t renewing = 0;
+  absl::MutexLock lock(&mu_);
+  for (auto& [key, h] : holds_) {
+    if (!h.renewing || h.lost) continue;
+    if (now >= h.acked_at + absl::ToChronoNanoseconds(h.lease)) {
+      h.lost = true;
+      h.renewing = false;
+      lost->push_back({key.first, key.second, h.acked_at});
+      continue;
+    }
+    ++renewing;
+    if (all || h.acked_at + period_ns <= due_by) {
+      due->push_back({key.first, h.owner, key.second, h.hold_id});
+    }
+  }
+  return renewing;
+}
+
+void HoldRegistry::ApplyRenewals(const std::vector<RenewItem>& due,
+                                 const std::vector<bool>& renewed,
+                                 SteadyClock::time_point sent_at,
+                                 std::vector<LostHold>* lost) {
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < due.size(); ++i) {
+    auto it = holds_.find(Key(due[i].name, due[i].thread));
+    if (it == holds_.end()) continue;
+    Hold& h = it->second;
+    if (h.hold_id != due[i].hold_id || h.lost) continue;
+    if (renewed[i]) {
+      if (sent_at > h.acked_at) h.acked_at = sent_at;
+    } else if (h.renewing) {
+      h.lost = true;
+      h.renewing = false;
+      lost->push_back({due[i].name, due[i].thread, h.acked_at});
+    }
+  }
 }
 
 }  // namespace lock

@@ -1,7 +1,13 @@
 // What this client believes its threads hold: per (lock name, thread), the
-// hold count and whether the lease is the watchdog's. Redis stays the truth;
-// the registry lets a release keep an explicit lease, lets Release() tell a
-// lost lease from a non-owner, and lets Close() release what is still held.
+// hold count, the lease in force, when the lease was last confirmed, and
+// whether the watchdog renews it. Redis stays the truth; the registry lets a
+// release keep an explicit lease, lets Release() tell a lost lease from a
+// non-owner, lets Close() release what is still held, and is the watchdog's
+// table of locks to renew.
+//
+// Times are on the steady clock. "acked_at" is when the command that last
+// set the lease (acquire or renewal) was *sent*: Redis set the TTL no earlier,
+// so acked_at + lease never overstates how long the lock is held.
 
 #ifndef RELOCK_LIB_LOCK_HOLD_REGISTRY_H_
 #define RELOCK_LIB_LOCK_HOLD_REGISTRY_H_
@@ -14,31 +20,79 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "absl/types/optional.h"
+#include "lib/common/deadline.h"
 
 namespace relock {
 namespace lock {
 
 struct Hold {
+  std::string owner;  // the owner field in Redis
   int64_t count = 0;
-  bool watchdog = true;  // lease is lock_watchdog_timeout (else explicit)
+  bool watchdog = true;   // lease is lock_watchdog_timeout, renewed
+  bool renewing = true;   // watchdog && not in its final release
+  bool lost = false;      // reported lost; Release() says so
+  uint64_t hold_id = 0;   // changes whenever a hold starts from zero
+  absl::Duration lease;
+  SteadyClock::time_point acked_at;
+};
+
+// A watchdog hold due for renewal, as collected by Sweep().
+struct RenewItem {
+  std::string name;
+  std::string owner;
+  uint64_t thread = 0;
+  uint64_t hold_id = 0;
+};
+
+// A hold found lost by Sweep() or ApplyRenewals().
+struct LostHold {
+  std::string name;
+  uint64_t thread = 0;
+  SteadyClock::time_point acked_at;
 };
 
 class HoldRegistry {
  public:
   using Key = std::pair<std::string, uint64_t>;  // (lock name, thread)
 
-  void OnAcquired(const std::string& name, uint64_t thread, bool watchdog);
-  // `freed`: Redis said the lock is now free.
+  // An acquire sent at `sent_at` succeeded. Starts a new hold (also over a
+  // lost one) or adds to the existing one; the latest lease mode wins.
+  void OnAcquired(const std::string& name, uint64_t thread,
+                  const std::string& owner, bool watchdog,
+                  absl::Duration lease, SteadyClock::time_point sent_at);
+  // Before sending a release: returns the hold (if any) and, when this
+  // release is the final one by the local count, stops its renewal first, so
+  // no renewal is sent after the release.
+  absl::optional<Hold> BeginRelease(const std::string& name, uint64_t thread);
+  // After the release script answered: `freed` = the lock is now free.
   void OnReleased(const std::string& name, uint64_t thread, bool freed);
+  // Removes the entry; returns it if there was one.
+  absl::optional<Hold> Forget(const std::string& name, uint64_t thread);
   absl::optional<Hold> Find(const std::string& name, uint64_t thread) const;
-  // Removes the entry; returns whether there was one.
-  bool Forget(const std::string& name, uint64_t thread);
   std::vector<std::pair<Key, Hold>> TakeAll();
+
+  // --- For the watchdog.
+  // Collects renewing holds whose renewal is due by `due_by` (acked_at +
+  // `period` <= due_by; every renewing hold when `all`) into `due`, and marks
+  // lost (and collects into `lost`) those whose lease ran out by `now`.
+  // Returns how many renewing holds remain.
+  size_t Sweep(SteadyClock::time_point now, SteadyClock::time_point due_by,
+               absl::Duration period, bool all, std::vector<RenewItem>* due,
+               std::vector<LostHold>* lost);
+  // Applies a renewal sent at `sent_at`: renewed[i] says whether due[i]'s
+  // owner field still existed. Holds whose field was gone are marked lost and
+  // collected. Results for holds released or restarted since are ignored.
+  void ApplyRenewals(const std::vector<RenewItem>& due,
+                     const std::vector<bool>& renewed,
+                     SteadyClock::time_point sent_at,
+                     std::vector<LostHold>* lost);
 
  private:
   mutable absl::Mutex mu_;
   absl::flat_hash_map<Key, Hold> holds_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_hold_id_ ABSL_GUARDED_BY(mu_) = 1;
 };
 
 }  // namespace lock

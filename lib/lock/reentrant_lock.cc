@@ -32,10 +32,10 @@ absl::Status Unexpected(const redis::Reply& r, absl::string_view op) {
 
 // One attempt. Returns nullopt when acquired, else the holder's PTTL in ms
 // (-1: no TTL).
-absl::StatusOr<absl::optional<int64_t>> TryOnce(ClientCore& core,
-                                                const std::string& name,
-                                                const std::string& owner,
-                                                const std::string& lease_ms) {
+absl::StatusOr<absl::optional<int64_t>> TryOnce(
+    ClientCore& core, const std::string& name, const std::string& owner,
+    const std::string& lease_ms, SteadyClock::time_point* sent_at) {
+  *sent_at = SteadyClock::now();
   absl::StatusOr<redis::Reply> r =
       core.RunScript(internal::kAcquireScript, {name}, {lease_ms, owner});
   if (!r.ok()) return r.status();
@@ -51,11 +51,12 @@ absl::Status HeldByOther(int64_t pttl_ms) {
       ")"));
 }
 
+// On success, `*sent_at` is when the winning acquire was sent.
 absl::Status AcquireLoop(ClientCore& core, const std::string& name,
                          const std::string& owner, const std::string& lease_ms,
-                         Deadline deadline) {
+                         Deadline deadline, SteadyClock::time_point* sent_at) {
   absl::StatusOr<absl::optional<int64_t>> ttl =
-      TryOnce(core, name, owner, lease_ms);
+      TryOnce(core, name, owner, lease_ms, sent_at);
   if (!ttl.ok() || !ttl->has_value()) return ttl.status();
   if (deadline.Expired()) return HeldByOther(**ttl);
 
@@ -73,7 +74,7 @@ absl::Status AcquireLoop(ClientCore& core, const std::string& name,
       if (deadline.Expired()) return HeldByOther(**ttl);
       return absl::UnavailableError(confirmed.message());
     }
-    ttl = TryOnce(core, name, owner, lease_ms);
+    ttl = TryOnce(core, name, owner, lease_ms, sent_at);
     if (!ttl.ok()) {
       sub->PassOn();  // a notification we may have consumed is not wasted
       return ttl.status();
@@ -122,9 +123,15 @@ absl::Status Acquire(ClientCore& core, const std::string& name,
   const absl::Duration effective =
       lease.value_or(core.options().lock_watchdog_timeout);
   const std::string lease_ms = absl::StrCat(absl::ToInt64Milliseconds(effective));
-  absl::Status s = AcquireLoop(core, name, owner, lease_ms, deadline);
+  SteadyClock::time_point sent_at;
+  absl::Status s =
+      AcquireLoop(core, name, owner, lease_ms, deadline, &sent_at);
   if (!s.ok()) return Annotate(s, "acquire", name);
-  core.holds().OnAcquired(name, thread, !lease.has_value());
+  // Registered (and, for a watchdog lease, renewed from now on) before
+  // Acquire() returns.
+  core.holds().OnAcquired(name, thread, owner, !lease.has_value(), effective,
+                          sent_at);
+  if (!lease.has_value()) core.watchdog().Activate();
   if (core.closed()) {
     // Close() may have swept the registry before we registered: do not leak
     // a hold nobody will release.
@@ -146,7 +153,10 @@ absl::Status Release(ClientCore& core, const std::string& name) {
   }
   const uint64_t thread = CurrentThreadNumber();
   const std::string owner = OwnerField(core.id(), thread);
-  const absl::optional<Hold> hold = core.holds().Find(name, thread);
+  // A final release stops renewal before the script is sent, whatever its
+  // outcome: a failed final release leaves a lock that frees itself at the
+  // end of its lease, never one renewed forever.
+  const absl::optional<Hold> hold = core.holds().BeginRelease(name, thread);
   // When holds remain, refresh a watchdog lease; keep an explicit lease's TTL.
   const std::string lease_ms =
       hold.has_value() && hold->watchdog
@@ -158,12 +168,14 @@ absl::Status Release(ClientCore& core, const std::string& name) {
                      {kUnlockMessage, lease_ms, owner});
   if (!r.ok()) return Annotate(r.status(), "release", name);
   if (r->is_nil()) {
-    if (core.holds().Forget(name, thread)) {
+    if (absl::optional<Hold> lost = core.holds().Forget(name, thread)) {
       return Annotate(
-          absl::AbortedError(
-              "lease lost: this thread held the lock, but its lease ran out "
-              "or it was force-released before this release; work done "
-              "under it may have overlapped with another owner"),
+          absl::AbortedError(absl::StrCat(
+              "lease lost: this thread held the lock, but ",
+              lost->lost ? "the watchdog could not keep its lease alive"
+                         : "its lease ran out or it was force-released",
+              " before this release; work done under it may have overlapped "
+              "with another owner")),
           "release", name);
     }
     return Annotate(absl::FailedPreconditionError(absl::StrCat(
@@ -175,6 +187,26 @@ absl::Status Release(ClientCore& core, const std::string& name) {
   }
   core.holds().OnReleased(name, thread, /*freed=*/r->integer() == 1);
   return absl::OkStatus();
+}
+
+absl::StatusOr<SteadyClock::time_point> SafeUntil(ClientCore& core,
+                                                  const std::string& name) {
+  if (absl::Status s = core.CheckOpen(); !s.ok()) {
+    return Annotate(s, "query", name);
+  }
+  absl::optional<Hold> hold = core.holds().Find(name, CurrentThreadNumber());
+  if (!hold.has_value()) {
+    return Annotate(absl::FailedPreconditionError("not held by this thread"),
+                    "query", name);
+  }
+  if (hold->lost) {
+    return Annotate(absl::AbortedError("lease lost (reported as kLockLost)"),
+                    "query", name);
+  }
+  // Redis set the TTL no earlier than acked_at; allow for clock drift
+  // between this host and Redis (1% of the lease plus 2 ms, as Redlock).
+  const absl::Duration drift = hold->lease / 100 + absl::Milliseconds(2);
+  return hold->acked_at + absl::ToChronoNanoseconds(hold->lease - drift);
 }
 
 absl::StatusOr<bool> ForceRelease(ClientCore& core, const std::string& name) {

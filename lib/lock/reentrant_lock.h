@@ -27,6 +27,10 @@ absl::Status Acquire(internal::ClientCore& core, const std::string& name,
 absl::Status Release(internal::ClientCore& core, const std::string& name);
 absl::StatusOr<bool> ForceRelease(internal::ClientCore& core,
                                   const std::string& name);
+// Until when the calling thread may assume it holds `name` (see
+// Lock::SafeUntil()).
+absl::StatusOr<SteadyClock::time_point> SafeUntil(internal::ClientCore& core,
+                                                  const std::string& name);
 
 absl::StatusOr<bool> IsLocked(internal::ClientCore& core,
                               const std::string& name);

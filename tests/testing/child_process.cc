@@ -170,8 +170,8 @@ ChildProcess::~ChildProcess() {
 
 absl::StatusOr<std::string> ChildProcess::ReadLine(absl::Duration timeout) {
   absl::MutexLock lock(&read_mu_);
-  const auto deadline = std::chrono::steady_clock::now() +
-                        absl::ToChronoNanoseconds(timeout);
+  const auto deadline =
+      std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(timeout);
   for (;;) {
     const size_t newline = buffer_.find('\n');
     if (newline != std::string::npos) {
@@ -181,15 +181,15 @@ absl::StatusOr<std::string> ChildProcess::ReadLine(absl::Duration timeout) {
     }
     if (eof_) {
       if (!buffer_.empty()) return std::exchange(buffer_, std::string());
-      return absl::OutOfRangeError(absl::StrCat(
-          "child ", name_, " (pid ", pid_, ") closed its stdout"));
+      return absl::OutOfRangeError(
+          absl::StrCat("child ", name_, " (pid ", pid_, ") closed its stdout"));
     }
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "no line from child ", name_, " (pid ", pid_, ") within ",
-          absl::FormatDuration(timeout),
-          buffer_.empty() ? "" : "; partial line: ", buffer_));
+      return absl::DeadlineExceededError(
+          absl::StrCat("no line from child ", name_, " (pid ", pid_,
+                       ") within ", absl::FormatDuration(timeout),
+                       buffer_.empty() ? "" : "; partial line: ", buffer_));
     }
     const auto left_ms =
         std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count();
@@ -248,15 +248,15 @@ absl::Status ChildProcess::Signal(int sig) {
         "ChildProcess::Signal: child ", name_, " has been reaped"));
   }
   if (kill(pid_, sig) != 0) {
-    return absl::InternalError(absl::StrCat("kill(", pid_, ", ", sig,
-                                            "): ", strerror(errno)));
+    return absl::InternalError(
+        absl::StrCat("kill(", pid_, ", ", sig, "): ", strerror(errno)));
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<int> ChildProcess::Wait(absl::Duration timeout) {
-  const auto deadline = std::chrono::steady_clock::now() +
-                        absl::ToChronoNanoseconds(timeout);
+  const auto deadline =
+      std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(timeout);
   absl::Duration pause = absl::Milliseconds(1);
   for (;;) {
     {
@@ -273,9 +273,9 @@ absl::StatusOr<int> ChildProcess::Wait(absl::Duration timeout) {
     }
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("child ", name_, " (pid ", pid_, ") still running after ",
-                       absl::FormatDuration(timeout)));
+      return absl::DeadlineExceededError(absl::StrCat(
+          "child ", name_, " (pid ", pid_, ") still running after ",
+          absl::FormatDuration(timeout)));
     }
     absl::SleepFor(std::min(pause, absl::FromChrono(deadline - now)));
     pause = std::min(pause * 2, absl::Milliseconds(20));

@@ -13,8 +13,8 @@
 //   }
 //
 //   TEST_F(CrossProcessTest, OtherProcessWaits) {
-//     auto child = ChildProcess::Spawn("HoldLockUntilEof", {redis().url(), name});
-//     ASSERT_TRUE(child.ok()) << child.status();
+//     auto child = ChildProcess::Spawn("HoldLockUntilEof", {redis().url(),
+//     name}); ASSERT_TRUE(child.ok()) << child.status();
 //     ASSERT_EQ(*(*child)->ReadLine(absl::Seconds(10)), "locked");
 //     ...
 //     ASSERT_TRUE((*child)->CloseStdin().ok());
@@ -66,10 +66,10 @@ void RegisterChildMain(const std::string& name, ChildMain fn);
 // registers it as "name" during static initialization. Put it in the test
 // file (a .cc linked into the test binary itself, so the registration cannot
 // be dropped by the linker), at namespace scope.
-#define RELOCK_CHILD_MAIN(name)                                           \
-  static int name(const std::vector<std::string>& args);                  \
+#define RELOCK_CHILD_MAIN(name)                                            \
+  static int name(const std::vector<std::string>& args);                   \
   [[maybe_unused]] static const bool relock_child_main_registered_##name = \
-      (::relock::testing::RegisterChildMain(#name, &name), true);         \
+      (::relock::testing::RegisterChildMain(#name, &name), true);          \
   static int name(const std::vector<std::string>& args)
 
 // If argv[1] is "--relock_child=NAME": runs NAME with argv[2..] and returns

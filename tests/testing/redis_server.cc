@@ -1,11 +1,11 @@
 #include "tests/testing/redis_server.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
-#include <arpa/inet.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -63,15 +63,15 @@ absl::Status ErrnoStatus(absl::StatusCode code, absl::string_view what,
 
 bool IsExecutable(const std::string& path) {
   struct stat st;
-  return !path.empty() && stat(path.c_str(), &st) == 0 &&
-         S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
+  return !path.empty() && stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+         access(path.c_str(), X_OK) == 0;
 }
 
 absl::StatusOr<std::string> FindRedisServer() {
   if (const char* env = getenv("RELOCK_REDIS_SERVER"); env && *env) {
     if (IsExecutable(env)) return std::string(env);
-    return absl::NotFoundError(absl::StrCat(
-        "$RELOCK_REDIS_SERVER=", env, " is not an executable file"));
+    return absl::NotFoundError(absl::StrCat("$RELOCK_REDIS_SERVER=", env,
+                                            " is not an executable file"));
   }
   if (IsExecutable("/usr/bin/redis-server")) return "/usr/bin/redis-server";
   if (const char* path = getenv("PATH"); path) {
@@ -174,13 +174,15 @@ absl::StatusOr<int> PickFreePort() {
 
 std::string ReadTail(const std::string& path, size_t max_bytes) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return absl::StrCat("(cannot read ", path, ": ", strerror(errno), ")");
+  if (fd < 0)
+    return absl::StrCat("(cannot read ", path, ": ", strerror(errno), ")");
   struct stat st;
   std::string tail;
   if (fstat(fd, &st) == 0) {
     const off_t size = st.st_size;
-    const off_t start =
-        size > static_cast<off_t>(max_bytes) ? size - static_cast<off_t>(max_bytes) : 0;
+    const off_t start = size > static_cast<off_t>(max_bytes)
+                            ? size - static_cast<off_t>(max_bytes)
+                            : 0;
     tail.resize(static_cast<size_t>(size - start));
     size_t done = 0;
     while (done < tail.size()) {
@@ -251,10 +253,9 @@ using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
 
 absl::Status ContextError(absl::string_view what, const redisContext* c,
                           int saved_errno) {
-  const bool timeout =
-      c->err == REDIS_ERR_IO &&
-      (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK ||
-       saved_errno == ETIMEDOUT || saved_errno == EINPROGRESS);
+  const bool timeout = c->err == REDIS_ERR_IO &&
+                       (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK ||
+                        saved_errno == ETIMEDOUT || saved_errno == EINPROGRESS);
   const std::string message =
       absl::StrCat(what, ": ", c->errstr[0] ? c->errstr : "hiredis error");
   return timeout ? absl::DeadlineExceededError(message)
@@ -315,8 +316,8 @@ absl::StatusOr<RedisValue> RawCommand(int port, const std::string& password,
     return ContextError(absl::StrCat("setting timeouts for ", where), c.get(),
                         errno);
   }
-  auto run = [&](const std::vector<std::string>& args)
-      -> absl::StatusOr<RedisValue> {
+  auto run =
+      [&](const std::vector<std::string>& args) -> absl::StatusOr<RedisValue> {
     std::vector<const char*> ptrs;
     std::vector<size_t> lens;
     for (const std::string& a : args) {
@@ -422,9 +423,9 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
     // ~RedisServer removes the dir.
   }
   return absl::Status(
-      last.code(), absl::StrCat("RedisServer::Start: gave up after ",
-                                kStartAttempts, " attempts; last: ",
-                                last.message()));
+      last.code(),
+      absl::StrCat("RedisServer::Start: gave up after ", kStartAttempts,
+                   " attempts; last: ", last.message()));
 }
 
 RedisServer::~RedisServer() { Shutdown(); }
@@ -441,13 +442,23 @@ void RedisServer::Shutdown() {
 }
 
 absl::Status RedisServer::StartProcessLocked() {
-  std::vector<std::string> argv = {
-      binary_,           "--port",   absl::StrCat(port_),
-      "--bind",          kHost,      "--save",
-      "",                "--appendonly", "no",
-      "--dir",           dir_,       "--daemonize",
-      "no",              "--logfile", log_path_,
-      "--protected-mode", "no"};
+  std::vector<std::string> argv = {binary_,
+                                   "--port",
+                                   absl::StrCat(port_),
+                                   "--bind",
+                                   kHost,
+                                   "--save",
+                                   "",
+                                   "--appendonly",
+                                   "no",
+                                   "--dir",
+                                   dir_,
+                                   "--daemonize",
+                                   "no",
+                                   "--logfile",
+                                   log_path_,
+                                   "--protected-mode",
+                                   "no"};
   if (major_version_ >= 7) {
     argv.insert(argv.end(), {"--enable-debug-command", "yes"});
   }
@@ -461,8 +472,8 @@ absl::Status RedisServer::StartProcessLocked() {
   argv.insert(argv.end(), options_.extra_args.begin(),
               options_.extra_args.end());
 
-  const int log_fd = open(log_path_.c_str(),
-                          O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  const int log_fd =
+      open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (log_fd < 0) {
     return ErrnoStatus(absl::StatusCode::kUnavailable,
                        absl::StrCat("opening ", log_path_), errno);
@@ -521,10 +532,9 @@ absl::Status RedisServer::WaitUntilReadyLocked() {
     }
     if (std::chrono::steady_clock::now() >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
-          "redis-server (pid ", pid_, ") did not answer on ", kHost, ":",
-          port_, " within ", absl::FormatDuration(kReadyTimeout),
-          " (last: ", last.ToString(), "); tail of ", log_path_, ":\n",
-          LogTail(2048)));
+          "redis-server (pid ", pid_, ") did not answer on ", kHost, ":", port_,
+          " within ", absl::FormatDuration(kReadyTimeout), " (last: ",
+          last.ToString(), "); tail of ", log_path_, ":\n", LogTail(2048)));
     }
     absl::SleepFor(absl::Milliseconds(10));
   }
@@ -544,7 +554,8 @@ absl::Status RedisServer::StopLocked() {
   if (pid_ <= 0) return absl::OkStatus();
   kill(pid_, SIGTERM);
   kill(pid_, SIGCONT);  // A paused server must run to handle SIGTERM.
-  absl::StatusOr<int> status = internal::ReapWithTimeout(pid_, kStopGracePeriod);
+  absl::StatusOr<int> status =
+      internal::ReapWithTimeout(pid_, kStopGracePeriod);
   if (absl::IsDeadlineExceeded(status.status())) {
     kill(pid_, SIGKILL);
     status = internal::Reap(pid_);
@@ -601,8 +612,8 @@ absl::Status RedisServer::Restart() {
     absl::SleepFor(absl::Milliseconds(200));
   }
   return absl::Status(status.code(),
-                      absl::StrCat("RedisServer::Restart on port ", port_,
-                                   ": ", status.message()));
+                      absl::StrCat("RedisServer::Restart on port ", port_, ": ",
+                                   status.message()));
 }
 
 absl::Status RedisServer::Kill() {

@@ -6,8 +6,9 @@
 //
 //   absl::StatusOr<std::unique_ptr<RedisServer>> redis = RedisServer::Start();
 //   ASSERT_TRUE(redis.ok()) << redis.status();
-//   client options.url = (*redis)->url();          // "redis://127.0.0.1:<port>"
-//   RedisValue v = *(*redis)->Command({"HGETALL", "lock"});  // inspect state
+//   client options.url = (*redis)->url();          //
+//   "redis://127.0.0.1:<port>" RedisValue v = *(*redis)->Command({"HGETALL",
+//   "lock"});  // inspect state
 //   (*redis)->Pause();  ...  (*redis)->Resume();    // SIGSTOP / SIGCONT
 //
 // The binary is $RELOCK_REDIS_SERVER, else /usr/bin/redis-server, else the
@@ -72,9 +73,9 @@ struct RedisValue {
   enum class Type { kNil, kInteger, kString, kStatus, kError, kArray };
 
   Type type = Type::kNil;
-  long long integer = 0;              // kInteger.
-  std::string str;                    // kString, kStatus, kError.
-  std::vector<RedisValue> elements;   // kArray.
+  long long integer = 0;             // kInteger.
+  std::string str;                   // kString, kStatus, kError.
+  std::vector<RedisValue> elements;  // kArray.
 
   bool is_nil() const { return type == Type::kNil; }
   bool is_integer() const { return type == Type::kInteger; }

@@ -58,7 +58,8 @@ void CloseDescriptorsFrom3Except(int keep, int max_fd) {
   memset(&default_action, 0, sizeof(default_action));
   default_action.sa_handler = SIG_DFL;
   for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &default_action, nullptr);
+    if (sig != SIGKILL && sig != SIGSTOP)
+      sigaction(sig, &default_action, nullptr);
   }
   sigset_t empty;
   sigemptyset(&empty);

@@ -61,7 +61,8 @@ absl::StatusOr<int> ReapWithTimeout(pid_t pid, absl::Duration timeout);
 // number if the child was killed by a signal (the shell's convention).
 int ExitCodeFromWaitStatus(int status);
 
-// Human-readable form of a raw wait status ("exit code 3", "signal 9 (Killed)").
+// Human-readable form of a raw wait status ("exit code 3", "signal 9
+// (Killed)").
 std::string DescribeWaitStatus(int status);
 
 }  // namespace internal

@@ -67,8 +67,7 @@ bool ProcessExists(pid_t pid) { return kill(pid, 0) == 0 || errno != ESRCH; }
 
 // A raw hiredis connection with `timeout` for connect and commands.
 struct RawConnection {
-  explicit RawConnection(int port, absl::Duration timeout =
-                                       absl::Seconds(2)) {
+  explicit RawConnection(int port, absl::Duration timeout = absl::Seconds(2)) {
     c = redisConnectWithTimeout("127.0.0.1", port, absl::ToTimeval(timeout));
     if (c != nullptr && !c->err) {
       redisSetTimeout(c, absl::ToTimeval(timeout));
@@ -129,8 +128,7 @@ TEST(RedisServerTest, CommandDecodesEveryReplyType) {
   RedisValue value = *redis->Command({"GET", "k"});
   EXPECT_TRUE(value.is_string());
   EXPECT_EQ(value.str, std::string("v\0w", 3));
-  EXPECT_THAT(value.DebugString(),
-              AnyOf(Eq("\"v\\x00w\""), Eq("\"v\\000w\"")));
+  EXPECT_THAT(value.DebugString(), AnyOf(Eq("\"v\\x00w\""), Eq("\"v\\000w\"")));
   EXPECT_TRUE(redis->Command({"GET", "missing"})->is_nil());
   EXPECT_EQ(redis->Command({"GET", "missing"})->DebugString(), "nil");
   RedisValue integer = *redis->Command({"HSET", "h", "f", "1"});
@@ -180,8 +178,8 @@ TEST(RedisServerTest, RequirePassIsEnforcedAndUsedByCommand) {
   ASSERT_NE(redis, nullptr);
   EXPECT_EQ(redis->url(),
             absl::StrCat("redis://:s3cret%2Fpw@127.0.0.1:", redis->port()));
-  EXPECT_EQ(redis->unix_url(),
-            absl::StrCat("unix://", redis->socket_path(), "?password=s3cret%2Fpw"));
+  EXPECT_EQ(redis->unix_url(), absl::StrCat("unix://", redis->socket_path(),
+                                            "?password=s3cret%2Fpw"));
   EXPECT_EQ(redis->Command({"PING"})->str, "PONG");
 
   RawConnection raw(redis->port());
@@ -279,7 +277,8 @@ TEST(RedisServerTest, ServerThatShutsItselfDownCountsAsStopped) {
   std::unique_ptr<RedisServer> redis = MustStart();
   ASSERT_NE(redis, nullptr);
   (void)redis->Command({"SHUTDOWN", "NOSAVE"});  // No reply: the server exits.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (redis->running() && std::chrono::steady_clock::now() < deadline) {
     usleep(10000);
   }
@@ -380,7 +379,8 @@ TEST(ChildProcessTest, ReadLineAndWaitTimeOut) {
   ASSERT_TRUE(child.ok()) << child.status();
   ASSERT_TRUE((*child)->ReadLine(absl::Seconds(10)).ok());
   const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<std::string> line = (*child)->ReadLine(absl::Milliseconds(200));
+  absl::StatusOr<std::string> line =
+      (*child)->ReadLine(absl::Milliseconds(200));
   const absl::Duration elapsed =
       absl::FromChrono(std::chrono::steady_clock::now() - start);
   EXPECT_TRUE(absl::IsDeadlineExceeded(line.status())) << line.status();

@@ -1,0 +1,805 @@
+// Benchmarks of relock's locks, reported as ratios against a raw Redis round
+// trip measured in the same run (STYLE.md point 9, DESIGN.md "Performance
+// model").
+//
+//   BM_RawEvalshaRoundTrip      the baseline: raw hiredis EVALSHA of a one-read
+//                               script on one connection. Sets the RTT that
+//                               every ratio below divides by (`rtt_us`).
+//   BM_UncontendedLockUnlock    Acquire() + Release(), one thread, one key.
+//                               Floor: 2 RTT (`ratio_vs_2rtt`).
+//   BM_NestedChainDepth5        5 re-entrant Acquire()s + 5 Release()s.
+//                               Floor: 10 RTT (`ratio_vs_10rtt`).
+//   BM_HandOffLatency/T         T threads of one client contend one key; each
+//                               sample is the time from the holder's call to
+//                               Release() to the next (other) thread's
+//                               Acquire returning. Waiters are blocked inside
+//                               Acquire, woken by the unlock notification.
+//                               Time column = mean hand-off; counters p50_us,
+//                               p99_us, max_us, p50_ratio_vs_rtt.
+//   BM_ThroughputDistinctLocks  N threads, each its own key: lock+unlock
+//                               pairs/s (`pairs_per_s`) and that rate times
+//                               2 RTT (`x_serial_conn`: 1.0 = one connection
+//                               doing pairs back to back).
+//
+// Environment:
+//   RELOCK_BENCH_URL=redis://[[user]:password@]host[:port][/db] or
+//       unix:///path[?db=N]: use that server instead of a private one started
+//       with the test fixture (relock::testing::RedisServer). Keys are
+//       prefixed with "relock-bench:<pid>:" so runs do not collide.
+//   RELOCK_BENCH_SMOKE=1: fewer hand-offs (for CI; pair it with
+//       --benchmark_min_time=0.01).
+//
+// Run from a Release build, e.g.
+//   build/benchmarks/lock_benchmark
+//   RELOCK_BENCH_SMOKE=1 build/benchmarks/lock_benchmark --benchmark_min_time=0.01
+
+#include <hiredis/hiredis.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "benchmark/benchmark.h"
+#include "relock/relock.h"
+#include "tests/testing/redis_server.h"
+
+namespace relock {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             Clock::now().time_since_epoch())
+      .count();
+}
+
+bool SmokeMode() {
+  const char* env = std::getenv("RELOCK_BENCH_SMOKE");
+  return env != nullptr && *env != '\0' && absl::string_view(env) != "0";
+}
+
+// ------------------------------------------------------------ environment --
+
+// Where the raw hiredis baseline connects: the same server as the client.
+struct RawEndpoint {
+  bool unix_socket = false;
+  std::string host = "127.0.0.1";
+  int port = 6379;
+  std::string path;
+  std::string user;
+  std::string password;
+  int db = 0;
+};
+
+// A simple parser of the two URL forms relock accepts (no percent-decoding).
+absl::StatusOr<RawEndpoint> ParseUrl(absl::string_view url) {
+  RawEndpoint ep;
+  auto parse_db = [&](absl::string_view s) -> absl::Status {
+    if (!s.empty() && !absl::SimpleAtoi(s, &ep.db)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad db \"", s, "\" in ", url));
+    }
+    return absl::OkStatus();
+  };
+  if (absl::ConsumePrefix(&url, "unix://")) {
+    const size_t q = url.find('?');
+    ep.unix_socket = true;
+    ep.path = std::string(url.substr(0, q));
+    if (q != absl::string_view::npos) {
+      absl::string_view query = url.substr(q + 1);
+      if (absl::ConsumePrefix(&query, "db=")) {
+        if (absl::Status s = parse_db(query.substr(0, query.find('&')));
+            !s.ok()) {
+          return s;
+        }
+      }
+    }
+    return ep;
+  }
+  if (!absl::ConsumePrefix(&url, "redis://")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RELOCK_BENCH_URL must start with redis:// or unix://, got ", url));
+  }
+  if (const size_t at = url.rfind('@'); at != absl::string_view::npos) {
+    absl::string_view userinfo = url.substr(0, at);
+    url.remove_prefix(at + 1);
+    const size_t colon = userinfo.find(':');
+    if (colon == absl::string_view::npos) {
+      ep.password = std::string(userinfo);
+    } else {
+      ep.user = std::string(userinfo.substr(0, colon));
+      ep.password = std::string(userinfo.substr(colon + 1));
+    }
+  }
+  if (const size_t slash = url.find('/'); slash != absl::string_view::npos) {
+    if (absl::Status s = parse_db(url.substr(slash + 1)); !s.ok()) return s;
+    url = url.substr(0, slash);
+  }
+  absl::string_view host = url;
+  absl::string_view port;
+  if (absl::ConsumePrefix(&host, "[")) {  // [IPv6]:port
+    const size_t close = host.find(']');
+    if (close == absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("bad host in ", url));
+    }
+    absl::string_view rest = host.substr(close + 1);
+    host = host.substr(0, close);
+    if (absl::ConsumePrefix(&rest, ":")) port = rest;
+  } else if (const size_t colon = host.rfind(':');
+             colon != absl::string_view::npos) {
+    port = host.substr(colon + 1);
+    host = host.substr(0, colon);
+  }
+  if (!host.empty()) ep.host = std::string(host);
+  if (!port.empty() && !absl::SimpleAtoi(port, &ep.port)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad port \"", port, "\" in ", url));
+  }
+  return ep;
+}
+
+// The server and the relock client shared by all benchmarks, made on first
+// use. A failure is kept in `status` and reported by every benchmark. Members
+// are destroyed bottom-up: the client closes before the server stops.
+struct BenchEnv {
+  std::unique_ptr<testing::RedisServer> server;  // null with RELOCK_BENCH_URL
+  std::unique_ptr<Client> client;
+  std::string url;
+  RawEndpoint raw;
+  std::string key_prefix;
+  absl::Status status;
+};
+
+BenchEnv MakeEnv() {
+  BenchEnv e;
+  e.key_prefix = absl::StrCat("relock-bench:", getpid(), ":");
+  if (const char* url = std::getenv("RELOCK_BENCH_URL");
+      url != nullptr && *url != '\0') {
+    e.url = url;
+  } else {
+    absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
+        testing::RedisServer::Start();
+    if (!server.ok()) {
+      e.status = server.status();
+      return e;
+    }
+    e.server = *std::move(server);
+    e.url = e.server->url();
+  }
+  absl::StatusOr<RawEndpoint> raw = ParseUrl(e.url);
+  if (!raw.ok()) {
+    e.status = raw.status();
+    return e;
+  }
+  e.raw = *std::move(raw);
+  ClientOptions options;
+  options.url = e.url;
+  absl::StatusOr<std::unique_ptr<Client>> client =
+      Client::Connect(std::move(options));
+  if (!client.ok()) {
+    e.status = client.status();
+    return e;
+  }
+  e.client = *std::move(client);
+  return e;
+}
+
+// Returns the shared environment, or null after SkipWithError. It lives until
+// exit, when the client closes and then the private server stops (a static
+// made after the fixture's own statics, so destroyed before them).
+BenchEnv* EnvOrSkip(benchmark::State& state) {
+  static BenchEnv env = MakeEnv();
+  if (!env.status.ok()) {
+    state.SkipWithError(
+        absl::StrCat("benchmark setup: ", env.status.ToString()).c_str());
+    return nullptr;
+  }
+  return &env;
+}
+
+std::string Key(const BenchEnv& env, absl::string_view name) {
+  return absl::StrCat(env.key_prefix, name);
+}
+
+// ------------------------------------------------------ raw hiredis baseline --
+
+// The script of the baseline: one hash read, like the first step of relock's
+// acquire script.
+constexpr char kRawScript[] = "return redis.call('hexists', KEYS[1], ARGV[1])";
+
+struct RedisContextDeleter {
+  void operator()(redisContext* c) const { redisFree(c); }
+};
+struct RedisReplyDeleter {
+  void operator()(redisReply* r) const { freeReplyObject(r); }
+};
+using RawContext = std::unique_ptr<redisContext, RedisContextDeleter>;
+using RawReply = std::unique_ptr<redisReply, RedisReplyDeleter>;
+
+absl::StatusOr<RawReply> RawCommand(redisContext* c,
+                                    const std::vector<std::string>& argv) {
+  std::vector<const char*> args;
+  std::vector<size_t> lens;
+  for (const std::string& a : argv) {
+    args.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  RawReply reply(static_cast<redisReply*>(redisCommandArgv(
+      c, static_cast<int>(args.size()), args.data(), lens.data())));
+  if (reply == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat(argv[0], ": ", c->err != 0 ? c->errstr : "no reply"));
+  }
+  if (reply->type == REDIS_REPLY_ERROR) {
+    return absl::InternalError(absl::StrCat(
+        argv[0], ": ", absl::string_view(reply->str, reply->len)));
+  }
+  return reply;
+}
+
+absl::StatusOr<RawContext> RawConnect(const RawEndpoint& ep) {
+  const timeval timeout = {2, 0};
+  RawContext c(ep.unix_socket
+                   ? redisConnectUnixWithTimeout(ep.path.c_str(), timeout)
+                   : redisConnectWithTimeout(ep.host.c_str(), ep.port, timeout));
+  if (c == nullptr) return absl::ResourceExhaustedError("redisConnect");
+  if (c->err != 0) {
+    return absl::UnavailableError(absl::StrCat("connect: ", c->errstr));
+  }
+  if (redisSetTimeout(c.get(), timeout) != REDIS_OK) {
+    return absl::UnavailableError("redisSetTimeout");
+  }
+  if (!ep.password.empty()) {
+    std::vector<std::string> auth = {"AUTH"};
+    if (!ep.user.empty()) auth.push_back(ep.user);
+    auth.push_back(ep.password);
+    if (auto r = RawCommand(c.get(), auth); !r.ok()) return r.status();
+  }
+  if (ep.db != 0) {
+    if (auto r = RawCommand(c.get(), {"SELECT", absl::StrCat(ep.db)});
+        !r.ok()) {
+      return r.status();
+    }
+  }
+  return c;
+}
+
+// Nanoseconds per raw EVALSHA round trip, as last measured by
+// BM_RawEvalshaRoundTrip (0 = not yet).
+std::atomic<double> g_rtt_ns{0};
+
+// Runs `round_trips` raw EVALSHAs and returns the ns per round trip.
+absl::StatusOr<double> MeasureRawRtt(const RawEndpoint& ep,
+                                     const std::string& key, int round_trips) {
+  absl::StatusOr<RawContext> c = RawConnect(ep);
+  if (!c.ok()) return c.status();
+  absl::StatusOr<RawReply> sha = RawCommand(c->get(), {"SCRIPT", "LOAD", kRawScript});
+  if (!sha.ok()) return sha.status();
+  const std::vector<std::string> argv = {
+      "EVALSHA", std::string((*sha)->str, (*sha)->len), "1", key, "field"};
+  const int64_t start = NowNs();
+  for (int i = 0; i < round_trips; ++i) {
+    if (auto r = RawCommand(c->get(), argv); !r.ok()) return r.status();
+  }
+  return static_cast<double>(NowNs() - start) / round_trips;
+}
+
+// The RTT to divide by: the one measured by BM_RawEvalshaRoundTrip in this
+// run, or (when a --benchmark_filter skipped it) a quick measurement now.
+absl::StatusOr<double> RttNs(const BenchEnv& env) {
+  if (double rtt = g_rtt_ns.load(); rtt > 0) return rtt;
+  absl::StatusOr<double> rtt =
+      MeasureRawRtt(env.raw, Key(env, "raw-calibration"), 2000);
+  if (rtt.ok()) g_rtt_ns.store(*rtt);
+  return rtt;
+}
+
+void BM_RawEvalshaRoundTrip(benchmark::State& state) {
+  BenchEnv* env = EnvOrSkip(state);
+  if (env == nullptr) return;
+  absl::StatusOr<RawContext> c = RawConnect(env->raw);
+  if (!c.ok()) {
+    state.SkipWithError(c.status().ToString().c_str());
+    return;
+  }
+  absl::StatusOr<RawReply> sha =
+      RawCommand(c->get(), {"SCRIPT", "LOAD", kRawScript});
+  if (!sha.ok()) {
+    state.SkipWithError(sha.status().ToString().c_str());
+    return;
+  }
+  const std::vector<std::string> argv = {
+      "EVALSHA", std::string((*sha)->str, (*sha)->len), "1",
+      Key(*env, "raw"), "field"};
+  const int64_t start = NowNs();
+  for (auto _ : state) {
+    for (int i = 0; i < 2; ++i) {
+      absl::StatusOr<RawReply> r = RawCommand(c->get(), argv);
+      if (!r.ok()) {
+        state.SkipWithError(r.status().ToString().c_str());
+        return;
+      }
+    }
+  }
+  const double rtt_ns = static_cast<double>(NowNs() - start) /
+                        (2.0 * static_cast<double>(state.iterations()));
+  g_rtt_ns.store(rtt_ns);
+  state.counters["rtt_us"] = rtt_ns / 1e3;
+}
+// Registered first so that it runs first.
+BENCHMARK(BM_RawEvalshaRoundTrip);
+
+// ------------------------------------------------------------ uncontended --
+
+// Sets `counter` to (ns per iteration) / (round_trips * RTT) and
+// `us_counter` (if not empty) to the us per iteration.
+void SetRatio(benchmark::State& state, const BenchEnv& env, int64_t elapsed_ns,
+              double round_trips, const std::string& ratio_counter,
+              const std::string& us_counter) {
+  absl::StatusOr<double> rtt = RttNs(env);
+  if (!rtt.ok()) {
+    state.SkipWithError(
+        absl::StrCat("measuring the raw RTT: ", rtt.status().ToString())
+            .c_str());
+    return;
+  }
+  const double per_iter_ns = static_cast<double>(elapsed_ns) /
+                             static_cast<double>(state.iterations());
+  if (!us_counter.empty()) state.counters[us_counter] = per_iter_ns / 1e3;
+  state.counters[ratio_counter] = per_iter_ns / (round_trips * *rtt);
+}
+
+void BM_UncontendedLockUnlock(benchmark::State& state) {
+  BenchEnv* env = EnvOrSkip(state);
+  if (env == nullptr) return;
+  Lock lock = env->client->GetLock(Key(*env, "uncontended"));
+  const int64_t start = NowNs();
+  for (auto _ : state) {
+    if (absl::Status s = lock.Acquire(); !s.ok()) {
+      state.SkipWithError(s.ToString().c_str());
+      return;
+    }
+    if (absl::Status s = lock.Release(); !s.ok()) {
+      state.SkipWithError(s.ToString().c_str());
+      return;
+    }
+  }
+  SetRatio(state, *env, NowNs() - start, 2, "ratio_vs_2rtt", "us_per_pair");
+}
+BENCHMARK(BM_UncontendedLockUnlock);
+
+void BM_NestedChainDepth5(benchmark::State& state) {
+  constexpr int kDepth = 5;
+  BenchEnv* env = EnvOrSkip(state);
+  if (env == nullptr) return;
+  Lock lock = env->client->GetLock(Key(*env, "nested"));
+  const int64_t start = NowNs();
+  for (auto _ : state) {
+    for (int i = 0; i < kDepth; ++i) {
+      if (absl::Status s = lock.Acquire(); !s.ok()) {
+        state.SkipWithError(s.ToString().c_str());
+        return;
+      }
+    }
+    for (int i = 0; i < kDepth; ++i) {
+      if (absl::Status s = lock.Release(); !s.ok()) {
+        state.SkipWithError(s.ToString().c_str());
+        return;
+      }
+    }
+  }
+  SetRatio(state, *env, NowNs() - start, 2 * kDepth, "ratio_vs_10rtt",
+           "us_per_chain");
+}
+BENCHMARK(BM_NestedChainDepth5);
+
+// --------------------------------------------------------------- hand-off --
+
+// Hand-offs measured per benchmark iteration.
+int HandOffsPerIteration() { return SmokeMode() ? 30 : 300; }
+
+// How long a holder keeps the lock once every other thread waits: long enough
+// for the waiters to subscribe, re-check and fall asleep (~3 RTT each, on a
+// busy 2-core box). It is not part of any sample, but it does make every
+// hand-off start from idle threads and an idle server, as in real use.
+absl::Duration HandOffHold(double rtt_ns) {
+  return std::max(absl::Milliseconds(1), absl::Nanoseconds(20 * rtt_ns));
+}
+
+// `sorted` must not be empty.
+double Percentile(const std::vector<int64_t>& sorted, double p) {
+  const size_t i = std::min(
+      sorted.size() - 1,
+      static_cast<size_t>(p * static_cast<double>(sorted.size() - 1) + 0.5));
+  return static_cast<double>(sorted[i]);
+}
+
+// Sorts `samples` (ns) and sets the latency counters; returns the p50 in ns.
+double SetLatencyCounters(benchmark::State& state, std::vector<int64_t>& samples,
+                          double rtt_ns) {
+  std::sort(samples.begin(), samples.end());
+  const double p50 = Percentile(samples, 0.50);
+  state.counters["handoffs"] = static_cast<double>(samples.size());
+  state.counters["p50_us"] = p50 / 1e3;
+  state.counters["p99_us"] = Percentile(samples, 0.99) / 1e3;
+  state.counters["max_us"] = static_cast<double>(samples.back()) / 1e3;
+  state.counters["p50_ratio_vs_rtt"] = p50 / rtt_ns;
+  return p50;
+}
+
+// Sets the iteration's manual time to the mean of its samples.
+void SetMeanIterationTime(benchmark::State& state,
+                          const std::vector<int64_t>& samples) {
+  int64_t sum = 0;
+  for (int64_t ns : samples) sum += ns;
+  state.SetIterationTime(static_cast<double>(sum) / 1e9 /
+                         static_cast<double>(samples.size()));
+}
+
+// The least a notified hand-off can cost with plain hiredis: a "releaser"
+// runs a script that deletes a key and PUBLISHes; a "waiter" thread, blocked
+// reading its own SUBSCRIBEd connection, wakes on the message and runs an
+// acquire-like script on a second connection. A sample is the time from the
+// releaser's call to the waiter's reply, after the same `hold` of idleness as
+// in BM_HandOffLatency. relock adds to this its pub/sub thread's hop to the
+// waiting thread and the Lua scripts' own work.
+constexpr char kRawReleaseScript[] =
+    "redis.call('del', KEYS[1]) "
+    "return redis.call('publish', KEYS[2], ARGV[1])";
+constexpr char kRawAcquireScript[] =
+    "if redis.call('exists', KEYS[1]) == 0 then "
+    "redis.call('hincrby', KEYS[1], ARGV[1], 1) "
+    "redis.call('pexpire', KEYS[1], 30000) return nil end "
+    "return redis.call('pttl', KEYS[1])";
+
+class RawHandOffRound {
+ public:
+  RawHandOffRound(const RawEndpoint& ep, std::string key, int handoffs,
+                  absl::Duration hold)
+      : ep_(ep),
+        key_(std::move(key)),
+        channel_(absl::StrCat(key_, ":channel")),
+        handoffs_(handoffs),
+        hold_(hold) {}
+
+  absl::StatusOr<std::vector<int64_t>> Run() {
+    absl::StatusOr<RawContext> releaser = RawConnect(ep_);
+    if (!releaser.ok()) return releaser.status();
+    absl::StatusOr<RawContext> sub = RawConnect(ep_);
+    if (!sub.ok()) return sub.status();
+    absl::StatusOr<RawContext> acquirer = RawConnect(ep_);
+    if (!acquirer.ok()) return acquirer.status();
+    absl::StatusOr<std::string> release_sha = Load(releaser->get(), kRawReleaseScript);
+    if (!release_sha.ok()) return release_sha.status();
+    absl::StatusOr<std::string> acquire_sha = Load(releaser->get(), kRawAcquireScript);
+    if (!acquire_sha.ok()) return acquire_sha.status();
+    if (auto r = RawCommand(sub->get(), {"SUBSCRIBE", channel_}); !r.ok()) {
+      return r.status();
+    }
+    const std::vector<std::string> release = {"EVALSHA", *release_sha, "2",
+                                              key_, channel_, "0"};
+    const std::vector<std::string> acquire = {"EVALSHA", *acquire_sha, "1",
+                                              key_, "owner"};
+    std::thread waiter([&] { Waiter(sub->get(), acquirer->get(), acquire); });
+    for (int i = 0; i < handoffs_; ++i) {
+      {
+        absl::MutexLock l(&mu_);
+        auto waiting = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+          return !error_.ok() || waiting_for_ == i;
+        };
+        mu_.Await(absl::Condition(&waiting));
+        if (!error_.ok()) break;
+      }
+      absl::SleepFor(hold_);
+      release_ns_.store(NowNs());
+      if (auto r = RawCommand(releaser->get(), release); !r.ok()) {
+        absl::MutexLock l(&mu_);
+        if (error_.ok()) error_ = r.status();
+        break;
+      }
+    }
+    // The waiter ends after `handoffs_` messages or on its read timeout.
+    waiter.join();
+    absl::MutexLock l(&mu_);
+    if (!error_.ok()) return error_;
+    return std::move(samples_);
+  }
+
+ private:
+  static absl::StatusOr<std::string> Load(redisContext* c, const char* script) {
+    absl::StatusOr<RawReply> sha = RawCommand(c, {"SCRIPT", "LOAD", script});
+    if (!sha.ok()) return sha.status();
+    return std::string((*sha)->str, (*sha)->len);
+  }
+
+  void Waiter(redisContext* sub, redisContext* acquirer,
+              const std::vector<std::string>& acquire) {
+    for (int i = 0; i < handoffs_; ++i) {
+      {
+        absl::MutexLock l(&mu_);
+        if (!error_.ok()) return;
+        waiting_for_ = i;
+      }
+      void* raw = nullptr;
+      if (redisGetReply(sub, &raw) != REDIS_OK || raw == nullptr) {
+        absl::MutexLock l(&mu_);
+        if (error_.ok()) error_ = absl::UnavailableError(absl::StrCat(
+            "raw hand-off: reading the unlock message: ", sub->errstr));
+        return;
+      }
+      freeReplyObject(raw);
+      absl::StatusOr<RawReply> r = RawCommand(acquirer, acquire);
+      const int64_t acquired_ns = NowNs();
+      absl::MutexLock l(&mu_);
+      if (!r.ok()) {
+        if (error_.ok()) error_ = r.status();
+        return;
+      }
+      samples_.push_back(acquired_ns - release_ns_.load());
+    }
+  }
+
+  const RawEndpoint& ep_;
+  const std::string key_;
+  const std::string channel_;
+  const int handoffs_;
+  const absl::Duration hold_;
+  std::atomic<int64_t> release_ns_{0};
+
+  absl::Mutex mu_;
+  int waiting_for_ ABSL_GUARDED_BY(mu_) = -1;  // the waiter expects message #
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> samples_ ABSL_GUARDED_BY(mu_);
+};
+
+// p50 of BM_RawNotifyHandOff in ns, as last measured (0 = not yet).
+std::atomic<double> g_raw_handoff_p50_ns{0};
+
+void BM_RawNotifyHandOff(benchmark::State& state) {
+  BenchEnv* env = EnvOrSkip(state);
+  if (env == nullptr) return;
+  absl::StatusOr<double> rtt = RttNs(*env);
+  if (!rtt.ok()) {
+    state.SkipWithError(
+        absl::StrCat("measuring the raw RTT: ", rtt.status().ToString())
+            .c_str());
+    return;
+  }
+  std::vector<int64_t> all;
+  for (auto _ : state) {
+    RawHandOffRound round(env->raw, Key(*env, "raw-handoff"),
+                          HandOffsPerIteration(), HandOffHold(*rtt));
+    absl::StatusOr<std::vector<int64_t>> samples = round.Run();
+    if (!samples.ok()) {
+      state.SkipWithError(samples.status().ToString().c_str());
+      return;
+    }
+    SetMeanIterationTime(state, *samples);
+    all.insert(all.end(), samples->begin(), samples->end());
+  }
+  g_raw_handoff_p50_ns.store(SetLatencyCounters(state, all, *rtt));
+}
+BENCHMARK(BM_RawNotifyHandOff)
+    ->UseManualTime()
+    ->Iterations(SmokeMode() ? 1 : 3)
+    ->Unit(benchmark::kMicrosecond);
+
+// One iteration of BM_HandOffLatency: `threads` threads of one client contend
+// one key until `handoffs` hand-offs are measured.
+//
+// Protocol, so that every sample is a real hand-off to a *blocked* waiter:
+//   - a thread that released waits (on `mu`) until another thread has taken
+//     the lock before it contends again, so nobody re-acquires its own lock;
+//   - the holder keeps the lock until every other thread has entered Acquire
+//     (`contending` == threads - 1) and then for `hold` more, long enough for
+//     them to have subscribed, re-checked and gone to sleep;
+//   - the holder notes the time, then calls Release(); the next holder's
+//     sample is the time from that note to its own Acquire returning.
+// `inside` counts threads in the critical section: more than one is an
+// overlap, i.e. a broken lock.
+class HandOffRound {
+ public:
+  HandOffRound(Lock lock, int threads, int handoffs, absl::Duration hold)
+      : lock_(std::move(lock)),
+        threads_(threads),
+        handoffs_(handoffs),
+        hold_(hold) {}
+
+  // Runs the round; returns the samples in ns, or the first error.
+  absl::StatusOr<std::vector<int64_t>> Run() {
+    std::vector<std::thread> workers;
+    workers.reserve(threads_);
+    for (int i = 0; i < threads_; ++i) {
+      workers.emplace_back([this] { Worker(); });
+    }
+    for (std::thread& t : workers) t.join();
+    absl::MutexLock l(&mu_);
+    if (!error_.ok()) return error_;
+    return std::move(samples_);
+  }
+
+ private:
+  // How long one Acquire may block before the round is declared stalled (a
+  // lost wake-up would otherwise sleep for the holder's whole lease).
+  static constexpr absl::Duration kStallLimit = absl::Seconds(5);
+
+  void Fail(absl::Status s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (error_.ok()) error_ = std::move(s);
+    done_ = true;
+  }
+
+  void Worker() {
+    uint64_t seen_changes = 0;
+    bool released_before = false;
+    while (true) {
+      {
+        absl::MutexLock l(&mu_);
+        if (released_before) {
+          // Do not re-acquire until another thread has taken the lock.
+          auto changed = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+            return done_ || changes_ != seen_changes;
+          };
+          mu_.Await(absl::Condition(&changed));
+        }
+        if (done_) return;
+        ++contending_;
+      }
+      absl::Status s = lock_.TryAcquire(kStallLimit);
+      const int64_t acquired_ns = NowNs();
+      if (!s.ok()) {
+        absl::MutexLock l(&mu_);
+        --contending_;
+        Fail(s.code() == absl::StatusCode::kDeadlineExceeded
+                 ? absl::DeadlineExceededError(absl::StrCat(
+                       "hand-off stalled: a waiter was not woken within ",
+                       absl::FormatDuration(kStallLimit), ": ", s.message()))
+                 : s);
+        return;
+      }
+      const bool overlap = inside_.fetch_add(1) != 0;
+      const int64_t released_ns = release_ns_.load();
+      bool stop;
+      {
+        absl::MutexLock l(&mu_);
+        --contending_;
+        ++changes_;
+        if (overlap) {
+          Fail(absl::InternalError("overlap"));
+        } else if (!done_ && released_ns != 0) {
+          samples_.push_back(acquired_ns - released_ns);
+          if (static_cast<int>(samples_.size()) >= handoffs_) done_ = true;
+        }
+        // Hold until every other thread is blocked in Acquire.
+        auto all_waiting = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+          return done_ || contending_ == threads_ - 1;
+        };
+        mu_.Await(absl::Condition(&all_waiting));
+        stop = done_;
+        seen_changes = changes_;
+      }
+      if (!stop) absl::SleepFor(hold_);
+      inside_.fetch_sub(1);
+      release_ns_.store(NowNs());
+      s = lock_.Release();
+      released_before = true;
+      if (!s.ok()) {
+        absl::MutexLock l(&mu_);
+        Fail(s);
+        return;
+      }
+      if (stop) return;
+    }
+  }
+
+  Lock lock_;
+  const int threads_;
+  const int handoffs_;
+  const absl::Duration hold_;
+  std::atomic<int> inside_{0};
+  std::atomic<int64_t> release_ns_{0};  // when the last holder began Release()
+
+  absl::Mutex mu_;
+  uint64_t changes_ ABSL_GUARDED_BY(mu_) = 0;  // acquisitions so far
+  int contending_ ABSL_GUARDED_BY(mu_) = 0;    // threads inside Acquire
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> samples_ ABSL_GUARDED_BY(mu_);
+};
+
+void BM_HandOffLatency(benchmark::State& state) {
+  BenchEnv* env = EnvOrSkip(state);
+  if (env == nullptr) return;
+  absl::StatusOr<double> rtt = RttNs(*env);
+  if (!rtt.ok()) {
+    state.SkipWithError(
+        absl::StrCat("measuring the raw RTT: ", rtt.status().ToString())
+            .c_str());
+    return;
+  }
+  const int threads = static_cast<int>(state.range(0));
+  Lock lock =
+      env->client->GetLock(Key(*env, absl::StrCat("handoff-", threads)));
+  std::vector<int64_t> all;
+  for (auto _ : state) {
+    HandOffRound round(lock, threads, HandOffsPerIteration(),
+                       HandOffHold(*rtt));
+    absl::StatusOr<std::vector<int64_t>> samples = round.Run();
+    if (!samples.ok()) {
+      state.SkipWithError(samples.status().ToString().c_str());
+      return;
+    }
+    SetMeanIterationTime(state, *samples);
+    all.insert(all.end(), samples->begin(), samples->end());
+  }
+  const double p50 = SetLatencyCounters(state, all, *rtt);
+  if (const double raw = g_raw_handoff_p50_ns.load(); raw > 0) {
+    state.counters["p50_ratio_vs_raw"] = p50 / raw;
+  }
+}
+BENCHMARK(BM_HandOffLatency)
+    ->Arg(2)
+    ->Arg(4)
+    ->UseManualTime()
+    ->Iterations(SmokeMode() ? 1 : 5)
+    ->Unit(benchmark::kMicrosecond);
+
+// ------------------------------------------------------------- throughput --
+
+void BM_ThroughputDistinctLocks(benchmark::State& state) {
+  BenchEnv* env = EnvOrSkip(state);
+  if (env == nullptr) return;
+  absl::StatusOr<double> rtt = RttNs(*env);
+  if (!rtt.ok()) {
+    state.SkipWithError(
+        absl::StrCat("measuring the raw RTT: ", rtt.status().ToString())
+            .c_str());
+    return;
+  }
+  Lock lock = env->client->GetLock(Key(
+      *env, absl::StrCat("tput-", state.threads(), "-", state.thread_index())));
+  const int64_t start = NowNs();
+  for (auto _ : state) {
+    if (absl::Status s = lock.Acquire(); !s.ok()) {
+      state.SkipWithError(s.ToString().c_str());
+      return;
+    }
+    if (absl::Status s = lock.Release(); !s.ok()) {
+      state.SkipWithError(s.ToString().c_str());
+      return;
+    }
+  }
+  const double elapsed_ns = static_cast<double>(NowNs() - start);
+  const double iters = static_cast<double>(state.iterations());
+  // Both are summed over the threads. pairs_per_s: all threads' pairs over
+  // the wall time (UseRealTime). x_serial_conn: this thread's rate in units of
+  // one connection doing pairs back to back (1 / 2 RTT).
+  state.counters["pairs_per_s"] =
+      benchmark::Counter(iters, benchmark::Counter::kIsRate);
+  state.counters["x_serial_conn"] = iters * 2 * *rtt / elapsed_ns;
+}
+BENCHMARK(BM_ThroughputDistinctLocks)
+    ->ThreadRange(1, 8)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace relock

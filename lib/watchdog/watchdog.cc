@@ -1,0 +1,144 @@
+#include "lib/watchdog/watchdog.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace relock {
+namespace watchdog {
+namespace {
+
+absl::Duration ThreadCpuTime() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return absl::DurationFromTimespec(ts);
+}
+
+}  // namespace
+
+Watchdog::Watchdog(absl::Duration lease, lock::HoldRegistry* holds,
+                   timer::TimerThread* timers, RenewFn renew, LostFn on_lost)
+    : lease_(lease),
+      period_(lease / 3),
+      round_interval_(lease / 12),
+      retry_interval_(std::min(lease / 12, absl::Milliseconds(500))),
+      holds_(holds),
+      timers_(timers),
+      renew_(std::move(renew)),
+      on_lost_(std::move(on_lost)) {
+  absl::MutexLock lock(&join_mu_);
+  thread_ = std::thread([this] { Run(); });
+}
+
+Watchdog::~Watchdog() { Stop(); }
+
+void Watchdog::ScheduleRound(absl::Duration delay) {
+  State& s = *state_;
+  if (s.stop || s.timer != 0) return;
+  s.timer = timers_->ScheduleAfter(delay, [state = state_] {
+    absl::MutexLock lock(&state->mu);
+    state->timer = 0;
+    state->due = true;
+  });
+}
+
+void Watchdog::Activate() {
+  absl::MutexLock lock(&state_->mu);
+  ScheduleRound(round_interval_);
+}
+
+void Watchdog::Stop() {
+  {
+    absl::MutexLock lock(&state_->mu);
+    state_->stop = true;
+    if (state_->timer != 0) timers_->Cancel(state_->timer);
+    state_->timer = 0;
+  }
+  absl::MutexLock lock(&join_mu_);
+  if (thread_.joinable()) thread_.join();
+}
+
+uint64_t Watchdog::rounds() const {
+  absl::MutexLock lock(&state_->mu);
+  return state_->rounds;
+}
+
+uint64_t Watchdog::failed_rounds() const {
+  absl::MutexLock lock(&state_->mu);
+  return state_->failed_rounds;
+}
+
+RoundStats Watchdog::RunRound(bool all) {
+  absl::MutexLock round_lock(&round_mu_);
+  RoundStats stats;
+  const SteadyClock::time_point start = SteadyClock::now();
+  const absl::Duration cpu_start = ThreadCpuTime();
+  std::vector<lock::RenewItem> due;
+  std::vector<lock::LostHold> lost;
+  stats.renewing = holds_->Sweep(
+      start, start + absl::ToChronoNanoseconds(round_interval_), period_, all,
+      &due, &lost);
+  for (const lock::LostHold& h : lost) {
+    on_lost_(h, absl::AbortedError(absl::StrCat(
+                    "lease lost: no renewal succeeded within the ",
+                    absl::FormatDuration(lease_), " lease",
+                    last_error_.ok() ? std::string()
+                                     : absl::StrCat(" (last error: ",
+                                                    last_error_.message(), ")"))));
+  }
+  stats.lost = lost.size();
+  if (!due.empty()) {
+    const SteadyClock::time_point sent_at = SteadyClock::now();
+    absl::StatusOr<std::vector<bool>> renewed = renew_(due);
+    if (renewed.ok() && renewed->size() == due.size()) {
+      last_error_ = absl::OkStatus();
+      lost.clear();
+      holds_->ApplyRenewals(due, *renewed, sent_at, &lost);
+      for (const lock::LostHold& h : lost) {
+        on_lost_(h, absl::AbortedError(
+                        "lease lost: the lock's owner field is gone from Redis "
+                        "(expired, deleted, FLUSHALL or a restart without "
+                        "persistence)"));
+      }
+      stats.lost += lost.size();
+      stats.renewed = due.size() - lost.size();
+      stats.renewing -= lost.size();
+    } else {
+      stats.failed = true;
+      last_error_ = renewed.ok() ? absl::InternalError("short renew reply")
+                                 : renewed.status();
+    }
+  }
+  stats.wall = absl::FromChrono(SteadyClock::now() - start);
+  stats.cpu = ThreadCpuTime() - cpu_start;
+  absl::MutexLock lock(&state_->mu);
+  ++state_->rounds;
+  if (stats.failed) ++state_->failed_rounds;
+  return stats;
+}
+
+void Watchdog::Run() {
+  while (true) {
+    State& s = *state_;
+    {
+      absl::MutexLock lock(&s.mu);
+      auto woken = [&s]() ABSL_SHARED_LOCKS_REQUIRED(s.mu) {
+        return s.due || s.stop;
+      };
+      s.mu.Await(absl::Condition(&woken));
+      if (s.stop) return;
+      s.due = false;
+    }
+    RoundStats stats = RunRound(/*all=*/false);
+    absl::MutexLock lock(&s.mu);
+    if (stats.renewing > 0) {
+      ScheduleRound(stats.failed ? retry_interval_ : round_interval_);
+    }
+  }
+}
+
+}  // namespace watchdog
+}  // namespace relock

@@ -1,0 +1,121 @@
+// The lease watchdog: keeps the leases of watchdog-held locks alive and
+// reports the ones that are lost.
+//
+// Every lock acquired without an explicit lease is in the client's
+// HoldRegistry with renewing = true from before Acquire() returns until just
+// before its final release is sent. The watchdog runs renewal rounds on its
+// own thread, scheduled on the client's timer wheel every
+// `round_interval` = lease / 12 (2.5 s for the default 30 s lease). A round
+//   1. marks lost every renewing hold whose lease ran out without a
+//      successful renewal (acked_at + lease <= now);
+//   2. collects every renewing hold due before the next round
+//      (acked_at + lease/3 <= now + round_interval), so each lease is renewed
+//      about every lease/3, in as few, as large batches as possible;
+//   3. renews them through `renew` (the client sends one script call per
+//      `keys_per_call` locks, all pipelined on one connection: one round trip);
+//   4. marks lost the holds whose owner field was gone (deleted, FLUSHALL,
+//      restart, expired while Redis was paused) and passes each lost hold to
+//      `on_lost` (which must not block: the client queues the event).
+// A failed round (timeout, reconnect) is retried after `retry_interval` until
+// the lease would have run out, when step 1 reports the loss.
+//
+// No renewal is ever sent for a hold after its final release began; a round
+// already in flight may still reach Redis after the release, where the renew
+// script finds the owner field gone and does nothing.
+
+#ifndef RELOCK_LIB_WATCHDOG_WATCHDOG_H_
+#define RELOCK_LIB_WATCHDOG_WATCHDOG_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "lib/lock/hold_registry.h"
+#include "lib/timer/timer_thread.h"
+
+namespace relock {
+namespace watchdog {
+
+// Sends one renewal batch; returns per item whether its owner field existed
+// (and the lease was renewed), or an error for the whole batch.
+using RenewFn = std::function<absl::StatusOr<std::vector<bool>>(
+    const std::vector<lock::RenewItem>& items)>;
+using LostFn = std::function<void(const lock::LostHold& hold,
+                                  const absl::Status& why)>;
+
+struct RoundStats {
+  size_t renewing = 0;  // renewing holds after the round
+  size_t renewed = 0;
+  size_t lost = 0;
+  bool failed = false;
+  absl::Duration wall;  // whole round, on the steady clock
+  absl::Duration cpu;   // CPU time of the thread that ran it
+};
+
+class Watchdog {
+ public:
+  Watchdog(absl::Duration lease, lock::HoldRegistry* holds,
+           timer::TimerThread* timers, RenewFn renew, LostFn on_lost);
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  // A watchdog hold was registered: make sure rounds are scheduled.
+  void Activate();
+  // Stops rounds and joins the thread (waiting for a round in flight, which
+  // is bounded by the command timeout). Idempotent.
+  void Stop();
+
+  // Runs one round on the calling thread (renewing every renewing hold when
+  // `all`). For benchmarks and tests; the watchdog thread runs the others.
+  RoundStats RunRound(bool all);
+
+  absl::Duration round_interval() const { return round_interval_; }
+  // Rounds run and failed so far.
+  uint64_t rounds() const;
+  uint64_t failed_rounds() const;
+
+ private:
+  void Run();
+  void ScheduleRound(absl::Duration delay)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu);
+
+  const absl::Duration lease_;
+  const absl::Duration period_;          // lease / 3
+  const absl::Duration round_interval_;  // lease / 12
+  const absl::Duration retry_interval_;
+  lock::HoldRegistry* const holds_;
+  timer::TimerThread* const timers_;
+  const RenewFn renew_;
+  const LostFn on_lost_;
+
+  absl::Mutex round_mu_;  // one round at a time
+  absl::Status last_error_ ABSL_GUARDED_BY(round_mu_);
+
+  // Shared with the timer callback, which may run after Stop() cancelled it
+  // too late; it then touches only this.
+  struct State {
+    absl::Mutex mu;
+    bool stop ABSL_GUARDED_BY(mu) = false;
+    bool due ABSL_GUARDED_BY(mu) = false;        // a round should run now
+    timer::TimerId timer ABSL_GUARDED_BY(mu) = 0;  // next round, if scheduled
+    uint64_t rounds ABSL_GUARDED_BY(mu) = 0;
+    uint64_t failed_rounds ABSL_GUARDED_BY(mu) = 0;
+  };
+  const std::shared_ptr<State> state_ = std::make_shared<State>();
+  absl::Mutex join_mu_;
+  std::thread thread_ ABSL_GUARDED_BY(join_mu_);
+};
+
+}  // namespace watchdog
+}  // namespace relock
+
+#endif  // RELOCK_LIB_WATCHDOG_WATCHDOG_H_
