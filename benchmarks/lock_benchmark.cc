@@ -4,18 +4,31 @@
 //
 //   BM_RawEvalshaRoundTrip      the baseline: raw hiredis EVALSHA of a one-read
 //                               script on one connection. Sets the RTT that
-//                               every ratio below divides by (`rtt_us`).
+//                               the ratio_vs_* counters divide by (`rtt_us`).
 //   BM_UncontendedLockUnlock    Acquire() + Release(), one thread, one key.
 //                               Floor: 2 RTT (`ratio_vs_2rtt`).
 //   BM_NestedChainDepth5        5 re-entrant Acquire()s + 5 Release()s.
 //                               Floor: 10 RTT (`ratio_vs_10rtt`).
+//                               Both also run as many raw round trips in the
+//                               same loop, timed apart, and report the ratio
+//                               to those as `paired_ratio` (robust against
+//                               the RTT drifting during the run).
+//   BM_RawNotifyHandOff         the hand-off baseline: raw hiredis release
+//                               script that PUBLISHes, a thread blocked on a
+//                               SUBSCRIBEd connection wakes and runs an
+//                               acquire-like script. Same counters as below.
 //   BM_HandOffLatency/T         T threads of one client contend one key; each
 //                               sample is the time from the holder's call to
 //                               Release() to the next (other) thread's
 //                               Acquire returning. Waiters are blocked inside
 //                               Acquire, woken by the unlock notification.
 //                               Time column = mean hand-off; counters p50_us,
-//                               p99_us, max_us, p50_ratio_vs_rtt.
+//                               p99_us, max_us, p50_ratio_vs_rtt and
+//                               p50_ratio_vs_raw (vs BM_RawNotifyHandOff).
+//                               Every hand-off starts from idle threads (the
+//                               holder keeps the lock >= 1 ms), so it pays
+//                               the OS's wake-up latencies, which a warm RTT
+//                               does not: compare it with the raw hand-off.
 //   BM_ThroughputDistinctLocks  N threads, each its own key: lock+unlock
 //                               pairs/s (`pairs_per_s`) and that rate times
 //                               2 RTT (`x_serial_conn`: 1.0 = one connection
@@ -350,11 +363,78 @@ BENCHMARK(BM_RawEvalshaRoundTrip);
 
 // ------------------------------------------------------------ uncontended --
 
-// Sets `counter` to (ns per iteration) / (round_trips * RTT) and
-// `us_counter` (if not empty) to the us per iteration.
-void SetRatio(benchmark::State& state, const BenchEnv& env, int64_t elapsed_ns,
-              double round_trips, const std::string& ratio_counter,
-              const std::string& us_counter) {
+// Raw EVALSHA round trips run inside a lock benchmark's loop, one per lock
+// operation, timed apart from it: the `paired_ratio` counters divide by these,
+// so that both sides see the same machine state. (On small VMs the RTT can
+// change several-fold from one second to the next, e.g. with where the
+// scheduler puts the client thread relative to redis-server.)
+class PairedRawRoundTrips {
+ public:
+  static absl::StatusOr<std::unique_ptr<PairedRawRoundTrips>> Open(
+      const BenchEnv& env) {
+    absl::StatusOr<RawContext> c = RawConnect(env.raw);
+    if (!c.ok()) return c.status();
+    absl::StatusOr<RawReply> sha =
+        RawCommand(c->get(), {"SCRIPT", "LOAD", kRawScript});
+    if (!sha.ok()) return sha.status();
+    auto p = std::unique_ptr<PairedRawRoundTrips>(new PairedRawRoundTrips);
+    p->conn_ = *std::move(c);
+    p->argv_ = {"EVALSHA", std::string((*sha)->str, (*sha)->len), "1",
+                Key(env, "raw"), "field"};
+    return p;
+  }
+
+  absl::Status Run(int round_trips) {
+    const int64_t start = NowNs();
+    for (int i = 0; i < round_trips; ++i) {
+      if (auto r = RawCommand(conn_.get(), argv_); !r.ok()) return r.status();
+    }
+    elapsed_ns_ += NowNs() - start;
+    return absl::OkStatus();
+  }
+
+  int64_t elapsed_ns() const { return elapsed_ns_; }
+
+ private:
+  PairedRawRoundTrips() = default;
+  RawContext conn_;
+  std::vector<std::string> argv_;
+  int64_t elapsed_ns_ = 0;
+};
+
+// Runs `ops` (the lock operations of one iteration, `round_trips` round trips
+// at best) with a paired raw measurement, and sets the counters:
+//   `us_counter`     us per iteration;
+//   `ratio_counter`  time per iteration / (round_trips * the RTT measured by
+//                    BM_RawEvalshaRoundTrip);
+//   paired_ratio     time per iteration / time of `round_trips` paired raw
+//                    round trips.
+// The Time column is the lock operations' time alone (manual time).
+template <typename Ops>
+void RunWithPairedRatio(benchmark::State& state, const BenchEnv& env,
+                        int round_trips, const std::string& ratio_counter,
+                        const std::string& us_counter, Ops ops) {
+  absl::StatusOr<std::unique_ptr<PairedRawRoundTrips>> raw =
+      PairedRawRoundTrips::Open(env);
+  if (!raw.ok()) {
+    state.SkipWithError(raw.status().ToString().c_str());
+    return;
+  }
+  int64_t lock_ns = 0;
+  for (auto _ : state) {
+    const int64_t start = NowNs();
+    if (absl::Status s = ops(); !s.ok()) {
+      state.SkipWithError(s.ToString().c_str());
+      return;
+    }
+    const int64_t elapsed = NowNs() - start;
+    lock_ns += elapsed;
+    state.SetIterationTime(static_cast<double>(elapsed) / 1e9);
+    if (absl::Status s = (*raw)->Run(round_trips); !s.ok()) {
+      state.SkipWithError(s.ToString().c_str());
+      return;
+    }
+  }
   absl::StatusOr<double> rtt = RttNs(env);
   if (!rtt.ok()) {
     state.SkipWithError(
@@ -362,55 +442,43 @@ void SetRatio(benchmark::State& state, const BenchEnv& env, int64_t elapsed_ns,
             .c_str());
     return;
   }
-  const double per_iter_ns = static_cast<double>(elapsed_ns) /
-                             static_cast<double>(state.iterations());
-  if (!us_counter.empty()) state.counters[us_counter] = per_iter_ns / 1e3;
+  const double iters = static_cast<double>(state.iterations());
+  const double per_iter_ns = static_cast<double>(lock_ns) / iters;
+  state.counters[us_counter] = per_iter_ns / 1e3;
   state.counters[ratio_counter] = per_iter_ns / (round_trips * *rtt);
+  state.counters["paired_ratio"] =
+      static_cast<double>(lock_ns) / static_cast<double>((*raw)->elapsed_ns());
 }
 
 void BM_UncontendedLockUnlock(benchmark::State& state) {
   BenchEnv* env = EnvOrSkip(state);
   if (env == nullptr) return;
   Lock lock = env->client->GetLock(Key(*env, "uncontended"));
-  const int64_t start = NowNs();
-  for (auto _ : state) {
-    if (absl::Status s = lock.Acquire(); !s.ok()) {
-      state.SkipWithError(s.ToString().c_str());
-      return;
-    }
-    if (absl::Status s = lock.Release(); !s.ok()) {
-      state.SkipWithError(s.ToString().c_str());
-      return;
-    }
-  }
-  SetRatio(state, *env, NowNs() - start, 2, "ratio_vs_2rtt", "us_per_pair");
+  RunWithPairedRatio(state, *env, 2, "ratio_vs_2rtt", "us_per_pair",
+                     [&]() -> absl::Status {
+                       if (absl::Status s = lock.Acquire(); !s.ok()) return s;
+                       return lock.Release();
+                     });
 }
-BENCHMARK(BM_UncontendedLockUnlock);
+BENCHMARK(BM_UncontendedLockUnlock)->UseManualTime();
 
 void BM_NestedChainDepth5(benchmark::State& state) {
   constexpr int kDepth = 5;
   BenchEnv* env = EnvOrSkip(state);
   if (env == nullptr) return;
   Lock lock = env->client->GetLock(Key(*env, "nested"));
-  const int64_t start = NowNs();
-  for (auto _ : state) {
-    for (int i = 0; i < kDepth; ++i) {
-      if (absl::Status s = lock.Acquire(); !s.ok()) {
-        state.SkipWithError(s.ToString().c_str());
-        return;
-      }
-    }
-    for (int i = 0; i < kDepth; ++i) {
-      if (absl::Status s = lock.Release(); !s.ok()) {
-        state.SkipWithError(s.ToString().c_str());
-        return;
-      }
-    }
-  }
-  SetRatio(state, *env, NowNs() - start, 2 * kDepth, "ratio_vs_10rtt",
-           "us_per_chain");
+  RunWithPairedRatio(state, *env, 2 * kDepth, "ratio_vs_10rtt", "us_per_chain",
+                     [&]() -> absl::Status {
+                       for (int i = 0; i < kDepth; ++i) {
+                         if (absl::Status s = lock.Acquire(); !s.ok()) return s;
+                       }
+                       for (int i = 0; i < kDepth; ++i) {
+                         if (absl::Status s = lock.Release(); !s.ok()) return s;
+                       }
+                       return absl::OkStatus();
+                     });
 }
-BENCHMARK(BM_NestedChainDepth5);
+BENCHMARK(BM_NestedChainDepth5)->UseManualTime();
 
 // --------------------------------------------------------------- hand-off --
 
@@ -519,6 +587,7 @@ class RawHandOffRound {
     }
     // The waiter ends after `handoffs_` messages or on its read timeout.
     waiter.join();
+    (void)RawCommand(releaser->get(), {"DEL", key_});
     absl::MutexLock l(&mu_);
     if (!error_.ok()) return error_;
     return std::move(samples_);

@@ -65,6 +65,8 @@ else
   bazel test //...
   bazel build //:benchmarks //:examples
   bazel shutdown
+  stage "Bazel: an outside workspace depends on @relock (tests/bazel_consumer)"
+  (cd tests/bazel_consumer && bazel run //:app && bazel shutdown)
 fi
 
 stage "Benchmarks: smoke run (CMake build)"
