@@ -44,7 +44,8 @@
 //
 // Run from a Release build, e.g.
 //   build/benchmarks/lock_benchmark
-//   RELOCK_BENCH_SMOKE=1 build/benchmarks/lock_benchmark --benchmark_min_time=0.01
+//   RELOCK_BENCH_SMOKE=1 build/benchmarks/lock_benchmark
+//   --benchmark_min_time=0.01
 
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
@@ -233,7 +234,8 @@ std::string Key(const BenchEnv& env, absl::string_view name) {
   return absl::StrCat(env.key_prefix, name);
 }
 
-// ------------------------------------------------------ raw hiredis baseline --
+// ------------------------------------------------------ raw hiredis baseline
+// --
 
 // The script of the baseline: one hash read, like the first step of relock's
 // acquire script.
@@ -263,17 +265,18 @@ absl::StatusOr<RawReply> RawCommand(redisContext* c,
         absl::StrCat(argv[0], ": ", c->err != 0 ? c->errstr : "no reply"));
   }
   if (reply->type == REDIS_REPLY_ERROR) {
-    return absl::InternalError(absl::StrCat(
-        argv[0], ": ", absl::string_view(reply->str, reply->len)));
+    return absl::InternalError(
+        absl::StrCat(argv[0], ": ", absl::string_view(reply->str, reply->len)));
   }
   return reply;
 }
 
 absl::StatusOr<RawContext> RawConnect(const RawEndpoint& ep) {
   const timeval timeout = {2, 0};
-  RawContext c(ep.unix_socket
-                   ? redisConnectUnixWithTimeout(ep.path.c_str(), timeout)
-                   : redisConnectWithTimeout(ep.host.c_str(), ep.port, timeout));
+  RawContext c(
+      ep.unix_socket
+          ? redisConnectUnixWithTimeout(ep.path.c_str(), timeout)
+          : redisConnectWithTimeout(ep.host.c_str(), ep.port, timeout));
   if (c == nullptr) return absl::ResourceExhaustedError("redisConnect");
   if (c->err != 0) {
     return absl::UnavailableError(absl::StrCat("connect: ", c->errstr));
@@ -305,7 +308,8 @@ absl::StatusOr<double> MeasureRawRtt(const RawEndpoint& ep,
                                      const std::string& key, int round_trips) {
   absl::StatusOr<RawContext> c = RawConnect(ep);
   if (!c.ok()) return c.status();
-  absl::StatusOr<RawReply> sha = RawCommand(c->get(), {"SCRIPT", "LOAD", kRawScript});
+  absl::StatusOr<RawReply> sha =
+      RawCommand(c->get(), {"SCRIPT", "LOAD", kRawScript});
   if (!sha.ok()) return sha.status();
   const std::vector<std::string> argv = {
       "EVALSHA", std::string((*sha)->str, (*sha)->len), "1", key, "field"};
@@ -340,9 +344,9 @@ void BM_RawEvalshaRoundTrip(benchmark::State& state) {
     state.SkipWithError(sha.status().ToString().c_str());
     return;
   }
-  const std::vector<std::string> argv = {
-      "EVALSHA", std::string((*sha)->str, (*sha)->len), "1",
-      Key(*env, "raw"), "field"};
+  const std::vector<std::string> argv = {"EVALSHA",
+                                         std::string((*sha)->str, (*sha)->len),
+                                         "1", Key(*env, "raw"), "field"};
   const int64_t start = NowNs();
   for (auto _ : state) {
     for (int i = 0; i < 2; ++i) {
@@ -501,9 +505,11 @@ double Percentile(const std::vector<int64_t>& sorted, double p) {
   return static_cast<double>(sorted[i]);
 }
 
-// Sorts `samples` (ns) and sets the latency counters; returns the p50 in ns.
-double SetLatencyCounters(benchmark::State& state, std::vector<int64_t>& samples,
-                          double rtt_ns) {
+// Sorts `samples` (ns) and sets the latency counters; returns the p50 in ns
+// (0 without samples).
+double SetLatencyCounters(benchmark::State& state,
+                          std::vector<int64_t>& samples, double rtt_ns) {
+  if (samples.empty()) return 0;
   std::sort(samples.begin(), samples.end());
   const double p50 = Percentile(samples, 0.50);
   state.counters["handoffs"] = static_cast<double>(samples.size());
@@ -517,6 +523,7 @@ double SetLatencyCounters(benchmark::State& state, std::vector<int64_t>& samples
 // Sets the iteration's manual time to the mean of its samples.
 void SetMeanIterationTime(benchmark::State& state,
                           const std::vector<int64_t>& samples) {
+  if (samples.empty()) return;
   int64_t sum = 0;
   for (int64_t ns : samples) sum += ns;
   state.SetIterationTime(static_cast<double>(sum) / 1e9 /
@@ -556,15 +563,17 @@ class RawHandOffRound {
     if (!sub.ok()) return sub.status();
     absl::StatusOr<RawContext> acquirer = RawConnect(ep_);
     if (!acquirer.ok()) return acquirer.status();
-    absl::StatusOr<std::string> release_sha = Load(releaser->get(), kRawReleaseScript);
+    absl::StatusOr<std::string> release_sha =
+        Load(releaser->get(), kRawReleaseScript);
     if (!release_sha.ok()) return release_sha.status();
-    absl::StatusOr<std::string> acquire_sha = Load(releaser->get(), kRawAcquireScript);
+    absl::StatusOr<std::string> acquire_sha =
+        Load(releaser->get(), kRawAcquireScript);
     if (!acquire_sha.ok()) return acquire_sha.status();
     if (auto r = RawCommand(sub->get(), {"SUBSCRIBE", channel_}); !r.ok()) {
       return r.status();
     }
     const std::vector<std::string> release = {"EVALSHA", *release_sha, "2",
-                                              key_, channel_, "0"};
+                                              key_,      channel_,     "0"};
     const std::vector<std::string> acquire = {"EVALSHA", *acquire_sha, "1",
                                               key_, "owner"};
     std::thread waiter([&] { Waiter(sub->get(), acquirer->get(), acquire); });
@@ -611,8 +620,9 @@ class RawHandOffRound {
       void* raw = nullptr;
       if (redisGetReply(sub, &raw) != REDIS_OK || raw == nullptr) {
         absl::MutexLock l(&mu_);
-        if (error_.ok()) error_ = absl::UnavailableError(absl::StrCat(
-            "raw hand-off: reading the unlock message: ", sub->errstr));
+        if (error_.ok())
+          error_ = absl::UnavailableError(absl::StrCat(
+              "raw hand-off: reading the unlock message: ", sub->errstr));
         return;
       }
       freeReplyObject(raw);
@@ -820,7 +830,7 @@ void BM_HandOffLatency(benchmark::State& state) {
     all.insert(all.end(), samples->begin(), samples->end());
   }
   const double p50 = SetLatencyCounters(state, all, *rtt);
-  if (const double raw = g_raw_handoff_p50_ns.load(); raw > 0) {
+  if (const double raw = g_raw_handoff_p50_ns.load(); raw > 0 && p50 > 0) {
     state.counters["p50_ratio_vs_raw"] = p50 / raw;
   }
 }

@@ -197,7 +197,10 @@ class Lock {
   // [kMinLease, kMaxLease] that is never renewed.
   ABSL_MUST_USE_RESULT absl::Status Acquire(absl::Duration lease);
   // Waits at most `wait` (>= 0; zero = one attempt; InfiniteDuration = no
-  // limit). DeadlineExceeded if another owner held the lock throughout.
+  // limit). DeadlineExceeded if another owner held the lock throughout, or
+  // if Redis did not answer before the wait ended. The wait bounds the whole
+  // call, round trips included, except that one attempt may always take up
+  // to 100 ms (or command_timeout, if shorter).
   ABSL_MUST_USE_RESULT absl::Status TryAcquire(absl::Duration wait);
   ABSL_MUST_USE_RESULT absl::Status TryAcquire(absl::Duration wait,
                                                absl::Duration lease);

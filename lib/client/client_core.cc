@@ -114,10 +114,10 @@ absl::Status ClientCore::CheckOpen() const {
 
 absl::StatusOr<redis::Reply> ClientCore::RunScript(
     ScriptId script, std::initializer_list<absl::string_view> keys,
-    std::initializer_list<absl::string_view> args) {
-  absl::StatusOr<redis::PooledConnection> conn = pool_.Get();
+    std::initializer_list<absl::string_view> args, Deadline deadline) {
+  absl::StatusOr<redis::PooledConnection> conn = pool_.Get(deadline);
   if (!conn.ok()) return conn.status();
-  return scripts_.Eval(**conn, script, keys, args);
+  return scripts_.Eval(**conn, script, keys, args, deadline);
 }
 
 absl::StatusOr<redis::Reply> ClientCore::RunCommand(

@@ -61,7 +61,8 @@ class ClientCore {
   // One script call / one command on a pooled connection.
   absl::StatusOr<redis::Reply> RunScript(
       ScriptId script, std::initializer_list<absl::string_view> keys,
-      std::initializer_list<absl::string_view> args);
+      std::initializer_list<absl::string_view> args,
+      Deadline deadline = Deadline::Never());
   absl::StatusOr<redis::Reply> RunCommand(
       std::initializer_list<absl::string_view> argv);
 

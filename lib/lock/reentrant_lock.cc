@@ -30,14 +30,23 @@ absl::Status Unexpected(const redis::Reply& r, absl::string_view op) {
                                           r.view().Describe()));
 }
 
-// One attempt. Returns nullopt when acquired, else the holder's PTTL in ms
-// (-1: no TTL).
+// Every attempt may take this long even when the caller's wait is shorter
+// (TryAcquire(0) is one attempt, not none).
+constexpr absl::Duration kMinAttemptTime = absl::Milliseconds(100);
+
+// One attempt, bounded by `deadline` (but at least kMinAttemptTime) and the
+// command timeout. Returns nullopt when acquired, else the holder's PTTL in
+// ms (-1: no TTL).
 absl::StatusOr<absl::optional<int64_t>> TryOnce(
     ClientCore& core, const std::string& name, const std::string& owner,
-    const std::string& lease_ms, SteadyClock::time_point* sent_at) {
+    const std::string& lease_ms, Deadline deadline,
+    SteadyClock::time_point* sent_at) {
+  if (deadline.Remaining() < kMinAttemptTime) {
+    deadline = Deadline::After(kMinAttemptTime);
+  }
   *sent_at = SteadyClock::now();
-  absl::StatusOr<redis::Reply> r =
-      core.RunScript(internal::kAcquireScript, {name}, {lease_ms, owner});
+  absl::StatusOr<redis::Reply> r = core.RunScript(
+      internal::kAcquireScript, {name}, {lease_ms, owner}, deadline);
   if (!r.ok()) return r.status();
   if (r->is_nil()) return absl::optional<int64_t>();
   if (r->is_integer()) return absl::optional<int64_t>(r->integer());
@@ -56,7 +65,7 @@ absl::Status AcquireLoop(ClientCore& core, const std::string& name,
                          const std::string& owner, const std::string& lease_ms,
                          Deadline deadline, SteadyClock::time_point* sent_at) {
   absl::StatusOr<absl::optional<int64_t>> ttl =
-      TryOnce(core, name, owner, lease_ms, sent_at);
+      TryOnce(core, name, owner, lease_ms, deadline, sent_at);
   if (!ttl.ok() || !ttl->has_value()) return ttl.status();
   if (deadline.Expired()) return HeldByOther(**ttl);
 
@@ -74,7 +83,7 @@ absl::Status AcquireLoop(ClientCore& core, const std::string& name,
       if (deadline.Expired()) return HeldByOther(**ttl);
       return absl::UnavailableError(confirmed.message());
     }
-    ttl = TryOnce(core, name, owner, lease_ms, sent_at);
+    ttl = TryOnce(core, name, owner, lease_ms, deadline, sent_at);
     if (!ttl.ok()) {
       sub->PassOn();  // a notification we may have consumed is not wasted
       return ttl.status();

@@ -2,6 +2,7 @@
 
 #include <sys/time.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -21,6 +22,21 @@ timeval ClampedTimeval(absl::Duration d) {
   if (d < absl::Milliseconds(1)) d = absl::Milliseconds(1);
   if (d > absl::Hours(24)) d = absl::Hours(24);
   return absl::ToTimeval(d);
+}
+
+// A timeout while connecting is Unavailable (the server did not answer within
+// connect_timeout) unless the caller's own deadline is what ran out.
+absl::Status ConnectFailure(const absl::Status& s,
+                            const ConnectionOptions& options,
+                            Deadline caller_deadline) {
+  if (s.code() != absl::StatusCode::kDeadlineExceeded ||
+      caller_deadline.Expired()) {
+    return s;
+  }
+  return absl::UnavailableError(absl::StrCat(
+      "connect to Redis at ", options.endpoint.ToString(),
+      ": no answer within connect_timeout ",
+      absl::FormatDuration(options.connect_timeout)));
 }
 
 }  // namespace
@@ -63,10 +79,44 @@ absl::Status ErrorReplyToStatus(absl::string_view what,
   return absl::InternalError(msg);
 }
 
+absl::Status Connection::SetTimeout(absl::Duration limit, Deadline deadline) {
+  absl::Duration want = limit;
+  deadline_bound_ = false;
+  if (!deadline.is_never()) {
+    const absl::Duration left = deadline.Remaining();
+    if (left <= absl::ZeroDuration()) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "deadline passed before talking to Redis at ",
+          options_.endpoint.ToString()));
+    }
+    if (left < want) {
+      want = left;
+      deadline_bound_ = true;
+    }
+  }
+  // Whole milliseconds: hiredis takes a timeval, and equal values skip the
+  // two setsockopt calls.
+  want = absl::Ceil(want, absl::Milliseconds(1));
+  if (want == socket_timeout_) return absl::OkStatus();
+  if (redisSetTimeout(ctx_, ClampedTimeval(want)) != REDIS_OK) {
+    return Fail("set socket timeout");
+  }
+  socket_timeout_ = want;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
-    const ConnectionOptions& options) {
+    const ConnectionOptions& options, Deadline deadline) {
   const Endpoint& ep = options.endpoint;
-  const timeval connect_tv = ClampedTimeval(options.connect_timeout);
+  absl::Duration connect_limit = options.connect_timeout;
+  if (!deadline.is_never()) {
+    connect_limit = std::min(connect_limit, deadline.Remaining());
+    if (connect_limit <= absl::ZeroDuration()) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "deadline passed before connecting to Redis at ", ep.ToString()));
+    }
+  }
+  const timeval connect_tv = ClampedTimeval(connect_limit);
   redisContext* ctx =
       ep.kind == Endpoint::Kind::kUnix
           ? redisConnectUnixWithTimeout(ep.path.c_str(), connect_tv)
@@ -86,16 +136,20 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
   }
   std::unique_ptr<Connection> conn(new Connection(ctx, options));
   // AUTH and SELECT are part of connecting: bound them by connect_timeout.
-  if (redisSetTimeout(ctx, connect_tv) != REDIS_OK) {
-    return conn->Fail("set socket timeout");
+  const Deadline connect_deadline =
+      Earliest(deadline, Deadline::After(connect_limit));
+  if (absl::Status s = conn->SetTimeout(options.connect_timeout, connect_deadline);
+      !s.ok()) {
+    return s;
   }
   if (ep.kind == Endpoint::Kind::kTcp) redisEnableKeepAlive(ctx);
   if (!ep.password.empty()) {
     absl::StatusOr<Reply> r =
         ep.username.empty()
-            ? conn->Command({"AUTH", ep.password})
-            : conn->Command({"AUTH", ep.username, ep.password});
-    if (!r.ok()) return r.status();
+            ? conn->Command({"AUTH", ep.password}, connect_deadline)
+            : conn->Command({"AUTH", ep.username, ep.password},
+                            connect_deadline);
+    if (!r.ok()) return ConnectFailure(r.status(), options, deadline);
     if (r->is_error()) {
       return absl::UnauthenticatedError(
           absl::StrCat("AUTH to Redis at ", ep.ToString(), " as user \"",
@@ -105,8 +159,8 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
   }
   if (ep.db != 0) {
     std::string db = absl::StrCat(ep.db);
-    absl::StatusOr<Reply> r = conn->Command({"SELECT", db});
-    if (!r.ok()) return r.status();
+    absl::StatusOr<Reply> r = conn->Command({"SELECT", db}, connect_deadline);
+    if (!r.ok()) return ConnectFailure(r.status(), options, deadline);
     if (r->is_error()) {
       absl::Status s = ErrorReplyToStatus(
           absl::StrCat("SELECT ", db, " on ", ep.ToString()), r->str());
@@ -114,9 +168,6 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
                  ? absl::InvalidArgumentError(s.message())
                  : s;
     }
-  }
-  if (redisSetTimeout(ctx, ClampedTimeval(options.command_timeout)) != REDIS_OK) {
-    return conn->Fail("set socket timeout");
   }
   return conn;
 }
@@ -126,11 +177,18 @@ Connection::~Connection() { redisFree(ctx_); }
 absl::Status Connection::Fail(absl::string_view what) {
   broken_ = true;
   std::string err = ctx_->err != 0 ? std::string(ctx_->errstr) : "unknown";
-  if (ctx_->err == REDIS_ERR_IO &&
+  const bool timed_out =
+      ctx_->err == REDIS_ERR_IO &&
       (absl::StrContains(err, "temporarily unavailable") ||
-       absl::StrContains(err, "timed out"))) {
-    err = absl::StrCat("no reply within command_timeout ",
-                       absl::FormatDuration(options_.command_timeout));
+       absl::StrContains(err, "timed out"));
+  if (timed_out && deadline_bound_) {
+    return absl::DeadlineExceededError(
+        absl::StrCat(what, " on Redis at ", options_.endpoint.ToString(),
+                     ": no reply before the call's deadline"));
+  }
+  if (timed_out) {
+    err = absl::StrCat("no reply within ",
+                       absl::FormatDuration(socket_timeout_));
   }
   return absl::UnavailableError(absl::StrCat(
       what, " on Redis at ", options_.endpoint.ToString(), " failed: ", err));
@@ -155,10 +213,14 @@ absl::Status Connection::Append(absl::Span<const absl::string_view> argv) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Reply> Connection::GetReply() {
+absl::StatusOr<Reply> Connection::GetReply(Deadline deadline) {
   if (broken_) {
     return absl::UnavailableError(absl::StrCat(
         "connection to ", options_.endpoint.ToString(), " is broken"));
+  }
+  if (absl::Status s = SetTimeout(options_.command_timeout, deadline);
+      !s.ok()) {
+    return s;
   }
   void* raw = nullptr;
   if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) {
@@ -168,9 +230,14 @@ absl::StatusOr<Reply> Connection::GetReply() {
 }
 
 absl::StatusOr<Reply> Connection::Command(
-    absl::Span<const absl::string_view> argv) {
+    absl::Span<const absl::string_view> argv, Deadline deadline) {
+  // Before Append: redisGetReply writes and reads under the same timeout.
+  if (absl::Status s = SetTimeout(options_.command_timeout, deadline);
+      !s.ok()) {
+    return s;
+  }
   if (absl::Status s = Append(argv); !s.ok()) return s;
-  absl::StatusOr<Reply> r = GetReply();
+  absl::StatusOr<Reply> r = GetReply(deadline);
   if (!r.ok()) {
     return absl::Status(r.status().code(),
                         absl::StrCat(argv.empty() ? "" : argv[0], ": ",

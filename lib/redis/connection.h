@@ -18,6 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "lib/common/deadline.h"
 #include "lib/redis/reply.h"
 #include "lib/redis/url.h"
 
@@ -32,27 +33,31 @@ struct ConnectionOptions {
 
 class Connection {
  public:
-  // Connects, then AUTH and SELECT as the endpoint asks. Unavailable if the
-  // server cannot be reached; Unauthenticated for a wrong password/user.
+  // Connects, then AUTH and SELECT as the endpoint asks, within
+  // connect_timeout (and `deadline`, if earlier). Unavailable if the server
+  // cannot be reached; Unauthenticated for a wrong password/user.
   static absl::StatusOr<std::unique_ptr<Connection>> Open(
-      const ConnectionOptions& options);
+      const ConnectionOptions& options, Deadline deadline = Deadline::Never());
 
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  // Sends one command and reads its reply. Error replies are returned as
-  // replies (is_error()); I/O failures and timeouts are Unavailable and
-  // break the connection.
-  absl::StatusOr<Reply> Command(absl::Span<const absl::string_view> argv);
-  absl::StatusOr<Reply> Command(std::initializer_list<absl::string_view> argv) {
-    return Command(absl::MakeConstSpan(argv.begin(), argv.size()));
+  // Sends one command and reads its reply, within command_timeout (and
+  // `deadline`, if earlier). Error replies are returned as replies
+  // (is_error()); I/O failures and command_timeout are Unavailable, running
+  // into `deadline` is DeadlineExceeded; both break the connection.
+  absl::StatusOr<Reply> Command(absl::Span<const absl::string_view> argv,
+                                Deadline deadline = Deadline::Never());
+  absl::StatusOr<Reply> Command(std::initializer_list<absl::string_view> argv,
+                                Deadline deadline = Deadline::Never()) {
+    return Command(absl::MakeConstSpan(argv.begin(), argv.size()), deadline);
   }
 
   // Pipelining: Append() buffers commands, GetReply() flushes and reads one
   // reply per appended command, in order.
   absl::Status Append(absl::Span<const absl::string_view> argv);
-  absl::StatusOr<Reply> GetReply();
+  absl::StatusOr<Reply> GetReply(Deadline deadline = Deadline::Never());
 
   bool broken() const { return broken_; }
   const ConnectionOptions& options() const { return options_; }
@@ -66,10 +71,15 @@ class Connection {
  private:
   Connection(redisContext* ctx, const ConnectionOptions& options)
       : ctx_(ctx), options_(options) {}
+  // Sets the socket timeout to `limit` capped by `deadline`; remembers whether
+  // the deadline is what limits the next I/O. DeadlineExceeded if it passed.
+  absl::Status SetTimeout(absl::Duration limit, Deadline deadline);
 
   redisContext* ctx_;
   ConnectionOptions options_;
   bool broken_ = false;
+  absl::Duration socket_timeout_;        // currently set on the socket
+  bool deadline_bound_ = false;          // socket_timeout_ < the option's
   std::vector<const char*> argv_buf_;
   std::vector<size_t> argvlen_buf_;
 };

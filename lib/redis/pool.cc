@@ -1,5 +1,6 @@
 #include "lib/redis/pool.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -18,14 +19,19 @@ ConnectionPool::ConnectionPool(ConnectionOptions options, int size)
 
 ConnectionPool::~ConnectionPool() { Close(); }
 
-absl::StatusOr<PooledConnection> ConnectionPool::Get() {
+absl::StatusOr<PooledConnection> ConnectionPool::Get(Deadline deadline) {
   {
     absl::MutexLock lock(&mu_);
     auto can_proceed = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
       return closed_ || !idle_.empty() || open_ < size_;
     };
-    if (!mu_.AwaitWithTimeout(absl::Condition(&can_proceed),
-                              options_.command_timeout)) {
+    const absl::Duration wait =
+        std::min(options_.command_timeout, deadline.Remaining());
+    if (!mu_.AwaitWithTimeout(absl::Condition(&can_proceed), wait)) {
+      if (deadline.Expired()) {
+        return absl::DeadlineExceededError(
+            "deadline passed waiting for a free connection");
+      }
       return absl::UnavailableError(absl::StrCat(
           "all ", size_, " connections to Redis at ",
           options_.endpoint.ToString(), " stayed busy for ",
@@ -40,7 +46,8 @@ absl::StatusOr<PooledConnection> ConnectionPool::Get() {
     }
     ++open_;  // reserve a slot; connect outside the mutex
   }
-  absl::StatusOr<std::unique_ptr<Connection>> conn = Connection::Open(options_);
+  absl::StatusOr<std::unique_ptr<Connection>> conn =
+      Connection::Open(options_, deadline);
   if (!conn.ok()) {
     absl::MutexLock lock(&mu_);
     --open_;

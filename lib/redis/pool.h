@@ -43,10 +43,11 @@ class ConnectionPool {
   ConnectionPool(ConnectionOptions options, int size);
   ~ConnectionPool();
 
-  // Borrows a connection: an idle one, a new one, or the next one returned.
-  // Unavailable if connecting fails or none comes back in time;
-  // FailedPrecondition after Close().
-  absl::StatusOr<PooledConnection> Get();
+  // Borrows a connection: an idle one, a new one, or the next one returned,
+  // within command_timeout (and `deadline`, if earlier). Unavailable if
+  // connecting fails or none comes back in time; FailedPrecondition after
+  // Close().
+  absl::StatusOr<PooledConnection> Get(Deadline deadline = Deadline::Never());
 
   // Closes idle connections and makes later Get() calls fail. Borrowed
   // connections are closed when they come back.

@@ -12,11 +12,13 @@ ScriptSet::ScriptSet(std::vector<ScriptSource> scripts)
     : scripts_(std::move(scripts)), shas_(scripts_.size()) {}
 
 absl::StatusOr<std::string> ScriptSet::LoadOne(Connection& conn,
-                                               size_t index) const {
+                                               size_t index,
+                                               Deadline deadline) const {
   const ScriptSource& script = scripts_[index];
   std::string what =
       absl::StrCat("SCRIPT LOAD of relock's \"", script.name, "\" script");
-  absl::StatusOr<Reply> r = conn.Command({"SCRIPT", "LOAD", script.source});
+  absl::StatusOr<Reply> r =
+      conn.Command({"SCRIPT", "LOAD", script.source}, deadline);
   if (!r.ok()) return r.status();
   if (r->is_error()) return ErrorReplyToStatus(what, r->str());
   if (!r->view().is_string()) {
@@ -28,7 +30,7 @@ absl::StatusOr<std::string> ScriptSet::LoadOne(Connection& conn,
 
 absl::Status ScriptSet::Load(Connection& conn) {
   for (size_t i = 0; i < scripts_.size(); ++i) {
-    absl::StatusOr<std::string> sha = LoadOne(conn, i);
+    absl::StatusOr<std::string> sha = LoadOne(conn, i, Deadline::Never());
     if (!sha.ok()) return sha.status();
     shas_[i] = *std::move(sha);
   }
@@ -64,21 +66,21 @@ absl::Status ScriptSet::Append(Connection& conn, size_t index,
 
 absl::StatusOr<Reply> ScriptSet::Eval(
     Connection& conn, size_t index, absl::Span<const absl::string_view> keys,
-    absl::Span<const absl::string_view> args) const {
+    absl::Span<const absl::string_view> args, Deadline deadline) const {
   std::vector<absl::string_view> argv;
   std::string numkeys;
   BuildArgv(index, keys, args, &argv, &numkeys);
-  absl::StatusOr<Reply> r = conn.Command(argv);
+  absl::StatusOr<Reply> r = conn.Command(argv, deadline);
   if (!r.ok() || !IsNoScript(*r)) return r;
   // The server lost its script cache (SCRIPT FLUSH, restart, failover):
   // load again and retry once.
-  absl::StatusOr<std::string> sha = LoadOne(conn, index);
+  absl::StatusOr<std::string> sha = LoadOne(conn, index, deadline);
   if (!sha.ok()) return sha.status();
   if (*sha != shas_[index]) {
     return absl::InternalError(absl::StrCat(
         "script \"", scripts_[index].name, "\" reloaded with another digest"));
   }
-  return conn.Command(argv);
+  return conn.Command(argv, deadline);
 }
 
 }  // namespace redis

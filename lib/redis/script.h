@@ -37,7 +37,8 @@ class ScriptSet {
   // error reply (the caller maps it); I/O failures are Unavailable.
   absl::StatusOr<Reply> Eval(Connection& conn, size_t index,
                              absl::Span<const absl::string_view> keys,
-                             absl::Span<const absl::string_view> args) const;
+                             absl::Span<const absl::string_view> args,
+                             Deadline deadline = Deadline::Never()) const;
 
   // Appends an EVALSHA to `conn`'s pipeline (no NOSCRIPT handling: the caller
   // checks replies with IsNoScript() and falls back to Eval()).
@@ -49,7 +50,8 @@ class ScriptSet {
   absl::string_view name(size_t index) const { return scripts_[index].name; }
 
  private:
-  absl::StatusOr<std::string> LoadOne(Connection& conn, size_t index) const;
+  absl::StatusOr<std::string> LoadOne(Connection& conn, size_t index,
+                                      Deadline deadline) const;
   void BuildArgv(size_t index, absl::Span<const absl::string_view> keys,
                  absl::Span<const absl::string_view> args,
                  std::vector<absl::string_view>* argv,

@@ -1,0 +1,154 @@
+// Every blocking call returns within its deadline plus a small margin while
+// Redis is paused (SIGSTOP), busy (DEBUG SLEEP) or down: lock acquisition with
+// and without a wait, release, queries and client creation. (Renewal under a
+// paused Redis: watchdog_test.cc, RedisPausedPastTheLeaseIsReportedLost.)
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "relock/relock.h"
+#include "tests/test_util.h"
+
+namespace relock {
+namespace {
+
+using ::relock::testing::MustConnect;
+using ::relock::testing::RedisServer;
+using ::relock::testing::Stopwatch;
+using ::relock::testing::TestLockName;
+
+// A loaded 2-core CI machine can be late by this much.
+constexpr absl::Duration kMargin = absl::Milliseconds(700);
+constexpr absl::Duration kCommandTimeout = absl::Seconds(1);
+constexpr absl::Duration kConnectTimeout = absl::Milliseconds(500);
+
+class DeadlineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start();
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    client_ = MustConnect(server_->url(), [](ClientOptions& o) {
+      o.command_timeout = kCommandTimeout;
+      o.connect_timeout = kConnectTimeout;
+    });
+    ASSERT_NE(client_, nullptr);
+    holder_ = MustConnect(server_->url());
+    ASSERT_NE(holder_, nullptr);
+  }
+  void TearDown() override {
+    if (server_ != nullptr && server_->running()) {
+      EXPECT_TRUE(server_->Resume().ok());
+    }
+  }
+  std::unique_ptr<RedisServer> server_;
+  std::unique_ptr<Client> client_;
+  std::unique_ptr<Client> holder_;
+};
+
+// Runs `call` and returns how long it took.
+template <class F>
+absl::Duration Timed(F call) {
+  Stopwatch watch;
+  call();
+  return watch.Elapsed();
+}
+
+TEST_F(DeadlineTest, TryAcquireKeepsItsWaitWhileRedisIsPaused) {
+  Lock lock = client_->GetLock(TestLockName());
+  ASSERT_TRUE(lock.Acquire().ok());  // warm the pool
+  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_TRUE(server_->Pause().ok());
+  for (absl::Duration wait : {absl::ZeroDuration(), absl::Milliseconds(300)}) {
+    absl::Status s;
+    absl::Duration took = Timed([&] { s = lock.TryAcquire(wait); });
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+    // One attempt may take 100 ms even with a zero wait.
+    EXPECT_LT(took, std::max(wait, absl::Milliseconds(100)) + kMargin)
+        << "wait " << wait << ": " << s;
+  }
+}
+
+TEST_F(DeadlineTest, UnboundedCallsFailWithinTheCommandTimeoutWhilePaused) {
+  Lock lock = client_->GetLock(TestLockName());
+  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_TRUE(server_->Pause().ok());
+  absl::Status s;
+  EXPECT_LT(Timed([&] { s = lock.Release(); }), kCommandTimeout + kMargin);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  std::thread other([&] {
+    absl::Status acquired;
+    EXPECT_LT(Timed([&] { acquired = lock.Acquire(); }),
+              kCommandTimeout + kMargin);
+    EXPECT_EQ(acquired.code(), absl::StatusCode::kUnavailable) << acquired;
+  });
+  other.join();
+  absl::StatusOr<bool> locked;
+  EXPECT_LT(Timed([&] { locked = lock.IsLocked(); }), kCommandTimeout + kMargin);
+  EXPECT_EQ(locked.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_LT(Timed([&] { s = client_->Ping(); }), kCommandTimeout + kMargin);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(DeadlineTest, WaitingForAHeldLockKeepsItsWaitWhenRedisPausesMidWait) {
+  ASSERT_TRUE(holder_->GetLock(TestLockName()).Acquire().ok());
+  Lock lock = client_->GetLock(TestLockName());
+  absl::Status s;
+  std::thread pauser([&] {
+    absl::SleepFor(absl::Milliseconds(150));
+    EXPECT_TRUE(server_->Pause().ok());
+  });
+  absl::Duration took = Timed([&] { s = lock.TryAcquire(absl::Milliseconds(600)); });
+  pauser.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_LT(took, absl::Milliseconds(600) + kMargin);
+}
+
+TEST_F(DeadlineTest, TryAcquireKeepsItsWaitWhileRedisIsBusy) {
+  Lock lock = client_->GetLock(TestLockName());
+  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_TRUE(lock.Release().ok());
+  std::thread sleeper([&] {
+    // Blocks the whole server for 2 s.
+    EXPECT_TRUE(server_->Command({"DEBUG", "SLEEP", "2"}).ok());
+  });
+  absl::SleepFor(absl::Milliseconds(100));
+  absl::Status s;
+  absl::Duration took = Timed([&] { s = lock.TryAcquire(absl::Milliseconds(300)); });
+  sleeper.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_LT(took, absl::Milliseconds(300) + kMargin);
+  // Afterwards everything works again (the timed-out connection was replaced).
+  EXPECT_TRUE(lock.TryAcquire(absl::Seconds(5)).ok());
+  EXPECT_TRUE(lock.Release().ok());
+}
+
+TEST_F(DeadlineTest, ConnectToAPausedServerFailsWithinItsTimeouts) {
+  ASSERT_TRUE(server_->Pause().ok());
+  ClientOptions options;
+  options.url = server_->url();
+  options.connect_timeout = kConnectTimeout;
+  options.command_timeout = kCommandTimeout;
+  absl::StatusOr<std::unique_ptr<Client>> client;
+  absl::Duration took = Timed([&] { client = Client::Connect(options); });
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kUnavailable)
+      << client.status();
+  EXPECT_LT(took, kConnectTimeout + kCommandTimeout + kMargin);
+}
+
+TEST_F(DeadlineTest, CallsFailFastWhenRedisIsDown) {
+  Lock lock = client_->GetLock(TestLockName());
+  ASSERT_TRUE(server_->Stop().ok());
+  absl::Status s;
+  EXPECT_LT(Timed([&] { s = lock.TryAcquire(absl::Seconds(10)); }),
+            kConnectTimeout + kMargin);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_LT(Timed([&] { s = lock.Acquire(); }), kConnectTimeout + kMargin);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+}
+
+}  // namespace
+}  // namespace relock
