@@ -15,21 +15,19 @@
 // The strategies, by the delay before retry i (i = 0 is the first retry,
 // made after the first failed try) and when each gives up:
 //
-//   factory                        | delay before retry i           | gives up
-//   -------------------------------+--------------------------------+-----------------
-//   StopBackoff()                  | -                              | at once
-//   ZeroBackoff(n)                 | 0                              | at i == n
-//   ConstantBackoff(d, n, j)       | J(d)                           | at i == n
-//   ExponentialBackoff(o)          | J(min(o.initial * o.factor^i,  | at i ==
-//                                  |       o.maximum))              |
-//                                  o.max_retries
-//   ListBackoff({d0, d1, ...}, j)  | J(d_i)                         | after the
-//   list FunctionBackoff(f)             | f(i) (negative -> 0)           | when
-//   f returns
-//                                  |                                |  nullopt
-//                                  or an |                                |
-//                                  infinite delay
+//   factory                   | delay before retry i        | gives up
+//   --------------------------+-----------------------------+-----------------
+//   StopBackoff()             | -                           | at once
+//   ZeroBackoff(n)            | 0                           | at i == n
+//   ConstantBackoff(d, n, j)  | J(d)                        | at i == n
+//   ExponentialBackoff(o)     | J(min(initial * factor^i,   | at i ==
+//                             |       maximum))             |   max_retries
+//   ListBackoff({d0, ...}, j) | J(d_i)                      | after the list
+//   FunctionBackoff(f)        | f(i), negative -> 0         | when f(i) is
+//                             |                             |   nullopt or
+//                             |                             |   infinite
 //
+// (initial, factor, maximum, max_retries: the fields of o.)
 // n = kUnlimitedRetries (the default) never gives up. J() is jitter: with a
 // jitter fraction j in [0, 1] and u drawn uniformly from [0, 1),
 //
