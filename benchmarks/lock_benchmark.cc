@@ -69,9 +69,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "benchmark/benchmark.h"
+#include "lib/common/mutex.h"
 #include "relock/relock.h"
 #include "tests/testing/redis_server.h"
 
@@ -579,7 +579,7 @@ class RawHandOffRound {
     std::thread waiter([&] { Waiter(sub->get(), acquirer->get(), acquire); });
     for (int i = 0; i < handoffs_; ++i) {
       {
-        absl::MutexLock l(&mu_);
+        MutexLock l(&mu_);
         auto waiting = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
           return !error_.ok() || waiting_for_ == i;
         };
@@ -589,7 +589,7 @@ class RawHandOffRound {
       absl::SleepFor(hold_);
       release_ns_.store(NowNs());
       if (auto r = RawCommand(releaser->get(), release); !r.ok()) {
-        absl::MutexLock l(&mu_);
+        MutexLock l(&mu_);
         if (error_.ok()) error_ = r.status();
         break;
       }
@@ -597,7 +597,7 @@ class RawHandOffRound {
     // The waiter ends after `handoffs_` messages or on its read timeout.
     waiter.join();
     (void)RawCommand(releaser->get(), {"DEL", key_});
-    absl::MutexLock l(&mu_);
+    MutexLock l(&mu_);
     if (!error_.ok()) return error_;
     return std::move(samples_);
   }
@@ -613,13 +613,13 @@ class RawHandOffRound {
               const std::vector<std::string>& acquire) {
     for (int i = 0; i < handoffs_; ++i) {
       {
-        absl::MutexLock l(&mu_);
+        MutexLock l(&mu_);
         if (!error_.ok()) return;
         waiting_for_ = i;
       }
       void* raw = nullptr;
       if (redisGetReply(sub, &raw) != REDIS_OK || raw == nullptr) {
-        absl::MutexLock l(&mu_);
+        MutexLock l(&mu_);
         if (error_.ok())
           error_ = absl::UnavailableError(absl::StrCat(
               "raw hand-off: reading the unlock message: ", sub->errstr));
@@ -628,7 +628,7 @@ class RawHandOffRound {
       freeReplyObject(raw);
       absl::StatusOr<RawReply> r = RawCommand(acquirer, acquire);
       const int64_t acquired_ns = NowNs();
-      absl::MutexLock l(&mu_);
+      MutexLock l(&mu_);
       if (!r.ok()) {
         if (error_.ok()) error_ = r.status();
         return;
@@ -644,7 +644,7 @@ class RawHandOffRound {
   const absl::Duration hold_;
   std::atomic<int64_t> release_ns_{0};
 
-  absl::Mutex mu_;
+  Mutex mu_;
   int waiting_for_ ABSL_GUARDED_BY(mu_) = -1;  // the waiter expects message #
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> samples_ ABSL_GUARDED_BY(mu_);
@@ -711,7 +711,7 @@ class HandOffRound {
       workers.emplace_back([this] { Worker(); });
     }
     for (std::thread& t : workers) t.join();
-    absl::MutexLock l(&mu_);
+    MutexLock l(&mu_);
     if (!error_.ok()) return error_;
     return std::move(samples_);
   }
@@ -731,7 +731,7 @@ class HandOffRound {
     bool released_before = false;
     while (true) {
       {
-        absl::MutexLock l(&mu_);
+        MutexLock l(&mu_);
         if (released_before) {
           // Do not re-acquire until another thread has taken the lock.
           auto changed = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
@@ -745,7 +745,7 @@ class HandOffRound {
       absl::Status s = lock_.TryAcquire(kStallLimit);
       const int64_t acquired_ns = NowNs();
       if (!s.ok()) {
-        absl::MutexLock l(&mu_);
+        MutexLock l(&mu_);
         --contending_;
         Fail(s.code() == absl::StatusCode::kDeadlineExceeded
                  ? absl::DeadlineExceededError(absl::StrCat(
@@ -758,7 +758,7 @@ class HandOffRound {
       const int64_t released_ns = release_ns_.load();
       bool stop;
       {
-        absl::MutexLock l(&mu_);
+        MutexLock l(&mu_);
         --contending_;
         ++changes_;
         if (overlap) {
@@ -781,7 +781,7 @@ class HandOffRound {
       s = lock_.Release();
       released_before = true;
       if (!s.ok()) {
-        absl::MutexLock l(&mu_);
+        MutexLock l(&mu_);
         Fail(s);
         return;
       }
@@ -796,7 +796,7 @@ class HandOffRound {
   std::atomic<int> inside_{0};
   std::atomic<int64_t> release_ns_{0};  // when the last holder began Release()
 
-  absl::Mutex mu_;
+  Mutex mu_;
   uint64_t changes_ ABSL_GUARDED_BY(mu_) = 0;  // acquisitions so far
   int contending_ ABSL_GUARDED_BY(mu_) = 0;    // threads inside Acquire
   bool done_ ABSL_GUARDED_BY(mu_) = false;

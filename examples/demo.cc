@@ -38,7 +38,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "relock/relock.h"
 
@@ -114,7 +113,7 @@ class OrderService {
       : client_(client), workers_(workers) {}
 
   void Log(int worker, const std::string& line) {
-    absl::MutexLock lock(&log_mu_);
+    std::lock_guard<std::mutex> lock(log_mu_);
     std::cout << absl::StrFormat("[worker %d] %s\n", worker, line);
   }
 
@@ -168,7 +167,7 @@ class OrderService {
   }
 
   void RecordWait(absl::Duration d) {
-    absl::MutexLock lock(&log_mu_);
+    std::lock_guard<std::mutex> lock(log_mu_);
     if (d > absl::Milliseconds(1)) ++contended_;
     if (d > max_wait_) max_wait_ = d;
   }
@@ -237,7 +236,7 @@ class OrderService {
  private:
   relock::Client& client_;
   const int workers_;
-  absl::Mutex log_mu_;
+  std::mutex log_mu_;  // guards the log, contended_, max_wait_
   int contended_ = 0;
   absl::Duration max_wait_;
   std::atomic<int> failures_{0};

@@ -1,9 +1,6 @@
 // Exclusion across processes: children of this test binary (re-executed via
 // /proc/self/exe) contend for locks with relock.
 
-#include <hiredis/hiredis.h>
-#include <sys/time.h>
-
 #include <csignal>
 #include <iostream>
 #include <memory>
@@ -39,45 +36,6 @@ std::unique_ptr<Client> ChildConnect(const std::string& url,
   return *std::move(client);
 }
 
-// A plain hiredis connection for the counter, outside relock.
-class RawRedis {
- public:
-  explicit RawRedis(int port) {
-    timeval tv{5, 0};
-    ctx_ = redisConnectWithTimeout("127.0.0.1", port, tv);
-    if (ctx_ != nullptr) redisSetTimeout(ctx_, tv);
-  }
-  ~RawRedis() {
-    if (ctx_ != nullptr) redisFree(ctx_);
-  }
-  bool ok() const { return ctx_ != nullptr && ctx_->err == 0; }
-  // GET as an integer (0 when absent), -1 on error.
-  int64_t Get(const std::string& key) {
-    redisReply* r = static_cast<redisReply*>(
-        redisCommand(ctx_, "GET %b", key.data(), key.size()));
-    int64_t value = -1;
-    if (r != nullptr && r->type == REDIS_REPLY_NIL) value = 0;
-    if (r != nullptr && r->type == REDIS_REPLY_STRING) {
-      if (!absl::SimpleAtoi(absl::string_view(r->str, r->len), &value)) {
-        value = -1;
-      }
-    }
-    if (r != nullptr) freeReplyObject(r);
-    return value;
-  }
-  bool Set(const std::string& key, int64_t value) {
-    std::string v = absl::StrCat(value);
-    redisReply* r = static_cast<redisReply*>(redisCommand(
-        ctx_, "SET %b %b", key.data(), key.size(), v.data(), v.size()));
-    bool ok = r != nullptr && r->type == REDIS_REPLY_STATUS;
-    if (r != nullptr) freeReplyObject(r);
-    return ok;
-  }
-
- private:
-  redisContext* ctx_ = nullptr;
-};
-
 // args: url, port, lock name, counter key, iterations. Each iteration does
 // GET; pause; SET+1 of the counter under the lock, which loses updates unless
 // the lock excludes the other processes. Prints "done".
@@ -88,15 +46,21 @@ RELOCK_CHILD_MAIN(CountUnderLock) {
       !absl::SimpleAtoi(args[4], &iterations)) {
     return 2;
   }
-  RawRedis raw(port);
-  if (!raw.ok()) return 3;
   Lock lock = client->GetLock(args[2]);
   for (int i = 0; i < iterations; ++i) {
     std::lock_guard<Lock> guard(lock);
-    int64_t value = raw.Get(args[3]);
-    if (value < 0) return 4;
+    // Plain commands on their own connections, outside relock.
+    absl::StatusOr<testing::RedisValue> value =
+        testing::CommandOnPort(port, {"GET", args[3]});
+    int64_t n = 0;
+    if (!value.ok() || (!value->is_nil() && !absl::SimpleAtoi(value->str, &n))) {
+      return 4;
+    }
     absl::SleepFor(absl::Microseconds(200));
-    if (!raw.Set(args[3], value + 1)) return 5;
+    if (!testing::CommandOnPort(port, {"SET", args[3], absl::StrCat(n + 1)})
+             .ok()) {
+      return 5;
+    }
   }
   std::cout << "done" << std::endl;
   return 0;

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "lib/common/mutex.h"
 #include "relock/relock.h"
 #include "tests/testing/redis_server.h"
 
@@ -35,18 +35,18 @@ class EventLog {
  public:
   std::function<void(const LockEvent&)> Callback() {
     return [this](const LockEvent& e) {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       events_.push_back(e);
     };
   }
   std::vector<LockEvent> events() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return events_;
   }
   // Waits up to `timeout` for an event of `type`; returns it if seen.
   bool WaitFor(LockEventType type, absl::Duration timeout,
                LockEvent* out = nullptr) const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto seen = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
       for (const LockEvent& e : events_) {
         if (e.type == type) {
@@ -60,7 +60,7 @@ class EventLog {
   }
 
  private:
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::vector<LockEvent> events_ ABSL_GUARDED_BY(mu_);
 };
 

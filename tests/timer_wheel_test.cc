@@ -9,10 +9,10 @@
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "lib/timer/timer_thread.h"
 #include "lib/timer/timer_wheel.h"
+#include "tests/testing/notification.h"
 
 namespace relock {
 namespace timer {
@@ -162,7 +162,7 @@ TEST(TimerWheelTest, FiresInDeadlineOrderAcrossLevels) {
 TEST(TimerThreadTest, FakeClockDrivesTheThread) {
   FakeClock clock;
   TimerThread thread(&clock);
-  absl::Notification fired;
+  relock::testing::Notification fired;
   thread.ScheduleAfter(absl::Seconds(10), [&] { fired.Notify(); });
   thread.Poke();
   EXPECT_FALSE(fired.WaitForNotificationWithTimeout(absl::Milliseconds(100)));
@@ -177,7 +177,7 @@ TEST(TimerThreadTest, FakeClockDrivesTheThread) {
 TEST(TimerThreadTest, RealClockFiresCancelsAndReschedulesFromCallbacks) {
   TimerThread thread;
   std::atomic<int> fired{0};
-  absl::Notification chained;
+  relock::testing::Notification chained;
   TimerId cancelled = thread.ScheduleAfter(absl::Milliseconds(30), [&] {
     fired.fetch_add(100);
   });
@@ -195,7 +195,7 @@ TEST(TimerThreadTest, RealClockFiresCancelsAndReschedulesFromCallbacks) {
 
 TEST(TimerThreadTest, ShutdownWaitsForARunningCallbackWithoutDeadlock) {
   TimerThread thread;
-  absl::Notification started;
+  relock::testing::Notification started;
   std::atomic<bool> finished{false};
   thread.ScheduleAfter(absl::ZeroDuration(), [&] {
     started.Notify();
@@ -213,7 +213,7 @@ TEST(TimerThreadTest, ShutdownWaitsForARunningCallbackWithoutDeadlock) {
 
 TEST(TimerThreadTest, ShutdownFromInsideACallbackReturns) {
   auto thread = std::make_unique<TimerThread>();
-  absl::Notification done;
+  relock::testing::Notification done;
   thread->ScheduleAfter(absl::Milliseconds(1), [&] {
     thread->Shutdown();  // must not join itself
     done.Notify();

@@ -6,11 +6,11 @@
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "relock/relock.h"
 #include "tests/test_util.h"
+#include "tests/testing/notification.h"
 
 namespace relock {
 namespace {
@@ -40,7 +40,7 @@ TEST_F(WaitingTest, WaiterIsWokenPromptlyByUnlock) {
   Lock lock = client_->GetLock(TestLockName());
   ASSERT_TRUE(lock.Acquire().ok());
   std::atomic<int64_t> acquired_at_ns{0};
-  absl::Notification waiting;
+  relock::testing::Notification waiting;
   std::thread waiter([&] {
     waiting.Notify();
     ASSERT_TRUE(lock.Acquire().ok());

@@ -21,9 +21,11 @@
 #ifndef RELOCK_RELOCK_H_
 #define RELOCK_RELOCK_H_
 
+#include "relock/backoff.h"
 #include "relock/client.h"
 #include "relock/lock.h"
 #include "relock/options.h"
+#include "relock/redlock.h"
 
 namespace relock {
 

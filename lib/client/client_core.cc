@@ -10,28 +10,10 @@
 #include "absl/time/time.h"
 #include "lib/lock/owner.h"
 #include "lib/redis/url.h"
-#include "lua/acquire.lua.h"
-#include "lua/force_release.lua.h"
-#include "lua/release.lua.h"
-#include "lua/release_all.lua.h"
-#include "lua/renew.lua.h"
 
 namespace relock {
 namespace internal {
-namespace {
-
-std::vector<redis::ScriptSource> LockScripts() {
-  // Order matches ScriptId.
-  return {
-      {"acquire", lua::kAcquire},
-      {"release", lua::kRelease},
-      {"release_all", lua::kReleaseAll},
-      {"force_release", lua::kForceRelease},
-      {"renew", lua::kRenew},
-  };
-}
-
-absl::Status ValidateOptions(const ClientOptions& o) {
+absl::Status ValidateClientOptions(const ClientOptions& o) {
   auto invalid = [](absl::string_view what) {
     return absl::InvalidArgumentError(absl::StrCat("ClientOptions: ", what));
   };
@@ -57,8 +39,6 @@ absl::Status ValidateOptions(const ClientOptions& o) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
 ClientCore::ClientCore(ClientOptions options, std::string id,
                        redis::ConnectionOptions conn_options)
     : options_(std::move(options)),
@@ -72,7 +52,7 @@ ClientCore::~ClientCore() { Close(); }
 
 absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
     ClientOptions options) {
-  if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
+  if (absl::Status s = ValidateClientOptions(options); !s.ok()) return s;
   absl::StatusOr<redis::Endpoint> endpoint = redis::ParseRedisUrl(options.url);
   if (!endpoint.ok()) return endpoint.status();
   redis::ConnectionOptions conn_options;

@@ -19,6 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "lib/client/event_queue.h"
 #include "lib/lock/hold_registry.h"
+#include "lib/lock/lock_scripts.h"
 #include "lib/pubsub/subscriber.h"
 #include "lib/redis/pool.h"
 #include "lib/redis/script.h"
@@ -30,14 +31,9 @@
 namespace relock {
 namespace internal {
 
-// Indexes into the client's ScriptSet.
-enum ScriptId : size_t {
-  kAcquireScript,
-  kReleaseScript,
-  kReleaseAllScript,
-  kForceReleaseScript,
-  kRenewScript,
-};
+// InvalidArgument naming the first bad field of `options` (the URL is checked
+// separately).
+absl::Status ValidateClientOptions(const ClientOptions& options);
 
 // Locks per renew script call; the calls of one round are pipelined.
 inline constexpr size_t kRenewKeysPerCall = 1000;

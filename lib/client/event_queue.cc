@@ -7,20 +7,20 @@ namespace internal {
 
 EventQueue::EventQueue(std::function<void(const LockEvent&)> deliver)
     : deliver_(std::move(deliver)) {
-  absl::MutexLock lock(&join_mu_);
+  MutexLock lock(&join_mu_);
   thread_ = std::thread([this] { Run(); });
 }
 
 EventQueue::~EventQueue() { Stop(); }
 
 void EventQueue::Post(LockEvent event) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (stop_) return;
   queue_.push_back(std::move(event));
 }
 
 void EventQueue::Drain() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto idle = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     return queue_.empty() && !delivering_;
   };
@@ -29,10 +29,10 @@ void EventQueue::Drain() {
 
 void EventQueue::Stop() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  absl::MutexLock lock(&join_mu_);
+  MutexLock lock(&join_mu_);
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) {
     thread_.join();
   }
@@ -42,7 +42,7 @@ void EventQueue::Run() {
   while (true) {
     LockEvent event;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
         return !queue_.empty() || stop_;
       };
@@ -53,7 +53,7 @@ void EventQueue::Run() {
       delivering_ = true;
     }
     deliver_(event);
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     delivering_ = false;
   }
 }

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "lib/common/mutex.h"
 #include "relock/options.h"
 
 namespace relock {
@@ -33,11 +33,11 @@ class EventQueue {
   void Run();
 
   const std::function<void(const LockEvent&)> deliver_;
-  absl::Mutex mu_;
+  Mutex mu_;
   std::deque<LockEvent> queue_ ABSL_GUARDED_BY(mu_);
   bool delivering_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Mutex join_mu_;
+  Mutex join_mu_;
   std::thread thread_ ABSL_GUARDED_BY(join_mu_);
 };
 

@@ -7,7 +7,7 @@ void HoldRegistry::OnAcquired(const std::string& name, uint64_t thread,
                               const std::string& owner, bool watchdog,
                               absl::Duration lease,
                               SteadyClock::time_point sent_at) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   Hold& h = holds_[Key(name, thread)];
   if (h.count == 0 || h.lost) {
     h = Hold();
@@ -23,7 +23,7 @@ void HoldRegistry::OnAcquired(const std::string& name, uint64_t thread,
 
 absl::optional<Hold> HoldRegistry::BeginRelease(const std::string& name,
                                                 uint64_t thread) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = holds_.find(Key(name, thread));
   if (it == holds_.end()) return absl::nullopt;
   Hold before = it->second;
@@ -33,7 +33,7 @@ absl::optional<Hold> HoldRegistry::BeginRelease(const std::string& name,
 
 void HoldRegistry::OnReleased(const std::string& name, uint64_t thread,
                               bool freed) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = holds_.find(Key(name, thread));
   if (it == holds_.end()) return;
   Hold& h = it->second;
@@ -47,9 +47,22 @@ void HoldRegistry::OnReleased(const std::string& name, uint64_t thread,
   h.renewing = h.watchdog && !h.lost;
 }
 
+bool HoldRegistry::OnExtended(const std::string& name, uint64_t thread,
+                              absl::Duration lease,
+                              SteadyClock::time_point sent_at) {
+  MutexLock lock(&mu_);
+  auto it = holds_.find(Key(name, thread));
+  if (it == holds_.end() || it->second.lost) return false;
+  it->second.lease = lease;
+  it->second.acked_at = sent_at;
+  it->second.watchdog = false;
+  it->second.renewing = false;
+  return true;
+}
+
 absl::optional<Hold> HoldRegistry::Forget(const std::string& name,
                                           uint64_t thread) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = holds_.find(Key(name, thread));
   if (it == holds_.end()) return absl::nullopt;
   Hold h = std::move(it->second);
@@ -59,14 +72,14 @@ absl::optional<Hold> HoldRegistry::Forget(const std::string& name,
 
 absl::optional<Hold> HoldRegistry::Find(const std::string& name,
                                         uint64_t thread) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = holds_.find(Key(name, thread));
   if (it == holds_.end()) return absl::nullopt;
   return it->second;
 }
 
 std::vector<std::pair<HoldRegistry::Key, Hold>> HoldRegistry::TakeAll() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::vector<std::pair<Key, Hold>> all(holds_.begin(), holds_.end());
   holds_.clear();
   return all;
@@ -79,7 +92,7 @@ size_t HoldRegistry::Sweep(SteadyClock::time_point now,
                            std::vector<LostHold>* lost) {
   const auto period_ns = absl::ToChronoNanoseconds(period);
   size_t renewing = 0;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (auto& [key, h] : holds_) {
     if (!h.renewing || h.lost) continue;
     if (now >= h.acked_at + absl::ToChronoNanoseconds(h.lease)) {
@@ -100,7 +113,7 @@ void HoldRegistry::ApplyRenewals(const std::vector<RenewItem>& due,
                                  const std::vector<bool>& renewed,
                                  SteadyClock::time_point sent_at,
                                  std::vector<LostHold>* lost) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (size_t i = 0; i < due.size(); ++i) {
     auto it = holds_.find(Key(due[i].name, due[i].thread));
     if (it == holds_.end()) continue;

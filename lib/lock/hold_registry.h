@@ -19,10 +19,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
 #include "lib/common/deadline.h"
+#include "lib/common/mutex.h"
 
 namespace relock {
 namespace lock {
@@ -68,6 +68,11 @@ class HoldRegistry {
   absl::optional<Hold> BeginRelease(const std::string& name, uint64_t thread);
   // After the release script answered: `freed` = the lock is now free.
   void OnReleased(const std::string& name, uint64_t thread, bool freed);
+  // A hold's lease was set anew by a command sent at `sent_at` (Redlock's
+  // Extend): it becomes an explicit-lease hold, no longer renewed.
+  // Returns false if there is no live hold.
+  bool OnExtended(const std::string& name, uint64_t thread,
+                  absl::Duration lease, SteadyClock::time_point sent_at);
   // Removes the entry; returns it if there was one.
   absl::optional<Hold> Forget(const std::string& name, uint64_t thread);
   absl::optional<Hold> Find(const std::string& name, uint64_t thread) const;
@@ -90,7 +95,7 @@ class HoldRegistry {
                      std::vector<LostHold>* lost);
 
  private:
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::flat_hash_map<Key, Hold> holds_ ABSL_GUARDED_BY(mu_);
   uint64_t next_hold_id_ ABSL_GUARDED_BY(mu_) = 1;
 };

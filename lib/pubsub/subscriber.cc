@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <memory>
 #include <cerrno>
 #include <utility>
 
@@ -27,12 +28,42 @@ absl::Duration SliceUntil(Deadline deadline) {
 
 }  // namespace
 
+// ------------------------------------------------------------------ WakeSignal
+
+void WakeSignal::Notify() {
+  MutexLock lock(&mu_);
+  notified_ = true;
+  cv_.Signal();
+}
+
+bool WakeSignal::Wait(Deadline deadline) {
+  MutexLock lock(&mu_);
+  while (!notified_) {
+    if (deadline.Expired()) return false;
+    cv_.WaitWithTimeout(&mu_, SliceUntil(deadline));
+  }
+  notified_ = false;
+  return true;
+}
+
 // ---------------------------------------------------------------- Subscription
 
-Subscription::~Subscription() { owner_->Unref(name_, channel_); }
+Subscription::~Subscription() {
+  if (signal_ != nullptr) {
+    MutexLock lock(&owner_->mu_);
+    auto& v = channel_->signals;
+    v.erase(std::find(v.begin(), v.end(), signal_.get()));
+  }
+  owner_->Unref(name_, channel_);
+}
+
+bool Subscription::confirmed() const {
+  MutexLock lock(&owner_->mu_);
+  return !owner_->closed_ && owner_->Confirmed(*channel_);
+}
 
 absl::Status Subscription::AwaitConfirmed(Deadline deadline) {
-  absl::MutexLock lock(&owner_->mu_);
+  MutexLock lock(&owner_->mu_);
   while (!owner_->closed_ && !owner_->Confirmed(*channel_)) {
     if (deadline.Expired()) {
       if (!owner_->connected_) {
@@ -53,7 +84,7 @@ absl::Status Subscription::AwaitConfirmed(Deadline deadline) {
 }
 
 WakeReason Subscription::Wait(Deadline deadline) {
-  absl::MutexLock lock(&owner_->mu_);
+  MutexLock lock(&owner_->mu_);
   while (true) {
     if (owner_->closed_) return WakeReason::kClosed;
     if (owner_->generation_ != seen_generation_) {
@@ -69,7 +100,7 @@ WakeReason Subscription::Wait(Deadline deadline) {
 }
 
 void Subscription::PassOn() {
-  absl::MutexLock lock(&owner_->mu_);
+  MutexLock lock(&owner_->mu_);
   ++channel_->permits;
   channel_->cv.Signal();
 }
@@ -80,13 +111,15 @@ Subscriber::Subscriber(redis::ConnectionOptions options)
     : options_(std::move(options)) {}
 
 absl::StatusOr<std::unique_ptr<Subscriber>> Subscriber::Start(
-    redis::ConnectionOptions options) {
-  absl::StatusOr<std::unique_ptr<redis::Connection>> conn =
-      redis::Connection::Open(options);
-  if (!conn.ok()) {
-    return absl::Status(conn.status().code(),
-                        absl::StrCat("pub/sub connection: ",
-                                     conn.status().message()));
+    redis::ConnectionOptions options, bool connect_now) {
+  absl::StatusOr<std::unique_ptr<redis::Connection>> conn;
+  if (connect_now) {
+    conn = redis::Connection::Open(options);
+    if (!conn.ok()) {
+      return absl::Status(conn.status().code(),
+                          absl::StrCat("pub/sub connection: ",
+                                       conn.status().message()));
+    }
   }
   std::unique_ptr<Subscriber> s(new Subscriber(std::move(options)));
   s->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -94,9 +127,9 @@ absl::StatusOr<std::unique_ptr<Subscriber>> Subscriber::Start(
     return absl::ResourceExhaustedError(
         absl::StrCat("eventfd: ", strerror(errno)));
   }
-  s->OnConnected(*std::move(conn));
+  if (connect_now) s->OnConnected(*std::move(conn));
   {
-    absl::MutexLock lock(&s->join_mu_);
+    MutexLock lock(&s->join_mu_);
     s->thread_ = std::thread([p = s.get()] { p->Run(); });
   }
   return s;
@@ -109,19 +142,22 @@ Subscriber::~Subscriber() {
 
 void Subscriber::Close() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     closed_ = true;
-    for (auto& [name, c] : channels_) c.cv.SignalAll();
+    for (auto& [name, c] : channels_) {
+      c.cv.SignalAll();
+      c.NotifySignals();
+    }
   }
   Wake();
-  absl::MutexLock lock(&join_mu_);
+  MutexLock lock(&join_mu_);
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) {
     thread_.join();
   }
 }
 
 uint64_t Subscriber::generation() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return generation_;
 }
 
@@ -142,12 +178,14 @@ void Subscriber::Enqueue(Op op, const std::string& name, Channel* c) {
   outbox_.emplace_back(op, name);
 }
 
-std::unique_ptr<Subscription> Subscriber::Subscribe(const std::string& name) {
+std::unique_ptr<Subscription> Subscriber::Subscribe(
+    const std::string& name, std::shared_ptr<WakeSignal> signal) {
   Channel* c;
   bool queued = false;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     c = &channels_[name];
+    if (signal != nullptr) c->signals.push_back(signal.get());
     if (c->refs++ == 0) {
       c->permits = 0;
       if (!c->wanted) {
@@ -157,13 +195,14 @@ std::unique_ptr<Subscription> Subscriber::Subscribe(const std::string& name) {
     }
   }
   if (queued) Wake();
-  return std::unique_ptr<Subscription>(new Subscription(this, name, c));
+  return std::unique_ptr<Subscription>(
+      new Subscription(this, name, c, std::move(signal)));
 }
 
 void Subscriber::Unref(const std::string& name, Channel* c) {
   bool queued = false;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (--c->refs > 0) return;
     c->permits = 0;
     if (connected_ && !closed_) {
@@ -182,7 +221,7 @@ void Subscriber::Unref(const std::string& name, Channel* c) {
 void Subscriber::OnConnected(std::unique_ptr<redis::Connection> conn) {
   conn_ = std::move(conn);
   ping_outstanding_ = false;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   connected_ = true;
   ++generation_;
   outbox_.clear();
@@ -196,13 +235,14 @@ void Subscriber::OnConnected(std::unique_ptr<redis::Connection> conn) {
     c.wanted = false;
     Enqueue(Op::kSubscribe, it->first, &c);
     c.cv.SignalAll();  // generation changed: waiters re-check
+    c.NotifySignals();
     ++it;
   }
 }
 
 void Subscriber::OnDisconnected(const absl::Status& why) {
   conn_.reset();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   connected_ = false;
   last_error_ = why;
   outbox_.clear();
@@ -219,7 +259,7 @@ void Subscriber::OnDisconnected(const absl::Status& why) {
 absl::Status Subscriber::Flush() {
   std::vector<std::pair<Op, std::string>> batch;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     batch.swap(outbox_);
   }
   for (const auto& [op, name] : batch) {
@@ -248,7 +288,7 @@ void Subscriber::Dispatch(const redis::ReplyView& reply) {
     return;
   }
   std::string name(reply[1].str());
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = channels_.find(name);
   if (it == channels_.end()) return;
   Channel& c = it->second;
@@ -256,6 +296,7 @@ void Subscriber::Dispatch(const redis::ReplyView& reply) {
     if (reply.size() >= 3 && reply[2].str() == kUnlockMessage && c.refs > 0) {
       ++c.permits;
       c.cv.Signal();
+      c.NotifySignals();
     }
   } else if (kind == "subscribe" || kind == "unsubscribe") {
     if (c.in_flight > 0) --c.in_flight;
@@ -263,6 +304,7 @@ void Subscriber::Dispatch(const redis::ReplyView& reply) {
       channels_.erase(it);
     } else if (Confirmed(c)) {
       c.cv.SignalAll();
+      c.NotifySignals();
     }
   }
 }
@@ -289,7 +331,7 @@ void Subscriber::Run() {
   Deadline pong_due = Deadline::Never();
   while (true) {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (closed_) break;
     }
     if (conn_ == nullptr) {
@@ -302,7 +344,7 @@ void Subscriber::Run() {
         pong_due = Deadline::Never();
       } else {
         {
-          absl::MutexLock lock(&mu_);
+          MutexLock lock(&mu_);
           last_error_ = conn.status();
           auto closed = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
             return closed_;
@@ -361,7 +403,7 @@ void Subscriber::Run() {
     }
   }
   conn_.reset();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   connected_ = false;
 }
 

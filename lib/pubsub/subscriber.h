@@ -31,14 +31,30 @@
 #include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "lib/common/deadline.h"
+#include "lib/common/mutex.h"
 #include "lib/redis/connection.h"
 
 namespace relock {
 namespace pubsub {
 
 class Subscriber;
+
+// A wake-up shared by subscriptions on several subscribers (a Redlock waiter
+// listens on every master): notified on every unlock message, subscription
+// confirmation and reconnect of any of them. Notifications coalesce.
+class WakeSignal {
+ public:
+  void Notify();
+  // Returns true once notified since the previous Wait() (consuming it), or
+  // false at `deadline`.
+  bool Wait(Deadline deadline);
+
+ private:
+  Mutex mu_;
+  CondVar cv_;
+  bool notified_ ABSL_GUARDED_BY(mu_) = false;
+};
 
 // Why Subscription::Wait() returned.
 enum class WakeReason {
@@ -68,15 +84,24 @@ class Subscription {
   // a notification but leaves without acting on it).
   void PassOn();
 
+  // Whether the server has confirmed the subscription on the current
+  // connection (no waiting).
+  bool confirmed() const;
+
  private:
   friend class Subscriber;
   struct Channel;
-  Subscription(Subscriber* owner, std::string name, Channel* channel)
-      : owner_(owner), name_(std::move(name)), channel_(channel) {}
+  Subscription(Subscriber* owner, std::string name, Channel* channel,
+               std::shared_ptr<WakeSignal> signal)
+      : owner_(owner),
+        name_(std::move(name)),
+        channel_(channel),
+        signal_(std::move(signal)) {}
 
   Subscriber* owner_;
   std::string name_;
   Channel* channel_;
+  std::shared_ptr<WakeSignal> signal_;
   uint64_t seen_generation_ = 0;
 };
 
@@ -85,21 +110,28 @@ struct Subscription::Channel {
   int64_t permits = 0;
   int in_flight = 0;    // SUBSCRIBE/UNSUBSCRIBE sent, reply not yet read
   bool wanted = false;  // the last command queued was SUBSCRIBE
-  absl::CondVar cv;
+  CondVar cv;
+  std::vector<WakeSignal*> signals;  // of the Subscriptions that have one
+  void NotifySignals() {
+    for (WakeSignal* s : signals) s->Notify();
+  }
 };
 
 class Subscriber {
  public:
   // Connects (so a client fails to start when pub/sub is impossible) and
-  // starts the thread.
+  // starts the thread. With `connect_now` false the thread connects in the
+  // background (and keeps retrying), for servers that may be down at start.
   static absl::StatusOr<std::unique_ptr<Subscriber>> Start(
-      redis::ConnectionOptions options);
+      redis::ConnectionOptions options, bool connect_now = true);
   ~Subscriber();
 
   // Stops the thread and wakes every waiter with kClosed. Idempotent.
   void Close();
 
-  std::unique_ptr<Subscription> Subscribe(const std::string& channel);
+  // `signal`, if given, is also notified for this subscription's events.
+  std::unique_ptr<Subscription> Subscribe(
+      const std::string& channel, std::shared_ptr<WakeSignal> signal = nullptr);
 
   // Connections made so far (1 after Start). For tests and diagnostics.
   uint64_t generation() const;
@@ -125,11 +157,11 @@ class Subscriber {
 
   const redis::ConnectionOptions options_;
   int wake_fd_ = -1;
-  absl::Mutex join_mu_;  // serializes Close()'s join
+  Mutex join_mu_;  // serializes Close()'s join
   std::thread thread_ ABSL_GUARDED_BY(join_mu_);
   std::unique_ptr<redis::Connection> conn_;  // loop thread only
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::node_hash_map<std::string, Channel> channels_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<Op, std::string>> outbox_ ABSL_GUARDED_BY(mu_);
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;

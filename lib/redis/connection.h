@@ -67,6 +67,8 @@ class Connection {
   // Marks the connection broken and returns Unavailable describing
   // `what` and the context's error.
   absl::Status Fail(absl::string_view what);
+  // Marks the connection broken (e.g. a reply is still owed on it).
+  void MarkBroken() { broken_ = true; }
 
  private:
   Connection(redisContext* ctx, const ConnectionOptions& options)

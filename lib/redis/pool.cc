@@ -21,7 +21,7 @@ ConnectionPool::~ConnectionPool() { Close(); }
 
 absl::StatusOr<PooledConnection> ConnectionPool::Get(Deadline deadline) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto can_proceed = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
       return closed_ || !idle_.empty() || open_ < size_;
     };
@@ -49,7 +49,7 @@ absl::StatusOr<PooledConnection> ConnectionPool::Get(Deadline deadline) {
   absl::StatusOr<std::unique_ptr<Connection>> conn =
       Connection::Open(options_, deadline);
   if (!conn.ok()) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     --open_;
     return conn.status();
   }
@@ -58,7 +58,7 @@ absl::StatusOr<PooledConnection> ConnectionPool::Get(Deadline deadline) {
 
 void ConnectionPool::Return(std::unique_ptr<Connection> conn) {
   std::unique_ptr<Connection> doomed;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (closed_ || conn->broken()) {
     --open_;
     doomed = std::move(conn);  // freed after the mutex is released
@@ -69,7 +69,7 @@ void ConnectionPool::Return(std::unique_ptr<Connection> conn) {
 
 void ConnectionPool::Close() {
   std::vector<std::unique_ptr<Connection>> doomed;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   closed_ = true;
   open_ -= static_cast<int>(idle_.size());
   doomed.swap(idle_);

@@ -14,7 +14,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "lib/common/mutex.h"
 #include "lib/redis/connection.h"
 
 namespace relock {
@@ -61,7 +61,7 @@ class ConnectionPool {
 
   const ConnectionOptions options_;
   const int size_;
-  absl::Mutex mu_;
+  Mutex mu_;
   std::vector<std::unique_ptr<Connection>> idle_ ABSL_GUARDED_BY(mu_);
   int open_ ABSL_GUARDED_BY(mu_) = 0;  // idle + lent + being opened
   bool closed_ ABSL_GUARDED_BY(mu_) = false;

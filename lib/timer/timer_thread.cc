@@ -25,18 +25,18 @@ const Clock* RealClock() {
 }
 
 SteadyClock::time_point FakeClock::Now() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return now_;
 }
 
 void FakeClock::Advance(absl::Duration d) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   now_ += absl::ToChronoNanoseconds(d);
 }
 
 TimerThread::TimerThread(const Clock* clock)
     : clock_(clock), epoch_(clock->Now()), wheel_(0) {
-  absl::MutexLock lock(&join_mu_);
+  MutexLock lock(&join_mu_);
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -54,7 +54,7 @@ Tick TimerThread::TickAt(SteadyClock::time_point t, bool round_up) const {
 TimerId TimerThread::ScheduleAt(SteadyClock::time_point when,
                                 TimerCallback callback) {
   const Tick tick = TickAt(when, /*round_up=*/true);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (stop_) return 0;
   const absl::optional<Tick> before = wheel_.NextWakeup();
   TimerId id = wheel_.Schedule(tick, std::move(callback));
@@ -71,26 +71,26 @@ TimerId TimerThread::ScheduleAfter(absl::Duration delay,
 }
 
 bool TimerThread::Cancel(TimerId id) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return wheel_.Cancel(id);
 }
 
 void TimerThread::Poke() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   poked_ = true;
 }
 
 size_t TimerThread::pending() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return wheel_.size();
 }
 
 void TimerThread::Shutdown() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  absl::MutexLock lock(&join_mu_);
+  MutexLock lock(&join_mu_);
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) {
     thread_.join();
   }
@@ -101,7 +101,7 @@ void TimerThread::Run() {
   bool stopping = false;
   while (!stopping) {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       while (true) {
         if (stop_) {
           // Pending timers are dropped; their callbacks are destroyed below,

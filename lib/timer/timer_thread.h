@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "lib/common/deadline.h"
+#include "lib/common/mutex.h"
 #include "lib/timer/timer_wheel.h"
 
 namespace relock {
@@ -43,7 +43,7 @@ class FakeClock : public Clock {
   void Advance(absl::Duration d);
 
  private:
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   SteadyClock::time_point now_ ABSL_GUARDED_BY(mu_){};
 };
 
@@ -73,11 +73,11 @@ class TimerThread {
 
   const Clock* const clock_;
   const SteadyClock::time_point epoch_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   TimerWheel wheel_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool poked_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Mutex join_mu_;
+  Mutex join_mu_;
   std::thread thread_ ABSL_GUARDED_BY(join_mu_);
 };
 

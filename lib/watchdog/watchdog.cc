@@ -29,7 +29,7 @@ Watchdog::Watchdog(absl::Duration lease, lock::HoldRegistry* holds,
       timers_(timers),
       renew_(std::move(renew)),
       on_lost_(std::move(on_lost)) {
-  absl::MutexLock lock(&join_mu_);
+  MutexLock lock(&join_mu_);
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -39,40 +39,40 @@ void Watchdog::ScheduleRound(absl::Duration delay) {
   State& s = *state_;
   if (s.stop || s.timer != 0) return;
   s.timer = timers_->ScheduleAfter(delay, [state = state_] {
-    absl::MutexLock lock(&state->mu);
+    MutexLock lock(&state->mu);
     state->timer = 0;
     state->due = true;
   });
 }
 
 void Watchdog::Activate() {
-  absl::MutexLock lock(&state_->mu);
+  MutexLock lock(&state_->mu);
   ScheduleRound(round_interval_);
 }
 
 void Watchdog::Stop() {
   {
-    absl::MutexLock lock(&state_->mu);
+    MutexLock lock(&state_->mu);
     state_->stop = true;
     if (state_->timer != 0) timers_->Cancel(state_->timer);
     state_->timer = 0;
   }
-  absl::MutexLock lock(&join_mu_);
+  MutexLock lock(&join_mu_);
   if (thread_.joinable()) thread_.join();
 }
 
 uint64_t Watchdog::rounds() const {
-  absl::MutexLock lock(&state_->mu);
+  MutexLock lock(&state_->mu);
   return state_->rounds;
 }
 
 uint64_t Watchdog::failed_rounds() const {
-  absl::MutexLock lock(&state_->mu);
+  MutexLock lock(&state_->mu);
   return state_->failed_rounds;
 }
 
 RoundStats Watchdog::RunRound(bool all) {
-  absl::MutexLock round_lock(&round_mu_);
+  MutexLock round_lock(&round_mu_);
   RoundStats stats;
   const SteadyClock::time_point start = SteadyClock::now();
   const absl::Duration cpu_start = ThreadCpuTime();
@@ -114,7 +114,7 @@ RoundStats Watchdog::RunRound(bool all) {
   }
   stats.wall = absl::FromChrono(SteadyClock::now() - start);
   stats.cpu = ThreadCpuTime() - cpu_start;
-  absl::MutexLock lock(&state_->mu);
+  MutexLock lock(&state_->mu);
   ++state_->rounds;
   if (stats.failed) ++state_->failed_rounds;
   return stats;
@@ -124,7 +124,7 @@ void Watchdog::Run() {
   while (true) {
     State& s = *state_;
     {
-      absl::MutexLock lock(&s.mu);
+      MutexLock lock(&s.mu);
       auto woken = [&s]() ABSL_SHARED_LOCKS_REQUIRED(s.mu) {
         return s.due || s.stop;
       };
@@ -133,7 +133,7 @@ void Watchdog::Run() {
       s.due = false;
     }
     RoundStats stats = RunRound(/*all=*/false);
-    absl::MutexLock lock(&s.mu);
+    MutexLock lock(&s.mu);
     if (stats.renewing > 0) {
       ScheduleRound(stats.failed ? retry_interval_ : round_interval_);
     }

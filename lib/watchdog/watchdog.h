@@ -36,8 +36,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "lib/common/mutex.h"
 #include "lib/lock/hold_registry.h"
 #include "lib/timer/timer_thread.h"
 
@@ -97,13 +97,13 @@ class Watchdog {
   const RenewFn renew_;
   const LostFn on_lost_;
 
-  absl::Mutex round_mu_;  // one round at a time
+  Mutex round_mu_;  // one round at a time
   absl::Status last_error_ ABSL_GUARDED_BY(round_mu_);
 
   // Shared with the timer callback, which may run after Stop() cancelled it
   // too late; it then touches only this.
   struct State {
-    absl::Mutex mu;
+    Mutex mu;
     bool stop ABSL_GUARDED_BY(mu) = false;
     bool due ABSL_GUARDED_BY(mu) = false;        // a round should run now
     timer::TimerId timer ABSL_GUARDED_BY(mu) = 0;  // next round, if scheduled
@@ -111,7 +111,7 @@ class Watchdog {
     uint64_t failed_rounds ABSL_GUARDED_BY(mu) = 0;
   };
   const std::shared_ptr<State> state_ = std::make_shared<State>();
-  absl::Mutex join_mu_;
+  Mutex join_mu_;
   std::thread thread_ ABSL_GUARDED_BY(join_mu_);
 };
 

@@ -18,16 +18,15 @@
 #include <utility>
 #include <vector>
 
-#include "absl/base/const_init.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "lib/common/mutex.h"
 #include "tests/testing/spawn.h"
 
 namespace relock {
@@ -37,20 +36,27 @@ namespace {
 constexpr absl::string_view kChildFlag = "--relock_child=";
 constexpr int kUnknownChildExitCode = 125;
 
-ABSL_CONST_INIT absl::Mutex registry_mu(absl::kConstInit);
+// The registered child routines. A function-local static (never destroyed)
+// rather than a constant-initialized global mutex: RegisterChildMain runs
+// from static initializers, and relock::Mutex has no constexpr constructor
+// under ThreadSanitizer (lib/common/mutex.h).
+struct Registry {
+  Mutex mu;
+  std::map<std::string, ChildMain> mains ABSL_GUARDED_BY(mu);
+};
 
-std::map<std::string, ChildMain>& Registry()
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(registry_mu) {
-  static auto* const registry = new std::map<std::string, ChildMain>;
+Registry& TheRegistry() {
+  static auto* const registry = new Registry;
   return *registry;
 }
 
 ChildMain FindChildMain(const std::string& name, std::string* known) {
-  absl::MutexLock lock(&registry_mu);
-  auto it = Registry().find(name);
-  if (it != Registry().end()) return it->second;
+  Registry& registry = TheRegistry();
+  MutexLock lock(&registry.mu);
+  auto it = registry.mains.find(name);
+  if (it != registry.mains.end()) return it->second;
   std::vector<std::string> names;
-  for (const auto& entry : Registry()) names.push_back(entry.first);
+  for (const auto& entry : registry.mains) names.push_back(entry.first);
   *known = names.empty() ? "(none)" : absl::StrJoin(names, ", ");
   return nullptr;
 }
@@ -63,8 +69,9 @@ void CloseIfOpen(int& fd) {
 }  // namespace
 
 void RegisterChildMain(const std::string& name, ChildMain fn) {
-  absl::MutexLock lock(&registry_mu);
-  auto inserted = Registry().emplace(name, fn);
+  Registry& registry = TheRegistry();
+  MutexLock lock(&registry.mu);
+  auto inserted = registry.mains.emplace(name, fn);
   if (!inserted.second && inserted.first->second != fn) {
     fprintf(stderr,
             "FATAL: relock::testing::RegisterChildMain: two routines named "
@@ -153,7 +160,7 @@ ChildProcess::ChildProcess(std::string name, pid_t pid, int stdin_fd,
 
 ChildProcess::~ChildProcess() {
   {
-    absl::MutexLock lock(&wait_mu_);
+    MutexLock lock(&wait_mu_);
     if (!reaped_) {
       kill(pid_, SIGKILL);
       (void)internal::Reap(pid_);
@@ -161,15 +168,15 @@ ChildProcess::~ChildProcess() {
     }
   }
   {
-    absl::MutexLock lock(&write_mu_);
+    MutexLock lock(&write_mu_);
     CloseIfOpen(stdin_fd_);
   }
-  absl::MutexLock lock(&read_mu_);
+  MutexLock lock(&read_mu_);
   CloseIfOpen(stdout_fd_);
 }
 
 absl::StatusOr<std::string> ChildProcess::ReadLine(absl::Duration timeout) {
-  absl::MutexLock lock(&read_mu_);
+  MutexLock lock(&read_mu_);
   const auto deadline =
       std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(timeout);
   for (;;) {
@@ -215,7 +222,7 @@ absl::StatusOr<std::string> ChildProcess::ReadLine(absl::Duration timeout) {
 }
 
 absl::Status ChildProcess::WriteLine(absl::string_view line) {
-  absl::MutexLock lock(&write_mu_);
+  MutexLock lock(&write_mu_);
   if (stdin_fd_ < 0) {
     return absl::FailedPreconditionError(
         "ChildProcess::WriteLine: stdin already closed");
@@ -236,13 +243,13 @@ absl::Status ChildProcess::WriteLine(absl::string_view line) {
 }
 
 absl::Status ChildProcess::CloseStdin() {
-  absl::MutexLock lock(&write_mu_);
+  MutexLock lock(&write_mu_);
   CloseIfOpen(stdin_fd_);
   return absl::OkStatus();
 }
 
 absl::Status ChildProcess::Signal(int sig) {
-  absl::MutexLock lock(&wait_mu_);
+  MutexLock lock(&wait_mu_);
   if (reaped_) {
     return absl::FailedPreconditionError(absl::StrCat(
         "ChildProcess::Signal: child ", name_, " has been reaped"));
@@ -261,7 +268,7 @@ absl::StatusOr<int> ChildProcess::Wait(absl::Duration timeout) {
   for (;;) {
     {
       // Not held while sleeping, so Signal() works from another thread.
-      absl::MutexLock lock(&wait_mu_);
+      MutexLock lock(&wait_mu_);
       if (reaped_) return exit_code_;
       absl::StatusOr<int> status = internal::TryReap(pid_);
       if (status.ok()) {

@@ -48,8 +48,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "lib/common/mutex.h"
 
 namespace relock {
 namespace testing {
@@ -122,16 +122,16 @@ class ChildProcess {
   const std::string name_;
   const pid_t pid_;
 
-  absl::Mutex wait_mu_;
+  Mutex wait_mu_;
   bool reaped_ ABSL_GUARDED_BY(wait_mu_) = false;
   int exit_code_ ABSL_GUARDED_BY(wait_mu_) = -1;
 
-  absl::Mutex read_mu_;
+  Mutex read_mu_;
   int stdout_fd_ ABSL_GUARDED_BY(read_mu_);
   std::string buffer_ ABSL_GUARDED_BY(read_mu_);
   bool eof_ ABSL_GUARDED_BY(read_mu_) = false;
 
-  absl::Mutex write_mu_;
+  Mutex write_mu_;
   int stdin_fd_ ABSL_GUARDED_BY(write_mu_);
 };
 

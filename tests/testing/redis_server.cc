@@ -35,9 +35,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "lib/common/mutex.h"
 #include "tests/testing/spawn.h"
 
 namespace relock {
@@ -416,7 +416,7 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
     std::unique_ptr<RedisServer> server(
         new RedisServer(options, *binary, major_version, *dir, *port));
     {
-      absl::MutexLock lock(&server->mu_);
+      MutexLock lock(&server->mu_);
       last = server->StartProcessLocked();
     }
     if (last.ok()) return server;
@@ -433,7 +433,7 @@ RedisServer::~RedisServer() { Shutdown(); }
 void RedisServer::Shutdown() {
   if (getpid() != creator_pid_) return;  // A fork()ed copy: not ours.
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (shut_down_) return;
     shut_down_ = true;
     (void)StopLocked();
@@ -566,13 +566,13 @@ absl::Status RedisServer::StopLocked() {
 }
 
 pid_t RedisServer::pid() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   ReapIfExitedLocked();
   return pid_;
 }
 
 bool RedisServer::running() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   ReapIfExitedLocked();
   return pid_ > 0;
 }
@@ -595,12 +595,12 @@ std::string RedisServer::unix_url() const {
 }
 
 absl::Status RedisServer::Stop() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return StopLocked();
 }
 
 absl::Status RedisServer::Restart() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (shut_down_) {
     return absl::FailedPreconditionError("RedisServer::Restart: shut down");
   }
@@ -617,7 +617,7 @@ absl::Status RedisServer::Restart() {
 }
 
 absl::Status RedisServer::Kill() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   ReapIfExitedLocked();
   if (pid_ <= 0) {
     return absl::FailedPreconditionError("RedisServer::Kill: not running");
@@ -630,7 +630,7 @@ absl::Status RedisServer::Kill() {
 }
 
 absl::Status RedisServer::Pause() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   ReapIfExitedLocked();
   if (pid_ <= 0) {
     return absl::FailedPreconditionError("RedisServer::Pause: not running");
@@ -656,7 +656,7 @@ absl::Status RedisServer::Pause() {
 }
 
 absl::Status RedisServer::Resume() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   ReapIfExitedLocked();
   if (pid_ <= 0) {
     return absl::FailedPreconditionError("RedisServer::Resume: not running");
@@ -667,6 +667,12 @@ absl::Status RedisServer::Resume() {
   }
   paused_ = false;
   return absl::OkStatus();
+}
+
+absl::StatusOr<RedisValue> CommandOnPort(int port,
+                                         const std::vector<std::string>& argv,
+                                         const std::string& password) {
+  return RawCommand(port, password, argv, kConnectTimeout, kCommandTimeout);
 }
 
 absl::StatusOr<RedisValue> RedisServer::Command(

@@ -51,8 +51,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "lib/common/mutex.h"
 
 namespace relock {
 namespace testing {
@@ -167,6 +167,13 @@ class RedisServer {
 
   friend RedisServer& SharedRedisServer();
 
+// One command on a fresh connection to 127.0.0.1:`port` (AUTH with
+// `password` if not empty), for code that does not own the server, such as a
+// child process. Same timeouts and errors as RedisServer::Command().
+absl::StatusOr<RedisValue> CommandOnPort(int port,
+                                         const std::vector<std::string>& argv,
+                                         const std::string& password = "");
+
   const RedisServerOptions options_;
   const std::string binary_;
   const int major_version_;  // Of binary_; 0 if unknown.
@@ -176,7 +183,7 @@ class RedisServer {
   const int port_;
   const pid_t creator_pid_;  // getpid() of the process that started it.
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   mutable pid_t pid_ ABSL_GUARDED_BY(mu_) = -1;
   mutable bool paused_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
@@ -187,6 +194,13 @@ class RedisServer {
 // cannot start. Tests that stop, kill or pause a server should start their own
 // with RedisServer::Start() instead.
 RedisServer& SharedRedisServer();
+
+// One command on a fresh connection to 127.0.0.1:`port` (AUTH with
+// `password` if not empty), for code that does not own the server, such as a
+// child process. Same timeouts and errors as RedisServer::Command().
+absl::StatusOr<RedisValue> CommandOnPort(int port,
+                                         const std::vector<std::string>& argv,
+                                         const std::string& password = "");
 
 }  // namespace testing
 }  // namespace relock

@@ -21,9 +21,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "lib/common/mutex.h"
 
 extern char** environ;
 
@@ -170,7 +170,7 @@ class Spawner {
       return ForkAndExec(options);
     }
     Request request{&options};
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     queue_.push_back(&request);
     mu_.Await(absl::Condition(&request.done));
     return request.result;
@@ -195,20 +195,20 @@ class Spawner {
     for (;;) {
       Request* request;
       {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         mu_.Await(absl::Condition(this, &Spawner::HasWork));
         request = queue_.front();
         queue_.pop_front();
       }
       absl::StatusOr<pid_t> result = ForkAndExec(*request->options);
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       request->result = std::move(result);
       request->done = true;
     }
   }
 
   const pid_t owner_;
-  absl::Mutex mu_;
+  Mutex mu_;
   std::deque<Request*> queue_ ABSL_GUARDED_BY(mu_);
 };
 

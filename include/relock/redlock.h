@@ -1,0 +1,231 @@
+// relock/redlock.h
+//
+// `relock::RedlockClient` and `relock::RedlockLock`: a reentrant lock held on
+// a majority of N independent Redis masters (the Redlock algorithm of
+// redis.io, as in redsync), for deployments that must survive the loss of a
+// minority of masters.
+//
+// How it works
+// ------------
+// Every master stores the lock exactly as the single-node relock::Lock does
+// (a hash at the lock's key; field "<client-id>:<thread>" = hold count; TTL =
+// lease), so the lock is reentrant on every master, which redsync's is not.
+// An attempt sends the acquire script to all N masters at once from the
+// calling thread (each request written first, replies read as they arrive),
+// so it costs about one round trip of the slowest master, not N; each master
+// gets at most the per-master timeout. The attempt succeeds when a quorum
+// (N/2 + 1) acquired and the remaining validity is positive:
+//
+//   validity = lease - elapsed - (drift_factor * lease + 2 ms)
+//
+// on the steady clock, elapsed measured from before the first request.
+// Otherwise the attempt releases the lock on every master that granted it.
+// When the quorum failed because another owner holds the lock, the thread
+// waits by notification: it subscribes to the lock's unlock channel on every
+// master (any quorum of confirmed subscriptions suffices: two quorums always
+// share a master, so the holder's release is seen), re-checks, and sleeps
+// until an unlock message, the holder's lease end or its own deadline. When
+// the quorum failed because masters did not answer (errors, timeouts) or the
+// validity ran out, the attempt is retried after `retry_backoff`'s delay, at
+// most `tries` attempts per call, then the call fails with a status that
+// names every master and what it said.
+//
+// Releasing runs the release script on every master; it succeeds when a
+// majority released. Without an explicit lease the lease is
+// `connection.lock_watchdog_timeout` and the client's watchdog extends it on
+// every master about every third of it, in batches; the lock is lost (a
+// kLockLost event, Aborted from Release) when a majority no longer has it or
+// no majority renewal succeeds before the validity ends. Extend() renews an
+// explicit lease by hand.
+//
+// States, as seen by the calling thread T (as relock::Lock, with "held" =
+// held on a quorum of masters):
+//
+//   state          | lock()/Acquire     | try_lock()  | unlock()/Release
+//   ---------------+--------------------+-------------+-----------------------
+//   Free           | -> Held-by-T(1)    | true        | FailedPrecondition
+//   Held-by-T(n)   | -> Held-by-T(n+1)  | true, (n+1) | n>1: (n-1); n=1: Free
+//   Held-by-other  | waits (notified)   | false       | FailedPrecondition
+//   Lease-lost     | as Free/other      | as Free/other | Aborted ("lease lost")
+//
+// Safety caveats (read before relying on it)
+// ------------------------------------------
+// - Clocks: validity assumes that time passes at about the same rate on this
+//   host and on every master (bounded drift, drift_factor), not that clocks
+//   agree; a master whose clock jumps forward expires keys early.
+// - Restarts: a master that restarts without persistence (or with fsync less
+//   often than every write) forgets the locks it granted, and another owner
+//   can then win a quorum that overlaps yours. Run masters with
+//   `appendonly yes` + `appendfsync always`, or keep a restarted master out
+//   of service for longer than the longest lease (delayed restart).
+// - Pauses: like any lease lock, a holder paused (GC, SIGSTOP, swap) past its
+//   validity may still act on the resource. Check ValidUntil() before acting,
+//   and use fencing tokens where the resource can check them.
+//
+// Errors: as relock::Lock, plus Unavailable when no quorum of masters could
+// be reached within `tries` attempts (the message lists each master's
+// answer: acquired, held by another owner, unavailable and why) and
+// DeadlineExceeded when the wait ended while another owner held a quorum.
+//
+// Thread-safety: all methods may be called from any thread.
+
+#ifndef RELOCK_REDLOCK_H_
+#define RELOCK_REDLOCK_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/attributes.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "relock/backoff.h"
+#include "relock/lock.h"
+#include "relock/options.h"
+
+namespace relock {
+
+namespace internal {
+class RedlockCore;
+}  // namespace internal
+
+struct RedlockOptions {
+  // The N independent masters (redis:// or unix:// URLs, as
+  // ClientOptions::url). Typically 3 or 5; 1 to 15 accepted.
+  std::vector<std::string> urls;
+
+  // Per-master connection settings and lock defaults: connect_timeout,
+  // command_timeout, pool_size, lock_watchdog_timeout (the lease when none is
+  // given), client_id, on_lock_event. `connection.url` is ignored.
+  ClientOptions connection;
+
+  // Clock drift allowance, as a fraction of the lease (redsync: 0.01).
+  // In [0, 0.5).
+  double drift_factor = 0.01;
+
+  // Per-master timeout of each request, as a fraction of the lease
+  // (redsync: 0.05), at least 2 ms and at most connection.command_timeout.
+  // In (0, 1].
+  double timeout_factor = 0.01;
+
+  // Most attempts per call that fail for lack of a quorum of *answers*
+  // (masters unavailable or too slow, validity used up). Waiting for another
+  // owner does not count. At least 1.
+  int tries = 3;
+
+  // Delay between such attempts. Null = ExponentialBackoff() (10 ms doubling
+  // to 1 s, 20% jitter).
+  std::shared_ptr<const BackoffStrategy> retry_backoff;
+
+  // Makes the client-id part of owner fields (redsync's genValue); called
+  // once at Connect. Null = connection.client_id, or a random UUID. The
+  // result must be non-empty and must not contain ':'.
+  std::function<std::string()> owner_id_generator;
+
+  // Finish an attempt as soon as its outcome is certain (a quorum acquired,
+  // or a quorum can no longer be reached) instead of waiting for every
+  // master up to the per-master timeout; masters not awaited get their
+  // connection replaced. (redsync: WithFailFast.)
+  bool fail_fast = false;
+
+  // Send requests to the masters in random order each time, so no master
+  // is always asked first. (redsync: WithShufflePools.)
+  bool shuffle_masters = false;
+};
+
+class RedlockLock;
+
+class RedlockClient {
+ public:
+  // Connects to every master. Succeeds when a quorum of them is reachable
+  // (the others are retried in the background); InvalidArgument for bad
+  // options; otherwise the first failure of the unreachable ones.
+  ABSL_MUST_USE_RESULT static absl::StatusOr<std::unique_ptr<RedlockClient>>
+  Connect(RedlockOptions options);
+
+  RedlockClient(const RedlockClient&) = delete;
+  RedlockClient& operator=(const RedlockClient&) = delete;
+  // Closes, as relock::Client (waiters Cancelled, held locks released on
+  // every reachable master and reported as kReleasedOnClose).
+  ~RedlockClient();
+
+  RedlockLock GetLock(absl::string_view name);
+  const std::string& id() const;
+  // N/2 + 1.
+  int quorum() const;
+  void Close();
+
+ private:
+  explicit RedlockClient(std::shared_ptr<internal::RedlockCore> core);
+  std::shared_ptr<internal::RedlockCore> core_;
+};
+
+class RedlockLock {
+ public:
+  RedlockLock() = default;  // unbound: every call FailedPrecondition
+  RedlockLock(const RedlockLock&) = default;
+  RedlockLock& operator=(const RedlockLock&) = default;
+  RedlockLock(RedlockLock&&) noexcept = default;
+  RedlockLock& operator=(RedlockLock&&) noexcept = default;
+  ~RedlockLock() = default;
+
+  const std::string& name() const { return name_; }
+
+  // std TimedLockable, as relock::Lock (throws LockError; unlock() never
+  // throws and reports failures as kUnlockFailed events).
+  void lock();
+  bool try_lock();
+  template <class Rep, class Period>
+  bool try_lock_for(const std::chrono::duration<Rep, Period>& timeout) {
+    return TryLockFor(internal::FromChronoSaturating(timeout));
+  }
+  template <class Clock, class Duration>
+  bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
+    return TryLockFor(internal::FromChronoSaturating(deadline - Clock::now()));
+  }
+  void unlock() noexcept;
+
+  // Status API, as relock::Lock.
+  ABSL_MUST_USE_RESULT absl::Status Acquire();
+  ABSL_MUST_USE_RESULT absl::Status Acquire(absl::Duration lease);
+  ABSL_MUST_USE_RESULT absl::Status TryAcquire(absl::Duration wait);
+  ABSL_MUST_USE_RESULT absl::Status TryAcquire(absl::Duration wait,
+                                               absl::Duration lease);
+  ABSL_MUST_USE_RESULT absl::Status Release();
+
+  // Sets the calling thread's hold to a fresh `lease` on every master (a
+  // quorum must confirm within the new validity). FailedPrecondition if this
+  // thread does not hold it; Aborted if it was lost. A watchdog hold becomes
+  // an explicit-lease hold.
+  ABSL_MUST_USE_RESULT absl::Status Extend(absl::Duration lease);
+
+  // Until when (steady clock) the calling thread's hold is valid: the start
+  // of the last successful acquire/extension plus the lease minus the drift
+  // allowance. Local, no round trip. FailedPrecondition if not held; Aborted
+  // if lost.
+  ABSL_MUST_USE_RESULT absl::StatusOr<std::chrono::steady_clock::time_point>
+  ValidUntil() const;
+
+  // How many times the calling thread holds it, by this client's count (no
+  // round trip; 0 if not held or lost).
+  int64_t LocalHoldCount() const;
+
+ private:
+  friend class RedlockClient;
+  RedlockLock(std::shared_ptr<internal::RedlockCore> core, std::string name);
+  bool TryLockFor(absl::Duration wait);
+  absl::Status AcquireImpl(absl::Duration wait, bool explicit_lease,
+                           absl::Duration lease);
+
+  std::shared_ptr<internal::RedlockCore> core_;
+  std::string name_;
+};
+
+}  // namespace relock
+
+#endif  // RELOCK_REDLOCK_H_

@@ -1,0 +1,404 @@
+// Redlock over five independent redis-servers started by the fixture:
+// mutual exclusion (threads and processes), reentrancy, a minority of masters
+// down or paused, a majority down, stale keys, validity accounting, Extend,
+// automatic extension, waiting by notification, loss reports.
+
+#include <atomic>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "relock/redlock.h"
+#include "tests/test_util.h"
+#include "tests/testing/child_process.h"
+
+namespace relock {
+namespace {
+
+using ::relock::testing::ChildProcess;
+using ::relock::testing::EventLog;
+using ::relock::testing::RedisServer;
+using ::relock::testing::Stopwatch;
+using ::relock::testing::TestLockName;
+using ::testing::HasSubstr;
+
+constexpr int kMasters = 5;
+
+std::vector<std::unique_ptr<RedisServer>>& Servers() {
+  static auto* servers = new std::vector<std::unique_ptr<RedisServer>>;
+  return *servers;
+}
+
+std::vector<std::string> Urls() {
+  std::vector<std::string> urls;
+  for (auto& s : Servers()) urls.push_back(s->url());
+  return urls;
+}
+
+absl::StatusOr<std::unique_ptr<RedlockClient>> ConnectRedlock(
+    const std::vector<std::string>& urls, EventLog* events = nullptr,
+    absl::Duration watchdog = absl::Seconds(30)) {
+  RedlockOptions options;
+  options.urls = urls;
+  options.connection.connect_timeout = absl::Milliseconds(300);
+  options.connection.command_timeout = absl::Milliseconds(500);
+  options.connection.lock_watchdog_timeout = watchdog;
+  if (events != nullptr) options.connection.on_lock_event = events->Callback();
+  return RedlockClient::Connect(options);
+}
+
+// args: urls (5), counter port, lock name, counter key, iterations.
+RELOCK_CHILD_MAIN(RedlockCounter) {
+  std::vector<std::string> urls(args.begin(), args.begin() + kMasters);
+  int port = 0, iterations = 0;
+  if (!absl::SimpleAtoi(args[kMasters], &port) ||
+      !absl::SimpleAtoi(args[kMasters + 3], &iterations)) {
+    return 2;
+  }
+  absl::StatusOr<std::unique_ptr<RedlockClient>> client = ConnectRedlock(urls);
+  if (!client.ok()) {
+    std::cerr << client.status() << std::endl;
+    return 3;
+  }
+  RedlockLock lock = (*client)->GetLock(args[kMasters + 1]);
+  const std::string& key = args[kMasters + 2];
+  for (int i = 0; i < iterations; ++i) {
+    std::lock_guard<RedlockLock> guard(lock);
+    absl::StatusOr<testing::RedisValue> v =
+        testing::CommandOnPort(port, {"GET", key});
+    int64_t n = 0;
+    if (!v.ok() || (!v->is_nil() && !absl::SimpleAtoi(v->str, &n))) return 4;
+    absl::SleepFor(absl::Microseconds(300));
+    if (!testing::CommandOnPort(port, {"SET", key, absl::StrCat(n + 1)}).ok()) {
+      return 5;
+    }
+  }
+  std::cout << "done" << std::endl;
+  return 0;
+}
+
+class RedlockTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    while (Servers().size() < kMasters) {
+      absl::StatusOr<std::unique_ptr<RedisServer>> s = RedisServer::Start();
+      ASSERT_TRUE(s.ok()) << s.status();
+      Servers().push_back(*std::move(s));
+    }
+  }
+  void SetUp() override {
+    for (auto& s : Servers()) {
+      if (!s->running()) {
+        ASSERT_TRUE(s->Restart().ok());
+      }
+      ASSERT_TRUE(s->FlushAll().ok());
+    }
+    absl::StatusOr<std::unique_ptr<RedlockClient>> c =
+        ConnectRedlock(Urls(), &events_);
+    ASSERT_TRUE(c.ok()) << c.status();
+    client_ = *std::move(c);
+  }
+  void TearDown() override {
+    for (auto& s : Servers()) {
+      if (s->running()) {
+        (void)s->Resume();  // in case a test paused it
+      }
+    }
+  }
+  int64_t OnMasters(const std::vector<std::string>& argv) {
+    int64_t total = 0;
+    for (auto& s : Servers()) {
+      absl::StatusOr<testing::RedisValue> v = s->Command(argv);
+      if (v.ok()) total += v->integer;
+    }
+    return total;
+  }
+  EventLog events_;
+  std::unique_ptr<RedlockClient> client_;
+};
+
+TEST_F(RedlockTest, AcquiresOnEveryMasterWithTheSingleNodeDataModel) {
+  RedlockLock lock = client_->GetLock(TestLockName());
+  EXPECT_EQ(client_->quorum(), 3);
+  ASSERT_TRUE(lock.Acquire().ok());
+  EXPECT_EQ(OnMasters({"EXISTS", lock.name()}), kMasters);
+  EXPECT_EQ(OnMasters({"HLEN", lock.name()}), kMasters);
+  ASSERT_TRUE(lock.Release().ok());
+  EXPECT_EQ(OnMasters({"EXISTS", lock.name()}), 0);
+}
+
+TEST_F(RedlockTest, IsReentrant) {
+  RedlockLock lock = client_->GetLock(TestLockName());
+  for (int i = 1; i <= 3; ++i) {
+    ASSERT_TRUE(lock.Acquire().ok());
+    EXPECT_EQ(lock.LocalHoldCount(), i);
+  }
+  for (auto& s : Servers()) {
+    testing::RedisValue all = *s->Command({"HGETALL", lock.name()});
+    ASSERT_EQ(all.elements.size(), 2u);
+    EXPECT_EQ(all.elements[1].str, "3");
+  }
+  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_TRUE(lock.Release().ok());
+  EXPECT_EQ(OnMasters({"EXISTS", lock.name()}), kMasters);
+  ASSERT_TRUE(lock.Release().ok());
+  EXPECT_EQ(OnMasters({"EXISTS", lock.name()}), 0);
+  EXPECT_EQ(lock.Release().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(RedlockTest, ThreadsExcludeEachOther) {
+  RedlockLock lock = client_->GetLock(TestLockName());
+  std::atomic<int> inside{0}, overlaps{0};
+  int counter = 0;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 25; ++i) {
+        std::lock_guard<RedlockLock> guard(lock);
+        if (inside.fetch_add(1) != 0) overlaps.fetch_add(1);
+        int v = counter;
+        std::this_thread::yield();
+        counter = v + 1;
+        inside.fetch_sub(1);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(overlaps.load(), 0);
+  EXPECT_EQ(counter, 100);
+}
+
+TEST_F(RedlockTest, ProcessesExcludeEachOther) {
+  const std::string name = TestLockName();
+  const std::string counter = TestLockName("counter");
+  std::vector<std::unique_ptr<ChildProcess>> children;
+  std::vector<std::string> args = Urls();
+  args.push_back(absl::StrCat(Servers()[0]->port()));
+  args.push_back(name);
+  args.push_back(counter);
+  args.push_back("40");
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<std::unique_ptr<ChildProcess>> c =
+        ChildProcess::Spawn("RedlockCounter", args);
+    ASSERT_TRUE(c.ok()) << c.status();
+    children.push_back(*std::move(c));
+  }
+  for (auto& c : children) {
+    EXPECT_EQ(*c->ReadLine(absl::Seconds(120)), "done");
+    EXPECT_EQ(*c->Wait(absl::Seconds(30)), 0);
+  }
+  EXPECT_EQ(Servers()[0]->Command({"GET", counter})->str, "120")
+      << "lost updates: two processes held the redlock at once";
+}
+
+TEST_F(RedlockTest, TwoMastersDownStillWorks) {
+  ASSERT_TRUE(Servers()[1]->Stop().ok());
+  ASSERT_TRUE(Servers()[3]->Stop().ok());
+  RedlockLock lock = client_->GetLock(TestLockName());
+  Stopwatch watch;
+  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_TRUE(lock.Release().ok());
+  EXPECT_LT(watch.Elapsed(), absl::Seconds(3));
+  // A client can also start with a minority down.
+  absl::StatusOr<std::unique_ptr<RedlockClient>> late = ConnectRedlock(Urls());
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_TRUE((*late)->GetLock(TestLockName()).TryAcquire(absl::Seconds(1)).ok());
+}
+
+TEST_F(RedlockTest, ThreeMastersDownFailsFastNamingThem) {
+  for (int i : {0, 2, 4}) ASSERT_TRUE(Servers()[i]->Stop().ok());
+  RedlockLock lock = client_->GetLock(TestLockName());
+  Stopwatch watch;
+  absl::Status s = lock.Acquire();
+  EXPECT_LT(watch.Elapsed(), absl::Seconds(3));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("no quorum"));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr(absl::StrCat("127.0.0.1:", Servers()[0]->port(),
+                                     ": unavailable")));
+  EXPECT_THAT(std::string(s.message()), HasSubstr(": acquired"));
+  // Nothing is left behind on the masters that granted it.
+  EXPECT_EQ(OnMasters({"EXISTS", lock.name()}), 0);
+  EXPECT_EQ(ConnectRedlock(Urls()).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST_F(RedlockTest, APausedMasterCostsOnlyThePerMasterTimeout) {
+  RedlockLock lock = client_->GetLock(TestLockName());
+  ASSERT_TRUE(lock.Acquire(absl::Seconds(10)).ok());  // warm connections
+  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_TRUE(Servers()[2]->Pause().ok());
+  Stopwatch watch;
+  // Per-master timeout: 1% of the 10 s lease = 100 ms.
+  absl::Status s = lock.Acquire(absl::Seconds(10));
+  const absl::Duration took = watch.Elapsed();
+  ASSERT_TRUE(Servers()[2]->Resume().ok());
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_LT(took, absl::Milliseconds(100) + absl::Milliseconds(700));
+  EXPECT_TRUE(lock.Release().ok());
+}
+
+TEST_F(RedlockTest, StaleKeysOnAMinorityDoNotBlockButOnAMajorityDo) {
+  const std::string name = TestLockName();
+  for (int i : {0, 1}) {
+    ASSERT_TRUE(Servers()[i]->Command({"HSET", name, "gone-client:1", "1"}).ok());
+    ASSERT_TRUE(Servers()[i]->Command({"PEXPIRE", name, "60000"}).ok());
+  }
+  RedlockLock lock = client_->GetLock(name);
+  ASSERT_TRUE(lock.TryAcquire(absl::ZeroDuration()).ok());
+  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_TRUE(Servers()[2]->Command({"HSET", name, "gone-client:1", "1"}).ok());
+  absl::Status s = lock.TryAcquire(absl::Milliseconds(200));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("held by another owner"));
+  // The failed attempts left nothing of ours behind.
+  for (auto& srv : Servers()) {
+    EXPECT_LE(srv->Command({"HLEN", name})->integer, 1);
+  }
+}
+
+TEST_F(RedlockTest, ValidityIsLeaseMinusElapsedMinusDrift) {
+  RedlockLock lock = client_->GetLock(TestLockName());
+  const auto before = std::chrono::steady_clock::now();
+  ASSERT_TRUE(lock.Acquire(absl::Seconds(2)).ok());
+  const auto after = std::chrono::steady_clock::now();
+  absl::StatusOr<std::chrono::steady_clock::time_point> valid = lock.ValidUntil();
+  ASSERT_TRUE(valid.ok()) << valid.status();
+  const auto lease_minus_drift = std::chrono::milliseconds(2000 - 20 - 2);
+  EXPECT_GE(*valid, before + lease_minus_drift);
+  EXPECT_LE(*valid, after + lease_minus_drift);
+  ASSERT_TRUE(lock.Release().ok());
+  EXPECT_EQ(lock.ValidUntil().status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(RedlockTest, AnAttemptSlowerThanItsLeaseHasNoValidity) {
+  // Per-master timeout = the whole lease; one master paused: every attempt
+  // waits the full lease for it, so no validity is left.
+  RedlockOptions options;
+  options.urls = Urls();
+  options.timeout_factor = 1.0;
+  options.tries = 2;
+  absl::StatusOr<std::unique_ptr<RedlockClient>> slow =
+      RedlockClient::Connect(options);
+  ASSERT_TRUE(slow.ok()) << slow.status();
+  RedlockLock lock = (*slow)->GetLock(TestLockName());
+  ASSERT_TRUE(lock.Acquire(absl::Milliseconds(50)).ok());  // warm
+  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_TRUE(Servers()[4]->Pause().ok());
+  absl::Status s = lock.Acquire(absl::Milliseconds(50));
+  ASSERT_TRUE(Servers()[4]->Resume().ok());
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("validity used up"));
+}
+
+TEST_F(RedlockTest, ExtendRenewsAnExplicitLease) {
+  RedlockLock lock = client_->GetLock(TestLockName());
+  ASSERT_TRUE(lock.Acquire(absl::Milliseconds(800)).ok());
+  ASSERT_TRUE(lock.Extend(absl::Seconds(5)).ok());
+  absl::SleepFor(absl::Milliseconds(1200));
+  EXPECT_EQ(OnMasters({"EXISTS", lock.name()}), kMasters);
+  EXPECT_GT(*lock.ValidUntil(), std::chrono::steady_clock::now());
+  ASSERT_TRUE(lock.Release().ok());
+  EXPECT_EQ(lock.Extend(absl::Seconds(1)).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(RedlockTest, TheWatchdogExtendsALockWithoutALease) {
+  absl::StatusOr<std::unique_ptr<RedlockClient>> client =
+      ConnectRedlock(Urls(), &events_, absl::Milliseconds(600));
+  ASSERT_TRUE(client.ok());
+  RedlockLock lock = (*client)->GetLock(TestLockName());
+  ASSERT_TRUE(lock.Acquire().ok());
+  absl::SleepFor(absl::Milliseconds(2000));
+  EXPECT_EQ(OnMasters({"EXISTS", lock.name()}), kMasters);
+  ASSERT_TRUE(lock.Release().ok());
+  EXPECT_EQ(OnMasters({"EXISTS", lock.name()}), 0);
+  EXPECT_TRUE(events_.events().empty());
+}
+
+TEST_F(RedlockTest, LosingTheMajorityIsReported) {
+  absl::StatusOr<std::unique_ptr<RedlockClient>> client =
+      ConnectRedlock(Urls(), &events_, absl::Milliseconds(600));
+  ASSERT_TRUE(client.ok());
+  RedlockLock lock = (*client)->GetLock(TestLockName());
+  ASSERT_TRUE(lock.Acquire().ok());
+  for (int i : {0, 1, 2}) {
+    ASSERT_TRUE(Servers()[i]->Command({"DEL", lock.name()}).ok());
+  }
+  LockEvent event;
+  ASSERT_TRUE(events_.WaitFor(LockEventType::kLockLost, absl::Seconds(5), &event));
+  EXPECT_EQ(event.lock_name, lock.name());
+  EXPECT_EQ(lock.Release().code(), absl::StatusCode::kAborted);
+}
+
+TEST_F(RedlockTest, AWaiterIsWokenByTheUnlockMessage) {
+  absl::StatusOr<std::unique_ptr<RedlockClient>> other = ConnectRedlock(Urls());
+  ASSERT_TRUE(other.ok());
+  RedlockLock theirs = (*other)->GetLock(TestLockName());
+  ASSERT_TRUE(theirs.Acquire().ok());  // 30 s watchdog lease
+  RedlockLock mine = client_->GetLock(TestLockName());
+  std::atomic<int64_t> acquired_at_ns{0};
+  std::thread waiter([&] {
+    ASSERT_TRUE(mine.TryAcquire(absl::Seconds(20)).ok());
+    acquired_at_ns = absl::GetCurrentTimeNanos();
+    ASSERT_TRUE(mine.Release().ok());
+  });
+  absl::SleepFor(absl::Milliseconds(300));
+  const int64_t released_at_ns = absl::GetCurrentTimeNanos();
+  ASSERT_TRUE(theirs.Release().ok());
+  waiter.join();
+  EXPECT_LT(absl::Nanoseconds(acquired_at_ns.load() - released_at_ns),
+            absl::Milliseconds(750));
+}
+
+TEST_F(RedlockTest, FailFastAndShuffleStillAcquire) {
+  RedlockOptions options;
+  options.urls = Urls();
+  options.fail_fast = true;
+  options.shuffle_masters = true;
+  absl::StatusOr<std::unique_ptr<RedlockClient>> client =
+      RedlockClient::Connect(options);
+  ASSERT_TRUE(client.ok());
+  RedlockLock lock = (*client)->GetLock(TestLockName());
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(lock.Acquire().ok());
+    ASSERT_TRUE(lock.Release().ok());
+  }
+}
+
+TEST_F(RedlockTest, BadOptionsAreInvalidArgument) {
+  auto connect = [](void (*tweak)(RedlockOptions&)) {
+    RedlockOptions o;
+    o.urls = Urls();
+    tweak(o);
+    return RedlockClient::Connect(o).status().code();
+  };
+  const absl::StatusCode kInvalid = absl::StatusCode::kInvalidArgument;
+  EXPECT_EQ(connect([](RedlockOptions& o) { o.urls.clear(); }), kInvalid);
+  EXPECT_EQ(connect([](RedlockOptions& o) { o.urls.resize(16, o.urls[0]); }),
+            kInvalid);
+  EXPECT_EQ(connect([](RedlockOptions& o) { o.drift_factor = 0.7; }), kInvalid);
+  EXPECT_EQ(connect([](RedlockOptions& o) { o.timeout_factor = 0; }), kInvalid);
+  EXPECT_EQ(connect([](RedlockOptions& o) { o.tries = 0; }), kInvalid);
+  EXPECT_EQ(connect([](RedlockOptions& o) { o.urls[1] = "http://x"; }),
+            kInvalid);
+  EXPECT_EQ(connect([](RedlockOptions& o) {
+              o.owner_id_generator = [] { return std::string("a:b"); };
+            }),
+            kInvalid);
+  RedlockLock unbound;
+  EXPECT_EQ(unbound.Acquire().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(client_->GetLock("").Acquire().code(), kInvalid);
+  EXPECT_EQ(client_->GetLock("x").Acquire(absl::ZeroDuration()).code(),
+            kInvalid);
+}
+
+}  // namespace
+}  // namespace relock
