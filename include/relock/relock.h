@@ -5,6 +5,9 @@
 //   relock/options.h  ClientOptions (every default documented), LockEvent.
 //   relock/client.h   Client: connects to Redis, hands out locks.
 //   relock/lock.h     Lock (reentrant, TimedLockable), LockGuard, LockError.
+//   relock/redlock.h  RedlockClient, RedlockLock: the lock on a quorum of N
+//                     independent masters.
+//   relock/backoff.h  Retry delay strategies and RetryWithBackoff.
 //
 // Quick start:
 //
