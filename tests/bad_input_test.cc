@@ -19,24 +19,12 @@
 namespace relock {
 namespace {
 
-using ::relock::testing::EventLog;
 using ::relock::testing::MustConnect;
 using ::relock::testing::Stopwatch;
 using ::relock::testing::TestLockName;
 using ::testing::HasSubstr;
 
-class BadInputTest : public testing::RedisTest {
- protected:
-  void SetUp() override {
-    RedisTest::SetUp();
-    client_ = MustConnect(redis().url(), [this](ClientOptions& o) {
-      o.on_lock_event = events_.Callback();
-    });
-    ASSERT_NE(client_, nullptr);
-  }
-  EventLog events_;
-  std::unique_ptr<Client> client_;
-};
+class BadInputTest : public testing::RedisClientTest {};
 
 TEST_F(BadInputTest, BadNamesAreInvalidArgument) {
   EXPECT_EQ(client_->GetLock("").Acquire().code(),

@@ -50,13 +50,8 @@ std::string Channel(const std::string& name) {
   return absl::StrCat("redisson_lock__channel:{", name, "}");
 }
 
-class DataModelTest : public testing::RedisTest {
+class DataModelTest : public testing::RedisClientTest {
  protected:
-  void SetUp() override {
-    RedisTest::SetUp();
-    client_ = MustConnect(redis().url());
-    ASSERT_NE(client_, nullptr);
-  }
   RedisValue Must(const std::vector<std::string>& argv) {
     absl::StatusOr<RedisValue> v = redis().Command(argv);
     EXPECT_TRUE(v.ok()) << v.status();
@@ -69,7 +64,6 @@ class DataModelTest : public testing::RedisTest {
     return Must({"EVAL", kRedissonUnlock, "2", name, Channel(name), "0",
                  "30000", kRedissonOwner});
   }
-  std::unique_ptr<Client> client_;
 };
 
 TEST_F(DataModelTest, LockIsAHashWithOneOwnerFieldHoldingTheCount) {

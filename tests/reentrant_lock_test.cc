@@ -14,23 +14,11 @@
 namespace relock {
 namespace {
 
-using ::relock::testing::EventLog;
 using ::relock::testing::MustConnect;
 using ::relock::testing::TestLockName;
 using ::testing::HasSubstr;
 
-class ReentrantLockTest : public testing::RedisTest {
- protected:
-  void SetUp() override {
-    RedisTest::SetUp();
-    client_ = MustConnect(redis().url(), [this](ClientOptions& o) {
-      o.on_lock_event = events_.Callback();
-    });
-    ASSERT_NE(client_, nullptr);
-  }
-  EventLog events_;
-  std::unique_ptr<Client> client_;
-};
+class ReentrantLockTest : public testing::RedisClientTest {};
 
 TEST_F(ReentrantLockTest, AcquireThenReleaseFreesTheKey) {
   Lock lock = client_->GetLock(TestLockName());

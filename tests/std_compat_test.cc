@@ -36,7 +36,6 @@ template void EveryUniqueLockConstructor<Lock>(Lock&);
 
 namespace {
 
-using ::relock::testing::EventLog;
 using ::relock::testing::MustConnect;
 using ::relock::testing::TestLockName;
 
@@ -48,18 +47,7 @@ static_assert(!std::is_move_constructible<LockGuard>::value, "a guard");
 static_assert(std::is_base_of<std::system_error, LockError>::value,
               "lock() fails like std::mutex::lock()");
 
-class StdCompatTest : public testing::RedisTest {
- protected:
-  void SetUp() override {
-    RedisTest::SetUp();
-    client_ = MustConnect(redis().url(), [this](ClientOptions& o) {
-      o.on_lock_event = events_.Callback();
-    });
-    ASSERT_NE(client_, nullptr);
-  }
-  EventLog events_;
-  std::unique_ptr<Client> client_;
-};
+class StdCompatTest : public testing::RedisClientTest {};
 
 TEST_F(StdCompatTest, LockGuardHoldsForItsScope) {
   Lock lock = client_->GetLock(TestLockName());

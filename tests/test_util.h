@@ -98,6 +98,20 @@ class RedisTest : public ::testing::Test {
   RedisServer* redis_ = nullptr;
 };
 
+// RedisTest plus `client_`, connected to it, whose events go to `events_`.
+class RedisClientTest : public RedisTest {
+ protected:
+  void SetUp() override {
+    RedisTest::SetUp();
+    client_ = MustConnect(redis().url(), [this](ClientOptions& o) {
+      o.on_lock_event = events_.Callback();
+    });
+    ASSERT_NE(client_, nullptr);
+  }
+  EventLog events_;
+  std::unique_ptr<Client> client_;
+};
+
 }  // namespace testing
 }  // namespace relock
 

@@ -24,15 +24,7 @@ using ::relock::testing::TestLockName;
 // benchmarks measure it precisely.
 constexpr absl::Duration kPromptHandOff = absl::Milliseconds(750);
 
-class WaitingTest : public testing::RedisTest {
- protected:
-  void SetUp() override {
-    RedisTest::SetUp();
-    client_ = MustConnect(redis().url());
-    ASSERT_NE(client_, nullptr);
-  }
-  std::unique_ptr<Client> client_;
-};
+class WaitingTest : public testing::RedisClientTest {};
 
 TEST_F(WaitingTest, WaiterIsWokenPromptlyByUnlock) {
   // The holder's lease is the 30 s watchdog default, so only the unlock

@@ -100,6 +100,7 @@
 #ifndef RELOCK_LOCK_H_
 #define RELOCK_LOCK_H_
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -111,6 +112,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/optional.h"
 
 namespace relock {
 
@@ -150,7 +152,102 @@ class LockError : public std::system_error {
   absl::Status status_;
 };
 
-class Lock {
+namespace internal {
+
+[[noreturn]] void ThrowLockError(absl::Status status);
+
+// The std TimedLockable surface and the Acquire/TryAcquire overloads, shared
+// by Lock and RedlockLock (CRTP). `Derived` provides, as private members
+// befriending this class:
+//   absl::Status AcquireFor(absl::Duration wait,
+//                           absl::optional<absl::Duration> lease);
+//   absl::Status Release();
+//   void ReportUnlockFailure(absl::Status status) noexcept;
+template <class Derived>
+class LockableBase {
+ public:
+  // --- std TimedLockable: works with std::lock_guard, std::unique_lock,
+  // --- std::scoped_lock, std::lock and std::try_lock.
+
+  // Blocks until this thread holds the lock (watchdog lease). Throws
+  // LockError on any failure.
+  void lock() {
+    absl::Status s = Acquire();
+    if (!s.ok()) ThrowLockError(std::move(s));
+  }
+  // One attempt: true if this thread now holds the lock, false if another
+  // owner holds it. Throws LockError on other failures (e.g. Unavailable).
+  bool try_lock() { return TryLockFor(absl::ZeroDuration()); }
+  // Waits up to `timeout` (notified, not polling); a negative timeout is one
+  // attempt, as for std::timed_mutex. Like try_lock otherwise.
+  template <class Rep, class Period>
+  bool try_lock_for(const std::chrono::duration<Rep, Period>& timeout) {
+    return TryLockFor(FromChronoSaturating(timeout));
+  }
+  // Waits until `deadline` of any clock (measured as the time left now).
+  template <class Clock, class Duration>
+  bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
+    return TryLockFor(FromChronoSaturating(deadline - Clock::now()));
+  }
+  // Releases one hold. Never throws: a failure is reported as a
+  // LockEventType::kUnlockFailed event to the client's on_lock_event.
+  void unlock() noexcept {
+    absl::Status s = self().Release();
+    if (!s.ok()) self().ReportUnlockFailure(std::move(s));
+  }
+
+  // --- Status API.
+
+  // Blocks until this thread holds the lock, with the watchdog lease
+  // (lock_watchdog_timeout).
+  ABSL_MUST_USE_RESULT absl::Status Acquire() {
+    return self().AcquireFor(absl::InfiniteDuration(), absl::nullopt);
+  }
+  // Blocks until this thread holds the lock, with an explicit `lease` in
+  // [kMinLease, kMaxLease] that is never renewed.
+  ABSL_MUST_USE_RESULT absl::Status Acquire(absl::Duration lease) {
+    return self().AcquireFor(absl::InfiniteDuration(), lease);
+  }
+  // Waits at most `wait` (>= 0; zero = one attempt; InfiniteDuration = no
+  // limit). DeadlineExceeded if another owner held the lock throughout, or
+  // if Redis did not answer before the wait ended. The wait bounds the whole
+  // call, round trips included, except that one attempt may always take up
+  // to 100 ms (or command_timeout, if shorter).
+  ABSL_MUST_USE_RESULT absl::Status TryAcquire(absl::Duration wait) {
+    return TryAcquireImpl(wait, absl::nullopt);
+  }
+  ABSL_MUST_USE_RESULT absl::Status TryAcquire(absl::Duration wait,
+                                               absl::Duration lease) {
+    return TryAcquireImpl(wait, lease);
+  }
+
+ protected:
+  LockableBase() = default;
+  ~LockableBase() = default;
+
+ private:
+  Derived& self() { return static_cast<Derived&>(*this); }
+  absl::Status TryAcquireImpl(absl::Duration wait,
+                              absl::optional<absl::Duration> lease) {
+    if (wait < absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(
+          "acquire: wait must not be negative, got " +
+          absl::FormatDuration(wait));
+    }
+    return self().AcquireFor(wait, lease);
+  }
+  bool TryLockFor(absl::Duration wait) {
+    absl::Status s =
+        TryAcquireImpl(std::max(wait, absl::ZeroDuration()), absl::nullopt);
+    if (s.ok()) return true;
+    if (s.code() == absl::StatusCode::kDeadlineExceeded) return false;
+    ThrowLockError(std::move(s));
+  }
+};
+
+}  // namespace internal
+
+class Lock : public internal::LockableBase<Lock> {
  public:
   // A handle that refers to no client: every call fails with
   // FailedPrecondition (and lock() throws). Get real ones from
@@ -165,45 +262,10 @@ class Lock {
   // The lock's name: its Redis key.
   const std::string& name() const { return name_; }
 
-  // --- std TimedLockable: works with std::lock_guard, std::unique_lock,
-  // --- std::scoped_lock, std::lock and std::try_lock.
+  // lock(), try_lock(), try_lock_for(), try_lock_until(), unlock(),
+  // Acquire(), Acquire(lease), TryAcquire(wait), TryAcquire(wait, lease):
+  // see internal::LockableBase above.
 
-  // Blocks until this thread holds the lock (watchdog lease). Throws
-  // LockError on any failure.
-  void lock();
-  // One attempt: true if this thread now holds the lock, false if another
-  // owner holds it. Throws LockError on other failures (e.g. Unavailable).
-  bool try_lock();
-  // Waits up to `timeout` (notified, not polling). Like try_lock otherwise.
-  template <class Rep, class Period>
-  bool try_lock_for(const std::chrono::duration<Rep, Period>& timeout) {
-    return TryLockFor(internal::FromChronoSaturating(timeout));
-  }
-  // Waits until `deadline` of any clock (measured as the time left now).
-  template <class Clock, class Duration>
-  bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
-    return TryLockFor(internal::FromChronoSaturating(deadline - Clock::now()));
-  }
-  // Releases one hold. Never throws: a failure is reported as a
-  // LockEventType::kUnlockFailed event to ClientOptions::on_lock_event.
-  void unlock() noexcept;
-
-  // --- Status API.
-
-  // Blocks until this thread holds the lock, with the watchdog lease
-  // (ClientOptions::lock_watchdog_timeout).
-  ABSL_MUST_USE_RESULT absl::Status Acquire();
-  // Blocks until this thread holds the lock, with an explicit `lease` in
-  // [kMinLease, kMaxLease] that is never renewed.
-  ABSL_MUST_USE_RESULT absl::Status Acquire(absl::Duration lease);
-  // Waits at most `wait` (>= 0; zero = one attempt; InfiniteDuration = no
-  // limit). DeadlineExceeded if another owner held the lock throughout, or
-  // if Redis did not answer before the wait ended. The wait bounds the whole
-  // call, round trips included, except that one attempt may always take up
-  // to 100 ms (or command_timeout, if shorter).
-  ABSL_MUST_USE_RESULT absl::Status TryAcquire(absl::Duration wait);
-  ABSL_MUST_USE_RESULT absl::Status TryAcquire(absl::Duration wait,
-                                               absl::Duration lease);
   // Releases one hold of the calling thread. FailedPrecondition if this thread
   // does not hold the lock; Aborted if it did but the lease was lost.
   ABSL_MUST_USE_RESULT absl::Status Release();
@@ -234,10 +296,11 @@ class Lock {
 
  private:
   friend class Client;
+  friend class internal::LockableBase<Lock>;
   Lock(std::shared_ptr<internal::ClientCore> core, std::string name);
-  bool TryLockFor(absl::Duration wait);
-  absl::Status AcquireImpl(absl::Duration wait, bool explicit_lease,
-                           absl::Duration lease);
+  absl::Status AcquireFor(absl::Duration wait,
+                          absl::optional<absl::Duration> lease);
+  void ReportUnlockFailure(absl::Status status) noexcept;
 
   std::shared_ptr<internal::ClientCore> core_;
   std::string name_;

@@ -165,7 +165,7 @@ class RedlockClient {
   std::shared_ptr<internal::RedlockCore> core_;
 };
 
-class RedlockLock {
+class RedlockLock : public internal::LockableBase<RedlockLock> {
  public:
   RedlockLock() = default;  // unbound: every call FailedPrecondition
   RedlockLock(const RedlockLock&) = default;
@@ -176,26 +176,10 @@ class RedlockLock {
 
   const std::string& name() const { return name_; }
 
-  // std TimedLockable, as relock::Lock (throws LockError; unlock() never
-  // throws and reports failures as kUnlockFailed events).
-  void lock();
-  bool try_lock();
-  template <class Rep, class Period>
-  bool try_lock_for(const std::chrono::duration<Rep, Period>& timeout) {
-    return TryLockFor(internal::FromChronoSaturating(timeout));
-  }
-  template <class Clock, class Duration>
-  bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
-    return TryLockFor(internal::FromChronoSaturating(deadline - Clock::now()));
-  }
-  void unlock() noexcept;
+  // lock(), try_lock(), try_lock_for(), try_lock_until(), unlock(),
+  // Acquire(), Acquire(lease), TryAcquire(wait), TryAcquire(wait, lease): as
+  // relock::Lock (internal::LockableBase in lock.h).
 
-  // Status API, as relock::Lock.
-  ABSL_MUST_USE_RESULT absl::Status Acquire();
-  ABSL_MUST_USE_RESULT absl::Status Acquire(absl::Duration lease);
-  ABSL_MUST_USE_RESULT absl::Status TryAcquire(absl::Duration wait);
-  ABSL_MUST_USE_RESULT absl::Status TryAcquire(absl::Duration wait,
-                                               absl::Duration lease);
   ABSL_MUST_USE_RESULT absl::Status Release();
 
   // Sets the calling thread's hold to a fresh `lease` on every master (a
@@ -217,10 +201,11 @@ class RedlockLock {
 
  private:
   friend class RedlockClient;
+  friend class internal::LockableBase<RedlockLock>;
   RedlockLock(std::shared_ptr<internal::RedlockCore> core, std::string name);
-  bool TryLockFor(absl::Duration wait);
-  absl::Status AcquireImpl(absl::Duration wait, bool explicit_lease,
-                           absl::Duration lease);
+  absl::Status AcquireFor(absl::Duration wait,
+                          absl::optional<absl::Duration> lease);
+  void ReportUnlockFailure(absl::Status status) noexcept;
 
   std::shared_ptr<internal::RedlockCore> core_;
   std::string name_;

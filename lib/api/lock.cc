@@ -43,6 +43,10 @@ absl::Status Unbound() {
 
 }  // namespace
 
+namespace internal {
+void ThrowLockError(absl::Status status) { throw LockError(std::move(status)); }
+}  // namespace internal
+
 LockError::LockError(absl::Status status)
     : std::system_error(std::make_error_code(ErrcFor(status.code())),
                         status.ToString()),
@@ -51,32 +55,17 @@ LockError::LockError(absl::Status status)
 Lock::Lock(std::shared_ptr<internal::ClientCore> core, std::string name)
     : core_(std::move(core)), name_(std::move(name)) {}
 
-absl::Status Lock::AcquireImpl(absl::Duration wait, bool explicit_lease,
-                               absl::Duration lease) {
+absl::Status Lock::AcquireFor(absl::Duration wait,
+                              absl::optional<absl::Duration> lease) {
   if (core_ == nullptr) return Unbound();
   if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
-  if (wait < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "acquire lock: wait must not be negative, got ",
-        absl::FormatDuration(wait)));
-  }
-  return lock::Acquire(
-      *core_, name_,
-      explicit_lease ? absl::optional<absl::Duration>(lease) : absl::nullopt,
-      Deadline::After(wait));
+  return lock::Acquire(*core_, name_, lease, Deadline::After(wait));
 }
 
-absl::Status Lock::Acquire() {
-  return AcquireImpl(absl::InfiniteDuration(), false, absl::ZeroDuration());
-}
-absl::Status Lock::Acquire(absl::Duration lease) {
-  return AcquireImpl(absl::InfiniteDuration(), true, lease);
-}
-absl::Status Lock::TryAcquire(absl::Duration wait) {
-  return AcquireImpl(wait, false, absl::ZeroDuration());
-}
-absl::Status Lock::TryAcquire(absl::Duration wait, absl::Duration lease) {
-  return AcquireImpl(wait, true, lease);
+void Lock::ReportUnlockFailure(absl::Status status) noexcept {
+  if (core_ != nullptr) {
+    core_->Report(LockEventType::kUnlockFailed, name_, std::move(status));
+  }
 }
 
 absl::Status Lock::Release() {
@@ -119,29 +108,6 @@ absl::StatusOr<std::chrono::steady_clock::time_point> Lock::SafeUntil() const {
   if (core_ == nullptr) return Unbound();
   if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
   return lock::SafeUntil(*core_, name_);
-}
-
-void Lock::lock() {
-  absl::Status s = Acquire();
-  if (!s.ok()) throw LockError(std::move(s));
-}
-
-bool Lock::try_lock() { return TryLockFor(absl::ZeroDuration()); }
-
-bool Lock::TryLockFor(absl::Duration wait) {
-  if (wait < absl::ZeroDuration()) wait = absl::ZeroDuration();  // as std
-  absl::Status s = TryAcquire(wait);
-  if (s.ok()) return true;
-  if (s.code() == absl::StatusCode::kDeadlineExceeded) return false;
-  throw LockError(std::move(s));
-}
-
-void Lock::unlock() noexcept {
-  absl::Status s = Release();
-  if (s.ok()) return;
-  if (core_ != nullptr) {
-    core_->Report(LockEventType::kUnlockFailed, name_, std::move(s));
-  }
 }
 
 LockGuard::LockGuard(Lock& lock) : lock_(lock) {

@@ -43,33 +43,15 @@ RedlockLock::RedlockLock(std::shared_ptr<internal::RedlockCore> core,
                          std::string name)
     : core_(std::move(core)), name_(std::move(name)) {}
 
-absl::Status RedlockLock::AcquireImpl(absl::Duration wait, bool explicit_lease,
-                                      absl::Duration lease) {
+absl::Status RedlockLock::AcquireFor(absl::Duration wait,
+                                     absl::optional<absl::Duration> lease) {
   if (core_ == nullptr) return Unbound();
   if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
-  if (wait < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "acquire redlock: wait must not be negative, got ",
-        absl::FormatDuration(wait)));
-  }
-  return core_->Acquire(
-      name_,
-      explicit_lease ? absl::optional<absl::Duration>(lease) : absl::nullopt,
-      Deadline::After(wait));
+  return core_->Acquire(name_, lease, Deadline::After(wait));
 }
 
-absl::Status RedlockLock::Acquire() {
-  return AcquireImpl(absl::InfiniteDuration(), false, absl::ZeroDuration());
-}
-absl::Status RedlockLock::Acquire(absl::Duration lease) {
-  return AcquireImpl(absl::InfiniteDuration(), true, lease);
-}
-absl::Status RedlockLock::TryAcquire(absl::Duration wait) {
-  return AcquireImpl(wait, false, absl::ZeroDuration());
-}
-absl::Status RedlockLock::TryAcquire(absl::Duration wait,
-                                     absl::Duration lease) {
-  return AcquireImpl(wait, true, lease);
+void RedlockLock::ReportUnlockFailure(absl::Status status) noexcept {
+  if (core_ != nullptr) core_->ReportUnlockFailure(name_, std::move(status));
 }
 
 absl::Status RedlockLock::Release() {
@@ -92,26 +74,6 @@ absl::StatusOr<std::chrono::steady_clock::time_point> RedlockLock::ValidUntil()
 
 int64_t RedlockLock::LocalHoldCount() const {
   return core_ == nullptr ? 0 : core_->LocalHoldCount(name_);
-}
-
-void RedlockLock::lock() {
-  absl::Status s = Acquire();
-  if (!s.ok()) throw LockError(std::move(s));
-}
-
-bool RedlockLock::try_lock() { return TryLockFor(absl::ZeroDuration()); }
-
-bool RedlockLock::TryLockFor(absl::Duration wait) {
-  if (wait < absl::ZeroDuration()) wait = absl::ZeroDuration();
-  absl::Status s = TryAcquire(wait);
-  if (s.ok()) return true;
-  if (s.code() == absl::StatusCode::kDeadlineExceeded) return false;
-  throw LockError(std::move(s));
-}
-
-void RedlockLock::unlock() noexcept {
-  absl::Status s = Release();
-  if (!s.ok() && core_ != nullptr) core_->ReportUnlockFailure(name_, std::move(s));
 }
 
 }  // namespace relock
