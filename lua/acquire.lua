@@ -1,12 +1,22 @@
--- Acquire (or re-enter) a reentrant lock. Redisson-compatible.
+-- Acquire (or re-enter) a reentrant lock. Redisson-compatible: other owners
+-- see exactly Redisson's behaviour.
 -- KEYS[1]  lock name (a hash: field = owner, value = hold count)
 -- ARGV[1]  lease in milliseconds (the key's new TTL)
 -- ARGV[2]  owner field "<client-id>:<thread-id>"
+-- ARGV[3]  "1" when the caller holds no hold of its own yet: the count is set
+--          to 1 rather than incremented, so a count left by an earlier
+--          attempt whose reply was lost (timeout, dropped connection) is
+--          absorbed instead of turning into a hold nobody releases.
+--          Anything else: increment (re-entry).
 -- Returns nil when the caller now holds the lock, otherwise the holder's PTTL
 -- in milliseconds (-1 when the holder's key has no TTL).
 if (redis.call('exists', KEYS[1]) == 0)
     or (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
-  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  if ARGV[3] == '1' then
+    redis.call('hset', KEYS[1], ARGV[2], 1)
+  else
+    redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  end
   redis.call('pexpire', KEYS[1], ARGV[1])
   return nil
 end

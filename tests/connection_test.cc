@@ -247,6 +247,41 @@ TEST_F(FaultTest, PausedRedisTimesOutWithinTheCommandTimeout) {
   EXPECT_TRUE(lock.Release().ok());
 }
 
+// Regression (found by the safety harness): an acquire whose reply was lost
+// still ran on Redis; the thread's next acquire re-entered it and its
+// "final" release left a hold renewed forever (a ghost hold).
+TEST_F(FaultTest, GhostHoldFromALostAcquireReplyIsAbsorbed) {
+  Lock lock = client_->GetLock(TestLockName());
+  ASSERT_TRUE(lock.Acquire().ok());  // warm the pool
+  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_TRUE(server_->Pause().ok());
+  EXPECT_FALSE(lock.TryAcquire(absl::ZeroDuration()).ok());
+  ASSERT_TRUE(server_->Resume().ok());
+  // The buffered acquire runs when Redis wakes: a count nobody knows of.
+  absl::StatusOr<testing::RedisValue> orphan;
+  for (int i = 0; i < 50; ++i) {
+    orphan = server_->Command({"HGETALL", lock.name()});
+    if (orphan.ok() && orphan->elements.size() == 2) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_TRUE(orphan.ok());
+  ASSERT_EQ(orphan->elements.size(), 2u) << "the lost acquire did not run";
+  const std::string owner = orphan->elements[0].str;
+  // A fresh acquire by the same thread absorbs it: count 1, not 2.
+  ASSERT_TRUE(lock.Acquire().ok());
+  EXPECT_EQ(server_->Command({"HGET", lock.name(), owner})->str, "1");
+  ASSERT_TRUE(lock.Release().ok());
+  EXPECT_EQ(server_->Command({"EXISTS", lock.name()})->integer, 0);
+
+  // A lost re-entry (Redis counts one more than the thread): the outermost
+  // release still frees the lock.
+  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_TRUE(server_->Command({"HINCRBY", lock.name(), owner, "1"}).ok());
+  ASSERT_TRUE(lock.Release().ok());
+  EXPECT_EQ(server_->Command({"EXISTS", lock.name()})->integer, 0)
+      << "a ghost hold outlived the outermost release";
+}
+
 TEST_F(FaultTest, WaiterAcquiresAfterTheServerComesBack) {
   std::unique_ptr<Client> other = MustConnect(server_->url());
   Lock theirs = other->GetLock(TestLockName());

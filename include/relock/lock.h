@@ -83,10 +83,15 @@
 //   Aborted             Release of a hold whose lease had been lost.
 //   Unavailable         Redis unreachable, timed out or failing; retry later.
 //                       A command that timed out may still run when Redis
-//                       wakes: after Unavailable from Release() the lock may
-//                       or may not be free (at the latest when its lease
-//                       ends); after Unavailable from Acquire() this thread
-//                       does not hold it unless a later query says so.
+//                       wakes. After Unavailable from the outermost
+//                       Release() the hold is abandoned: it is no longer
+//                       renewed and frees at the end of its lease at the
+//                       latest; retrying Release() frees it at once if the
+//                       first attempt did not run. After Unavailable from
+//                       Acquire() this thread does not hold the lock; should
+//                       the lost request still run, the count it leaves is
+//                       never renewed (it ends with its lease) and this
+//                       thread's next acquire absorbs it.
 //   Unauthenticated,    the server refused our credentials or commands.
 //   PermissionDenied
 //   Cancelled           the client was closed while this thread was waiting.

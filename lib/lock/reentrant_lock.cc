@@ -39,14 +39,15 @@ constexpr absl::Duration kMinAttemptTime = absl::Milliseconds(100);
 // ms (-1: no TTL).
 absl::StatusOr<absl::optional<int64_t>> TryOnce(
     ClientCore& core, const std::string& name, const std::string& owner,
-    const std::string& lease_ms, Deadline deadline,
+    const std::string& lease_ms, bool fresh, Deadline deadline,
     SteadyClock::time_point* sent_at) {
   if (deadline.Remaining() < kMinAttemptTime) {
     deadline = Deadline::After(kMinAttemptTime);
   }
   *sent_at = SteadyClock::now();
-  absl::StatusOr<redis::Reply> r = core.RunScript(
-      internal::kAcquireScript, {name}, {lease_ms, owner}, deadline);
+  absl::StatusOr<redis::Reply> r =
+      core.RunScript(internal::kAcquireScript, {name},
+                     {lease_ms, owner, fresh ? "1" : "0"}, deadline);
   if (!r.ok()) return r.status();
   if (r->is_nil()) return absl::optional<int64_t>();
   if (r->is_integer()) return absl::optional<int64_t>(r->integer());
@@ -60,12 +61,14 @@ absl::Status HeldByOther(int64_t pttl_ms) {
       ")"));
 }
 
-// On success, `*sent_at` is when the winning acquire was sent.
+// On success, `*sent_at` is when the winning acquire was sent. `fresh`: the
+// thread holds no hold of its own (see lua/acquire.lua).
 absl::Status AcquireLoop(ClientCore& core, const std::string& name,
                          const std::string& owner, const std::string& lease_ms,
-                         Deadline deadline, SteadyClock::time_point* sent_at) {
+                         bool fresh, Deadline deadline,
+                         SteadyClock::time_point* sent_at) {
   absl::StatusOr<absl::optional<int64_t>> ttl =
-      TryOnce(core, name, owner, lease_ms, deadline, sent_at);
+      TryOnce(core, name, owner, lease_ms, fresh, deadline, sent_at);
   if (!ttl.ok() || !ttl->has_value()) return ttl.status();
   if (deadline.Expired()) return HeldByOther(**ttl);
 
@@ -83,7 +86,7 @@ absl::Status AcquireLoop(ClientCore& core, const std::string& name,
       if (deadline.Expired()) return HeldByOther(**ttl);
       return absl::UnavailableError(confirmed.message());
     }
-    ttl = TryOnce(core, name, owner, lease_ms, deadline, sent_at);
+    ttl = TryOnce(core, name, owner, lease_ms, fresh, deadline, sent_at);
     if (!ttl.ok()) {
       sub->PassOn();  // a notification we may have consumed is not wasted
       return ttl.status();
@@ -132,9 +135,12 @@ absl::Status Acquire(ClientCore& core, const std::string& name,
   const absl::Duration effective =
       lease.value_or(core.options().lock_watchdog_timeout);
   const std::string lease_ms = absl::StrCat(absl::ToInt64Milliseconds(effective));
+  // Only this thread changes its own hold, so this stays true for the call.
+  const absl::optional<Hold> held = core.holds().Find(name, thread);
+  const bool fresh = !held.has_value() || held->lost;
   SteadyClock::time_point sent_at;
   absl::Status s =
-      AcquireLoop(core, name, owner, lease_ms, deadline, &sent_at);
+      AcquireLoop(core, name, owner, lease_ms, fresh, deadline, &sent_at);
   if (!s.ok()) return Annotate(s, "acquire", name);
   // Registered (and, for a watchdog lease, renewed from now on) before
   // Acquire() returns.
@@ -175,7 +181,14 @@ absl::Status Release(ClientCore& core, const std::string& name) {
   absl::StatusOr<redis::Reply> r =
       core.RunScript(internal::kReleaseScript, {name, UnlockChannel(name)},
                      {kUnlockMessage, lease_ms, owner});
-  if (!r.ok()) return Annotate(r.status(), "release", name);
+  if (!r.ok()) {
+    // The outcome is unknown. A final release abandons the hold: it stays
+    // unrenewed (it frees at the end of its lease at the latest), and this
+    // thread's next acquire starts afresh, absorbing a count that survived.
+    // Retrying Release() frees it now if this attempt did not run.
+    if (hold.has_value() && hold->count <= 1) core.holds().Forget(name, thread);
+    return Annotate(r.status(), "release", name);
+  }
   if (r->is_nil()) {
     if (absl::optional<Hold> lost = core.holds().Forget(name, thread)) {
       return Annotate(
@@ -194,7 +207,19 @@ absl::Status Release(ClientCore& core, const std::string& name) {
   if (!r->is_integer()) {
     return Annotate(Unexpected(*r, "release script"), "release", name);
   }
-  core.holds().OnReleased(name, thread, /*freed=*/r->integer() == 1);
+  if (r->integer() == 0 && hold.has_value() && hold->count <= 1) {
+    // This was the outermost release by our count, yet Redis still counts
+    // holds for this owner: re-entries whose replies were lost (timeouts,
+    // dropped connections). Nobody would ever release them; release them now
+    // (only this thread uses this owner field).
+    absl::StatusOr<redis::Reply> all =
+        core.RunScript(internal::kReleaseAllScript, {name, UnlockChannel(name)},
+                       {kUnlockMessage, owner});
+    if (!all.ok()) return Annotate(all.status(), "release", name);
+  }
+  core.holds().OnReleased(
+      name, thread,
+      /*freed=*/r->integer() == 1 || (hold.has_value() && hold->count <= 1));
   return absl::OkStatus();
 }
 

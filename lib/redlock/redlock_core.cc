@@ -212,7 +212,8 @@ RedlockCore::Attempt RedlockCore::TryOnce(const std::string& name,
       return granted_so_far >= quorum_ || refused_so_far > n - quorum_;
     };
   }
-  Replies replies = OnAll(kAcquireScript, {name}, {lease_ms, owner},
+  Replies replies = OnAll(kAcquireScript, {name},
+                          {lease_ms, owner, reentry ? "0" : "1"},
                           Deadline::After(PerMasterTimeout(lease)), enough);
   int granted = 0, held = 0, errors = 0;
   std::vector<bool> granted_at(n), unknown_at(n);
@@ -410,9 +411,16 @@ absl::Status RedlockCore::Release(const std::string& name) {
     }
   }
   if (released >= quorum_) {
-    holds_.OnReleased(name, thread,
-                      /*freed=*/freed >= quorum_ ||
-                          (hold.has_value() && hold->count <= 1));
+    const bool outermost = hold.has_value() && hold->count <= 1;
+    if (outermost && freed < released) {
+      // Masters still counting holds after our outermost release kept
+      // re-entries whose replies were lost: release them there (see
+      // lock::Release).
+      OnAll(kReleaseAllScript, {name, lock::UnlockChannel(name)},
+            {lock::kUnlockMessage, owner},
+            Deadline::After(options_.connection.command_timeout));
+    }
+    holds_.OnReleased(name, thread, /*freed=*/freed >= quorum_ || outermost);
     return absl::OkStatus();
   }
   if (not_owner > n - quorum_) {
@@ -427,6 +435,8 @@ absl::Status RedlockCore::Release(const std::string& name) {
                         "not held by this thread (owner ", owner, ")")),
                     "release", name);
   }
+  // Outcome unknown: a final release abandons the hold (see lock::Release).
+  if (hold.has_value() && hold->count <= 1) holds_.Forget(name, thread);
   return Annotate(absl::UnavailableError(absl::StrCat(
                       "no quorum of masters answered: ",
                       absl::StrJoin(details, "; "))),

@@ -1,0 +1,747 @@
+// The safety harness's checker: from the workers' logs (record.h), the faults
+// the coordinator injected and the final counter values, decides whether the
+// locks excluded each other, and measures how long waiters waited.
+//
+// Definitions:
+//   hold        [the acquire call's return, the release call's start], or
+//               [acquire, kill time] when its process was SIGKILLed holding
+//               it. Under mutual exclusion two holds of one lock never
+//               intersect: the first holder's release is sent before Redis
+//               runs it, and the next holder's acquire returns after.
+//   told lost   the holder got a kLockLost event for that lock and owner
+//               (attributed to its latest hold of the lock begun before the
+//               event), SafeUntil() said Aborted, or Release() returned
+//               Aborted. Overlaps with a hold told lost are "excused": the
+//               library reported them, as its correctness model requires.
+//   clean       a hold not told lost, not killed, whose GET and SET both
+//               succeeded.
+//   maybe-wrote a hold that is not clean but may have written its counter
+//               (SET sent, or killed while holding).
+//   counter     after the last restart (which wipes it), with N clean
+//               sections that read after the restart and X maybe-wrote
+//               sections that may have written after it began:
+//               N <= value <= N + X.
+//   sequence    consecutive clean sections of a lock, with no maybe-wrote
+//               section or restart between them, read consecutive values
+//               (no lost update).
+//   ghost       a thread's owner field found in Redis (by the worker) after
+//               its Release() returned OK or its acquire failed without
+//               "held by another owner": the lock is held by nobody's hold.
+//   told-must   a hold that began before a restart or a pause longer than
+//               the lease and ended more than a lease after it must have
+//               been told lost.
+//   wait        per waiter: from the first release (returned OK, by another
+//               owner) during its attempt to the attempt's end (acquired or
+//               gave up). A waiter that stays asleep while the lock is free,
+//               or a lock that stays held after its owner released it, shows
+//               up here.
+//   handoff     for a hold released OK while another attempt on the lock was
+//               waiting: from the release call to the next acquisition of the
+//               lock by anyone.
+//               Waits and handoffs that touch a "disruptive" fault window (a
+//               Redis pause or restart, or a holder kill, from its start to
+//               its end plus one lease plus 1 s) are reported apart.
+//
+// Header-only; part of tools/harness (see harness.h).
+
+#ifndef RELOCK_TOOLS_HARNESS_CHECKER_H_
+#define RELOCK_TOOLS_HARNESS_CHECKER_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "tools/harness/record.h"
+
+namespace relock {
+namespace harness {
+
+enum class FaultKind : int {
+  kKillHolder = 0,        // SIGKILL of a worker process holding a lock
+  kPauseShort = 1,        // SIGSTOP/SIGCONT of redis-server, < lease
+  kPauseLong = 2,         // SIGSTOP/SIGCONT of redis-server, > lease
+  kRestart = 3,           // redis-server restart without persistence
+  kClientKillNormal = 4,  // CLIENT KILL of every relock pool connection
+  kClientKillPubsub = 5,  // CLIENT KILL TYPE pubsub
+  kScriptFlush = 6,       // SCRIPT FLUSH
+};
+inline constexpr int kFaultKinds = 7;
+
+inline const char* FaultKindName(FaultKind kind) {
+  switch (kind) {
+    case FaultKind::kKillHolder:
+      return "kill-9-holder";
+    case FaultKind::kPauseShort:
+      return "pause-short";
+    case FaultKind::kPauseLong:
+      return "pause-long";
+    case FaultKind::kRestart:
+      return "restart";
+    case FaultKind::kClientKillNormal:
+      return "client-kill-pool";
+    case FaultKind::kClientKillPubsub:
+      return "client-kill-pubsub";
+    case FaultKind::kScriptFlush:
+      return "script-flush";
+  }
+  return "?";
+}
+
+inline bool IsDisruptive(FaultKind kind) {
+  return kind == FaultKind::kKillHolder || kind == FaultKind::kPauseShort ||
+         kind == FaultKind::kPauseLong || kind == FaultKind::kRestart;
+}
+
+struct Fault {
+  FaultKind kind = FaultKind::kScriptFlush;
+  int64_t start = 0;  // MonotonicNanos()
+  int64_t end = 0;    // for a kill: the SIGKILL
+  bool injected = false;
+  int worker = -1;  // kKillHolder: the worker killed
+  std::string detail;
+};
+
+struct CheckInput {
+  int processes = 0;
+  int threads = 0;
+  int locks = 0;
+  int64_t lease_ns = 0;
+  int64_t run_start = 0;
+  int64_t run_end = 0;  // when the workers were told to stop
+  uint64_t seed = 0;
+  std::vector<WorkerLog> logs;
+  std::vector<Fault> faults;
+  // Final value of each counter; -1 if it could not be read.
+  std::vector<int64_t> counters;
+  // Workers that did not finish normally (hung, crashed), with why.
+  std::vector<std::string> worker_failures;
+  // Bounds for the verdict.
+  int64_t max_wait_outside_faults_ns = 3'000'000'000;
+  int64_t max_kill_reacquire_extra_ns = 3'000'000'000;  // beyond one lease
+  bool require_every_fault_kind = true;
+  // Ghost holds (see worker.h) fail the run unless tolerated.
+  bool tolerate_ghost_holds = false;
+};
+
+struct CounterCheck {
+  int lock = 0;
+  int64_t value = -1;
+  int64_t clean = 0;        // N
+  int64_t maybe_wrote = 0;  // X
+  bool ok = false;
+};
+
+struct KillReacquire {
+  int worker = 0;
+  int lock = 0;
+  int64_t kill_time = 0;
+  int64_t delay_ns = -1;  // -1: never reacquired
+};
+
+struct Report {
+  // Run.
+  double seconds = 0;
+  int processes = 0, threads = 0, locks = 0;
+  int64_t lease_ns = 0;
+  uint64_t seed = 0;
+  int workers_started = 0, workers_killed = 0;
+  std::map<int, int64_t> acquisitions_per_worker;
+  // Attempts and sections.
+  int64_t attempts = 0, acquisitions = 0;
+  std::map<std::string, int64_t> failed_attempts;  // by status code name
+  std::map<std::string, int64_t> outcomes;         // by Outcome name
+  int64_t completed_sections = 0;                  // clean
+  // Faults.
+  std::map<std::string, int> faults;  // injected, by kind name
+  std::vector<std::string> fault_log;
+  // Safety.
+  int64_t unexcused_overlaps = 0, excused_overlaps = 0;
+  std::vector<std::string> overlap_examples;
+  int64_t sequence_breaks = 0;
+  std::vector<std::string> sequence_examples;
+  std::vector<CounterCheck> counters;
+  bool counters_ok = false;
+  // Lost-lock reports.
+  int64_t lost_events = 0, holds_told_lost = 0, release_aborted = 0,
+          release_unavailable = 0;
+  // Holds across a restart or long pause (by more than a lease after it);
+  // those not told lost.
+  int64_t holds_spanning_losses = 0, unnotified_losses = 0;
+  std::vector<std::string> unnotified_examples;
+  // Liveness.
+  int64_t waits_measured = 0;
+  int64_t max_wait_ns = 0, max_wait_outside_faults_ns = 0,
+          max_wait_near_connection_faults_ns = 0;
+  int64_t waits_over_1s_outside_faults = 0;
+  std::string max_wait_outside_where;
+  // Per waiter: from the first release by another owner during its attempt
+  // to the attempt's end.
+  int64_t max_waiter_wait_outside_faults_ns = 0;
+  std::string max_waiter_wait_where;
+  std::vector<KillReacquire> kill_reacquires;
+  int64_t max_acquire_call_ns = 0, max_release_call_ns = 0;
+  // Ghost holds: a thread's owner field still in Redis one lease after its
+  // thread held nothing (Release() had returned OK, or its acquire had
+  // failed): a hold kept alive that nobody will release (a bug).
+  int64_t ghost_holds = 0;
+  // Orphans: such an owner field that ended within one lease: an acquire
+  // whose reply was lost ran on Redis. Expected under faults; relock never
+  // renews them.
+  int64_t orphan_holds = 0;
+  std::vector<std::string> ghost_examples;
+  // Problems.
+  std::vector<std::string> anomalies;  // E lines, bad lines, unclosed holds
+  std::vector<std::string> worker_failures;
+  std::vector<std::string> failures;  // the verdict: empty = PASS
+  bool ok() const { return failures.empty(); }
+  std::string text;  // the printable report
+};
+
+namespace internal_checker {
+
+inline std::string Secs(int64_t ns) {
+  return absl::StrFormat("%.3fs", static_cast<double>(ns) / 1e9);
+}
+inline std::string Ms(int64_t ns) {
+  return absl::StrFormat("%.1fms", static_cast<double>(ns) / 1e6);
+}
+inline bool Intersects(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
+  return a0 <= b1 && b0 <= a1;
+}
+
+}  // namespace internal_checker
+
+inline Report Check(CheckInput in) {
+  using internal_checker::Intersects;
+  using internal_checker::Ms;
+  using internal_checker::Secs;
+  Report rep;
+  rep.seconds = static_cast<double>(in.run_end - in.run_start) / 1e9;
+  rep.processes = in.processes;
+  rep.threads = in.threads;
+  rep.locks = in.locks;
+  rep.lease_ns = in.lease_ns;
+  rep.seed = in.seed;
+  rep.workers_started = static_cast<int>(in.logs.size());
+  rep.worker_failures = in.worker_failures;
+  auto rel = [&](int64_t t) { return Secs(t - in.run_start); };
+
+  // --- Faults.
+  std::map<int, int64_t> kill_time;  // worker -> SIGKILL time
+  std::vector<std::pair<int64_t, int64_t>> disruptive, connection;
+  std::vector<const Fault*> restarts;
+  const int64_t grace = in.lease_ns + 1'000'000'000;
+  for (const Fault& f : in.faults) {
+    rep.fault_log.push_back(
+        absl::StrCat("+", rel(f.start), " ", FaultKindName(f.kind), ": ",
+                     f.injected ? "" : "NOT INJECTED: ", f.detail));
+    if (!f.injected) continue;
+    ++rep.faults[FaultKindName(f.kind)];
+    if (f.kind == FaultKind::kKillHolder && f.worker >= 0) {
+      kill_time[f.worker] = f.end;
+    }
+    if (f.kind == FaultKind::kRestart) restarts.push_back(&f);
+    (IsDisruptive(f.kind) ? disruptive : connection)
+        .emplace_back(f.start, f.end + grace);
+  }
+  rep.workers_killed = static_cast<int>(kill_time.size());
+
+  // --- Holds: close killed ones, attribute lost reports.
+  std::vector<Hold> holds;
+  struct Attempt {
+    int64_t start, end;
+    int worker, thread;
+  };
+  std::vector<std::vector<Attempt>> attempts(in.locks);
+  for (WorkerLog& log : in.logs) {
+    for (const std::string& a : log.anomalies) {
+      rep.anomalies.push_back(absl::StrCat("worker ", log.worker, ": ", a));
+    }
+    if (log.bad_lines > 1 || (log.bad_lines == 1 && log.done)) {
+      rep.anomalies.push_back(absl::StrCat(
+          "worker ", log.worker, ": ", log.bad_lines, " unparsable log lines"));
+    }
+    rep.lost_events += static_cast<int64_t>(log.lost.size());
+    for (const GhostHold& g : log.ghosts) {
+      if (g.where == "orphan-expired") {
+        ++rep.orphan_holds;
+        continue;
+      }
+      ++rep.ghost_holds;
+      if (rep.ghost_examples.size() < 10) {
+        rep.ghost_examples.push_back(
+            absl::StrCat("lock ", g.lock, " w", log.worker, "/t", g.thread,
+                         " at +", rel(g.time), " ", g.where,
+                         ": count=", g.count, " pttl=", g.pttl, "ms"));
+      }
+    }
+    std::map<std::string, int> thread_of;
+    for (const auto& [thread, owner] : log.owners) thread_of[owner] = thread;
+    for (const LostEvent& e : log.lost) {
+      auto t = thread_of.find(e.owner);
+      Hold* best = nullptr;
+      for (Hold& h : log.holds) {
+        if (h.lock != e.lock || h.attempt_end > e.time) continue;
+        if (t != thread_of.end() && h.thread != t->second) continue;
+        if (best == nullptr || h.attempt_end > best->attempt_end) best = &h;
+      }
+      if (best != nullptr) best->told_lost = true;
+    }
+    auto killed = kill_time.find(log.worker);
+    for (Hold& h : log.holds) {
+      if (h.lock < 0 || h.lock >= in.locks) continue;
+      if (h.open) {
+        if (killed != kill_time.end()) {
+          h.killed = true;
+          h.end = killed->second;
+        } else {
+          rep.anomalies.push_back(absl::StrCat(
+              "worker ", log.worker, " thread ", h.thread, ": hold of lock ",
+              h.lock, " acquired at +", rel(h.attempt_end),
+              " never closed, but the worker was not killed"));
+          h.end = std::numeric_limits<int64_t>::max();
+        }
+      } else {
+        h.end = h.release_start;
+        if (h.release_code == static_cast<int>(absl::StatusCode::kAborted) ||
+            h.safe_code == static_cast<int>(absl::StatusCode::kAborted)) {
+          h.told_lost = true;
+        }
+        rep.release_aborted +=
+            h.release_code == static_cast<int>(absl::StatusCode::kAborted);
+        rep.release_unavailable +=
+            h.release_code == static_cast<int>(absl::StatusCode::kUnavailable);
+        ++rep.outcomes[OutcomeName(h.outcome)];
+        rep.max_release_call_ns =
+            std::max(rep.max_release_call_ns, h.release_end - h.release_start);
+      }
+      rep.max_acquire_call_ns =
+          std::max(rep.max_acquire_call_ns, h.attempt_end - h.attempt_start);
+      attempts[h.lock].push_back(
+          {h.attempt_start, h.attempt_end, h.worker, h.thread});
+      ++rep.acquisitions_per_worker[log.worker];
+      holds.push_back(h);
+    }
+    if (rep.acquisitions_per_worker.count(log.worker) == 0) {
+      rep.acquisitions_per_worker[log.worker] = 0;
+    }
+    for (const FailedAttempt& f : log.failed) {
+      ++rep.failed_attempts[absl::StatusCodeToString(
+          static_cast<absl::StatusCode>(f.code))];
+      rep.max_acquire_call_ns =
+          std::max(rep.max_acquire_call_ns, f.end - f.start);
+      if (f.lock >= 0 && f.lock < in.locks) {
+        attempts[f.lock].push_back({f.start, f.end, log.worker, f.thread});
+      }
+    }
+  }
+  rep.acquisitions = static_cast<int64_t>(holds.size());
+  rep.attempts = rep.acquisitions;
+  for (const auto& [code, n] : rep.failed_attempts) rep.attempts += n;
+  auto clean = [](const Hold& h) {
+    return !h.open && !h.told_lost && h.outcome == Outcome::kCompleted;
+  };
+  auto maybe_wrote = [&](const Hold& h) {
+    return !clean(h) && (h.open || h.set_sent);
+  };
+  auto describe = [&](const Hold& h) {
+    return absl::StrCat(
+        "w", h.worker, "/t", h.thread, " [+", rel(h.attempt_end), ", +",
+        h.end == std::numeric_limits<int64_t>::max() ? std::string("never")
+                                                     : rel(h.end),
+        "]", h.killed ? " killed" : "", h.told_lost ? " told-lost" : "",
+        h.open ? "" : absl::StrCat(" ", OutcomeName(h.outcome)));
+  };
+  for (const Hold& h : holds) {
+    rep.holds_told_lost += h.told_lost;
+    rep.completed_sections += clean(h);
+  }
+
+  // --- Per lock.
+  std::vector<std::vector<const Hold*>> by_lock(in.locks);
+  for (const Hold& h : holds) by_lock[h.lock].push_back(&h);
+  const Fault* last_restart = restarts.empty() ? nullptr : restarts.back();
+  rep.counters_ok = true;
+  for (int k = 0; k < in.locks; ++k) {
+    std::vector<const Hold*>& hs = by_lock[k];
+    std::sort(hs.begin(), hs.end(), [](const Hold* a, const Hold* b) {
+      return a->attempt_end < b->attempt_end;
+    });
+
+    // Overlaps: every pair of intersecting holds.
+    std::vector<const Hold*> active;
+    for (const Hold* h : hs) {
+      active.erase(std::remove_if(
+                       active.begin(), active.end(),
+                       [&](const Hold* a) { return a->end <= h->attempt_end; }),
+                   active.end());
+      for (const Hold* a : active) {
+        const bool excused = a->told_lost || h->told_lost;
+        (excused ? rep.excused_overlaps : rep.unexcused_overlaps)++;
+        if (!excused && rep.overlap_examples.size() < 10) {
+          rep.overlap_examples.push_back(absl::StrCat(
+              "lock ", k, ": ", describe(*a), " and ", describe(*h)));
+        }
+      }
+      active.push_back(h);
+    }
+
+    // Sequence of clean sections.
+    const Hold* prev = nullptr;
+    bool tainted = false;
+    for (const Hold* h : hs) {
+      if (clean(*h)) {
+        bool restarted = false;
+        if (prev != nullptr) {
+          for (const Fault* r : restarts) {
+            restarted |=
+                Intersects(prev->set_end, h->get_start, r->start, r->end);
+          }
+        }
+        if (prev != nullptr && !tainted && !restarted &&
+            h->read_value != prev->read_value + 1) {
+          ++rep.sequence_breaks;
+          if (rep.sequence_examples.size() < 10) {
+            rep.sequence_examples.push_back(absl::StrCat(
+                "lock ", k, ": ", describe(*prev), " read ", prev->read_value,
+                ", then ", describe(*h), " read ", h->read_value));
+          }
+        }
+        prev = h;
+        tainted = false;
+      } else if (maybe_wrote(*h)) {
+        tainted = true;
+      }
+    }
+
+    // Counter.
+    CounterCheck c;
+    c.lock = k;
+    c.value = k < static_cast<int>(in.counters.size()) ? in.counters[k] : -1;
+    for (const Hold* h : hs) {
+      const bool after_restart =
+          last_restart == nullptr || h->get_start > last_restart->end;
+      if (clean(*h) && after_restart) {
+        ++c.clean;
+      } else if (clean(*h) || maybe_wrote(*h)) {
+        const int64_t wrote_by =
+            h->open ? h->end : (h->set_end != 0 ? h->set_end : h->end);
+        if (last_restart == nullptr || wrote_by > last_restart->start) {
+          ++c.maybe_wrote;
+        }
+      }
+    }
+    c.ok = c.value >= c.clean && c.value <= c.clean + c.maybe_wrote;
+    rep.counters_ok &= c.ok;
+    rep.counters.push_back(c);
+
+    // Waits after a release, while someone was waiting.
+    std::vector<Attempt>& at = attempts[k];
+    std::sort(at.begin(), at.end(), [](const Attempt& a, const Attempt& b) {
+      return a.start < b.start;
+    });
+    int64_t longest_attempt = 0;
+    for (const Attempt& a : at) {
+      longest_attempt = std::max(longest_attempt, a.end - a.start);
+    }
+    std::vector<int64_t> acquired;
+    for (const Hold* h : hs) acquired.push_back(h->attempt_end);
+    for (const Hold* h : hs) {
+      if (h->open ||
+          h->release_code != static_cast<int>(absl::StatusCode::kOk)) {
+        continue;
+      }
+      const int64_t free_at = h->release_start;
+      auto it = std::upper_bound(acquired.begin(), acquired.end(), free_at);
+      if (it == acquired.end()) continue;
+      const int64_t next = *it;
+      bool waiter = false;
+      auto w = std::lower_bound(
+          at.begin(), at.end(), free_at,
+          [](const Attempt& a, int64_t t) { return a.start < t; });
+      while (w != at.begin() && !waiter) {
+        --w;
+        if (w->start < free_at - longest_attempt) break;
+        waiter = w->end > free_at && w->start != h->attempt_start;
+      }
+      if (!waiter) continue;
+      const int64_t wait = next - free_at;
+      ++rep.waits_measured;
+      rep.max_wait_ns = std::max(rep.max_wait_ns, wait);
+      bool in_fault = false;
+      for (const auto& [s, e] : disruptive) {
+        in_fault |= Intersects(free_at, next, s, e);
+      }
+      if (in_fault) continue;
+      if (wait > rep.max_wait_outside_faults_ns) {
+        rep.max_wait_outside_faults_ns = wait;
+        rep.max_wait_outside_where =
+            absl::StrCat("lock ", k, " freed at +", rel(free_at));
+      }
+      rep.waits_over_1s_outside_faults += wait > 1'000'000'000;
+      for (const auto& [s, e] : connection) {
+        if (Intersects(free_at, next, s, e)) {
+          rep.max_wait_near_connection_faults_ns =
+              std::max(rep.max_wait_near_connection_faults_ns, wait);
+        }
+      }
+    }
+
+    // Waiters: from the first release (by another owner) during an attempt
+    // to the attempt's end (acquired, or gave up).
+    std::vector<const Hold*> frees;
+    for (const Hold* h : hs) {
+      if (!h->open &&
+          h->release_code == static_cast<int>(absl::StatusCode::kOk)) {
+        frees.push_back(h);
+      }
+    }
+    std::sort(frees.begin(), frees.end(), [](const Hold* a, const Hold* b) {
+      return a->release_start < b->release_start;
+    });
+    for (const Attempt& a : at) {
+      auto it = std::lower_bound(
+          frees.begin(), frees.end(), a.start,
+          [](const Hold* h, int64_t t) { return h->release_start < t; });
+      for (; it != frees.end() && (*it)->release_start < a.end; ++it) {
+        if ((*it)->worker == a.worker && (*it)->thread == a.thread) continue;
+        const int64_t free_at = (*it)->release_start;
+        const int64_t wait = a.end - free_at;
+        rep.max_wait_ns = std::max(rep.max_wait_ns, wait);
+        bool in_fault = false;
+        for (const auto& [s, e] : disruptive) {
+          in_fault |= Intersects(free_at, a.end, s, e);
+        }
+        if (!in_fault && wait > rep.max_waiter_wait_outside_faults_ns) {
+          rep.max_waiter_wait_outside_faults_ns = wait;
+          rep.max_waiter_wait_where = absl::StrCat(
+              "lock ", k, " freed at +", rel(free_at), ", w", a.worker, "/t",
+              a.thread, " waited until +", rel(a.end));
+        }
+        break;
+      }
+    }
+
+    // Holders that must have been told: holds that span a restart, or a
+    // pause longer than the lease, by more than a lease.
+    for (const Hold* h : hs) {
+      if (h->killed) continue;
+      for (const Fault& f : in.faults) {
+        if (!f.injected || (f.kind != FaultKind::kRestart &&
+                            f.kind != FaultKind::kPauseLong)) {
+          continue;
+        }
+        if (h->attempt_end >= f.start || h->end <= f.end + in.lease_ns) {
+          continue;
+        }
+        ++rep.holds_spanning_losses;
+        if (!h->told_lost) {
+          ++rep.unnotified_losses;
+          if (rep.unnotified_examples.size() < 10) {
+            rep.unnotified_examples.push_back(
+                absl::StrCat("lock ", k, ": ", describe(*h), " spans the ",
+                             FaultKindName(f.kind), " at +", rel(f.start)));
+          }
+        }
+      }
+    }
+
+    // Locks of killed holders: when did someone else get them?
+    for (const Hold* h : hs) {
+      if (!h->killed) continue;
+      KillReacquire kr{h->worker, k, h->end, -1};
+      auto it = std::upper_bound(acquired.begin(), acquired.end(), h->end);
+      if (it != acquired.end()) kr.delay_ns = *it - h->end;
+      rep.kill_reacquires.push_back(kr);
+    }
+  }
+
+  // --- Verdict.
+  std::vector<std::string>& fail = rep.failures;
+  if (rep.unexcused_overlaps > 0) {
+    fail.push_back(
+        absl::StrCat(rep.unexcused_overlaps, " unexcused overlap(s) of holds"));
+  }
+  if (rep.sequence_breaks > 0) {
+    fail.push_back(absl::StrCat(rep.sequence_breaks,
+                                " lost update(s) between clean sections"));
+  }
+  if (!rep.counters_ok) fail.push_back("a counter is out of bounds");
+  if (rep.unnotified_losses > 0) {
+    fail.push_back(absl::StrCat(rep.unnotified_losses,
+                                " holder(s) never told their lock was lost"));
+  }
+  if (rep.ghost_holds > 0 && !in.tolerate_ghost_holds) {
+    fail.push_back(absl::StrCat(
+        rep.ghost_holds,
+        " ghost hold(s): a lock still held in Redis by a thread that held "
+        "nothing"));
+  }
+  if (!rep.anomalies.empty()) {
+    fail.push_back(absl::StrCat(rep.anomalies.size(), " anomal(ies)"));
+  }
+  if (!rep.worker_failures.empty()) {
+    fail.push_back(absl::StrCat(rep.worker_failures.size(),
+                                " worker(s) did not finish normally"));
+  }
+  for (const auto& [worker, n] : rep.acquisitions_per_worker) {
+    if (n == 0)
+      fail.push_back(absl::StrCat("worker ", worker, " never acquired a lock"));
+  }
+  if (in.require_every_fault_kind) {
+    for (int i = 0; i < kFaultKinds; ++i) {
+      const char* name = FaultKindName(static_cast<FaultKind>(i));
+      if (rep.faults.count(name) == 0) {
+        fail.push_back(absl::StrCat("fault ", name, " was never injected"));
+      }
+    }
+    if (rep.kill_reacquires.empty()) {
+      fail.push_back("no worker was killed while holding a lock");
+    }
+  }
+  for (const KillReacquire& kr : rep.kill_reacquires) {
+    if (kr.delay_ns < 0 ||
+        kr.delay_ns > in.lease_ns + in.max_kill_reacquire_extra_ns) {
+      fail.push_back(absl::StrCat(
+          "lock ", kr.lock, " of killed worker ", kr.worker,
+          kr.delay_ns < 0
+              ? " was never reacquired"
+              : absl::StrCat(" was reacquired only ", Secs(kr.delay_ns),
+                             " after the kill")));
+    }
+  }
+  if (rep.max_wait_outside_faults_ns > in.max_wait_outside_faults_ns) {
+    fail.push_back(absl::StrCat("a free lock went unacquired for ",
+                                Secs(rep.max_wait_outside_faults_ns),
+                                " while a thread waited for it (",
+                                rep.max_wait_outside_where, ")"));
+  }
+  if (rep.max_waiter_wait_outside_faults_ns > in.max_wait_outside_faults_ns) {
+    fail.push_back(absl::StrCat(
+        "a waiter waited ", Secs(rep.max_waiter_wait_outside_faults_ns),
+        " after the lock was released (", rep.max_waiter_wait_where, ")"));
+  }
+
+  // --- Text.
+  std::string& t = rep.text;
+  absl::StrAppend(&t, "==== relock safety harness report ====\n");
+  absl::StrAppend(
+      &t, absl::StrFormat("run:        %.1f s, %d processes x %d threads x "
+                          "%d locks, lease %s, seed %u\n",
+                          rep.seconds, rep.processes, rep.threads, rep.locks,
+                          Secs(rep.lease_ns), rep.seed));
+  absl::StrAppend(&t, "workers:    ", rep.workers_started, " started, ",
+                  rep.workers_killed, " killed; acquisitions per worker:");
+  for (const auto& [w, n] : rep.acquisitions_per_worker) {
+    absl::StrAppend(&t, " w", w, "=", n);
+  }
+  absl::StrAppend(&t, "\nattempts:   ", rep.attempts, " (", rep.acquisitions,
+                  " acquired");
+  for (const auto& [code, n] : rep.failed_attempts) {
+    absl::StrAppend(&t, ", ", n, " ", code);
+  }
+  absl::StrAppend(&t, ")\nsections:   ", rep.completed_sections, " clean;");
+  for (const auto& [name, n] : rep.outcomes) {
+    absl::StrAppend(&t, " ", name, "=", n);
+  }
+  absl::StrAppend(&t, "\nfaults:     ");
+  if (rep.faults.empty()) absl::StrAppend(&t, "none");
+  for (const auto& [name, n] : rep.faults) {
+    absl::StrAppend(&t, name, "=", n, " ");
+  }
+  absl::StrAppend(&t, "\n");
+  for (const std::string& f : rep.fault_log) {
+    absl::StrAppend(&t, "            ", f, "\n");
+  }
+  absl::StrAppend(&t, "overlaps:   ", rep.unexcused_overlaps,
+                  " unexcused (must be 0); ", rep.excused_overlaps,
+                  " excused overlapping pairs (one holder was told its lock "
+                  "was lost)\n");
+  for (const std::string& e : rep.overlap_examples) {
+    absl::StrAppend(&t, "            OVERLAP ", e, "\n");
+  }
+  absl::StrAppend(&t, "lost locks: ", rep.lost_events, " kLockLost events; ",
+                  rep.holds_told_lost, " holds told lost (",
+                  rep.release_aborted, " by Release() = Aborted); ",
+                  rep.release_unavailable, " releases Unavailable\n");
+  absl::StrAppend(&t, "            ", rep.holds_spanning_losses,
+                  " holds spanned a restart/long pause; ",
+                  rep.unnotified_losses, " of them never told (must be 0)\n");
+  for (const std::string& e : rep.unnotified_examples) {
+    absl::StrAppend(&t, "            NOT TOLD ", e, "\n");
+  }
+  absl::StrAppend(&t, "ghosts:     ", rep.ghost_holds,
+                  " ghost holds (owner field still in Redis one lease after "
+                  "its thread held nothing; freed by the worker)",
+                  in.tolerate_ghost_holds ? ", tolerated" : " (must be 0)",
+                  "\n");
+  for (const std::string& g : rep.ghost_examples) {
+    absl::StrAppend(&t, "            GHOST ", g, "\n");
+  }
+  absl::StrAppend(&t, "orphans:    ", rep.orphan_holds,
+                  " owner fields left by acquires whose reply was lost, "
+                  "gone within one lease (expected under faults)\n");
+  absl::StrAppend(&t, "updates:    ", rep.sequence_breaks,
+                  " lost updates between clean sections (must be 0)\n");
+  for (const std::string& e : rep.sequence_examples) {
+    absl::StrAppend(&t, "            LOST UPDATE ", e, "\n");
+  }
+  absl::StrAppend(&t, "counters:  ");
+  for (const CounterCheck& c : rep.counters) {
+    absl::StrAppend(&t, " lock ", c.lock, "=", c.value, " (", c.clean, "..",
+                    c.clean + c.maybe_wrote, ") ", c.ok ? "ok" : "BAD", ";");
+  }
+  absl::StrAppend(
+      &t, "\nwaits:      longest a waiter waited after its lock was released: ",
+      Ms(rep.max_waiter_wait_outside_faults_ns),
+      " outside pause/restart/kill windows",
+      rep.max_waiter_wait_where.empty()
+          ? ""
+          : absl::StrCat(" (", rep.max_waiter_wait_where, ")"),
+      ", ", Ms(rep.max_wait_ns), " overall\n");
+  absl::StrAppend(&t, "handoffs:   ", rep.waits_measured,
+                  " frees with a waiter; longest until the next acquire: ",
+                  Ms(rep.max_wait_outside_faults_ns),
+                  " outside pause/restart/kill windows",
+                  rep.max_wait_outside_where.empty()
+                      ? ""
+                      : absl::StrCat(" (", rep.max_wait_outside_where, ")"),
+                  ", ", Ms(rep.max_wait_near_connection_faults_ns),
+                  " near client-kill/script-flush; ",
+                  rep.waits_over_1s_outside_faults, " > 1s\n");
+  for (const KillReacquire& kr : rep.kill_reacquires) {
+    absl::StrAppend(&t, "kill -9:    lock ", kr.lock, " of worker ", kr.worker,
+                    " (killed at +", rel(kr.kill_time), ") ",
+                    kr.delay_ns < 0
+                        ? std::string("NEVER reacquired")
+                        : absl::StrCat("reacquired after ", Secs(kr.delay_ns)),
+                    "\n");
+  }
+  absl::StrAppend(&t, "calls:      longest TryAcquire ",
+                  Ms(rep.max_acquire_call_ns), ", longest Release ",
+                  Ms(rep.max_release_call_ns), "\n");
+  for (const std::string& a : rep.anomalies) {
+    absl::StrAppend(&t, "ANOMALY:    ", a, "\n");
+  }
+  for (const std::string& w : rep.worker_failures) {
+    absl::StrAppend(&t, "WORKER:     ", w, "\n");
+  }
+  for (const std::string& f : rep.failures) {
+    absl::StrAppend(&t, "FAIL:       ", f, "\n");
+  }
+  absl::StrAppend(&t, "result:     ", rep.ok() ? "PASS" : "FAIL", "\n");
+  return rep;
+}
+
+}  // namespace harness
+}  // namespace relock
+
+#endif  // RELOCK_TOOLS_HARNESS_CHECKER_H_

@@ -1,0 +1,558 @@
+// relock's safety harness: P worker processes x T threads contend K locks on
+// a private redis-server for a bounded time while faults are injected on a
+// schedule; then a checker verifies mutual exclusion and liveness from the
+// workers' records and prints a report.
+//
+//   worker.h   the worker process (a child routine) and its critical section
+//   record.h   the workers' log format
+//   checker.h  the checks and the report
+//   harness.h  this file: the coordinator, RunHarness()
+//
+// Faults (each kind at least once per cycle; the first cycle always runs in
+// full, later ones in random order while the duration lasts):
+//   kill-9-holder       SIGSTOP a worker that holds a lock (seen in Redis),
+//                       confirm it still holds it, SIGKILL it, start a
+//                       replacement worker. Its lock must free within a lease.
+//   pause-short/long    SIGSTOP/SIGCONT redis-server for lease/4 and 2 leases.
+//   restart             redis-server restart without persistence: holders
+//                       must be told their locks are gone.
+//   client-kill-pool    CLIENT KILL ID of every normal connection except the
+//                       harness's own counter connections (relock's pools).
+//   client-kill-pubsub  CLIENT KILL TYPE pubsub (relock's subscribers).
+//   script-flush        SCRIPT FLUSH.
+//
+// Use from a binary that can run child routines (see
+// tests/testing/child_process.h):
+//
+//   RELOCK_CHILD_MAIN(SafetyHarnessWorker) {
+//     return relock::harness::WorkerMain(args);
+//   }
+//   ...
+//   relock::harness::HarnessOptions options;  // worker_routine defaults to
+//   absl::StatusOr<relock::harness::Report> report =  // "SafetyHarnessWorker"
+//       relock::harness::RunHarness(options);
+//   std::cout << report->text;  // report->ok(), report->failures, ...
+//
+// Header-only (inline functions), so a test and tools/harness/main.cc can use
+// it without a library target. Needs relock, relock_testing_fixture (the
+// redis-server fixture and ChildProcess), hiredis and absl.
+
+#ifndef RELOCK_TOOLS_HARNESS_HARNESS_H_
+#define RELOCK_TOOLS_HARNESS_HARNESS_H_
+
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "tests/testing/child_process.h"
+#include "tests/testing/redis_server.h"
+#include "tools/harness/checker.h"
+#include "tools/harness/record.h"
+#include "tools/harness/worker.h"
+
+namespace relock {
+namespace harness {
+
+struct HarnessOptions {
+  int processes = 3;  // P worker processes at any time
+  int threads = 2;    // T threads per worker
+  int locks = 3;      // K locks (and counters)
+  // How long the workload runs; extended if needed to finish the first fault
+  // cycle (so every kind is injected at least once).
+  absl::Duration duration = absl::Seconds(30);
+  absl::Duration warmup = absl::Seconds(2);       // before the first fault
+  absl::Duration fault_gap = absl::Seconds(2.5);  // between faults
+  absl::Duration tail = absl::Seconds(2);         // fault-free end of the run
+  // relock client settings of the workers.
+  absl::Duration lease = absl::Milliseconds(1500);  // lock_watchdog_timeout
+  // TryAcquire's wait; longer than max_wait_outside_faults, so that a
+  // waiter stalled that long is seen.
+  absl::Duration acquire_wait = absl::Seconds(5);
+  absl::Duration connect_timeout = absl::Milliseconds(300);
+  absl::Duration command_timeout = absl::Milliseconds(300);
+  // Critical section: GET, sleep in [hold_min, hold_max], SET; then sleep up
+  // to think_max before the next attempt.
+  absl::Duration hold_min = absl::Milliseconds(1);
+  absl::Duration hold_max = absl::Milliseconds(5);
+  absl::Duration think_max = absl::Milliseconds(3);
+  // Pauses; zero = lease / 4 and 2 * lease.
+  absl::Duration short_pause = absl::ZeroDuration();
+  absl::Duration long_pause = absl::ZeroDuration();
+  // Verdict bounds (see CheckInput).
+  absl::Duration max_wait_outside_faults = absl::Seconds(3);
+  absl::Duration max_kill_reacquire_extra = absl::Seconds(3);
+  // Ghost holds (a library bug, see worker.h) fail the run unless tolerated.
+  bool tolerate_ghost_holds = false;
+  uint64_t seed = 0;  // 0 = random
+  // The RELOCK_CHILD_MAIN routine that calls WorkerMain().
+  std::string worker_routine = "SafetyHarnessWorker";
+  // Where worker logs go; empty = a fresh dir under $TMPDIR (removed after a
+  // passing run, kept and named in the report otherwise).
+  std::string work_dir;
+  // Progress lines (faults as they happen); null = silent.
+  std::ostream* progress = &std::cout;
+};
+
+namespace internal_harness {
+
+using ::relock::testing::ChildProcess;
+using ::relock::testing::RedisServer;
+using ::relock::testing::RedisValue;
+
+struct WorkerProc {
+  int index = 0;
+  std::unique_ptr<ChildProcess> child;
+  std::string client_id;
+  std::string log_path;
+  bool killed = false;
+};
+
+// Waits until /proc/<pid>/stat shows the process stopped (T) or gone.
+inline void WaitStopped(pid_t pid, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+    std::string stat((std::istreambuf_iterator<char>(in)),
+                     std::istreambuf_iterator<char>());
+    const size_t paren = stat.rfind(')');
+    if (paren == std::string::npos || paren + 2 >= stat.size()) return;
+    const char state = stat[paren + 2];
+    if (state == 'T' || state == 't' || state == 'Z' || state == 'X') return;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+}
+
+class Coordinator {
+ public:
+  explicit Coordinator(HarnessOptions o) : o_(std::move(o)) {
+    if (o_.seed == 0) o_.seed = std::random_device()() | 1;
+    if (o_.short_pause <= absl::ZeroDuration()) o_.short_pause = o_.lease / 4;
+    if (o_.long_pause <= absl::ZeroDuration()) o_.long_pause = o_.lease * 2;
+    rng_.seed(o_.seed);
+  }
+
+  absl::StatusOr<Report> Run() {
+    if (o_.processes < 1 || o_.threads < 1 || o_.locks < 1) {
+      return absl::InvalidArgumentError(
+          "processes, threads, locks must be >= 1");
+    }
+    absl::Status s = MakeWorkDir();
+    if (!s.ok()) return s;
+    absl::StatusOr<std::unique_ptr<RedisServer>> redis = RedisServer::Start();
+    if (!redis.ok()) return redis.status();
+    redis_ = *std::move(redis);
+    Progress(absl::StrCat("redis-server on ", redis_->url(), ", seed ", o_.seed,
+                          ", logs in ", dir_));
+
+    run_start_ = MonotonicNanos();
+    // Workers stop by themselves at this time even if never told to.
+    hard_end_ = run_start_ +
+                absl::ToInt64Nanoseconds(o_.duration * 3 + absl::Seconds(120));
+    for (int i = 0; i < o_.processes; ++i) {
+      if (absl::Status w = SpawnWorker(); !w.ok()) return w;
+    }
+    RunSchedule();
+    const int64_t run_end = MonotonicNanos();
+    std::vector<std::string> worker_failures = StopWorkers();
+
+    CheckInput in;
+    in.processes = o_.processes;
+    in.threads = o_.threads;
+    in.locks = o_.locks;
+    in.lease_ns = absl::ToInt64Nanoseconds(o_.lease);
+    in.run_start = run_start_;
+    in.run_end = run_end;
+    in.seed = o_.seed;
+    in.faults = faults_;
+    in.worker_failures = std::move(worker_failures);
+    in.max_wait_outside_faults_ns =
+        absl::ToInt64Nanoseconds(o_.max_wait_outside_faults);
+    in.max_kill_reacquire_extra_ns =
+        absl::ToInt64Nanoseconds(o_.max_kill_reacquire_extra);
+    in.tolerate_ghost_holds = o_.tolerate_ghost_holds;
+    for (int k = 0; k < o_.locks; ++k) {
+      absl::StatusOr<RedisValue> v =
+          redis_->Command({"GET", CounterName(kPrefix, k)});
+      int64_t value = -1;
+      if (v.ok() && v->is_nil()) value = 0;
+      if (v.ok() && v->is_string() && !absl::SimpleAtoi(v->str, &value)) {
+        value = -1;
+      }
+      in.counters.push_back(value);
+    }
+    for (const WorkerProc& w : workers_) {
+      in.logs.push_back(ParseWorkerLog(w.index, w.log_path));
+    }
+    redis_.reset();  // stops the server
+    Report report = Check(std::move(in));
+    if (report.ok() && o_.work_dir.empty()) {
+      for (const WorkerProc& w : workers_) unlink(w.log_path.c_str());
+      rmdir(dir_.c_str());
+    } else {
+      report.text += absl::StrCat("logs:       ", dir_, "\n");
+    }
+    return report;
+  }
+
+ private:
+  static constexpr char kPrefix[] = "harness:";
+
+  void Progress(const std::string& line) {
+    if (o_.progress == nullptr) return;
+    *o_.progress << absl::StrFormat("[harness +%6.2fs] ",
+                                    run_start_ == 0
+                                        ? 0.0
+                                        : static_cast<double>(MonotonicNanos() -
+                                                              run_start_) /
+                                              1e9)
+                 << line << std::endl;
+  }
+
+  absl::Status MakeWorkDir() {
+    if (!o_.work_dir.empty()) {
+      dir_ = o_.work_dir;
+      return absl::OkStatus();
+    }
+    const char* tmp = getenv("TMPDIR");
+    std::string templ = absl::StrCat(tmp != nullptr && *tmp ? tmp : "/tmp",
+                                     "/relock-harness-XXXXXX");
+    if (mkdtemp(templ.data()) == nullptr) {
+      return absl::UnavailableError(absl::StrCat("mkdtemp ", templ));
+    }
+    dir_ = templ;
+    return absl::OkStatus();
+  }
+
+  absl::Status SpawnWorker() {
+    WorkerConfig c;
+    c.worker = static_cast<int>(workers_.size());
+    c.url = redis_->url();
+    c.host = RedisServer::kHost;
+    c.port = redis_->port();
+    c.threads = o_.threads;
+    c.locks = o_.locks;
+    c.prefix = kPrefix;
+    c.lease_ms = absl::ToInt64Milliseconds(o_.lease);
+    c.wait_ms = absl::ToInt64Milliseconds(o_.acquire_wait);
+    c.connect_timeout_ms = absl::ToInt64Milliseconds(o_.connect_timeout);
+    c.command_timeout_ms = absl::ToInt64Milliseconds(o_.command_timeout);
+    c.raw_timeout_ms =
+        absl::ToInt64Milliseconds(o_.long_pause + absl::Seconds(2));
+    c.hold_min_us = absl::ToInt64Microseconds(o_.hold_min);
+    c.hold_max_us = absl::ToInt64Microseconds(o_.hold_max);
+    c.think_max_us = absl::ToInt64Microseconds(o_.think_max);
+    c.long_hold_ms = absl::ToInt64Milliseconds(LongHold());
+    c.hard_end_ns = hard_end_;
+    c.seed = o_.seed;
+    c.log_path = absl::StrCat(dir_, "/worker-", c.worker, ".log");
+    WorkerProc w;
+    w.index = c.worker;
+    w.log_path = c.log_path;
+    absl::StatusOr<std::unique_ptr<ChildProcess>> child =
+        ChildProcess::Spawn(o_.worker_routine, c.ToArgs());
+    if (!child.ok()) return child.status();
+    w.child = *std::move(child);
+    absl::StatusOr<std::string> line = w.child->ReadLine(absl::Seconds(30));
+    if (!line.ok() || !absl::StartsWith(*line, "ready ")) {
+      return absl::InternalError(absl::StrCat(
+          "worker ", w.index,
+          " did not start: ", line.ok() ? *line : line.status().ToString()));
+    }
+    w.client_id = line->substr(6);
+    Progress(
+        absl::StrCat("worker ", w.index, " (pid ", w.child->pid(), ") ready"));
+    workers_.push_back(std::move(w));
+    return absl::OkStatus();
+  }
+
+  int64_t Deadline(absl::Duration d) const {
+    return run_start_ + absl::ToInt64Nanoseconds(d);
+  }
+  static void SleepUntil(int64_t t) {
+    const int64_t now = MonotonicNanos();
+    if (t > now) absl::SleepFor(absl::Nanoseconds(t - now));
+  }
+
+  // Long enough to span a long pause or a restart plus the lease, so that
+  // the holder must be told its lock was lost before it releases.
+  absl::Duration LongHold() const {
+    return o_.long_pause + o_.lease + absl::Seconds(1);
+  }
+
+  // Asks every live worker to make one hold that begins in the next 300 ms
+  // a long one, and waits that long.
+  void RequestLongHolds() {
+    for (WorkerProc& w : workers_) {
+      if (!w.killed) (void)w.child->WriteLine("long 300");
+    }
+    absl::SleepFor(absl::Milliseconds(300));
+  }
+
+  absl::Duration FaultLength(FaultKind kind) const {
+    if (kind == FaultKind::kPauseShort) return o_.short_pause;
+    if (kind == FaultKind::kPauseLong) return o_.long_pause;
+    return absl::ZeroDuration();
+  }
+
+  void RunSchedule() {
+    // The first cycle in a fixed order: cheap faults first, the kill before
+    // the pauses (it needs a healthy Redis), the restart last.
+    std::vector<FaultKind> cycle = {
+        FaultKind::kClientKillNormal, FaultKind::kScriptFlush,
+        FaultKind::kKillHolder,       FaultKind::kClientKillPubsub,
+        FaultKind::kPauseShort,       FaultKind::kPauseLong,
+        FaultKind::kRestart};
+    size_t next = 0;
+    bool first_cycle = true;
+    int64_t at = Deadline(o_.warmup);
+    const int64_t end = Deadline(o_.duration);
+    const int64_t tail = absl::ToInt64Nanoseconds(o_.tail);
+    while (true) {
+      if (next == cycle.size()) {
+        first_cycle = false;
+        next = 0;
+        std::shuffle(cycle.begin(), cycle.end(), rng_);
+      }
+      const FaultKind kind = cycle[next];
+      if (!first_cycle &&
+          at + absl::ToInt64Nanoseconds(FaultLength(kind)) + tail > end) {
+        break;
+      }
+      ++next;
+      SleepUntil(at);
+      Fault f = Inject(kind);
+      Progress(absl::StrCat("fault ", FaultKindName(kind), ": ",
+                            f.injected ? "" : "NOT INJECTED: ", f.detail));
+      faults_.push_back(std::move(f));
+      at = MonotonicNanos() + absl::ToInt64Nanoseconds(o_.fault_gap);
+    }
+    SleepUntil(
+        std::max(end, at - absl::ToInt64Nanoseconds(o_.fault_gap) + tail));
+  }
+
+  Fault Inject(FaultKind kind) {
+    if (kind == FaultKind::kPauseLong || kind == FaultKind::kRestart) {
+      RequestLongHolds();
+    }
+    Fault f;
+    f.kind = kind;
+    f.start = MonotonicNanos();
+    switch (kind) {
+      case FaultKind::kKillHolder:
+        KillHolder(&f);
+        break;
+      case FaultKind::kPauseShort:
+      case FaultKind::kPauseLong: {
+        const absl::Duration d = FaultLength(kind);
+        absl::Status s = redis_->Pause();
+        if (s.ok()) {
+          absl::SleepFor(d);
+          s = redis_->Resume();
+        }
+        f.injected = s.ok();
+        f.detail = s.ok()
+                       ? absl::StrCat("SIGSTOP for ", absl::FormatDuration(d))
+                       : s.ToString();
+        break;
+      }
+      case FaultKind::kRestart: {
+        absl::Status s = redis_->Restart();
+        f.injected = s.ok();
+        f.detail = s.ok() ? "restarted empty" : s.ToString();
+        break;
+      }
+      case FaultKind::kClientKillNormal:
+        KillPoolConnections(&f);
+        break;
+      case FaultKind::kClientKillPubsub: {
+        absl::StatusOr<RedisValue> v =
+            redis_->Command({"CLIENT", "KILL", "TYPE", "pubsub"});
+        f.injected = v.ok() && v->is_integer() && v->integer > 0;
+        f.detail = v.ok() ? absl::StrCat("killed ", v->DebugString(),
+                                         " pub/sub connections")
+                          : v.status().ToString();
+        break;
+      }
+      case FaultKind::kScriptFlush: {
+        absl::StatusOr<RedisValue> v = redis_->Command({"SCRIPT", "FLUSH"});
+        f.injected = v.ok() && v->is_ok();
+        f.detail = v.ok() ? v->DebugString() : v.status().ToString();
+        break;
+      }
+    }
+    if (f.end == 0) f.end = MonotonicNanos();
+    return f;
+  }
+
+  void KillPoolConnections(Fault* f) {
+    absl::StatusOr<RedisValue> list =
+        redis_->Command({"CLIENT", "LIST", "TYPE", "normal"});
+    if (!list.ok() || !list->is_string()) {
+      f->detail = list.ok() ? list->DebugString() : list.status().ToString();
+      return;
+    }
+    int killed = 0, spared = 0;
+    for (absl::string_view line : absl::StrSplit(list->str, '\n')) {
+      std::string id, name;
+      for (absl::string_view field : absl::StrSplit(line, ' ')) {
+        if (absl::StartsWith(field, "id=")) id = std::string(field.substr(3));
+        if (absl::StartsWith(field, "name=")) {
+          name = std::string(field.substr(5));
+        }
+      }
+      if (id.empty()) continue;
+      if (name == kRawClientName) {
+        ++spared;
+        continue;
+      }
+      absl::StatusOr<RedisValue> r =
+          redis_->Command({"CLIENT", "KILL", "ID", id});
+      killed += r.ok() && r->is_integer() && r->integer == 1;
+    }
+    f->injected = killed > 0;
+    f->detail =
+        absl::StrCat("killed ", killed, " relock pool connections (spared ",
+                     spared, " counter connections)");
+  }
+
+  // The worker whose client id owns field `owner` ("<client-id>:<n>").
+  WorkerProc* OwnerWorker(const std::string& owner) {
+    const size_t colon = owner.rfind(':');
+    if (colon == std::string::npos) return nullptr;
+    const std::string id = owner.substr(0, colon);
+    for (WorkerProc& w : workers_) {
+      if (!w.killed && w.client_id == id) return &w;
+    }
+    return nullptr;
+  }
+
+  std::vector<std::string> Owners(int k) {
+    std::vector<std::string> owners;
+    absl::StatusOr<RedisValue> v =
+        redis_->Command({"HKEYS", LockName(kPrefix, k)});
+    if (v.ok() && v->is_array()) {
+      for (const RedisValue& e : v->elements) owners.push_back(e.str);
+    }
+    return owners;
+  }
+
+  void KillHolder(Fault* f) {
+    const int64_t give_up = MonotonicNanos() + 5'000'000'000;
+    std::vector<int> order(o_.locks);
+    for (int k = 0; k < o_.locks; ++k) order[k] = k;
+    while (MonotonicNanos() < give_up) {
+      std::shuffle(order.begin(), order.end(), rng_);
+      for (int k : order) {
+        for (const std::string& owner : Owners(k)) {
+          WorkerProc* w = OwnerWorker(owner);
+          if (w == nullptr) continue;
+          // Freeze it, then make sure it still holds the lock, in Redis and
+          // by its own record (an open hold of lock k).
+          if (!w->child->Signal(SIGSTOP).ok()) continue;
+          WaitStopped(w->child->pid(), absl::Milliseconds(200));
+          std::vector<std::string> now = Owners(k);
+          bool recorded = false;
+          for (const Hold& h : ParseWorkerLog(w->index, w->log_path).holds) {
+            recorded |= h.open && h.lock == k;
+          }
+          if (std::find(now.begin(), now.end(), owner) == now.end() ||
+              !recorded) {
+            (void)w->child->Signal(SIGCONT);
+            continue;
+          }
+          (void)w->child->Signal(SIGKILL);
+          f->end = MonotonicNanos();
+          w->killed = true;
+          (void)w->child->Wait(absl::Seconds(10));
+          f->injected = true;
+          f->worker = w->index;
+          f->detail = absl::StrCat("worker ", w->index, " (pid ",
+                                   w->child->pid(), ") holding lock ", k);
+          if (absl::Status s = SpawnWorker(); !s.ok()) {
+            f->detail += absl::StrCat("; replacement failed: ", s.ToString());
+          } else {
+            f->detail +=
+                absl::StrCat("; replaced by worker ", workers_.back().index);
+          }
+          return;
+        }
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    f->detail = "found no worker holding a lock within 5s";
+  }
+
+  // Tells every live worker to stop and collects them; returns problems.
+  std::vector<std::string> StopWorkers() {
+    std::vector<std::string> problems;
+    for (WorkerProc& w : workers_) {
+      if (!w.killed) (void)w.child->WriteLine("stop");
+    }
+    Progress("workers told to stop");
+    const absl::Duration drain =
+        o_.acquire_wait + o_.long_pause + o_.lease * 2 + absl::Seconds(20);
+    for (WorkerProc& w : workers_) {
+      if (w.killed) continue;
+      absl::StatusOr<std::string> line = w.child->ReadLine(drain);
+      if (!line.ok() || *line != "done") {
+        problems.push_back(absl::StrCat(
+            "worker ", w.index, " (pid ", w.child->pid(),
+            ") did not finish within ", absl::FormatDuration(drain), ": ",
+            line.ok() ? *line : line.status().ToString()));
+        (void)w.child->Signal(SIGKILL);
+      }
+      absl::StatusOr<int> code = w.child->Wait(absl::Seconds(10));
+      if (!code.ok() || *code != 0) {
+        problems.push_back(absl::StrCat(
+            "worker ", w.index, " exited with ",
+            code.ok() ? absl::StrCat(*code) : code.status().ToString()));
+      }
+    }
+    return problems;
+  }
+
+  HarnessOptions o_;
+  std::mt19937_64 rng_;
+  std::string dir_;
+  std::unique_ptr<RedisServer> redis_;
+  std::vector<WorkerProc> workers_;
+  std::vector<Fault> faults_;
+  int64_t run_start_ = 0;
+  int64_t hard_end_ = 0;
+};
+
+}  // namespace internal_harness
+
+// Runs the whole harness: starts a private redis-server, the workers and the
+// fault schedule, then checks. An error Status means the harness itself could
+// not run (no redis-server, a worker that never started); a run that found
+// problems returns a Report with failures.
+inline absl::StatusOr<Report> RunHarness(const HarnessOptions& options) {
+  return internal_harness::Coordinator(options).Run();
+}
+
+}  // namespace harness
+}  // namespace relock
+
+#endif  // RELOCK_TOOLS_HARNESS_HARNESS_H_

@@ -1,0 +1,115 @@
+// relock_safety_harness: the safety harness as a stand-alone program, for
+// long manual runs (see tools/harness/README.md).
+//
+//   relock_safety_harness [--processes=3] [--threads=2] [--locks=3]
+//       [--duration=30m] [--lease=1.5s] [--wait=5s] [--gap=2.5s]
+//       [--warmup=2s] [--tail=3s] [--short_pause=0] [--long_pause=0]
+//       [--hold_min=1ms] [--hold_max=5ms] [--think_max=3ms]
+//       [--seed=0] [--work_dir=DIR] [--tolerate_ghost_holds] [--quiet]
+//
+// Durations in absl::ParseDuration syntax ("90s", "1.5s", "2h30m"). Exits 0
+// when the run passes, 1 when the checker found a problem, 2 on bad usage or
+// when the harness could not run. Needs redis-server (see
+// tests/testing/redis_server.h for how it is found).
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/time/time.h"
+#include "tests/testing/child_process.h"
+#include "tools/harness/harness.h"
+
+// The worker processes: re-executions of this binary.
+RELOCK_CHILD_MAIN(SafetyHarnessWorker) {
+  return relock::harness::WorkerMain(args);
+}
+
+namespace {
+
+int Usage(const std::string& bad) {
+  std::cerr << "relock_safety_harness: bad argument \"" << bad << "\"\n"
+            << "usage: relock_safety_harness [--processes=N] [--threads=N] "
+               "[--locks=N] [--duration=D] [--lease=D] [--wait=D] [--gap=D] "
+               "[--warmup=D] [--tail=D] [--short_pause=D] [--long_pause=D] "
+               "[--hold_min=D] [--hold_max=D] [--think_max=D] [--seed=N] "
+               "[--work_dir=DIR] [--tolerate_ghost_holds] [--quiet]\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (int rc = relock::testing::MaybeRunChildMain(argc, argv); rc >= 0) {
+    return rc;
+  }
+  relock::harness::HarnessOptions o;
+  o.duration = absl::Minutes(5);
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--quiet") {
+      o.progress = nullptr;
+      continue;
+    }
+    if (arg == "--tolerate_ghost_holds") {
+      o.tolerate_ghost_holds = true;
+      continue;
+    }
+    const size_t eq = arg.find('=');
+    if (!absl::StartsWith(arg, "--") || eq == std::string::npos) {
+      return Usage(arg);
+    }
+    const std::string key = arg.substr(2, eq - 2);
+    const std::string value = arg.substr(eq + 1);
+    bool ok = true;
+    auto duration = [&](absl::Duration* d) {
+      ok = absl::ParseDuration(value, d);
+    };
+    if (key == "processes") {
+      ok = absl::SimpleAtoi(value, &o.processes);
+    } else if (key == "threads") {
+      ok = absl::SimpleAtoi(value, &o.threads);
+    } else if (key == "locks") {
+      ok = absl::SimpleAtoi(value, &o.locks);
+    } else if (key == "duration") {
+      duration(&o.duration);
+    } else if (key == "lease") {
+      duration(&o.lease);
+    } else if (key == "wait") {
+      duration(&o.acquire_wait);
+    } else if (key == "gap") {
+      duration(&o.fault_gap);
+    } else if (key == "warmup") {
+      duration(&o.warmup);
+    } else if (key == "tail") {
+      duration(&o.tail);
+    } else if (key == "short_pause") {
+      duration(&o.short_pause);
+    } else if (key == "long_pause") {
+      duration(&o.long_pause);
+    } else if (key == "hold_min") {
+      duration(&o.hold_min);
+    } else if (key == "hold_max") {
+      duration(&o.hold_max);
+    } else if (key == "think_max") {
+      duration(&o.think_max);
+    } else if (key == "seed") {
+      ok = absl::SimpleAtoi(value, &o.seed);
+    } else if (key == "work_dir") {
+      o.work_dir = value;
+    } else {
+      ok = false;
+    }
+    if (!ok) return Usage(arg);
+  }
+  absl::StatusOr<relock::harness::Report> report =
+      relock::harness::RunHarness(o);
+  if (!report.ok()) {
+    std::cerr << "relock_safety_harness: " << report.status() << "\n";
+    return 2;
+  }
+  std::cout << report->text << std::flush;
+  return report->ok() ? 0 : 1;
+}

@@ -1,0 +1,549 @@
+// The safety harness's worker process: one relock::Client, T threads that
+// contend K locks until told to stop. Each hold is a critical section that
+// does a non-atomic read-modify-write of a Redis counter (GET, pause, SET) on
+// the thread's own plain hiredis connection; every attempt and hold is
+// recorded in the worker's log file (record.h).
+//
+// Protocol with the coordinator (over the child's stdin/stdout, see
+// tests/testing/child_process.h): the worker prints "ready <client-id>" once
+// connected, runs until it reads "stop" (or EOF, or its hard end time), then
+// prints "done" and exits 0. A line "long <ms>" makes one hold that begins
+// within <ms> a long one (long_hold_ms), to span a coming fault.
+//
+// Header-only; part of tools/harness (see harness.h).
+
+#ifndef RELOCK_TOOLS_HARNESS_WORKER_H_
+#define RELOCK_TOOLS_HARNESS_WORKER_H_
+
+#include <hiredis/hiredis.h>
+#include <sys/time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <iostream>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "absl/types/optional.h"
+#include "relock/relock.h"
+#include "tools/harness/record.h"
+
+namespace relock {
+namespace harness {
+
+// The name the raw (non-relock) connections give themselves, so that the
+// "kill pool connections" fault can spare them.
+inline constexpr char kRawClientName[] = "harness-raw";
+
+inline std::string LockName(const std::string& prefix, int k) {
+  return absl::StrCat(prefix, "lock:", k);
+}
+inline std::string CounterName(const std::string& prefix, int k) {
+  return absl::StrCat(prefix, "counter:", k);
+}
+
+// Everything a worker needs, passed as "key=value" arguments.
+struct WorkerConfig {
+  int worker = 0;
+  std::string url;  // for relock
+  std::string host = "127.0.0.1";
+  int port = 0;  // for the raw connections
+  int threads = 2;
+  int locks = 3;
+  std::string prefix = "harness:";
+  int64_t lease_ms = 1500;
+  int64_t wait_ms = 2000;
+  int64_t connect_timeout_ms = 300;
+  int64_t command_timeout_ms = 300;
+  int64_t raw_timeout_ms = 5000;
+  int64_t hold_min_us = 1000;
+  int64_t hold_max_us = 5000;
+  int64_t think_max_us = 3000;
+  int64_t long_hold_ms = 5000;  // a hold requested by a "long" line
+  int64_t hard_end_ns = 0;      // stop by then even without "stop"
+  uint64_t seed = 1;
+  std::string log_path;
+
+  std::vector<std::string> ToArgs() const {
+    return {absl::StrCat("worker=", worker),
+            absl::StrCat("url=", url),
+            absl::StrCat("host=", host),
+            absl::StrCat("port=", port),
+            absl::StrCat("threads=", threads),
+            absl::StrCat("locks=", locks),
+            absl::StrCat("prefix=", prefix),
+            absl::StrCat("lease_ms=", lease_ms),
+            absl::StrCat("wait_ms=", wait_ms),
+            absl::StrCat("connect_timeout_ms=", connect_timeout_ms),
+            absl::StrCat("command_timeout_ms=", command_timeout_ms),
+            absl::StrCat("raw_timeout_ms=", raw_timeout_ms),
+            absl::StrCat("hold_min_us=", hold_min_us),
+            absl::StrCat("hold_max_us=", hold_max_us),
+            absl::StrCat("think_max_us=", think_max_us),
+            absl::StrCat("long_hold_ms=", long_hold_ms),
+            absl::StrCat("hard_end_ns=", hard_end_ns),
+            absl::StrCat("seed=", seed),
+            absl::StrCat("log_path=", log_path)};
+  }
+
+  absl::Status FromArgs(const std::vector<std::string>& args) {
+    for (const std::string& arg : args) {
+      const size_t eq = arg.find('=');
+      if (eq == std::string::npos) {
+        return absl::InvalidArgumentError(absl::StrCat("bad argument ", arg));
+      }
+      const std::string key = arg.substr(0, eq);
+      const std::string value = arg.substr(eq + 1);
+      bool ok = true;
+      if (key == "worker") {
+        ok = absl::SimpleAtoi(value, &worker);
+      } else if (key == "url") {
+        url = value;
+      } else if (key == "host") {
+        host = value;
+      } else if (key == "port") {
+        ok = absl::SimpleAtoi(value, &port);
+      } else if (key == "threads") {
+        ok = absl::SimpleAtoi(value, &threads);
+      } else if (key == "locks") {
+        ok = absl::SimpleAtoi(value, &locks);
+      } else if (key == "prefix") {
+        prefix = value;
+      } else if (key == "lease_ms") {
+        ok = absl::SimpleAtoi(value, &lease_ms);
+      } else if (key == "wait_ms") {
+        ok = absl::SimpleAtoi(value, &wait_ms);
+      } else if (key == "connect_timeout_ms") {
+        ok = absl::SimpleAtoi(value, &connect_timeout_ms);
+      } else if (key == "command_timeout_ms") {
+        ok = absl::SimpleAtoi(value, &command_timeout_ms);
+      } else if (key == "raw_timeout_ms") {
+        ok = absl::SimpleAtoi(value, &raw_timeout_ms);
+      } else if (key == "hold_min_us") {
+        ok = absl::SimpleAtoi(value, &hold_min_us);
+      } else if (key == "hold_max_us") {
+        ok = absl::SimpleAtoi(value, &hold_max_us);
+      } else if (key == "think_max_us") {
+        ok = absl::SimpleAtoi(value, &think_max_us);
+      } else if (key == "long_hold_ms") {
+        ok = absl::SimpleAtoi(value, &long_hold_ms);
+      } else if (key == "hard_end_ns") {
+        ok = absl::SimpleAtoi(value, &hard_end_ns);
+      } else if (key == "seed") {
+        ok = absl::SimpleAtoi(value, &seed);
+      } else if (key == "log_path") {
+        log_path = value;
+      } else {
+        ok = false;
+      }
+      if (!ok) {
+        return absl::InvalidArgumentError(absl::StrCat("bad argument ", arg));
+      }
+    }
+    if (url.empty() || port <= 0 || threads < 1 || locks < 1 ||
+        log_path.empty() || hold_max_us < hold_min_us) {
+      return absl::InvalidArgumentError("incomplete worker arguments");
+    }
+    return absl::OkStatus();
+  }
+};
+
+// A plain hiredis connection for the counters (relock has no raw command
+// API). Reconnects on the next call after any error.
+class RawRedis {
+ public:
+  RawRedis(std::string host, int port, absl::Duration timeout)
+      : host_(std::move(host)), port_(port), timeout_(timeout) {}
+  RawRedis(const RawRedis&) = delete;
+  RawRedis& operator=(const RawRedis&) = delete;
+  ~RawRedis() { Reset(); }
+
+  bool EnsureConnected() {
+    if (ctx_ != nullptr) return true;
+    timeval connect_tv{1, 0};
+    ctx_ = redisConnectWithTimeout(host_.c_str(), port_, connect_tv);
+    if (ctx_ == nullptr || ctx_->err != 0) {
+      Reset();
+      return false;
+    }
+    timeval tv = absl::ToTimeval(timeout_);
+    redisSetTimeout(ctx_, tv);
+    redisReply* r = Run("CLIENT SETNAME %s", kRawClientName);
+    const bool ok = r != nullptr && r->type == REDIS_REPLY_STATUS;
+    if (r != nullptr) freeReplyObject(r);
+    if (!ok) Reset();
+    return ok;
+  }
+
+  // GET as an integer (0 when absent); nullopt on any failure.
+  absl::optional<int64_t> Get(const std::string& key) {
+    redisReply* r = Run("GET %b", key.data(), key.size());
+    if (r == nullptr) return absl::nullopt;
+    absl::optional<int64_t> value;
+    if (r->type == REDIS_REPLY_NIL) value = 0;
+    int64_t v = 0;
+    if (r->type == REDIS_REPLY_STRING &&
+        absl::SimpleAtoi(absl::string_view(r->str, r->len), &v)) {
+      value = v;
+    }
+    freeReplyObject(r);
+    return value;
+  }
+
+  bool Set(const std::string& key, int64_t value) {
+    const std::string v = absl::StrCat(value);
+    redisReply* r =
+        Run("SET %b %b", key.data(), key.size(), v.data(), v.size());
+    const bool ok = r != nullptr && r->type == REDIS_REPLY_STATUS;
+    if (r != nullptr) freeReplyObject(r);
+    return ok;
+  }
+
+  // HGET as an integer: nullopt on failure, 0 when absent.
+  absl::optional<int64_t> HGet(const std::string& key,
+                               const std::string& field) {
+    redisReply* r =
+        Run("HGET %b %b", key.data(), key.size(), field.data(), field.size());
+    if (r == nullptr) return absl::nullopt;
+    absl::optional<int64_t> value;
+    if (r->type == REDIS_REPLY_NIL) value = 0;
+    int64_t v = 0;
+    if (r->type == REDIS_REPLY_STRING &&
+        absl::SimpleAtoi(absl::string_view(r->str, r->len), &v)) {
+      value = v;
+    }
+    freeReplyObject(r);
+    return value;
+  }
+
+  // PTTL; -3 on failure.
+  int64_t PTtl(const std::string& key) {
+    redisReply* r = Run("PTTL %b", key.data(), key.size());
+    if (r == nullptr) return -3;
+    const int64_t ttl = r->type == REDIS_REPLY_INTEGER ? r->integer : -3;
+    freeReplyObject(r);
+    return ttl;
+  }
+
+  // HKEYS; empty on failure.
+  std::vector<std::string> HKeys(const std::string& key) {
+    std::vector<std::string> keys;
+    redisReply* r = Run("HKEYS %b", key.data(), key.size());
+    if (r == nullptr) return keys;
+    if (r->type == REDIS_REPLY_ARRAY) {
+      for (size_t i = 0; i < r->elements; ++i) {
+        keys.emplace_back(r->element[i]->str, r->element[i]->len);
+      }
+    }
+    freeReplyObject(r);
+    return keys;
+  }
+
+ private:
+  template <class... Args>
+  redisReply* Run(const char* format, Args... args) {
+    if (ctx_ == nullptr && !EnsureConnected()) return nullptr;
+    auto* r = static_cast<redisReply*>(redisCommand(ctx_, format, args...));
+    if (r == nullptr || ctx_->err != 0) {
+      if (r != nullptr) freeReplyObject(r);
+      Reset();
+      return nullptr;
+    }
+    return r;
+  }
+  void Reset() {
+    if (ctx_ != nullptr) redisFree(ctx_);
+    ctx_ = nullptr;
+  }
+
+  const std::string host_;
+  const int port_;
+  const absl::Duration timeout_;
+  redisContext* ctx_ = nullptr;
+};
+
+class Worker {
+ public:
+  explicit Worker(WorkerConfig config) : config_(std::move(config)) {}
+
+  // The child's main: returns its exit code.
+  int Run() {
+    if (absl::Status s = log_.Open(config_.log_path); !s.ok()) {
+      std::cerr << "harness worker " << config_.worker << ": " << s
+                << std::endl;
+      return 2;
+    }
+    // Detached: it may still block on stdin when the hard end time ends the
+    // run, so it shares the flag instead of referring to this object.
+    std::thread([stop = stop_, long_until = long_until_] {
+      std::string line;
+      while (std::getline(std::cin, line) && line != "stop") {
+        int64_t ms = 0;
+        if (absl::StartsWith(line, "long ") &&
+            absl::SimpleAtoi(absl::string_view(line).substr(5), &ms)) {
+          long_until->store(MonotonicNanos() + ms * 1000000);
+        }
+      }
+      stop->store(true);
+    }).detach();
+
+    ClientOptions options;
+    options.url = config_.url;
+    options.lock_watchdog_timeout = absl::Milliseconds(config_.lease_ms);
+    options.connect_timeout = absl::Milliseconds(config_.connect_timeout_ms);
+    options.command_timeout = absl::Milliseconds(config_.command_timeout_ms);
+    options.on_lock_event = [this](const LockEvent& e) { OnEvent(e); };
+    std::unique_ptr<Client> client;
+    while (!Stopping()) {
+      absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(options);
+      if (c.ok()) {
+        client = *std::move(c);
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    if (client == nullptr) {
+      std::cerr << "harness worker " << config_.worker
+                << ": could not connect before the end" << std::endl;
+      return 3;
+    }
+    std::cout << "ready " << client->id() << std::endl;
+
+    std::vector<std::thread> threads;
+    for (int t = 0; t < config_.threads; ++t) {
+      threads.emplace_back([this, &client, t] { ThreadLoop(*client, t); });
+    }
+    for (std::thread& t : threads) t.join();
+    client->Close();
+    log_.Append("D");
+    std::cout << "done" << std::endl;
+    return 0;
+  }
+
+ private:
+  bool Stopping() const {
+    return stop_->load() ||
+           (config_.hard_end_ns > 0 && MonotonicNanos() > config_.hard_end_ns);
+  }
+
+  int LockIndex(const std::string& name) const {
+    const std::string head = config_.prefix + "lock:";
+    int k = -1;
+    if (!absl::StartsWith(name, head) ||
+        !absl::SimpleAtoi(absl::string_view(name).substr(head.size()), &k)) {
+      return -1;
+    }
+    return k;
+  }
+
+  void OnEvent(const LockEvent& e) {
+    if (e.type != LockEventType::kLockLost) {
+      if (e.type == LockEventType::kUnlockFailed) {
+        log_.Append(absl::StrCat("E unexpected event ",
+                                 LockEventTypeName(e.type), " ", e.lock_name,
+                                 ": ", e.status.ToString()));
+      }
+      return;
+    }
+    LostEvent lost;
+    lost.owner = e.owner;
+    lost.lock = LockIndex(e.lock_name);
+    lost.time = MonotonicNanos();
+    lost.code = static_cast<int>(e.status.code());
+    log_.Append(FormatLost(lost));
+  }
+
+  void Anomaly(int thread, absl::string_view what, const absl::Status& s) {
+    log_.Append(
+        absl::StrCat("E thread ", thread, ": ", what, ": ", s.ToString()));
+  }
+
+  void Sleep(std::mt19937_64& rng, int64_t min_us, int64_t max_us) {
+    if (max_us <= 0) return;
+    std::uniform_int_distribution<int64_t> d(min_us, max_us);
+    absl::SleepFor(absl::Microseconds(d(rng)));
+  }
+
+  // Learns this thread's owner field: takes a private lock and reads the
+  // field relock wrote.
+  std::string LearnOwner(Client& client, RawRedis& raw, int t) {
+    const std::string name =
+        absl::StrCat(config_.prefix, "probe:", config_.worker, ":", t);
+    Lock probe = client.GetLock(name);
+    while (!Stopping()) {
+      if (probe.TryAcquire(absl::Milliseconds(config_.wait_ms)).ok()) {
+        std::vector<std::string> fields = raw.HKeys(name);
+        absl::Status released = probe.Release();
+        (void)released;
+        if (fields.size() == 1) {
+          log_.Append(absl::StrCat("O ", t, " ", fields[0]));
+          return fields[0];
+        }
+      }
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return "";
+  }
+
+  void ThreadLoop(Client& client, int t) {
+    std::mt19937_64 rng(config_.seed * 1000003 + config_.worker * 1009 + t);
+    RawRedis raw(config_.host, config_.port,
+                 absl::Milliseconds(config_.raw_timeout_ms));
+    const std::string owner = LearnOwner(client, raw, t);
+    std::vector<Lock> locks;
+    for (int k = 0; k < config_.locks; ++k) {
+      locks.push_back(client.GetLock(LockName(config_.prefix, k)));
+    }
+    const absl::Duration wait = absl::Milliseconds(config_.wait_ms);
+    // Skip the SET unless the lease is safe for at least this long.
+    const absl::Duration margin = std::max(
+        absl::Milliseconds(50), absl::Milliseconds(config_.lease_ms) / 10);
+    std::uniform_int_distribution<int> pick(0, config_.locks - 1);
+    while (!Stopping()) {
+      const int k = pick(rng);
+      Lock& lock = locks[k];
+      Hold h;
+      h.worker = config_.worker;
+      h.thread = t;
+      h.lock = k;
+      h.attempt_start = MonotonicNanos();
+      absl::Status s = lock.TryAcquire(wait);
+      h.attempt_end = MonotonicNanos();
+      if (!s.ok()) {
+        log_.Append(FormatFailed(FailedAttempt{
+            t, k, h.attempt_start, h.attempt_end, static_cast<int>(s.code())}));
+        if (s.code() != absl::StatusCode::kDeadlineExceeded &&
+            s.code() != absl::StatusCode::kUnavailable) {
+          Anomaly(t, "TryAcquire", s);
+        }
+        if (!absl::StrContains(s.message(), "held by another owner")) {
+          // The acquire may have run on Redis without us hearing of it.
+          CheckNoGhost(lock, raw, owner, t, k, "after-failed-acquire");
+        }
+        if (s.code() != absl::StatusCode::kDeadlineExceeded) {
+          absl::SleepFor(absl::Milliseconds(20));  // Redis is unwell
+        }
+        continue;
+      }
+      log_.Append(FormatAcquired(t, k, h.attempt_start, h.attempt_end));
+      CriticalSection(lock, raw, rng, margin, &h);
+      h.release_start = MonotonicNanos();
+      absl::Status r = lock.Release();
+      h.release_end = MonotonicNanos();
+      h.release_code = static_cast<int>(r.code());
+      log_.Append(FormatHold(h));
+      if (!r.ok() && r.code() != absl::StatusCode::kAborted &&
+          r.code() != absl::StatusCode::kUnavailable) {
+        Anomaly(t, "Release", r);
+      }
+      if (r.ok()) CheckNoGhost(lock, raw, owner, t, k, "after-release-ok");
+      Sleep(rng, 0, config_.think_max_us);
+    }
+  }
+
+  // Checks that this thread does not hold `lock` in Redis (after Release()
+  // returned OK, or after an acquire that failed without a clear "held by
+  // another owner"). An owner field found there is either
+  //   - an "orphan": an acquire of this thread whose reply was lost ran on
+  //     Redis (perhaps late, after a later release). relock never renews
+  //     it, so it ends with its lease (or this thread's next acquire absorbs
+  //     it). Expected under faults.
+  //   - a "ghost": a hold relock keeps renewing although its thread believes
+  //     it holds nothing, so the lock is never free again. A bug.
+  // To tell them apart, wait one lease (plus a margin; this thread acquires
+  // nothing meanwhile) and look again. Records a "G" line: `where`, or
+  // "orphan-expired"; frees a ghost by releasing as often as Redis counts.
+  void CheckNoGhost(Lock& lock, RawRedis& raw, const std::string& owner, int t,
+                    int k, absl::string_view where) {
+    if (owner.empty()) return;
+    absl::optional<int64_t> count = raw.HGet(lock.name(), owner);
+    if (!count.has_value() || *count <= 0) return;
+    const int64_t pttl = raw.PTtl(lock.name());
+    const int64_t found_at = MonotonicNanos();
+    absl::SleepFor(absl::Milliseconds(config_.lease_ms + 500));
+    absl::optional<int64_t> still = raw.HGet(lock.name(), owner);
+    const bool ghost = still.has_value() && *still > 0;
+    log_.Append(absl::StrCat("G ", t, " ", k, " ", found_at, " ", *count, " ",
+                             pttl, " ", ghost ? where : "orphan-expired"));
+    for (int64_t i = 0; ghost && i < std::min<int64_t>(*still, 10); ++i) {
+      if (!lock.Release().ok()) break;
+    }
+  }
+
+  void CriticalSection(Lock& lock, RawRedis& raw, std::mt19937_64& rng,
+                       absl::Duration margin, Hold* h) {
+    const std::string counter = CounterName(config_.prefix, h->lock);
+    if (!raw.EnsureConnected()) {
+      h->outcome = Outcome::kNoConnection;
+      return;
+    }
+    h->get_start = MonotonicNanos();
+    absl::optional<int64_t> value = raw.Get(counter);
+    if (!value.has_value()) {
+      h->outcome = Outcome::kGetFailed;
+      return;
+    }
+    h->read_value = *value;
+    int64_t until = long_until_->load();
+    if (until > MonotonicNanos() &&
+        long_until_->compare_exchange_strong(until, 0)) {
+      absl::SleepFor(absl::Milliseconds(config_.long_hold_ms));
+    } else {
+      Sleep(rng, config_.hold_min_us, config_.hold_max_us);
+    }
+    absl::StatusOr<std::chrono::steady_clock::time_point> safe =
+        lock.SafeUntil();
+    h->safe_code = static_cast<int>(safe.status().code());
+    if (!safe.ok() && safe.status().code() != absl::StatusCode::kAborted) {
+      Anomaly(h->thread, "SafeUntil", safe.status());
+    }
+    if (!safe.ok() || *safe - std::chrono::steady_clock::now() <
+                          absl::ToChronoNanoseconds(margin)) {
+      h->outcome = Outcome::kAbandoned;
+      return;
+    }
+    h->set_sent = true;
+    h->set_start = MonotonicNanos();
+    const bool ok = raw.Set(counter, *value + 1);
+    h->set_end = MonotonicNanos();
+    h->outcome = ok ? Outcome::kCompleted : Outcome::kSetFailed;
+  }
+
+  const WorkerConfig config_;
+  LogFile log_;
+  std::shared_ptr<std::atomic<bool>> stop_ =
+      std::make_shared<std::atomic<bool>>(false);
+  // A "long <ms>" line asks that one hold beginning in the next <ms> sleep
+  // long_hold_ms inside its critical section: the first thread to get there
+  // takes the request (resets it to 0).
+  std::shared_ptr<std::atomic<int64_t>> long_until_ =
+      std::make_shared<std::atomic<int64_t>>(0);
+};
+
+// The body of the worker child routine: RELOCK_CHILD_MAIN(SafetyHarnessWorker)
+// { return relock::harness::WorkerMain(args); }
+inline int WorkerMain(const std::vector<std::string>& args) {
+  WorkerConfig config;
+  if (absl::Status s = config.FromArgs(args); !s.ok()) {
+    std::cerr << "harness worker: " << s << std::endl;
+    return 2;
+  }
+  return Worker(std::move(config)).Run();
+}
+
+}  // namespace harness
+}  // namespace relock
+
+#endif  // RELOCK_TOOLS_HARNESS_WORKER_H_
