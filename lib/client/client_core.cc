@@ -94,10 +94,19 @@ absl::Status ClientCore::CheckOpen() const {
 
 absl::StatusOr<redis::Reply> ClientCore::RunScript(
     ScriptId script, std::initializer_list<absl::string_view> keys,
-    std::initializer_list<absl::string_view> args, Deadline deadline) {
-  absl::StatusOr<redis::PooledConnection> conn = pool_.Get(deadline);
-  if (!conn.ok()) return conn.status();
-  return scripts_.Eval(**conn, script, keys, args, deadline);
+    std::initializer_list<absl::string_view> args, Deadline deadline,
+    bool retry_if_dropped, bool* retried) {
+  if (retried != nullptr) *retried = false;
+  for (int attempt = 0;; ++attempt) {
+    absl::StatusOr<redis::PooledConnection> conn = pool_.Get(deadline);
+    if (!conn.ok()) return conn.status();
+    absl::StatusOr<redis::Reply> r =
+        scripts_.Eval(**conn, script, keys, args, deadline);
+    if (r.ok() || !retry_if_dropped || attempt > 0 || !(*conn)->dropped()) {
+      return r;
+    }
+    if (retried != nullptr) *retried = true;
+  }
 }
 
 absl::StatusOr<redis::Reply> ClientCore::RunCommand(

@@ -55,10 +55,17 @@ class ClientCore {
   absl::Status CheckOpen() const;
 
   // One script call / one command on a pooled connection.
+  //
+  // With `retry_if_dropped`, a call whose connection the server dropped
+  // (CLIENT KILL, restart, a stale pooled connection; not a timeout) is sent
+  // once more on a fresh connection, and `*retried` says so. Only for
+  // scripts where running twice is harmless: the first request either never
+  // ran or ran and lost its reply.
   absl::StatusOr<redis::Reply> RunScript(
       ScriptId script, std::initializer_list<absl::string_view> keys,
       std::initializer_list<absl::string_view> args,
-      Deadline deadline = Deadline::Never());
+      Deadline deadline = Deadline::Never(), bool retry_if_dropped = false,
+      bool* retried = nullptr);
   absl::StatusOr<redis::Reply> RunCommand(
       std::initializer_list<absl::string_view> argv);
 

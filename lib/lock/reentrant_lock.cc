@@ -45,9 +45,12 @@ absl::StatusOr<absl::optional<int64_t>> TryOnce(
     deadline = Deadline::After(kMinAttemptTime);
   }
   *sent_at = SteadyClock::now();
-  absl::StatusOr<redis::Reply> r =
-      core.RunScript(internal::kAcquireScript, {name},
-                     {lease_ms, owner, fresh ? "1" : "0"}, deadline);
+  // Safe to resend on a dropped connection: a fresh acquire that ran twice
+  // sets the count to 1 twice; a re-entry counted twice is cleared at the
+  // outermost release.
+  absl::StatusOr<redis::Reply> r = core.RunScript(
+      internal::kAcquireScript, {name}, {lease_ms, owner, fresh ? "1" : "0"},
+      deadline, /*retry_if_dropped=*/true);
   if (!r.ok()) return r.status();
   if (r->is_nil()) return absl::optional<int64_t>();
   if (r->is_integer()) return absl::optional<int64_t>(r->integer());
@@ -178,16 +181,26 @@ absl::Status Release(ClientCore& core, const std::string& name) {
           ? absl::StrCat(
                 absl::ToInt64Milliseconds(core.options().lock_watchdog_timeout))
           : "0";
-  absl::StatusOr<redis::Reply> r =
-      core.RunScript(internal::kReleaseScript, {name, UnlockChannel(name)},
-                     {kUnlockMessage, lease_ms, owner});
+  // The outermost release may be resent on a dropped connection: if the
+  // first one ran, the resent one finds the lock already released. An inner
+  // one may not (counting down twice would free the lock early).
+  const bool outermost = hold.has_value() && hold->count <= 1;
+  bool retried = false;
+  absl::StatusOr<redis::Reply> r = core.RunScript(
+      internal::kReleaseScript, {name, UnlockChannel(name)},
+      {kUnlockMessage, lease_ms, owner}, Deadline::Never(),
+      /*retry_if_dropped=*/outermost, &retried);
   if (!r.ok()) {
     // The outcome is unknown. A final release abandons the hold: it stays
     // unrenewed (it frees at the end of its lease at the latest), and this
     // thread's next acquire starts afresh, absorbing a count that survived.
     // Retrying Release() frees it now if this attempt did not run.
-    if (hold.has_value() && hold->count <= 1) core.holds().Forget(name, thread);
+    if (outermost) core.holds().Forget(name, thread);
     return Annotate(r.status(), "release", name);
+  }
+  if (r->is_nil() && retried) {
+    core.holds().Forget(name, thread);  // the dropped first attempt ran
+    return absl::OkStatus();
   }
   if (r->is_nil()) {
     if (absl::optional<Hold> lost = core.holds().Forget(name, thread)) {
@@ -207,7 +220,7 @@ absl::Status Release(ClientCore& core, const std::string& name) {
   if (!r->is_integer()) {
     return Annotate(Unexpected(*r, "release script"), "release", name);
   }
-  if (r->integer() == 0 && hold.has_value() && hold->count <= 1) {
+  if (r->integer() == 0 && outermost) {
     // This was the outermost release by our count, yet Redis still counts
     // holds for this owner: re-entries whose replies were lost (timeouts,
     // dropped connections). Nobody would ever release them; release them now
@@ -219,7 +232,7 @@ absl::Status Release(ClientCore& core, const std::string& name) {
   }
   core.holds().OnReleased(
       name, thread,
-      /*freed=*/r->integer() == 1 || (hold.has_value() && hold->count <= 1));
+      /*freed=*/r->integer() == 1 || outermost);
   return absl::OkStatus();
 }
 

@@ -181,6 +181,7 @@ absl::Status Connection::Fail(absl::string_view what) {
       ctx_->err == REDIS_ERR_IO &&
       (absl::StrContains(err, "temporarily unavailable") ||
        absl::StrContains(err, "timed out"));
+  dropped_ = !timed_out && (ctx_->err == REDIS_ERR_EOF || ctx_->err == REDIS_ERR_IO);
   if (timed_out && deadline_bound_) {
     return absl::DeadlineExceededError(
         absl::StrCat(what, " on Redis at ", options_.endpoint.ToString(),

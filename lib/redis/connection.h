@@ -60,6 +60,10 @@ class Connection {
   absl::StatusOr<Reply> GetReply(Deadline deadline = Deadline::Never());
 
   bool broken() const { return broken_; }
+  // The connection broke because the peer dropped it (EOF, reset), not by a
+  // timeout: a request sent on it either never ran or ran and lost its
+  // reply; it is not still queued somewhere.
+  bool dropped() const { return dropped_; }
   const ConnectionOptions& options() const { return options_; }
 
   // For the pub/sub loop, which drives the context itself.
@@ -80,6 +84,7 @@ class Connection {
   redisContext* ctx_;
   ConnectionOptions options_;
   bool broken_ = false;
+  bool dropped_ = false;
   absl::Duration socket_timeout_;        // currently set on the socket
   bool deadline_bound_ = false;          // socket_timeout_ < the option's
   std::vector<const char*> argv_buf_;
