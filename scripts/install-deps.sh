@@ -3,13 +3,16 @@
 # CMake and Bazel. Idempotent: installs only what is missing, and runs
 # `apt-get update` only when something is missing.
 #
+# clang + libclang-rt-14-dev are for the sanitizer and libFuzzer builds;
+# llvm provides llvm-symbolizer, which turns their reports into file:line.
+#
 # redis-server's package starts a system service on port 6379; nothing here
 # needs it (tests start their own servers on free ports), so it is left alone.
 set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev llvm
   libabsl-dev libhiredis-dev libgtest-dev libgmock-dev libbenchmark-dev
   redis-server
   bazel-bootstrap bazel-rules-java

@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
 # Runs every check CI runs: dependencies, the CMake build and tests, the
-# install check, the Bazel build and tests, and a smoke run of each benchmark.
+# install check, the tests under ASan+UBSan and under TSan (clang), a short
+# libFuzzer run of each fuzz target, the Bazel build and tests, and a smoke
+# run of each benchmark.
 #
-#   scripts/test.sh                     # everything
-#   RELOCK_SKIP_BAZEL=1 scripts/test.sh # skip the Bazel stage (quick local run)
+#   scripts/test.sh                          # everything
+#   RELOCK_SKIP_BAZEL=1 scripts/test.sh      # skip the Bazel stages
+#   RELOCK_SKIP_SANITIZERS=1 scripts/test.sh # skip the sanitizer and fuzzing
+#                                            # stages (quick local run)
+#
+# Build trees: build/ (gcc, everything), build-asan/, build-tsan/ (clang,
+# tests only), build-fuzz/ (clang, fuzzers only). Fuzzing works on a copy of
+# fuzz/corpus/ in a temp dir, so no new corpus files land in the repo; a
+# crashing input is kept there (the path is printed).
 #
 # Exits non-zero at the first failing stage.
 set -euo pipefail
@@ -54,6 +63,64 @@ ctest --test-dir "$build_dir" --output-on-failure -j2
 
 stage "CMake: install check (scripts/check-install.sh)"
 bash scripts/check-install.sh "$build_dir"
+
+# A clang build tree with RELOCK_SANITIZE=$2 and without benchmarks/examples.
+sanitizer_build() {
+  local dir=$1 sanitize=$2
+  shift 2
+  local generator=()
+  if [[ ! -f $dir/CMakeCache.txt ]]; then generator=(-G Ninja); fi
+  cmake -S . -B "$dir" "${generator[@]}" \
+    -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DRELOCK_SANITIZE="$sanitize" \
+    -DRELOCK_BUILD_BENCHMARKS=OFF -DRELOCK_BUILD_EXAMPLES=OFF "$@"
+  cmake --build "$dir" -j2
+}
+
+if [[ ${RELOCK_SKIP_SANITIZERS:-0} == 1 ]]; then
+  stage "Sanitizers and fuzzing: skipped (RELOCK_SKIP_SANITIZERS=1)"
+else
+  stage "Sanitizers: ASan+UBSan (clang, build-asan/)"
+  sanitizer_build build-asan address -DRELOCK_BUILD_TESTS=ON -DRELOCK_BUILD_FUZZERS=OFF
+  ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1 \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan --output-on-failure -j2
+
+  stage "Sanitizers: TSan (clang, build-tsan/)"
+  # lib/common/mutex.h swaps absl::Mutex for a std-based shim under TSan:
+  # Debian's libabsl is not instrumented, so TSan cannot see absl::Mutex.
+  sanitizer_build build-tsan thread -DRELOCK_BUILD_TESTS=ON
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+    ctest --test-dir build-tsan --output-on-failure -j2
+
+  stage "Fuzzing (libFuzzer, 30 s each, build-fuzz/)"
+  sanitizer_build build-fuzz address -DRELOCK_BUILD_TESTS=OFF -DRELOCK_BUILD_FUZZERS=ON
+  fuzz_work=$(mktemp -d "${TMPDIR:-/tmp}/relock-fuzz.XXXXXX")
+  shopt -s nullglob
+  fuzzers=(build-fuzz/fuzz/*_fuzzer)
+  shopt -u nullglob
+  if [[ ${#fuzzers[@]} -eq 0 ]]; then
+    echo "no fuzzers built" >&2
+    exit 1
+  fi
+  for fuzzer in "${fuzzers[@]}"; do
+    name=$(basename "$fuzzer")
+    work=$fuzz_work/$name
+    mkdir -p "$work/corpus" "$work/artifacts"
+    cp fuzz/corpus/"$name"/* "$work/corpus/"
+    echo "--- $name ($(ls "$work/corpus" | wc -l) seed inputs)"
+    if ! ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+        "$fuzzer" -max_total_time=30 -print_final_stats=1 \
+        -artifact_prefix="$work/artifacts/" "$work/corpus" >"$work/log" 2>&1; then
+      tail -n 60 "$work/log"
+      echo "$name FAILED: crashing input in $work/artifacts/, log $work/log" >&2
+      exit 1
+    fi
+    grep -E '^#[0-9]+[[:space:]]+DONE|^stat::number_of_executed_units|^stat::average_exec_per_sec|^stat::peak_rss_mb' \
+      "$work/log" || true
+  done
+  rm -rf "$fuzz_work"
+fi
 
 if [[ ${RELOCK_SKIP_BAZEL:-0} == 1 ]]; then
   stage "Bazel: skipped (RELOCK_SKIP_BAZEL=1)"

@@ -2,14 +2,14 @@
 // relies on. In a normal build these test absl itself; under ThreadSanitizer
 // they test the std-based shim that replaces it.
 
-#include <atomic>
+#include "lib/common/mutex.h"
+
 #include <thread>
 #include <vector>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "lib/common/mutex.h"
 #include "tests/testing/notification.h"
 
 namespace relock {
@@ -56,16 +56,15 @@ TEST(MutexTest, AwaitWithTimeoutReturnsTheConditionOnTimeout) {
   bool never = false;
   MutexLock lock(&mu);
   const absl::Time start = absl::Now();
-  EXPECT_FALSE(mu.AwaitWithTimeout(absl::Condition(&never),
-                                   absl::Milliseconds(50)));
+  EXPECT_FALSE(
+      mu.AwaitWithTimeout(absl::Condition(&never), absl::Milliseconds(50)));
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(45));
-  EXPECT_FALSE(mu.AwaitWithTimeout(absl::Condition(&never),
-                                   absl::ZeroDuration()));
-  EXPECT_FALSE(mu.AwaitWithTimeout(absl::Condition(&never),
-                                   -absl::Seconds(1)));
+  EXPECT_FALSE(
+      mu.AwaitWithTimeout(absl::Condition(&never), absl::ZeroDuration()));
+  EXPECT_FALSE(mu.AwaitWithTimeout(absl::Condition(&never), -absl::Seconds(1)));
   bool always = true;
-  EXPECT_TRUE(mu.AwaitWithTimeout(absl::Condition(&always),
-                                  absl::InfiniteDuration()));
+  EXPECT_TRUE(
+      mu.AwaitWithTimeout(absl::Condition(&always), absl::InfiniteDuration()));
 }
 
 TEST(MutexTest, CondVarSignalWakesAWaiter) {

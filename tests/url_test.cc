@@ -79,9 +79,14 @@ TEST(ParseRedisUrlTest, TlsIsUnimplemented) {
 }
 
 TEST(ParseRedisUrlTest, ErrorsNeverEchoThePassword) {
-  absl::StatusOr<Endpoint> ep = ParseRedisUrl("redis://bob:hunter2@h:notaport");
-  ASSERT_FALSE(ep.ok());
-  EXPECT_THAT(std::string(ep.status().message()), Not(HasSubstr("hunter2")));
+  for (const char* url : {"redis://bob:hunter2@h:notaport",
+                          "unix:///tmp/redis.sock?password=hunter2&db=x",
+                          "redis://h:6379/0?password=hunter2&x=1"}) {
+    absl::StatusOr<Endpoint> ep = ParseRedisUrl(url);
+    ASSERT_FALSE(ep.ok()) << url;
+    EXPECT_THAT(std::string(ep.status().message()), Not(HasSubstr("hunter2")))
+        << url;
+  }
 }
 
 }  // namespace

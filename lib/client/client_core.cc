@@ -143,7 +143,13 @@ absl::StatusOr<std::vector<bool>> ClientCore::RenewBatch(
       return absl::InternalError(
           absl::StrCat("renew script: unexpected reply ", v.Describe()));
     }
-    for (size_t i = 0; i < n; ++i) (*out)[first + i] = v[i].integer() == 1;
+    for (size_t i = 0; i < n; ++i) {
+      if (!v[i].is_integer()) {
+        return absl::InternalError(absl::StrCat(
+            "renew script: unexpected element ", v[i].Describe()));
+      }
+      (*out)[first + i] = v[i].integer() == 1;
+    }
     return absl::OkStatus();
   };
   for (size_t call = 0; call < calls; ++call) {
@@ -210,6 +216,9 @@ void ClientCore::Close() {
     absl::Status status = r.status();
     if (r.ok() && r->is_error()) {
       status = redis::ErrorReplyToStatus("release on close", r->str());
+    } else if (r.ok() && !r->is_integer()) {
+      status = absl::InternalError(absl::StrCat(
+          "release on close: unexpected reply ", r->view().Describe()));
     } else if (r.ok() && r->integer() == 0) {
       status = absl::AbortedError(
           "the lock's lease had already been lost before the client closed");

@@ -130,8 +130,7 @@ class ABSL_LOCKABLE Mutex {
   static bool IsForever(absl::Duration d) {
     return d >= absl::Hours(24 * 365 * 100);
   }
-  static std::chrono::steady_clock::time_point DeadlineAfter(
-      absl::Duration d) {
+  static std::chrono::steady_clock::time_point DeadlineAfter(absl::Duration d) {
     if (d < absl::ZeroDuration()) d = absl::ZeroDuration();
     return std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(d);
   }

@@ -1,5 +1,6 @@
 #include "lib/redis/connection.h"
 
+#include <poll.h>
 #include <sys/time.h>
 
 #include <algorithm>
@@ -219,15 +220,46 @@ absl::StatusOr<Reply> Connection::GetReply(Deadline deadline) {
     return absl::UnavailableError(absl::StrCat(
         "connection to ", options_.endpoint.ToString(), " is broken"));
   }
+  // Writes are bounded by the socket timeout; the wait for the reply by one
+  // deadline on the steady clock (poll), so that a read interrupted by a
+  // signal does not start a fresh timeout as hiredis' blocking read would.
   if (absl::Status s = SetTimeout(options_.command_timeout, deadline);
       !s.ok()) {
     return s;
   }
-  void* raw = nullptr;
-  if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) {
-    return Fail("read reply");
+  const Deadline limit =
+      Earliest(deadline, Deadline::After(options_.command_timeout));
+  int done = 0;
+  while (!done) {
+    if (redisBufferWrite(ctx_, &done) != REDIS_OK) return Fail("write command");
   }
-  return Reply(static_cast<redisReply*>(raw));
+  void* raw = nullptr;
+  while (true) {
+    if (redisGetReplyFromReader(ctx_, &raw) != REDIS_OK) {
+      return Fail("parse reply");
+    }
+    if (raw != nullptr) return Reply(static_cast<redisReply*>(raw));
+    const absl::Duration left = limit.Remaining();
+    if (left <= absl::ZeroDuration()) {
+      broken_ = true;  // the reply is still owed
+      const std::string where = options_.endpoint.ToString();
+      if (deadline_bound_) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "Redis at ", where, ": no reply before the call's deadline"));
+      }
+      return absl::UnavailableError(
+          absl::StrCat("Redis at ", where, ": no reply within ",
+                       absl::FormatDuration(options_.command_timeout)));
+    }
+    pollfd p{ctx_->fd, POLLIN, 0};
+    const int ms = static_cast<int>(std::min<int64_t>(
+        absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))),
+        1000));
+    const int ready = poll(&p, 1, std::max(1, ms));
+    if (ready < 0 && errno != EINTR) return Fail("poll");
+    if (ready <= 0) continue;  // timeout slice or signal: check the deadline
+    if (redisBufferRead(ctx_) != REDIS_OK) return Fail("read reply");
+  }
 }
 
 absl::StatusOr<Reply> Connection::Command(

@@ -1,5 +1,6 @@
 #include "lib/redis/url.h"
 
+#include <algorithm>
 #include <string>
 
 #include "absl/status/status.h"
@@ -15,14 +16,26 @@ namespace relock {
 namespace redis {
 namespace {
 
-absl::Status Invalid(absl::string_view url, absl::string_view why) {
-  // Never echo a password: show the URL only up to any '@'.
-  size_t at = url.rfind('@');
+// The URL as error messages show it: never a password, neither in userinfo
+// (everything before the last '@' is dropped) nor in the query (the value of
+// a "password" parameter becomes "***").
+std::string Redacted(absl::string_view url) {
+  const size_t at = url.rfind('@');
   std::string shown = at == absl::string_view::npos
                           ? std::string(url)
                           : absl::StrCat("...", url.substr(at));
+  for (size_t key = shown.find("password="); key != std::string::npos;
+       key = shown.find("password=", key + 1)) {
+    const size_t value = key + 9;
+    const size_t end = std::min(shown.find('&', value), shown.size());
+    shown.replace(value, end - value, "***");
+  }
+  return shown;
+}
+
+absl::Status Invalid(absl::string_view url, absl::string_view why) {
   return absl::InvalidArgumentError(
-      absl::StrCat("invalid Redis URL \"", shown, "\": ", why));
+      absl::StrCat("invalid Redis URL \"", Redacted(url), "\": ", why));
 }
 
 int HexValue(char c) {

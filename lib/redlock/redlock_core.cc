@@ -473,7 +473,8 @@ absl::Status RedlockCore::Extend(const std::string& name,
   std::vector<std::string> details;
   for (size_t i = 0; i < replies.size(); ++i) {
     const absl::StatusOr<redis::Reply>& r = replies[i];
-    if (r.ok() && r->view().is_array() && r->view().size() == 1) {
+    if (r.ok() && r->view().is_array() && r->view().size() == 1 &&
+        r->view()[0].is_integer()) {
       const bool ok = r->view()[0].integer() == 1;
       renewed += ok;
       gone += !ok;
@@ -544,9 +545,10 @@ absl::StatusOr<std::vector<bool>> RedlockCore::RenewBatch(
             r->view().size() != end - first) {
           continue;
         }
-        const bool ok = r->view()[i - first].integer() == 1;
-        renewed += ok;
-        gone += !ok;
+        const redis::ReplyView element = r->view()[i - first];
+        if (!element.is_integer()) continue;  // malformed: no answer
+        renewed += element.integer() == 1;
+        gone += element.integer() != 1;
       }
       if (renewed >= quorum_) {
         out[i] = true;

@@ -36,9 +36,8 @@ Watchdog::Watchdog(absl::Duration lease, lock::HoldRegistry* holds,
 Watchdog::~Watchdog() { Stop(); }
 
 void Watchdog::ScheduleRound(absl::Duration delay) {
-  State& s = *state_;
-  if (s.stop || s.timer != 0) return;
-  s.timer = timers_->ScheduleAfter(delay, [state = state_] {
+  if (state_->stop || state_->timer != 0) return;
+  state_->timer = timers_->ScheduleAfter(delay, [state = state_] {
     MutexLock lock(&state->mu);
     state->timer = 0;
     state->due = true;
@@ -122,18 +121,17 @@ RoundStats Watchdog::RunRound(bool all) {
 
 void Watchdog::Run() {
   while (true) {
-    State& s = *state_;
     {
-      MutexLock lock(&s.mu);
-      auto woken = [&s]() ABSL_SHARED_LOCKS_REQUIRED(s.mu) {
-        return s.due || s.stop;
+      MutexLock lock(&state_->mu);
+      auto woken = [this]() ABSL_SHARED_LOCKS_REQUIRED(state_->mu) {
+        return state_->due || state_->stop;
       };
-      s.mu.Await(absl::Condition(&woken));
-      if (s.stop) return;
-      s.due = false;
+      state_->mu.Await(absl::Condition(&woken));
+      if (state_->stop) return;
+      state_->due = false;
     }
     RoundStats stats = RunRound(/*all=*/false);
-    MutexLock lock(&s.mu);
+    MutexLock lock(&state_->mu);
     if (stats.renewing > 0) {
       ScheduleRound(stats.failed ? retry_interval_ : round_interval_);
     }
