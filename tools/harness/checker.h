@@ -300,8 +300,11 @@ inline Report Check(CheckInput in) {
       if (h.lock < 0 || h.lock >= in.locks) continue;
       if (h.open) {
         if (killed != kill_time.end()) {
+          // Killed while holding: the hold ends where its release began (the
+          // lock may have been freed before the worker was stopped), else at
+          // the kill.
           h.killed = true;
-          h.end = killed->second;
+          h.end = h.release_start > 0 ? h.release_start : killed->second;
         } else {
           rep.anomalies.push_back(absl::StrCat(
               "worker ", log.worker, " thread ", h.thread, ": hold of lock ",

@@ -7,6 +7,7 @@
 //
 //   O <thread> <owner>                  owner field of a worker thread
 //   A <thread> <lock> <start> <end>     attempt that acquired (hold opens)
+//   R <thread> <lock> <time>            Release() about to be called
 //   F <thread> <lock> <start> <end> <code>
 //                                       attempt that failed (status code)
 //   H <thread> <lock> <start> <end> <outcome> <read> <get_start> <set_start>
@@ -182,6 +183,12 @@ inline std::string FormatAcquired(int thread, int lock, int64_t start,
   return absl::StrCat("A ", thread, " ", lock, " ", start, " ", end);
 }
 
+// Written just before Release() is called, so that the hold of a worker
+// killed during or after its release ends there, not at the kill.
+inline std::string FormatReleasing(int thread, int lock, int64_t time) {
+  return absl::StrCat("R ", thread, " ", lock, " ", time);
+}
+
 inline std::string FormatFailed(const FailedAttempt& f) {
   return absl::StrCat("F ", f.thread, " ", f.lock, " ", f.start, " ", f.end,
                       " ", f.code);
@@ -267,6 +274,12 @@ inline WorkerLog ParseWorkerLog(int worker, const std::string& path) {
       h.attempt_end = v[3];
       open[h.thread] = log.holds.size();
       log.holds.push_back(h);
+      ok = true;
+    } else if (kind == 'R' && f.size() == 4 && ParseInts(f, 1, &v)) {
+      auto it = open.find(static_cast<int>(v[0]));
+      if (it != open.end() && log.holds[it->second].lock == v[1]) {
+        log.holds[it->second].release_start = v[2];
+      }
       ok = true;
     } else if (kind == 'F' && f.size() == 6 && ParseInts(f, 1, &v)) {
       log.failed.push_back(FailedAttempt{static_cast<int>(v[0]),

@@ -440,6 +440,7 @@ class Worker {
       log_.Append(FormatAcquired(t, k, h.attempt_start, h.attempt_end));
       CriticalSection(lock, raw, rng, margin, &h);
       h.release_start = MonotonicNanos();
+      log_.Append(FormatReleasing(t, k, h.release_start));
       absl::Status r = lock.Release();
       h.release_end = MonotonicNanos();
       h.release_code = static_cast<int>(r.code());
