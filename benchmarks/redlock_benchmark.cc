@@ -17,7 +17,8 @@
 //                                next thread's Acquire() returning; p50/p99.
 //
 //   build/benchmarks/redlock_benchmark
-//   RELOCK_BENCH_SMOKE=1 build/benchmarks/redlock_benchmark --benchmark_min_time=0.01
+//   RELOCK_BENCH_SMOKE=1 build/benchmarks/redlock_benchmark
+//   --benchmark_min_time=0.01
 
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
@@ -77,8 +78,10 @@ World& GetWorld() {
     RedlockOptions one, five;
     one.urls = {urls[0]};
     five.urls = urls;
-    absl::StatusOr<std::unique_ptr<RedlockClient>> r1 = RedlockClient::Connect(one);
-    absl::StatusOr<std::unique_ptr<RedlockClient>> r5 = RedlockClient::Connect(five);
+    absl::StatusOr<std::unique_ptr<RedlockClient>> r1 =
+        RedlockClient::Connect(one);
+    absl::StatusOr<std::unique_ptr<RedlockClient>> r5 =
+        RedlockClient::Connect(five);
     if (!c.ok() || !r1.ok() || !r5.ok()) {
       w->error = "connect failed";
       return w;
@@ -143,8 +146,8 @@ void BM_LockUnlock(benchmark::State& state) {
   if (!w.error.empty()) return state.SkipWithError(w.error.c_str());
   const int which = static_cast<int>(state.range(0));
   Lock single = w.single->GetLock("bench:single");
-  RedlockLock red = (which == 1 ? w.redlock1 : w.redlock5)->GetLock(
-      absl::StrCat("bench:redlock", which));
+  RedlockLock red = (which == 1 ? w.redlock1 : w.redlock5)
+                        ->GetLock(absl::StrCat("bench:redlock", which));
   const absl::Time start = absl::Now();
   for (auto _ : state) {
     absl::Status a = which == 0 ? single.Acquire() : red.Acquire();
@@ -225,7 +228,10 @@ void BM_RedlockHandOff(benchmark::State& state) {
 BENCHMARK(BM_RawRoundTrip);
 BENCHMARK(BM_RawRoundTripToAll5);
 BENCHMARK(BM_LockUnlock)->Arg(0)->Arg(1)->Arg(5);
-BENCHMARK(BM_RedlockHandOff)->Arg(4)->UseManualTime()->Iterations(1)
+BENCHMARK(BM_RedlockHandOff)
+    ->Arg(4)
+    ->UseManualTime()
+    ->Iterations(1)
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -104,8 +104,8 @@ World& GetWorld() {
     std::atomic<int> failures{0};
     for (int t = 0; t < kThreads; ++t) {
       threads.emplace_back([w, t, n, &failures] {
-        const std::string owner = lock::OwnerField(
-            w->client->id(), lock::CurrentThreadNumber());
+        const std::string owner =
+            lock::OwnerField(w->client->id(), lock::CurrentThreadNumber());
         for (size_t i = t; i < n; i += kThreads) {
           if (!w->locks[i].Acquire().ok()) failures.fetch_add(1);
           w->owners[i] = owner;
@@ -211,10 +211,14 @@ void BM_OneRoundTripPerLock(benchmark::State& state) {
   }
 }
 
-BENCHMARK(BM_WatchdogRound)->UseManualTime()->Unit(benchmark::kMillisecond)
+BENCHMARK(BM_WatchdogRound)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
     ->Iterations(5);
-BENCHMARK(BM_OneRoundTripPerLock)->UseManualTime()
-    ->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_OneRoundTripPerLock)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
 
 }  // namespace
 }  // namespace relock

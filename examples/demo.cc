@@ -60,10 +60,19 @@ class PrivateRedis {
     }
     dir_ = dir_template;
     socket_ = dir_ + "/redis.sock";
-    std::vector<std::string> args = {
-        "redis-server", "--port",       "0",      "--unixsocket", socket_,
-        "--save",       "",             "--appendonly", "no",     "--dir",
-        dir_,           "--logfile",    dir_ + "/redis.log"};
+    std::vector<std::string> args = {"redis-server",
+                                     "--port",
+                                     "0",
+                                     "--unixsocket",
+                                     socket_,
+                                     "--save",
+                                     "",
+                                     "--appendonly",
+                                     "no",
+                                     "--dir",
+                                     dir_,
+                                     "--logfile",
+                                     dir_ + "/redis.log"};
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -149,20 +158,20 @@ class OrderService {
     const absl::Duration waited = absl::Now() - start;
     RecordWait(waited);
     if (waited > absl::Milliseconds(1)) {
-      Log(worker, absl::StrFormat(
-                      "request %d: account:%d was busy, waited %s (holding "
-                      "order:%d)",
-                      r.id, r.account, FormatMs(waited), r.order));
+      Log(worker,
+          absl::StrFormat("request %d: account:%d was busy, waited %s (holding "
+                          "order:%d)",
+                          r.id, r.account, FormatMs(waited), r.order));
     }
     // Non-atomic read-modify-write, safe only under the order lock.
     int before = orders_[r.order];
     std::this_thread::sleep_for(std::chrono::milliseconds(3));
     orders_[r.order] = before + 1;
     if (r.id % 15 == 0) {
-      Log(worker, absl::StrFormat(
-                      "request %d: order:%d reserved (order lock held %d "
-                      "times by this thread, account:%d locked)",
-                      r.id, r.order, *holds, r.account));
+      Log(worker,
+          absl::StrFormat("request %d: order:%d reserved (order lock held %d "
+                          "times by this thread, account:%d locked)",
+                          r.id, r.order, *holds, r.account));
     }
   }
 

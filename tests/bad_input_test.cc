@@ -30,15 +30,15 @@ TEST_F(BadInputTest, BadNamesAreInvalidArgument) {
   EXPECT_EQ(client_->GetLock("").Acquire().code(),
             absl::StatusCode::kInvalidArgument);
   for (size_t size : {kMaxLockNameSize + 1, size_t{1} << 20}) {  // to 1 MB
-  std::string huge(size, 'x');
-  Lock too_long = client_->GetLock(huge);
-  absl::Status s = too_long.Acquire();
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_LT(s.message().size(), 400u) << "the message must not echo 64 KiB";
-  EXPECT_EQ(too_long.Release().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(too_long.IsLocked().status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_THROW(too_long.lock(), LockError);
+    std::string huge(size, 'x');
+    Lock too_long = client_->GetLock(huge);
+    absl::Status s = too_long.Acquire();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_LT(s.message().size(), 400u) << "the message must not echo 64 KiB";
+    EXPECT_EQ(too_long.Release().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(too_long.IsLocked().status().code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_THROW(too_long.lock(), LockError);
   }
   EXPECT_EQ(redis().Command({"DBSIZE"})->integer, 0) << "nothing reached Redis";
 }
@@ -89,8 +89,6 @@ TEST_F(BadInputTest, DefaultConstructedHandleFailsCleanly) {
   EXPECT_THROW(unbound.lock(), LockError);
   unbound.unlock();  // never throws
 }
-
-
 
 TEST_F(BadInputTest, NegativeStdWaitsAreOneAttemptLikeStdTimedMutex) {
   Lock lock = client_->GetLock(TestLockName());
@@ -145,7 +143,8 @@ TEST_F(BadInputTest, AServerThatAcceptsButNeverAnswersIsUnavailableInTime) {
   socklen_t len = sizeof(addr);
   ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
   ClientOptions options;
-  options.url = absl::StrCat("redis://:secret@127.0.0.1:", ntohs(addr.sin_port));
+  options.url =
+      absl::StrCat("redis://:secret@127.0.0.1:", ntohs(addr.sin_port));
   options.connect_timeout = absl::Milliseconds(300);
   options.command_timeout = absl::Milliseconds(300);
   Stopwatch watch;
@@ -153,7 +152,8 @@ TEST_F(BadInputTest, AServerThatAcceptsButNeverAnswersIsUnavailableInTime) {
   EXPECT_EQ(client.status().code(), absl::StatusCode::kUnavailable)
       << client.status();
   EXPECT_LT(watch.Elapsed(), absl::Seconds(2));
-  EXPECT_THAT(std::string(client.status().message()), ::testing::Not(HasSubstr("secret")));
+  EXPECT_THAT(std::string(client.status().message()),
+              ::testing::Not(HasSubstr("secret")));
   close(fd);
 }
 

@@ -34,7 +34,8 @@ TEST_F(ClientTest, EachClientHasItsOwnIdUnlessOneIsGiven) {
 TEST_F(ClientTest, CloseReleasesHeldLocksAndReportsEach) {
   EventLog events;
   std::unique_ptr<Client> client = MustConnect(
-      redis().url(), [&](ClientOptions& o) { o.on_lock_event = events.Callback(); });
+      redis().url(),
+      [&](ClientOptions& o) { o.on_lock_event = events.Callback(); });
   Lock a = client->GetLock(TestLockName("a"));
   Lock b = client->GetLock(TestLockName("b"));
   ASSERT_TRUE(a.Acquire().ok());
@@ -103,8 +104,8 @@ TEST_F(ClientTest, CloseWhileRedisIsDownReportsTheFailureAndReturns) {
   client.reset();
   EXPECT_LT(watch.Elapsed(), absl::Seconds(5));
   LockEvent event;
-  ASSERT_TRUE(events.WaitFor(LockEventType::kReleasedOnClose,
-                             absl::Seconds(1), &event));
+  ASSERT_TRUE(events.WaitFor(LockEventType::kReleasedOnClose, absl::Seconds(1),
+                             &event));
   EXPECT_EQ(event.status.code(), absl::StatusCode::kUnavailable);
 }
 

@@ -67,10 +67,9 @@ TEST(ConnectTest, InvalidOptionsAreInvalidArgument) {
               o.command_timeout = absl::ZeroDuration();
             }),
             kInvalid);
-  EXPECT_EQ(connect([](ClientOptions& o) {
-              o.connect_timeout = -absl::Seconds(1);
-            }),
-            kInvalid);
+  EXPECT_EQ(
+      connect([](ClientOptions& o) { o.connect_timeout = -absl::Seconds(1); }),
+      kInvalid);
   EXPECT_EQ(connect([](ClientOptions& o) {
               o.connect_timeout = absl::InfiniteDuration();
             }),
@@ -109,11 +108,13 @@ TEST(ConnectTest, PasswordAuth) {
 TEST(ConnectTest, AclUserAuthAndAUserWithoutScripting) {
   std::unique_ptr<RedisServer> server = MustStart();
   ASSERT_NE(server, nullptr);
-  ASSERT_TRUE(server->Command({"ACL", "SETUSER", "locker", "on", ">pw1", "~*",
-                               "&*", "+@all"})
+  ASSERT_TRUE(server
+                  ->Command({"ACL", "SETUSER", "locker", "on", ">pw1", "~*",
+                             "&*", "+@all"})
                   .ok());
-  ASSERT_TRUE(server->Command({"ACL", "SETUSER", "noscripts", "on", ">pw2",
-                               "~*", "&*", "+@all", "-@scripting"})
+  ASSERT_TRUE(server
+                  ->Command({"ACL", "SETUSER", "noscripts", "on", ">pw2", "~*",
+                             "&*", "+@all", "-@scripting"})
                   .ok());
   const std::string base = absl::StrCat("127.0.0.1:", server->port());
   std::unique_ptr<Client> locker =

@@ -111,8 +111,7 @@ TEST_F(DataModelTest, FinalReleasePublishesZeroOnTheRedissonChannel) {
   Lock lock = client_->GetLock(TestLockName());
   // A plain hiredis subscriber, independent of relock.
   timeval tv{5, 0};
-  redisContext* sub =
-      redisConnectWithTimeout("127.0.0.1", redis().port(), tv);
+  redisContext* sub = redisConnectWithTimeout("127.0.0.1", redis().port(), tv);
   ASSERT_TRUE(sub != nullptr && sub->err == 0);
   redisSetTimeout(sub, tv);
   const std::string channel = Channel(lock.name());

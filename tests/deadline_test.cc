@@ -87,7 +87,8 @@ TEST_F(DeadlineTest, UnboundedCallsFailWithinTheCommandTimeoutWhilePaused) {
   });
   other.join();
   absl::StatusOr<bool> locked;
-  EXPECT_LT(Timed([&] { locked = lock.IsLocked(); }), kCommandTimeout + kMargin);
+  EXPECT_LT(Timed([&] { locked = lock.IsLocked(); }),
+            kCommandTimeout + kMargin);
   EXPECT_EQ(locked.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_LT(Timed([&] { s = client_->Ping(); }), kCommandTimeout + kMargin);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
@@ -101,7 +102,8 @@ TEST_F(DeadlineTest, WaitingForAHeldLockKeepsItsWaitWhenRedisPausesMidWait) {
     absl::SleepFor(absl::Milliseconds(150));
     EXPECT_TRUE(server_->Pause().ok());
   });
-  absl::Duration took = Timed([&] { s = lock.TryAcquire(absl::Milliseconds(600)); });
+  absl::Duration took =
+      Timed([&] { s = lock.TryAcquire(absl::Milliseconds(600)); });
   pauser.join();
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
   EXPECT_LT(took, absl::Milliseconds(600) + kMargin);
@@ -117,7 +119,8 @@ TEST_F(DeadlineTest, TryAcquireKeepsItsWaitWhileRedisIsBusy) {
   });
   absl::SleepFor(absl::Milliseconds(100));
   absl::Status s;
-  absl::Duration took = Timed([&] { s = lock.TryAcquire(absl::Milliseconds(300)); });
+  absl::Duration took =
+      Timed([&] { s = lock.TryAcquire(absl::Milliseconds(300)); });
   sleeper.join();
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
   EXPECT_LT(took, absl::Milliseconds(300) + kMargin);

@@ -53,7 +53,8 @@ RELOCK_CHILD_MAIN(CountUnderLock) {
     absl::StatusOr<testing::RedisValue> value =
         testing::CommandOnPort(port, {"GET", args[3]});
     int64_t n = 0;
-    if (!value.ok() || (!value->is_nil() && !absl::SimpleAtoi(value->str, &n))) {
+    if (!value.ok() ||
+        (!value->is_nil() && !absl::SimpleAtoi(value->str, &n))) {
       return 4;
     }
     absl::SleepFor(absl::Microseconds(200));
@@ -157,8 +158,8 @@ TEST_F(MultiProcessTest, WaiterInThisProcessGetsTheLockWhenAChildReleases) {
 
 TEST_F(MultiProcessTest, LockOfAKilledHolderFreesWhenItsLeaseEnds) {
   const std::string name = TestLockName();
-  absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Spawn(
-      "HoldLock", {redis().url(), name, "1500", "30000"});
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child =
+      ChildProcess::Spawn("HoldLock", {redis().url(), name, "1500", "30000"});
   ASSERT_TRUE(child.ok()) << child.status();
   ASSERT_EQ(*(*child)->ReadLine(absl::Seconds(30)), "locked");
   Stopwatch since_kill;

@@ -3,6 +3,8 @@
 // down or paused, a majority down, stale keys, validity accounting, Extend,
 // automatic extension, waiting by notification, loss reports.
 
+#include "relock/redlock.h"
+
 #include <atomic>
 #include <iostream>
 #include <memory>
@@ -14,7 +16,6 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "relock/redlock.h"
 #include "tests/test_util.h"
 #include "tests/testing/child_process.h"
 
@@ -208,7 +209,8 @@ TEST_F(RedlockTest, TwoMastersDownStillWorks) {
   // A client can also start with a minority down.
   absl::StatusOr<std::unique_ptr<RedlockClient>> late = ConnectRedlock(Urls());
   ASSERT_TRUE(late.ok()) << late.status();
-  EXPECT_TRUE((*late)->GetLock(TestLockName()).TryAcquire(absl::Seconds(1)).ok());
+  EXPECT_TRUE(
+      (*late)->GetLock(TestLockName()).TryAcquire(absl::Seconds(1)).ok());
 }
 
 TEST_F(RedlockTest, ThreeMastersDownFailsFastNamingThem) {
@@ -247,7 +249,8 @@ TEST_F(RedlockTest, APausedMasterCostsOnlyThePerMasterTimeout) {
 TEST_F(RedlockTest, StaleKeysOnAMinorityDoNotBlockButOnAMajorityDo) {
   const std::string name = TestLockName();
   for (int i : {0, 1}) {
-    ASSERT_TRUE(Servers()[i]->Command({"HSET", name, "gone-client:1", "1"}).ok());
+    ASSERT_TRUE(
+        Servers()[i]->Command({"HSET", name, "gone-client:1", "1"}).ok());
     ASSERT_TRUE(Servers()[i]->Command({"PEXPIRE", name, "60000"}).ok());
   }
   RedlockLock lock = client_->GetLock(name);
@@ -268,7 +271,8 @@ TEST_F(RedlockTest, ValidityIsLeaseMinusElapsedMinusDrift) {
   const auto before = std::chrono::steady_clock::now();
   ASSERT_TRUE(lock.Acquire(absl::Seconds(2)).ok());
   const auto after = std::chrono::steady_clock::now();
-  absl::StatusOr<std::chrono::steady_clock::time_point> valid = lock.ValidUntil();
+  absl::StatusOr<std::chrono::steady_clock::time_point> valid =
+      lock.ValidUntil();
   ASSERT_TRUE(valid.ok()) << valid.status();
   const auto lease_minus_drift = std::chrono::milliseconds(2000 - 20 - 2);
   EXPECT_GE(*valid, before + lease_minus_drift);
@@ -333,7 +337,8 @@ TEST_F(RedlockTest, LosingTheMajorityIsReported) {
     ASSERT_TRUE(Servers()[i]->Command({"DEL", lock.name()}).ok());
   }
   LockEvent event;
-  ASSERT_TRUE(events_.WaitFor(LockEventType::kLockLost, absl::Seconds(5), &event));
+  ASSERT_TRUE(
+      events_.WaitFor(LockEventType::kLockLost, absl::Seconds(5), &event));
   EXPECT_EQ(event.lock_name, lock.name());
   EXPECT_EQ(lock.Release().code(), absl::StatusCode::kAborted);
 }

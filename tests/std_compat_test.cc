@@ -145,7 +145,8 @@ TEST_F(StdCompatTest, LockThrowsLockErrorCarryingTheStatus) {
     FAIL() << "lock() on a closed client did not throw";
   } catch (const LockError& e) {
     EXPECT_EQ(e.status().code(), absl::StatusCode::kFailedPrecondition);
-    EXPECT_EQ(e.code(), std::make_error_code(std::errc::operation_not_permitted));
+    EXPECT_EQ(e.code(),
+              std::make_error_code(std::errc::operation_not_permitted));
   }
   EXPECT_THROW(lock.try_lock(), std::system_error);
   EXPECT_THROW(client_->GetLock("").lock(), LockError);
@@ -155,8 +156,8 @@ TEST_F(StdCompatTest, UnlockWithoutLockNeverThrowsAndReportsAnEvent) {
   Lock lock = client_->GetLock(TestLockName());
   lock.unlock();
   LockEvent event;
-  ASSERT_TRUE(events_.WaitFor(LockEventType::kUnlockFailed, absl::Seconds(1),
-                              &event));
+  ASSERT_TRUE(
+      events_.WaitFor(LockEventType::kUnlockFailed, absl::Seconds(1), &event));
   EXPECT_EQ(event.lock_name, lock.name());
   EXPECT_EQ(event.status.code(), absl::StatusCode::kFailedPrecondition);
 }

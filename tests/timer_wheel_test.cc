@@ -1,6 +1,8 @@
 // Pure logic: the hierarchical timer wheel, checked against a simple model,
 // and the timer thread driven by a fake clock.
 
+#include "lib/timer/timer_wheel.h"
+
 #include <algorithm>
 #include <atomic>
 #include <map>
@@ -11,7 +13,6 @@
 
 #include "gtest/gtest.h"
 #include "lib/timer/timer_thread.h"
-#include "lib/timer/timer_wheel.h"
 #include "tests/testing/notification.h"
 
 namespace relock {
@@ -111,8 +112,8 @@ TEST(TimerWheelTest, MatchesAModelUnderRandomOperations) {
         EXPECT_TRUE(wheel.Cancel(it->first));
         model.erase(it);
       } else {
-        static const Tick kSteps[] = {1, 17, 255, 256, 5000, 70000,
-                                      Tick{1} << 24};
+        static const Tick kSteps[] = {1,    17,    255,          256,
+                                      5000, 70000, Tick{1} << 24};
         now += kSteps[rng() % 7];
         absl::optional<Tick> wake = wheel.NextWakeup();
         Tick earliest = std::numeric_limits<Tick>::max();
@@ -178,9 +179,8 @@ TEST(TimerThreadTest, RealClockFiresCancelsAndReschedulesFromCallbacks) {
   TimerThread thread;
   std::atomic<int> fired{0};
   relock::testing::Notification chained;
-  TimerId cancelled = thread.ScheduleAfter(absl::Milliseconds(30), [&] {
-    fired.fetch_add(100);
-  });
+  TimerId cancelled = thread.ScheduleAfter(absl::Milliseconds(30),
+                                           [&] { fired.fetch_add(100); });
   thread.ScheduleAfter(absl::Milliseconds(20), [&] {
     fired.fetch_add(1);
     // Schedule and cancel from inside a callback.

@@ -99,8 +99,8 @@ TEST_F(WaitingTest, WaiterAcquiresWhenTheHoldersLeaseRunsOut) {
   // The holder never releases (no message): the waiter must wake at the
   // holder's PTTL, not at its own deadline.
   std::unique_ptr<Client> other = MustConnect(redis().url());
-  ASSERT_TRUE(other->GetLock(TestLockName()).Acquire(absl::Milliseconds(600))
-                  .ok());
+  ASSERT_TRUE(
+      other->GetLock(TestLockName()).Acquire(absl::Milliseconds(600)).ok());
   Lock lock = client_->GetLock(TestLockName());
   Stopwatch watch;
   ASSERT_TRUE(lock.TryAcquire(absl::Seconds(30)).ok());

@@ -169,8 +169,8 @@ TEST_F(WatchdogTest, DeletedKeyIsReportedLostWithinARenewalPeriod) {
   ASSERT_TRUE(redis().Command({"DEL", lock.name()}).ok());
   Stopwatch watch;
   LockEvent event;
-  ASSERT_TRUE(events_.WaitFor(LockEventType::kLockLost, absl::Seconds(5),
-                              &event));
+  ASSERT_TRUE(
+      events_.WaitFor(LockEventType::kLockLost, absl::Seconds(5), &event));
   EXPECT_LT(watch.Elapsed(), kLease / 3 + absl::Seconds(1));
   EXPECT_EQ(event.lock_name, lock.name());
   EXPECT_EQ(event.status.code(), absl::StatusCode::kAborted);
@@ -213,7 +213,8 @@ TEST_F(WatchdogTest, RedisPausedPastTheLeaseIsReportedLost) {
   ASSERT_TRUE(lost) << "no loss reported while Redis was paused";
   // The lease ended about at SafeUntil(); the report must follow within one
   // renewal period (lease/3) plus slack for a loaded machine.
-  EXPECT_LT(absl::FromChrono(reported_at - *safe), kLease / 3 + absl::Seconds(1));
+  EXPECT_LT(absl::FromChrono(reported_at - *safe),
+            kLease / 3 + absl::Seconds(1));
   EXPECT_THAT(std::string(event.status.message()), HasSubstr("no renewal"));
   EXPECT_EQ(lock.Release().code(), absl::StatusCode::kAborted);
 }

@@ -36,14 +36,16 @@
 //
 // States, as seen by the calling thread T:
 //
-//   state            | lock()/Acquire      | try_lock()         | unlock()/Release
+//   state            | lock()/Acquire      | try_lock()         |
+//   unlock()/Release
 //   -----------------+---------------------+--------------------+-------------------------
-//   Free             | -> Held-by-T(1)     | true, Held-by-T(1) | FailedPrecondition
-//   Held-by-T(n)     | -> Held-by-T(n+1)   | true, (n+1)        | n>1: (n-1); n=1: Free
-//   Held-by-other    | waits (notified)    | false              | FailedPrecondition
-//   Lease-lost (T    | as Free/other       | as Free/other      | Aborted ("lease lost"),
-//    held it; lease  |                     |                    |  then as Free/other
-//    ran out / key   |                     |                    |
+//   Free             | -> Held-by-T(1)     | true, Held-by-T(1) |
+//   FailedPrecondition Held-by-T(n)     | -> Held-by-T(n+1)   | true, (n+1) |
+//   n>1: (n-1); n=1: Free Held-by-other    | waits (notified)    | false |
+//   FailedPrecondition Lease-lost (T    | as Free/other       | as Free/other
+//   | Aborted ("lease lost"),
+//    held it; lease  |                     |                    |  then as
+//    Free/other ran out / key   |                     |                    |
 //    deleted)        |                     |                    |
 //
 // Leases and the watchdog: `Acquire()` / `lock()` take a watchdog lease of
@@ -53,10 +55,10 @@
 // returns, renewal stops just before the final Release() is sent (so no
 // renewal can keep a released lock alive), and nested holds keep it renewed
 // until the outermost release. Renewals of all locks of a client are batched
-// (1000 locks per script call, all calls of a round pipelined). `Acquire(lease)`
-// sets an explicit lease that is never renewed: the lock simply expires. A
-// re-entry sets the lease again; a release that leaves holds refreshes a
-// watchdog lease and leaves an explicit lease's TTL alone.
+// (1000 locks per script call, all calls of a round pipelined).
+// `Acquire(lease)` sets an explicit lease that is never renewed: the lock
+// simply expires. A re-entry sets the lease again; a release that leaves holds
+// refreshes a watchdog lease and leaves an explicit lease's TTL alone.
 //
 // Lost locks are reported, never hidden. When the watchdog finds the owner
 // field gone (key deleted, FLUSHALL, restart without persistence, expired
@@ -191,7 +193,8 @@ class LockableBase {
   }
   // Waits until `deadline` of any clock (measured as the time left now).
   template <class Clock, class Duration>
-  bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
+  bool try_lock_until(
+      const std::chrono::time_point<Clock, Duration>& deadline) {
     return TryLockFor(FromChronoSaturating(deadline - Clock::now()));
   }
   // Releases one hold. Never throws: a failure is reported as a

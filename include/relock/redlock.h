@@ -46,7 +46,8 @@
 //   Free           | -> Held-by-T(1)    | true        | FailedPrecondition
 //   Held-by-T(n)   | -> Held-by-T(n+1)  | true, (n+1) | n>1: (n-1); n=1: Free
 //   Held-by-other  | waits (notified)   | false       | FailedPrecondition
-//   Lease-lost     | as Free/other      | as Free/other | Aborted ("lease lost")
+//   Lease-lost     | as Free/other      | as Free/other | Aborted ("lease
+//   lost")
 //
 // Safety caveats (read before relying on it)
 // ------------------------------------------

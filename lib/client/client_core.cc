@@ -26,8 +26,8 @@ absl::Status ValidateClientOptions(const ClientOptions& o) {
     return invalid("command_timeout must be positive and finite");
   }
   if (o.pool_size < 1 || o.pool_size > 1024) {
-    return invalid(absl::StrCat("pool_size must be in [1, 1024], not ",
-                                o.pool_size));
+    return invalid(
+        absl::StrCat("pool_size must be in [1, 1024], not ", o.pool_size));
   }
   if (o.lock_watchdog_timeout < absl::Milliseconds(30) ||
       o.lock_watchdog_timeout > absl::Hours(365 * 24)) {
@@ -59,8 +59,8 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
   conn_options.endpoint = *std::move(endpoint);
   conn_options.connect_timeout = options.connect_timeout;
   conn_options.command_timeout = options.command_timeout;
-  std::string id = options.client_id.empty() ? lock::NewClientId()
-                                             : options.client_id;
+  std::string id =
+      options.client_id.empty() ? lock::NewClientId() : options.client_id;
   std::shared_ptr<ClientCore> core(
       new ClientCore(std::move(options), std::move(id), conn_options));
   {
@@ -120,7 +120,8 @@ absl::StatusOr<std::vector<bool>> ClientCore::RenewBatch(
     const std::vector<lock::RenewItem>& items) {
   absl::StatusOr<redis::PooledConnection> conn = pool_.Get();
   if (!conn.ok()) return conn.status();
-  const size_t calls = (items.size() + kRenewKeysPerCall - 1) / kRenewKeysPerCall;
+  const size_t calls =
+      (items.size() + kRenewKeysPerCall - 1) / kRenewKeysPerCall;
   std::vector<absl::string_view> keys, args;
   auto build = [&](size_t call) {
     keys.clear();
@@ -145,8 +146,8 @@ absl::StatusOr<std::vector<bool>> ClientCore::RenewBatch(
     }
     for (size_t i = 0; i < n; ++i) {
       if (!v[i].is_integer()) {
-        return absl::InternalError(absl::StrCat(
-            "renew script: unexpected element ", v[i].Describe()));
+        return absl::InternalError(
+            absl::StrCat("renew script: unexpected element ", v[i].Describe()));
       }
       (*out)[first + i] = v[i].integer() == 1;
     }
@@ -188,8 +189,7 @@ void ClientCore::Deliver(const LockEvent& event) const {
     return;
   }
   std::cerr << "relock: " << LockEventTypeName(event.type) << " "
-            << lock::QuoteName(event.lock_name) << ": " << event.status
-            << "\n";
+            << lock::QuoteName(event.lock_name) << ": " << event.status << "\n";
 }
 
 void ClientCore::Report(LockEventType type, absl::string_view lock_name,

@@ -30,10 +30,10 @@ namespace lock {
 struct Hold {
   std::string owner;  // the owner field in Redis
   int64_t count = 0;
-  bool watchdog = true;   // lease is lock_watchdog_timeout, renewed
-  bool renewing = true;   // watchdog && not in its final release
-  bool lost = false;      // reported lost; Release() says so
-  uint64_t hold_id = 0;   // changes whenever a hold starts from zero
+  bool watchdog = true;  // lease is lock_watchdog_timeout, renewed
+  bool renewing = true;  // watchdog && not in its final release
+  bool lost = false;     // reported lost; Release() says so
+  uint64_t hold_id = 0;  // changes whenever a hold starts from zero
   absl::Duration lease;
   SteadyClock::time_point acked_at;
 };
@@ -60,8 +60,8 @@ class HoldRegistry {
   // An acquire sent at `sent_at` succeeded. Starts a new hold (also over a
   // lost one) or adds to the existing one; the latest lease mode wins.
   void OnAcquired(const std::string& name, uint64_t thread,
-                  const std::string& owner, bool watchdog,
-                  absl::Duration lease, SteadyClock::time_point sent_at);
+                  const std::string& owner, bool watchdog, absl::Duration lease,
+                  SteadyClock::time_point sent_at);
   // Before sending a release: returns the hold (if any) and, when this
   // release is the final one by the local count, stops its renewal first, so
   // no renewal is sent after the release.

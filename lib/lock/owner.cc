@@ -22,7 +22,7 @@ std::string NewClientId() {
   absl::BitGen gen;
   uint64_t hi = absl::Uniform<uint64_t>(gen);
   uint64_t lo = absl::Uniform<uint64_t>(gen);
-  hi = (hi & ~uint64_t{0xF000}) | uint64_t{0x4000};  // version 4
+  hi = (hi & ~uint64_t{0xF000}) | uint64_t{0x4000};            // version 4
   lo = (lo & ~(uint64_t{0xC} << 60)) | (uint64_t{0x8} << 60);  // variant 10
   return absl::StrFormat("%08x-%04x-%04x-%04x-%012x", hi >> 32,
                          (hi >> 16) & 0xFFFF, hi & 0xFFFF, lo >> 48,

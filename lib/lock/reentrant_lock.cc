@@ -18,16 +18,16 @@ using internal::ClientCore;
 absl::Status Annotate(absl::Status s, absl::string_view op,
                       const std::string& name) {
   if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat(op, " lock ", QuoteName(name),
-                                             ": ", s.message()));
+  return absl::Status(
+      s.code(), absl::StrCat(op, " lock ", QuoteName(name), ": ", s.message()));
 }
 
 // A reply that is not what the script returns means a foreign value at the
 // key or a misbehaving server.
 absl::Status Unexpected(const redis::Reply& r, absl::string_view op) {
   if (r.is_error()) return redis::ErrorReplyToStatus(op, r.str());
-  return absl::InternalError(absl::StrCat(op, ": unexpected reply ",
-                                          r.view().Describe()));
+  return absl::InternalError(
+      absl::StrCat(op, ": unexpected reply ", r.view().Describe()));
 }
 
 // Every attempt may take this long even when the caller's wait is shorter
@@ -82,8 +82,8 @@ absl::Status AcquireLoop(ClientCore& core, const std::string& name,
   while (true) {
     // Only after the server confirmed the subscription is a re-check free of
     // lost wake-ups.
-    absl::Status confirmed = sub->AwaitConfirmed(
-        Earliest(deadline, Deadline::After(confirm_limit)));
+    absl::Status confirmed =
+        sub->AwaitConfirmed(Earliest(deadline, Deadline::After(confirm_limit)));
     if (!confirmed.ok()) {
       if (confirmed.code() == absl::StatusCode::kCancelled) return confirmed;
       if (deadline.Expired()) return HeldByOther(**ttl);
@@ -124,11 +124,11 @@ absl::Status ValidateName(const std::string& name) {
 absl::Status Acquire(ClientCore& core, const std::string& name,
                      absl::optional<absl::Duration> lease, Deadline deadline) {
   if (lease.has_value() && (*lease < kMinLease || *lease > kMaxLease)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "acquire lock ", QuoteName(name), ": lease ",
-        absl::FormatDuration(*lease), " is outside [",
-        absl::FormatDuration(kMinLease), ", ", absl::FormatDuration(kMaxLease),
-        "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("acquire lock ", QuoteName(name), ": lease ",
+                     absl::FormatDuration(*lease), " is outside [",
+                     absl::FormatDuration(kMinLease), ", ",
+                     absl::FormatDuration(kMaxLease), "]"));
   }
   if (absl::Status s = core.CheckOpen(); !s.ok()) {
     return Annotate(s, "acquire", name);
@@ -137,7 +137,8 @@ absl::Status Acquire(ClientCore& core, const std::string& name,
   const std::string owner = OwnerField(core.id(), thread);
   const absl::Duration effective =
       lease.value_or(core.options().lock_watchdog_timeout);
-  const std::string lease_ms = absl::StrCat(absl::ToInt64Milliseconds(effective));
+  const std::string lease_ms =
+      absl::StrCat(absl::ToInt64Milliseconds(effective));
   // Only this thread changes its own hold, so this stays true for the call.
   const absl::optional<Hold> held = core.holds().Find(name, thread);
   const bool fresh = !held.has_value() || held->lost;
@@ -154,10 +155,10 @@ absl::Status Acquire(ClientCore& core, const std::string& name,
     // Close() may have swept the registry before we registered: do not leak
     // a hold nobody will release.
     core.holds().Forget(name, thread);
-    absl::Status ignored = core.RunScript(internal::kReleaseAllScript,
-                                          {name, UnlockChannel(name)},
-                                          {kUnlockMessage, owner})
-                               .status();
+    absl::Status ignored =
+        core.RunScript(internal::kReleaseAllScript, {name, UnlockChannel(name)},
+                       {kUnlockMessage, owner})
+            .status();
     (void)ignored;
     return Annotate(absl::CancelledError("the client was closed"), "acquire",
                     name);
@@ -176,20 +177,19 @@ absl::Status Release(ClientCore& core, const std::string& name) {
   // end of its lease, never one renewed forever.
   const absl::optional<Hold> hold = core.holds().BeginRelease(name, thread);
   // When holds remain, refresh a watchdog lease; keep an explicit lease's TTL.
-  const std::string lease_ms =
-      hold.has_value() && hold->watchdog
-          ? absl::StrCat(
-                absl::ToInt64Milliseconds(core.options().lock_watchdog_timeout))
-          : "0";
+  const std::string lease_ms = hold.has_value() && hold->watchdog
+                                   ? absl::StrCat(absl::ToInt64Milliseconds(
+                                         core.options().lock_watchdog_timeout))
+                                   : "0";
   // The outermost release may be resent on a dropped connection: if the
   // first one ran, the resent one finds the lock already released. An inner
   // one may not (counting down twice would free the lock early).
   const bool outermost = hold.has_value() && hold->count <= 1;
   bool retried = false;
-  absl::StatusOr<redis::Reply> r = core.RunScript(
-      internal::kReleaseScript, {name, UnlockChannel(name)},
-      {kUnlockMessage, lease_ms, owner}, Deadline::Never(),
-      /*retry_if_dropped=*/outermost, &retried);
+  absl::StatusOr<redis::Reply> r =
+      core.RunScript(internal::kReleaseScript, {name, UnlockChannel(name)},
+                     {kUnlockMessage, lease_ms, owner}, Deadline::Never(),
+                     /*retry_if_dropped=*/outermost, &retried);
   if (!r.ok()) {
     // The outcome is unknown. A final release abandons the hold: it stays
     // unrenewed (it frees at the end of its lease at the latest), and this
@@ -230,9 +230,8 @@ absl::Status Release(ClientCore& core, const std::string& name) {
                        {kUnlockMessage, owner});
     if (!all.ok()) return Annotate(all.status(), "release", name);
   }
-  core.holds().OnReleased(
-      name, thread,
-      /*freed=*/r->integer() == 1 || outermost);
+  core.holds().OnReleased(name, thread,
+                          /*freed=*/r->integer() == 1 || outermost);
   return absl::OkStatus();
 }
 
@@ -261,8 +260,8 @@ absl::StatusOr<bool> ForceRelease(ClientCore& core, const std::string& name) {
     return Annotate(s, "force-release", name);
   }
   absl::StatusOr<redis::Reply> r =
-      core.RunScript(internal::kForceReleaseScript,
-                     {name, UnlockChannel(name)}, {kUnlockMessage});
+      core.RunScript(internal::kForceReleaseScript, {name, UnlockChannel(name)},
+                     {kUnlockMessage});
   if (!r.ok()) return Annotate(r.status(), "force-release", name);
   if (!r->is_integer()) {
     return Annotate(Unexpected(*r, "force_release script"), "force-release",
@@ -277,7 +276,8 @@ absl::StatusOr<bool> IsLocked(ClientCore& core, const std::string& name) {
   }
   absl::StatusOr<redis::Reply> r = core.RunCommand({"EXISTS", name});
   if (!r.ok()) return Annotate(r.status(), "query", name);
-  if (!r->is_integer()) return Annotate(Unexpected(*r, "EXISTS"), "query", name);
+  if (!r->is_integer())
+    return Annotate(Unexpected(*r, "EXISTS"), "query", name);
   return r->integer() == 1;
 }
 

@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <memory>
 #include <cerrno>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -67,14 +67,14 @@ absl::Status Subscription::AwaitConfirmed(Deadline deadline) {
   while (!owner_->closed_ && !owner_->Confirmed(*channel_)) {
     if (deadline.Expired()) {
       if (!owner_->connected_) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            "pub/sub connection to Redis at ",
-            owner_->options_.endpoint.ToString(), " is down: ",
-            owner_->last_error_.message()));
+        return absl::DeadlineExceededError(
+            absl::StrCat("pub/sub connection to Redis at ",
+                         owner_->options_.endpoint.ToString(),
+                         " is down: ", owner_->last_error_.message()));
       }
-      return absl::DeadlineExceededError(absl::StrCat(
-          "SUBSCRIBE ", name_, " not confirmed by Redis at ",
-          owner_->options_.endpoint.ToString()));
+      return absl::DeadlineExceededError(
+          absl::StrCat("SUBSCRIBE ", name_, " not confirmed by Redis at ",
+                       owner_->options_.endpoint.ToString()));
     }
     channel_->cv.WaitWithTimeout(&owner_->mu_, SliceUntil(deadline));
   }
@@ -116,9 +116,9 @@ absl::StatusOr<std::unique_ptr<Subscriber>> Subscriber::Start(
   if (connect_now) {
     conn = redis::Connection::Open(options);
     if (!conn.ok()) {
-      return absl::Status(conn.status().code(),
-                          absl::StrCat("pub/sub connection: ",
-                                       conn.status().message()));
+      return absl::Status(
+          conn.status().code(),
+          absl::StrCat("pub/sub connection: ", conn.status().message()));
     }
   }
   std::unique_ptr<Subscriber> s(new Subscriber(std::move(options)));
@@ -346,9 +346,8 @@ void Subscriber::Run() {
         {
           MutexLock lock(&mu_);
           last_error_ = conn.status();
-          auto closed = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-            return closed_;
-          };
+          auto closed = [this]()
+                            ABSL_SHARED_LOCKS_REQUIRED(mu_) { return closed_; };
           mu_.AwaitWithTimeout(absl::Condition(&closed), backoff);
         }
         backoff = std::min(backoff * 2, absl::Seconds(1));
@@ -380,11 +379,12 @@ void Subscriber::Run() {
     pollfd fds[2] = {{conn_->context()->fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
     Deadline wake_at =
         ping_outstanding_ ? pong_due : Earliest(next_ping, pong_due);
-    int timeout_ms = static_cast<int>(
-        absl::ToInt64Milliseconds(SliceUntil(wake_at)) + 1);
+    int timeout_ms =
+        static_cast<int>(absl::ToInt64Milliseconds(SliceUntil(wake_at)) + 1);
     int n = poll(fds, 2, timeout_ms);
     if (n < 0 && errno != EINTR) {
-      OnDisconnected(absl::InternalError(absl::StrCat("poll: ", strerror(errno))));
+      OnDisconnected(
+          absl::InternalError(absl::StrCat("poll: ", strerror(errno))));
       continue;
     }
     if (fds[1].revents & POLLIN) {

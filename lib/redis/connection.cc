@@ -34,10 +34,10 @@ absl::Status ConnectFailure(const absl::Status& s,
       caller_deadline.Expired()) {
     return s;
   }
-  return absl::UnavailableError(absl::StrCat(
-      "connect to Redis at ", options.endpoint.ToString(),
-      ": no answer within connect_timeout ",
-      absl::FormatDuration(options.connect_timeout)));
+  return absl::UnavailableError(
+      absl::StrCat("connect to Redis at ", options.endpoint.ToString(),
+                   ": no answer within connect_timeout ",
+                   absl::FormatDuration(options.connect_timeout)));
 }
 
 }  // namespace
@@ -86,9 +86,9 @@ absl::Status Connection::SetTimeout(absl::Duration limit, Deadline deadline) {
   if (!deadline.is_never()) {
     const absl::Duration left = deadline.Remaining();
     if (left <= absl::ZeroDuration()) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "deadline passed before talking to Redis at ",
-          options_.endpoint.ToString()));
+      return absl::DeadlineExceededError(
+          absl::StrCat("deadline passed before talking to Redis at ",
+                       options_.endpoint.ToString()));
     }
     if (left < want) {
       want = left;
@@ -130,16 +130,17 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
   if (ctx->err != 0) {
     std::string err = ctx->errstr;
     redisFree(ctx);
-    return absl::UnavailableError(absl::StrCat(
-        "connect to Redis at ", ep.ToString(), " failed: ", err,
-        " (connect_timeout ", absl::FormatDuration(options.connect_timeout),
-        ")"));
+    return absl::UnavailableError(
+        absl::StrCat("connect to Redis at ", ep.ToString(), " failed: ", err,
+                     " (connect_timeout ",
+                     absl::FormatDuration(options.connect_timeout), ")"));
   }
   std::unique_ptr<Connection> conn(new Connection(ctx, options));
   // AUTH and SELECT are part of connecting: bound them by connect_timeout.
   const Deadline connect_deadline =
       Earliest(deadline, Deadline::After(connect_limit));
-  if (absl::Status s = conn->SetTimeout(options.connect_timeout, connect_deadline);
+  if (absl::Status s =
+          conn->SetTimeout(options.connect_timeout, connect_deadline);
       !s.ok()) {
     return s;
   }
@@ -178,19 +179,19 @@ Connection::~Connection() { redisFree(ctx_); }
 absl::Status Connection::Fail(absl::string_view what) {
   broken_ = true;
   std::string err = ctx_->err != 0 ? std::string(ctx_->errstr) : "unknown";
-  const bool timed_out =
-      ctx_->err == REDIS_ERR_IO &&
-      (absl::StrContains(err, "temporarily unavailable") ||
-       absl::StrContains(err, "timed out"));
-  dropped_ = !timed_out && (ctx_->err == REDIS_ERR_EOF || ctx_->err == REDIS_ERR_IO);
+  const bool timed_out = ctx_->err == REDIS_ERR_IO &&
+                         (absl::StrContains(err, "temporarily unavailable") ||
+                          absl::StrContains(err, "timed out"));
+  dropped_ =
+      !timed_out && (ctx_->err == REDIS_ERR_EOF || ctx_->err == REDIS_ERR_IO);
   if (timed_out && deadline_bound_) {
     return absl::DeadlineExceededError(
         absl::StrCat(what, " on Redis at ", options_.endpoint.ToString(),
                      ": no reply before the call's deadline"));
   }
   if (timed_out) {
-    err = absl::StrCat("no reply within ",
-                       absl::FormatDuration(socket_timeout_));
+    err =
+        absl::StrCat("no reply within ", absl::FormatDuration(socket_timeout_));
   }
   return absl::UnavailableError(absl::StrCat(
       what, " on Redis at ", options_.endpoint.ToString(), " failed: ", err));
@@ -272,9 +273,9 @@ absl::StatusOr<Reply> Connection::Command(
   if (absl::Status s = Append(argv); !s.ok()) return s;
   absl::StatusOr<Reply> r = GetReply(deadline);
   if (!r.ok()) {
-    return absl::Status(r.status().code(),
-                        absl::StrCat(argv.empty() ? "" : argv[0], ": ",
-                                     r.status().message()));
+    return absl::Status(
+        r.status().code(),
+        absl::StrCat(argv.empty() ? "" : argv[0], ": ", r.status().message()));
   }
   return r;
 }

@@ -85,8 +85,8 @@ class Connection {
   ConnectionOptions options_;
   bool broken_ = false;
   bool dropped_ = false;
-  absl::Duration socket_timeout_;        // currently set on the socket
-  bool deadline_bound_ = false;          // socket_timeout_ < the option's
+  absl::Duration socket_timeout_;  // currently set on the socket
+  bool deadline_bound_ = false;    // socket_timeout_ < the option's
   std::vector<const char*> argv_buf_;
   std::vector<size_t> argvlen_buf_;
 };
@@ -95,7 +95,8 @@ class Connection {
 // NOAUTH/WRONGPASS -> Unauthenticated, NOPERM -> PermissionDenied,
 // WRONGTYPE -> FailedPrecondition, LOADING/BUSY/MASTERDOWN/TRYAGAIN ->
 // Unavailable, others -> Internal.
-absl::Status ErrorReplyToStatus(absl::string_view what, absl::string_view error);
+absl::Status ErrorReplyToStatus(absl::string_view what,
+                                absl::string_view error);
 
 }  // namespace redis
 }  // namespace relock

@@ -49,9 +49,11 @@ std::vector<absl::StatusOr<Reply>> EvalOnAll(
     const absl::Duration left = deadline.Remaining();
     if (left <= absl::ZeroDuration()) break;
     std::vector<pollfd> fds;
-    for (size_t i : pending) fds.push_back({conns[i]->context()->fd, POLLIN, 0});
+    for (size_t i : pending)
+      fds.push_back({conns[i]->context()->fd, POLLIN, 0});
     const int timeout_ms = static_cast<int>(std::min<int64_t>(
-        1000, absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1)))));
+        1000,
+        absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1)))));
     const int ready = poll(fds.data(), fds.size(), std::max(1, timeout_ms));
     if (ready < 0 && errno != EINTR) break;
     std::vector<size_t> still;

@@ -32,11 +32,11 @@ absl::StatusOr<PooledConnection> ConnectionPool::Get(Deadline deadline) {
         return absl::DeadlineExceededError(
             "deadline passed waiting for a free connection");
       }
-      return absl::UnavailableError(absl::StrCat(
-          "all ", size_, " connections to Redis at ",
-          options_.endpoint.ToString(), " stayed busy for ",
-          absl::FormatDuration(options_.command_timeout),
-          "; raise ClientOptions::pool_size"));
+      return absl::UnavailableError(
+          absl::StrCat("all ", size_, " connections to Redis at ",
+                       options_.endpoint.ToString(), " stayed busy for ",
+                       absl::FormatDuration(options_.command_timeout),
+                       "; raise ClientOptions::pool_size"));
     }
     if (closed_) return absl::FailedPreconditionError("the client is closed");
     if (!idle_.empty()) {

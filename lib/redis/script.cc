@@ -11,8 +11,7 @@ namespace redis {
 ScriptSet::ScriptSet(std::vector<ScriptSource> scripts)
     : scripts_(std::move(scripts)), shas_(scripts_.size()) {}
 
-absl::StatusOr<std::string> ScriptSet::LoadOne(Connection& conn,
-                                               size_t index,
+absl::StatusOr<std::string> ScriptSet::LoadOne(Connection& conn, size_t index,
                                                Deadline deadline) const {
   const ScriptSource& script = scripts_[index];
   std::string what =
@@ -64,9 +63,10 @@ absl::Status ScriptSet::Append(Connection& conn, size_t index,
   return conn.Append(argv);
 }
 
-absl::StatusOr<Reply> ScriptSet::Eval(
-    Connection& conn, size_t index, absl::Span<const absl::string_view> keys,
-    absl::Span<const absl::string_view> args, Deadline deadline) const {
+absl::StatusOr<Reply> ScriptSet::Eval(Connection& conn, size_t index,
+                                      absl::Span<const absl::string_view> keys,
+                                      absl::Span<const absl::string_view> args,
+                                      Deadline deadline) const {
   std::vector<absl::string_view> argv;
   std::string numkeys;
   BuildArgv(index, keys, args, &argv, &numkeys);
@@ -77,8 +77,8 @@ absl::StatusOr<Reply> ScriptSet::Eval(
   absl::StatusOr<std::string> sha = LoadOne(conn, index, deadline);
   if (!sha.ok()) return sha.status();
   if (*sha != shas_[index]) {
-    return absl::InternalError(absl::StrCat(
-        "script \"", scripts_[index].name, "\" reloaded with another digest"));
+    return absl::InternalError(absl::StrCat("script \"", scripts_[index].name,
+                                            "\" reloaded with another digest"));
   }
   return conn.Command(argv, deadline);
 }

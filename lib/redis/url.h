@@ -14,9 +14,9 @@ namespace redis {
 struct Endpoint {
   enum class Kind { kTcp, kUnix };
   Kind kind = Kind::kTcp;
-  std::string host;  // kTcp: host name or IP (IPv6 without brackets)
-  int port = 6379;   // kTcp
-  std::string path;  // kUnix: socket path
+  std::string host;      // kTcp: host name or IP (IPv6 without brackets)
+  int port = 6379;       // kTcp
+  std::string path;      // kUnix: socket path
   std::string username;  // empty: AUTH <password> (if any)
   std::string password;  // empty: no AUTH
   int db = 0;

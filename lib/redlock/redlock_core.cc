@@ -24,9 +24,9 @@ namespace {
 absl::Status Annotate(const absl::Status& s, absl::string_view op,
                       const std::string& name) {
   if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat(op, " redlock ",
-                                             lock::QuoteName(name), ": ",
-                                             s.message()));
+  return absl::Status(
+      s.code(),
+      absl::StrCat(op, " redlock ", lock::QuoteName(name), ": ", s.message()));
 }
 
 absl::Status ValidateRedlockOptions(const RedlockOptions& o) {
@@ -34,8 +34,8 @@ absl::Status ValidateRedlockOptions(const RedlockOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat("RedlockOptions: ", what));
   };
   if (o.urls.empty() || o.urls.size() > 15) {
-    return invalid(absl::StrCat("urls must name 1 to 15 masters, not ",
-                                o.urls.size()));
+    return invalid(
+        absl::StrCat("urls must name 1 to 15 masters, not ", o.urls.size()));
   }
   if (!(o.drift_factor >= 0 && o.drift_factor < 0.5)) {
     return invalid("drift_factor must be in [0, 0.5)");
@@ -53,8 +53,8 @@ absl::Status ValidateRedlockOptions(const RedlockOptions& o) {
 
 // Counts of the masters' answers to one script call.
 struct Tally {
-  int ok = 0;          // answered with the expected type
-  int errors = 0;      // I/O failure, timeout or error reply
+  int ok = 0;      // answered with the expected type
+  int errors = 0;  // I/O failure, timeout or error reply
   std::vector<std::string> details;
   absl::StatusCode error_code = absl::StatusCode::kUnavailable;
 };
@@ -142,9 +142,9 @@ absl::StatusOr<std::shared_ptr<RedlockCore>> RedlockCore::Create(
 }
 
 absl::Duration RedlockCore::PerMasterTimeout(absl::Duration lease) const {
-  return std::clamp(lease * options_.timeout_factor, absl::Milliseconds(2),
-                    std::max(absl::Milliseconds(2),
-                             options_.connection.command_timeout));
+  return std::clamp(
+      lease * options_.timeout_factor, absl::Milliseconds(2),
+      std::max(absl::Milliseconds(2), options_.connection.command_timeout));
 }
 
 absl::Duration RedlockCore::Drift(absl::Duration lease) const {
@@ -212,9 +212,9 @@ RedlockCore::Attempt RedlockCore::TryOnce(const std::string& name,
       return granted_so_far >= quorum_ || refused_so_far > n - quorum_;
     };
   }
-  Replies replies = OnAll(kAcquireScript, {name},
-                          {lease_ms, owner, reentry ? "0" : "1"},
-                          Deadline::After(PerMasterTimeout(lease)), enough);
+  Replies replies =
+      OnAll(kAcquireScript, {name}, {lease_ms, owner, reentry ? "0" : "1"},
+            Deadline::After(PerMasterTimeout(lease)), enough);
   int granted = 0, held = 0, errors = 0;
   std::vector<bool> granted_at(n), unknown_at(n);
   std::vector<std::string> details;
@@ -224,7 +224,8 @@ RedlockCore::Attempt RedlockCore::TryOnce(const std::string& name,
     if (!r.ok()) {
       ++errors;
       unknown_at[i] = true;  // the request may still run
-      details.push_back(absl::StrCat(who, ": unavailable: ", r.status().message()));
+      details.push_back(
+          absl::StrCat(who, ": unavailable: ", r.status().message()));
     } else if (r->is_nil()) {
       ++granted;
       granted_at[i] = true;
@@ -235,12 +236,13 @@ RedlockCore::Attempt RedlockCore::TryOnce(const std::string& name,
       if (pttl >= 0 && (a.min_pttl_ms < 0 || pttl < a.min_pttl_ms)) {
         a.min_pttl_ms = pttl;
       }
-      details.push_back(absl::StrCat(who, ": held by another owner (lease left ",
-                                     pttl, "ms)"));
+      details.push_back(absl::StrCat(
+          who, ": held by another owner (lease left ", pttl, "ms)"));
     } else {
       ++errors;
       details.push_back(absl::StrCat(
-          who, ": ", redis::ErrorReplyToStatus("acquire script", r->str()).ToString()));
+          who, ": ",
+          redis::ErrorReplyToStatus("acquire script", r->str()).ToString()));
     }
   }
   const absl::Duration elapsed = absl::FromChrono(SteadyClock::now() - a.start);
@@ -250,9 +252,9 @@ RedlockCore::Attempt RedlockCore::TryOnce(const std::string& name,
     return a;
   }
   if (granted >= quorum_) {
-    details.push_back(absl::StrCat(
-        "validity used up: the attempt took ", absl::FormatDuration(elapsed),
-        " of a ", absl::FormatDuration(lease), " lease"));
+    details.push_back(absl::StrCat("validity used up: the attempt took ",
+                                   absl::FormatDuration(elapsed), " of a ",
+                                   absl::FormatDuration(lease), " lease"));
   }
   a.details = absl::StrJoin(details, "; ");
   a.kind = granted < quorum_ && errors <= n - quorum_ ? Attempt::kHeldByOther
@@ -298,8 +300,8 @@ absl::Status RedlockCore::Acquire(const std::string& name,
                                   Deadline deadline) {
   if (lease.has_value() && (*lease < kMinLease || *lease > kMaxLease)) {
     return Annotate(absl::InvalidArgumentError(absl::StrCat(
-                        "lease ", absl::FormatDuration(*lease),
-                        " is outside [", absl::FormatDuration(kMinLease), ", ",
+                        "lease ", absl::FormatDuration(*lease), " is outside [",
+                        absl::FormatDuration(kMinLease), ", ",
                         absl::FormatDuration(kMaxLease), "]")),
                     "acquire", name);
   }
@@ -345,8 +347,8 @@ absl::Status RedlockCore::Acquire(const std::string& name,
     }
     // Another owner holds a quorum: wait to be notified.
     if (deadline.Expired()) {
-      return Annotate(absl::DeadlineExceededError(absl::StrCat(
-                          "held by another owner: ", a.details)),
+      return Annotate(absl::DeadlineExceededError(
+                          absl::StrCat("held by another owner: ", a.details)),
                       "acquire", name);
     }
     if (signal == nullptr) {
@@ -363,12 +365,14 @@ absl::Status RedlockCore::Acquire(const std::string& name,
     }
     Deadline wake = deadline;
     if (a.min_pttl_ms >= 0) {
-      wake = Earliest(deadline, Deadline::After(absl::Milliseconds(a.min_pttl_ms + 1)));
+      wake = Earliest(deadline,
+                      Deadline::After(absl::Milliseconds(a.min_pttl_ms + 1)));
     }
     signal->Wait(wake);
     if (closed()) {
-      return Annotate(absl::CancelledError("the client was closed while waiting"),
-                      "acquire", name);
+      return Annotate(
+          absl::CancelledError("the client was closed while waiting"),
+          "acquire", name);
     }
   }
 }
@@ -386,10 +390,9 @@ absl::Status RedlockCore::Release(const std::string& name) {
           ? absl::StrCat(absl::ToInt64Milliseconds(
                 options_.connection.lock_watchdog_timeout))
           : "0";
-  Replies replies = OnAll(
-      kReleaseScript, {name, lock::UnlockChannel(name)},
-      {lock::kUnlockMessage, lease_ms, owner},
-      Deadline::After(options_.connection.command_timeout));
+  Replies replies = OnAll(kReleaseScript, {name, lock::UnlockChannel(name)},
+                          {lock::kUnlockMessage, lease_ms, owner},
+                          Deadline::After(options_.connection.command_timeout));
   const int n = static_cast<int>(masters_.size());
   int released = 0, freed = 0, not_owner = 0;
   std::vector<std::string> details;
@@ -406,8 +409,9 @@ absl::Status RedlockCore::Release(const std::string& name) {
     } else {
       details.push_back(absl::StrCat(
           who, ": ",
-          r.ok() ? redis::ErrorReplyToStatus("release script", r->str()).ToString()
-                 : r.status().ToString()));
+          r.ok()
+              ? redis::ErrorReplyToStatus("release script", r->str()).ToString()
+              : r.status().ToString()));
     }
   }
   if (released >= quorum_) {
@@ -437,10 +441,10 @@ absl::Status RedlockCore::Release(const std::string& name) {
   }
   // Outcome unknown: a final release abandons the hold (see lock::Release).
   if (hold.has_value() && hold->count <= 1) holds_.Forget(name, thread);
-  return Annotate(absl::UnavailableError(absl::StrCat(
-                      "no quorum of masters answered: ",
-                      absl::StrJoin(details, "; "))),
-                  "release", name);
+  return Annotate(
+      absl::UnavailableError(absl::StrCat("no quorum of masters answered: ",
+                                          absl::StrJoin(details, "; "))),
+      "release", name);
 }
 
 absl::Status RedlockCore::Extend(const std::string& name,
@@ -478,15 +482,17 @@ absl::Status RedlockCore::Extend(const std::string& name,
       const bool ok = r->view()[0].integer() == 1;
       renewed += ok;
       gone += !ok;
-      details.push_back(absl::StrCat(masters_[i].label,
-                                     ok ? ": extended" : ": not held"));
+      details.push_back(
+          absl::StrCat(masters_[i].label, ok ? ": extended" : ": not held"));
     } else {
-      details.push_back(absl::StrCat(
-          masters_[i].label, ": ", r.ok() ? r->view().Describe() : r.status().ToString()));
+      details.push_back(
+          absl::StrCat(masters_[i].label, ": ",
+                       r.ok() ? r->view().Describe() : r.status().ToString()));
     }
   }
   const absl::Duration elapsed = absl::FromChrono(SteadyClock::now() - start);
-  if (renewed >= quorum_ && lease - elapsed - Drift(lease) > absl::ZeroDuration()) {
+  if (renewed >= quorum_ &&
+      lease - elapsed - Drift(lease) > absl::ZeroDuration()) {
     holds_.OnExtended(name, thread, lease, start);
     return absl::OkStatus();
   }
@@ -497,10 +503,10 @@ absl::Status RedlockCore::Extend(const std::string& name,
                         absl::StrJoin(details, "; "))),
                     "extend", name);
   }
-  return Annotate(absl::UnavailableError(absl::StrCat(
-                      "no quorum extended in time: ",
-                      absl::StrJoin(details, "; "))),
-                  "extend", name);
+  return Annotate(
+      absl::UnavailableError(absl::StrCat("no quorum extended in time: ",
+                                          absl::StrJoin(details, "; "))),
+      "extend", name);
 }
 
 absl::StatusOr<SteadyClock::time_point> RedlockCore::ValidUntil(
@@ -511,7 +517,8 @@ absl::StatusOr<SteadyClock::time_point> RedlockCore::ValidUntil(
     return Annotate(absl::FailedPreconditionError("not held by this thread"),
                     "query", name);
   }
-  if (hold->lost) return Annotate(absl::AbortedError("lease lost"), "query", name);
+  if (hold->lost)
+    return Annotate(absl::AbortedError("lease lost"), "query", name);
   return hold->acked_at +
          absl::ToChronoNanoseconds(hold->lease - Drift(hold->lease));
 }
@@ -556,9 +563,9 @@ absl::StatusOr<std::vector<bool>> RedlockCore::RenewBatch(
         out[i] = false;
       } else {
         // Undecided (masters did not answer): retry the round.
-        return absl::UnavailableError(absl::StrCat(
-            "no quorum of masters answered the renewal of ",
-            lock::QuoteName(items[i].name)));
+        return absl::UnavailableError(
+            absl::StrCat("no quorum of masters answered the renewal of ",
+                         lock::QuoteName(items[i].name)));
       }
     }
   }
@@ -589,30 +596,29 @@ void RedlockCore::Close() {
   }
   for (auto& [key, hold] : holds_.TakeAll()) {
     const std::string& name = key.first;
-    Replies replies = OnAll(kReleaseAllScript,
-                            {name, lock::UnlockChannel(name)},
-                            {lock::kUnlockMessage, hold.owner},
-                            Deadline::After(options_.connection.command_timeout));
+    Replies replies =
+        OnAll(kReleaseAllScript, {name, lock::UnlockChannel(name)},
+              {lock::kUnlockMessage, hold.owner},
+              Deadline::After(options_.connection.command_timeout));
     int answered = 0;
     std::vector<std::string> failures;
     for (size_t i = 0; i < replies.size(); ++i) {
       if (replies[i].ok() && replies[i]->is_integer()) {
         ++answered;
       } else {
-        failures.push_back(absl::StrCat(
-            masters_[i].label, ": ",
-            replies[i].ok() ? replies[i]->view().Describe()
-                            : replies[i].status().ToString()));
+        failures.push_back(absl::StrCat(masters_[i].label, ": ",
+                                        replies[i].ok()
+                                            ? replies[i]->view().Describe()
+                                            : replies[i].status().ToString()));
       }
     }
-    Deliver(LockEvent{
-        LockEventType::kReleasedOnClose, name,
-        answered >= quorum_
-            ? absl::OkStatus()
-            : absl::UnavailableError(absl::StrCat(
-                  "released on only ", answered, " masters: ",
-                  absl::StrJoin(failures, "; "))),
-        hold.owner});
+    Deliver(LockEvent{LockEventType::kReleasedOnClose, name,
+                      answered >= quorum_
+                          ? absl::OkStatus()
+                          : absl::UnavailableError(absl::StrCat(
+                                "released on only ", answered,
+                                " masters: ", absl::StrJoin(failures, "; "))),
+                      hold.owner});
   }
   timers_.Shutdown();
   if (events_ != nullptr) events_->Stop();

@@ -44,9 +44,8 @@ TimerThread::~TimerThread() { Shutdown(); }
 
 Tick TimerThread::TickAt(SteadyClock::time_point t, bool round_up) const {
   if (t <= epoch_) return 0;
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      t - epoch_)
-                      .count();
+  const auto ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(t - epoch_).count();
   constexpr int64_t kNsPerTick = 1000 * 1000;
   return round_up ? (ns + kNsPerTick - 1) / kNsPerTick : ns / kNsPerTick;
 }

@@ -85,7 +85,7 @@ class TimerWheel {
   };
 
   // Pseudo-levels for the two lists outside the wheel.
-  static constexpr int kReady = -1;    // deadline <= now_: next Advance()
+  static constexpr int kReady = -1;     // deadline <= now_: next Advance()
   static constexpr int kFar = kLevels;  // beyond the top level's window
 
   static int Shift(int level) { return level * kSlotBits; }

@@ -77,16 +77,18 @@ RoundStats Watchdog::RunRound(bool all) {
   const absl::Duration cpu_start = ThreadCpuTime();
   std::vector<lock::RenewItem> due;
   std::vector<lock::LostHold> lost;
-  stats.renewing = holds_->Sweep(
-      start, start + absl::ToChronoNanoseconds(round_interval_), period_, all,
-      &due, &lost);
+  stats.renewing =
+      holds_->Sweep(start, start + absl::ToChronoNanoseconds(round_interval_),
+                    period_, all, &due, &lost);
   for (const lock::LostHold& h : lost) {
-    on_lost_(h, absl::AbortedError(absl::StrCat(
-                    "lease lost: no renewal succeeded within the ",
-                    absl::FormatDuration(lease_), " lease",
-                    last_error_.ok() ? std::string()
-                                     : absl::StrCat(" (last error: ",
-                                                    last_error_.message(), ")"))));
+    on_lost_(
+        h,
+        absl::AbortedError(absl::StrCat(
+            "lease lost: no renewal succeeded within the ",
+            absl::FormatDuration(lease_), " lease",
+            last_error_.ok()
+                ? std::string()
+                : absl::StrCat(" (last error: ", last_error_.message(), ")"))));
   }
   stats.lost = lost.size();
   if (!due.empty()) {

@@ -48,8 +48,8 @@ namespace watchdog {
 // (and the lease was renewed), or an error for the whole batch.
 using RenewFn = std::function<absl::StatusOr<std::vector<bool>>(
     const std::vector<lock::RenewItem>& items)>;
-using LostFn = std::function<void(const lock::LostHold& hold,
-                                  const absl::Status& why)>;
+using LostFn =
+    std::function<void(const lock::LostHold& hold, const absl::Status& why)>;
 
 struct RoundStats {
   size_t renewing = 0;  // renewing holds after the round
@@ -105,7 +105,7 @@ class Watchdog {
   struct State {
     Mutex mu;
     bool stop ABSL_GUARDED_BY(mu) = false;
-    bool due ABSL_GUARDED_BY(mu) = false;        // a round should run now
+    bool due ABSL_GUARDED_BY(mu) = false;          // a round should run now
     timer::TimerId timer ABSL_GUARDED_BY(mu) = 0;  // next round, if scheduled
     uint64_t rounds ABSL_GUARDED_BY(mu) = 0;
     uint64_t failed_rounds ABSL_GUARDED_BY(mu) = 0;

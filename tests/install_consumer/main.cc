@@ -12,8 +12,7 @@ int main() {
   options.connect_timeout = absl::Milliseconds(200);
   absl::StatusOr<std::unique_ptr<relock::Client>> client =
       relock::Client::Connect(options);
-  if (client.ok() ||
-      client.status().code() != absl::StatusCode::kUnavailable) {
+  if (client.ok() || client.status().code() != absl::StatusCode::kUnavailable) {
     std::cerr << "unexpected: " << client.status() << "\n";
     return 1;
   }
