@@ -70,6 +70,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "absl/types/optional.h"
 #include "benchmark/benchmark.h"
 #include "lib/common/mutex.h"
 #include "relock/relock.h"
@@ -330,6 +331,16 @@ absl::StatusOr<double> RttNs(const BenchEnv& env) {
   return rtt;
 }
 
+// RttNs(), or nullopt after marking `state` skipped with the reason.
+absl::optional<double> RttNsOrSkip(benchmark::State& state,
+                                   const BenchEnv& env) {
+  absl::StatusOr<double> rtt = RttNs(env);
+  if (rtt.ok()) return *rtt;
+  state.SkipWithError(
+      absl::StrCat("measuring the raw RTT: ", rtt.status().ToString()).c_str());
+  return absl::nullopt;
+}
+
 void BM_RawEvalshaRoundTrip(benchmark::State& state) {
   BenchEnv* env = EnvOrSkip(state);
   if (env == nullptr) return;
@@ -439,13 +450,8 @@ void RunWithPairedRatio(benchmark::State& state, const BenchEnv& env,
       return;
     }
   }
-  absl::StatusOr<double> rtt = RttNs(env);
-  if (!rtt.ok()) {
-    state.SkipWithError(
-        absl::StrCat("measuring the raw RTT: ", rtt.status().ToString())
-            .c_str());
-    return;
-  }
+  absl::optional<double> rtt = RttNsOrSkip(state, env);
+  if (!rtt.has_value()) return;
   const double iters = static_cast<double>(state.iterations());
   const double per_iter_ns = static_cast<double>(lock_ns) / iters;
   state.counters[us_counter] = per_iter_ns / 1e3;
@@ -656,13 +662,8 @@ std::atomic<double> g_raw_handoff_p50_ns{0};
 void BM_RawNotifyHandOff(benchmark::State& state) {
   BenchEnv* env = EnvOrSkip(state);
   if (env == nullptr) return;
-  absl::StatusOr<double> rtt = RttNs(*env);
-  if (!rtt.ok()) {
-    state.SkipWithError(
-        absl::StrCat("measuring the raw RTT: ", rtt.status().ToString())
-            .c_str());
-    return;
-  }
+  absl::optional<double> rtt = RttNsOrSkip(state, *env);
+  if (!rtt.has_value()) return;
   std::vector<int64_t> all;
   for (auto _ : state) {
     RawHandOffRound round(env->raw, Key(*env, "raw-handoff"),
@@ -807,13 +808,8 @@ class HandOffRound {
 void BM_HandOffLatency(benchmark::State& state) {
   BenchEnv* env = EnvOrSkip(state);
   if (env == nullptr) return;
-  absl::StatusOr<double> rtt = RttNs(*env);
-  if (!rtt.ok()) {
-    state.SkipWithError(
-        absl::StrCat("measuring the raw RTT: ", rtt.status().ToString())
-            .c_str());
-    return;
-  }
+  absl::optional<double> rtt = RttNsOrSkip(state, *env);
+  if (!rtt.has_value()) return;
   const int threads = static_cast<int>(state.range(0));
   Lock lock =
       env->client->GetLock(Key(*env, absl::StrCat("handoff-", threads)));
@@ -846,13 +842,8 @@ BENCHMARK(BM_HandOffLatency)
 void BM_ThroughputDistinctLocks(benchmark::State& state) {
   BenchEnv* env = EnvOrSkip(state);
   if (env == nullptr) return;
-  absl::StatusOr<double> rtt = RttNs(*env);
-  if (!rtt.ok()) {
-    state.SkipWithError(
-        absl::StrCat("measuring the raw RTT: ", rtt.status().ToString())
-            .c_str());
-    return;
-  }
+  absl::optional<double> rtt = RttNsOrSkip(state, *env);
+  if (!rtt.has_value()) return;
   Lock lock = env->client->GetLock(Key(
       *env, absl::StrCat("tput-", state.threads(), "-", state.thread_index())));
   const int64_t start = NowNs();

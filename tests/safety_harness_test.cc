@@ -50,6 +50,17 @@ Hold CleanHold(int w, int lock, int64_t from, int64_t to, int64_t read) {
   return h;
 }
 
+// Worker 0 stopped at 19 ms and SIGKILLed at 20 ms.
+Fault KillOfWorker0At20Ms() {
+  Fault kill;
+  kill.kind = FaultKind::kKillHolder;
+  kill.start = 19 * kMs;
+  kill.end = 20 * kMs;
+  kill.injected = true;
+  kill.worker = 0;
+  return kill;
+}
+
 CheckInput Input(std::vector<Hold> holds, std::vector<int64_t> counters) {
   CheckInput in;
   in.processes = 2;
@@ -122,13 +133,7 @@ TEST(SafetyHarnessCheckerTest, KilledHolderEndsAtTheKillAndIsTimed) {
   open.attempt_start = 9 * kMs;
   open.attempt_end = 10 * kMs;  // open: no "H" line
   CheckInput in = Input({open, CleanHold(1, 0, 1200, 1210, 0)}, {1});
-  Fault kill;
-  kill.kind = FaultKind::kKillHolder;
-  kill.start = 19 * kMs;
-  kill.end = 20 * kMs;
-  kill.injected = true;
-  kill.worker = 0;
-  in.faults.push_back(kill);
+  in.faults.push_back(KillOfWorker0At20Ms());
   Report r = Check(std::move(in));
   EXPECT_TRUE(r.ok()) << r.text;
   ASSERT_EQ(r.kill_reacquires.size(), 1u);
@@ -147,13 +152,7 @@ TEST(SafetyHarnessCheckerTest, KilledHolderWhoseReleaseBeganEndsThere) {
     open.attempt_end = 10 * kMs;  // open: no "H" line
     if (release_began) open.release_start = 12 * kMs;
     CheckInput in = Input({open, CleanHold(1, 0, 13, 14, 0)}, {1});
-    Fault kill;
-    kill.kind = FaultKind::kKillHolder;
-    kill.start = 19 * kMs;
-    kill.end = 20 * kMs;
-    kill.injected = true;
-    kill.worker = 0;
-    in.faults.push_back(kill);
+    in.faults.push_back(KillOfWorker0At20Ms());
     return Check(std::move(in));
   };
   Report began = check(true);
