@@ -386,8 +386,14 @@ class Coordinator {
         KillPoolConnections(&f);
         break;
       case FaultKind::kClientKillPubsub: {
-        absl::StatusOr<RedisValue> v =
-            redis_->Command({"CLIENT", "KILL", "TYPE", "pubsub"});
+        // A relock subscriber is of type "pubsub" only while some thread
+        // waits (is subscribed); retry briefly until one does.
+        absl::StatusOr<RedisValue> v;
+        for (int attempt = 0; attempt < 40; ++attempt) {
+          v = redis_->Command({"CLIENT", "KILL", "TYPE", "pubsub"});
+          if (!v.ok() || (v->is_integer() && v->integer > 0)) break;
+          absl::SleepFor(absl::Milliseconds(50));
+        }
         f.injected = v.ok() && v->is_integer() && v->integer > 0;
         f.detail = v.ok() ? absl::StrCat("killed ", v->DebugString(),
                                          " pub/sub connections")
