@@ -189,17 +189,7 @@ class RawRedis {
 
   // GET as an integer (0 when absent); nullopt on any failure.
   absl::optional<int64_t> Get(const std::string& key) {
-    redisReply* r = Run("GET %b", key.data(), key.size());
-    if (r == nullptr) return absl::nullopt;
-    absl::optional<int64_t> value;
-    if (r->type == REDIS_REPLY_NIL) value = 0;
-    int64_t v = 0;
-    if (r->type == REDIS_REPLY_STRING &&
-        absl::SimpleAtoi(absl::string_view(r->str, r->len), &v)) {
-      value = v;
-    }
-    freeReplyObject(r);
-    return value;
+    return IntegerOrZero(Run("GET %b", key.data(), key.size()));
   }
 
   bool Set(const std::string& key, int64_t value) {
@@ -214,8 +204,13 @@ class RawRedis {
   // HGET as an integer: nullopt on failure, 0 when absent.
   absl::optional<int64_t> HGet(const std::string& key,
                                const std::string& field) {
-    redisReply* r =
-        Run("HGET %b %b", key.data(), key.size(), field.data(), field.size());
+    return IntegerOrZero(
+        Run("HGET %b %b", key.data(), key.size(), field.data(), field.size()));
+  }
+
+  // A bulk-string integer reply as a number (nil: 0), freeing it; nullopt
+  // for no reply or anything else.
+  static absl::optional<int64_t> IntegerOrZero(redisReply* r) {
     if (r == nullptr) return absl::nullopt;
     absl::optional<int64_t> value;
     if (r->type == REDIS_REPLY_NIL) value = 0;
