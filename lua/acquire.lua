@@ -7,17 +7,22 @@
 --          to 1 rather than incremented, so a count left by an earlier
 --          attempt whose reply was lost (timeout, dropped connection) is
 --          absorbed instead of turning into a hold nobody releases.
---          Anything else: increment (re-entry).
+--          Anything else: increment (re-entry). A re-entry never shortens
+--          the lease in force: the TTL only grows to ARGV[1].
 -- Returns nil when the caller now holds the lock, otherwise the holder's PTTL
 -- in milliseconds (-1 when the holder's key has no TTL).
 if (redis.call('exists', KEYS[1]) == 0)
     or (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
   if ARGV[3] == '1' then
     redis.call('hset', KEYS[1], ARGV[2], 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
   else
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    local left = redis.call('pttl', KEYS[1])
+    if left >= 0 and left < tonumber(ARGV[1]) then
+      redis.call('pexpire', KEYS[1], ARGV[1])
+    end
   end
-  redis.call('pexpire', KEYS[1], ARGV[1])
   return nil
 end
 return redis.call('pttl', KEYS[1])

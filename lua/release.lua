@@ -1,11 +1,15 @@
 -- Release one hold of a reentrant lock. Redisson-compatible.
+-- Uses publish_unlock() from lock_lib.lua, prepended when loaded.
 -- KEYS[1]  lock name
--- KEYS[2]  unlock channel "redisson_lock__channel:{<name>}"
+-- KEYS[2]  unlock channel "redisson_lock__channel:{<name>}" (or
+--          "redisson_lock__channel:<name>" when the name contains "{")
 -- ARGV[1]  unlock message ("0")
 -- ARGV[2]  lease in milliseconds to set when holds remain; "0" keeps the TTL
 -- ARGV[3]  owner field "<client-id>:<thread-id>"
 -- Returns nil when the caller does not hold the lock, 0 when holds remain,
--- 1 when the lock became free (the key is deleted and waiters are notified).
+-- 1 when the lock became free (the key is deleted and waiters are notified);
+-- an UNPUBLISHED error when the lock became free but the unlock message could
+-- not be published (e.g. the ACL user may not publish on the channel).
 if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
   return nil
 end
@@ -17,5 +21,4 @@ if remaining > 0 then
   return 0
 end
 redis.call('del', KEYS[1])
-redis.call('publish', KEYS[2], ARGV[1])
-return 1
+return publish_unlock(KEYS[2], ARGV[1]) or 1

@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "relock/relock.h"
 #include "tests/test_util.h"
+#include "tests/testing/notification.h"
 
 namespace relock {
 namespace {
@@ -40,8 +41,15 @@ TEST_F(ClientTest, CloseReleasesHeldLocksAndReportsEach) {
   Lock b = client->GetLock(TestLockName("b"));
   ASSERT_TRUE(a.Acquire().ok());
   ASSERT_TRUE(a.Acquire().ok());  // nested: released whole
-  std::thread other([&] { ASSERT_TRUE(b.Acquire(absl::Seconds(60)).ok()); });
-  other.join();
+  // Another thread holds b while the client closes (a thread that exits
+  // holding a lock gives it up instead: ThreadExitStopsRenewal...).
+  testing::Notification b_held, closed;
+  std::thread other([&] {
+    EXPECT_TRUE(b.Acquire(absl::Seconds(60)).ok());
+    b_held.Notify();
+    closed.WaitForNotification();
+  });
+  b_held.WaitForNotification();
   ASSERT_EQ(redis().Command({"EXISTS", a.name(), b.name()})->integer, 2);
 
   std::unique_ptr<Client> watcher = MustConnect(redis().url());
@@ -51,6 +59,8 @@ TEST_F(ClientTest, CloseReleasesHeldLocksAndReportsEach) {
   });
   absl::SleepFor(absl::Milliseconds(200));
   client->Close();
+  closed.Notify();
+  other.join();
   waiter.join();
   EXPECT_TRUE(waited.ok()) << "close must wake other clients' waiters: "
                            << waited;

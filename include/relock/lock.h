@@ -110,9 +110,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <system_error>
+#include <type_traits>
 
 #include "absl/base/attributes.h"
 #include "absl/status/status.h"
@@ -126,15 +128,38 @@ namespace relock {
 namespace internal {
 class ClientCore;
 // Converts a std::chrono duration to absl::Duration, saturating durations of
-// more than a century (and duration::max()) to absl::InfiniteDuration().
+// more than a century (and duration::max()) to +-absl::InfiniteDuration(); a
+// NaN is zero.
 template <class Rep, class Period>
 absl::Duration FromChronoSaturating(std::chrono::duration<Rep, Period> d) {
   constexpr double kCenturySeconds = 100.0 * 365 * 24 * 3600;
   const double seconds = std::chrono::duration<double>(d).count();
+  if (seconds != seconds) return absl::ZeroDuration();  // NaN
   if (seconds >= kCenturySeconds) return absl::InfiniteDuration();
   if (seconds <= -kCenturySeconds) return -absl::InfiniteDuration();
   return absl::Nanoseconds(
       std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+}
+// The time from now until `deadline` on its own clock, without overflow for
+// any time point (time_point::min() and max() included): zero or less when
+// it has passed.
+template <class Clock, class Duration>
+absl::Duration TimeUntilSaturating(
+    const std::chrono::time_point<Clock, Duration>& deadline) {
+  const auto now = Clock::now();
+  if (deadline <= now) return absl::ZeroDuration();
+  // deadline > now: the difference is positive; it overflows only when the
+  // two are further apart than Rep can count, which is far beyond a century.
+  const auto d = deadline.time_since_epoch();
+  const auto n = now.time_since_epoch();
+  using Common = typename std::common_type<decltype(d), decltype(n)>::type;
+  const Common cd(d), cn(n);
+  if (cn.count() < 0 &&
+      cd.count() >
+          std::numeric_limits<typename Common::rep>::max() + cn.count()) {
+    return absl::InfiniteDuration();
+  }
+  return FromChronoSaturating(cd - cn);
 }
 }  // namespace internal
 
@@ -195,7 +220,7 @@ class LockableBase {
   template <class Clock, class Duration>
   bool try_lock_until(
       const std::chrono::time_point<Clock, Duration>& deadline) {
-    return TryLockFor(FromChronoSaturating(deadline - Clock::now()));
+    return TryLockFor(TimeUntilSaturating(deadline));
   }
   // Releases one hold. Never throws: a failure is reported as a
   // LockEventType::kUnlockFailed event to the client's on_lock_event.

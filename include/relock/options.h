@@ -36,9 +36,17 @@ enum class LockEventType {
   // client released it (status OK) or could not (status says why; the lock
   // then frees itself when its lease runs out).
   kReleasedOnClose,
+  // A thread exited while it held this lock (status Aborted, with the hold
+  // count). Nobody can release the hold any more, so the client stops
+  // renewing it and the lock frees itself when its lease runs out (at most
+  // lock_watchdog_timeout, or its explicit lease). It is not released at
+  // once: the thread's work under it may be half done. Not sent for the
+  // process's main thread, whose exit ends the process.
+  kOwnerThreadExited,
 };
 
-// Returns "unlock-failed", "lock-lost" or "released-on-close".
+// Returns "unlock-failed", "lock-lost", "released-on-close" or
+// "owner-thread-exited".
 const char* LockEventTypeName(LockEventType type);
 
 struct LockEvent {
@@ -84,10 +92,13 @@ struct ClientOptions {
   std::string client_id;
 
   // Receives `LockEvent`s: kUnlockFailed on the thread calling `unlock()`,
-  // kReleasedOnClose on the thread closing the client, kLockLost on the
-  // client's event thread (one at a time, in order; a slow callback delays
-  // later events but never the watchdog). Must not throw. Empty (the
-  // default) writes one line per event to stderr.
+  // kReleasedOnClose on the thread closing the client, kLockLost and
+  // kOwnerThreadExited on the client's event thread (one at a time, in
+  // order; a slow callback delays later events but never the watchdog). Must
+  // not throw. The callback may close or destroy the client (e.g. shut down
+  // when a lock is lost); the event thread then finishes the queued events
+  // and exits on its own. Empty (the default) writes one line per event to
+  // stderr.
   std::function<void(const LockEvent&)> on_lock_event;
 };
 

@@ -34,6 +34,11 @@ absl::Status Client::Ping() {
   return absl::OkStatus();
 }
 
-void Client::Close() { core_->Close(); }
+void Client::Close() {
+  // A kReleasedOnClose callback may destroy this Client during Close(): keep
+  // the core alive until Close() returns.
+  const std::shared_ptr<internal::ClientCore> core = core_;
+  core->Close();
+}
 
 }  // namespace relock

@@ -1,7 +1,10 @@
 #include "lib/client/client_core.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <iostream>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -39,14 +42,59 @@ absl::Status ValidateClientOptions(const ClientOptions& o) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Every live core, for the fork handlers. The mutex is held across fork()
+// (prepare .. parent/child), so the child finds the list consistent.
+struct LiveCores {
+  Mutex mu;
+  std::vector<std::weak_ptr<ClientCore>> cores ABSL_GUARDED_BY(mu);
+};
+
+LiveCores& Live() {
+  static LiveCores* const live = new LiveCores;
+  return *live;
+}
+
+void RegisterLiveCore(const std::shared_ptr<ClientCore>& core) {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    pthread_atfork(
+        [] { Live().mu.Lock(); }, [] { Live().mu.Unlock(); },
+        []() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          for (const std::weak_ptr<ClientCore>& weak : Live().cores) {
+            if (std::shared_ptr<ClientCore> core = weak.lock()) {
+              core->BecomeInertInForkedChild();
+              // Never destroyed in the child: its destructor would join
+              // threads that do not exist here and close shared sockets.
+              new std::shared_ptr<ClientCore>(std::move(core));
+            }
+          }
+          Live().mu.Unlock();
+        });
+  });
+  LiveCores& live = Live();
+  MutexLock lock(&live.mu);
+  live.cores.erase(std::remove_if(live.cores.begin(), live.cores.end(),
+                                  [](const std::weak_ptr<ClientCore>& w) {
+                                    return w.expired();
+                                  }),
+                   live.cores.end());
+  live.cores.push_back(core);
+}
+
+}  // namespace
+
 ClientCore::ClientCore(ClientOptions options, std::string id,
                        redis::ConnectionOptions conn_options)
     : options_(std::move(options)),
+      deliver_(EventDeliverer(options_.on_lock_event)),
       id_(std::move(id)),
       watchdog_lease_ms_(absl::StrCat(
           absl::ToInt64Milliseconds(options_.lock_watchdog_timeout))),
       pool_(std::move(conn_options), options_.pool_size),
-      scripts_(LockScripts()) {}
+      scripts_(LockScripts()),
+      holds_(&timers_) {}
 
 ClientCore::~ClientCore() { Close(); }
 
@@ -73,8 +121,7 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
   if (!sub.ok()) return sub.status();
   core->subscriber_ = *std::move(sub);
   ClientCore* raw = core.get();
-  core->events_ = std::make_unique<EventQueue>(
-      [raw](const LockEvent& event) { raw->Deliver(event); });
+  core->events_ = std::make_unique<EventQueue>(core->deliver_);
   core->watchdog_ = std::make_unique<watchdog::Watchdog>(
       core->options_.lock_watchdog_timeout, &core->holds_, &core->timers_,
       [raw](const std::vector<lock::RenewItem>& items) {
@@ -84,62 +131,159 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
         raw->PostEvent(LockEvent{LockEventType::kLockLost, hold.name, why,
                                  lock::OwnerField(raw->id_, hold.thread)});
       });
+  RegisterLiveCore(core);
   return core;
 }
 
 absl::Status ClientCore::CheckOpen() const {
+  if (forked_child_.load(std::memory_order_acquire)) {
+    return absl::FailedPreconditionError(
+        "this client belongs to the parent process: a fork()ed child can "
+        "neither use it nor own its locks (connect a new client in the child)");
+  }
   if (closed()) return absl::FailedPreconditionError("the client is closed");
   return absl::OkStatus();
+}
+
+void ClientCore::WatchCurrentThread() {
+  lock::NotifyOnThreadExit(
+      std::weak_ptr<lock::ThreadExitListener>(shared_from_this()));
+}
+
+void ClientCore::OnThreadExit(uint64_t thread_number) {
+  if (forked_child_.load(std::memory_order_acquire) || closed()) return;
+  for (auto& [key, hold] : holds_.TakeThread(thread_number)) {
+    PostEvent(LockEvent{
+        LockEventType::kOwnerThreadExited, key.first,
+        absl::AbortedError(absl::StrCat(
+            "the thread that held the lock (", hold.count,
+            hold.count == 1 ? " hold" : " holds",
+            ") exited without releasing it; the client no longer renews it "
+            "and it frees itself when its lease runs out")),
+        hold.owner});
+  }
+}
+
+void ClientCore::BecomeInertInForkedChild() {
+  forked_child_.store(true, std::memory_order_release);
+  closed_.store(true, std::memory_order_release);
+}
+
+template <class Call>
+absl::StatusOr<redis::Reply> ClientCore::Send(Deadline deadline, Resend resend,
+                                              bool* resent, Call call) {
+  if (resent != nullptr) *resent = false;
+  for (int sends = 1;; ++sends) {
+    absl::StatusOr<redis::PooledConnection> conn = pool_.Get(deadline);
+    if (!conn.ok()) return conn.status();
+    absl::StatusOr<redis::Reply> r = call(**conn);
+    const bool dropped = (*conn)->dropped();
+    if ((r.ok() && !dropped) || resend == Resend::kNever || !dropped ||
+        sends >= kMaxSends || deadline.Expired()) {
+      return r;
+    }
+    if (resent != nullptr) *resent = true;
+  }
 }
 
 absl::StatusOr<redis::Reply> ClientCore::RunScript(
     ScriptId script, std::initializer_list<absl::string_view> keys,
     std::initializer_list<absl::string_view> args, Deadline deadline,
-    bool retry_if_dropped, bool* retried) {
-  if (retried != nullptr) *retried = false;
-  for (int attempt = 0;; ++attempt) {
-    absl::StatusOr<redis::PooledConnection> conn = pool_.Get(deadline);
-    if (!conn.ok()) return conn.status();
-    absl::StatusOr<redis::Reply> r =
-        scripts_.Eval(**conn, script, keys, args, deadline);
-    if (r.ok() || !retry_if_dropped || attempt > 0 || !(*conn)->dropped()) {
-      return r;
-    }
-    if (retried != nullptr) *retried = true;
-  }
+    Resend resend, bool* resent) {
+  return Send(deadline, resend, resent, [&](redis::Connection& conn) {
+    return scripts_.Eval(conn, script, keys, args, deadline);
+  });
 }
 
 absl::StatusOr<redis::Reply> ClientCore::RunCommand(
-    std::initializer_list<absl::string_view> argv) {
-  absl::StatusOr<redis::PooledConnection> conn = pool_.Get();
+    std::initializer_list<absl::string_view> argv, Deadline deadline) {
+  return Send(
+      deadline, Resend::kIfDropped, nullptr,
+      [&](redis::Connection& conn) { return conn.Command(argv, deadline); });
+}
+
+absl::StatusOr<std::vector<redis::Reply>> ClientCore::RunPipelined(
+    ScriptId script, const std::vector<ScriptCall>& calls, Deadline deadline,
+    std::atomic<uint64_t>* round_trips) {
+  std::vector<redis::Reply> replies;
+  if (calls.empty()) return replies;
+  absl::StatusOr<redis::PooledConnection> conn = pool_.Get(deadline);
   if (!conn.ok()) return conn.status();
-  return (*conn)->Command(argv);
+  // Sends calls[i] for every i in `which` in one flush and stores their
+  // replies; collects the NOSCRIPT ones into `*noscript`.
+  replies.reserve(calls.size());
+  for (size_t i = 0; i < calls.size(); ++i) replies.emplace_back(nullptr);
+  auto pipeline = [&](const std::vector<size_t>& which,
+                      std::vector<size_t>* noscript) -> absl::Status {
+    for (size_t i : which) {
+      if (absl::Status s =
+              scripts_.Append(**conn, script, calls[i].keys, calls[i].args);
+          !s.ok()) {
+        return s;
+      }
+    }
+    if (round_trips != nullptr) {
+      round_trips->fetch_add(1, std::memory_order_relaxed);
+    }
+    for (size_t i : which) {
+      absl::StatusOr<redis::Reply> reply = (*conn)->GetReply(deadline);
+      if (!reply.ok()) return reply.status();
+      if (redis::ScriptSet::IsNoScript(*reply)) noscript->push_back(i);
+      replies[i] = *std::move(reply);
+    }
+    return absl::OkStatus();
+  };
+  std::vector<size_t> all(calls.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  std::vector<size_t> noscript;
+  if (absl::Status s = pipeline(all, &noscript); !s.ok()) return s;
+  if (noscript.empty()) return replies;
+  // The server lost its script cache (SCRIPT FLUSH, restart): Eval reloads
+  // the script with the first of those calls; the rest follow in one flush.
+  const size_t first = noscript.front();
+  absl::StatusOr<redis::Reply> reply = scripts_.Eval(
+      **conn, script, calls[first].keys, calls[first].args, deadline);
+  if (!reply.ok()) return reply.status();
+  replies[first] = *std::move(reply);
+  noscript.erase(noscript.begin());
+  std::vector<size_t> again;
+  if (!noscript.empty()) {
+    if (absl::Status s = pipeline(noscript, &again); !s.ok()) return s;
+  }
+  if (!again.empty()) {
+    return absl::InternalError(
+        absl::StrCat("script \"", scripts_.name(script),
+                     "\" unknown to Redis right after it was loaded again"));
+  }
+  return replies;
 }
 
 absl::StatusOr<std::vector<bool>> ClientCore::RenewBatch(
     const std::vector<lock::RenewItem>& items) {
-  absl::StatusOr<redis::PooledConnection> conn = pool_.Get();
-  if (!conn.ok()) return conn.status();
-  const size_t calls =
-      (items.size() + kRenewKeysPerCall - 1) / kRenewKeysPerCall;
-  std::vector<absl::string_view> keys, args;
-  auto build = [&](size_t call) {
-    keys.clear();
-    args.assign(1, watchdog_lease_ms_);
-    const size_t end = std::min(items.size(), (call + 1) * kRenewKeysPerCall);
-    for (size_t i = call * kRenewKeysPerCall; i < end; ++i) {
-      keys.push_back(items[i].name);
-      args.push_back(items[i].owner);
+  std::vector<ScriptCall> calls((items.size() + kRenewKeysPerCall - 1) /
+                                kRenewKeysPerCall);
+  for (size_t call = 0; call < calls.size(); ++call) {
+    const size_t first = call * kRenewKeysPerCall;
+    const size_t end = std::min(items.size(), first + kRenewKeysPerCall);
+    calls[call].keys.reserve(end - first);
+    calls[call].args.reserve(end - first + 1);
+    calls[call].args.push_back(watchdog_lease_ms_);
+    for (size_t i = first; i < end; ++i) {
+      calls[call].keys.push_back(items[i].name);
+      calls[call].args.push_back(items[i].owner);
     }
-  };
-  auto parse = [&](size_t call, const redis::Reply& reply,
-                   std::vector<bool>* out) -> absl::Status {
+  }
+  absl::StatusOr<std::vector<redis::Reply>> replies =
+      RunPipelined(kRenewScript, calls, Deadline::Never(), &renew_round_trips_);
+  if (!replies.ok()) return replies.status();
+  std::vector<bool> renewed(items.size());
+  for (size_t call = 0; call < calls.size(); ++call) {
+    const redis::Reply& reply = (*replies)[call];
     if (reply.is_error()) {
       return redis::ErrorReplyToStatus("renew script", reply.str());
     }
     const redis::ReplyView v = reply.view();
-    const size_t first = call * kRenewKeysPerCall;
-    const size_t n = std::min(kRenewKeysPerCall, items.size() - first);
+    const size_t n = calls[call].keys.size();
     if (!v.is_array() || v.size() != n) {
       return absl::InternalError(
           absl::StrCat("renew script: unexpected reply ", v.Describe()));
@@ -149,47 +293,10 @@ absl::StatusOr<std::vector<bool>> ClientCore::RenewBatch(
         return absl::InternalError(
             absl::StrCat("renew script: unexpected element ", v[i].Describe()));
       }
-      (*out)[first + i] = v[i].integer() == 1;
+      renewed[call * kRenewKeysPerCall + i] = v[i].integer() == 1;
     }
-    return absl::OkStatus();
-  };
-  for (size_t call = 0; call < calls; ++call) {
-    build(call);
-    if (absl::Status s = scripts_.Append(**conn, kRenewScript, keys, args);
-        !s.ok()) {
-      return s;
-    }
-  }
-  renew_round_trips_.fetch_add(1, std::memory_order_relaxed);
-  std::vector<bool> renewed(items.size());
-  std::vector<size_t> noscript;
-  for (size_t call = 0; call < calls; ++call) {
-    absl::StatusOr<redis::Reply> reply = (*conn)->GetReply();
-    if (!reply.ok()) return reply.status();
-    if (redis::ScriptSet::IsNoScript(*reply)) {
-      noscript.push_back(call);  // the script cache was flushed: redo below
-      continue;
-    }
-    if (absl::Status s = parse(call, *reply, &renewed); !s.ok()) return s;
-  }
-  for (size_t call : noscript) {
-    build(call);
-    absl::StatusOr<redis::Reply> reply =
-        scripts_.Eval(**conn, kRenewScript, keys, args);
-    renew_round_trips_.fetch_add(1, std::memory_order_relaxed);
-    if (!reply.ok()) return reply.status();
-    if (absl::Status s = parse(call, *reply, &renewed); !s.ok()) return s;
   }
   return renewed;
-}
-
-void ClientCore::Deliver(const LockEvent& event) const {
-  if (options_.on_lock_event) {
-    options_.on_lock_event(event);
-    return;
-  }
-  std::cerr << "relock: " << LockEventTypeName(event.type) << " "
-            << lock::QuoteName(event.lock_name) << ": " << event.status << "\n";
 }
 
 void ClientCore::Report(LockEventType type, absl::string_view lock_name,
@@ -203,27 +310,34 @@ void ClientCore::PostEvent(LockEvent event) {
 }
 
 void ClientCore::Close() {
+  // In a fork()ed child closed_ is already set: nothing here runs there.
   if (closed_.exchange(true, std::memory_order_acq_rel)) return;
   // No renewal after this point, so none can land after the releases below.
   if (watchdog_ != nullptr) watchdog_->Stop();
   if (subscriber_ != nullptr) subscriber_->Close();  // wakes waiters
-  for (auto& [key, hold] : holds_.TakeAll()) {
-    const std::string& name = key.first;
-    const std::string owner = lock::OwnerField(id_, key.second);
-    const std::string channel = lock::UnlockChannel(name);
-    absl::StatusOr<redis::Reply> r = RunScript(
-        kReleaseAllScript, {name, channel}, {lock::kUnlockMessage, owner});
-    absl::Status status = r.status();
-    if (r.ok() && r->is_error()) {
-      status = redis::ErrorReplyToStatus("release on close", r->str());
-    } else if (r.ok() && !r->is_integer()) {
-      status = absl::InternalError(absl::StrCat(
-          "release on close: unexpected reply ", r->view().Describe()));
-    } else if (r.ok() && r->integer() == 0) {
-      status = absl::AbortedError(
-          "the lock's lease had already been lost before the client closed");
+  // Release what is still held in one pipelined round with one deadline, so
+  // that a paused or unreachable Redis costs one timeout, not one per lock.
+  const std::vector<std::pair<lock::HoldRegistry::Key, lock::Hold>> held =
+      holds_.TakeAll();
+  std::vector<std::string> channels;
+  channels.reserve(held.size());
+  std::vector<ScriptCall> calls(held.size());
+  for (size_t i = 0; i < held.size(); ++i) {
+    const std::string& name = held[i].first.first;
+    channels.push_back(lock::UnlockChannel(name));
+    calls[i].keys = {name, channels.back()};
+    calls[i].args = {lock::kUnlockMessage, held[i].second.owner};
+  }
+  absl::StatusOr<std::vector<redis::Reply>> replies = RunPipelined(
+      kReleaseAllScript, calls,
+      Deadline::After(options_.connect_timeout + options_.command_timeout));
+  for (size_t i = 0; i < held.size(); ++i) {
+    absl::Status status = replies.status();
+    if (replies.ok()) {
+      status = ReleaseAllResult((*replies)[i], "release on close");
     }
-    Deliver(LockEvent{LockEventType::kReleasedOnClose, name, status, owner});
+    Deliver(LockEvent{LockEventType::kReleasedOnClose, held[i].first.first,
+                      std::move(status), held[i].second.owner});
   }
   timers_.Shutdown();
   if (events_ != nullptr) events_->Stop();  // delivers queued events first
@@ -240,6 +354,8 @@ const char* LockEventTypeName(LockEventType type) {
       return "lock-lost";
     case LockEventType::kReleasedOnClose:
       return "released-on-close";
+    case LockEventType::kOwnerThreadExited:
+      return "owner-thread-exited";
   }
   return "unknown";
 }

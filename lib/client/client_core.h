@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -20,6 +21,7 @@
 #include "lib/client/event_queue.h"
 #include "lib/lock/hold_registry.h"
 #include "lib/lock/lock_scripts.h"
+#include "lib/lock/owner.h"
 #include "lib/pubsub/subscriber.h"
 #include "lib/redis/pool.h"
 #include "lib/redis/script.h"
@@ -38,7 +40,19 @@ absl::Status ValidateClientOptions(const ClientOptions& options);
 // Locks per renew script call; the calls of one round are pipelined.
 inline constexpr size_t kRenewKeysPerCall = 1000;
 
-class ClientCore {
+// Fork: a child process of a process with clients must not act as their
+// owner (it shares their sockets and not their threads). A pthread_atfork
+// child handler makes every live core inert in the child: each call fails
+// with FailedPrecondition, Close() and the destructor touch neither Redis nor
+// threads, and the child never destroys the core (it keeps one reference
+// forever), so the child's exit cannot release the parent's locks.
+//
+// Thread exit: a thread that exits holding locks of this client (other than
+// the main thread) has them dropped from the registry: no more renewal, a
+// LockEventType::kOwnerThreadExited event per lock, and the lock frees itself
+// when its lease runs out.
+class ClientCore : public std::enable_shared_from_this<ClientCore>,
+                   public lock::ThreadExitListener {
  public:
   static absl::StatusOr<std::shared_ptr<ClientCore>> Create(
       ClientOptions options);
@@ -51,23 +65,47 @@ class ClientCore {
   watchdog::Watchdog& watchdog() { return *watchdog_; }
   bool closed() const { return closed_.load(std::memory_order_acquire); }
 
-  // FailedPrecondition once the client is closed.
+  // FailedPrecondition once the client is closed, or in a fork()ed child.
   absl::Status CheckOpen() const;
 
-  // One script call / one command on a pooled connection.
+  // Called by an acquiring thread: tells this core when the thread exits.
+  void WatchCurrentThread();
+  void OnThreadExit(uint64_t thread_number) override;
+
+  // One script call / one command on a pooled connection, within
+  // `deadline` (and command_timeout per round trip).
   //
-  // With `retry_if_dropped`, a call whose connection the server dropped
-  // (CLIENT KILL, restart, a stale pooled connection; not a timeout) is sent
-  // once more on a fresh connection, and `*retried` says so. Only for
-  // scripts where running twice is harmless: the first request either never
-  // ran or ran and lost its reply.
+  // With Resend::kIfDropped, a call whose connection the server dropped
+  // (CLIENT KILL, restart, an idle `timeout`, a stale pooled connection; not
+  // a timeout) is sent again on a fresh connection, up to kMaxSends sends in
+  // all while `deadline` has time left, and `*resent` says so. Only for calls
+  // where running twice is harmless: a dropped request either never ran or
+  // ran and lost its reply. A server that refuses connections (down) fails
+  // the call at once with Unavailable.
+  enum class Resend { kNever, kIfDropped };
+  static constexpr int kMaxSends = 3;
   absl::StatusOr<redis::Reply> RunScript(
       ScriptId script, std::initializer_list<absl::string_view> keys,
       std::initializer_list<absl::string_view> args,
-      Deadline deadline = Deadline::Never(), bool retry_if_dropped = false,
-      bool* retried = nullptr);
+      Deadline deadline = Deadline::Never(), Resend resend = Resend::kNever,
+      bool* resent = nullptr);
+  // Read-only commands: resent if dropped.
   absl::StatusOr<redis::Reply> RunCommand(
-      std::initializer_list<absl::string_view> argv);
+      std::initializer_list<absl::string_view> argv,
+      Deadline deadline = Deadline::Never());
+
+  // Calls of one script, pipelined on one connection (one round trip, plus
+  // one more to reload the script after a SCRIPT FLUSH), within `deadline`.
+  // Returns one reply per call, in order (error replies included), or the
+  // error that failed the whole batch. `*round_trips`, if given, is
+  // incremented per flush.
+  struct ScriptCall {
+    std::vector<absl::string_view> keys;
+    std::vector<absl::string_view> args;
+  };
+  absl::StatusOr<std::vector<redis::Reply>> RunPipelined(
+      ScriptId script, const std::vector<ScriptCall>& calls, Deadline deadline,
+      std::atomic<uint64_t>* round_trips = nullptr);
 
   // Renews `items` with the watchdog lease: kRenewKeysPerCall locks per
   // script call, every call pipelined on one connection.
@@ -77,7 +115,6 @@ class ClientCore {
   uint64_t renew_round_trips() const {
     return renew_round_trips_.load(std::memory_order_relaxed);
   }
-
   // Delivers an event to options().on_lock_event (or stderr) on the calling
   // thread; PostEvent() queues it for the event thread instead.
   void Report(LockEventType type, absl::string_view lock_name,
@@ -87,12 +124,21 @@ class ClientCore {
   // See relock::Client::Close(). Idempotent.
   void Close();
 
+  // In a fork()ed child: makes this core inert (see above).
+  void BecomeInertInForkedChild();
+
  private:
   ClientCore(ClientOptions options, std::string id,
              redis::ConnectionOptions conn_options);
-  void Deliver(const LockEvent& event) const;
+  void Deliver(const LockEvent& event) const { deliver_(event); }
+  template <class Call>
+  absl::StatusOr<redis::Reply> Send(Deadline deadline, Resend resend,
+                                    bool* resent, Call call);
 
   const ClientOptions options_;
+  // options_.on_lock_event, or a writer to stderr; self-contained, so the
+  // event thread may keep it after this core is gone.
+  const std::function<void(const LockEvent&)> deliver_;
   const std::string id_;
   const std::string watchdog_lease_ms_;
   redis::ConnectionPool pool_;
@@ -104,6 +150,7 @@ class ClientCore {
   std::unique_ptr<watchdog::Watchdog> watchdog_;
   std::atomic<uint64_t> renew_round_trips_{0};
   std::atomic<bool> closed_{false};
+  std::atomic<bool> forked_child_{false};
 };
 
 // Reaches a Client's core, for tests and benchmarks of internals.

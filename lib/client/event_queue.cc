@@ -1,60 +1,65 @@
 #include "lib/client/event_queue.h"
 
+#include <iostream>
 #include <utility>
+
+#include "lib/lock/owner.h"
 
 namespace relock {
 namespace internal {
 
+std::function<void(const LockEvent&)> EventDeliverer(
+    std::function<void(const LockEvent&)> callback, std::string prefix) {
+  if (callback) return callback;
+  return [prefix = std::move(prefix)](const LockEvent& event) {
+    std::cerr << "relock: " << LockEventTypeName(event.type) << " " << prefix
+              << lock::QuoteName(event.lock_name) << ": " << event.status
+              << "\n";
+  };
+}
+
 EventQueue::EventQueue(std::function<void(const LockEvent&)> deliver)
-    : deliver_(std::move(deliver)) {
+    : state_(std::make_shared<State>(std::move(deliver))) {
   MutexLock lock(&join_mu_);
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([state = state_] { Run(state); });
 }
 
 EventQueue::~EventQueue() { Stop(); }
 
 void EventQueue::Post(LockEvent event) {
-  MutexLock lock(&mu_);
-  if (stop_) return;
-  queue_.push_back(std::move(event));
-}
-
-void EventQueue::Drain() {
-  MutexLock lock(&mu_);
-  auto idle = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return queue_.empty() && !delivering_;
-  };
-  mu_.Await(absl::Condition(&idle));
+  MutexLock lock(&state_->mu);
+  if (state_->stop) return;
+  state_->queue.push_back(std::move(event));
 }
 
 void EventQueue::Stop() {
   {
-    MutexLock lock(&mu_);
-    stop_ = true;
+    MutexLock lock(&state_->mu);
+    state_->stop = true;
   }
   MutexLock lock(&join_mu_);
-  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) {
+  if (!thread_.joinable()) return;
+  if (thread_.get_id() == std::this_thread::get_id()) {
+    thread_.detach();  // a callback is stopping its own queue
+  } else {
     thread_.join();
   }
 }
 
-void EventQueue::Run() {
+void EventQueue::Run(const std::shared_ptr<State>& state) {
   while (true) {
     LockEvent event;
     {
-      MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-        return !queue_.empty() || stop_;
+      MutexLock lock(&state->mu);
+      auto ready = [&state]() ABSL_SHARED_LOCKS_REQUIRED(state->mu) {
+        return !state->queue.empty() || state->stop;
       };
-      mu_.Await(absl::Condition(&ready));
-      if (queue_.empty()) return;  // stopped and drained
-      event = std::move(queue_.front());
-      queue_.pop_front();
-      delivering_ = true;
+      state->mu.Await(absl::Condition(&ready));
+      if (state->queue.empty()) return;  // stopped and drained
+      event = std::move(state->queue.front());
+      state->queue.pop_front();
     }
-    deliver_(event);
-    MutexLock lock(&mu_);
-    delivering_ = false;
+    state->deliver(event);
   }
 }
 

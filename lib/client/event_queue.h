@@ -1,12 +1,20 @@
 // A thread that delivers LockEvents to the user's callback, so that a slow
 // callback never delays the watchdog's renewals. Events are delivered in
-// order; Stop() delivers what is queued, then joins.
+// order; Stop() delivers what is queued, then ends the thread.
+//
+// The callback may destroy the client that owns this queue (the usual "lock
+// lost: shut down" reaction): Stop() called from the event thread itself does
+// not join; the thread finishes the queued events on its own and exits, and
+// it touches nothing of the queue object after the callback returns (its
+// state is shared, kept alive by the thread).
 
 #ifndef RELOCK_LIB_CLIENT_EVENT_QUEUE_H_
 #define RELOCK_LIB_CLIENT_EVENT_QUEUE_H_
 
 #include <deque>
 #include <functional>
+#include <memory>
+#include <string>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -16,8 +24,15 @@
 namespace relock {
 namespace internal {
 
+// `callback`, or (when empty) a writer of one line per event to stderr,
+// "relock: <type> <prefix><quoted name>: <status>". Self-contained: it does
+// not refer to the client, so the event thread may outlive the client.
+std::function<void(const LockEvent&)> EventDeliverer(
+    std::function<void(const LockEvent&)> callback, std::string prefix = "");
+
 class EventQueue {
  public:
+  // `deliver` must not refer to the queue's owner: it may outlive it.
   explicit EventQueue(std::function<void(const LockEvent&)> deliver);
   ~EventQueue();
   EventQueue(const EventQueue&) = delete;
@@ -25,18 +40,22 @@ class EventQueue {
 
   // Queues `event`; dropped after Stop().
   void Post(LockEvent event);
-  // Waits until every event posted so far was delivered.
-  void Drain();
+  // Delivers what is queued, then ends the thread: joins it, or, when called
+  // from the event thread (a callback), detaches it. Idempotent.
   void Stop();
 
  private:
-  void Run();
+  struct State {
+    explicit State(std::function<void(const LockEvent&)> d)
+        : deliver(std::move(d)) {}
+    const std::function<void(const LockEvent&)> deliver;
+    Mutex mu;
+    std::deque<LockEvent> queue ABSL_GUARDED_BY(mu);
+    bool stop ABSL_GUARDED_BY(mu) = false;
+  };
+  static void Run(const std::shared_ptr<State>& state);
 
-  const std::function<void(const LockEvent&)> deliver_;
-  Mutex mu_;
-  std::deque<LockEvent> queue_ ABSL_GUARDED_BY(mu_);
-  bool delivering_ ABSL_GUARDED_BY(mu_) = false;
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  const std::shared_ptr<State> state_;
   Mutex join_mu_;
   std::thread thread_ ABSL_GUARDED_BY(join_mu_);
 };

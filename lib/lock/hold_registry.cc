@@ -1,24 +1,65 @@
 #include "lib/lock/hold_registry.h"
 
+#include <algorithm>
+#include <utility>
+
 namespace relock {
 namespace lock {
+
+void HoldRegistry::ArmLeaseEnd(const Key& key, Hold& h) {
+  Disarm(h);
+  if (timers_ == nullptr || h.watchdog) return;
+  h.timer = timers_->ScheduleAt(
+      h.lease_end(), [this, key, id = h.hold_id] { OnTimer(key, id); });
+}
+
+void HoldRegistry::Disarm(Hold& h) {
+  if (h.timer != 0) timers_->Cancel(h.timer);
+  h.timer = 0;
+}
+
+void HoldRegistry::OnTimer(const Key& key, uint64_t hold_id) {
+  MutexLock lock(&mu_);
+  auto it = holds_.find(key);
+  if (it == holds_.end() || it->second.hold_id != hold_id) return;
+  Hold& h = it->second;
+  h.timer = 0;
+  if (h.expired) {  // the retention ended
+    holds_.erase(it);
+    return;
+  }
+  if (h.watchdog || h.lost) return;
+  h.expired = true;
+  h.renewing = false;
+  h.timer =
+      timers_->ScheduleAt(h.lease_end() + absl::ToChronoNanoseconds(retention_),
+                          [this, key, hold_id] { OnTimer(key, hold_id); });
+}
 
 void HoldRegistry::OnAcquired(const std::string& name, uint64_t thread,
                               const std::string& owner, bool watchdog,
                               absl::Duration lease,
                               SteadyClock::time_point sent_at) {
+  const Key key(name, thread);
   MutexLock lock(&mu_);
-  Hold& h = holds_[Key(name, thread)];
-  if (h.count == 0 || h.lost) {
+  Hold& h = holds_[key];
+  const bool reentry = h.count > 0 && !h.ended();
+  if (!reentry) {
+    Disarm(h);
     h = Hold();
     h.owner = owner;
     h.hold_id = next_hold_id_++;
   }
   ++h.count;
-  h.watchdog = watchdog;  // Redis keeps the lease of the latest acquire
+  const SteadyClock::time_point end =
+      sent_at + absl::ToChronoNanoseconds(lease);
+  if (watchdog || !reentry || end > h.lease_end()) {
+    h.lease = lease;
+    h.acked_at = sent_at;
+  }
+  h.watchdog = watchdog;
   h.renewing = watchdog;
-  h.lease = lease;
-  h.acked_at = sent_at;
+  ArmLeaseEnd(key, h);
 }
 
 absl::optional<Hold> HoldRegistry::BeginRelease(const std::string& name,
@@ -38,25 +79,29 @@ void HoldRegistry::OnReleased(const std::string& name, uint64_t thread,
   if (it == holds_.end()) return;
   Hold& h = it->second;
   if (freed) {
+    Disarm(h);
     holds_.erase(it);
     return;
   }
   // Holds remain in Redis: keep the local count at least 1 and renew again
   // if BeginRelease stopped it on a stale count.
   h.count = std::max<int64_t>(1, h.count - 1);
-  h.renewing = h.watchdog && !h.lost;
+  h.renewing = h.watchdog && !h.ended();
 }
 
 bool HoldRegistry::OnExtended(const std::string& name, uint64_t thread,
                               absl::Duration lease,
                               SteadyClock::time_point sent_at) {
+  const Key key(name, thread);
   MutexLock lock(&mu_);
-  auto it = holds_.find(Key(name, thread));
-  if (it == holds_.end() || it->second.lost) return false;
-  it->second.lease = lease;
-  it->second.acked_at = sent_at;
-  it->second.watchdog = false;
-  it->second.renewing = false;
+  auto it = holds_.find(key);
+  if (it == holds_.end() || it->second.ended()) return false;
+  Hold& h = it->second;
+  h.lease = lease;
+  h.acked_at = sent_at;
+  h.watchdog = false;
+  h.renewing = false;
+  ArmLeaseEnd(key, h);
   return true;
 }
 
@@ -66,6 +111,7 @@ absl::optional<Hold> HoldRegistry::Forget(const std::string& name,
   auto it = holds_.find(Key(name, thread));
   if (it == holds_.end()) return absl::nullopt;
   Hold h = std::move(it->second);
+  Disarm(h);
   holds_.erase(it);
   return h;
 }
@@ -78,11 +124,36 @@ absl::optional<Hold> HoldRegistry::Find(const std::string& name,
   return it->second;
 }
 
-std::vector<std::pair<HoldRegistry::Key, Hold>> HoldRegistry::TakeAll() {
+template <class Pred>
+std::vector<std::pair<HoldRegistry::Key, Hold>> HoldRegistry::TakeIf(
+    Pred take) {
+  std::vector<std::pair<Key, Hold>> taken;
   MutexLock lock(&mu_);
-  std::vector<std::pair<Key, Hold>> all(holds_.begin(), holds_.end());
-  holds_.clear();
-  return all;
+  for (auto it = holds_.begin(); it != holds_.end();) {
+    if (!take(it->first, it->second)) {
+      ++it;
+      continue;
+    }
+    Disarm(it->second);
+    if (!it->second.ended()) taken.emplace_back(it->first, it->second);
+    holds_.erase(it++);
+  }
+  return taken;
+}
+
+std::vector<std::pair<HoldRegistry::Key, Hold>> HoldRegistry::TakeAll() {
+  return TakeIf([](const Key&, const Hold&) { return true; });
+}
+
+std::vector<std::pair<HoldRegistry::Key, Hold>> HoldRegistry::TakeThread(
+    uint64_t thread) {
+  return TakeIf(
+      [thread](const Key& key, const Hold&) { return key.second == thread; });
+}
+
+size_t HoldRegistry::size() const {
+  MutexLock lock(&mu_);
+  return holds_.size();
 }
 
 size_t HoldRegistry::Sweep(SteadyClock::time_point now,
@@ -94,8 +165,8 @@ size_t HoldRegistry::Sweep(SteadyClock::time_point now,
   size_t renewing = 0;
   MutexLock lock(&mu_);
   for (auto& [key, h] : holds_) {
-    if (!h.renewing || h.lost) continue;
-    if (now >= h.acked_at + absl::ToChronoNanoseconds(h.lease)) {
+    if (!h.renewing || h.ended()) continue;
+    if (now >= h.lease_end()) {
       h.lost = true;
       h.renewing = false;
       lost->push_back({key.first, key.second, h.acked_at});
@@ -118,7 +189,7 @@ void HoldRegistry::ApplyRenewals(const std::vector<RenewItem>& due,
     auto it = holds_.find(Key(due[i].name, due[i].thread));
     if (it == holds_.end()) continue;
     Hold& h = it->second;
-    if (h.hold_id != due[i].hold_id || h.lost) continue;
+    if (h.hold_id != due[i].hold_id || h.ended()) continue;
     if (renewed[i]) {
       if (sent_at > h.acked_at) h.acked_at = sent_at;
     } else if (h.renewing) {

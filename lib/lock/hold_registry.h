@@ -8,6 +8,16 @@
 // Times are on the steady clock. "acked_at" is when the command that last
 // set the lease (acquire or renewal) was *sent*: Redis set the TTL no earlier,
 // so acked_at + lease never overstates how long the lock is held.
+//
+// Lease rules (see lua/acquire.lua): a re-entry never shortens a hold. The
+// caller passes `watchdog` = true for a re-entry of a watchdog hold even when
+// the re-entry asked for an explicit lease; a re-entry with an explicit lease
+// on an explicit hold keeps whichever of the two ends is later.
+//
+// Explicit-lease holds end by themselves: with a TimerThread, a timer at the
+// end of the lease marks the hold expired (Release() then says "lease ran
+// out", Close() leaves it alone) and kExpiredHoldRetention later drops it, so
+// holds that are never released cost no memory for long.
 
 #ifndef RELOCK_LIB_LOCK_HOLD_REGISTRY_H_
 #define RELOCK_LIB_LOCK_HOLD_REGISTRY_H_
@@ -23,9 +33,14 @@
 #include "absl/types/optional.h"
 #include "lib/common/deadline.h"
 #include "lib/common/mutex.h"
+#include "lib/timer/timer_thread.h"
 
 namespace relock {
 namespace lock {
+
+// How long an expired explicit-lease hold is remembered (so that Release()
+// can say "lease ran out") before it is dropped.
+inline constexpr absl::Duration kExpiredHoldRetention = absl::Minutes(1);
 
 struct Hold {
   std::string owner;  // the owner field in Redis
@@ -33,9 +48,17 @@ struct Hold {
   bool watchdog = true;  // lease is lock_watchdog_timeout, renewed
   bool renewing = true;  // watchdog && not in its final release
   bool lost = false;     // reported lost; Release() says so
+  bool expired = false;  // explicit lease ran out; Release() says so
   uint64_t hold_id = 0;  // changes whenever a hold starts from zero
   absl::Duration lease;
   SteadyClock::time_point acked_at;
+  timer::TimerId timer = 0;  // explicit holds: lease end, then retention end
+
+  // Whether the hold ended without a release (lost or expired).
+  bool ended() const { return lost || expired; }
+  SteadyClock::time_point lease_end() const {
+    return acked_at + absl::ToChronoNanoseconds(lease);
+  }
 };
 
 // A watchdog hold due for renewal, as collected by Sweep().
@@ -57,8 +80,18 @@ class HoldRegistry {
  public:
   using Key = std::pair<std::string, uint64_t>;  // (lock name, thread)
 
-  // An acquire sent at `sent_at` succeeded. Starts a new hold (also over a
-  // lost one) or adds to the existing one; the latest lease mode wins.
+  // `timers` (may be null: explicit holds are then never dropped) runs the
+  // explicit-lease timers; it must outlive the registry's last call, and its
+  // callbacks must stop before the registry is destroyed. `retention`: how
+  // long an expired hold is remembered.
+  explicit HoldRegistry(timer::TimerThread* timers = nullptr,
+                        absl::Duration retention = kExpiredHoldRetention)
+      : timers_(timers), retention_(retention) {}
+  HoldRegistry(const HoldRegistry&) = delete;
+  HoldRegistry& operator=(const HoldRegistry&) = delete;
+
+  // An acquire sent at `sent_at` succeeded. Starts a new hold (also over an
+  // ended one) or adds to the existing one (see the lease rules above).
   void OnAcquired(const std::string& name, uint64_t thread,
                   const std::string& owner, bool watchdog, absl::Duration lease,
                   SteadyClock::time_point sent_at);
@@ -76,7 +109,14 @@ class HoldRegistry {
   // Removes the entry; returns it if there was one.
   absl::optional<Hold> Forget(const std::string& name, uint64_t thread);
   absl::optional<Hold> Find(const std::string& name, uint64_t thread) const;
+  // Removes and returns every hold that has not ended (for Close()); ended
+  // ones are dropped.
   std::vector<std::pair<Key, Hold>> TakeAll();
+  // Removes and returns every hold of `thread` that has not ended (the
+  // thread exited).
+  std::vector<std::pair<Key, Hold>> TakeThread(uint64_t thread);
+  // Entries, ended ones included (for tests).
+  size_t size() const;
 
   // --- For the watchdog.
   // Collects renewing holds whose renewal is due by `due_by` (acked_at +
@@ -95,6 +135,17 @@ class HoldRegistry {
                      std::vector<LostHold>* lost);
 
  private:
+  // (Re)arms the timer of explicit hold `h` at its lease end.
+  void ArmLeaseEnd(const Key& key, Hold& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Disarm(Hold& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnTimer(const Key& key, uint64_t hold_id);
+  // Moves the entries for which `take(key, hold)` is true into the result
+  // (those that have not ended) or drops them (ended ones).
+  template <class Pred>
+  std::vector<std::pair<Key, Hold>> TakeIf(Pred take);
+
+  timer::TimerThread* const timers_;
+  const absl::Duration retention_;
   mutable Mutex mu_;
   absl::flat_hash_map<Key, Hold> holds_ ABSL_GUARDED_BY(mu_);
   uint64_t next_hold_id_ ABSL_GUARDED_BY(mu_) = 1;

@@ -1,23 +1,74 @@
 #include "lib/lock/lock_scripts.h"
 
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "lib/redis/connection.h"
 #include "lua/acquire.lua.h"
 #include "lua/force_release.lua.h"
+#include "lua/inspect.lua.h"
+#include "lua/lock_lib.lua.h"
 #include "lua/release.lua.h"
 #include "lua/release_all.lua.h"
 #include "lua/renew.lua.h"
 
 namespace relock {
 namespace internal {
+namespace {
+
+constexpr absl::string_view kUnpublished = "UNPUBLISHED ";
+
+}  // namespace
 
 std::vector<redis::ScriptSource> LockScripts() {
+  // Built once; the ScriptSources point into these strings.
+  static const std::string* const kRelease =
+      new std::string(absl::StrCat(lua::kLockLib, lua::kRelease));
+  static const std::string* const kReleaseAll =
+      new std::string(absl::StrCat(lua::kLockLib, lua::kReleaseAll));
+  static const std::string* const kForceRelease =
+      new std::string(absl::StrCat(lua::kLockLib, lua::kForceRelease));
+  static const std::string* const kInspect =
+      new std::string(absl::StrCat(lua::kLockLib, lua::kInspect));
   // Order matches ScriptId.
   return {
-      {"acquire", lua::kAcquire},
-      {"release", lua::kRelease},
-      {"release_all", lua::kReleaseAll},
-      {"force_release", lua::kForceRelease},
-      {"renew", lua::kRenew},
+      {"acquire", lua::kAcquire},    {"release", *kRelease},
+      {"release_all", *kReleaseAll}, {"force_release", *kForceRelease},
+      {"renew", lua::kRenew},        {"inspect", *kInspect},
   };
+}
+
+bool IsUnpublished(const redis::Reply& reply) {
+  return reply.is_error() && absl::StartsWith(reply.str(), kUnpublished);
+}
+
+absl::Status UnpublishedStatus(absl::string_view op,
+                               const redis::Reply& reply) {
+  const absl::string_view why = reply.str().substr(kUnpublished.size());
+  const absl::Status mapped = redis::ErrorReplyToStatus("PUBLISH", why);
+  return absl::Status(
+      mapped.code(),
+      absl::StrCat(op,
+                   ": the lock was released (its key is deleted), but "
+                   "Redis refused to publish the unlock message, so "
+                   "waiters in other clients were not woken and find "
+                   "the lock free only when their wait re-checks: ",
+                   mapped.message()));
+}
+
+absl::Status ReleaseAllResult(const redis::Reply& reply, absl::string_view op) {
+  if (IsUnpublished(reply)) return UnpublishedStatus(op, reply);
+  if (reply.is_error()) return redis::ErrorReplyToStatus(op, reply.str());
+  if (!reply.is_integer()) {
+    return absl::InternalError(
+        absl::StrCat(op, ": unexpected reply ", reply.view().Describe()));
+  }
+  if (reply.integer() == 0) {
+    return absl::AbortedError(absl::StrCat(
+        op, ": the lock's lease had already been lost before the release"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace internal

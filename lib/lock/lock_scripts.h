@@ -1,5 +1,5 @@
 // The lock scripts (lua/*.lua) as a ScriptSet, shared by the single-node
-// client and the Redlock client.
+// client and the Redlock client, and the readers of their results.
 
 #ifndef RELOCK_LIB_LOCK_LOCK_SCRIPTS_H_
 #define RELOCK_LIB_LOCK_LOCK_SCRIPTS_H_
@@ -7,6 +7,9 @@
 #include <cstddef>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "lib/redis/reply.h"
 #include "lib/redis/script.h"
 
 namespace relock {
@@ -19,9 +22,25 @@ enum ScriptId : size_t {
   kReleaseAllScript,
   kForceReleaseScript,
   kRenewScript,
+  kInspectScript,
 };
 
+// The scripts, in ScriptId order; those that use lua/lock_lib.lua's helpers
+// have it prepended.
 std::vector<redis::ScriptSource> LockScripts();
+
+// Whether a release script freed the lock but Redis refused to publish the
+// unlock message (an UNPUBLISHED error reply).
+bool IsUnpublished(const redis::Reply& reply);
+
+// The status of a release that freed the lock without telling its waiters:
+// PermissionDenied (or the code Redis' error maps to) saying exactly that.
+absl::Status UnpublishedStatus(absl::string_view op, const redis::Reply& reply);
+
+// The outcome of release_all for operation `op` ("release on close"): OK if
+// the owner's hold was released, Aborted if the owner no longer held the
+// lock (its lease was lost before), or the error.
+absl::Status ReleaseAllResult(const redis::Reply& reply, absl::string_view op);
 
 }  // namespace internal
 }  // namespace relock

@@ -1,21 +1,67 @@
 #include "lib/lock/owner.h"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "absl/random/random.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace relock {
 namespace lock {
 
+namespace {
+
+// The calling thread's listeners; its destructor runs at thread exit.
+class ThreadExitHooks {
+ public:
+  ~ThreadExitHooks() {
+    // The main thread's exit ends the process: Close() (or the leases)
+    // handle its holds.
+    if (syscall(SYS_gettid) == getpid()) return;
+    const uint64_t number = CurrentThreadNumber();
+    for (const std::weak_ptr<ThreadExitListener>& weak : listeners_) {
+      if (std::shared_ptr<ThreadExitListener> listener = weak.lock()) {
+        listener->OnThreadExit(number);
+      }
+    }
+  }
+  void Add(const std::weak_ptr<ThreadExitListener>& listener) {
+    for (auto it = listeners_.begin(); it != listeners_.end();) {
+      if (it->expired()) {
+        it = listeners_.erase(it);
+      } else if (!it->owner_before(listener) && !listener.owner_before(*it)) {
+        return;  // already registered
+      } else {
+        ++it;
+      }
+    }
+    listeners_.push_back(listener);
+  }
+
+ private:
+  std::vector<std::weak_ptr<ThreadExitListener>> listeners_;
+};
+
+}  // namespace
+
 uint64_t CurrentThreadNumber() {
   static std::atomic<uint64_t> next{1};
   thread_local const uint64_t number =
       next.fetch_add(1, std::memory_order_relaxed);
   return number;
+}
+
+void NotifyOnThreadExit(const std::weak_ptr<ThreadExitListener>& listener) {
+  thread_local ThreadExitHooks hooks;
+  hooks.Add(listener);
 }
 
 std::string NewClientId() {
@@ -33,8 +79,13 @@ std::string OwnerField(absl::string_view client_id, uint64_t thread_number) {
   return absl::StrCat(client_id, ":", thread_number);
 }
 
+std::string PrefixName(absl::string_view prefix, absl::string_view name) {
+  if (absl::StrContains(name, '{')) return absl::StrCat(prefix, ":", name);
+  return absl::StrCat(prefix, ":{", name, "}");
+}
+
 std::string UnlockChannel(absl::string_view lock_name) {
-  return absl::StrCat("redisson_lock__channel:{", lock_name, "}");
+  return PrefixName("redisson_lock__channel", lock_name);
 }
 
 std::string QuoteName(absl::string_view lock_name) {

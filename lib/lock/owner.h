@@ -4,6 +4,7 @@
 #define RELOCK_LIB_LOCK_OWNER_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/strings/string_view.h"
@@ -16,13 +17,36 @@ namespace lock {
 // std::thread::id).
 uint64_t CurrentThreadNumber();
 
+// Told when a thread that holds locks exits (see NotifyOnThreadExit).
+class ThreadExitListener {
+ public:
+  virtual void OnThreadExit(uint64_t thread_number) = 0;
+
+ protected:
+  ~ThreadExitListener() = default;
+};
+
+// Makes the calling thread call `listener->OnThreadExit(its number)` when it
+// exits, if the listener is still alive then. Registering the same listener
+// again is a no-op. Not for the process's main thread, whose exit ends the
+// process (the listener is not called for it).
+void NotifyOnThreadExit(const std::weak_ptr<ThreadExitListener>& listener);
+
 // A random (version 4) UUID, the default client id.
 std::string NewClientId();
 
 // "<client-id>:<thread-number>": the hash field that names a lock's owner.
 std::string OwnerField(absl::string_view client_id, uint64_t thread_number);
 
-// "redisson_lock__channel:{<name>}": where releases announce a free lock.
+// The name of a companion key or channel of `name` (Redisson's
+// RedissonObject.prefixName): "<prefix>:{<name>}", or "<prefix>:<name>" when
+// the name already contains "{" (its hash tag then decides the cluster slot).
+// Either way it shares the name's Redis Cluster slot, and Redisson clients
+// use the same names.
+std::string PrefixName(absl::string_view prefix, absl::string_view name);
+
+// PrefixName("redisson_lock__channel", name): where releases announce a free
+// lock.
 std::string UnlockChannel(absl::string_view lock_name);
 
 // The unlock message published on that channel.

@@ -3,7 +3,6 @@
 #include <memory>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "lib/lock/owner.h"
 #include "relock/lock.h"
@@ -50,11 +49,38 @@ absl::StatusOr<absl::optional<int64_t>> TryOnce(
   // outermost release.
   absl::StatusOr<redis::Reply> r = core.RunScript(
       internal::kAcquireScript, {name}, {lease_ms, owner, fresh ? "1" : "0"},
-      deadline, /*retry_if_dropped=*/true);
+      deadline, ClientCore::Resend::kIfDropped);
   if (!r.ok()) return r.status();
   if (r->is_nil()) return absl::optional<int64_t>();
   if (r->is_integer()) return absl::optional<int64_t>(r->integer());
   return Unexpected(*r, "acquire script");
+}
+
+// A holder without a lease (a key set by hand) is re-checked this often, so
+// that a waiter is not stuck forever when the key is deleted without an
+// unlock message.
+constexpr absl::Duration kNoLeaseRecheck = absl::Seconds(1);
+
+// What is at `name`: {held, pttl ms, the caller's hold count}. A key that
+// holds anything but a lock is FailedPrecondition.
+struct Inspection {
+  bool held = false;
+  int64_t pttl_ms = -2;
+  int64_t count = 0;
+};
+absl::StatusOr<Inspection> Inspect(ClientCore& core, const std::string& name,
+                                   const std::string& owner,
+                                   Deadline deadline = Deadline::Never()) {
+  absl::StatusOr<redis::Reply> r =
+      core.RunScript(internal::kInspectScript, {name}, {owner}, deadline,
+                     ClientCore::Resend::kIfDropped);
+  if (!r.ok()) return r.status();
+  const redis::ReplyView v = r->view();
+  if (!v.is_array() || v.size() != 3 || !v[0].is_integer() ||
+      !v[1].is_integer() || !v[2].is_integer()) {
+    return Unexpected(*r, "inspect script");
+  }
+  return Inspection{v[0].integer() == 1, v[1].integer(), v[2].integer()};
 }
 
 absl::Status HeldByOther(int64_t pttl_ms) {
@@ -84,11 +110,11 @@ absl::Status AcquireLoop(ClientCore& core, const std::string& name,
     // lost wake-ups.
     absl::Status confirmed =
         sub->AwaitConfirmed(Earliest(deadline, Deadline::After(confirm_limit)));
-    if (!confirmed.ok()) {
-      if (confirmed.code() == absl::StatusCode::kCancelled) return confirmed;
+    if (confirmed.code() == absl::StatusCode::kDeadlineExceeded) {
       if (deadline.Expired()) return HeldByOther(**ttl);
       return absl::UnavailableError(confirmed.message());
     }
+    if (!confirmed.ok()) return confirmed;  // Cancelled, PermissionDenied
     ttl = TryOnce(core, name, owner, lease_ms, fresh, deadline, sent_at);
     if (!ttl.ok()) {
       sub->PassOn();  // a notification we may have consumed is not wasted
@@ -97,10 +123,15 @@ absl::Status AcquireLoop(ClientCore& core, const std::string& name,
     if (!ttl->has_value()) return absl::OkStatus();
     if (deadline.Expired()) return HeldByOther(**ttl);
     // Sleep until an unlock message, the holder's lease end, or our deadline.
-    Deadline wake = deadline;
-    if (**ttl >= 0) {
-      wake = Earliest(deadline, Deadline::After(absl::Milliseconds(**ttl)));
+    absl::Duration sleep = absl::Milliseconds(**ttl);
+    if (**ttl < 0) {
+      // No lease: a lock set by hand, or not a lock at all (bounded either
+      // way: FailedPrecondition now, or a re-check every kNoLeaseRecheck).
+      absl::StatusOr<Inspection> what = Inspect(core, name, owner, deadline);
+      if (!what.ok()) return what.status();
+      sleep = kNoLeaseRecheck;
     }
+    const Deadline wake = Earliest(deadline, Deadline::After(sleep));
     if (sub->Wait(wake) == pubsub::WakeReason::kClosed) {
       return absl::CancelledError("the client was closed while waiting");
     }
@@ -135,22 +166,26 @@ absl::Status Acquire(ClientCore& core, const std::string& name,
   }
   const uint64_t thread = CurrentThreadNumber();
   const std::string owner = OwnerField(core.id(), thread);
-  const absl::Duration effective =
-      lease.value_or(core.options().lock_watchdog_timeout);
-  const std::string lease_ms =
-      absl::StrCat(absl::ToInt64Milliseconds(effective));
   // Only this thread changes its own hold, so this stays true for the call.
   const absl::optional<Hold> held = core.holds().Find(name, thread);
-  const bool fresh = !held.has_value() || held->lost;
+  const bool fresh = !held.has_value() || held->ended();
+  // A re-entry never shortens a hold: on a watchdog hold, a re-entry with an
+  // explicit lease only counts (the watchdog keeps renewing the hold); on an
+  // explicit hold, the script keeps whichever lease ends later.
+  const bool watchdog = !lease.has_value() || (!fresh && held->watchdog);
+  const absl::Duration effective =
+      watchdog ? core.options().lock_watchdog_timeout : *lease;
+  const std::string lease_ms =
+      absl::StrCat(absl::ToInt64Milliseconds(effective));
   SteadyClock::time_point sent_at;
   absl::Status s =
       AcquireLoop(core, name, owner, lease_ms, fresh, deadline, &sent_at);
   if (!s.ok()) return Annotate(s, "acquire", name);
   // Registered (and, for a watchdog lease, renewed from now on) before
   // Acquire() returns.
-  core.holds().OnAcquired(name, thread, owner, !lease.has_value(), effective,
-                          sent_at);
-  if (!lease.has_value()) core.watchdog().Activate();
+  if (fresh) core.WatchCurrentThread();
+  core.holds().OnAcquired(name, thread, owner, watchdog, effective, sent_at);
+  if (watchdog) core.watchdog().Activate();
   if (core.closed()) {
     // Close() may have swept the registry before we registered: do not leak
     // a hold nobody will release.
@@ -186,10 +221,11 @@ absl::Status Release(ClientCore& core, const std::string& name) {
   // one may not (counting down twice would free the lock early).
   const bool outermost = hold.has_value() && hold->count <= 1;
   bool retried = false;
-  absl::StatusOr<redis::Reply> r =
-      core.RunScript(internal::kReleaseScript, {name, UnlockChannel(name)},
-                     {kUnlockMessage, lease_ms, owner}, Deadline::Never(),
-                     /*retry_if_dropped=*/outermost, &retried);
+  absl::StatusOr<redis::Reply> r = core.RunScript(
+      internal::kReleaseScript, {name, UnlockChannel(name)},
+      {kUnlockMessage, lease_ms, owner}, Deadline::Never(),
+      outermost ? ClientCore::Resend::kIfDropped : ClientCore::Resend::kNever,
+      &retried);
   if (!r.ok()) {
     // The outcome is unknown. A final release abandons the hold: it stays
     // unrenewed (it frees at the end of its lease at the latest), and this
@@ -197,6 +233,11 @@ absl::Status Release(ClientCore& core, const std::string& name) {
     // Retrying Release() frees it now if this attempt did not run.
     if (outermost) core.holds().Forget(name, thread);
     return Annotate(r.status(), "release", name);
+  }
+  if (internal::IsUnpublished(*r)) {  // freed, but its waiters not told
+    core.holds().Forget(name, thread);
+    return Annotate(internal::UnpublishedStatus("release script", *r),
+                    "release", name);
   }
   if (r->is_nil() && retried) {
     core.holds().Forget(name, thread);  // the dropped first attempt ran
@@ -207,15 +248,19 @@ absl::Status Release(ClientCore& core, const std::string& name) {
       return Annotate(
           absl::AbortedError(absl::StrCat(
               "lease lost: this thread held the lock, but ",
-              lost->lost ? "the watchdog could not keep its lease alive"
-                         : "its lease ran out or it was force-released",
+              lost->lost      ? "the watchdog could not keep its lease alive"
+              : lost->expired ? "its explicit lease ran out"
+                              : "its lease ran out or it was force-released",
               " before this release; work done under it may have overlapped "
               "with another owner")),
           "release", name);
     }
-    return Annotate(absl::FailedPreconditionError(absl::StrCat(
-                        "not held by this thread (owner ", owner, ")")),
-                    "release", name);
+    return Annotate(
+        absl::FailedPreconditionError(absl::StrCat(
+            "not held by this thread (owner ", owner,
+            "; a hold whose explicit lease ran out is forgotten ",
+            absl::FormatDuration(kExpiredHoldRetention), " after it ended)")),
+        "release", name);
   }
   if (!r->is_integer()) {
     return Annotate(Unexpected(*r, "release script"), "release", name);
@@ -252,7 +297,18 @@ absl::StatusOr<SteadyClock::time_point> SafeUntil(ClientCore& core,
   // Redis set the TTL no earlier than acked_at; allow for clock drift
   // between this host and Redis (1% of the lease plus 2 ms, as Redlock).
   const absl::Duration drift = hold->lease / 100 + absl::Milliseconds(2);
-  return hold->acked_at + absl::ToChronoNanoseconds(hold->lease - drift);
+  const SteadyClock::time_point safe_until =
+      hold->acked_at + absl::ToChronoNanoseconds(hold->lease - drift);
+  if (hold->expired || safe_until <= SteadyClock::now()) {
+    return Annotate(
+        absl::AbortedError(absl::StrCat(
+            hold->watchdog ? "no renewal of the watchdog lease was confirmed "
+                             "in time"
+                           : "its explicit lease ran out",
+            ": the lock may already belong to another owner")),
+        "query", name);
+  }
+  return safe_until;
 }
 
 absl::StatusOr<bool> ForceRelease(ClientCore& core, const std::string& name) {
@@ -263,6 +319,10 @@ absl::StatusOr<bool> ForceRelease(ClientCore& core, const std::string& name) {
       core.RunScript(internal::kForceReleaseScript, {name, UnlockChannel(name)},
                      {kUnlockMessage});
   if (!r.ok()) return Annotate(r.status(), "force-release", name);
+  if (internal::IsUnpublished(*r)) {
+    return Annotate(internal::UnpublishedStatus("force_release script", *r),
+                    "force-release", name);
+  }
   if (!r->is_integer()) {
     return Annotate(Unexpected(*r, "force_release script"), "force-release",
                     name);
@@ -274,26 +334,20 @@ absl::StatusOr<bool> IsLocked(ClientCore& core, const std::string& name) {
   if (absl::Status s = core.CheckOpen(); !s.ok()) {
     return Annotate(s, "query", name);
   }
-  absl::StatusOr<redis::Reply> r = core.RunCommand({"EXISTS", name});
-  if (!r.ok()) return Annotate(r.status(), "query", name);
-  if (!r->is_integer())
-    return Annotate(Unexpected(*r, "EXISTS"), "query", name);
-  return r->integer() == 1;
+  absl::StatusOr<Inspection> what =
+      Inspect(core, name, OwnerField(core.id(), CurrentThreadNumber()));
+  if (!what.ok()) return Annotate(what.status(), "query", name);
+  return what->held;
 }
 
 absl::StatusOr<int64_t> HoldCount(ClientCore& core, const std::string& name) {
   if (absl::Status s = core.CheckOpen(); !s.ok()) {
     return Annotate(s, "query", name);
   }
-  const std::string owner = OwnerField(core.id(), CurrentThreadNumber());
-  absl::StatusOr<redis::Reply> r = core.RunCommand({"HGET", name, owner});
-  if (!r.ok()) return Annotate(r.status(), "query", name);
-  if (r->is_nil()) return int64_t{0};
-  int64_t count = 0;
-  if (!r->view().is_string() || !absl::SimpleAtoi(r->str(), &count)) {
-    return Annotate(Unexpected(*r, "HGET"), "query", name);
-  }
-  return count;
+  absl::StatusOr<Inspection> what =
+      Inspect(core, name, OwnerField(core.id(), CurrentThreadNumber()));
+  if (!what.ok()) return Annotate(what.status(), "query", name);
+  return what->count;
 }
 
 absl::StatusOr<absl::Duration> RemainingLease(ClientCore& core,
@@ -301,15 +355,15 @@ absl::StatusOr<absl::Duration> RemainingLease(ClientCore& core,
   if (absl::Status s = core.CheckOpen(); !s.ok()) {
     return Annotate(s, "query", name);
   }
-  absl::StatusOr<redis::Reply> r = core.RunCommand({"PTTL", name});
-  if (!r.ok()) return Annotate(r.status(), "query", name);
-  if (!r->is_integer()) return Annotate(Unexpected(*r, "PTTL"), "query", name);
-  if (r->integer() == -2) {
+  absl::StatusOr<Inspection> what =
+      Inspect(core, name, OwnerField(core.id(), CurrentThreadNumber()));
+  if (!what.ok()) return Annotate(what.status(), "query", name);
+  if (!what->held) {
     return absl::NotFoundError(
         absl::StrCat("lock ", QuoteName(name), " is not held"));
   }
-  if (r->integer() == -1) return absl::InfiniteDuration();
-  return absl::Milliseconds(r->integer());
+  if (what->pttl_ms < 0) return absl::InfiniteDuration();
+  return absl::Milliseconds(what->pttl_ms);
 }
 
 }  // namespace lock

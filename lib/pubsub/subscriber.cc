@@ -57,14 +57,10 @@ Subscription::~Subscription() {
   owner_->Unref(name_, channel_);
 }
 
-bool Subscription::confirmed() const {
-  MutexLock lock(&owner_->mu_);
-  return !owner_->closed_ && owner_->Confirmed(*channel_);
-}
-
 absl::Status Subscription::AwaitConfirmed(Deadline deadline) {
   MutexLock lock(&owner_->mu_);
   while (!owner_->closed_ && !owner_->Confirmed(*channel_)) {
+    if (!channel_->refused.ok()) return channel_->refused;
     if (deadline.Expired()) {
       if (!owner_->connected_) {
         return absl::DeadlineExceededError(
@@ -125,7 +121,7 @@ absl::StatusOr<std::unique_ptr<Subscriber>> Subscriber::Start(
   s->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (s->wake_fd_ < 0) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("eventfd: ", strerror(errno)));
+        absl::StrCat("eventfd: ", ErrnoText(errno)));
   }
   if (connect_now) s->OnConnected(*std::move(conn));
   {
@@ -156,13 +152,8 @@ void Subscriber::Close() {
   }
 }
 
-uint64_t Subscriber::generation() const {
-  MutexLock lock(&mu_);
-  return generation_;
-}
-
 bool Subscriber::Confirmed(const Channel& c) const {
-  return connected_ && c.wanted && c.in_flight == 0;
+  return connected_ && c.wanted && c.in_flight == 0 && c.refused.ok();
 }
 
 void Subscriber::Wake() {
@@ -188,6 +179,7 @@ std::unique_ptr<Subscription> Subscriber::Subscribe(
     if (signal != nullptr) c->signals.push_back(signal.get());
     if (c->refs++ == 0) {
       c->permits = 0;
+      c->refused = absl::OkStatus();
       if (!c->wanted) {
         Enqueue(Op::kSubscribe, name, c);
         queued = connected_;
@@ -221,6 +213,7 @@ void Subscriber::Unref(const std::string& name, Channel* c) {
 void Subscriber::OnConnected(std::unique_ptr<redis::Connection> conn) {
   conn_ = std::move(conn);
   ping_outstanding_ = false;
+  awaiting_.clear();
   MutexLock lock(&mu_);
   connected_ = true;
   ++generation_;
@@ -233,6 +226,7 @@ void Subscriber::OnConnected(std::unique_ptr<redis::Connection> conn) {
       continue;
     }
     c.wanted = false;
+    c.refused = absl::OkStatus();
     Enqueue(Op::kSubscribe, it->first, &c);
     c.cv.SignalAll();  // generation changed: waiters re-check
     c.NotifySignals();
@@ -242,6 +236,7 @@ void Subscriber::OnConnected(std::unique_ptr<redis::Connection> conn) {
 
 void Subscriber::OnDisconnected(const absl::Status& why) {
   conn_.reset();
+  awaiting_.clear();
   MutexLock lock(&mu_);
   connected_ = false;
   last_error_ = why;
@@ -256,56 +251,74 @@ void Subscriber::OnDisconnected(const absl::Status& why) {
   }
 }
 
-absl::Status Subscriber::Flush() {
+absl::Status Subscriber::Send(bool ping) {
   std::vector<std::pair<Op, std::string>> batch;
   {
     MutexLock lock(&mu_);
     batch.swap(outbox_);
   }
+  if (ping) batch.emplace_back(Op::kPing, std::string());
+  if (batch.empty()) return absl::OkStatus();
   for (const auto& [op, name] : batch) {
-    absl::string_view verb = op == Op::kSubscribe ? "SUBSCRIBE" : "UNSUBSCRIBE";
-    absl::string_view argv[] = {verb, name};
-    if (absl::Status s = conn_->Append(argv); !s.ok()) return s;
-  }
-  int done = batch.empty() ? 1 : 0;
-  while (!done) {
-    if (redisBufferWrite(conn_->context(), &done) != REDIS_OK) {
-      return conn_->Fail("write SUBSCRIBE");
+    absl::Status s;
+    if (op == Op::kPing) {
+      absl::string_view argv[] = {"PING"};
+      s = conn_->Append(argv);
+    } else {
+      absl::string_view argv[] = {
+          op == Op::kSubscribe ? "SUBSCRIBE" : "UNSUBSCRIBE", name};
+      s = conn_->Append(argv);
     }
+    if (!s.ok()) return s;
   }
-  return absl::OkStatus();
+  awaiting_.insert(awaiting_.end(), std::make_move_iterator(batch.begin()),
+                   std::make_move_iterator(batch.end()));
+  return conn_->Flush("write to the pub/sub connection");
 }
 
 void Subscriber::Dispatch(const redis::ReplyView& reply) {
-  if (reply.is_status()) {  // "PONG" while subscribed to nothing
-    ping_outstanding_ = false;
-    return;
-  }
-  if (!reply.is_array() || reply.size() < 2) return;
-  absl::string_view kind = reply[0].str();
-  if (kind == "pong") {
-    ping_outstanding_ = false;
-    return;
-  }
-  std::string name(reply[1].str());
-  MutexLock lock(&mu_);
-  auto it = channels_.find(name);
-  if (it == channels_.end()) return;
-  Channel& c = it->second;
-  if (kind == "message") {
-    if (reply.size() >= 3 && reply[2].str() == kUnlockMessage && c.refs > 0) {
+  const bool pushed_message =
+      reply.is_array() && reply.size() >= 3 && reply[0].str() == "message";
+  if (pushed_message) {
+    MutexLock lock(&mu_);
+    auto it = channels_.find(reply[1].str());
+    if (it == channels_.end()) return;
+    Channel& c = it->second;
+    if (reply[2].str() == kUnlockMessage && c.refs > 0) {
       ++c.permits;
       c.cv.Signal();
       c.NotifySignals();
     }
-  } else if (kind == "subscribe" || kind == "unsubscribe") {
-    if (c.in_flight > 0) --c.in_flight;
-    if (c.refs == 0 && c.in_flight == 0) {
-      channels_.erase(it);
-    } else if (Confirmed(c)) {
-      c.cv.SignalAll();
-      c.NotifySignals();
-    }
+    return;
+  }
+  // Every other reply answers the oldest command sent.
+  if (awaiting_.empty()) return;
+  const auto [op, name] = std::move(awaiting_.front());
+  awaiting_.pop_front();
+  if (op == Op::kPing) {
+    ping_outstanding_ = false;  // "PONG", or ["pong", ""] while subscribed
+    return;
+  }
+  MutexLock lock(&mu_);
+  auto it = channels_.find(name);
+  if (it == channels_.end()) return;
+  Channel& c = it->second;
+  if (c.in_flight > 0) --c.in_flight;
+  if (reply.is_error() && op == Op::kSubscribe) {
+    c.refused = redis::ErrorReplyToStatus(
+        absl::StrCat("SUBSCRIBE to channel \"", name, "\" on Redis at ",
+                     options_.endpoint.ToString(),
+                     " (needed to wait for the lock)"),
+        reply.str());
+    c.cv.SignalAll();
+    c.NotifySignals();
+    return;
+  }
+  if (c.refs == 0 && c.in_flight == 0) {
+    channels_.erase(it);
+  } else if (Confirmed(c)) {
+    c.cv.SignalAll();
+    c.NotifySignals();
   }
 }
 
@@ -318,7 +331,7 @@ absl::Status Subscriber::ReadAndDispatch() {
       return conn_->Fail("parse pub/sub reply");
     }
     if (raw == nullptr) return absl::OkStatus();
-    redis::Reply reply(static_cast<redisReply*>(raw));
+    redis::Reply reply = conn_->Received(raw);
     Dispatch(reply.view());
   }
 }
@@ -354,23 +367,18 @@ void Subscriber::Run() {
         continue;
       }
     }
-    absl::Status status = Flush();
-    if (status.ok() && ping_outstanding_ && pong_due.Expired()) {
+    absl::Status status;
+    if (ping_outstanding_ && pong_due.Expired()) {
       status = absl::UnavailableError(absl::StrCat(
           "pub/sub connection to ", options_.endpoint.ToString(),
           ": no PONG within ", absl::FormatDuration(options_.command_timeout)));
-    }
-    if (status.ok() && !ping_outstanding_ && next_ping.Expired()) {
-      absl::string_view ping[] = {"PING"};
-      status = conn_->Append(ping);
-      int done = 0;
-      while (status.ok() && !done) {
-        if (redisBufferWrite(conn_->context(), &done) != REDIS_OK) {
-          status = conn_->Fail("write PING");
-        }
+    } else {
+      const bool ping = !ping_outstanding_ && next_ping.Expired();
+      status = Send(ping);
+      if (ping) {
+        ping_outstanding_ = true;
+        pong_due = Deadline::After(options_.command_timeout);
       }
-      ping_outstanding_ = true;
-      pong_due = Deadline::After(options_.command_timeout);
     }
     if (!status.ok()) {
       OnDisconnected(status);
@@ -384,7 +392,7 @@ void Subscriber::Run() {
     int n = poll(fds, 2, timeout_ms);
     if (n < 0 && errno != EINTR) {
       OnDisconnected(
-          absl::InternalError(absl::StrCat("poll: ", strerror(errno))));
+          absl::InternalError(absl::StrCat("poll: ", ErrnoText(errno))));
       continue;
     }
     if (fds[1].revents & POLLIN) {

@@ -14,6 +14,11 @@
 // kResubscribed, so it re-checks at once (messages sent while disconnected
 // are lost).
 //
+// A SUBSCRIBE the server refuses (NOPERM: an ACL user without access to the
+// channel) fails the subscription: AwaitConfirmed() returns PermissionDenied
+// naming the channel and quoting Redis, until the last Subscription to the
+// channel goes or the connection is replaced.
+//
 // The connection is checked with PING when idle; a connection that does not
 // answer within command_timeout is replaced.
 
@@ -21,6 +26,7 @@
 #define RELOCK_LIB_PUBSUB_SUBSCRIBER_H_
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <thread>
@@ -32,6 +38,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "lib/common/deadline.h"
+#include "lib/common/errno_text.h"
 #include "lib/common/mutex.h"
 #include "lib/redis/connection.h"
 
@@ -72,8 +79,9 @@ class Subscription {
   Subscription& operator=(const Subscription&) = delete;
 
   // Returns OK once the server has confirmed the subscription on the current
-  // connection; Cancelled if the subscriber closes; DeadlineExceeded at
-  // `deadline` (the message says whether the connection is down and why).
+  // connection; Cancelled if the subscriber closes; PermissionDenied if the
+  // server refused it; DeadlineExceeded at `deadline` (the message says
+  // whether the connection is down and why).
   absl::Status AwaitConfirmed(Deadline deadline);
 
   // Sleeps until a permit can be consumed, the connection was replaced since
@@ -83,10 +91,6 @@ class Subscription {
   // Gives one permit back, waking another waiter (for a waiter that consumed
   // a notification but leaves without acting on it).
   void PassOn();
-
-  // Whether the server has confirmed the subscription on the current
-  // connection (no waiting).
-  bool confirmed() const;
 
  private:
   friend class Subscriber;
@@ -108,8 +112,9 @@ class Subscription {
 struct Subscription::Channel {
   int refs = 0;
   int64_t permits = 0;
-  int in_flight = 0;    // SUBSCRIBE/UNSUBSCRIBE sent, reply not yet read
-  bool wanted = false;  // the last command queued was SUBSCRIBE
+  int in_flight = 0;     // SUBSCRIBE/UNSUBSCRIBE sent, reply not yet read
+  bool wanted = false;   // the last command queued was SUBSCRIBE
+  absl::Status refused;  // the server refused the SUBSCRIBE (NOPERM)
   CondVar cv;
   std::vector<WakeSignal*> signals;  // of the Subscriptions that have one
   void NotifySignals() {
@@ -133,13 +138,10 @@ class Subscriber {
   std::unique_ptr<Subscription> Subscribe(
       const std::string& channel, std::shared_ptr<WakeSignal> signal = nullptr);
 
-  // Connections made so far (1 after Start). For tests and diagnostics.
-  uint64_t generation() const;
-
  private:
   friend class Subscription;
   using Channel = Subscription::Channel;
-  enum class Op { kSubscribe, kUnsubscribe };
+  enum class Op { kSubscribe, kUnsubscribe, kPing };
 
   explicit Subscriber(redis::ConnectionOptions options);
   void Run();
@@ -151,9 +153,10 @@ class Subscriber {
   // Loop-thread helpers.
   void OnConnected(std::unique_ptr<redis::Connection> conn);
   void OnDisconnected(const absl::Status& why);
-  absl::Status Flush();
   absl::Status ReadAndDispatch();
   void Dispatch(const redis::ReplyView& reply);
+  // Sends what is queued in outbox_ (plus a PING if `ping`).
+  absl::Status Send(bool ping);
 
   const redis::ConnectionOptions options_;
   int wake_fd_ = -1;
@@ -169,6 +172,9 @@ class Subscriber {
   absl::Status last_error_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   bool ping_outstanding_ = false;  // loop thread only
+  // Commands sent and not yet answered, in order (loop thread only): an error
+  // reply carries no channel name, so this says which command it answers.
+  std::deque<std::pair<Op, std::string>> awaiting_;
 };
 
 }  // namespace pubsub

@@ -1,6 +1,8 @@
 #include "lib/redis/connection.h"
 
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/time.h>
 
 #include <algorithm>
@@ -40,7 +42,51 @@ absl::Status ConnectFailure(const absl::Status& s,
                    absl::FormatDuration(options.connect_timeout)));
 }
 
+// Blocks SIGPIPE on the calling thread for its lifetime; on destruction
+// consumes a SIGPIPE raised meanwhile (unless one was already pending or the
+// thread had it blocked) and restores the mask. A write to a socket the peer
+// closed then fails with EPIPE instead of killing the process.
+class ScopedSigpipeSuppression {
+ public:
+  ScopedSigpipeSuppression() {
+    sigemptyset(&sigpipe_);
+    sigaddset(&sigpipe_, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &sigpipe_, &old_mask_);
+    was_blocked_ = sigismember(&old_mask_, SIGPIPE) == 1;
+    sigset_t pending;
+    sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+  }
+  ~ScopedSigpipeSuppression() {
+    if (was_blocked_) return;  // the thread's own business
+    if (!was_pending_) {
+      sigset_t pending;
+      sigpending(&pending);
+      if (sigismember(&pending, SIGPIPE) == 1) {
+        const timespec zero{0, 0};
+        while (sigtimedwait(&sigpipe_, nullptr, &zero) < 0 && errno == EINTR) {
+        }
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+  }
+  ScopedSigpipeSuppression(const ScopedSigpipeSuppression&) = delete;
+  ScopedSigpipeSuppression& operator=(const ScopedSigpipeSuppression&) = delete;
+
+ private:
+  sigset_t sigpipe_;
+  sigset_t old_mask_;
+  bool was_blocked_ = false;
+  bool was_pending_ = false;
+};
+
 }  // namespace
+
+bool IsConnectionClosingError(absl::string_view error) {
+  return absl::StartsWith(error, "ERR max number of clients reached") ||
+         absl::StartsWith(error, "DENIED") ||
+         absl::StartsWith(error, "ERR Protocol error");
+}
 
 std::string ReplyView::Describe() const {
   switch (r_->type) {
@@ -70,11 +116,18 @@ absl::Status ErrorReplyToStatus(absl::string_view what,
   if (starts("NOAUTH") || starts("WRONGPASS")) {
     return absl::UnauthenticatedError(msg);
   }
-  if (starts("NOPERM")) return absl::PermissionDeniedError(msg);
-  if (starts("WRONGTYPE")) return absl::FailedPreconditionError(msg);
+  // Inside a script, Redis 7.0 words ACL refusals as "ERR The user executing
+  // the script can't ...".
+  if (starts("NOPERM") || starts("ERR The user executing the script can't")) {
+    return absl::PermissionDeniedError(msg);
+  }
+  if (starts("WRONGTYPE") || starts("NOTALOCK")) {
+    return absl::FailedPreconditionError(msg);
+  }
   if (starts("OOM")) return absl::ResourceExhaustedError(msg);
   if (starts("LOADING") || starts("BUSY") || starts("MASTERDOWN") ||
-      starts("TRYAGAIN") || starts("CLUSTERDOWN") || starts("READONLY")) {
+      starts("TRYAGAIN") || starts("CLUSTERDOWN") || starts("READONLY") ||
+      IsConnectionClosingError(error)) {
     return absl::UnavailableError(msg);
   }
   return absl::InternalError(msg);
@@ -230,16 +283,13 @@ absl::StatusOr<Reply> Connection::GetReply(Deadline deadline) {
   }
   const Deadline limit =
       Earliest(deadline, Deadline::After(options_.command_timeout));
-  int done = 0;
-  while (!done) {
-    if (redisBufferWrite(ctx_, &done) != REDIS_OK) return Fail("write command");
-  }
+  if (absl::Status s = Flush(); !s.ok()) return s;
   void* raw = nullptr;
   while (true) {
     if (redisGetReplyFromReader(ctx_, &raw) != REDIS_OK) {
       return Fail("parse reply");
     }
-    if (raw != nullptr) return Reply(static_cast<redisReply*>(raw));
+    if (raw != nullptr) return Received(raw);
     const absl::Duration left = limit.Remaining();
     if (left <= absl::ZeroDuration()) {
       broken_ = true;  // the reply is still owed
@@ -261,6 +311,28 @@ absl::StatusOr<Reply> Connection::GetReply(Deadline deadline) {
     if (ready <= 0) continue;  // timeout slice or signal: check the deadline
     if (redisBufferRead(ctx_) != REDIS_OK) return Fail("read reply");
   }
+}
+
+Reply Connection::Received(void* raw) {
+  Reply reply(static_cast<redisReply*>(raw));
+  if (reply.is_error() && IsConnectionClosingError(reply.str())) {
+    broken_ = true;  // the server closes the connection after this reply
+    dropped_ = true;
+  }
+  return reply;
+}
+
+absl::Status Connection::Flush(absl::string_view what) {
+  if (broken_) {
+    return absl::UnavailableError(absl::StrCat(
+        "connection to ", options_.endpoint.ToString(), " is broken"));
+  }
+  ScopedSigpipeSuppression no_sigpipe;
+  int done = 0;
+  while (!done) {
+    if (redisBufferWrite(ctx_, &done) != REDIS_OK) return Fail(what);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Reply> Connection::Command(

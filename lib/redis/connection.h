@@ -2,13 +2,22 @@
 //
 // After any I/O error (including a command timeout) the connection is
 // "broken": hiredis contexts cannot be reused after an error, so every later
-// call fails at once and the pool replaces it.
+// call fails at once and the pool replaces it. An error reply after which the
+// server closes the connection ("max number of clients reached", "DENIED",
+// "Protocol error") breaks it too, as a dropped connection.
+//
+// Writes never raise SIGPIPE in the host process: SIGPIPE is blocked on the
+// writing thread for the duration of each write, and a SIGPIPE that the write
+// caused is consumed before the mask is restored (libpq's technique). A write
+// to a connection the server closed fails with EPIPE instead, which marks the
+// connection dropped.
 
 #ifndef RELOCK_LIB_REDIS_CONNECTION_H_
 #define RELOCK_LIB_REDIS_CONNECTION_H_
 
 #include <hiredis/hiredis.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,6 +67,11 @@ class Connection {
   // reply per appended command, in order.
   absl::Status Append(absl::Span<const absl::string_view> argv);
   absl::StatusOr<Reply> GetReply(Deadline deadline = Deadline::Never());
+  // Takes ownership of a reply read from context() by a loop that drives the
+  // context itself; breaks the connection after a connection-closing error.
+  Reply Received(void* raw);
+  // Writes everything appended so far (blocking, within the socket timeout).
+  absl::Status Flush(absl::string_view what = "write command");
 
   bool broken() const { return broken_; }
   // The connection broke because the peer dropped it (EOF, reset), not by a
@@ -65,6 +79,11 @@ class Connection {
   // reply; it is not still queued somewhere.
   bool dropped() const { return dropped_; }
   const ConnectionOptions& options() const { return options_; }
+
+  // The pool's generation when this connection was opened (see
+  // ConnectionPool).
+  uint64_t generation() const { return generation_; }
+  void set_generation(uint64_t g) { generation_ = g; }
 
   // For the pub/sub loop, which drives the context itself.
   redisContext* context() { return ctx_; }
@@ -85,6 +104,7 @@ class Connection {
   ConnectionOptions options_;
   bool broken_ = false;
   bool dropped_ = false;
+  uint64_t generation_ = 0;
   absl::Duration socket_timeout_;  // currently set on the socket
   bool deadline_bound_ = false;    // socket_timeout_ < the option's
   std::vector<const char*> argv_buf_;
@@ -92,11 +112,17 @@ class Connection {
 };
 
 // Maps an error reply to a Status for operation `what` (e.g. "SCRIPT LOAD").
-// NOAUTH/WRONGPASS -> Unauthenticated, NOPERM -> PermissionDenied,
-// WRONGTYPE -> FailedPrecondition, LOADING/BUSY/MASTERDOWN/TRYAGAIN ->
-// Unavailable, others -> Internal.
+// NOAUTH/WRONGPASS -> Unauthenticated, NOPERM (and a script's ACL refusal)
+// -> PermissionDenied,
+// WRONGTYPE and NOTALOCK (relock's scripts) -> FailedPrecondition,
+// LOADING/BUSY/MASTERDOWN/TRYAGAIN and the errors after which the server
+// closes the connection (IsConnectionClosingError) -> Unavailable, others ->
+// Internal.
 absl::Status ErrorReplyToStatus(absl::string_view what,
                                 absl::string_view error);
+
+// Whether the server closes the connection after sending `error`.
+bool IsConnectionClosingError(absl::string_view error);
 
 }  // namespace redis
 }  // namespace relock

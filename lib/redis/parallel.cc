@@ -33,12 +33,7 @@ std::vector<absl::StatusOr<Reply>> EvalOnAll(
       continue;
     }
     absl::Status s = scripts.Append(*conn, script, keys, args);
-    int done = 0;
-    while (s.ok() && !done) {
-      if (redisBufferWrite(conn->context(), &done) != REDIS_OK) {
-        s = conn->Fail(absl::StrCat("EVALSHA ", scripts.name(script)));
-      }
-    }
+    if (s.ok()) s = conn->Flush(absl::StrCat("EVALSHA ", scripts.name(script)));
     if (s.ok()) {
       pending.push_back(i);
     } else {
@@ -74,7 +69,7 @@ std::vector<absl::StatusOr<Reply>> EvalOnAll(
       } else if (raw == nullptr) {
         still.push_back(i);  // partial reply so far
       } else {
-        answered(i, Reply(static_cast<redisReply*>(raw)));
+        answered(i, conn->Received(raw));
       }
     }
     pending.swap(still);

@@ -20,6 +20,7 @@ ConnectionPool::ConnectionPool(ConnectionOptions options, int size)
 ConnectionPool::~ConnectionPool() { Close(); }
 
 absl::StatusOr<PooledConnection> ConnectionPool::Get(Deadline deadline) {
+  uint64_t generation;
   {
     MutexLock lock(&mu_);
     auto can_proceed = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
@@ -45,6 +46,7 @@ absl::StatusOr<PooledConnection> ConnectionPool::Get(Deadline deadline) {
       return PooledConnection(this, std::move(conn));
     }
     ++open_;  // reserve a slot; connect outside the mutex
+    generation = generation_;
   }
   absl::StatusOr<std::unique_ptr<Connection>> conn =
       Connection::Open(options_, deadline);
@@ -53,15 +55,26 @@ absl::StatusOr<PooledConnection> ConnectionPool::Get(Deadline deadline) {
     --open_;
     return conn.status();
   }
+  (*conn)->set_generation(generation);
   return PooledConnection(this, *std::move(conn));
 }
 
-void ConnectionPool::Return(std::unique_ptr<Connection> conn) {
-  std::unique_ptr<Connection> doomed;
+uint64_t ConnectionPool::generation() const {
   MutexLock lock(&mu_);
-  if (closed_ || conn->broken()) {
+  return generation_;
+}
+
+void ConnectionPool::Return(std::unique_ptr<Connection> conn) {
+  std::vector<std::unique_ptr<Connection>> doomed;  // freed after the mutex
+  MutexLock lock(&mu_);
+  if (conn->dropped() && conn->generation() == generation_) {
+    ++generation_;  // its siblings are suspect: retire them all
+    open_ -= static_cast<int>(idle_.size());
+    doomed.swap(idle_);
+  }
+  if (closed_ || conn->broken() || conn->generation() < generation_) {
     --open_;
-    doomed = std::move(conn);  // freed after the mutex is released
+    doomed.push_back(std::move(conn));
     return;
   }
   idle_.push_back(std::move(conn));

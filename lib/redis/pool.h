@@ -5,10 +5,19 @@
 // PooledConnection; a broken connection is closed instead of returned, so the
 // next borrower opens a fresh one. When all `size` connections are lent out,
 // Get() waits up to command_timeout for one to come back.
+//
+// Generations: every connection remembers the pool's generation when it was
+// opened. When one comes back dropped by the server (restart, CLIENT KILL,
+// an idle `timeout`), its siblings of that generation are most likely dead
+// too: the pool moves to the next generation and closes every idle
+// connection of an older one, and older ones that are lent out are closed
+// when they come back. A retry then gets a fresh connection, not another
+// stale one.
 
 #ifndef RELOCK_LIB_REDIS_POOL_H_
 #define RELOCK_LIB_REDIS_POOL_H_
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -54,6 +63,8 @@ class ConnectionPool {
   void Close();
 
   const ConnectionOptions& options() const { return options_; }
+  // The current generation (for tests).
+  uint64_t generation() const;
 
  private:
   friend class PooledConnection;
@@ -61,8 +72,9 @@ class ConnectionPool {
 
   const ConnectionOptions options_;
   const int size_;
-  Mutex mu_;
+  mutable Mutex mu_;
   std::vector<std::unique_ptr<Connection>> idle_ ABSL_GUARDED_BY(mu_);
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 1;
   int open_ ABSL_GUARDED_BY(mu_) = 0;  // idle + lent + being opened
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };

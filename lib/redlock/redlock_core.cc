@@ -63,9 +63,11 @@ struct Tally {
 
 RedlockCore::RedlockCore(RedlockOptions options, std::string id)
     : options_(std::move(options)),
+      deliver_(EventDeliverer(options_.connection.on_lock_event, "redlock ")),
       id_(std::move(id)),
       quorum_(static_cast<int>(options_.urls.size()) / 2 + 1),
-      scripts_(LockScripts()) {}
+      scripts_(LockScripts()),
+      holds_(&timers_) {}
 
 RedlockCore::~RedlockCore() { Close(); }
 
@@ -126,8 +128,7 @@ absl::StatusOr<std::shared_ptr<RedlockCore>> RedlockCore::Create(
   }
   core->backoff_ = core->options_.retry_backoff;
   if (core->backoff_ == nullptr) core->backoff_ = *ExponentialBackoff();
-  core->events_ = std::make_unique<EventQueue>(
-      [raw](const LockEvent& event) { raw->Deliver(event); });
+  core->events_ = std::make_unique<EventQueue>(core->deliver_);
   core->watchdog_ = std::make_unique<watchdog::Watchdog>(
       core->options_.connection.lock_watchdog_timeout, &core->holds_,
       &core->timers_,
@@ -311,19 +312,20 @@ absl::Status RedlockCore::Acquire(const std::string& name,
   }
   const uint64_t thread = lock::CurrentThreadNumber();
   const std::string owner = lock::OwnerField(id_, thread);
-  const absl::Duration effective =
-      lease.value_or(options_.connection.lock_watchdog_timeout);
   const absl::optional<lock::Hold> hold = holds_.Find(name, thread);
-  const bool reentry = hold.has_value() && !hold->lost;
+  const bool reentry = hold.has_value() && !hold->ended();
+  // A re-entry never shortens a watchdog hold (see lib/lock/hold_registry.h).
+  const bool watchdog = !lease.has_value() || (reentry && hold->watchdog);
+  const absl::Duration effective =
+      watchdog ? options_.connection.lock_watchdog_timeout : *lease;
   int failures = 0;
   std::shared_ptr<pubsub::WakeSignal> signal;
   std::vector<std::unique_ptr<pubsub::Subscription>> subscriptions;
   while (true) {
     Attempt a = TryOnce(name, owner, effective, reentry);
     if (a.kind == Attempt::kAcquired) {
-      holds_.OnAcquired(name, thread, owner, !lease.has_value(), effective,
-                        a.start);
-      if (!lease.has_value()) watchdog_->Activate();
+      holds_.OnAcquired(name, thread, owner, watchdog, effective, a.start);
+      if (watchdog) watchdog_->Activate();
       return absl::OkStatus();
     }
     if (a.kind == Attempt::kFailed) {
@@ -466,7 +468,7 @@ absl::Status RedlockCore::Extend(const std::string& name,
     return Annotate(absl::FailedPreconditionError("not held by this thread"),
                     "extend", name);
   }
-  if (hold->lost) {
+  if (hold->ended()) {
     return Annotate(absl::AbortedError("lease lost"), "extend", name);
   }
   const SteadyClock::time_point start = SteadyClock::now();
@@ -517,7 +519,7 @@ absl::StatusOr<SteadyClock::time_point> RedlockCore::ValidUntil(
     return Annotate(absl::FailedPreconditionError("not held by this thread"),
                     "query", name);
   }
-  if (hold->lost)
+  if (hold->ended())
     return Annotate(absl::AbortedError("lease lost"), "query", name);
   return hold->acked_at +
          absl::ToChronoNanoseconds(hold->lease - Drift(hold->lease));
@@ -526,7 +528,7 @@ absl::StatusOr<SteadyClock::time_point> RedlockCore::ValidUntil(
 int64_t RedlockCore::LocalHoldCount(const std::string& name) {
   absl::optional<lock::Hold> hold =
       holds_.Find(name, lock::CurrentThreadNumber());
-  return hold.has_value() && !hold->lost ? hold->count : 0;
+  return hold.has_value() && !hold->ended() ? hold->count : 0;
 }
 
 absl::StatusOr<std::vector<bool>> RedlockCore::RenewBatch(
@@ -570,15 +572,6 @@ absl::StatusOr<std::vector<bool>> RedlockCore::RenewBatch(
     }
   }
   return out;
-}
-
-void RedlockCore::Deliver(const LockEvent& event) const {
-  if (options_.connection.on_lock_event) {
-    options_.connection.on_lock_event(event);
-    return;
-  }
-  std::cerr << "relock: " << LockEventTypeName(event.type) << " redlock "
-            << lock::QuoteName(event.lock_name) << ": " << event.status << "\n";
 }
 
 void RedlockCore::ReportUnlockFailure(absl::string_view name,

@@ -84,9 +84,11 @@ class RedlockCore {
                   absl::Duration lease, bool reentry);
   absl::StatusOr<std::vector<bool>> RenewBatch(
       const std::vector<lock::RenewItem>& items);
-  void Deliver(const LockEvent& event) const;
+  void Deliver(const LockEvent& event) const { deliver_(event); }
 
   const RedlockOptions options_;
+  // Self-contained (see EventDeliverer): may outlive this core.
+  const std::function<void(const LockEvent&)> deliver_;
   const std::string id_;
   const int quorum_;
   std::vector<Master> masters_;

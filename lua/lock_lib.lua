@@ -1,0 +1,37 @@
+-- Helpers prepended to the scripts that use them (lib/lock/lock_scripts.cc
+-- does the prepending, once, when the scripts are built).
+--
+-- is_lock(key): 'free' when the key does not exist, 'lock' when it holds a
+-- lock-shaped hash (every field an owner "<client-id>:<thread-id>" whose
+-- value is a positive hold count: relock's and Redisson's lock model), else
+-- 'other' (a string, list, set, or a hash that is not a lock).
+local function is_lock(key)
+  local kind = redis.call('type', key).ok
+  if kind == 'none' then
+    return 'free'
+  end
+  if kind ~= 'hash' then
+    return 'other'
+  end
+  local fields = redis.call('hgetall', key)
+  for i = 1, #fields, 2 do
+    if not string.find(fields[i], ':%d+$')
+        or not string.find(fields[i + 1], '^[1-9]%d*$') then
+      return 'other'
+    end
+  end
+  return 'lock'
+end
+
+-- publish_unlock(channel, message): publishes the unlock message. Returns nil,
+-- or an UNPUBLISHED error reply (for the script to return after it freed the
+-- lock) when Redis refused the publish, e.g. an ACL user without the right to
+-- publish on the channel: the caller learns that the lock is free but its
+-- waiters were not told.
+local function publish_unlock(channel, message)
+  local published = redis.pcall('publish', channel, message)
+  if type(published) == 'table' and published.err then
+    return redis.error_reply('UNPUBLISHED ' .. published.err)
+  end
+  return nil
+end

@@ -1,0 +1,593 @@
+// Regression tests for issue 8 ("Hardening"): each test is named after a
+// failure that a hostile user or a newcomer found, and failed before its fix.
+// Defect 12 (braced names) is in data_model_test.cc, 13 in watchdog_test.cc,
+// 14 in fixture_self_test.cc.
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "lib/client/client_core.h"
+#include "lib/lock/hold_registry.h"
+#include "lib/redis/connection.h"
+#include "lib/redis/pool.h"
+#include "lib/redis/url.h"
+#include "lib/timer/timer_thread.h"
+#include "relock/relock.h"
+#include "tests/test_util.h"
+#include "tests/testing/child_process.h"
+#include "tests/testing/notification.h"
+
+namespace relock {
+namespace {
+
+using ::relock::testing::ChildProcess;
+using ::relock::testing::EventLog;
+using ::relock::testing::MustConnect;
+using ::relock::testing::RedisServer;
+using ::relock::testing::RedisServerOptions;
+using ::relock::testing::Stopwatch;
+using ::relock::testing::TestLockName;
+using ::testing::HasSubstr;
+
+// A loaded 2-core CI machine can be late by this much.
+constexpr absl::Duration kSlack = absl::Seconds(2);
+
+std::unique_ptr<RedisServer> MustStart(RedisServerOptions options = {}) {
+  absl::StatusOr<std::unique_ptr<RedisServer>> server =
+      RedisServer::Start(std::move(options));
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? *std::move(server) : nullptr;
+}
+
+int64_t Integer(RedisServer& server, const std::vector<std::string>& argv) {
+  absl::StatusOr<testing::RedisValue> v = server.Command(argv);
+  EXPECT_TRUE(v.ok()) << v.status();
+  return v.ok() ? v->integer : -1;
+}
+
+// --- 1. SIGPIPE --------------------------------------------------------------
+
+// Runs with SIGPIPE at its default action (which kills the process), as in a
+// host that never touched it. args: port of a server whose only client slot
+// (--maxclients 1) the routine fills itself.
+RELOCK_CHILD_MAIN(WriteToConnectionsTheServerClosed) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGPIPE);
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_DFL);
+
+  absl::StatusOr<redis::Endpoint> ep =
+      redis::ParseRedisUrl(absl::StrCat("redis://127.0.0.1:", args[0]));
+  if (!ep.ok()) return 10;
+  redis::ConnectionOptions options;
+  options.endpoint = *ep;
+  redis::ConnectionPool pool(options, 2);
+  // The first connection takes the server's only slot.
+  absl::StatusOr<redis::PooledConnection> first = pool.Get();
+  if (!first.ok() || !(*first)->Command({"PING"}).ok()) return 11;
+  // Each later connection is accepted, told "max number of clients reached"
+  // and closed by the server. Before the fix such a connection went back to
+  // the pool, and the next write to it raised SIGPIPE.
+  for (int i = 0; i < 5; ++i) {
+    absl::StatusOr<redis::PooledConnection> c = pool.Get();
+    if (!c.ok()) return 12;
+    absl::StatusOr<redis::Reply> r = (*c)->Command({"PING"});
+    if (!r.ok() || !r->is_error()) return 13;
+    if (!(*c)->broken()) return 14;  // must not go back to the pool
+  }
+  // A write to a socket the peer reset: EPIPE, never SIGPIPE.
+  absl::StatusOr<std::unique_ptr<redis::Connection>> raw =
+      redis::Connection::Open(options);
+  if (!raw.ok()) return 15;
+  absl::string_view ping[] = {"PING"};
+  if (!(*raw)->Append(ping).ok() || !(*raw)->Flush().ok()) return 16;
+  absl::SleepFor(absl::Milliseconds(300));  // error reply, close, RST
+  for (int i = 0; i < 3 && !(*raw)->broken(); ++i) {
+    if (!(*raw)->Append(ping).ok()) break;
+    (void)(*raw)->Flush();
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  if (!(*raw)->broken()) return 17;
+  std::cout << "alive" << std::endl;
+  return 0;
+}
+
+TEST(HardeningTest, SigpipeNeverKillsTheHostProcess) {
+  RedisServerOptions options;
+  options.extra_args = {"--maxclients", "1"};
+  std::unique_ptr<RedisServer> server = MustStart(options);
+  ASSERT_NE(server, nullptr);
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Spawn(
+      "WriteToConnectionsTheServerClosed", {absl::StrCat(server->port())});
+  ASSERT_TRUE(child.ok()) << child.status();
+  absl::StatusOr<int> code = (*child)->Wait(absl::Seconds(30));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0) << "128 + " << SIGPIPE << " = killed by SIGPIPE";
+}
+
+TEST(HardeningTest, MaxClientsIsUnavailableAndTheConnectionIsDropped) {
+  EXPECT_EQ(
+      redis::ErrorReplyToStatus("PING", "ERR max number of clients reached")
+          .code(),
+      absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(redis::IsConnectionClosingError("DENIED Redis is running in"));
+  EXPECT_FALSE(redis::IsConnectionClosingError("ERR unknown command"));
+}
+
+// --- 2. Spurious Unavailable after a restart, CLIENT KILL or idle timeout ---
+
+class StaleConnectionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = MustStart();
+    ASSERT_NE(server_, nullptr);
+    client_ = MustConnect(server_->url());
+    ASSERT_NE(client_, nullptr);
+  }
+  // Fills the pool with several idle connections: concurrent calls open
+  // them, and they all stay pooled afterwards.
+  void OpenSeveralConnections() {
+    for (int round = 0; round < 50 && NormalClients() < 5; ++round) {
+      std::vector<std::thread> threads;
+      for (int t = 0; t < 8; ++t) {
+        threads.emplace_back([this] {
+          for (int i = 0; i < 20; ++i) EXPECT_TRUE(client_->Ping().ok());
+        });
+      }
+      for (std::thread& t : threads) t.join();
+    }
+    // Our pool's connections (the fixture's own query counts as one).
+    ASSERT_GE(NormalClients(), 4);
+  }
+  int NormalClients() {
+    absl::StatusOr<testing::RedisValue> list =
+        server_->Command({"CLIENT", "LIST", "TYPE", "normal"});
+    if (!list.ok()) return 0;
+    int lines = 0;
+    for (char c : list->str) lines += c == '\n';
+    return lines;
+  }
+  // Every call works at once although every pooled connection is dead.
+  void ExpectCallsWork() {
+    Lock lock = client_->GetLock(TestLockName());
+    Stopwatch watch;
+    absl::Status s = lock.TryAcquire(absl::Seconds(1));
+    EXPECT_TRUE(s.ok()) << s;
+    ASSERT_TRUE(s.ok());
+    EXPECT_TRUE(lock.Acquire().ok());  // re-entry
+    EXPECT_TRUE(lock.Release().ok());
+    EXPECT_TRUE(lock.Release().ok());
+    EXPECT_EQ(*lock.IsLocked(), false);
+    EXPECT_TRUE(client_->Ping().ok());
+  }
+  std::unique_ptr<RedisServer> server_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(StaleConnectionTest, NoSpuriousUnavailableAfterClientKill) {
+  OpenSeveralConnections();
+  ASSERT_GE(Integer(*server_, {"CLIENT", "KILL", "TYPE", "normal"}), 4);
+  ExpectCallsWork();
+}
+
+TEST_F(StaleConnectionTest, NoSpuriousUnavailableAfterARestart) {
+  OpenSeveralConnections();
+  ASSERT_TRUE(server_->Restart().ok());
+  ExpectCallsWork();
+}
+
+TEST_F(StaleConnectionTest, NoSpuriousUnavailableAfterAnIdleTimeout) {
+  OpenSeveralConnections();
+  ASSERT_TRUE(server_->Command({"CONFIG", "SET", "timeout", "1"}).ok());
+  // Redis closes idle clients in its cron, some seconds after `timeout`. Left
+  // are this query's connection and the pub/sub one (type normal while
+  // subscribed to nothing), which its PINGs keep busy.
+  for (int i = 0; i < 100 && NormalClients() > 2; ++i) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_LE(NormalClients(), 2) << "the server did not close idle clients";
+  ExpectCallsWork();
+}
+
+// --- 3. Re-entry with an explicit lease inside a watchdog hold --------------
+
+constexpr absl::Duration kShortWatchdog = absl::Milliseconds(600);
+
+class ShortLeaseTest : public testing::RedisClientTest {
+ protected:
+  void SetUp() override {
+    testing::RedisTest::SetUp();
+    client_ = MustConnect(redis().url(), [this](ClientOptions& o) {
+      o.on_lock_event = events_.Callback();
+      o.lock_watchdog_timeout = kShortWatchdog;
+    });
+    ASSERT_NE(client_, nullptr);
+    other_ = MustConnect(redis().url());
+    ASSERT_NE(other_, nullptr);
+  }
+  std::unique_ptr<Client> other_;
+};
+
+TEST_F(ShortLeaseTest, ReentryWithAnExplicitLeaseDoesNotCutAWatchdogHoldShort) {
+  Lock lock = client_->GetLock(TestLockName());
+  lock.lock();
+  ASSERT_TRUE(lock.Acquire(absl::Milliseconds(200)).ok());
+  ASSERT_TRUE(lock.Release().ok());
+  absl::SleepFor(kShortWatchdog * 3);  // several leases: renewed throughout
+  EXPECT_EQ(
+      other_->GetLock(lock.name()).TryAcquire(absl::ZeroDuration()).code(),
+      absl::StatusCode::kDeadlineExceeded)
+      << "the outer hold expired: the re-entry cut it short";
+  EXPECT_EQ(*lock.HoldCount(), 1);
+  absl::StatusOr<std::chrono::steady_clock::time_point> safe = lock.SafeUntil();
+  ASSERT_TRUE(safe.ok()) << safe.status();
+  EXPECT_GT(*safe, std::chrono::steady_clock::now());
+  EXPECT_TRUE(lock.Release().ok());
+  EXPECT_TRUE(events_.events().empty());
+}
+
+TEST_F(ShortLeaseTest, ReentryNeverShortensAnExplicitLease) {
+  Lock lock = client_->GetLock(TestLockName());
+  ASSERT_TRUE(lock.Acquire(absl::Seconds(20)).ok());
+  ASSERT_TRUE(lock.Acquire(absl::Milliseconds(100)).ok());
+  EXPECT_GT(*lock.RemainingLease(), absl::Seconds(15));
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_TRUE(lock.SafeUntil().ok());
+  EXPECT_TRUE(lock.Release().ok());
+  EXPECT_TRUE(lock.Release().ok());
+}
+
+TEST_F(ShortLeaseTest, SafeUntilNeverReturnsAPastTimeAsOk) {
+  Lock lock = client_->GetLock(TestLockName());
+  ASSERT_TRUE(lock.Acquire(absl::Milliseconds(100)).ok());
+  absl::SleepFor(absl::Milliseconds(400));
+  absl::StatusOr<std::chrono::steady_clock::time_point> safe = lock.SafeUntil();
+  EXPECT_EQ(safe.status().code(), absl::StatusCode::kAborted)
+      << (safe.ok() ? "a time in the past" : safe.status().ToString());
+  EXPECT_EQ(lock.Release().code(), absl::StatusCode::kAborted);
+}
+
+// --- 4. A thread that exits while holding a lock -----------------------------
+
+TEST_F(ShortLeaseTest, ThreadExitWhileHoldingStopsRenewalAndIsReported) {
+  Lock lock = client_->GetLock(TestLockName());
+  std::thread holder([&] { EXPECT_TRUE(lock.Acquire().ok()); });
+  holder.join();
+  LockEvent event;
+  ASSERT_TRUE(events_.WaitFor(LockEventType::kOwnerThreadExited,
+                              absl::Seconds(10), &event));
+  EXPECT_EQ(event.lock_name, lock.name());
+  EXPECT_EQ(event.status.code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(std::string(event.status.message()), HasSubstr("exited"));
+  // No longer renewed: another owner gets it within about one lease.
+  Stopwatch watch;
+  Lock theirs = other_->GetLock(lock.name());
+  ASSERT_TRUE(theirs.TryAcquire(absl::Seconds(20)).ok());
+  EXPECT_LT(watch.Elapsed(), kShortWatchdog + kSlack);
+  EXPECT_TRUE(theirs.Release().ok());
+  EXPECT_EQ(internal::ClientAccess::Core(*client_).holds().size(), 0u);
+}
+
+// --- 5. Destroying the client inside its own on_lock_event callback --------
+
+TEST(HardeningTest, DestroyingTheClientInsideItsEventCallbackIsSafe) {
+  testing::RedisServer& redis = testing::SharedRedisServer();
+  std::unique_ptr<Client> client;
+  testing::Notification destroyed;
+  std::atomic<int> lost{0};
+  client = MustConnect(redis.url(), [&](ClientOptions& o) {
+    o.lock_watchdog_timeout = absl::Milliseconds(300);
+    o.on_lock_event = [&](const LockEvent& e) {
+      if (e.type != LockEventType::kLockLost) return;
+      if (lost.fetch_add(1) == 0) {
+        client.reset();  // "lock lost: shut down"
+        destroyed.Notify();
+      }
+    };
+  });
+  ASSERT_NE(client, nullptr);
+  Lock lock = client->GetLock(TestLockName());
+  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_TRUE(redis.Command({"DEL", lock.name()}).ok());
+  ASSERT_TRUE(destroyed.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  // The handle outlives its client and fails cleanly.
+  EXPECT_EQ(lock.Release().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// --- 6. Close while Redis is paused
+// --------------------------------------------
+
+TEST(HardeningTest, CloseWhileRedisIsPausedIsBoundedAsAWhole) {
+  std::unique_ptr<RedisServer> server = MustStart();
+  ASSERT_NE(server, nullptr);
+  EventLog events;
+  constexpr absl::Duration kTimeout = absl::Milliseconds(500);
+  std::unique_ptr<Client> client =
+      MustConnect(server->url(), [&](ClientOptions& o) {
+        o.command_timeout = kTimeout;
+        o.connect_timeout = kTimeout;
+        o.on_lock_event = events.Callback();
+      });
+  ASSERT_NE(client, nullptr);
+  constexpr int kLocks = 20;  // one timeout each would take 10 s
+  for (int i = 0; i < kLocks; ++i) {
+    ASSERT_TRUE(client->GetLock(TestLockName(absl::StrCat(i))).Acquire().ok());
+  }
+  ASSERT_TRUE(server->Pause().ok());
+  Stopwatch watch;
+  client->Close();
+  const absl::Duration took = watch.Elapsed();
+  ASSERT_TRUE(server->Resume().ok());
+  // A watchdog round in flight, one pipelined release round, the pub/sub
+  // thread's reconnect: each bounded by the timeouts.
+  EXPECT_LT(took, 4 * kTimeout + kSlack);
+  int reported = 0;
+  for (const LockEvent& e : events.events()) {
+    if (e.type != LockEventType::kReleasedOnClose) continue;
+    ++reported;
+    EXPECT_FALSE(e.status.ok()) << "Redis was paused";
+  }
+  EXPECT_EQ(reported, kLocks);
+}
+
+// --- 7. Expired explicit-lease holds
+// ------------------------------------------
+
+TEST(HardeningTest, ExpiredExplicitLeaseHoldsAreDroppedFromTheRegistry) {
+  timer::FakeClock clock;
+  timer::TimerThread timers(&clock);
+  constexpr absl::Duration kRetention = absl::Seconds(60);
+  lock::HoldRegistry holds(&timers, kRetention);
+  constexpr int kHolds = 20000;
+  const auto start = clock.Now();
+  for (int i = 0; i < kHolds; ++i) {
+    holds.OnAcquired(absl::StrCat("lock-", i), 1, "owner:1",
+                     /*watchdog=*/false, absl::Seconds(1), start);
+  }
+  holds.OnAcquired("renewed", 1, "owner:1", /*watchdog=*/true, absl::Seconds(1),
+                   start);
+  ASSERT_EQ(holds.size(), kHolds + 1u);
+  auto wait_for = [&](auto done) {
+    for (int i = 0; i < 500 && !done(); ++i) {
+      timers.Poke();
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return done();
+  };
+  clock.Advance(absl::Milliseconds(1001));
+  EXPECT_TRUE(wait_for([&] {
+    absl::optional<lock::Hold> h = holds.Find("lock-0", 1);
+    absl::optional<lock::Hold> last =
+        holds.Find(absl::StrCat("lock-", kHolds - 1), 1);
+    return h.has_value() && h->expired && last.has_value() && last->expired;
+  }));
+  clock.Advance(kRetention);
+  EXPECT_TRUE(wait_for([&] { return holds.size() == 1; }))
+      << holds.size() << " holds left";
+  // Close() releases only what is held: never the expired ones.
+  std::vector<std::pair<lock::HoldRegistry::Key, lock::Hold>> all =
+      holds.TakeAll();
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].first.first, "renewed");
+  timers.Shutdown();
+}
+
+TEST_F(ShortLeaseTest, ExpiredExplicitLeaseHoldsAreNotReportedOnClose) {
+  std::vector<Lock> locks;
+  for (int i = 0; i < 200; ++i) {
+    locks.push_back(client_->GetLock(TestLockName(absl::StrCat(i))));
+    ASSERT_TRUE(locks.back().Acquire(absl::Milliseconds(100)).ok());
+  }
+  Lock kept = client_->GetLock(TestLockName("kept"));
+  ASSERT_TRUE(kept.Acquire(absl::Seconds(30)).ok());
+  absl::SleepFor(absl::Milliseconds(600));
+  // Within the retention, the holder is told its lease ran out.
+  absl::Status s = locks[0].Release();
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("explicit lease ran out"));
+  client_->Close();
+  std::vector<LockEvent> closed = events_.events();
+  ASSERT_EQ(closed.size(), 1u) << "only the live hold is released on close";
+  EXPECT_EQ(closed[0].type, LockEventType::kReleasedOnClose);
+  EXPECT_EQ(closed[0].lock_name, kept.name());
+  EXPECT_TRUE(closed[0].status.ok()) << closed[0].status;
+}
+
+// --- 8. Values that are not locks
+// ---------------------------------------------
+
+class NotALockTest : public testing::RedisClientTest {};
+
+TEST_F(NotALockTest, ForceReleaseDeletesOnlyLocks) {
+  const std::string name = TestLockName();
+  Lock lock = client_->GetLock(name);
+  const std::vector<std::vector<std::string>> values = {
+      {"SET", name, "user data"},
+      {"RPUSH", name, "a", "b"},
+      {"HSET", name, "field", "value"},
+      {"HSET", name, "owner:1", "not a count"},
+  };
+  for (const std::vector<std::string>& set : values) {
+    ASSERT_TRUE(redis().Command({"DEL", name}).ok());
+    ASSERT_TRUE(redis().Command(set).ok());
+    absl::StatusOr<bool> forced = lock.ForceRelease();
+    EXPECT_EQ(forced.status().code(), absl::StatusCode::kFailedPrecondition)
+        << set[0] << " " << forced.status();
+    EXPECT_EQ(Integer(redis(), {"EXISTS", name}), 1) << "user data deleted";
+    EXPECT_EQ(lock.IsLocked().status().code(),
+              absl::StatusCode::kFailedPrecondition)
+        << set[0];
+    EXPECT_EQ(lock.RemainingLease().status().code(),
+              absl::StatusCode::kFailedPrecondition)
+        << set[0];
+    EXPECT_EQ(lock.HoldCount().status().code(),
+              absl::StatusCode::kFailedPrecondition)
+        << set[0];
+  }
+  // A real lock (another owner's) is still force-released.
+  ASSERT_TRUE(redis().Command({"DEL", name}).ok());
+  std::thread other([&] { EXPECT_TRUE(lock.Acquire().ok()); });
+  other.join();
+  EXPECT_EQ(*lock.ForceRelease(), true);
+}
+
+TEST_F(NotALockTest, PlainHashWithoutTtlDoesNotBlockLockForever) {
+  const std::string name = TestLockName();
+  ASSERT_TRUE(redis().Command({"HSET", name, "field", "value"}).ok());
+  Lock lock = client_->GetLock(name);
+  Stopwatch watch;
+  try {
+    lock.lock();
+    ADD_FAILURE() << "lock() on a plain hash succeeded";
+  } catch (const LockError& e) {
+    EXPECT_EQ(e.status().code(), absl::StatusCode::kFailedPrecondition)
+        << e.status();
+  }
+  EXPECT_LT(watch.Elapsed(), kSlack);
+}
+
+TEST_F(NotALockTest, LockWithoutTtlIsRecheckedNotAwaitedForever) {
+  const std::string name = TestLockName();
+  // A lock-shaped hash without a TTL, set by hand.
+  ASSERT_TRUE(redis().Command({"HSET", name, "someone:1", "1"}).ok());
+  Lock lock = client_->GetLock(name);
+  EXPECT_EQ(lock.TryAcquire(absl::Milliseconds(300)).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  absl::Status got;
+  std::thread waiter([&] {
+    got = lock.Acquire();
+    if (got.ok()) EXPECT_TRUE(lock.Release().ok());
+  });
+  absl::SleepFor(absl::Milliseconds(300));
+  Stopwatch watch;
+  ASSERT_TRUE(redis().Command({"DEL", name}).ok());  // no unlock message
+  waiter.join();
+  EXPECT_TRUE(got.ok()) << got;
+  EXPECT_LT(watch.Elapsed(), absl::Seconds(1) + kSlack);
+}
+
+// --- 9. ACL users without channel or publish rights -------------------------
+
+TEST(HardeningTest, AclUserWithoutChannelRightsGetsPermissionDenied) {
+  std::unique_ptr<RedisServer> server = MustStart();
+  ASSERT_NE(server, nullptr);
+  // Redis 7's default for a new user: no channels (acl-pubsub-default).
+  absl::StatusOr<testing::RedisValue> created =
+      server->Command({"ACL", "SETUSER", "locker", "on", ">secret", "~*",
+                       "+@all", "resetchannels"});
+  ASSERT_TRUE(created.ok() && created->is_ok()) << created->DebugString();
+  std::unique_ptr<Client> holder = MustConnect(server->url());
+  std::unique_ptr<Client> locker = MustConnect(
+      absl::StrCat("redis://locker:secret@127.0.0.1:", server->port()));
+  ASSERT_NE(holder, nullptr);
+  ASSERT_NE(locker, nullptr);
+  const std::string name = TestLockName();
+  Lock held = holder->GetLock(name);
+  ASSERT_TRUE(held.Acquire().ok());
+
+  // Waiting needs SUBSCRIBE on the lock's channel: refused at once, named.
+  Lock lock = locker->GetLock(name);
+  Stopwatch watch;
+  absl::Status s = lock.TryAcquire(absl::Seconds(3));
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("redisson_lock__channel"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("NOPERM"));
+  EXPECT_LT(watch.Elapsed(), kSlack);
+  s = lock.Acquire();
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  ASSERT_TRUE(held.Release().ok());
+
+  // Releasing needs PUBLISH: the lock is freed, and the status says that
+  // its waiters were not told.
+  ASSERT_TRUE(lock.Acquire().ok());
+  s = lock.Release();
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("was released"));
+  EXPECT_EQ(Integer(*server, {"EXISTS", name}), 0);
+  EXPECT_EQ(lock.Release().code(), absl::StatusCode::kFailedPrecondition)
+      << "the hold must be gone";
+}
+
+// --- 10. fork() in a process holding locks ----------------------------------
+
+TEST_F(ShortLeaseTest, ForkedChildIsNotAnOwnerAndItsExitKeepsTheParentsLocks) {
+  Lock lock = client_->GetLock(TestLockName());
+  ASSERT_TRUE(lock.Acquire().ok());
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // The child: every call fails cleanly, and destroying the client (as
+    // exit() would for a global) touches neither Redis nor threads.
+    int code = 0;
+    if (lock.Release().code() != absl::StatusCode::kFailedPrecondition) {
+      code |= 1;
+    }
+    if (lock.IsLocked().status().code() !=
+        absl::StatusCode::kFailedPrecondition) {
+      code |= 2;
+    }
+    if (lock.TryAcquire(absl::ZeroDuration()).code() !=
+        absl::StatusCode::kFailedPrecondition) {
+      code |= 4;
+    }
+    client_.reset();
+    other_.reset();
+    _exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child crashed: " << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  // The parent still holds it, renewed, and releases it normally.
+  absl::SleepFor(kShortWatchdog * 2);
+  EXPECT_EQ(*lock.HoldCount(), 1);
+  EXPECT_EQ(
+      other_->GetLock(lock.name()).TryAcquire(absl::ZeroDuration()).code(),
+      absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(lock.Release().ok());
+  EXPECT_TRUE(events_.events().empty());
+}
+
+// --- 11. std chrono conversions
+// ------------------------------------------------
+
+TEST_F(ShortLeaseTest, TryLockUntilExtremeTimePointsDoesNotWaitForever) {
+  Lock mine = client_->GetLock(TestLockName());
+  ASSERT_TRUE(mine.Acquire().ok());
+  Lock theirs = other_->GetLock(mine.name());
+  Stopwatch watch;
+  EXPECT_FALSE(
+      theirs.try_lock_until(std::chrono::steady_clock::time_point::min()));
+  EXPECT_FALSE(
+      theirs.try_lock_until(std::chrono::system_clock::time_point::min()));
+  EXPECT_FALSE(theirs.try_lock_for(std::chrono::nanoseconds::min()));
+  EXPECT_FALSE(theirs.try_lock_for(std::chrono::hours::min()));
+  EXPECT_FALSE(theirs.try_lock_for(
+      std::chrono::duration<double>(std::numeric_limits<double>::quiet_NaN())));
+  EXPECT_LT(watch.Elapsed(), kSlack);
+  ASSERT_TRUE(mine.Release().ok());
+  EXPECT_TRUE(
+      theirs.try_lock_until(std::chrono::steady_clock::time_point::max()));
+  theirs.unlock();
+  EXPECT_TRUE(
+      theirs.try_lock_until(std::chrono::system_clock::time_point::max()));
+  theirs.unlock();
+}
+
+}  // namespace
+}  // namespace relock
