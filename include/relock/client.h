@@ -8,7 +8,8 @@
 // A client owns:
 //   - a pool of command connections (ClientOptions::pool_size, opened on
 //     demand, each used by one thread at a time and replaced after any I/O
-//     error);
+//     error; when the server dropped one, its idle siblings are replaced
+//     too, and the call is resent on a fresh connection);
 //   - one pub/sub connection with its own thread, which carries the unlock
 //     notifications that wake waiting threads;
 //   - its identity, a random UUID, which with the thread number forms the
@@ -24,10 +25,19 @@
 // Closing (explicitly or by destroying the client): new calls fail with
 // FailedPrecondition; threads waiting for a lock return Cancelled (lock()
 // throws LockError); every lock still held by a thread of this client is
-// released on Redis (one script each, within command_timeout) and a
-// LockEventType::kReleasedOnClose event is sent for it; if Redis is
-// unreachable the lock frees itself when its lease runs out. Lock handles may
-// outlive the client; they then fail with FailedPrecondition.
+// released on Redis, all in one pipelined round under one deadline
+// (connect_timeout + command_timeout, however many locks), and a
+// LockEventType::kReleasedOnClose event is sent for each; if Redis is paused
+// or unreachable the event carries the error and the lock frees itself when
+// its lease runs out. Close() returns within about 2 x command_timeout +
+// connect_timeout in all (a renewal round in flight, the release round).
+// Holds whose explicit lease already ran out are neither released nor
+// reported. Lock handles may outlive the client; they then fail with
+// FailedPrecondition. The client may be closed or destroyed from inside its
+// own on_lock_event callback.
+//
+// fork(): in a child process the parent's clients are inert (every call is
+// FailedPrecondition; destroying them releases nothing). See relock/lock.h.
 //
 // Thread-safety: all methods are thread-safe.
 

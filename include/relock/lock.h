@@ -36,17 +36,18 @@
 //
 // States, as seen by the calling thread T:
 //
-//   state            | lock()/Acquire      | try_lock()         |
-//   unlock()/Release
-//   -----------------+---------------------+--------------------+-------------------------
-//   Free             | -> Held-by-T(1)     | true, Held-by-T(1) |
-//   FailedPrecondition Held-by-T(n)     | -> Held-by-T(n+1)   | true, (n+1) |
-//   n>1: (n-1); n=1: Free Held-by-other    | waits (notified)    | false |
-//   FailedPrecondition Lease-lost (T    | as Free/other       | as Free/other
-//   | Aborted ("lease lost"),
-//    held it; lease  |                     |                    |  then as
-//    Free/other ran out / key   |                     |                    |
-//    deleted)        |                     |                    |
+// clang-format off
+//   state         | lock()/Acquire    | try_lock()    | unlock()/Release
+//   --------------+-------------------+---------------+--------------------
+//   Free          | -> Held-by-T(1)   | true,         | FailedPrecondition
+//                 |                   | Held-by-T(1)  |
+//   Held-by-T(n)  | -> Held-by-T(n+1) | true, (n+1)   | n>1: n-1; 1: Free
+//   Held-by-other | waits (notified)  | false         | FailedPrecondition
+//   Lease-lost    | as Free/other     | as Free/other | Aborted ("lease
+//   (T held it;   |                   |               | lost"), then as
+//   lease ran out |                   |               | Free/other
+//   or key gone)  |                   |               |
+// clang-format on
 //
 // Leases and the watchdog: `Acquire()` / `lock()` take a watchdog lease of
 // `ClientOptions::lock_watchdog_timeout` (30 s by default), which the
@@ -57,8 +58,14 @@
 // until the outermost release. Renewals of all locks of a client are batched
 // (1000 locks per script call, all calls of a round pipelined).
 // `Acquire(lease)` sets an explicit lease that is never renewed: the lock
-// simply expires. A re-entry sets the lease again; a release that leaves holds
-// refreshes a watchdog lease and leaves an explicit lease's TTL alone.
+// simply expires, and afterwards Release() says Aborted ("explicit lease ran
+// out") for a minute, then FailedPrecondition; the client forgets the hold
+// then, and Close() does not release or report it. A re-entry never shortens
+// a hold: on a watchdog hold, a re-entry with an explicit lease only counts
+// (the watchdog keeps renewing the hold); on an explicit hold, a re-entry
+// with a lease keeps whichever lease ends later, and a re-entry without one
+// turns it into a watchdog hold. A release that leaves holds refreshes a
+// watchdog lease and leaves an explicit lease's TTL alone.
 //
 // Lost locks are reported, never hidden. When the watchdog finds the owner
 // field gone (key deleted, FLUSHALL, restart without persistence, expired
@@ -68,6 +75,27 @@
 // (on the client's event thread), `IsHeldByCurrentThread()` turns false, and
 // `Release()` returns Aborted ("lease lost"). `SafeUntil()` tells the holder
 // how long it may assume it still holds the lock.
+//
+// Threads, processes and permissions:
+//   - A thread that exits while holding locks gives them up: the client stops
+//     renewing them and sends LockEventType::kOwnerThreadExited for each; the
+//     lock frees itself when its lease runs out (it is not released at once,
+//     since the thread's work under it may be half done). The main thread's
+//     exit ends the process instead: Close() or the leases handle its holds.
+//   - fork(): the child is neither an owner nor a user of the parent's
+//     clients. Every call on them in the child fails with FailedPrecondition,
+//     and destroying them (or exit()) in the child releases nothing and
+//     touches no socket; the parent keeps its locks. Connect a new client in
+//     the child.
+//   - The library never raises SIGPIPE in its host process.
+//   - Waiting needs SUBSCRIBE on the lock's channel and releasing needs
+//     PUBLISH on it (see ClientOptions::url for ACL users). Without them the
+//     calls say PermissionDenied naming the channel; a release whose publish
+//     was refused did free the lock (its status says so), but other clients'
+//     waiters were not woken and find it free only when they re-check.
+//   - Names containing "{" use Redisson's naming for the channel
+//     ("redisson_lock__channel:N", else "redisson_lock__channel:{N}"), so
+//     Redisson clients wake relock waiters and the reverse.
 //
 // Correctness: a lease lock gives mutual exclusion as long as the holder is
 // not paused longer than its lease and Redis keeps the key. A Redis failover
@@ -80,9 +108,12 @@
 //                       negative wait.
 //   DeadlineExceeded    TryAcquire's wait ran out while another owner held it.
 //   FailedPrecondition  Release by a thread that does not hold the lock; any
-//                       call after the client was closed; the key holds a
-//                       non-lock value.
-//   Aborted             Release of a hold whose lease had been lost.
+//                       call after the client was closed or in a fork()ed
+//                       child; the key holds anything but a lock (a string,
+//                       list, or a hash whose fields are not owner counts):
+//                       acquire, queries and ForceRelease never touch it.
+//   Aborted             Release of a hold whose lease had been lost or had
+//                       run out; SafeUntil() once the lease may have ended.
 //   Unavailable         Redis unreachable, timed out or failing; retry later.
 //                       A command that timed out may still run when Redis
 //                       wakes. After Unavailable from the outermost
@@ -94,13 +125,12 @@
 //                       the lost request still run, the count it leaves is
 //                       never renewed (it ends with its lease) and this
 //                       thread's next acquire absorbs it.
-//   Unauthenticated,    the server refused our credentials or commands.
-//   PermissionDenied
+//   Unauthenticated,    the server refused our credentials or commands
+//   PermissionDenied    (PermissionDenied names the command or channel).
 //   Cancelled           the client was closed while this thread was waiting.
 //
 // Unsupported: releasing from a thread other than the one that acquired (it
-// is another owner and gets FailedPrecondition), and fork() while holding a
-// lock (the child is neither owner nor client).
+// is another owner and gets FailedPrecondition).
 //
 // Thread-safety: every method may be called from any thread at any time.
 
@@ -295,9 +325,36 @@ class Lock : public internal::LockableBase<Lock> {
   // The lock's name: its Redis key.
   const std::string& name() const { return name_; }
 
-  // lock(), try_lock(), try_lock_for(), try_lock_until(), unlock(),
-  // Acquire(), Acquire(lease), TryAcquire(wait), TryAcquire(wait, lease):
-  // see internal::LockableBase above.
+  // --- Acquiring and releasing (inherited from internal::LockableBase, so
+  // --- that Lock and RedlockLock share one std surface):
+  //
+  // void lock();
+  //   Blocks until this thread holds the lock, with the watchdog lease.
+  //   Throws LockError on any failure (Unavailable, PermissionDenied,
+  //   FailedPrecondition, Cancelled by Close()).
+  // bool try_lock();
+  //   One attempt: true if this thread now holds it, false if another owner
+  //   does. Throws LockError on other failures.
+  // bool try_lock_for(std::chrono::duration);
+  // bool try_lock_until(std::chrono::time_point of any clock);
+  //   Waits (notified) up to the duration / until the time point; a negative
+  //   duration or a past time point is one attempt. Saturates: duration::max()
+  //   and time_point::max() wait without limit, time_point::min() is one
+  //   attempt. Like try_lock() otherwise.
+  // void unlock() noexcept;
+  //   Releases one hold; a failure becomes a kUnlockFailed LockEvent.
+  // absl::Status Acquire();
+  // absl::Status Acquire(absl::Duration lease);
+  //   Blocks until held: with the watchdog lease, or an explicit `lease` in
+  //   [kMinLease, kMaxLease] that is never renewed.
+  // absl::Status TryAcquire(absl::Duration wait);
+  // absl::Status TryAcquire(absl::Duration wait, absl::Duration lease);
+  //   Waits at most `wait` (>= 0; zero = one attempt, which may take up to
+  //   100 ms; InfiniteDuration = no limit), round trips included.
+  //   DeadlineExceeded if another owner held it throughout or Redis did not
+  //   answer in time. A connection the server dropped (restart, CLIENT KILL,
+  //   idle timeout) is replaced and the attempt resent within the wait; a
+  //   Redis that refuses connections fails the call at once (Unavailable).
 
   // Releases one hold of the calling thread. FailedPrecondition if this thread
   // does not hold the lock; Aborted if it did but the lease was lost.

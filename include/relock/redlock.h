@@ -41,13 +41,15 @@
 // States, as seen by the calling thread T (as relock::Lock, with "held" =
 // held on a quorum of masters):
 //
-//   state          | lock()/Acquire     | try_lock()  | unlock()/Release
-//   ---------------+--------------------+-------------+-----------------------
-//   Free           | -> Held-by-T(1)    | true        | FailedPrecondition
-//   Held-by-T(n)   | -> Held-by-T(n+1)  | true, (n+1) | n>1: (n-1); n=1: Free
-//   Held-by-other  | waits (notified)   | false       | FailedPrecondition
-//   Lease-lost     | as Free/other      | as Free/other | Aborted ("lease
-//   lost")
+// clang-format off
+//   state         | lock()/Acquire    | try_lock()    | unlock()/Release
+//   --------------+-------------------+---------------+--------------------
+//   Free          | -> Held-by-T(1)   | true          | FailedPrecondition
+//   Held-by-T(n)  | -> Held-by-T(n+1) | true, (n+1)   | n>1: n-1; 1: Free
+//   Held-by-other | waits (notified)  | false         | FailedPrecondition
+//   Lease-lost    | as Free/other     | as Free/other | Aborted, then as
+//                 |                   |               | Free/other
+// clang-format on
 //
 // Safety caveats (read before relying on it)
 // ------------------------------------------
