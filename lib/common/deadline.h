@@ -22,7 +22,6 @@ class Deadline {
     if (d < absl::ZeroDuration()) d = absl::ZeroDuration();
     return Deadline(SteadyClock::now() + absl::ToChronoNanoseconds(d));
   }
-  static Deadline At(SteadyClock::time_point t) { return Deadline(t); }
 
   bool is_never() const { return t_ == SteadyClock::time_point::max(); }
   SteadyClock::time_point time() const { return t_; }

@@ -167,13 +167,6 @@ class RedisServer {
 
   friend RedisServer& SharedRedisServer();
 
-  // One command on a fresh connection to 127.0.0.1:`port` (AUTH with
-  // `password` if not empty), for code that does not own the server, such as a
-  // child process. Same timeouts and errors as RedisServer::Command().
-  absl::StatusOr<RedisValue> CommandOnPort(int port,
-                                           const std::vector<std::string>& argv,
-                                           const std::string& password = "");
-
   const RedisServerOptions options_;
   const std::string binary_;
   const int major_version_;  // Of binary_; 0 if unknown.
