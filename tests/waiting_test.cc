@@ -2,6 +2,7 @@
 // bounded TryAcquire, lease expiry, reconnects of the pub/sub connection.
 
 #include <atomic>
+#include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,10 +20,14 @@ using ::relock::testing::MustConnect;
 using ::relock::testing::Stopwatch;
 using ::relock::testing::TestLockName;
 
-// Hand-off bounds are generous (a loaded 2-core CI machine); the expected
-// figure is about one pub/sub delivery plus one round trip (~0.2 ms here);
-// benchmarks measure it precisely.
-constexpr absl::Duration kPromptHandOff = absl::Milliseconds(750);
+// Hand-off bounds are generous (a loaded 2-core CI machine, sanitizers); the
+// expected figure is about one pub/sub delivery plus one round trip (~0.2 ms
+// here), the figure without the notification the holder's 30 s lease;
+// benchmarks measure it precisely. Measured on the steady clock: the wall
+// clock may step between the two readings.
+constexpr absl::Duration kPromptHandOff = absl::Seconds(2);
+
+using SteadyTime = std::chrono::steady_clock::time_point;
 
 class WaitingTest : public testing::RedisClientTest {};
 
@@ -31,21 +36,21 @@ TEST_F(WaitingTest, WaiterIsWokenPromptlyByUnlock) {
   // message can wake the waiter in time.
   Lock lock = client_->GetLock(TestLockName());
   ASSERT_TRUE(lock.Acquire().ok());
-  std::atomic<int64_t> acquired_at_ns{0};
+  std::atomic<SteadyTime> acquired_at{};
   relock::testing::Notification waiting;
   std::thread waiter([&] {
     waiting.Notify();
     ASSERT_TRUE(lock.Acquire().ok());
-    acquired_at_ns = absl::GetCurrentTimeNanos();
+    acquired_at = std::chrono::steady_clock::now();
     ASSERT_TRUE(lock.Release().ok());
   });
   waiting.WaitForNotification();
   absl::SleepFor(absl::Milliseconds(300));  // let it subscribe and sleep
-  const int64_t released_at_ns = absl::GetCurrentTimeNanos();
+  const SteadyTime released_at = std::chrono::steady_clock::now();
   ASSERT_TRUE(lock.Release().ok());
   waiter.join();
   const absl::Duration hand_off =
-      absl::Nanoseconds(acquired_at_ns.load() - released_at_ns);
+      absl::FromChrono(acquired_at.load() - released_at);
   EXPECT_LT(hand_off, kPromptHandOff);
 }
 
@@ -54,18 +59,17 @@ TEST_F(WaitingTest, WaiterInAnotherClientIsWokenByUnlock) {
   Lock mine = client_->GetLock(TestLockName());
   Lock theirs = other->GetLock(TestLockName());
   ASSERT_TRUE(mine.Acquire().ok());
-  std::atomic<int64_t> acquired_at_ns{0};
+  std::atomic<SteadyTime> acquired_at{};
   std::thread waiter([&] {
     ASSERT_TRUE(theirs.TryAcquire(absl::Seconds(20)).ok());
-    acquired_at_ns = absl::GetCurrentTimeNanos();
+    acquired_at = std::chrono::steady_clock::now();
     ASSERT_TRUE(theirs.Release().ok());
   });
   absl::SleepFor(absl::Milliseconds(300));
-  const int64_t released_at_ns = absl::GetCurrentTimeNanos();
+  const SteadyTime released_at = std::chrono::steady_clock::now();
   ASSERT_TRUE(mine.Release().ok());
   waiter.join();
-  EXPECT_LT(absl::Nanoseconds(acquired_at_ns.load() - released_at_ns),
-            kPromptHandOff);
+  EXPECT_LT(absl::FromChrono(acquired_at.load() - released_at), kPromptHandOff);
 }
 
 TEST_F(WaitingTest, TryAcquireTimesOutWithinItsWaitPlusAMargin) {
