@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -56,6 +57,45 @@ RELOCK_CHILD_MAIN(PingPort) {
   return 0;
 }
 
+// Starts a server it never destroys (like a test's leaked static), uses the
+// shared server, prints both dirs and returns: a normal exit.
+RELOCK_CHILD_MAIN(LeakServersAndExit) {
+  if (!args.empty()) return 2;
+  absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start();
+  if (!server.ok()) return 2;
+  RedisServer* leaked = server->release();
+  std::cout << leaked->dir() << "\n" << SharedRedisServer().dir() << std::endl;
+  return 0;
+}
+
+// Starts a server, prints its dir, then waits (to be killed).
+RELOCK_CHILD_MAIN(StartServerAndWait) {
+  if (!args.empty()) return 2;
+  absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start();
+  if (!server.ok()) return 2;
+  std::cout << (*server)->dir() << std::endl;
+  std::string line;
+  while (std::getline(std::cin, line)) {
+  }
+  return 0;
+}
+
+// fork()s a copy that starts a server, prints its dir and _exit()s (no
+// destructor, no at-exit handler); reaps the copy and returns its exit code.
+RELOCK_CHILD_MAIN(ForkedCopyStartsServerAndExits) {
+  if (!args.empty()) return 2;
+  const pid_t pid = fork();
+  if (pid < 0) return 2;
+  if (pid == 0) {
+    absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start();
+    if (server.ok()) std::cout << (*server)->dir() << std::endl;
+    _exit(server.ok() ? 0 : 3);
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return 4;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 5;
+}
+
 std::unique_ptr<RedisServer> MustStart(RedisServerOptions options = {}) {
   absl::StatusOr<std::unique_ptr<RedisServer>> server =
       RedisServer::Start(std::move(options));
@@ -64,6 +104,11 @@ std::unique_ptr<RedisServer> MustStart(RedisServerOptions options = {}) {
 }
 
 bool ProcessExists(pid_t pid) { return kill(pid, 0) == 0 || errno != ESRCH; }
+
+bool PathExists(const std::string& path) {
+  struct stat st;
+  return lstat(path.c_str(), &st) == 0;
+}
 
 // A raw hiredis connection with `timeout` for connect and commands.
 struct RawConnection {
@@ -309,6 +354,45 @@ TEST(RedisServerTest, DestructorStopsTheServerAndRemovesTheDir) {
   redis.reset();
   EXPECT_FALSE(ProcessExists(pid));
   EXPECT_NE(stat(dir.c_str(), &st), 0);
+}
+
+// Regression: every test run left about five /tmp/relock-test-* dirs behind,
+// those of servers never destroyed (redlock_test keeps its five in a leaked
+// static), and a process killed or _exit()ed leaves those of its servers.
+TEST(RedisServerTest, TempDirsAreRemovedAtExitForServersNeverDestroyed) {
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child =
+      ChildProcess::Spawn("LeakServersAndExit");
+  ASSERT_TRUE(child.ok()) << child.status();
+  absl::StatusOr<std::string> leaked = (*child)->ReadLine(absl::Seconds(30));
+  absl::StatusOr<std::string> shared = (*child)->ReadLine(absl::Seconds(30));
+  ASSERT_EQ(*(*child)->Wait(absl::Seconds(30)), 0);
+  ASSERT_TRUE(leaked.ok() && shared.ok());
+  EXPECT_THAT(*leaked, HasSubstr("/relock-test-"));
+  EXPECT_FALSE(PathExists(*leaked)) << "a leaked server's dir survived exit";
+  EXPECT_FALSE(PathExists(*shared)) << "the shared server's dir survived exit";
+}
+
+TEST(RedisServerTest, TempDirsAreRemovedWhenAKilledChildIsReaped) {
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child =
+      ChildProcess::Spawn("StartServerAndWait");
+  ASSERT_TRUE(child.ok()) << child.status();
+  absl::StatusOr<std::string> dir = (*child)->ReadLine(absl::Seconds(30));
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  EXPECT_TRUE(PathExists(*dir));
+  ASSERT_TRUE((*child)->Signal(SIGKILL).ok());
+  EXPECT_EQ(*(*child)->Wait(absl::Seconds(30)), 128 + SIGKILL);
+  EXPECT_FALSE(PathExists(*dir)) << "a killed child's server dir survived";
+}
+
+TEST(RedisServerTest,
+     TempDirsAreRemovedForAForkedCopyThatExitedWithoutCleanup) {
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child =
+      ChildProcess::Spawn("ForkedCopyStartsServerAndExits");
+  ASSERT_TRUE(child.ok()) << child.status();
+  absl::StatusOr<std::string> dir = (*child)->ReadLine(absl::Seconds(30));
+  ASSERT_EQ(*(*child)->Wait(absl::Seconds(30)), 0);
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  EXPECT_FALSE(PathExists(*dir)) << "an _exit()ed fork's server dir survived";
 }
 
 TEST(RedisServerTest, ServerStartedByAShortLivedThreadOutlivesIt) {

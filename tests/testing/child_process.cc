@@ -28,6 +28,7 @@
 #include "absl/time/time.h"
 #include "lib/common/mutex.h"
 #include "tests/testing/spawn.h"
+#include "tests/testing/temp_dir.h"
 
 namespace relock {
 namespace testing {
@@ -165,6 +166,8 @@ ChildProcess::~ChildProcess() {
       kill(pid_, SIGKILL);
       (void)internal::Reap(pid_);
       reaped_ = true;
+      // A killed child could not remove the dirs of its servers.
+      internal::RemoveTempDirsOf(pid_);
     }
   }
   {
@@ -274,6 +277,8 @@ absl::StatusOr<int> ChildProcess::Wait(absl::Duration timeout) {
       if (status.ok()) {
         reaped_ = true;
         exit_code_ = internal::ExitCodeFromWaitStatus(*status);
+        // Left behind if it was killed, crashed or _exit()ed.
+        internal::RemoveTempDirsOf(pid_);
         return exit_code_;
       }
       if (!absl::IsUnavailable(status.status())) return status.status();

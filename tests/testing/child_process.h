@@ -33,7 +33,9 @@
 // stderr is the test binary's, so diagnostics show up in the test log.
 //
 // The child dies with the test binary (PR_SET_PDEATHSIG SIGKILL) and with the
-// ChildProcess object (SIGKILL in the destructor).
+// ChildProcess object (SIGKILL in the destructor). Once it is reaped (Wait()
+// or the destructor), the temp dirs of the RedisServers it started and could
+// not remove (killed, crashed) are removed.
 
 #ifndef RELOCK_TESTS_TESTING_CHILD_PROCESS_H_
 #define RELOCK_TESTS_TESTING_CHILD_PROCESS_H_

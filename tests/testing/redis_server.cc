@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -39,6 +38,7 @@
 #include "absl/time/time.h"
 #include "lib/common/mutex.h"
 #include "tests/testing/spawn.h"
+#include "tests/testing/temp_dir.h"
 
 namespace relock {
 namespace testing {
@@ -50,7 +50,6 @@ constexpr absl::Duration kReadyTimeout = absl::Seconds(10);
 constexpr absl::Duration kStopGracePeriod = absl::Seconds(5);
 constexpr absl::Duration kConnectTimeout = absl::Seconds(1);
 constexpr absl::Duration kCommandTimeout = absl::Seconds(5);
-constexpr size_t kMaxSocketPath = 100;  // sun_path is 108 bytes.
 constexpr char kSocketName[] = "redis.sock";
 constexpr char kLogName[] = "redis.log";
 
@@ -114,35 +113,6 @@ int RedisMajorVersion(const std::string& binary) {
   absl::string_view rest = absl::string_view(output).substr(v + 3);
   rest = rest.substr(0, rest.find('.'));
   return absl::SimpleAtoi(rest, &major) ? major : 0;
-}
-
-// mkdtemp("/tmp/relock-test-XXXXXX"), else under $TEST_TMPDIR.
-absl::StatusOr<std::string> MakeTempDir(bool need_socket) {
-  std::vector<std::string> bases = {"/tmp"};
-  if (const char* env = getenv("TEST_TMPDIR"); env && *env) {
-    bases.push_back(env);
-  }
-  std::string errors;
-  for (const std::string& base : bases) {
-    std::string name = absl::StrCat(base, "/relock-test-XXXXXX");
-    if (need_socket && name.size() + 1 + sizeof(kSocketName) > kMaxSocketPath) {
-      absl::StrAppend(&errors, " ", base, ": too long for a unix socket path;");
-      continue;
-    }
-    if (mkdtemp(&name[0]) != nullptr) return name;
-    absl::StrAppend(&errors, " ", base, ": ", strerror(errno), ";");
-  }
-  return absl::UnavailableError(
-      absl::StrCat("cannot create a temp dir:", errors));
-}
-
-int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) {
-  remove(path);
-  return 0;
-}
-
-void RemoveTree(const std::string& dir) {
-  if (!dir.empty()) nftw(dir.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 // A port that was free on 127.0.0.1 a moment ago (never 6379).
@@ -342,8 +312,17 @@ absl::StatusOr<RedisValue> RawCommand(int port, const std::string& password,
   return run(argv);
 }
 
-// For SharedRedisServer().
-RedisServer* shared_server = nullptr;
+// Every RedisServer of this process that has not been destroyed, with the
+// pid of the process that made it (a fork()ed copy has the same objects).
+struct LiveServers {
+  Mutex mu;
+  std::vector<std::pair<RedisServer*, pid_t>> servers ABSL_GUARDED_BY(mu);
+};
+
+LiveServers& TheLiveServers() {
+  static auto* const live = new LiveServers;  // never destroyed
+  return *live;
+}
 
 }  // namespace
 
@@ -398,7 +377,15 @@ RedisServer::RedisServer(RedisServerOptions options, std::string binary,
       socket_path_(options_.unix_socket ? absl::StrCat(dir_, "/", kSocketName)
                                         : ""),
       port_(port),
-      creator_pid_(getpid()) {}
+      creator_pid_(getpid()) {
+  // Stops the servers never destroyed (SharedRedisServer(), a test's leaked
+  // static) at exit, and removes their dirs.
+  static const bool at_exit = (std::atexit(&RedisServer::ShutdownAll), true);
+  (void)at_exit;
+  LiveServers& live = TheLiveServers();
+  MutexLock lock(&live.mu);
+  live.servers.emplace_back(this, creator_pid_);
+}
 
 absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
     RedisServerOptions options) {
@@ -411,7 +398,8 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
     // process took the port between PickFreePort() and the server's bind().
     absl::StatusOr<int> port = PickFreePort();
     if (!port.ok()) return port.status();
-    absl::StatusOr<std::string> dir = MakeTempDir(options.unix_socket);
+    absl::StatusOr<std::string> dir =
+        internal::MakeTempDir(options.unix_socket ? kSocketName : "");
     if (!dir.ok()) return dir.status();
     std::unique_ptr<RedisServer> server(
         new RedisServer(options, *binary, major_version, *dir, *port));
@@ -428,7 +416,25 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
                    " attempts; last: ", last.message()));
 }
 
-RedisServer::~RedisServer() { Shutdown(); }
+RedisServer::~RedisServer() {
+  Shutdown();
+  LiveServers& live = TheLiveServers();
+  MutexLock lock(&live.mu);
+  live.servers.erase(
+      std::remove_if(live.servers.begin(), live.servers.end(),
+                     [this](const auto& entry) { return entry.first == this; }),
+      live.servers.end());
+}
+
+void RedisServer::ShutdownAll() {
+  LiveServers& live = TheLiveServers();
+  // Held throughout, so a server being destroyed on another thread stays
+  // alive until this is done with it (its destructor waits for `mu`).
+  MutexLock lock(&live.mu);
+  for (const auto& [server, creator] : live.servers) {
+    if (creator == getpid()) server->Shutdown();
+  }
+}
 
 void RedisServer::Shutdown() {
   if (getpid() != creator_pid_) return;  // A fork()ed copy: not ours.
@@ -438,7 +444,7 @@ void RedisServer::Shutdown() {
     shut_down_ = true;
     (void)StopLocked();
   }
-  RemoveTree(dir_);
+  internal::RemoveTree(dir_);
 }
 
 absl::Status RedisServer::StartProcessLocked() {
@@ -706,10 +712,8 @@ RedisServer& SharedRedisServer() {
       abort();
     }
     // Leaked on purpose (a late thread may still hold a reference); stopped
-    // at exit.
-    shared_server = started->release();
-    std::atexit([] { shared_server->Shutdown(); });
-    return shared_server;
+    // at exit by ShutdownAll().
+    return started->release();
   }();
   return *server;
 }

@@ -30,8 +30,16 @@
 // Restart() reuses the port, the unix socket path and the dir.
 //
 // Processes: the server dies with the test binary, however it ends (the
-// destructor stops it; PR_SET_PDEATHSIG kills it if the binary is killed).
-// A fork()ed copy of the test process never stops a server it inherited.
+// destructor stops it, an at-exit handler stops the servers never destroyed,
+// such as SharedRedisServer(); PR_SET_PDEATHSIG kills it if the binary is
+// killed). A fork()ed copy of the test process never stops a server it
+// inherited.
+//
+// Temp dirs (/tmp/relock-test-<pid>-XXXXXX): removed with the server (the
+// destructor, or at exit); those of a process that could not remove them
+// (killed, crashed, _exit()ed) are removed by ChildProcess once it reaps that
+// child, or by the next process linked with the fixture (tests/testing/
+// temp_dir.h).
 //
 // Thread-safety: all methods may be called from any thread. Command() and the
 // accessors of fixed values run concurrently; the lifecycle methods
@@ -161,11 +169,13 @@ class RedisServer {
   absl::Status WaitUntilReadyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status StopLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReapIfExitedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Stops the server and removes the dir (destructor; SharedRedisServer()
-  // at exit). A no-op in a fork()ed copy of the process.
+  // Stops the server and removes the dir (destructor; ShutdownAll()). A no-op
+  // in a fork()ed copy of the process.
   void Shutdown();
-
-  friend RedisServer& SharedRedisServer();
+  // Shuts down every server this process started and has not destroyed
+  // (SharedRedisServer(), servers a test keeps in a leaked static). Runs at
+  // exit.
+  static void ShutdownAll();
 
   const RedisServerOptions options_;
   const std::string binary_;

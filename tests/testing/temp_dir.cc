@@ -1,0 +1,126 @@
+#include "tests/testing/temp_dir.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace relock {
+namespace testing {
+namespace internal {
+namespace {
+
+constexpr absl::string_view kPrefix = "relock-test-";
+constexpr size_t kRandomChars = 6;      // mkdtemp's XXXXXX
+constexpr size_t kMaxSocketPath = 100;  // sun_path is 108 bytes.
+
+std::vector<std::string> Bases() {
+  std::vector<std::string> bases = {"/tmp"};
+  if (const char* env = getenv("TEST_TMPDIR"); env && *env) {
+    bases.push_back(env);
+  }
+  return bases;
+}
+
+// The pid in a name made by MakeTempDir ("relock-test-<pid>-XXXXXX"), or 0.
+pid_t OwnerOf(absl::string_view name) {
+  if (!absl::ConsumePrefix(&name, kPrefix)) return 0;
+  const size_t dash = name.find('-');
+  if (dash == absl::string_view::npos ||
+      name.size() - dash - 1 != kRandomChars) {
+    return 0;
+  }
+  int pid = 0;
+  if (!absl::SimpleAtoi(name.substr(0, dash), &pid) || pid <= 0) return 0;
+  return static_cast<pid_t>(pid);
+}
+
+// Removes every temp dir under the bases whose owner matches `remove`.
+void RemoveTempDirsIf(const std::function<bool(pid_t owner)>& remove) {
+  for (const std::string& base : Bases()) {
+    DIR* dir = opendir(base.c_str());
+    if (dir == nullptr) continue;
+    std::vector<std::string> doomed;
+    while (const dirent* entry = readdir(dir)) {
+      const pid_t owner = OwnerOf(entry->d_name);
+      if (owner == 0 || !remove(owner)) continue;
+      const std::string path = absl::StrCat(base, "/", entry->d_name);
+      struct stat st;
+      if (lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
+          st.st_uid == geteuid()) {
+        doomed.push_back(path);
+      }
+    }
+    closedir(dir);
+    for (const std::string& path : doomed) RemoveTree(path);
+  }
+}
+
+int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) {
+  remove(path);
+  return 0;
+}
+
+// Registered during static initialization, so it runs after the at-exit
+// handler of RedisServer (registered later), which removes this process's
+// own dirs: this one removes those of processes that ended without doing so.
+[[maybe_unused]] const bool orphans_removed_at_exit =
+    (std::atexit(&RemoveOrphanedTempDirs), true);
+
+}  // namespace
+
+absl::StatusOr<std::string> MakeTempDir(const std::string& socket_name) {
+  static std::once_flag orphans_removed;
+  std::call_once(orphans_removed, &RemoveOrphanedTempDirs);
+  std::string errors;
+  for (const std::string& base : Bases()) {
+    std::string name = absl::StrCat(base, "/", kPrefix, getpid(), "-",
+                                    std::string(kRandomChars, 'X'));
+    if (!socket_name.empty() &&
+        name.size() + 1 + socket_name.size() + 1 > kMaxSocketPath) {
+      absl::StrAppend(&errors, " ", base, ": too long for a unix socket path;");
+      continue;
+    }
+    if (mkdtemp(&name[0]) != nullptr) return name;
+    absl::StrAppend(&errors, " ", base, ": ", strerror(errno), ";");
+  }
+  return absl::UnavailableError(
+      absl::StrCat("cannot create a temp dir:", errors));
+}
+
+void RemoveTree(const std::string& dir) {
+  if (!dir.empty()) nftw(dir.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+void RemoveTempDirsOf(pid_t pid) {
+  RemoveTempDirsIf([pid](pid_t owner) { return owner == pid; });
+}
+
+void RemoveOrphanedTempDirs() {
+  const pid_t self = getpid();
+  RemoveTempDirsIf([self](pid_t owner) {
+    return owner != self && kill(owner, 0) != 0 && errno == ESRCH;
+  });
+}
+
+}  // namespace internal
+}  // namespace testing
+}  // namespace relock
