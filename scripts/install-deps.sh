@@ -3,7 +3,8 @@
 # CMake and Bazel. Idempotent: installs only what is missing, and runs
 # `apt-get update` only when something is missing.
 #
-# clang + libclang-rt-14-dev are for the sanitizer and libFuzzer builds;
+# clang + libclang-rt-14-dev are for the sanitizer and libFuzzer builds,
+# clang-tidy for the lint stage;
 # llvm provides llvm-symbolizer, which turns their reports into file:line.
 #
 # redis-server's package starts a system service on port 6379; nothing here
@@ -12,7 +13,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git
-  clang libclang-rt-14-dev llvm
+  clang clang-tidy libclang-rt-14-dev llvm
   libabsl-dev libhiredis-dev libgtest-dev libgmock-dev libbenchmark-dev
   redis-server
   bazel-bootstrap bazel-rules-java

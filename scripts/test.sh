@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Runs every check CI runs: dependencies, the CMake build and tests, the
-# install check, the tests under ASan+UBSan and under TSan (clang), a short
-# libFuzzer run of each fuzz target, the Bazel build and tests, and a smoke
-# run of each benchmark.
+# Runs every check CI runs: dependencies, the CMake build, clang-tidy over the
+# library sources, the CMake tests, the install check, the tests under
+# ASan+UBSan and under TSan (clang), a short libFuzzer run of each fuzz
+# target, the Bazel build and tests, and a smoke run of each benchmark.
 #
 #   scripts/test.sh                          # everything
 #   RELOCK_SKIP_BAZEL=1 scripts/test.sh      # skip the Bazel stages
-#   RELOCK_SKIP_SANITIZERS=1 scripts/test.sh # skip the sanitizer and fuzzing
-#                                            # stages (quick local run)
+#   RELOCK_SKIP_SANITIZERS=1 scripts/test.sh # skip the clang-tidy, sanitizer
+#                                            # and fuzzing stages (quick local
+#                                            # run)
 #
 # Build trees: build/ (gcc, everything), build-asan/, build-tsan/ (clang,
 # tests only), build-fuzz/ (clang, fuzzers only). Fuzzing works on a copy of
@@ -55,8 +56,33 @@ generator=()
 if [[ ! -f $build_dir/CMakeCache.txt ]]; then generator=(-G Ninja); fi
 cmake -S . -B "$build_dir" "${generator[@]}" \
   -DRELOCK_BUILD_TESTS=ON -DRELOCK_BUILD_BENCHMARKS=ON -DRELOCK_BUILD_EXAMPLES=ON \
-  -DRELOCK_SANITIZE=
+  -DRELOCK_SANITIZE= -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
 cmake --build "$build_dir" -j2
+
+if [[ ${RELOCK_SKIP_SANITIZERS:-0} == 1 ]]; then
+  stage "clang-tidy: skipped (RELOCK_SKIP_SANITIZERS=1)"
+else
+  stage "clang-tidy: lib/**/*.cc (.clang-tidy, $build_dir/compile_commands.json)"
+  # Every finding is an error. Two files at a time, each into its own log; the
+  # logs of the files with findings are printed whole, one after the other.
+  tidy_logs=$(mktemp -d "${TMPDIR:-/tmp}/relock-tidy.XXXXXX")
+  tidy_status=0
+  find lib -name '*.cc' -print0 | sort -z |
+    xargs -0 -P2 -n1 sh -c '
+      log="$0/$(printf %s "$2" | tr / _).log"
+      clang-tidy -p "$1" --quiet --warnings-as-errors="*" "$2" >"$log" 2>&1 ||
+        { mv "$log" "$log.failed"; exit 1; }' "$tidy_logs" "$build_dir" ||
+    tidy_status=$?
+  shopt -s nullglob
+  tidy_failed=("$tidy_logs"/*.failed)
+  shopt -u nullglob
+  if [[ ${#tidy_failed[@]} -gt 0 ]]; then cat "${tidy_failed[@]}"; fi
+  rm -rf "$tidy_logs"
+  if [[ $tidy_status -ne 0 ]]; then
+    echo "clang-tidy: findings in ${#tidy_failed[@]} file(s) (above)" >&2
+    exit 1
+  fi
+fi
 
 stage "CMake: tests (ctest)"
 ctest --test-dir "$build_dir" --output-on-failure -j2

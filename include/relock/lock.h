@@ -195,7 +195,7 @@ absl::Duration TimeUntilSaturating(
 
 // Longest accepted lock name, in bytes. Names may hold any bytes (NUL, braces,
 // spaces, newlines) but must not be empty.
-inline constexpr size_t kMaxLockNameSize = 64 * 1024;
+inline constexpr size_t kMaxLockNameSize = size_t{64} * 1024;
 // Bounds of an explicit lease.
 inline constexpr absl::Duration kMinLease = absl::Milliseconds(1);
 inline constexpr absl::Duration kMaxLease = absl::Hours(365 * 24);

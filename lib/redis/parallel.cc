@@ -44,8 +44,10 @@ std::vector<absl::StatusOr<Reply>> EvalOnAll(
     const absl::Duration left = deadline.Remaining();
     if (left <= absl::ZeroDuration()) break;
     std::vector<pollfd> fds;
-    for (size_t i : pending)
+    fds.reserve(pending.size());
+    for (size_t i : pending) {
       fds.push_back({conns[i]->context()->fd, POLLIN, 0});
+    }
     const int timeout_ms = static_cast<int>(std::min<int64_t>(
         1000,
         absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1)))));

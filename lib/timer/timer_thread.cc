@@ -46,7 +46,7 @@ Tick TimerThread::TickAt(SteadyClock::time_point t, bool round_up) const {
   if (t <= epoch_) return 0;
   const auto ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(t - epoch_).count();
-  constexpr int64_t kNsPerTick = 1000 * 1000;
+  constexpr int64_t kNsPerTick = int64_t{1000} * 1000;
   return round_up ? (ns + kNsPerTick - 1) / kNsPerTick : ns / kNsPerTick;
 }
 
