@@ -60,7 +60,9 @@ Subscription::~Subscription() {
 absl::Status Subscription::AwaitConfirmed(Deadline deadline) {
   MutexLock lock(&owner_->mu_);
   while (!owner_->closed_ && !owner_->Confirmed(*channel_)) {
-    if (!channel_->refused.ok()) return channel_->refused;
+    if (channel_->refused_code != absl::StatusCode::kOk) {
+      return absl::Status(channel_->refused_code, channel_->refused);
+    }
     if (deadline.Expired()) {
       if (!owner_->connected_) {
         return absl::DeadlineExceededError(
@@ -153,7 +155,8 @@ void Subscriber::Close() {
 }
 
 bool Subscriber::Confirmed(const Channel& c) const {
-  return connected_ && c.wanted && c.in_flight == 0 && c.refused.ok();
+  return connected_ && c.wanted && c.in_flight == 0 &&
+         c.refused_code == absl::StatusCode::kOk;
 }
 
 void Subscriber::Wake() {
@@ -179,7 +182,7 @@ std::unique_ptr<Subscription> Subscriber::Subscribe(
     if (signal != nullptr) c->signals.push_back(signal.get());
     if (c->refs++ == 0) {
       c->permits = 0;
-      c->refused = absl::OkStatus();
+      c->refused_code = absl::StatusCode::kOk;
       if (!c->wanted) {
         Enqueue(Op::kSubscribe, name, c);
         queued = connected_;
@@ -226,7 +229,7 @@ void Subscriber::OnConnected(std::unique_ptr<redis::Connection> conn) {
       continue;
     }
     c.wanted = false;
-    c.refused = absl::OkStatus();
+    c.refused_code = absl::StatusCode::kOk;
     Enqueue(Op::kSubscribe, it->first, &c);
     c.cv.SignalAll();  // generation changed: waiters re-check
     c.NotifySignals();
@@ -305,18 +308,17 @@ void Subscriber::Dispatch(const redis::ReplyView& reply) {
   Channel& c = it->second;
   if (c.in_flight > 0) --c.in_flight;
   if (reply.is_error() && op == Op::kSubscribe) {
-    c.refused = redis::ErrorReplyToStatus(
+    const absl::Status refused = redis::ErrorReplyToStatus(
         absl::StrCat("SUBSCRIBE to channel \"", name, "\" on Redis at ",
                      options_.endpoint.ToString(),
                      " (needed to wait for the lock)"),
         reply.str());
-    c.cv.SignalAll();
-    c.NotifySignals();
-    return;
+    c.refused_code = refused.code();
+    c.refused = std::string(refused.message());
   }
   if (c.refs == 0 && c.in_flight == 0) {
     channels_.erase(it);
-  } else if (Confirmed(c)) {
+  } else if (Confirmed(c) || c.refused_code != absl::StatusCode::kOk) {
     c.cv.SignalAll();
     c.NotifySignals();
   }

@@ -112,9 +112,14 @@ class Subscription {
 struct Subscription::Channel {
   int refs = 0;
   int64_t permits = 0;
-  int in_flight = 0;     // SUBSCRIBE/UNSUBSCRIBE sent, reply not yet read
-  bool wanted = false;   // the last command queued was SUBSCRIBE
-  absl::Status refused;  // the server refused the SUBSCRIBE (NOPERM)
+  int in_flight = 0;    // SUBSCRIBE/UNSUBSCRIBE sent, reply not yet read
+  bool wanted = false;  // the last command queued was SUBSCRIBE
+  // Why the server refused the SUBSCRIBE (NOPERM), empty if it did not. Kept
+  // as code and text, not as an absl::Status: a Status shares its text by a
+  // reference count that TSan cannot see in Debian's uninstrumented Abseil,
+  // so each waiter builds its own.
+  absl::StatusCode refused_code = absl::StatusCode::kOk;
+  std::string refused;
   CondVar cv;
   std::vector<WakeSignal*> signals;  // of the Subscriptions that have one
   void NotifySignals() {
