@@ -40,6 +40,7 @@
 #include "lib/lock/owner.h"
 #include "lua/renew.lua.h"
 #include "relock/relock.h"
+#include "tests/testing/notification.h"
 #include "tests/testing/redis_server.h"
 
 namespace relock {
@@ -71,6 +72,10 @@ struct World {
   std::vector<std::string> owners;  // owner field per lock
   double rss_bytes_per_lock = 0;
   std::string error;
+  // Never notified: the acquiring threads wait on it for the rest of the
+  // process, since a thread that exits gives up its locks
+  // (kOwnerThreadExited).
+  testing::Notification never;
 };
 
 World& GetWorld() {
@@ -100,19 +105,22 @@ World& GetWorld() {
     w->owners.resize(n);
     const long rss_before = RssBytes();
     constexpr int kThreads = 8;  // acquire in parallel: N round trips
-    std::vector<std::thread> threads;
     std::atomic<int> failures{0};
+    std::vector<std::unique_ptr<testing::Notification>> acquired;
     for (int t = 0; t < kThreads; ++t) {
-      threads.emplace_back([w, t, n, &failures] {
+      acquired.push_back(std::make_unique<testing::Notification>());
+      std::thread([w, t, n, &failures, done = acquired.back().get()] {
         const std::string owner =
             lock::OwnerField(w->client->id(), lock::CurrentThreadNumber());
         for (size_t i = t; i < n; i += kThreads) {
           if (!w->locks[i].Acquire().ok()) failures.fetch_add(1);
           w->owners[i] = owner;
         }
-      });
+        done->Notify();
+        w->never.WaitForNotification();
+      }).detach();
     }
-    for (std::thread& th : threads) th.join();
+    for (const auto& done : acquired) done->WaitForNotification();
     if (failures.load() > 0) {
       w->error = absl::StrCat(failures.load(), " acquisitions failed");
     }
