@@ -202,7 +202,9 @@ TEST_F(DataModelTest, BracedNamesShareRedissonsChannelBothWays) {
   absl::Status waited;
   std::thread waiter([&] {
     waited = lock.TryAcquire(absl::Seconds(20));
-    if (waited.ok()) EXPECT_TRUE(lock.Release().ok());
+    if (waited.ok()) {
+      EXPECT_TRUE(lock.Release().ok());
+    }
   });
   absl::SleepFor(absl::Milliseconds(300));
   Stopwatch since_unlock;

@@ -476,7 +476,9 @@ TEST_F(NotALockTest, LockWithoutTtlIsRecheckedNotAwaitedForever) {
   absl::Status got;
   std::thread waiter([&] {
     got = lock.Acquire();
-    if (got.ok()) EXPECT_TRUE(lock.Release().ok());
+    if (got.ok()) {
+      EXPECT_TRUE(lock.Release().ok());
+    }
   });
   absl::SleepFor(absl::Milliseconds(300));
   Stopwatch watch;

@@ -1,8 +1,6 @@
 #include "lib/redis/connection.h"
 
 #include <poll.h>
-#include <pthread.h>
-#include <signal.h>
 #include <sys/time.h>
 
 #include <algorithm>
@@ -16,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "lib/common/sigpipe.h"
 
 namespace relock {
 namespace redis {
@@ -41,44 +40,6 @@ absl::Status ConnectFailure(const absl::Status& s,
                    ": no answer within connect_timeout ",
                    absl::FormatDuration(options.connect_timeout)));
 }
-
-// Blocks SIGPIPE on the calling thread for its lifetime; on destruction
-// consumes a SIGPIPE raised meanwhile (unless one was already pending or the
-// thread had it blocked) and restores the mask. A write to a socket the peer
-// closed then fails with EPIPE instead of killing the process.
-class ScopedSigpipeSuppression {
- public:
-  ScopedSigpipeSuppression() {
-    sigemptyset(&sigpipe_);
-    sigaddset(&sigpipe_, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &sigpipe_, &old_mask_);
-    was_blocked_ = sigismember(&old_mask_, SIGPIPE) == 1;
-    sigset_t pending;
-    sigpending(&pending);
-    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
-  }
-  ~ScopedSigpipeSuppression() {
-    if (was_blocked_) return;  // the thread's own business
-    if (!was_pending_) {
-      sigset_t pending;
-      sigpending(&pending);
-      if (sigismember(&pending, SIGPIPE) == 1) {
-        const timespec zero{0, 0};
-        while (sigtimedwait(&sigpipe_, nullptr, &zero) < 0 && errno == EINTR) {
-        }
-      }
-    }
-    pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
-  }
-  ScopedSigpipeSuppression(const ScopedSigpipeSuppression&) = delete;
-  ScopedSigpipeSuppression& operator=(const ScopedSigpipeSuppression&) = delete;
-
- private:
-  sigset_t sigpipe_;
-  sigset_t old_mask_;
-  bool was_blocked_ = false;
-  bool was_pending_ = false;
-};
 
 }  // namespace
 

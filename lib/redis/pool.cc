@@ -59,11 +59,6 @@ absl::StatusOr<PooledConnection> ConnectionPool::Get(Deadline deadline) {
   return PooledConnection(this, *std::move(conn));
 }
 
-uint64_t ConnectionPool::generation() const {
-  MutexLock lock(&mu_);
-  return generation_;
-}
-
 void ConnectionPool::Return(std::unique_ptr<Connection> conn) {
   std::vector<std::unique_ptr<Connection>> doomed;  // freed after the mutex
   MutexLock lock(&mu_);

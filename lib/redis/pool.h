@@ -63,8 +63,6 @@ class ConnectionPool {
   void Close();
 
   const ConnectionOptions& options() const { return options_; }
-  // The current generation (for tests).
-  uint64_t generation() const;
 
  private:
   friend class PooledConnection;
@@ -72,7 +70,7 @@ class ConnectionPool {
 
   const ConnectionOptions options_;
   const int size_;
-  mutable Mutex mu_;
+  Mutex mu_;
   std::vector<std::unique_ptr<Connection>> idle_ ABSL_GUARDED_BY(mu_);
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 1;
   int open_ ABSL_GUARDED_BY(mu_) = 0;  // idle + lent + being opened

@@ -37,6 +37,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "lib/common/mutex.h"
+#include "lib/common/sigpipe.h"
 #include "tests/testing/spawn.h"
 #include "tests/testing/temp_dir.h"
 
@@ -182,36 +183,6 @@ std::string PercentEncode(absl::string_view in) {
   return out;
 }
 
-// Blocks SIGPIPE in this thread while hiredis writes to a socket the server
-// may have closed, and discards a SIGPIPE raised meanwhile.
-class ScopedSigpipeBlock {
- public:
-  ScopedSigpipeBlock() {
-    sigemptyset(&pipe_set_);
-    sigaddset(&pipe_set_, SIGPIPE);
-    sigset_t pending;
-    sigemptyset(&pending);
-    sigpending(&pending);
-    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
-    pthread_sigmask(SIG_BLOCK, &pipe_set_, &old_mask_);
-  }
-  ~ScopedSigpipeBlock() {
-    if (!was_pending_) {
-      const timespec zero = {0, 0};
-      while (sigtimedwait(&pipe_set_, nullptr, &zero) == SIGPIPE) {
-      }
-    }
-    pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
-  }
-  ScopedSigpipeBlock(const ScopedSigpipeBlock&) = delete;
-  ScopedSigpipeBlock& operator=(const ScopedSigpipeBlock&) = delete;
-
- private:
-  sigset_t pipe_set_;
-  sigset_t old_mask_;
-  bool was_pending_ = false;
-};
-
 struct ContextDeleter {
   void operator()(redisContext* c) const { redisFree(c); }
 };
@@ -273,7 +244,7 @@ absl::StatusOr<RedisValue> RawCommand(int port, const std::string& password,
                                       absl::Duration command_timeout) {
   if (argv.empty()) return absl::InvalidArgumentError("empty command");
   const std::string where = absl::StrCat(RedisServer::kHost, ":", port);
-  ScopedSigpipeBlock no_sigpipe;
+  ScopedSigpipeSuppression no_sigpipe;
   ContextPtr c(redisConnectWithTimeout(RedisServer::kHost, port,
                                        absl::ToTimeval(connect_timeout)));
   if (c == nullptr) {
