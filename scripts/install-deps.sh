@@ -14,7 +14,8 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   clang clang-tidy libclang-rt-14-dev llvm
-  libabsl-dev libhiredis-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libabsl-dev libhiredis-dev libasio-dev libssl-dev openssl
+  libgtest-dev libgmock-dev libbenchmark-dev
   redis-server
   bazel-bootstrap bazel-rules-java
 )

@@ -73,9 +73,20 @@ TEST(ParseRedisUrlTest, RejectsMalformedUrls) {
   }
 }
 
-TEST(ParseRedisUrlTest, TlsIsUnimplemented) {
-  EXPECT_EQ(ParseRedisUrl("rediss://h").status().code(),
-            absl::StatusCode::kUnimplemented);
+TEST(ParseRedisUrlTest, RedissIsTcpWithTls) {
+  absl::StatusOr<Endpoint> ep =
+      ParseRedisUrl("rediss://u:p%40ss@h.example:6380/2");
+  ASSERT_TRUE(ep.ok()) << ep.status();
+  EXPECT_TRUE(ep->tls);
+  EXPECT_EQ(ep->kind, Endpoint::Kind::kTcp);
+  EXPECT_EQ(ep->host, "h.example");
+  EXPECT_EQ(ep->port, 6380);
+  EXPECT_EQ(ep->username, "u");
+  EXPECT_EQ(ep->password, "p@ss");
+  EXPECT_EQ(ep->db, 2);
+  absl::StatusOr<Endpoint> plain = ParseRedisUrl("redis://h");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->tls);
 }
 
 TEST(ParseRedisUrlTest, ErrorsNeverEchoThePassword) {

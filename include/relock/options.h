@@ -57,16 +57,44 @@ struct LockEvent {
   std::string owner;
 };
 
+// TLS settings, used when `ClientOptions::url` is `rediss://...`. Files are
+// PEM. The server's certificate is verified by default: its chain must lead
+// to a CA in `ca_file` / `ca_dir` (or, when both are empty, the system's
+// default trust store), and it must name `server_name` (or the URL's host: a
+// DNS name, or an IP address in its subjectAltName).
+struct TlsOptions {
+  // CA certificates that may sign the server's certificate (a PEM bundle).
+  std::string ca_file;
+  // A directory of CA certificates named by hash (`openssl rehash`).
+  std::string ca_dir;
+  // Client certificate (chain) and its private key, for servers that require
+  // one (`tls-auth-clients yes`, mutual TLS). Both or neither.
+  std::string cert_file;
+  std::string key_file;
+  // The name sent as SNI and checked against the server's certificate.
+  // Empty (the default): the URL's host.
+  std::string server_name;
+  // Accept any server certificate, unverified: anyone on the path can then
+  // read and change the traffic. For tests against throwaway servers only.
+  bool dangerously_skip_verification = false;
+};
+
 struct ClientOptions {
   // Where Redis is:
   //   redis://[[user]:password@]host[:port][/db]   (port 6379, db 0 by default;
   //                                                  user and password are
   //                                                  percent-decoded; IPv6 as
   //                                                  [::1])
+  //   rediss://[[user]:password@]host[:port][/db]  (TLS; see `tls`)
   //   unix:///path/to/redis.sock[?db=N]
   // A password without user authenticates with `AUTH password`; with a user,
   // `AUTH user password` (Redis 6 ACL).
   std::string url = "redis://127.0.0.1:6379";
+
+  // Certificates and verification for a `rediss://` URL. Setting any field
+  // with another scheme is InvalidArgument (a TLS setting that would be
+  // silently ignored).
+  TlsOptions tls;
 
   // Upper bound on establishing one connection (TCP/unix connect plus AUTH and
   // SELECT). Must be positive.

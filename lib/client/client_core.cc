@@ -103,6 +103,10 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
   if (absl::Status s = ValidateClientOptions(options); !s.ok()) return s;
   absl::StatusOr<redis::Endpoint> endpoint = redis::ParseRedisUrl(options.url);
   if (!endpoint.ok()) return endpoint.status();
+  if (endpoint->tls) {
+    return absl::UnimplementedError(
+        "rediss:// (TLS) is not supported yet by the blocking transport");
+  }
   redis::ConnectionOptions conn_options;
   conn_options.endpoint = *std::move(endpoint);
   conn_options.connect_timeout = options.connect_timeout;

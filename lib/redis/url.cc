@@ -122,12 +122,10 @@ absl::StatusOr<Endpoint> ParseRedisUrl(absl::string_view url) {
     if (absl::Status s = ParseQuery(url, query, &ep); !s.ok()) return s;
     return ep;
   }
-  if (absl::StartsWith(url, "rediss://")) {
-    return absl::UnimplementedError(
-        "rediss:// (TLS) is not supported; use redis:// or unix://");
-  }
-  if (!absl::ConsumePrefix(&rest, "redis://")) {
-    return Invalid(url, "expected redis:// or unix://");
+  if (absl::ConsumePrefix(&rest, "rediss://")) {
+    ep.tls = true;
+  } else if (!absl::ConsumePrefix(&rest, "redis://")) {
+    return Invalid(url, "expected redis://, rediss:// or unix://");
   }
   // Optional "?query" after the path.
   absl::string_view query;

@@ -20,6 +20,7 @@ struct Endpoint {
   std::string username;  // empty: AUTH <password> (if any)
   std::string password;  // empty: no AUTH
   int db = 0;
+  bool tls = false;      // kTcp: rediss://
 
   // "host:port" / "[v6]:port" / "unix:/path", plus "/db" when db != 0;
   // never includes credentials. For error messages.
@@ -28,9 +29,10 @@ struct Endpoint {
 
 // Parses
 //   redis://[[user]:password@]host[:port][/db]
+//   rediss://[[user]:password@]host[:port][/db]   (TLS)
 //   unix:///path/to/socket[?db=N]   (also ?password=..., ?user=...)
 // User and password are percent-decoded. Errors are InvalidArgument naming the
-// problem; "rediss://" is Unimplemented (no TLS support).
+// problem.
 absl::StatusOr<Endpoint> ParseRedisUrl(absl::string_view url);
 
 }  // namespace redis

@@ -85,6 +85,10 @@ absl::StatusOr<std::shared_ptr<RedlockCore>> RedlockCore::Create(
   for (const std::string& url : options.urls) {
     absl::StatusOr<redis::Endpoint> ep = redis::ParseRedisUrl(url);
     if (!ep.ok()) return ep.status();
+    if (ep->tls) {
+      return absl::UnimplementedError(
+          "rediss:// (TLS) is not supported yet by the blocking transport");
+    }
     redis::ConnectionOptions c;
     c.endpoint = *std::move(ep);
     c.connect_timeout = options.connection.connect_timeout;

@@ -1,0 +1,513 @@
+#include "lib/io/connection.h"
+
+#include <hiredis/hiredis.h>
+#include <hiredis/read.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "asio/error.hpp"
+#include "asio/ssl/error.hpp"
+#include "lib/redis/connection.h"
+
+namespace relock {
+namespace io {
+namespace {
+
+constexpr size_t kReadChunk = 64 * 1024;
+
+absl::Status Closed() {
+  return absl::FailedPreconditionError("the client is closed");
+}
+
+std::shared_ptr<const BackoffStrategy> DefaultReconnectBackoff() {
+  ExponentialBackoffOptions o;
+  o.initial = absl::Milliseconds(10);
+  o.maximum = absl::Seconds(1);
+  return *ExponentialBackoff(o);
+}
+
+}  // namespace
+
+void AppendCommand(absl::Span<const absl::string_view> argv,
+                   std::string* wire) {
+  absl::StrAppend(wire, "*", argv.size(), "\r\n");
+  for (absl::string_view arg : argv) {
+    absl::StrAppend(wire, "$", arg.size(), "\r\n");
+    wire->append(arg.data(), arg.size());
+    wire->append("\r\n");
+  }
+}
+
+absl::StatusOr<std::shared_ptr<Connection>> Connection::Create(
+    EventLoop* loop, ConnectionOptions options) {
+  std::shared_ptr<TlsContext> tls;
+  if (options.endpoint.tls) {
+    absl::StatusOr<std::shared_ptr<TlsContext>> made =
+        TlsContext::Create(options.tls, options.endpoint.host);
+    if (!made.ok()) return made.status();
+    tls = *std::move(made);
+  }
+  if (options.reconnect_backoff == nullptr) {
+    options.reconnect_backoff = DefaultReconnectBackoff();
+  }
+  return std::shared_ptr<Connection>(
+      new Connection(loop, std::move(options), std::move(tls)));
+}
+
+Connection::Connection(EventLoop* loop, ConnectionOptions options,
+                       std::shared_ptr<TlsContext> tls)
+    : loop_(loop),
+      options_(std::move(options)),
+      tls_(std::move(tls)),
+      read_buf_(kReadChunk),
+      connect_timer_(loop->context()),
+      stall_timer_(loop->context()),
+      reconnect_timer_(loop->context()) {}
+
+Connection::~Connection() {
+  if (reader_ != nullptr) redisReaderFree(reader_);
+}
+
+void Connection::Submit(std::shared_ptr<Request> request) {
+  outstanding_.fetch_add(1, std::memory_order_relaxed);
+  bool post = false;
+  {
+    MutexLock lock(&mu_);
+    if (!closed_) {
+      submitted_.push_back(request);
+      post = !pump_posted_;
+      pump_posted_ = true;
+      request = nullptr;
+    }
+  }
+  if (request != nullptr) {
+    Complete(std::move(request), Result{Closed(), {}, false});
+    return;
+  }
+  if (post) loop_->Post([self = shared_from_this()] { self->Pump(); });
+}
+
+void Connection::Close() {
+  {
+    MutexLock lock(&mu_);
+    if (closed_) return;
+    closed_ = true;
+  }
+  loop_->Post([self = shared_from_this()] { self->DoClose(); });
+}
+
+void Connection::DoClose() {
+  state_ = State::kClosed;
+  ++attempt_;
+  connect_timer_.cancel();
+  stall_timer_.cancel();
+  reconnect_timer_.cancel();
+  if (transport_ != nullptr) transport_->Close();
+  transport_ = nullptr;
+  handshake_ = nullptr;
+  partial_.clear();
+  std::vector<std::shared_ptr<Request>> submitted;
+  {
+    MutexLock lock(&mu_);
+    submitted.swap(submitted_);
+  }
+  queued_.insert(queued_.end(), submitted.begin(), submitted.end());
+  FailAll(&written_, Closed(), false);
+  FailAll(&queued_, Closed(), false);
+}
+
+void Connection::Pump() {
+  std::vector<std::shared_ptr<Request>> batch;
+  {
+    MutexLock lock(&mu_);
+    batch.swap(submitted_);
+    pump_posted_ = false;
+  }
+  if (state_ == State::kClosed) {
+    for (std::shared_ptr<Request>& r : batch) {
+      Complete(std::move(r), Result{Closed(), {}, false});
+    }
+    return;
+  }
+  queued_.insert(queued_.end(), std::make_move_iterator(batch.begin()),
+                 std::make_move_iterator(batch.end()));
+  switch (state_) {
+    case State::kIdle:
+      if (!queued_.empty()) StartConnect();
+      break;
+    case State::kReady:
+      StartWrite();
+      break;
+    case State::kConnecting:
+    case State::kClosed:
+      break;
+  }
+}
+
+void Connection::StartConnect() {
+  state_ = State::kConnecting;
+  const uint64_t attempt = ++attempt_;
+  reconnect_timer_.cancel();
+  if (reader_ != nullptr) redisReaderFree(reader_);
+  reader_ = redisReaderCreate();
+  partial_.clear();
+  writing_ = false;
+  transport_ = Transport::Create(loop_->context(), options_.endpoint, tls_);
+  connect_timer_.expires_after(
+      absl::ToChronoNanoseconds(options_.connect_timeout));
+  connect_timer_.async_wait([self = shared_from_this(),
+                             attempt](const asio::error_code& ec) {
+    if (ec) return;
+    self->FinishConnect(
+        attempt, absl::UnavailableError(absl::StrCat(
+                     "connect to Redis at ", self->options_.endpoint.ToString(),
+                     ": no answer within connect_timeout ",
+                     absl::FormatDuration(self->options_.connect_timeout))));
+  });
+  transport_->Connect([self = shared_from_this(), attempt](absl::Status s) {
+    self->OnTransportConnected(attempt, std::move(s));
+  });
+}
+
+void Connection::OnTransportConnected(uint64_t attempt, absl::Status status) {
+  if (attempt != attempt_ || state_ != State::kConnecting) return;
+  if (!status.ok()) return FinishConnect(attempt, std::move(status));
+  // AUTH, SELECT and a PING, pipelined: the connection is ready once the
+  // server answered them (a server that sends an error and closes, such as
+  // one at maxclients, fails the connect rather than a caller's request).
+  const redis::Endpoint& ep = options_.endpoint;
+  auto handshake = std::make_shared<Request>();
+  handshake->commands = 0;
+  if (!ep.password.empty()) {
+    if (ep.username.empty()) {
+      AppendCommand({"AUTH", ep.password}, &handshake->wire);
+    } else {
+      AppendCommand({"AUTH", ep.username, ep.password}, &handshake->wire);
+    }
+    ++handshake->commands;
+  }
+  const std::string db = absl::StrCat(ep.db);
+  if (ep.db != 0) {
+    AppendCommand({"SELECT", db}, &handshake->wire);
+    ++handshake->commands;
+  }
+  AppendCommand({"PING"}, &handshake->wire);
+  ++handshake->commands;
+  handshake->done = [self = shared_from_this(), attempt](Result r) {
+    if (!r.status.ok()) return self->FinishConnect(attempt, r.status);
+    const redis::Endpoint& ep = self->options_.endpoint;
+    size_t i = 0;
+    if (!ep.password.empty()) {
+      const redis::Reply& auth = r.replies[i++];
+      if (auth.is_error()) {
+        return self->FinishConnect(
+            attempt, absl::UnauthenticatedError(absl::StrCat(
+                         "AUTH to Redis at ", ep.ToString(), " as user \"",
+                         ep.username.empty() ? "default" : ep.username,
+                         "\" was refused: ", auth.str())));
+      }
+    }
+    if (ep.db != 0) {
+      const redis::Reply& select = r.replies[i++];
+      if (select.is_error()) {
+        absl::Status s = redis::ErrorReplyToStatus(
+            absl::StrCat("SELECT ", ep.db, " on ", ep.ToString()),
+            select.str());
+        return self->FinishConnect(attempt,
+                                   s.code() == absl::StatusCode::kInternal
+                                       ? absl::InvalidArgumentError(s.message())
+                                       : s);
+      }
+    }
+    const redis::Reply& ping = r.replies[i];
+    if (ping.is_error()) {
+      return self->FinishConnect(
+          attempt,
+          redis::ErrorReplyToStatus(
+              absl::StrCat("PING Redis at ", ep.ToString()), ping.str()));
+    }
+    self->FinishConnect(attempt, absl::OkStatus());
+  };
+  handshake_ = handshake;
+  written_.push_front(std::move(handshake));
+  write_buf_ = handshake_->wire;
+  outstanding_.fetch_add(1, std::memory_order_relaxed);
+  StartRead();
+  DoWrite();
+}
+
+void Connection::FinishConnect(uint64_t attempt, absl::Status status) {
+  if (attempt != attempt_ || state_ != State::kConnecting) return;
+  connect_timer_.cancel();
+  if (status.ok()) {
+    handshake_ = nullptr;
+    state_ = State::kReady;
+    reconnect_failures_ = 0;
+    connects_.fetch_add(1, std::memory_order_relaxed);
+    if (state_handler_) state_handler_(true, status);
+    StartWrite();
+    return;
+  }
+  ++reconnect_failures_;
+  ++attempt_;
+  state_ = State::kIdle;
+  if (transport_ != nullptr) transport_->Close();
+  transport_ = nullptr;
+  writing_ = false;
+  partial_.clear();
+  // The handshake is the only request written while connecting.
+  FailAll(&written_, status, false);
+  handshake_ = nullptr;
+  FailAll(&queued_, status, false);
+  if (state_handler_) state_handler_(false, status);
+  if (options_.keep_connected) ScheduleReconnect();
+}
+
+void Connection::StartWrite() {
+  if (state_ != State::kReady || writing_ || queued_.empty()) return;
+  const bool was_idle = written_.empty();
+  write_buf_.clear();
+  while (!queued_.empty()) {
+    std::shared_ptr<Request> r = std::move(queued_.front());
+    queued_.pop_front();
+    if (r->abandoned.load(std::memory_order_relaxed)) {
+      Complete(
+          std::move(r),
+          Result{
+              absl::CancelledError("abandoned before it was sent"), {}, false});
+      continue;
+    }
+    write_buf_.append(r->wire);
+    written_.push_back(std::move(r));
+  }
+  if (write_buf_.empty()) return;
+  if (was_idle) progress_at_ = SteadyClock::now();
+  DoWrite();
+  ArmStallTimer();
+}
+
+void Connection::DoWrite() {
+  writing_ = true;
+  transport_->Write(
+      asio::buffer(write_buf_), [self = shared_from_this(), attempt = attempt_](
+                                    const asio::error_code& ec, size_t /*n*/) {
+        if (attempt != self->attempt_) return;
+        self->writing_ = false;
+        if (ec) {
+          self->Fail(
+              absl::UnavailableError(absl::StrCat(
+                  "write to Redis at ", self->options_.endpoint.ToString(),
+                  " failed: ", ec.message())),
+              /*resendable=*/true);
+          return;
+        }
+        self->StartWrite();
+      });
+}
+
+void Connection::StartRead() {
+  transport_->ReadSome(asio::buffer(read_buf_),
+                       [self = shared_from_this(), attempt = attempt_](
+                           const asio::error_code& ec, size_t n) {
+                         if (attempt != self->attempt_) return;
+                         self->OnRead(ec, n);
+                       });
+}
+
+void Connection::OnRead(const asio::error_code& ec, size_t n) {
+  const uint64_t attempt = attempt_;
+  if (ec) {
+    const bool eof =
+        ec == asio::error::eof || ec == asio::ssl::error::stream_truncated;
+    std::string why = eof ? "server closed the connection" : ec.message();
+    if (state_ == State::kConnecting &&
+        ec.category() == asio::error::get_ssl_category()) {
+      // A TLS server that refuses the client (no or a wrong client
+      // certificate) says so with an alert after the handshake.
+      return FinishConnect(attempt, absl::UnauthenticatedError(absl::StrCat(
+                                        "TLS connection to Redis at ",
+                                        options_.endpoint.ToString(),
+                                        " refused by the server: ", why)));
+    }
+    Fail(absl::UnavailableError(absl::StrCat(
+             "Redis at ", options_.endpoint.ToString(), ": ", why)),
+         /*resendable=*/true);
+    return;
+  }
+  if (redisReaderFeed(reader_, read_buf_.data(), n) != REDIS_OK) {
+    Fail(absl::InternalError("cannot buffer Redis reply"), false);
+    return;
+  }
+  while (attempt == attempt_) {
+    void* raw = nullptr;
+    if (redisReaderGetReply(reader_, &raw) != REDIS_OK) {
+      Fail(absl::InternalError(
+               absl::StrCat("Redis at ", options_.endpoint.ToString(),
+                            " sent a malformed reply: ", reader_->errstr)),
+           false);
+      return;
+    }
+    if (raw == nullptr) break;
+    OnReply(redis::Reply(static_cast<redisReply*>(raw)));
+  }
+  if (attempt == attempt_) StartRead();
+}
+
+void Connection::OnReply(redis::Reply reply) {
+  progress_at_ = SteadyClock::now();
+  if (push_handler_ && push_handler_(reply)) return;
+  if (reply.is_error() && redis::IsConnectionClosingError(reply.str())) {
+    // Redis closes the connection after this reply; whatever was written
+    // after the answered request never ran.
+    Fail(absl::UnavailableError(
+             absl::StrCat("Redis at ", options_.endpoint.ToString(),
+                          " closed the connection: ", reply.str())),
+         /*resendable=*/true);
+    return;
+  }
+  if (written_.empty()) {
+    Fail(absl::InternalError(absl::StrCat(
+             "Redis at ", options_.endpoint.ToString(),
+             " sent a reply nobody asked for: ", reply.view().Describe())),
+         false);
+    return;
+  }
+  partial_.push_back(std::move(reply));
+  if (partial_.size() < written_.front()->commands) return;
+  std::shared_ptr<Request> r = std::move(written_.front());
+  written_.pop_front();
+  Result result{absl::OkStatus(), std::move(partial_), false};
+  partial_.clear();
+  Complete(std::move(r), std::move(result));
+}
+
+void Connection::Complete(std::shared_ptr<Request> request, Result result) {
+  outstanding_.fetch_sub(1, std::memory_order_relaxed);
+  if (request->done) request->done(std::move(result));
+}
+
+void Connection::FailAll(std::deque<std::shared_ptr<Request>>* requests,
+                         const absl::Status& why, bool resendable) {
+  std::deque<std::shared_ptr<Request>> failed;
+  failed.swap(*requests);
+  for (std::shared_ptr<Request>& r : failed) {
+    Complete(std::move(r), Result{why, {}, resendable});
+  }
+}
+
+void Connection::Fail(const absl::Status& why, bool resendable) {
+  if (state_ == State::kConnecting) return FinishConnect(attempt_, why);
+  if (state_ != State::kReady) return;
+  ++attempt_;
+  state_ = State::kIdle;
+  stall_timer_.cancel();
+  stall_armed_ = false;
+  transport_->Close();
+  transport_ = nullptr;
+  writing_ = false;
+  partial_.clear();
+  FailAll(&written_, why, resendable);
+  if (state_handler_) state_handler_(false, why);
+  if (!queued_.empty()) {
+    // Never sent: they go out on a new connection. Posted, so that no
+    // connect starts inside a read handler that is still parsing.
+    loop_->Post([self = shared_from_this()] { self->Pump(); });
+  } else if (options_.keep_connected) {
+    ScheduleReconnect();
+  }
+}
+
+void Connection::ArmStallTimer() {
+  if (stall_armed_) return;
+  stall_armed_ = true;
+  stall_timer_.expires_at(progress_at_ +
+                          absl::ToChronoNanoseconds(options_.command_timeout));
+  stall_timer_.async_wait([self = shared_from_this(),
+                           attempt = attempt_](const asio::error_code& ec) {
+    if (ec) return;  // cancelled: whoever cancelled reset stall_armed_
+    self->stall_armed_ = false;
+    if (attempt != self->attempt_ || self->state_ != State::kReady ||
+        self->written_.empty()) {
+      return;
+    }
+    const absl::Duration quiet =
+        absl::FromChrono(SteadyClock::now() - self->progress_at_);
+    if (quiet >= self->options_.command_timeout) {
+      self->Fail(absl::UnavailableError(absl::StrCat(
+                     "Redis at ", self->options_.endpoint.ToString(),
+                     ": no reply within command_timeout ",
+                     absl::FormatDuration(self->options_.command_timeout))),
+                 /*resendable=*/false);
+      return;
+    }
+    self->ArmStallTimer();
+  });
+}
+
+void Connection::ScheduleReconnect() {
+  absl::Duration delay = absl::ZeroDuration();
+  if (reconnect_failures_ > 0) {
+    absl::optional<absl::Duration> next =
+        options_.reconnect_backoff->NextDelay(reconnect_failures_ - 1);
+    delay = next.has_value() ? *next : absl::Seconds(1);
+  }
+  reconnect_timer_.expires_after(absl::ToChronoNanoseconds(delay));
+  reconnect_timer_.async_wait(
+      [self = shared_from_this()](const asio::error_code& ec) {
+        if (ec || self->state_ != State::kIdle) return;
+        self->StartConnect();
+      });
+}
+
+Result Call(Connection& conn, std::string wire, size_t commands,
+            Deadline deadline) {
+  struct Waiter {
+    Mutex mu;
+    CondVar cv;
+    bool done ABSL_GUARDED_BY(mu) = false;
+    Result result ABSL_GUARDED_BY(mu);
+  };
+  auto waiter = std::make_shared<Waiter>();
+  auto request = std::make_shared<Request>();
+  request->wire = std::move(wire);
+  request->commands = commands;
+  request->done = [waiter](Result r) {
+    MutexLock lock(&waiter->mu);
+    waiter->result = std::move(r);
+    waiter->done = true;
+    waiter->cv.Signal();
+  };
+  // The connection replaces itself after command_timeout without replies;
+  // this bound only backs that up (a connect may take connect_timeout).
+  const Deadline backstop = Deadline::After(conn.options().connect_timeout +
+                                            conn.options().command_timeout);
+  const Deadline limit = Earliest(deadline, backstop);
+  conn.Submit(request);
+  MutexLock lock(&waiter->mu);
+  while (!waiter->done && !limit.Expired()) {
+    waiter->cv.WaitWithTimeout(&waiter->mu, limit.Remaining());
+  }
+  if (waiter->done) return std::move(waiter->result);
+  request->abandoned.store(true, std::memory_order_relaxed);
+  const std::string where = conn.options().endpoint.ToString();
+  if (deadline < backstop) {
+    return Result{
+        absl::DeadlineExceededError(absl::StrCat("Redis at ", where,
+                                                 ": no reply before the call's "
+                                                 "deadline")),
+        {},
+        false};
+  }
+  return Result{absl::UnavailableError(absl::StrCat(
+                    "Redis at ", where, ": no reply within ",
+                    absl::FormatDuration(conn.options().connect_timeout +
+                                         conn.options().command_timeout))),
+                {},
+                false};
+}
+
+}  // namespace io
+}  // namespace relock

@@ -1,0 +1,210 @@
+// One pipelined Redis connection on the client's event loop.
+//
+// Any thread submits a Request (one or more commands, already in RESP form);
+// the loop writes everything queued since its last write in one write
+// (automatic pipelining: many threads share one connection, nobody waits for
+// a connection of their own) and completes each request from its replies,
+// in order, with hiredis's redisReader parsing them. Completions run on the
+// loop thread and must not block.
+//
+// Connection states (all transitions on the loop thread):
+//
+//   state        on Submit               on failure             on Close
+//   Idle         connect, queue          -                      Closed
+//   Connecting   queue                   fail queued, Idle      Closed
+//   Ready        write with the others   fail written, Idle;    Closed
+//                                        reconnect for queued
+//   Closed       fail: FailedPrecondition                       no-op
+//
+// Connecting covers resolve, connect, TLS handshake and the handshake
+// commands (AUTH, SELECT, PING), all within connect_timeout. A failed connect
+// fails every queued request at once (a Redis that is down fails calls fast);
+// the next request connects again. With `keep_connected` (the pub/sub
+// connection, which nobody else would reconnect), the loop reconnects on its
+// own after a failure, paced by `reconnect_backoff` (relock/backoff.h).
+//
+// Failures of written requests say whether the request may be resent
+// (Result::resendable): only when the server dropped the connection (EOF,
+// reset, an error reply after which Redis closes the connection), so a
+// request either never ran or ran and lost its reply and is not still
+// queued somewhere. A connection with requests outstanding that hears nothing
+// for command_timeout is replaced; those requests fail with Unavailable, not
+// resendable (they may still run).
+//
+// Abandoning: a caller that stops waiting sets Request::abandoned; the
+// request is then skipped if not yet written, and its replies are discarded
+// when they arrive. The connection is not broken by it.
+
+#ifndef RELOCK_LIB_IO_CONNECTION_H_
+#define RELOCK_LIB_IO_CONNECTION_H_
+
+#include <atomic>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "asio/steady_timer.hpp"
+#include "lib/common/deadline.h"
+#include "lib/common/mutex.h"
+#include "lib/io/event_loop.h"
+#include "lib/io/transport.h"
+#include "lib/redis/reply.h"
+#include "lib/redis/url.h"
+#include "relock/backoff.h"
+#include "relock/options.h"
+
+struct redisReader;
+
+namespace relock {
+namespace io {
+
+struct ConnectionOptions {
+  redis::Endpoint endpoint;
+  TlsOptions tls;  // for a TLS endpoint
+  absl::Duration connect_timeout = absl::Seconds(2);
+  absl::Duration command_timeout = absl::Seconds(2);
+  // Reconnect by itself after a failure (see above), paced by
+  // reconnect_backoff (null: exponential, 10 ms to 1 s).
+  bool keep_connected = false;
+  std::shared_ptr<const BackoffStrategy> reconnect_backoff;
+};
+
+// Appends `argv` to `*wire` as one RESP command (hiredis's formatter).
+void AppendCommand(absl::Span<const absl::string_view> argv, std::string* wire);
+inline void AppendCommand(std::initializer_list<absl::string_view> argv,
+                          std::string* wire) {
+  AppendCommand(absl::MakeConstSpan(argv.begin(), argv.size()), wire);
+}
+
+struct Result {
+  absl::Status status;                // OK: one reply per command
+  std::vector<redis::Reply> replies;  // error replies included
+  bool resendable = false;            // see above; only when !status.ok()
+};
+
+struct Request {
+  std::string wire;     // the commands in RESP form
+  size_t commands = 1;  // how many replies to expect
+  // Called once, on the loop thread (or on the submitting thread when the
+  // connection is closed).
+  std::function<void(Result)> done;
+  std::atomic<bool> abandoned{false};
+};
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  // InvalidArgument for unusable TLS settings. Does not connect.
+  static absl::StatusOr<std::shared_ptr<Connection>> Create(
+      EventLoop* loop, ConnectionOptions options);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Any thread.
+  void Submit(std::shared_ptr<Request> request);
+  // Any thread: fails everything outstanding with FailedPrecondition
+  // "closed" and closes the socket. Idempotent.
+  void Close();
+
+  // Offered every reply first, on the loop thread; returning true consumes
+  // it as a push that answers no request (the pub/sub connection's
+  // messages). Set before the first Submit.
+  void set_push_handler(std::function<bool(const redis::Reply&)> handler) {
+    push_handler_ = std::move(handler);
+  }
+  // Called on the loop thread after each successful connect (the pub/sub
+  // connection resubscribes) and after each failure.
+  void set_state_handler(
+      std::function<void(bool connected, const absl::Status& why)> handler) {
+    state_handler_ = std::move(handler);
+  }
+
+  const ConnectionOptions& options() const { return options_; }
+  // Requests submitted and not yet completed (any thread; approximate).
+  size_t outstanding() const {
+    return outstanding_.load(std::memory_order_relaxed);
+  }
+  // Successful connects so far.
+  uint64_t connects() const {
+    return connects_.load(std::memory_order_relaxed);
+  }
+
+ private:
+  enum class State { kIdle, kConnecting, kReady, kClosed };
+
+  Connection(EventLoop* loop, ConnectionOptions options,
+             std::shared_ptr<TlsContext> tls);
+
+  // Loop thread.
+  void Pump();
+  void StartConnect();
+  void OnTransportConnected(uint64_t attempt, absl::Status status);
+  void FinishConnect(uint64_t attempt, absl::Status status);
+  void StartWrite();
+  void StartRead();
+  void OnRead(const asio::error_code& ec, size_t n);
+  void OnReply(redis::Reply reply);
+  void Complete(std::shared_ptr<Request> request, Result result);
+  // Fails the connection: written requests get `why`; queued ones were never
+  // sent and go out on a new connection (or fail if it cannot be made).
+  void Fail(const absl::Status& why, bool resendable);
+  void DoWrite();
+  void DoClose();
+  void FailAll(std::deque<std::shared_ptr<Request>>* requests,
+               const absl::Status& why, bool resendable);
+  void ArmStallTimer();
+  void ScheduleReconnect();
+
+  EventLoop* const loop_;
+  const ConnectionOptions options_;
+  const std::shared_ptr<TlsContext> tls_;
+  std::function<bool(const redis::Reply&)> push_handler_;
+  std::function<void(bool, const absl::Status&)> state_handler_;
+  std::atomic<size_t> outstanding_{0};
+  std::atomic<uint64_t> connects_{0};
+
+  Mutex mu_;
+  std::vector<std::shared_ptr<Request>> submitted_ ABSL_GUARDED_BY(mu_);
+  bool pump_posted_ ABSL_GUARDED_BY(mu_) = false;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+
+  // Loop thread only.
+  State state_ = State::kIdle;
+  uint64_t attempt_ = 0;  // connect attempts; stale callbacks compare it
+  std::shared_ptr<Transport> transport_;
+  redisReader* reader_ = nullptr;
+  std::deque<std::shared_ptr<Request>> queued_;   // not yet written
+  std::deque<std::shared_ptr<Request>> written_;  // awaiting replies
+  std::shared_ptr<Request> handshake_;            // while connecting
+  std::vector<redis::Reply> partial_;  // replies of written_.front() so far
+  std::string write_buf_;
+  bool writing_ = false;
+  std::vector<char> read_buf_;
+  SteadyClock::time_point progress_at_;  // last reply, or first write
+  asio::steady_timer connect_timer_;
+  asio::steady_timer stall_timer_;
+  bool stall_armed_ = false;
+  asio::steady_timer reconnect_timer_;
+  int reconnect_failures_ = 0;
+};
+
+// Sends `request` on `conn` and waits for its result until `deadline`, or
+// command_timeout after submitting, whichever comes first; then abandons it:
+// DeadlineExceeded when the caller's deadline ended the wait, else
+// Unavailable (neither resendable).
+Result Call(Connection& conn, std::string wire, size_t commands,
+            Deadline deadline);
+
+}  // namespace io
+}  // namespace relock
+
+#endif  // RELOCK_LIB_IO_CONNECTION_H_

@@ -1,0 +1,43 @@
+#include "lib/io/event_loop.h"
+
+#include <utility>
+
+#include "asio/post.hpp"
+
+namespace relock {
+namespace io {
+
+EventLoop::EventLoop()
+    : context_(std::make_shared<asio::io_context>(1)),
+      work_(asio::make_work_guard(*context_)) {
+  MutexLock lock(&mu_);
+  thread_ = std::thread([context = context_] { context->run(); });
+  thread_id_ = thread_.get_id();
+}
+
+EventLoop::~EventLoop() { Stop(); }
+
+void EventLoop::Post(std::function<void()> fn) {
+  asio::post(*context_, std::move(fn));
+}
+
+bool EventLoop::InLoopThread() const {
+  return std::this_thread::get_id() == thread_id_;
+}
+
+void EventLoop::Stop() {
+  MutexLock lock(&mu_);
+  if (!thread_.joinable()) return;
+  // Handlers already posted still run (they fail the requests of closed
+  // connections); completions they cause are destroyed with the context.
+  work_.reset();
+  asio::post(*context_, [context = context_] { context->stop(); });
+  if (InLoopThread()) {
+    thread_.detach();  // the handler that called us returns into run()
+  } else {
+    thread_.join();
+  }
+}
+
+}  // namespace io
+}  // namespace relock

@@ -1,0 +1,52 @@
+// The client's event loop: one thread running one asio::io_context, which
+// owns every socket and I/O timer of the client (see lib/io/connection.h).
+//
+// Work reaches the loop with Post() from any thread; handlers run on the
+// loop thread one at a time, so state touched only by handlers needs no
+// mutex. Stop() lets the handlers already posted run, then ends the thread
+// and joins it (or detaches when called from the loop thread itself, e.g. by
+// a callback that destroys the client). Idempotent.
+
+#ifndef RELOCK_LIB_IO_EVENT_LOOP_H_
+#define RELOCK_LIB_IO_EVENT_LOOP_H_
+
+#include <functional>
+#include <memory>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "asio/executor_work_guard.hpp"
+#include "asio/io_context.hpp"
+#include "lib/common/mutex.h"
+
+namespace relock {
+namespace io {
+
+class EventLoop {
+ public:
+  EventLoop();
+  ~EventLoop();
+  EventLoop(const EventLoop&) = delete;
+  EventLoop& operator=(const EventLoop&) = delete;
+
+  asio::io_context& context() { return *context_; }
+  // Runs `fn` on the loop thread (dropped after Stop()).
+  void Post(std::function<void()> fn);
+  // Whether the calling thread is the loop thread.
+  bool InLoopThread() const;
+  void Stop();
+
+ private:
+  // Shared with the thread, which may outlive this object when Stop() is
+  // called from a handler (the thread then detaches).
+  std::shared_ptr<asio::io_context> context_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  Mutex mu_;
+  std::thread thread_ ABSL_GUARDED_BY(mu_);
+  std::thread::id thread_id_;
+};
+
+}  // namespace io
+}  // namespace relock
+
+#endif  // RELOCK_LIB_IO_EVENT_LOOP_H_

@@ -1,0 +1,240 @@
+#include "lib/io/transport.h"
+
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "asio/connect.hpp"
+#include "asio/ip/address.hpp"
+#include "asio/ip/tcp.hpp"
+#include "asio/local/stream_protocol.hpp"
+#include "asio/ssl/context.hpp"
+#include "asio/ssl/host_name_verification.hpp"
+#include "asio/ssl/stream.hpp"
+#include "asio/write.hpp"
+
+namespace relock {
+namespace io {
+namespace {
+
+bool IsIpLiteral(const std::string& host) {
+  asio::error_code ec;
+  asio::ip::make_address(host, ec);
+  return !ec;
+}
+
+absl::Status ConnectError(const redis::Endpoint& ep, absl::string_view step,
+                          const asio::error_code& ec) {
+  return absl::UnavailableError(absl::StrCat(step, " Redis at ", ep.ToString(),
+                                             " failed: ", ec.message()));
+}
+
+// Reads and writes for every kind of stream; Open() is the kind's connect.
+template <class Stream>
+class StreamTransport : public Transport {
+ public:
+  // `args` after the io_context construct the stream; `tls` is for TLS.
+  template <class... Args>
+  StreamTransport(asio::io_context& io, redis::Endpoint ep,
+                  std::shared_ptr<TlsContext> tls, Args&&... args)
+      : ep_(std::move(ep)),
+        tls_(std::move(tls)),
+        resolver_(io),
+        stream_(io, std::forward<Args>(args)...) {}
+
+  void Connect(std::function<void(absl::Status)> done) override {
+    Open(std::move(done));
+  }
+  void Write(asio::const_buffer data, IoHandler done) override {
+    asio::async_write(stream_, data, KeepAlive(std::move(done)));
+  }
+  void ReadSome(asio::mutable_buffer into, IoHandler done) override {
+    stream_.async_read_some(into, KeepAlive(std::move(done)));
+  }
+  void Close() override {
+    asio::error_code ignored;
+    resolver_.cancel();
+    stream_.lowest_layer().close(ignored);
+  }
+
+ private:
+  void Open(std::function<void(absl::Status)> done);
+  // TCP (also under TLS): resolve, connect, then `then`.
+  void ConnectTcp(std::function<void(absl::Status)> done,
+                  std::function<void(std::function<void(absl::Status)>)> then) {
+    resolver_.async_resolve(
+        ep_.host, std::to_string(ep_.port),
+        [this, self = shared_from_this(), done = std::move(done),
+         then = std::move(then)](
+            const asio::error_code& ec,
+            const asio::ip::tcp::resolver::results_type& results) {
+          if (ec) return done(ConnectError(ep_, "resolve host of", ec));
+          asio::async_connect(
+              stream_.lowest_layer(), results,
+              [this, self, done, then](const asio::error_code& ec2,
+                                       const asio::ip::tcp::endpoint&) {
+                if (ec2) return done(ConnectError(ep_, "connect to", ec2));
+                asio::error_code ignored;
+                stream_.lowest_layer().set_option(asio::ip::tcp::no_delay(true),
+                                                  ignored);
+                stream_.lowest_layer().set_option(
+                    asio::socket_base::keep_alive(true), ignored);
+                then(done);
+              });
+        });
+  }
+  void Handshake(std::function<void(absl::Status)> done);
+
+  const redis::Endpoint ep_;
+  const std::shared_ptr<TlsContext> tls_;  // TLS only
+  asio::ip::tcp::resolver resolver_;
+  Stream stream_;
+};
+
+using TcpTransport = StreamTransport<asio::ip::tcp::socket>;
+using UnixTransport = StreamTransport<asio::local::stream_protocol::socket>;
+using TlsTransport = StreamTransport<asio::ssl::stream<asio::ip::tcp::socket>>;
+
+template <>
+void TcpTransport::Open(std::function<void(absl::Status)> done) {
+  ConnectTcp(std::move(done),
+             [](const std::function<void(absl::Status)>& connected) {
+               connected(absl::OkStatus());
+             });
+}
+
+template <>
+void UnixTransport::Open(std::function<void(absl::Status)> done) {
+  stream_.async_connect(asio::local::stream_protocol::endpoint(ep_.path),
+                        [this, self = shared_from_this(),
+                         done = std::move(done)](const asio::error_code& ec) {
+                          if (ec)
+                            return done(ConnectError(ep_, "connect to", ec));
+                          done(absl::OkStatus());
+                        });
+}
+
+template <>
+void TlsTransport::Handshake(std::function<void(absl::Status)> done) {
+  const std::string& name = tls_->server_name();
+  // SNI carries DNS names only (RFC 6066).
+  if (!IsIpLiteral(name)) {
+    SSL_set_tlsext_host_name(stream_.native_handle(), name.c_str());
+  }
+  if (tls_->verify()) {
+    stream_.set_verify_mode(asio::ssl::verify_peer);
+    stream_.set_verify_callback(asio::ssl::host_name_verification(name));
+  } else {
+    stream_.set_verify_mode(asio::ssl::verify_none);
+  }
+  stream_.async_handshake(
+      asio::ssl::stream_base::client,
+      [this, self = shared_from_this(),
+       done = std::move(done)](const asio::error_code& ec) {
+        if (!ec) return done(absl::OkStatus());
+        std::string why = ec.message();
+        const long verify =  // NOLINT(google-runtime-int): OpenSSL's type
+            SSL_get_verify_result(stream_.native_handle());
+        if (verify != X509_V_OK) {
+          absl::StrAppend(&why, " (", X509_verify_cert_error_string(verify),
+                          "; expected name \"", tls_->server_name(), "\")");
+        }
+        // Retrying cannot help: the server's identity is not proven.
+        done(absl::UnauthenticatedError(absl::StrCat(
+            "TLS handshake with Redis at ", ep_.ToString(), " failed: ", why)));
+      });
+}
+
+template <>
+void TlsTransport::Open(std::function<void(absl::Status)> done) {
+  ConnectTcp(std::move(done),
+             [this](std::function<void(absl::Status)> connected) {
+               Handshake(std::move(connected));
+             });
+}
+
+}  // namespace
+
+TlsContext::~TlsContext() = default;
+
+absl::StatusOr<std::shared_ptr<TlsContext>> TlsContext::Create(
+    const TlsOptions& options, const std::string& host) {
+  std::shared_ptr<TlsContext> tls(new TlsContext);
+  tls->context_ =
+      std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
+  asio::ssl::context& ctx = *tls->context_;
+  auto bad = [](absl::string_view what, const std::string& file,
+                const asio::error_code& ec) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ClientOptions.tls.", what, " \"", file, "\": ", ec.message()));
+  };
+  asio::error_code ec;
+  ctx.set_options(
+      asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+          asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+          asio::ssl::context::no_tlsv1_1,
+      ec);
+  if (!options.ca_file.empty()) {
+    ctx.load_verify_file(options.ca_file, ec);
+    if (ec) {
+      return bad("ca_file", options.ca_file, ec);
+    }
+  }
+  if (!options.ca_dir.empty()) {
+    ctx.add_verify_path(options.ca_dir, ec);
+    if (ec) {
+      return bad("ca_dir", options.ca_dir, ec);
+    }
+  }
+  if (options.ca_file.empty() && options.ca_dir.empty()) {
+    ctx.set_default_verify_paths(ec);
+    if (ec) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ClientOptions.tls: no ca_file or ca_dir, and the system's trust "
+          "store cannot be used: ",
+          ec.message()));
+    }
+  }
+  if (options.cert_file.empty() != options.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "ClientOptions.tls: cert_file and key_file go together (mutual TLS "
+        "needs both)");
+  }
+  if (!options.cert_file.empty()) {
+    ctx.use_certificate_chain_file(options.cert_file, ec);
+    if (ec) {
+      return bad("cert_file", options.cert_file, ec);
+    }
+    ctx.use_private_key_file(options.key_file, asio::ssl::context::pem, ec);
+    if (ec) {
+      return bad("key_file", options.key_file, ec);
+    }
+    if (SSL_CTX_check_private_key(ctx.native_handle()) != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ClientOptions.tls.key_file \"", options.key_file,
+          "\" does not match cert_file \"", options.cert_file, "\""));
+    }
+  }
+  tls->server_name_ = options.server_name.empty() ? host : options.server_name;
+  tls->verify_ = !options.dangerously_skip_verification;
+  return tls;
+}
+
+std::shared_ptr<Transport> Transport::Create(asio::io_context& io,
+                                             const redis::Endpoint& endpoint,
+                                             std::shared_ptr<TlsContext> tls) {
+  if (endpoint.kind == redis::Endpoint::Kind::kUnix) {
+    return std::make_shared<UnixTransport>(io, endpoint, nullptr);
+  }
+  if (endpoint.tls) {
+    asio::ssl::context& context = tls->context();
+    return std::make_shared<TlsTransport>(io, endpoint, std::move(tls),
+                                          context);
+  }
+  return std::make_shared<TcpTransport>(io, endpoint, nullptr);
+}
+
+}  // namespace io
+}  // namespace relock
