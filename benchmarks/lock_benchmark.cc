@@ -5,6 +5,13 @@
 //   BM_RawEvalshaRoundTrip      the baseline: raw hiredis EVALSHA of a one-read
 //                               script on one connection. Sets the RTT that
 //                               the ratio_vs_* counters divide by (`rtt_us`).
+//   BM_RawPipelinedEvalsha      the server's pipelined rate, like
+//                               `redis-benchmark -c 32 -P 16`: 32 raw
+//                               connections on distinct keys, pipelines of 16
+//                               EVALSHAs of relock's own acquire and release
+//                               scripts. items_per_second = scripts/s, which
+//                               BM_OwnKeyLockUnlock's `ratio_to_pipelined`
+//                               divides by.
 //   BM_UncontendedLockUnlock    Acquire() + Release(), one thread, one key.
 //                               Floor: 2 RTT (`ratio_vs_2rtt`).
 //   BM_NestedChainDepth5        5 re-entrant Acquire()s + 5 Release()s.
@@ -33,13 +40,30 @@
 //                               pairs/s (`pairs_per_s`) and that rate times
 //                               2 RTT (`x_serial_conn`: 1.0 = one connection
 //                               doing pairs back to back).
+//   BM_OwnKeyLockUnlock         32 threads of one client, each Acquire() +
+//                               Release() on its own key (watchdog lease):
+//                               pairs/s over the wall time (items_per_second),
+//                               p50_us and p99_us of a pair,
+//                               `ratio_to_pipelined` (2 scripts per pair over
+//                               BM_RawPipelinedEvalsha's rate; only when that
+//                               ran in the same process) and `connections`
+//                               (the client's connections to Redis, counted
+//                               with CLIENT LIST).
+//   BM_ConnectionsUnder400Threads
+//                               a fresh client, 400 threads at once, a few
+//                               pairs each on own keys: the client's
+//                               `connections` afterwards, `failed_calls`
+//                               (expected 0 while Redis is healthy; the label
+//                               shows the first failure) and `lock_events`.
+//                               Reported, not asserted.
 //
 // Environment:
 //   RELOCK_BENCH_URL=redis://[[user]:password@]host[:port][/db] or
 //       unix:///path[?db=N]: use that server instead of a private one started
 //       with the test fixture (relock::testing::RedisServer). Keys are
 //       prefixed with "relock-bench:<pid>:" so runs do not collide.
-//   RELOCK_BENCH_SMOKE=1: fewer hand-offs (for CI; pair it with
+//   RELOCK_BENCH_SMOKE=1: fewer hand-offs and fewer pairs per thread in
+//       BM_ConnectionsUnder400Threads (for CI; pair it with
 //       --benchmark_min_time=0.01).
 //
 // Run from a Release build, e.g.
@@ -57,6 +81,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -67,12 +92,17 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
 #include "benchmark/benchmark.h"
 #include "lib/common/mutex.h"
+#include "lib/lock/lock_scripts.h"
+#include "lib/lock/owner.h"
+#include "lib/redis/script.h"
 #include "relock/relock.h"
 #include "tests/testing/redis_server.h"
 
@@ -375,6 +405,162 @@ void BM_RawEvalshaRoundTrip(benchmark::State& state) {
 }
 // Registered first so that it runs first.
 BENCHMARK(BM_RawEvalshaRoundTrip);
+
+// ------------------------------------------------ raw pipelined baseline --
+
+// The server's pipelined script rate (`redis-benchmark -c 32 -P 16`): 32 raw
+// connections, each with its own key, each sending pipelines of 16 EVALSHAs
+// of the library's own scripts, acquire and release alternating (8 pairs),
+// exactly as a relock client sends them for an uncontended lock.
+constexpr int kPipelinedConnections = 32;
+constexpr int kPipelineDepth = 16;  // scripts per pipeline, an even number
+
+// Scripts per second of BM_RawPipelinedEvalsha, as last measured (0 = not
+// yet). BM_OwnKeyLockUnlock's `ratio_to_pipelined` divides by it.
+std::atomic<double> g_pipelined_scripts_per_s{0};
+
+// `argv` in the Redis protocol, ready for redisAppendFormattedCommand().
+absl::StatusOr<std::string> FormatCommand(
+    const std::vector<std::string>& argv) {
+  std::vector<const char*> args;
+  std::vector<size_t> lens;
+  for (const std::string& a : argv) {
+    args.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  char* cmd = nullptr;
+  const int len = redisFormatCommandArgv(&cmd, static_cast<int>(args.size()),
+                                         args.data(), lens.data());
+  if (len < 0 || cmd == nullptr) {
+    return absl::ResourceExhaustedError("redisFormatCommandArgv");
+  }
+  std::string formatted(cmd, static_cast<size_t>(len));
+  redisFreeCommand(cmd);
+  return formatted;
+}
+
+// One connection of BM_RawPipelinedEvalsha and its pipeline, formatted once.
+struct PipelinedConnection {
+  RawContext conn;
+  std::string pipeline;
+};
+
+absl::StatusOr<PipelinedConnection> OpenPipelinedConnection(
+    const BenchEnv& env, int index, const std::string& acquire_sha,
+    const std::string& release_sha) {
+  absl::StatusOr<RawContext> c = RawConnect(env.raw);
+  if (!c.ok()) return c.status();
+  const std::string key = Key(env, absl::StrCat("raw-pipelined-", index));
+  const std::string owner = absl::StrCat("raw-pipelined:", index);
+  // The arguments relock sends for a first hold with the default watchdog
+  // lease of 30 s (lua/acquire.lua, lua/release.lua).
+  const std::string lease_ms = absl::StrCat(
+      absl::ToInt64Milliseconds(ClientOptions().lock_watchdog_timeout));
+  absl::StatusOr<std::string> acquire =
+      FormatCommand({"EVALSHA", acquire_sha, "1", key, lease_ms, owner, "1"});
+  if (!acquire.ok()) return acquire.status();
+  absl::StatusOr<std::string> release =
+      FormatCommand({"EVALSHA", release_sha, "2", key, lock::UnlockChannel(key),
+                     std::string(lock::kUnlockMessage), lease_ms, owner});
+  if (!release.ok()) return release.status();
+  PipelinedConnection p;
+  p.conn = *std::move(c);
+  for (int i = 0; i < kPipelineDepth / 2; ++i) {
+    absl::StrAppend(&p.pipeline, *acquire, *release);
+  }
+  return p;
+}
+
+absl::Status SendPipeline(PipelinedConnection& p) {
+  if (redisAppendFormattedCommand(p.conn.get(), p.pipeline.data(),
+                                  p.pipeline.size()) != REDIS_OK) {
+    return absl::ResourceExhaustedError("redisAppendFormattedCommand");
+  }
+  int done = 0;
+  while (done == 0) {
+    if (redisBufferWrite(p.conn.get(), &done) != REDIS_OK) {
+      return absl::UnavailableError(
+          absl::StrCat("raw pipeline: write: ", p.conn->errstr));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Reads the replies of one pipeline: each acquire must have taken its key
+// (nil), no reply may be an error.
+absl::Status ReadPipeline(PipelinedConnection& p) {
+  for (int i = 0; i < kPipelineDepth; ++i) {
+    void* raw = nullptr;
+    if (redisGetReply(p.conn.get(), &raw) != REDIS_OK || raw == nullptr) {
+      return absl::UnavailableError(
+          absl::StrCat("raw pipeline: read: ", p.conn->errstr));
+    }
+    RawReply reply(static_cast<redisReply*>(raw));
+    if (reply->type == REDIS_REPLY_ERROR) {
+      return absl::InternalError(
+          absl::StrCat("raw pipeline: ", i % 2 == 0 ? "acquire" : "release",
+                       ": ", absl::string_view(reply->str, reply->len)));
+    }
+    if (i % 2 == 0 && reply->type != REDIS_REPLY_NIL) {
+      return absl::InternalError("raw pipeline: acquire found its key held");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// One thread drives all connections, as redis-benchmark does: every
+// connection has a pipeline in flight; an iteration reads the replies of the
+// next connection in turn and sends it its next pipeline. items_per_second is
+// the server's script rate.
+void BM_RawPipelinedEvalsha(benchmark::State& state) {
+  BenchEnv* env = EnvOrSkip(state);
+  if (env == nullptr) return;
+  auto fail = [&](const absl::Status& s) {
+    state.SkipWithError(
+        absl::StrCat("raw pipelined EVALSHA: ", s.ToString()).c_str());
+  };
+  const std::vector<redis::ScriptSource> scripts = internal::LockScripts();
+  std::string shas[2];
+  {
+    absl::StatusOr<RawContext> c = RawConnect(env->raw);
+    if (!c.ok()) return fail(c.status());
+    const internal::ScriptId ids[2] = {internal::kAcquireScript,
+                                       internal::kReleaseScript};
+    for (int i = 0; i < 2; ++i) {
+      absl::StatusOr<RawReply> sha = RawCommand(
+          c->get(), {"SCRIPT", "LOAD", std::string(scripts[ids[i]].source)});
+      if (!sha.ok()) return fail(sha.status());
+      shas[i] = std::string((*sha)->str, (*sha)->len);
+    }
+  }
+  std::vector<PipelinedConnection> conns;
+  conns.reserve(kPipelinedConnections);
+  for (int i = 0; i < kPipelinedConnections; ++i) {
+    absl::StatusOr<PipelinedConnection> p =
+        OpenPipelinedConnection(*env, i, shas[0], shas[1]);
+    if (!p.ok()) return fail(p.status());
+    conns.push_back(*std::move(p));
+  }
+  for (PipelinedConnection& p : conns) {
+    if (absl::Status s = SendPipeline(p); !s.ok()) return fail(s);
+  }
+  size_t next = 0;
+  const int64_t start = NowNs();
+  for (auto _ : state) {
+    PipelinedConnection& p = conns[next];
+    next = (next + 1) % conns.size();
+    if (absl::Status s = ReadPipeline(p); !s.ok()) return fail(s);
+    if (absl::Status s = SendPipeline(p); !s.ok()) return fail(s);
+  }
+  const double elapsed_ns = static_cast<double>(NowNs() - start);
+  for (PipelinedConnection& p : conns) {
+    if (absl::Status s = ReadPipeline(p); !s.ok()) return fail(s);
+  }
+  const int64_t sent = state.iterations() * kPipelineDepth;
+  state.SetItemsProcessed(sent);
+  g_pipelined_scripts_per_s.store(static_cast<double>(sent) * 1e9 / elapsed_ns);
+}
+BENCHMARK(BM_RawPipelinedEvalsha)->UseRealTime();
 
 // ------------------------------------------------------------ uncontended --
 
@@ -870,6 +1056,230 @@ BENCHMARK(BM_ThroughputDistinctLocks)
     ->ThreadRange(1, 8)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
+
+// ------------------------------------------------------------ connections --
+
+// A relock client of its own whose connections to Redis can be counted:
+// CLIENT LIST, asked on a raw connection of ours, minus every connection that
+// was there before the client connected (ours and the shared client's among
+// them). Lock events are counted, not printed.
+class CountedClient {
+ public:
+  static absl::StatusOr<std::unique_ptr<CountedClient>> Connect(
+      const BenchEnv& env) {
+    auto c = std::unique_ptr<CountedClient>(new CountedClient);
+    absl::StatusOr<RawContext> asker = RawConnect(env.raw);
+    if (!asker.ok()) return asker.status();
+    c->asker_ = *std::move(asker);
+    absl::StatusOr<std::vector<std::string>> before = c->ClientIds();
+    if (!before.ok()) return before.status();
+    c->before_ = std::set<std::string>(before->begin(), before->end());
+    ClientOptions options;
+    options.url = env.url;
+    options.on_lock_event = [events = &c->lock_events_](const LockEvent&) {
+      events->fetch_add(1);
+    };
+    absl::StatusOr<std::unique_ptr<Client>> client =
+        Client::Connect(std::move(options));
+    if (!client.ok()) return client.status();
+    c->client_ = *std::move(client);
+    return c;
+  }
+
+  Client& client() { return *client_; }
+  int64_t lock_events() const { return lock_events_.load(); }
+
+  // The client's connections to Redis now (command and pub/sub).
+  absl::StatusOr<int> Connections() {
+    absl::StatusOr<std::vector<std::string>> ids = ClientIds();
+    if (!ids.ok()) return ids.status();
+    return static_cast<int>(std::count_if(
+        ids->begin(), ids->end(),
+        [&](const std::string& id) { return before_.count(id) == 0; }));
+  }
+
+ private:
+  CountedClient() = default;
+
+  // The id= of every connection in CLIENT LIST.
+  absl::StatusOr<std::vector<std::string>> ClientIds() {
+    absl::StatusOr<RawReply> list =
+        RawCommand(asker_.get(), {"CLIENT", "LIST"});
+    if (!list.ok()) return list.status();
+    if ((*list)->type != REDIS_REPLY_STRING) {
+      return absl::InternalError("CLIENT LIST: not a string reply");
+    }
+    std::vector<std::string> ids;
+    for (absl::string_view line :
+         absl::StrSplit(absl::string_view((*list)->str, (*list)->len), '\n',
+                        absl::SkipWhitespace())) {
+      absl::string_view id = line.substr(0, line.find(' '));
+      if (!absl::ConsumePrefix(&id, "id=")) {
+        return absl::InternalError(
+            absl::StrCat("CLIENT LIST: a line without id=: ", line));
+      }
+      ids.emplace_back(id);
+    }
+    return ids;
+  }
+
+  RawContext asker_;
+  std::set<std::string> before_;
+  std::atomic<int64_t> lock_events_{0};
+  std::unique_ptr<Client> client_;  // last: closes before the counter goes
+};
+
+// BM_OwnKeyLockUnlock's per-pair latencies and pair counts, merged from its
+// threads after each run.
+struct OwnKeyRun {
+  void Reset() {
+    MutexLock l(&mu);
+    reported = 0;
+    pairs = 0;
+    samples.clear();
+  }
+
+  Mutex mu;
+  int reported ABSL_GUARDED_BY(mu) = 0;  // threads that added their samples
+  int64_t pairs ABSL_GUARDED_BY(mu) = 0;
+  std::vector<int64_t> samples ABSL_GUARDED_BY(mu);
+};
+
+// N threads of one client, each locking and unlocking its own key (watchdog
+// lease) back to back. Thread 0 reports for all: pairs/s (items_per_second),
+// p50_us and p99_us of a lock+unlock pair, `ratio_to_pipelined` (2 scripts per
+// pair, over BM_RawPipelinedEvalsha's rate in this run; absent when the filter
+// skipped it) and `connections` (the client's connections to Redis afterwards).
+void BM_OwnKeyLockUnlock(benchmark::State& state) {
+  BenchEnv* env = EnvOrSkip(state);
+  if (env == nullptr) return;
+  // One client for every run, made by whichever thread comes first.
+  static const absl::StatusOr<std::unique_ptr<CountedClient>> counted =
+      CountedClient::Connect(*env);
+  static OwnKeyRun run;
+  if (!counted.ok()) {
+    state.SkipWithError(
+        absl::StrCat("own-key client: ", counted.status().ToString()).c_str());
+    return;
+  }
+  Lock lock = (*counted)->client().GetLock(Key(
+      *env, absl::StrCat("own-", state.threads(), "-", state.thread_index())));
+  std::vector<int64_t> samples;
+  samples.reserve(4096);
+  absl::Status error;
+  // The others touch `run` only after the loop, whose start is a barrier.
+  if (state.thread_index() == 0) run.Reset();
+  const int64_t start = NowNs();
+  for (auto _ : state) {
+    const int64_t pair_start = NowNs();
+    error = lock.Acquire();
+    if (error.ok()) error = lock.Release();
+    if (!error.ok()) break;
+    samples.push_back(NowNs() - pair_start);
+  }
+  const double elapsed_ns = static_cast<double>(NowNs() - start);
+  if (!error.ok()) state.SkipWithError(error.ToString().c_str());
+  MutexLock l(&run.mu);
+  run.pairs += static_cast<int64_t>(samples.size());
+  run.samples.insert(run.samples.end(), samples.begin(), samples.end());
+  ++run.reported;
+  if (state.thread_index() != 0) return;
+  auto all_reported = [&]() ABSL_SHARED_LOCKS_REQUIRED(run.mu) {
+    return run.reported == state.threads();
+  };
+  run.mu.Await(absl::Condition(&all_reported));
+  if (run.samples.empty()) return;
+  std::sort(run.samples.begin(), run.samples.end());
+  state.counters["p50_us"] = Percentile(run.samples, 0.50) / 1e3;
+  state.counters["p99_us"] = Percentile(run.samples, 0.99) / 1e3;
+  // All threads' pairs over thread 0's loop, which ends at the barrier after
+  // the last thread's last pair. (SetItemsProcessed would divide by the mean
+  // of the threads' own loop times, each stopped before that barrier: too
+  // high when some threads finish early, as unfairly served ones do.)
+  const double pairs_per_s = static_cast<double>(run.pairs) * 1e9 / elapsed_ns;
+  state.counters["items_per_second"] = pairs_per_s;
+  const double scripts_per_s = 2 * pairs_per_s;
+  if (const double raw = g_pipelined_scripts_per_s.load(); raw > 0) {
+    state.counters["ratio_to_pipelined"] = scripts_per_s / raw;
+  }
+  if (absl::StatusOr<int> n = (*counted)->Connections(); n.ok()) {
+    state.counters["connections"] = *n;
+  } else {
+    state.SkipWithError(
+        absl::StrCat("counting connections: ", n.status().ToString()).c_str());
+  }
+}
+BENCHMARK(BM_OwnKeyLockUnlock)
+    ->Threads(32)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
+// A fresh client driven by 400 threads at once, each doing a few lock+unlock
+// pairs on its own key. Reports the client's connections to Redis afterwards
+// (`connections`), the calls that failed (`failed_calls`; the label shows the
+// first failure) and the lock events the client sent (`lock_events`). The
+// Time column is the burst's wall time.
+void BM_ConnectionsUnder400Threads(benchmark::State& state) {
+  constexpr int kThreads = 400;
+  const int pairs_per_thread = SmokeMode() ? 2 : 5;
+  BenchEnv* env = EnvOrSkip(state);
+  if (env == nullptr) return;
+  for (auto _ : state) {
+    absl::StatusOr<std::unique_ptr<CountedClient>> counted =
+        CountedClient::Connect(*env);
+    if (!counted.ok()) {
+      state.SkipWithError(counted.status().ToString().c_str());
+      return;
+    }
+    std::atomic<int64_t> failed{0};
+    Mutex mu;
+    absl::Status first_failure;  // guarded by mu
+    absl::Notification go;
+    std::vector<std::thread> workers;
+    workers.reserve(kThreads);
+    for (int i = 0; i < kThreads; ++i) {
+      workers.emplace_back([&, i] {
+        Lock lock = (*counted)->client().GetLock(
+            Key(*env, absl::StrCat("connections-", i)));
+        auto check = [&](absl::Status s) {
+          if (s.ok()) return true;
+          failed.fetch_add(1);
+          MutexLock l(&mu);
+          if (first_failure.ok()) first_failure = std::move(s);
+          return false;
+        };
+        go.WaitForNotification();
+        for (int p = 0; p < pairs_per_thread; ++p) {
+          if (check(lock.Acquire())) check(lock.Release());
+        }
+      });
+    }
+    const int64_t start = NowNs();
+    go.Notify();
+    for (std::thread& t : workers) t.join();
+    state.SetIterationTime(static_cast<double>(NowNs() - start) / 1e9);
+    absl::StatusOr<int> connections = (*counted)->Connections();
+    if (!connections.ok()) {
+      state.SkipWithError(absl::StrCat("counting connections: ",
+                                       connections.status().ToString())
+                              .c_str());
+      return;
+    }
+    state.counters["connections"] = *connections;
+    state.counters["failed_calls"] = static_cast<double>(failed.load());
+    state.counters["lock_events"] =
+        static_cast<double>((*counted)->lock_events());
+    MutexLock l(&mu);
+    if (!first_failure.ok()) {
+      state.SetLabel(absl::StrCat("first failure: ",
+                                  first_failure.ToString().substr(0, 160)));
+    }
+  }
+}
+BENCHMARK(BM_ConnectionsUnder400Threads)
+    ->Iterations(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace relock
