@@ -1,14 +1,19 @@
 // Tests of the test fixtures themselves: RedisServer and ChildProcess.
 
 #include <errno.h>
+#include <fcntl.h>
 #include <hiredis/hiredis.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -17,13 +22,17 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/redis_server.h"
+#include "tests/testing/spawn.h"
+#include "tests/testing/temp_dir.h"
 
 namespace relock {
 namespace testing {
@@ -32,6 +41,7 @@ namespace {
 using ::testing::AnyOf;
 using ::testing::Eq;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 // Echoes its args, then each stdin line, until "exit" or EOF; exits with 7.
@@ -96,6 +106,24 @@ RELOCK_CHILD_MAIN(ForkedCopyStartsServerAndExits) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 5;
 }
 
+// Sets $RELOCK_OPENSSL to args[0], starts a TLS server and prints "ok", or
+// the error's code and (escaped, on one line) message.
+RELOCK_CHILD_MAIN(StartTlsServerWithOpenssl) {
+  if (args.size() != 1) return 2;
+  setenv("RELOCK_OPENSSL", args[0].c_str(), 1);  // Still single-threaded.
+  RedisServerOptions options;
+  options.tls = true;
+  absl::StatusOr<std::unique_ptr<RedisServer>> server =
+      RedisServer::Start(options);
+  if (server.ok()) {
+    std::cout << "ok" << std::endl;
+  } else {
+    std::cout << absl::StatusCodeToString(server.status().code()) << "\n"
+              << absl::CEscape(server.status().message()) << std::endl;
+  }
+  return 0;
+}
+
 std::unique_ptr<RedisServer> MustStart(RedisServerOptions options = {}) {
   absl::StatusOr<std::unique_ptr<RedisServer>> server =
       RedisServer::Start(std::move(options));
@@ -146,6 +174,114 @@ struct RawConnection {
   redisContext* c = nullptr;
 };
 
+// /usr/bin/<name>, else the first <name> on $PATH, else empty.
+std::string FindTool(const std::string& name) {
+  std::vector<std::string> dirs = {"/usr/bin"};
+  if (const char* path = getenv("PATH"); path) {
+    for (absl::string_view dir : absl::StrSplit(path, ':', absl::SkipEmpty())) {
+      dirs.emplace_back(dir);
+    }
+  }
+  for (const std::string& dir : dirs) {
+    std::string candidate = absl::StrCat(dir, "/", name);
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+struct ToolRun {
+  int exit_code = -1;  // 128 + N if killed by signal N.
+  std::string output;  // stdout and stderr.
+};
+
+// Runs argv (argv[0] a path) through the fixture's Spawn(), with stdin
+// /dev/null; kills it after 30 s (DeadlineExceeded).
+absl::StatusOr<ToolRun> RunTool(const std::vector<std::string>& argv) {
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat("pipe2: ", strerror(errno)));
+  }
+  const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  internal::SpawnOptions spawn;
+  spawn.path = argv[0];
+  spawn.argv = argv;
+  spawn.stdin_fd = null_fd;
+  spawn.stdout_fd = pipe_fds[1];
+  spawn.stderr_fd = pipe_fds[1];
+  absl::StatusOr<pid_t> pid = internal::Spawn(spawn);
+  close(pipe_fds[1]);
+  if (null_fd >= 0) close(null_fd);
+  if (!pid.ok()) {
+    close(pipe_fds[0]);
+    return pid.status();
+  }
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  ToolRun run;
+  bool timed_out = false;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd pfd = {pipe_fds[0], POLLIN, 0};
+    const int ready =
+        poll(&pfd, 1, static_cast<int>(std::max<int64_t>(left.count(), 0)));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
+      timed_out = true;
+      break;
+    }
+    char buf[4096];
+    const ssize_t n = read(pipe_fds[0], buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // EOF: the tool is done.
+    run.output.append(buf, static_cast<size_t>(n));
+  }
+  close(pipe_fds[0]);
+  if (timed_out) kill(*pid, SIGKILL);
+  absl::StatusOr<int> status = internal::Reap(*pid);
+  if (!status.ok()) return status.status();
+  if (timed_out) {
+    return absl::DeadlineExceededError(
+        absl::StrCat(absl::StrJoin(argv, " "), " ran for 30 s: ", run.output));
+  }
+  run.exit_code = internal::ExitCodeFromWaitStatus(*status);
+  return run;
+}
+
+// `redis-cli --tls -h 127.0.0.1 -p <tls_port> <args> PING`.
+ToolRun RedisCliPing(const RedisServer& redis,
+                     const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {
+      FindTool("redis-cli"), "--tls", "-h",
+      RedisServer::kHost,    "-p",    absl::StrCat(redis.tls_port())};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.push_back("PING");
+  absl::StatusOr<ToolRun> run = RunTool(argv);
+  EXPECT_TRUE(run.ok()) << run.status();
+  return run.ok() ? *std::move(run) : ToolRun{};
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in),
+                     std::istreambuf_iterator<char>());
+}
+
+// Removes a temp dir of this test when it goes out of scope.
+struct ScopedTempDir {
+  ScopedTempDir() {
+    absl::StatusOr<std::string> made = internal::MakeTempDir();
+    EXPECT_TRUE(made.ok()) << made.status();
+    if (made.ok()) path = *made;
+  }
+  ~ScopedTempDir() {
+    if (!path.empty()) internal::RemoveTree(path);
+  }
+  ScopedTempDir(const ScopedTempDir&) = delete;
+  ScopedTempDir& operator=(const ScopedTempDir&) = delete;
+  std::string path;
+};
+
 // ------------------------------------------------------------ RedisServer --
 
 TEST(RedisServerTest, StartsAndAnswersPing) {
@@ -158,6 +294,12 @@ TEST(RedisServerTest, StartsAndAnswersPing) {
   EXPECT_EQ(redis->url(), absl::StrCat("redis://127.0.0.1:", redis->port()));
   EXPECT_EQ(redis->unix_url(), "");
   EXPECT_EQ(redis->socket_path(), "");
+  EXPECT_EQ(redis->tls_port(), 0);
+  EXPECT_EQ(redis->tls_url(), "");
+  EXPECT_EQ(redis->ca_file(), "");
+  EXPECT_EQ(redis->other_ca_file(), "");
+  EXPECT_EQ(redis->client_cert_file(), "");
+  EXPECT_EQ(redis->client_key_file(), "");
 
   absl::StatusOr<RedisValue> pong = redis->Command({"PING"});
   ASSERT_TRUE(pong.ok()) << pong.status();
@@ -404,6 +546,180 @@ TEST(RedisServerTest, ServerStartedByAShortLivedThreadOutlivesIt) {
   usleep(100 * 1000);
   EXPECT_TRUE(redis->running());
   EXPECT_EQ(redis->Command({"PING"})->str, "PONG");
+}
+
+// --------------------------------------------------------- RedisServer TLS --
+
+TEST(RedisServerTlsTest, ServerAnswersRedisCliOnTheTlsPort) {
+  if (FindTool("redis-cli").empty()) GTEST_SKIP() << "no redis-cli";
+  RedisServerOptions options;
+  options.tls = true;
+  std::unique_ptr<RedisServer> redis = MustStart(options);
+  ASSERT_NE(redis, nullptr);
+  EXPECT_GT(redis->tls_port(), 0);
+  EXPECT_NE(redis->tls_port(), 6379);
+  EXPECT_NE(redis->tls_port(), redis->port());
+  EXPECT_EQ(redis->tls_url(),
+            absl::StrCat("rediss://127.0.0.1:", redis->tls_port()));
+  EXPECT_EQ(redis->url(), absl::StrCat("redis://127.0.0.1:", redis->port()));
+  for (const std::string& file :
+       {redis->ca_file(), redis->other_ca_file(), redis->client_cert_file(),
+        redis->client_key_file()}) {
+    EXPECT_THAT(file, StartsWith(redis->dir() + "/"));
+    EXPECT_THAT(ReadFile(file), HasSubstr("-----BEGIN ")) << file;
+  }
+
+  ToolRun run = RedisCliPing(*redis, {"--cacert", redis->ca_file()});
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output, "PONG\n");
+
+  // The plaintext port stays, for Command().
+  absl::StatusOr<RedisValue> pong = redis->Command({"PING"});
+  ASSERT_TRUE(pong.ok()) << pong.status();
+  EXPECT_EQ(pong->str, "PONG");
+  RedisValue tls_port = *redis->Command({"CONFIG", "GET", "tls-port"});
+  ASSERT_EQ(tls_port.elements.size(), 2u) << tls_port;
+  EXPECT_EQ(tls_port.elements[1].str, absl::StrCat(redis->tls_port()));
+
+  const std::string dir = redis->dir();
+  redis.reset();
+  EXPECT_FALSE(PathExists(dir)) << "the certificates survived the server";
+}
+
+TEST(RedisServerTlsTest, AuthClientsYesRequiresTheClientCertificate) {
+  if (FindTool("redis-cli").empty()) GTEST_SKIP() << "no redis-cli";
+  RedisServerOptions options;
+  options.tls = true;
+  options.tls_auth_clients = "yes";
+  std::unique_ptr<RedisServer> redis = MustStart(options);
+  ASSERT_NE(redis, nullptr);
+
+  ToolRun without = RedisCliPing(*redis, {"--cacert", redis->ca_file()});
+  EXPECT_NE(without.exit_code, 0) << without.output;
+  EXPECT_THAT(without.output, Not(HasSubstr("PONG")));
+
+  ToolRun with = RedisCliPing(
+      *redis, {"--cacert", redis->ca_file(), "--cert",
+               redis->client_cert_file(), "--key", redis->client_key_file()});
+  EXPECT_EQ(with.exit_code, 0) << with.output;
+  EXPECT_EQ(with.output, "PONG\n");
+}
+
+TEST(RedisServerTlsTest, OtherCaFailsVerification) {
+  if (FindTool("redis-cli").empty()) GTEST_SKIP() << "no redis-cli";
+  RedisServerOptions options;
+  options.tls = true;
+  std::unique_ptr<RedisServer> redis = MustStart(options);
+  ASSERT_NE(redis, nullptr);
+  EXPECT_NE(ReadFile(redis->other_ca_file()), ReadFile(redis->ca_file()));
+
+  ToolRun run = RedisCliPing(*redis, {"--cacert", redis->other_ca_file()});
+  EXPECT_NE(run.exit_code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("certificate verify failed"));
+}
+
+TEST(RedisServerTlsTest, CertificateVerifiesFor127001AndLocalhostOnly) {
+  const std::string openssl = FindTool("openssl");
+  ASSERT_FALSE(openssl.empty());
+  RedisServerOptions options;
+  options.tls = true;
+  std::unique_ptr<RedisServer> redis = MustStart(options);
+  ASSERT_NE(redis, nullptr);
+  // openssl s_client checks the name as a client library would; with stdin
+  // at EOF it ends after the handshake.
+  auto connect = [&](const std::string& flag, const std::string& name) {
+    absl::StatusOr<ToolRun> run = RunTool(
+        {openssl, "s_client", "-connect",
+         absl::StrCat(RedisServer::kHost, ":", redis->tls_port()), "-CAfile",
+         redis->ca_file(), "-verify_return_error", "-brief", flag, name});
+    EXPECT_TRUE(run.ok()) << run.status();
+    return run.ok() ? *std::move(run) : ToolRun{};
+  };
+  ToolRun ip = connect("-verify_ip", "127.0.0.1");
+  EXPECT_EQ(ip.exit_code, 0) << ip.output;
+  ToolRun localhost = connect("-verify_hostname", "localhost");
+  EXPECT_EQ(localhost.exit_code, 0) << localhost.output;
+  ToolRun other = connect("-verify_hostname", "example.com");
+  EXPECT_NE(other.exit_code, 0) << other.output;
+  EXPECT_THAT(other.output, HasSubstr("hostname mismatch"));
+}
+
+TEST(RedisServerTlsTest, TlsUrlCarriesThePassword) {
+  if (FindTool("redis-cli").empty()) GTEST_SKIP() << "no redis-cli";
+  RedisServerOptions options;
+  options.tls = true;
+  options.requirepass = "s3cret/pw";
+  std::unique_ptr<RedisServer> redis = MustStart(options);
+  ASSERT_NE(redis, nullptr);
+  EXPECT_EQ(redis->tls_url(), absl::StrCat("rediss://:s3cret%2Fpw@127.0.0.1:",
+                                           redis->tls_port()));
+  EXPECT_EQ(redis->Command({"PING"})->str, "PONG");
+  ToolRun run =
+      RedisCliPing(*redis, {"--cacert", redis->ca_file(), "--no-auth-warning",
+                            "-a", options.requirepass});
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output, "PONG\n");
+}
+
+TEST(RedisServerTlsTest, RestartKeepsThePortsAndTheCertificates) {
+  if (FindTool("redis-cli").empty()) GTEST_SKIP() << "no redis-cli";
+  RedisServerOptions options;
+  options.tls = true;
+  std::unique_ptr<RedisServer> redis = MustStart(options);
+  ASSERT_NE(redis, nullptr);
+  const int port = redis->port();
+  const int tls_port = redis->tls_port();
+  const std::string ca = ReadFile(redis->ca_file());
+  const std::string client_cert = ReadFile(redis->client_cert_file());
+
+  ASSERT_TRUE(redis->Restart().ok());
+  EXPECT_EQ(redis->port(), port);
+  EXPECT_EQ(redis->tls_port(), tls_port);
+  EXPECT_EQ(ReadFile(redis->ca_file()), ca);
+  EXPECT_EQ(ReadFile(redis->client_cert_file()), client_cert);
+  ToolRun run = RedisCliPing(*redis, {"--cacert", redis->ca_file()});
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output, "PONG\n");
+}
+
+TEST(RedisServerTlsTest, BadAuthClientsValueIsInvalidArgument) {
+  RedisServerOptions options;
+  options.tls = true;
+  options.tls_auth_clients = "required";
+  absl::StatusOr<std::unique_ptr<RedisServer>> redis =
+      RedisServer::Start(options);
+  EXPECT_TRUE(absl::IsInvalidArgument(redis.status())) << redis.status();
+}
+
+TEST(RedisServerTlsTest, MissingOpensslIsNotFound) {
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Spawn(
+      "StartTlsServerWithOpenssl", {"/nonexistent/openssl"});
+  ASSERT_TRUE(child.ok()) << child.status();
+  EXPECT_EQ(*(*child)->ReadLine(absl::Seconds(30)), "NOT_FOUND");
+  EXPECT_THAT(*(*child)->ReadLine(absl::Seconds(30)),
+              HasSubstr("$RELOCK_OPENSSL=/nonexistent/openssl"));
+  EXPECT_EQ(*(*child)->Wait(absl::Seconds(30)), 0);
+}
+
+TEST(RedisServerTlsTest, FailingOpensslIsInternalAndQuotesItsStderr) {
+  // A stand-in for openssl that fails the way it does: a message on stderr.
+  ScopedTempDir tmp;
+  ASSERT_FALSE(tmp.path.empty());
+  const std::string fake = tmp.path + "/openssl";
+  {
+    std::ofstream out(fake);
+    out << "#!/bin/sh\necho \"fake openssl: cannot do $1\" >&2\nexit 3\n";
+  }
+  ASSERT_EQ(chmod(fake.c_str(), 0700), 0);
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child =
+      ChildProcess::Spawn("StartTlsServerWithOpenssl", {fake});
+  ASSERT_TRUE(child.ok()) << child.status();
+  EXPECT_EQ(*(*child)->ReadLine(absl::Seconds(30)), "INTERNAL");
+  absl::StatusOr<std::string> message = (*child)->ReadLine(absl::Seconds(30));
+  ASSERT_TRUE(message.ok()) << message.status();
+  EXPECT_THAT(*message, HasSubstr("fake openssl: cannot do req"));
+  EXPECT_THAT(*message, HasSubstr("exit code 3"));
+  EXPECT_EQ(*(*child)->Wait(absl::Seconds(30)), 0);
 }
 
 TEST(RedisServerTest, SharedServerIsOneRunningServer) {

@@ -32,6 +32,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
@@ -51,8 +52,49 @@ constexpr absl::Duration kReadyTimeout = absl::Seconds(10);
 constexpr absl::Duration kStopGracePeriod = absl::Seconds(5);
 constexpr absl::Duration kConnectTimeout = absl::Seconds(1);
 constexpr absl::Duration kCommandTimeout = absl::Seconds(5);
+constexpr absl::Duration kOpensslTimeout = absl::Seconds(30);
 constexpr char kSocketName[] = "redis.sock";
 constexpr char kLogName[] = "redis.log";
+// The TLS files in the server's dir (see redis_server.h).
+constexpr char kOpensslConfigName[] = "openssl.cnf";
+constexpr char kOpensslLogName[] = "openssl.log";
+constexpr char kCaCertName[] = "ca.crt";
+constexpr char kCaKeyName[] = "ca.key";
+constexpr char kOtherCaCertName[] = "other-ca.crt";
+constexpr char kOtherCaKeyName[] = "other-ca.key";
+constexpr char kServerCertName[] = "server.crt";
+constexpr char kServerKeyName[] = "server.key";
+constexpr char kClientCertName[] = "client.crt";
+constexpr char kClientKeyName[] = "client.key";
+constexpr int kCertificateDays = 3;
+
+// The openssl config for MakeTlsFiles(): `req` needs a distinguished_name
+// section (the subjects come from -subj); one extension section per kind of
+// certificate. Written to the dir so that the system's openssl.cnf (whose
+// v3_ca would make every certificate a CA) plays no part.
+constexpr char kOpensslConfig[] = R"(# Written by relock's RedisServer.
+[req]
+distinguished_name = dn
+prompt = no
+[dn]
+[ca_ext]
+basicConstraints = critical, CA:true
+keyUsage = critical, keyCertSign, cRLSign
+subjectKeyIdentifier = hash
+[server_ext]
+basicConstraints = critical, CA:false
+keyUsage = critical, digitalSignature
+extendedKeyUsage = serverAuth
+subjectAltName = IP:127.0.0.1, DNS:localhost
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid
+[client_ext]
+basicConstraints = critical, CA:false
+keyUsage = critical, digitalSignature
+extendedKeyUsage = clientAuth
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid
+)";
 
 // ---------------------------------------------------------------- helpers --
 
@@ -67,22 +109,27 @@ bool IsExecutable(const std::string& path) {
          access(path.c_str(), X_OK) == 0;
 }
 
-absl::StatusOr<std::string> FindRedisServer() {
-  if (const char* env = getenv("RELOCK_REDIS_SERVER"); env && *env) {
+// $<env_var> if set, else /usr/bin/<name>, else the first <name> on $PATH.
+absl::StatusOr<std::string> FindTool(const char* env_var, const char* name,
+                                     const char* package) {
+  if (const char* env = getenv(env_var); env && *env) {
     if (IsExecutable(env)) return std::string(env);
-    return absl::NotFoundError(absl::StrCat("$RELOCK_REDIS_SERVER=", env,
-                                            " is not an executable file"));
+    return absl::NotFoundError(
+        absl::StrCat("$", env_var, "=", env, " is not an executable file"));
   }
-  if (IsExecutable("/usr/bin/redis-server")) return "/usr/bin/redis-server";
+  if (std::string usr_bin = absl::StrCat("/usr/bin/", name);
+      IsExecutable(usr_bin)) {
+    return usr_bin;
+  }
   if (const char* path = getenv("PATH"); path) {
     for (absl::string_view dir : absl::StrSplit(path, ':', absl::SkipEmpty())) {
-      std::string candidate = absl::StrCat(dir, "/redis-server");
+      std::string candidate = absl::StrCat(dir, "/", name);
       if (IsExecutable(candidate)) return candidate;
     }
   }
-  return absl::NotFoundError(
-      "redis-server not found: set $RELOCK_REDIS_SERVER, or install it "
-      "(apt-get install redis-server)");
+  return absl::NotFoundError(absl::StrCat(name, " not found: set $", env_var,
+                                          ", or install it (apt-get install ",
+                                          package, ")"));
 }
 
 // The major version of `binary` from `binary --version` ("... v=7.0.15 ..."),
@@ -116,13 +163,19 @@ int RedisMajorVersion(const std::string& binary) {
   return absl::SimpleAtoi(rest, &major) ? major : 0;
 }
 
-// A port that was free on 127.0.0.1 a moment ago (never 6379).
-absl::StatusOr<int> PickFreePort() {
-  for (int attempt = 0; attempt < 10; ++attempt) {
+// `count` distinct ports that were free on 127.0.0.1 a moment ago (never
+// 6379). All are bound at once, so the kernel cannot hand out one twice.
+absl::StatusOr<std::vector<int>> PickFreePorts(size_t count) {
+  std::vector<int> fds;
+  std::vector<int> ports;
+  absl::Status status = absl::OkStatus();
+  for (int attempt = 0; ports.size() < count && attempt < 10; ++attempt) {
     const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-      return ErrnoStatus(absl::StatusCode::kUnavailable, "socket", errno);
+      status = ErrnoStatus(absl::StatusCode::kUnavailable, "socket", errno);
+      break;
     }
+    fds.push_back(fd);
     sockaddr_in addr;
     memset(&addr, 0, sizeof(addr));
     addr.sin_family = AF_INET;
@@ -131,16 +184,46 @@ absl::StatusOr<int> PickFreePort() {
     socklen_t len = sizeof(addr);
     if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
         getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      status = ErrnoStatus(absl::StatusCode::kUnavailable,
+                           "binding a free port on 127.0.0.1", errno);
+      break;
+    }
+    // 6379 stays bound until the end, so it does not come back either.
+    const int port = ntohs(addr.sin_port);
+    if (port != 6379 && port != 0) ports.push_back(port);
+  }
+  for (const int fd : fds) close(fd);
+  if (!status.ok()) return status;
+  if (ports.size() < count) {
+    return absl::UnavailableError("no free port on 127.0.0.1");
+  }
+  return ports;
+}
+
+absl::Status WriteFile(const std::string& path, absl::string_view contents) {
+  const int fd =
+      open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return ErrnoStatus(absl::StatusCode::kInternal,
+                       absl::StrCat("creating ", path), errno);
+  }
+  size_t done = 0;
+  while (done < contents.size()) {
+    const ssize_t n = write(fd, contents.data() + done, contents.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
       const int err = errno;
       close(fd);
-      return ErrnoStatus(absl::StatusCode::kUnavailable,
-                         "binding a free port on 127.0.0.1", err);
+      return ErrnoStatus(absl::StatusCode::kInternal,
+                         absl::StrCat("writing ", path), err);
     }
-    close(fd);
-    const int port = ntohs(addr.sin_port);
-    if (port != 6379 && port != 0) return port;
+    done += static_cast<size_t>(n);
   }
-  return absl::UnavailableError("no free port on 127.0.0.1");
+  if (close(fd) != 0) {
+    return ErrnoStatus(absl::StatusCode::kInternal,
+                       absl::StrCat("writing ", path), errno);
+  }
+  return absl::OkStatus();
 }
 
 std::string ReadTail(const std::string& path, size_t max_bytes) {
@@ -181,6 +264,66 @@ std::string PercentEncode(absl::string_view in) {
     }
   }
   return out;
+}
+
+// Runs `openssl <args>` (stdin and stdout /dev/null, stderr to
+// <dir>/openssl.log, which each run truncates); an error quotes that stderr.
+absl::Status RunOpenssl(const std::string& openssl, const std::string& dir,
+                        const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {openssl};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const std::string command = absl::StrJoin(argv, " ");
+  const std::string log_path = absl::StrCat(dir, "/", kOpensslLogName);
+  const int log_fd =
+      open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (log_fd < 0) {
+    return ErrnoStatus(absl::StatusCode::kInternal,
+                       absl::StrCat("opening ", log_path), errno);
+  }
+  const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  internal::SpawnOptions spawn;
+  spawn.path = openssl;
+  spawn.argv = argv;
+  spawn.stdin_fd = null_fd;
+  spawn.stdout_fd = null_fd;
+  spawn.stderr_fd = log_fd;
+  absl::StatusOr<pid_t> pid = internal::Spawn(spawn);
+  close(log_fd);
+  if (null_fd >= 0) close(null_fd);
+  if (!pid.ok()) return pid.status();  // It names the command.
+  absl::StatusOr<int> status = internal::ReapWithTimeout(*pid, kOpensslTimeout);
+  const bool timed_out = absl::IsDeadlineExceeded(status.status());
+  if (timed_out) {
+    kill(*pid, SIGKILL);
+    (void)internal::Reap(*pid);
+  }
+  auto stderr_text = [&] {
+    std::string text = ReadTail(log_path, 2048);
+    return text.empty() ? std::string("(empty)") : absl::StrCat("\n", text);
+  };
+  if (timed_out) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("`", command, "` did not end within ",
+                     absl::FormatDuration(kOpensslTimeout),
+                     "; its stderr: ", stderr_text()));
+  }
+  if (!status.ok()) {
+    return absl::Status(
+        status.status().code(),
+        absl::StrCat("`", command, "`: ", status.status().message()));
+  }
+  if (*status != 0) {
+    return absl::InternalError(absl::StrCat(
+        "`", command, "` failed (", internal::DescribeWaitStatus(*status),
+        "); its stderr: ", stderr_text()));
+  }
+  return absl::OkStatus();
+}
+
+// A URL's ":<password>@" (percent-encoded), or empty without a password.
+std::string UserInfo(const std::string& password) {
+  if (password.empty()) return "";
+  return absl::StrCat(":", PercentEncode(password), "@");
 }
 
 struct ContextDeleter {
@@ -295,6 +438,12 @@ LiveServers& TheLiveServers() {
   return *live;
 }
 
+// <dir>/<name> with TLS, else empty.
+std::string TlsPath(const RedisServerOptions& options, const std::string& dir,
+                    const char* name) {
+  return options.tls ? absl::StrCat(dir, "/", name) : "";
+}
+
 }  // namespace
 
 // ------------------------------------------------------------- RedisValue --
@@ -339,7 +488,8 @@ bool operator==(const RedisValue& a, const RedisValue& b) {
 // ------------------------------------------------------------ RedisServer --
 
 RedisServer::RedisServer(RedisServerOptions options, std::string binary,
-                         int major_version, std::string dir, int port)
+                         int major_version, std::string dir, int port,
+                         int tls_port)
     : options_(std::move(options)),
       binary_(std::move(binary)),
       major_version_(major_version),
@@ -348,6 +498,15 @@ RedisServer::RedisServer(RedisServerOptions options, std::string binary,
       socket_path_(options_.unix_socket ? absl::StrCat(dir_, "/", kSocketName)
                                         : ""),
       port_(port),
+      tls_port_(options_.tls ? tls_port : 0),
+      ca_file_(TlsPath(options_, dir_, kCaCertName)),
+      ca_key_file_(TlsPath(options_, dir_, kCaKeyName)),
+      other_ca_file_(TlsPath(options_, dir_, kOtherCaCertName)),
+      other_ca_key_file_(TlsPath(options_, dir_, kOtherCaKeyName)),
+      server_cert_file_(TlsPath(options_, dir_, kServerCertName)),
+      server_key_file_(TlsPath(options_, dir_, kServerKeyName)),
+      client_cert_file_(TlsPath(options_, dir_, kClientCertName)),
+      client_key_file_(TlsPath(options_, dir_, kClientKeyName)),
       creator_pid_(getpid()) {
   // Stops the servers never destroyed (SharedRedisServer(), a test's leaked
   // static) at exit, and removes their dirs.
@@ -360,20 +519,47 @@ RedisServer::RedisServer(RedisServerOptions options, std::string binary,
 
 absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
     RedisServerOptions options) {
-  absl::StatusOr<std::string> binary = FindRedisServer();
+  absl::StatusOr<std::string> binary =
+      FindTool("RELOCK_REDIS_SERVER", "redis-server", "redis-server");
   if (!binary.ok()) return binary.status();
+  std::string openssl;
+  if (options.tls) {
+    const std::string& auth = options.tls_auth_clients;
+    if (auth != "yes" && auth != "no" && auth != "optional") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("RedisServer::Start: tls_auth_clients is \"", auth,
+                       "\"; expected \"yes\", \"no\" or \"optional\""));
+    }
+    absl::StatusOr<std::string> found =
+        FindTool("RELOCK_OPENSSL", "openssl", "openssl");
+    if (!found.ok()) return found.status();
+    openssl = *std::move(found);
+  }
   const int major_version = RedisMajorVersion(*binary);
   absl::Status last;
   for (int attempt = 1; attempt <= kStartAttempts; ++attempt) {
-    // A new port (and dir) per attempt: the likely failure is that another
-    // process took the port between PickFreePort() and the server's bind().
-    absl::StatusOr<int> port = PickFreePort();
-    if (!port.ok()) return port.status();
+    // New ports (and a new dir) per attempt: the likely failure is that
+    // another process took a port between PickFreePorts() and the server's
+    // bind() (of either port: Redis exits if it cannot listen on both).
+    absl::StatusOr<std::vector<int>> ports = PickFreePorts(options.tls ? 2 : 1);
+    if (!ports.ok()) return ports.status();
     absl::StatusOr<std::string> dir =
         internal::MakeTempDir(options.unix_socket ? kSocketName : "");
     if (!dir.ok()) return dir.status();
     std::unique_ptr<RedisServer> server(
-        new RedisServer(options, *binary, major_version, *dir, *port));
+        new RedisServer(options, *binary, major_version, *dir, (*ports)[0],
+                        options.tls ? (*ports)[1] : 0));
+    if (options.tls) {
+      // Not retried: a new port does not help openssl. ~RedisServer removes
+      // the dir.
+      absl::Status made = server->MakeTlsFiles(openssl);
+      if (!made.ok()) {
+        return absl::Status(made.code(),
+                            absl::StrCat("RedisServer::Start: making the TLS "
+                                         "certificates: ",
+                                         made.message()));
+      }
+    }
     {
       MutexLock lock(&server->mu_);
       last = server->StartProcessLocked();
@@ -418,6 +604,45 @@ void RedisServer::Shutdown() {
   internal::RemoveTree(dir_);
 }
 
+absl::Status RedisServer::MakeTlsFiles(const std::string& openssl) const {
+  const std::string config = absl::StrCat(dir_, "/", kOpensslConfigName);
+  absl::Status status = WriteFile(config, kOpensslConfig);
+  if (!status.ok()) return status;
+  struct Certificate {
+    const std::string& cert;
+    const std::string& key;
+    const char* subject;
+    const char* extensions;  // A section of kOpensslConfig.
+    bool signed_by_ca;       // Else self-signed.
+  };
+  const Certificate certificates[] = {
+      {ca_file_, ca_key_file_, "/CN=relock test CA", "ca_ext", false},
+      {server_cert_file_, server_key_file_, "/CN=localhost", "server_ext",
+       true},
+      {client_cert_file_, client_key_file_, "/CN=relock test client",
+       "client_ext", true},
+      {other_ca_file_, other_ca_key_file_, "/CN=relock unrelated test CA",
+       "ca_ext", false},
+  };
+  // One `openssl req -x509` each: a new EC P-256 key and its certificate,
+  // signed with OpenSSL >= 3.0's -CA/-CAkey (no CSR, no x509 -req step).
+  for (const Certificate& c : certificates) {
+    std::vector<std::string> args = {"req",  "-x509",       "-config",
+                                     config, "-extensions", c.extensions};
+    args.insert(args.end(), {"-newkey", "ec", "-pkeyopt",
+                             "ec_paramgen_curve:prime256v1", "-nodes"});
+    args.insert(args.end(),
+                {"-keyout", c.key, "-out", c.cert, "-subj", c.subject, "-days",
+                 absl::StrCat(kCertificateDays)});
+    if (c.signed_by_ca) {
+      args.insert(args.end(), {"-CA", ca_file_, "-CAkey", ca_key_file_});
+    }
+    status = RunOpenssl(openssl, dir_, args);
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RedisServer::StartProcessLocked() {
   std::vector<std::string> argv = {binary_,
                                    "--port",
@@ -445,6 +670,13 @@ absl::Status RedisServer::StartProcessLocked() {
   }
   if (!options_.requirepass.empty()) {
     argv.insert(argv.end(), {"--requirepass", options_.requirepass});
+  }
+  if (options_.tls) {
+    argv.insert(argv.end(),
+                {"--tls-port", absl::StrCat(tls_port_), "--tls-cert-file",
+                 server_cert_file_, "--tls-key-file", server_key_file_,
+                 "--tls-ca-cert-file", ca_file_, "--tls-auth-clients",
+                 options_.tls_auth_clients});
   }
   argv.insert(argv.end(), options_.extra_args.begin(),
               options_.extra_args.end());
@@ -489,7 +721,9 @@ absl::Status RedisServer::WaitUntilReadyLocked() {
     if (!absl::IsUnavailable(status.status())) {
       pid_ = -1;
       return absl::UnavailableError(absl::StrCat(
-          "redis-server (", binary_, ") for ", kHost, ":", port_, " ended (",
+          "redis-server (", binary_, ") for ", kHost, ":", port_,
+          tls_port_ != 0 ? absl::StrCat(" and TLS port ", tls_port_) : "",
+          " ended (",
           status.ok() ? internal::DescribeWaitStatus(*status)
                       : status.status().ToString(),
           ") before answering; tail of ", log_path_, ":\n", LogTail(2048)));
@@ -555,11 +789,14 @@ bool RedisServer::running() const {
 }
 
 std::string RedisServer::url() const {
-  std::string userinfo;
-  if (!options_.requirepass.empty()) {
-    userinfo = absl::StrCat(":", PercentEncode(options_.requirepass), "@");
-  }
-  return absl::StrCat("redis://", userinfo, kHost, ":", port_);
+  return absl::StrCat("redis://", UserInfo(options_.requirepass), kHost, ":",
+                      port_);
+}
+
+std::string RedisServer::tls_url() const {
+  if (tls_port_ == 0) return "";
+  return absl::StrCat("rediss://", UserInfo(options_.requirepass), kHost, ":",
+                      tls_port_);
 }
 
 std::string RedisServer::unix_url() const {

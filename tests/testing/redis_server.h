@@ -1,15 +1,16 @@
 // A real redis-server for tests and benchmarks: RedisServer starts a private
-// server (its own free port on 127.0.0.1, optionally a unix socket, a fresh
-// temp dir, no persistence) and can stop, restart, kill, pause and resume it
-// to inject faults. SharedRedisServer() is the one server a test binary shares
-// between its tests (flush it in SetUp: see tests/test_util.h).
+// server (its own free port on 127.0.0.1, optionally a unix socket and a TLS
+// port, a fresh temp dir, no persistence) and can stop, restart, kill, pause
+// and resume it to inject faults. SharedRedisServer() is the one server a test
+// binary shares between its tests (flush it in SetUp: see tests/test_util.h).
 //
+// clang-format off
 //   absl::StatusOr<std::unique_ptr<RedisServer>> redis = RedisServer::Start();
 //   ASSERT_TRUE(redis.ok()) << redis.status();
-//   client options.url = (*redis)->url();          //
-//   "redis://127.0.0.1:<port>" RedisValue v = *(*redis)->Command({"HGETALL",
-//   "lock"});  // inspect state
-//   (*redis)->Pause();  ...  (*redis)->Resume();    // SIGSTOP / SIGCONT
+//   client_options.url = (*redis)->url();  // "redis://127.0.0.1:<port>"
+//   RedisValue v = *(*redis)->Command({"HGETALL", "lock"});  // inspect state
+//   (*redis)->Pause();  ...  (*redis)->Resume();  // SIGSTOP / SIGCONT
+// clang-format on
 //
 // The binary is $RELOCK_REDIS_SERVER, else /usr/bin/redis-server, else the
 // first redis-server on $PATH. It runs with `--save "" --appendonly no` (a
@@ -17,6 +18,25 @@
 // Redis >= 7 `--enable-debug-command yes` (for DEBUG SLEEP and friends). The
 // server's log is <dir()>/redis.log; errors from Start()/Restart() quote its
 // tail. Port 6379 is never used.
+//
+// TLS (RedisServerOptions::tls; needs a redis-server built with TLS, such as
+// Debian's): the server also listens on tls_port(), and the plaintext port()
+// stays on (Command() speaks plain TCP). Start() makes the certificates in
+// dir() with the openssl command-line tool (OpenSSL >= 3.0; $RELOCK_OPENSSL,
+// else /usr/bin/openssl, else the first openssl on $PATH), EC P-256 keys
+// valid for 3 days (four openssl runs, about 0.1 s):
+//
+//   ca.crt        ca_file(): the test CA, which signs the two below and is
+//                 the server's --tls-ca-cert-file (it checks clients with it)
+//   server.crt    the server's certificate, subjectAltName IP:127.0.0.1 and
+//                 DNS:localhost (host-name verification of either passes)
+//   client.crt    client_cert_file() + client_key_file(), for mutual TLS
+//   other-ca.crt  other_ca_file(): an unrelated CA that signed nothing, for
+//                 tests that must reject the server's certificate
+//
+// Their keys sit next to them (ca.key, server.key, ...), with openssl.cnf
+// and openssl.log. Restart() keeps them all. If openssl is missing or fails,
+// Start() fails (NotFound / Internal) and quotes its stderr.
 //
 // Server states and operations (Start() leaves it Running):
 //
@@ -27,7 +47,8 @@
 //
 // Stop() is SIGTERM (plus SIGCONT if paused), then SIGKILL after 5 s. A
 // server that died on its own (SHUTDOWN, DEBUG SEGFAULT) counts as Stopped.
-// Restart() reuses the port, the unix socket path and the dir.
+// Restart() reuses the ports, the unix socket path and the dir (with the TLS
+// certificates).
 //
 // Processes: the server dies with the test binary, however it ends (the
 // destructor stops it, an at-exit handler stops the servers never destroyed,
@@ -69,8 +90,15 @@ struct RedisServerOptions {
   // Also listen on <dir>/redis.sock (perm 700). The TCP port is always on.
   bool unix_socket = false;
   // If set, the server runs with --requirepass; Command() AUTHs with it and
-  // url()/unix_url() carry it.
+  // url()/unix_url()/tls_url() carry it.
   std::string requirepass;
+  // Also listen for TLS on tls_port(), with certificates made in dir() (see
+  // the top of this file). The plaintext port() stays on.
+  bool tls = false;
+  // --tls-auth-clients, with `tls`: "no" (no client certificate asked for),
+  // "yes" (one signed by ca_file() is required: client_cert_file()) or
+  // "optional" (checked if sent). Anything else is InvalidArgument.
+  std::string tls_auth_clients = "no";
   // Appended last (so they override the defaults), e.g.
   // {"--maxmemory", "10mb"}.
   std::vector<std::string> extra_args;
@@ -109,9 +137,10 @@ struct RedisValue {
 
 class RedisServer {
  public:
-  // Starts a server on a free port (retrying with a new port, up to 5 times,
-  // if another process grabs it first) and waits up to 10 s until it answers.
-  // NotFound if there is no redis-server binary.
+  // Starts a server on a free port (and a second one for TLS; retrying with
+  // new ports, up to 5 times, if another process grabs one first) and waits up
+  // to 10 s until it answers. NotFound if there is no redis-server binary (or,
+  // with tls, no openssl); Internal if openssl fails.
   static absl::StatusOr<std::unique_ptr<RedisServer>> Start(
       RedisServerOptions options = {});
 
@@ -124,6 +153,8 @@ class RedisServer {
   static constexpr const char* kHost = "127.0.0.1";
 
   int port() const { return port_; }
+  // The TLS port, or 0 without RedisServerOptions::tls.
+  int tls_port() const { return tls_port_; }
   // <dir>/redis.sock, or empty without RedisServerOptions::unix_socket.
   const std::string& socket_path() const { return socket_path_; }
   // The temp dir (holds redis.log and the socket).
@@ -139,6 +170,18 @@ class RedisServer {
   // "unix://<socket_path>" (plus "?password=<pass>" with requirepass), or
   // empty without a socket.
   std::string unix_url() const;
+  // "rediss://127.0.0.1:<tls_port>", or "rediss://:<pass>@127.0.0.1:<tls_port>"
+  // with requirepass; empty without tls.
+  std::string tls_url() const;
+
+  // The TLS files in dir(), PEM; each empty without tls. Trust ca_file() to
+  // accept the server's certificate; other_ca_file() must make a client
+  // reject it. client_cert_file() / client_key_file() are signed by
+  // ca_file(), as a server with tls_auth_clients "yes" requires.
+  const std::string& ca_file() const { return ca_file_; }
+  const std::string& other_ca_file() const { return other_ca_file_; }
+  const std::string& client_cert_file() const { return client_cert_file_; }
+  const std::string& client_key_file() const { return client_key_file_; }
 
   // See the state table above.
   absl::Status Stop();
@@ -163,7 +206,10 @@ class RedisServer {
 
  private:
   RedisServer(RedisServerOptions options, std::string binary, int major_version,
-              std::string dir, int port);
+              std::string dir, int port, int tls_port);
+
+  // Makes the TLS files in dir_ with `openssl` (see the top of this file).
+  absl::Status MakeTlsFiles(const std::string& openssl) const;
 
   absl::Status StartProcessLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status WaitUntilReadyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -184,6 +230,16 @@ class RedisServer {
   const std::string log_path_;
   const std::string socket_path_;
   const int port_;
+  const int tls_port_;  // 0 without tls.
+  // <dir_>/<name> with tls, else empty.
+  const std::string ca_file_;
+  const std::string ca_key_file_;
+  const std::string other_ca_file_;
+  const std::string other_ca_key_file_;
+  const std::string server_cert_file_;
+  const std::string server_key_file_;
+  const std::string client_cert_file_;
+  const std::string client_key_file_;
   const pid_t creator_pid_;  // getpid() of the process that started it.
 
   mutable Mutex mu_;
