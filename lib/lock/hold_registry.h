@@ -5,9 +5,14 @@
 // non-owner, lets Close() release what is still held, and is the watchdog's
 // table of locks to renew.
 //
-// Times are on the steady clock. "acked_at" is when the command that last
-// set the lease (acquire or renewal) was *sent*: Redis set the TTL no earlier,
-// so acked_at + lease never overstates how long the lock is held.
+// Times are on the clock of the registry's TimerThread (timers->clock(): the
+// real steady clock in a client, a timer::FakeClock in tests). The registry
+// never reads a clock itself: every time is passed in (`sent_at`, Sweep's
+// `now`) and must be on that clock, and the explicit-lease timers fire when
+// that clock reaches them, so a FakeClock drives expiry and retention.
+// "acked_at" is when the command that last set the lease (acquire or renewal)
+// was *sent*: Redis set the TTL no earlier, so acked_at + lease never
+// overstates how long the lock is held.
 //
 // Lease rules (see lua/acquire.lua): a re-entry never shortens a hold. The
 // caller passes `watchdog` = true for a re-entry of a watchdog hold even when
@@ -16,8 +21,8 @@
 //
 // Explicit-lease holds end by themselves: with a TimerThread, a timer at the
 // end of the lease marks the hold expired (Release() then says "lease ran
-// out", Close() leaves it alone) and kExpiredHoldRetention later drops it, so
-// holds that are never released cost no memory for long.
+// out", Close() leaves it alone) and kExpiredHoldRetention after the lease
+// end drops it, so holds that are never released cost no memory for long.
 
 #ifndef RELOCK_LIB_LOCK_HOLD_REGISTRY_H_
 #define RELOCK_LIB_LOCK_HOLD_REGISTRY_H_
@@ -80,10 +85,12 @@ class HoldRegistry {
  public:
   using Key = std::pair<std::string, uint64_t>;  // (lock name, thread)
 
-  // `timers` (may be null: explicit holds are then never dropped) runs the
-  // explicit-lease timers; it must outlive the registry's last call, and its
-  // callbacks must stop before the registry is destroyed. `retention`: how
-  // long an expired hold is remembered.
+  // `timers` (may be null: explicit holds are then never marked expired nor
+  // dropped) runs the explicit-lease timers on its clock. The constructor
+  // only keeps the pointer, so `timers` may be constructed after the
+  // registry, but it must exist from the first call on and outlive the last,
+  // and its callbacks must stop before the registry is destroyed.
+  // `retention`: how long an expired hold is remembered.
   explicit HoldRegistry(timer::TimerThread* timers = nullptr,
                         absl::Duration retention = kExpiredHoldRetention)
       : timers_(timers), retention_(retention) {}

@@ -10,7 +10,10 @@
 // (unless called from that callback) and joins the thread; it never
 // deadlocks with a running callback because callbacks run without the lock.
 //
-// The Clock seam lets tests drive time by hand (FakeClock + Poke()).
+// The Clock seam lets tests drive time by hand (FakeClock + Poke()). Code
+// built on a TimerThread takes its time from the same clock (clock()), so
+// one FakeClock drives it all: the hold registry's lease timers and the
+// watchdog's rounds.
 
 #ifndef RELOCK_LIB_TIMER_TIMER_THREAD_H_
 #define RELOCK_LIB_TIMER_TIMER_THREAD_H_
@@ -49,6 +52,7 @@ class FakeClock : public Clock {
 
 class TimerThread {
  public:
+  // `clock` must outlive this TimerThread.
   explicit TimerThread(const Clock* clock = RealClock());
   ~TimerThread();
   TimerThread(const TimerThread&) = delete;
@@ -66,6 +70,8 @@ class TimerThread {
   void Poke();
 
   size_t pending() const;
+  // The clock every deadline is on (the constructor's `clock`).
+  const Clock* clock() const { return clock_; }
 
  private:
   void Run();

@@ -27,6 +27,7 @@ Watchdog::Watchdog(absl::Duration lease, lock::HoldRegistry* holds,
       retry_interval_(std::min(lease / 12, absl::Milliseconds(500))),
       holds_(holds),
       timers_(timers),
+      clock_(timers->clock()),
       renew_(std::move(renew)),
       on_lost_(std::move(on_lost)) {
   MutexLock lock(&join_mu_);
@@ -73,7 +74,7 @@ uint64_t Watchdog::failed_rounds() const {
 RoundStats Watchdog::RunRound(bool all) {
   MutexLock round_lock(&round_mu_);
   RoundStats stats;
-  const SteadyClock::time_point start = SteadyClock::now();
+  const SteadyClock::time_point start = clock_->Now();
   const absl::Duration cpu_start = ThreadCpuTime();
   std::vector<lock::RenewItem> due;
   std::vector<lock::LostHold> lost;
@@ -92,7 +93,7 @@ RoundStats Watchdog::RunRound(bool all) {
   }
   stats.lost = lost.size();
   if (!due.empty()) {
-    const SteadyClock::time_point sent_at = SteadyClock::now();
+    const SteadyClock::time_point sent_at = clock_->Now();
     absl::StatusOr<std::vector<bool>> renewed = renew_(due);
     if (renewed.ok() && renewed->size() == due.size()) {
       last_error_ = absl::OkStatus();
@@ -113,7 +114,7 @@ RoundStats Watchdog::RunRound(bool all) {
                                  : renewed.status();
     }
   }
-  stats.wall = absl::FromChrono(SteadyClock::now() - start);
+  stats.wall = absl::FromChrono(clock_->Now() - start);
   stats.cpu = ThreadCpuTime() - cpu_start;
   MutexLock lock(&state_->mu);
   ++state_->rounds;

@@ -22,6 +22,11 @@
 // No renewal is ever sent for a hold after its final release began; a round
 // already in flight may still reach Redis after the release, where the renew
 // script finds the owner field gone and does nothing.
+//
+// Time comes only from the timer wheel's clock (timers->clock()): rounds are
+// scheduled on it, and a round reads it for `now` and for when its renewal
+// was sent. The HoldRegistry's times must be on the same clock. Tests drive
+// a watchdog with a timer::FakeClock and a fake RenewFn.
 
 #ifndef RELOCK_LIB_WATCHDOG_WATCHDOG_H_
 #define RELOCK_LIB_WATCHDOG_WATCHDOG_H_
@@ -56,12 +61,16 @@ struct RoundStats {
   size_t renewed = 0;
   size_t lost = 0;
   bool failed = false;
-  absl::Duration wall;  // whole round, on the steady clock
+  absl::Duration wall;  // whole round, on the injected clock
   absl::Duration cpu;   // CPU time of the thread that ran it
 };
 
 class Watchdog {
  public:
+  // `holds` and `timers` (not null) must outlive the watchdog; `timers`
+  // must be constructed already (its clock is read here). `renew` and
+  // `on_lost` are called on the watchdog's thread, or on the caller's in
+  // RunRound(), never concurrently.
   Watchdog(absl::Duration lease, lock::HoldRegistry* holds,
            timer::TimerThread* timers, RenewFn renew, LostFn on_lost);
   ~Watchdog();
@@ -94,6 +103,7 @@ class Watchdog {
   const absl::Duration retry_interval_;
   lock::HoldRegistry* const holds_;
   timer::TimerThread* const timers_;
+  const timer::Clock* const clock_;  // timers_->clock()
   const RenewFn renew_;
   const LostFn on_lost_;
 
