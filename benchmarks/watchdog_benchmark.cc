@@ -91,7 +91,6 @@ World& GetWorld() {
     ClientOptions options;
     options.url = w->server->url();
     options.lock_watchdog_timeout = absl::Hours(1);
-    options.pool_size = 8;
     absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
     if (!client.ok()) {
       w->error = client.status().ToString();

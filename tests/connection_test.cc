@@ -61,8 +61,12 @@ TEST(ConnectTest, InvalidOptionsAreInvalidArgument) {
   };
   const absl::StatusCode kInvalid = absl::StatusCode::kInvalidArgument;
   EXPECT_EQ(connect([](ClientOptions& o) { o.url = "http://x"; }), kInvalid);
-  EXPECT_EQ(connect([](ClientOptions& o) { o.pool_size = 0; }), kInvalid);
-  EXPECT_EQ(connect([](ClientOptions& o) { o.pool_size = 5000; }), kInvalid);
+  EXPECT_EQ(connect([](ClientOptions& o) { o.command_connections = 0; }),
+            kInvalid);
+  EXPECT_EQ(connect([](ClientOptions& o) { o.command_connections = 65; }),
+            kInvalid);
+  EXPECT_EQ(connect([](ClientOptions& o) { o.tls.ca_file = "/ca.pem"; }),
+            kInvalid);
   EXPECT_EQ(connect([](ClientOptions& o) {
               o.command_timeout = absl::ZeroDuration();
             }),

@@ -136,11 +136,13 @@ class StaleConnectionTest : public ::testing::Test {
   void SetUp() override {
     server_ = MustStart();
     ASSERT_NE(server_, nullptr);
-    client_ = MustConnect(server_->url());
+    // Several command connections, so that every one of them goes stale.
+    client_ = MustConnect(server_->url(),
+                          [](ClientOptions& o) { o.command_connections = 4; });
     ASSERT_NE(client_, nullptr);
   }
-  // Fills the pool with several idle connections: concurrent calls open
-  // them, and they all stay pooled afterwards.
+  // Opens every command connection: calls go to them round robin, and they
+  // stay open afterwards.
   void OpenSeveralConnections() {
     for (int round = 0; round < 50 && NormalClients() < 5; ++round) {
       std::vector<std::thread> threads;
@@ -151,7 +153,7 @@ class StaleConnectionTest : public ::testing::Test {
       }
       for (std::thread& t : threads) t.join();
     }
-    // Our pool's connections (the fixture's own query counts as one).
+    // Our command connections (the fixture's own query counts as one).
     ASSERT_GE(NormalClients(), 4);
   }
   int NormalClients() {

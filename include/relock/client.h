@@ -6,10 +6,12 @@
 // handles from `GetLock()`.
 //
 // A client owns:
-//   - a pool of command connections (ClientOptions::pool_size, opened on
-//     demand, each used by one thread at a time and replaced after any I/O
-//     error; when the server dropped one, its idle siblings are replaced
-//     too, and the call is resent on a fresh connection);
+//   - one event loop thread, which owns every socket of the client;
+//   - its command connection(s) (ClientOptions::command_connections, 1 by
+//     default), shared by every thread: requests from all threads are
+//     written together (pipelined) and answered in order, so a client used
+//     by hundreds of threads still has one; a connection the server dropped
+//     is reopened and the call resent on it when resending is harmless;
 //   - one pub/sub connection with its own thread, which carries the unlock
 //     notifications that wake waiting threads;
 //   - its identity, a random UUID, which with the thread number forms the

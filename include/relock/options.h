@@ -104,9 +104,12 @@ struct ClientOptions {
   // fails with Unavailable and its connection is replaced. Must be positive.
   absl::Duration command_timeout = absl::Seconds(2);
 
-  // Most connections the client keeps for commands (the pub/sub connection is
-  // extra). Connections are opened when first needed. Between 1 and 1024.
-  int pool_size = 8;
+  // Connections the client keeps for commands (the pub/sub connection is
+  // extra). Every thread shares them: requests from all threads are written
+  // together (pipelined) on the client's event loop, so one is enough for
+  // most servers; calls are spread over several round robin. Opened when
+  // first needed, reopened after a failure. Between 1 and 64.
+  int command_connections = 1;
 
   // Lease of a lock acquired without an explicit lease (Redisson's
   // lockWatchdogTimeout). The watchdog renews such leases about every third

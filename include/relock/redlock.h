@@ -103,7 +103,7 @@ struct RedlockOptions {
   std::vector<std::string> urls;
 
   // Per-master connection settings and lock defaults: connect_timeout,
-  // command_timeout, pool_size, lock_watchdog_timeout (the lease when none is
+  // command_timeout, lock_watchdog_timeout (the lease when none is
   // given), client_id, on_lock_event. `connection.url` is ignored.
   ClientOptions connection;
 

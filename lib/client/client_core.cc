@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "lib/lock/owner.h"
+#include "lib/redis/resp.h"
 #include "lib/redis/url.h"
 
 namespace relock {
@@ -28,9 +29,17 @@ absl::Status ValidateClientOptions(const ClientOptions& o) {
       o.command_timeout == absl::InfiniteDuration()) {
     return invalid("command_timeout must be positive and finite");
   }
-  if (o.pool_size < 1 || o.pool_size > 1024) {
-    return invalid(
-        absl::StrCat("pool_size must be in [1, 1024], not ", o.pool_size));
+  if (o.command_connections < 1 || o.command_connections > 64) {
+    return invalid(absl::StrCat("command_connections must be in [1, 64], not ",
+                                o.command_connections));
+  }
+  const TlsOptions& tls = o.tls;
+  const bool tls_set = !tls.ca_file.empty() || !tls.ca_dir.empty() ||
+                       !tls.cert_file.empty() || !tls.key_file.empty() ||
+                       !tls.server_name.empty() ||
+                       tls.dangerously_skip_verification;
+  if (tls_set && !absl::StartsWith(o.url, "rediss://")) {
+    return invalid("tls is set, but the url is not rediss:// (TLS)");
   }
   if (o.lock_watchdog_timeout < absl::Milliseconds(30) ||
       o.lock_watchdog_timeout > absl::Hours(365 * 24)) {
@@ -85,14 +94,12 @@ void RegisterLiveCore(const std::shared_ptr<ClientCore>& core) {
 
 }  // namespace
 
-ClientCore::ClientCore(ClientOptions options, std::string id,
-                       redis::ConnectionOptions conn_options)
+ClientCore::ClientCore(ClientOptions options, std::string id)
     : options_(std::move(options)),
       deliver_(EventDeliverer(options_.on_lock_event)),
       id_(std::move(id)),
       watchdog_lease_ms_(absl::StrCat(
           absl::ToInt64Milliseconds(options_.lock_watchdog_timeout))),
-      pool_(std::move(conn_options), options_.pool_size),
       scripts_(LockScripts()),
       holds_(&timers_) {}
 
@@ -105,20 +112,41 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
   if (!endpoint.ok()) return endpoint.status();
   if (endpoint->tls) {
     return absl::UnimplementedError(
-        "rediss:// (TLS) is not supported yet by the blocking transport");
+        "rediss:// (TLS) is not supported yet: the pub/sub connection still "
+        "uses the blocking transport");
   }
   redis::ConnectionOptions conn_options;
-  conn_options.endpoint = *std::move(endpoint);
+  conn_options.endpoint = *endpoint;
   conn_options.connect_timeout = options.connect_timeout;
   conn_options.command_timeout = options.command_timeout;
+  io::ConnectionOptions io_options;
+  io_options.endpoint = *std::move(endpoint);
+  io_options.tls = options.tls;
+  io_options.connect_timeout = options.connect_timeout;
+  io_options.command_timeout = options.command_timeout;
   std::string id =
       options.client_id.empty() ? lock::NewClientId() : options.client_id;
   std::shared_ptr<ClientCore> core(
-      new ClientCore(std::move(options), std::move(id), conn_options));
-  {
-    absl::StatusOr<redis::PooledConnection> conn = core->pool_.Get();
+      new ClientCore(std::move(options), std::move(id)));
+  for (int i = 0; i < core->options_.command_connections; ++i) {
+    absl::StatusOr<std::shared_ptr<io::Connection>> conn =
+        io::Connection::Create(&core->loop_, io_options);
     if (!conn.ok()) return conn.status();
-    if (absl::Status s = core->scripts_.Load(**conn); !s.ok()) return s;
+    core->connections_.push_back(*std::move(conn));
+  }
+  {
+    // Connects (so that a client fails to start when Redis cannot be used)
+    // and loads the scripts.
+    std::string wire;
+    core->scripts_.AppendLoadAll(&wire);
+    io::Result loaded =
+        io::Call(core->Pick(), std::move(wire), core->scripts_.size(),
+                 Deadline::After(core->options_.connect_timeout +
+                                 core->options_.command_timeout));
+    if (!loaded.status.ok()) return loaded.status;
+    if (absl::Status s = core->scripts_.SetShas(loaded.replies); !s.ok()) {
+      return s;
+    }
   }
   absl::StatusOr<std::unique_ptr<pubsub::Subscriber>> sub =
       pubsub::Subscriber::Start(conn_options);
@@ -173,16 +201,17 @@ void ClientCore::BecomeInertInForkedChild() {
   closed_.store(true, std::memory_order_release);
 }
 
-template <class Call>
-absl::StatusOr<redis::Reply> ClientCore::Send(Deadline deadline, Resend resend,
-                                              bool* resent, Call call) {
+io::Connection& ClientCore::Pick() {
+  const size_t i = next_connection_.fetch_add(1, std::memory_order_relaxed);
+  return *connections_[i % connections_.size()];
+}
+
+io::Result ClientCore::Send(const std::string& wire, size_t commands,
+                            Deadline deadline, Resend resend, bool* resent) {
   if (resent != nullptr) *resent = false;
   for (int sends = 1;; ++sends) {
-    absl::StatusOr<redis::PooledConnection> conn = pool_.Get(deadline);
-    if (!conn.ok()) return conn.status();
-    absl::StatusOr<redis::Reply> r = call(**conn);
-    const bool dropped = (*conn)->dropped();
-    if ((r.ok() && !dropped) || resend == Resend::kNever || !dropped ||
+    io::Result r = io::Call(Pick(), wire, commands, deadline);
+    if (r.status.ok() || resend == Resend::kNever || !r.resendable ||
         sends >= kMaxSends || deadline.Expired()) {
       return r;
     }
@@ -194,16 +223,31 @@ absl::StatusOr<redis::Reply> ClientCore::RunScript(
     ScriptId script, std::initializer_list<absl::string_view> keys,
     std::initializer_list<absl::string_view> args, Deadline deadline,
     Resend resend, bool* resent) {
-  return Send(deadline, resend, resent, [&](redis::Connection& conn) {
-    return scripts_.Eval(conn, script, keys, args, deadline);
-  });
+  const absl::Span<const absl::string_view> k(keys.begin(), keys.size());
+  const absl::Span<const absl::string_view> a(args.begin(), args.size());
+  std::string wire;
+  scripts_.AppendEvalsha(script, k, a, &wire);
+  io::Result r = Send(wire, 1, deadline, resend, resent);
+  if (r.status.ok() && redis::ScriptSet::IsNoScript(r.replies[0])) {
+    // The server lost its script cache: EVAL with the source caches it
+    // again. The EVALSHA did not run, so this is still the first run.
+    bool resent_eval = false;
+    wire.clear();
+    scripts_.AppendEval(script, k, a, &wire);
+    r = Send(wire, 1, deadline, resend, &resent_eval);
+    if (resent != nullptr) *resent = *resent || resent_eval;
+  }
+  if (!r.status.ok()) return r.status;
+  return std::move(r.replies[0]);
 }
 
 absl::StatusOr<redis::Reply> ClientCore::RunCommand(
     std::initializer_list<absl::string_view> argv, Deadline deadline) {
-  return Send(
-      deadline, Resend::kIfDropped, nullptr,
-      [&](redis::Connection& conn) { return conn.Command(argv, deadline); });
+  std::string wire;
+  redis::AppendCommand(argv, &wire);
+  io::Result r = Send(wire, 1, deadline, Resend::kIfDropped, nullptr);
+  if (!r.status.ok()) return r.status;
+  return std::move(r.replies[0]);
 }
 
 absl::StatusOr<std::vector<redis::Reply>> ClientCore::RunPipelined(
@@ -211,53 +255,44 @@ absl::StatusOr<std::vector<redis::Reply>> ClientCore::RunPipelined(
     std::atomic<uint64_t>* round_trips) {
   std::vector<redis::Reply> replies;
   if (calls.empty()) return replies;
-  absl::StatusOr<redis::PooledConnection> conn = pool_.Get(deadline);
-  if (!conn.ok()) return conn.status();
-  // Sends calls[i] for every i in `which` in one flush and stores their
-  // replies; collects the NOSCRIPT ones into `*noscript`.
-  replies.reserve(calls.size());
-  for (size_t i = 0; i < calls.size(); ++i) replies.emplace_back(nullptr);
-  auto pipeline = [&](const std::vector<size_t>& which,
-                      std::vector<size_t>* noscript) -> absl::Status {
+  // Sends calls[i] for every i in `which` together (EVALSHA, or EVAL with
+  // the source when `eval`) and stores their replies; collects the NOSCRIPT
+  // ones into `*noscript`.
+  auto send = [&](const std::vector<size_t>& which, bool eval,
+                  std::vector<size_t>* noscript) -> absl::Status {
+    std::string wire;
     for (size_t i : which) {
-      if (absl::Status s =
-              scripts_.Append(**conn, script, calls[i].keys, calls[i].args);
-          !s.ok()) {
-        return s;
+      if (eval) {
+        scripts_.AppendEval(script, calls[i].keys, calls[i].args, &wire);
+      } else {
+        scripts_.AppendEvalsha(script, calls[i].keys, calls[i].args, &wire);
       }
     }
     if (round_trips != nullptr) {
       round_trips->fetch_add(1, std::memory_order_relaxed);
     }
-    for (size_t i : which) {
-      absl::StatusOr<redis::Reply> reply = (*conn)->GetReply(deadline);
-      if (!reply.ok()) return reply.status();
-      if (redis::ScriptSet::IsNoScript(*reply)) noscript->push_back(i);
-      replies[i] = *std::move(reply);
+    io::Result r = io::Call(Pick(), std::move(wire), which.size(), deadline);
+    if (!r.status.ok()) return r.status;
+    for (size_t k = 0; k < which.size(); ++k) {
+      if (redis::ScriptSet::IsNoScript(r.replies[k])) {
+        noscript->push_back(which[k]);
+      }
+      replies[which[k]] = std::move(r.replies[k]);
     }
     return absl::OkStatus();
   };
+  replies.reserve(calls.size());
+  for (size_t i = 0; i < calls.size(); ++i) replies.emplace_back(nullptr);
   std::vector<size_t> all(calls.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
   std::vector<size_t> noscript;
-  if (absl::Status s = pipeline(all, &noscript); !s.ok()) return s;
+  if (absl::Status s = send(all, /*eval=*/false, &noscript); !s.ok()) return s;
   if (noscript.empty()) return replies;
-  // The server lost its script cache (SCRIPT FLUSH, restart): Eval reloads
-  // the script with the first of those calls; the rest follow in one flush.
-  const size_t first = noscript.front();
-  absl::StatusOr<redis::Reply> reply = scripts_.Eval(
-      **conn, script, calls[first].keys, calls[first].args, deadline);
-  if (!reply.ok()) return reply.status();
-  replies[first] = *std::move(reply);
-  noscript.erase(noscript.begin());
+  // The server lost its script cache (SCRIPT FLUSH, restart): the source
+  // with EVAL, which caches it again.
   std::vector<size_t> again;
-  if (!noscript.empty()) {
-    if (absl::Status s = pipeline(noscript, &again); !s.ok()) return s;
-  }
-  if (!again.empty()) {
-    return absl::InternalError(
-        absl::StrCat("script \"", scripts_.name(script),
-                     "\" unknown to Redis right after it was loaded again"));
+  if (absl::Status s = send(noscript, /*eval=*/true, &again); !s.ok()) {
+    return s;
   }
   return replies;
 }
@@ -345,7 +380,10 @@ void ClientCore::Close() {
   }
   timers_.Shutdown();
   if (events_ != nullptr) events_->Stop();  // delivers queued events first
-  pool_.Close();
+  for (const std::shared_ptr<io::Connection>& conn : connections_) {
+    conn->Close();
+  }
+  loop_.Stop();
 }
 
 }  // namespace internal

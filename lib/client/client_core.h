@@ -1,8 +1,8 @@
 // The shared state behind a relock::Client and its Lock handles: options,
-// identity, the connection pool, the scripts, the pub/sub subscriber, the hold
-// registry, the timer thread, the watchdog and the event queue. Lock handles
-// keep it alive with a shared_ptr, so a handle that outlives its Client finds
-// it closed instead of freed.
+// identity, the event loop and its command connections, the scripts, the
+// pub/sub subscriber, the hold registry, the timer thread, the watchdog and the
+// event queue. Lock handles keep it alive with a shared_ptr, so a handle that
+// outlives its Client finds it closed instead of freed.
 
 #ifndef RELOCK_LIB_CLIENT_CLIENT_CORE_H_
 #define RELOCK_LIB_CLIENT_CLIENT_CORE_H_
@@ -19,11 +19,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "lib/client/event_queue.h"
+#include "lib/io/connection.h"
+#include "lib/io/event_loop.h"
 #include "lib/lock/hold_registry.h"
 #include "lib/lock/lock_scripts.h"
 #include "lib/lock/owner.h"
 #include "lib/pubsub/subscriber.h"
-#include "lib/redis/pool.h"
 #include "lib/redis/script.h"
 #include "lib/timer/timer_thread.h"
 #include "lib/watchdog/watchdog.h"
@@ -72,16 +73,18 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>,
   void WatchCurrentThread();
   void OnThreadExit(uint64_t thread_number) override;
 
-  // One script call / one command on a pooled connection, within
-  // `deadline` (and command_timeout per round trip).
+  // One script call / one command on the client's shared, pipelined command
+  // connection (lib/io/connection.h), within `deadline` (and command_timeout
+  // without replies). NOSCRIPT (SCRIPT FLUSH, restart) sends the script's
+  // source with EVAL once, which caches it again.
   //
   // With Resend::kIfDropped, a call whose connection the server dropped
-  // (CLIENT KILL, restart, an idle `timeout`, a stale pooled connection; not
-  // a timeout) is sent again on a fresh connection, up to kMaxSends sends in
-  // all while `deadline` has time left, and `*resent` says so. Only for calls
-  // where running twice is harmless: a dropped request either never ran or
-  // ran and lost its reply. A server that refuses connections (down) fails
-  // the call at once with Unavailable.
+  // (CLIENT KILL, restart, an idle `timeout`; not a timeout) is sent again on
+  // a fresh connection, up to kMaxSends sends in all while `deadline` has
+  // time left, and `*resent` says so. Only for calls where running twice is
+  // harmless: a dropped request either never ran or ran and lost its reply.
+  // A server that refuses connections (down) fails the call at once with
+  // Unavailable.
   enum class Resend { kNever, kIfDropped };
   static constexpr int kMaxSends = 3;
   absl::StatusOr<redis::Reply> RunScript(
@@ -94,8 +97,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>,
       std::initializer_list<absl::string_view> argv,
       Deadline deadline = Deadline::Never());
 
-  // Calls of one script, pipelined on one connection (one round trip, plus
-  // one more to reload the script after a SCRIPT FLUSH), within `deadline`.
+  // Calls of one script, sent together (one round trip, plus one more to
+  // reload the script after a SCRIPT FLUSH), within `deadline`.
   // Returns one reply per call, in order (error replies included), or the
   // error that failed the whole batch. `*round_trips`, if given, is
   // incremented per flush.
@@ -128,12 +131,14 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>,
   void BecomeInertInForkedChild();
 
  private:
-  ClientCore(ClientOptions options, std::string id,
-             redis::ConnectionOptions conn_options);
+  ClientCore(ClientOptions options, std::string id);
   void Deliver(const LockEvent& event) const { deliver_(event); }
-  template <class Call>
-  absl::StatusOr<redis::Reply> Send(Deadline deadline, Resend resend,
-                                    bool* resent, Call call);
+  // The next command connection (round robin).
+  io::Connection& Pick();
+  // Sends `wire` (`commands` commands) within `deadline`, resending as
+  // `resend` says (see RunScript).
+  io::Result Send(const std::string& wire, size_t commands, Deadline deadline,
+                  Resend resend, bool* resent);
 
   const ClientOptions options_;
   // options_.on_lock_event, or a writer to stderr; self-contained, so the
@@ -141,7 +146,10 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>,
   const std::function<void(const LockEvent&)> deliver_;
   const std::string id_;
   const std::string watchdog_lease_ms_;
-  redis::ConnectionPool pool_;
+  // Declared before everything that may hold a reference into it.
+  io::EventLoop loop_;
+  std::vector<std::shared_ptr<io::Connection>> connections_;
+  std::atomic<size_t> next_connection_{0};
   redis::ScriptSet scripts_;
   std::unique_ptr<pubsub::Subscriber> subscriber_;
   lock::HoldRegistry holds_;

@@ -31,16 +31,6 @@ std::shared_ptr<const BackoffStrategy> DefaultReconnectBackoff() {
 
 }  // namespace
 
-void AppendCommand(absl::Span<const absl::string_view> argv,
-                   std::string* wire) {
-  absl::StrAppend(wire, "*", argv.size(), "\r\n");
-  for (absl::string_view arg : argv) {
-    absl::StrAppend(wire, "$", arg.size(), "\r\n");
-    wire->append(arg.data(), arg.size());
-    wire->append("\r\n");
-  }
-}
-
 absl::StatusOr<std::shared_ptr<Connection>> Connection::Create(
     EventLoop* loop, ConnectionOptions options) {
   std::shared_ptr<TlsContext> tls;

@@ -58,6 +58,7 @@
 #include "lib/io/event_loop.h"
 #include "lib/io/transport.h"
 #include "lib/redis/reply.h"
+#include "lib/redis/resp.h"
 #include "lib/redis/url.h"
 #include "relock/backoff.h"
 #include "relock/options.h"
@@ -78,12 +79,7 @@ struct ConnectionOptions {
   std::shared_ptr<const BackoffStrategy> reconnect_backoff;
 };
 
-// Appends `argv` to `*wire` as one RESP command (hiredis's formatter).
-void AppendCommand(absl::Span<const absl::string_view> argv, std::string* wire);
-inline void AppendCommand(std::initializer_list<absl::string_view> argv,
-                          std::string* wire) {
-  AppendCommand(absl::MakeConstSpan(argv.begin(), argv.size()), wire);
-}
+using redis::AppendCommand;
 
 struct Result {
   absl::Status status;                // OK: one reply per command

@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "lib/redis/resp.h"
 
 namespace relock {
 namespace redis {
@@ -14,17 +15,66 @@ ScriptSet::ScriptSet(std::vector<ScriptSource> scripts)
 absl::StatusOr<std::string> ScriptSet::LoadOne(Connection& conn, size_t index,
                                                Deadline deadline) const {
   const ScriptSource& script = scripts_[index];
-  std::string what =
-      absl::StrCat("SCRIPT LOAD of relock's \"", script.name, "\" script");
   absl::StatusOr<Reply> r =
       conn.Command({"SCRIPT", "LOAD", script.source}, deadline);
   if (!r.ok()) return r.status();
-  if (r->is_error()) return ErrorReplyToStatus(what, r->str());
-  if (!r->view().is_string()) {
+  return ShaFrom(index, *r);
+}
+
+absl::StatusOr<std::string> ScriptSet::ShaFrom(size_t index,
+                                               const Reply& reply) const {
+  std::string what = absl::StrCat("SCRIPT LOAD of relock's \"",
+                                  scripts_[index].name, "\" script");
+  if (reply.is_error()) return ErrorReplyToStatus(what, reply.str());
+  if (!reply.view().is_string()) {
     return absl::InternalError(
-        absl::StrCat(what, ": unexpected reply ", r->view().Describe()));
+        absl::StrCat(what, ": unexpected reply ", reply.view().Describe()));
   }
-  return std::string(r->str());
+  return std::string(reply.str());
+}
+
+void ScriptSet::AppendLoadAll(std::string* wire) const {
+  for (const ScriptSource& script : scripts_) {
+    AppendCommand({"SCRIPT", "LOAD", script.source}, wire);
+  }
+}
+
+absl::Status ScriptSet::SetShas(const std::vector<Reply>& replies) {
+  if (replies.size() != scripts_.size()) {
+    return absl::InternalError("SCRIPT LOAD: wrong number of replies");
+  }
+  for (size_t i = 0; i < scripts_.size(); ++i) {
+    absl::StatusOr<std::string> sha = ShaFrom(i, replies[i]);
+    if (!sha.ok()) return sha.status();
+    shas_[i] = *std::move(sha);
+  }
+  return absl::OkStatus();
+}
+
+void ScriptSet::AppendCall(absl::string_view command, absl::string_view script,
+                           absl::Span<const absl::string_view> keys,
+                           absl::Span<const absl::string_view> args,
+                           std::string* wire) const {
+  AppendArrayHeader(3 + keys.size() + args.size(), wire);
+  AppendBulk(command, wire);
+  AppendBulk(script, wire);
+  AppendBulk(absl::StrCat(keys.size()), wire);
+  for (absl::string_view key : keys) AppendBulk(key, wire);
+  for (absl::string_view arg : args) AppendBulk(arg, wire);
+}
+
+void ScriptSet::AppendEvalsha(size_t index,
+                              absl::Span<const absl::string_view> keys,
+                              absl::Span<const absl::string_view> args,
+                              std::string* wire) const {
+  AppendCall("EVALSHA", shas_[index], keys, args, wire);
+}
+
+void ScriptSet::AppendEval(size_t index,
+                           absl::Span<const absl::string_view> keys,
+                           absl::Span<const absl::string_view> args,
+                           std::string* wire) const {
+  AppendCall("EVAL", scripts_[index].source, keys, args, wire);
 }
 
 absl::Status ScriptSet::Load(Connection& conn) {

@@ -46,12 +46,31 @@ class ScriptSet {
                       absl::Span<const absl::string_view> keys,
                       absl::Span<const absl::string_view> args) const;
 
+  // The same as RESP, for the I/O core: EVALSHA of script `index`; EVAL of
+  // its source (after NOSCRIPT: it also caches the script again); SCRIPT LOAD
+  // of every script, whose replies SetShas() takes.
+  void AppendEvalsha(size_t index, absl::Span<const absl::string_view> keys,
+                     absl::Span<const absl::string_view> args,
+                     std::string* wire) const;
+  void AppendEval(size_t index, absl::Span<const absl::string_view> keys,
+                  absl::Span<const absl::string_view> args,
+                  std::string* wire) const;
+  void AppendLoadAll(std::string* wire) const;
+  absl::Status SetShas(const std::vector<Reply>& replies);
+  size_t size() const { return scripts_.size(); }
+
   static bool IsNoScript(const Reply& reply);
   absl::string_view name(size_t index) const { return scripts_[index].name; }
 
  private:
   absl::StatusOr<std::string> LoadOne(Connection& conn, size_t index,
                                       Deadline deadline) const;
+  // The SHA1 from a SCRIPT LOAD reply of script `index`.
+  absl::StatusOr<std::string> ShaFrom(size_t index, const Reply& reply) const;
+  void AppendCall(absl::string_view command, absl::string_view script,
+                  absl::Span<const absl::string_view> keys,
+                  absl::Span<const absl::string_view> args,
+                  std::string* wire) const;
   void BuildArgv(size_t index, absl::Span<const absl::string_view> keys,
                  absl::Span<const absl::string_view> args,
                  std::vector<absl::string_view>* argv,

@@ -51,6 +51,9 @@ absl::Status ValidateRedlockOptions(const RedlockOptions& o) {
   return absl::OkStatus();
 }
 
+// Blocking connections per master (until Redlock moves to the I/O core).
+constexpr int kPoolSizePerMaster = 8;
+
 // Counts of the masters' answers to one script call.
 struct Tally {
   int ok = 0;      // answered with the expected type
@@ -105,7 +108,7 @@ absl::StatusOr<std::shared_ptr<RedlockCore>> RedlockCore::Create(
     Master m;
     m.label = c.endpoint.ToString();
     m.pool = std::make_unique<redis::ConnectionPool>(
-        c, core->options_.connection.pool_size);
+        c, kPoolSizePerMaster);
     absl::StatusOr<redis::PooledConnection> conn = m.pool->Get();
     absl::Status s = conn.ok() ? core->scripts_.Load(**conn) : conn.status();
     if (s.ok()) {
