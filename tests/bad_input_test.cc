@@ -125,10 +125,21 @@ TEST_F(BadInputTest, MalformedUrlsAreInvalidArgumentAtConnect) {
               absl::StatusCode::kInvalidArgument)
         << url;
   }
+  // TLS settings that cannot be used are InvalidArgument before connecting.
   ClientOptions tls;
-  tls.url = "rediss://127.0.0.1:6380";
+  tls.url = "rediss://127.0.0.1:1";
+  tls.tls.ca_file = "/nonexistent/ca.pem";
   EXPECT_EQ(Client::Connect(tls).status().code(),
-            absl::StatusCode::kUnimplemented);
+            absl::StatusCode::kInvalidArgument);
+  tls.tls.ca_file.clear();
+  tls.tls.cert_file = "/nonexistent/client.pem";
+  EXPECT_EQ(Client::Connect(tls).status().code(),
+            absl::StatusCode::kInvalidArgument);  // a cert needs its key
+  ClientOptions not_tls;
+  not_tls.url = "redis://127.0.0.1:1";
+  not_tls.tls.ca_file = "/etc/ssl/certs/ca-certificates.crt";
+  EXPECT_EQ(Client::Connect(not_tls).status().code(),
+            absl::StatusCode::kInvalidArgument);  // would be ignored
 }
 
 TEST_F(BadInputTest, AServerThatAcceptsButNeverAnswersIsUnavailableInTime) {

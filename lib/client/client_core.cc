@@ -110,15 +110,6 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
   if (absl::Status s = ValidateClientOptions(options); !s.ok()) return s;
   absl::StatusOr<redis::Endpoint> endpoint = redis::ParseRedisUrl(options.url);
   if (!endpoint.ok()) return endpoint.status();
-  if (endpoint->tls) {
-    return absl::UnimplementedError(
-        "rediss:// (TLS) is not supported yet: the pub/sub connection still "
-        "uses the blocking transport");
-  }
-  redis::ConnectionOptions conn_options;
-  conn_options.endpoint = *endpoint;
-  conn_options.connect_timeout = options.connect_timeout;
-  conn_options.command_timeout = options.command_timeout;
   io::ConnectionOptions io_options;
   io_options.endpoint = *std::move(endpoint);
   io_options.tls = options.tls;
@@ -148,8 +139,8 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
       return s;
     }
   }
-  absl::StatusOr<std::unique_ptr<pubsub::Subscriber>> sub =
-      pubsub::Subscriber::Start(conn_options);
+  absl::StatusOr<std::shared_ptr<pubsub::Subscriber>> sub =
+      pubsub::Subscriber::Start(&core->loop_, io_options);
   if (!sub.ok()) return sub.status();
   core->subscriber_ = *std::move(sub);
   ClientCore* raw = core.get();

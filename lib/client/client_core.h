@@ -151,7 +151,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>,
   std::vector<std::shared_ptr<io::Connection>> connections_;
   std::atomic<size_t> next_connection_{0};
   redis::ScriptSet scripts_;
-  std::unique_ptr<pubsub::Subscriber> subscriber_;
+  std::shared_ptr<pubsub::Subscriber> subscriber_;
   lock::HoldRegistry holds_;
   timer::TimerThread timers_;
   std::unique_ptr<EventQueue> events_;

@@ -80,6 +80,12 @@ void Connection::Submit(std::shared_ptr<Request> request) {
   if (post) loop_->Post([self = shared_from_this()] { self->Pump(); });
 }
 
+void Connection::Start() {
+  loop_->Post([self = shared_from_this()] {
+    if (self->state_ == State::kIdle) self->StartConnect();
+  });
+}
+
 void Connection::Close() {
   {
     MutexLock lock(&mu_);

@@ -107,6 +107,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // Any thread.
   void Submit(std::shared_ptr<Request> request);
+  // Any thread: connects now if not connected or connecting (with
+  // keep_connected: and keeps reconnecting).
+  void Start();
   // Any thread: fails everything outstanding with FailedPrecondition
   // "closed" and closes the socket. Idempotent.
   void Close();

@@ -1,16 +1,12 @@
 #include "lib/pubsub/subscriber.h"
 
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "lib/redis/connection.h"
 
 namespace relock {
 namespace pubsub {
@@ -67,12 +63,12 @@ absl::Status Subscription::AwaitConfirmed(Deadline deadline) {
       if (!owner_->connected_) {
         return absl::DeadlineExceededError(
             absl::StrCat("pub/sub connection to Redis at ",
-                         owner_->options_.endpoint.ToString(),
+                         owner_->conn_->options().endpoint.ToString(),
                          " is down: ", owner_->last_error_.message()));
       }
       return absl::DeadlineExceededError(
           absl::StrCat("SUBSCRIBE ", name_, " not confirmed by Redis at ",
-                       owner_->options_.endpoint.ToString()));
+                       owner_->conn_->options().endpoint.ToString()));
     }
     channel_->cv.WaitWithTimeout(&owner_->mu_, SliceUntil(deadline));
   }
@@ -105,53 +101,68 @@ void Subscription::PassOn() {
 
 // ------------------------------------------------------------------ Subscriber
 
-Subscriber::Subscriber(redis::ConnectionOptions options)
-    : options_(std::move(options)) {}
+Subscriber::Subscriber(io::EventLoop* loop,
+                       std::shared_ptr<io::Connection> conn)
+    : loop_(loop),
+      conn_(std::move(conn)),
+      ping_every_(std::max(absl::Seconds(1), conn_->options().command_timeout)),
+      ping_timer_(loop->context()) {}
 
-absl::StatusOr<std::unique_ptr<Subscriber>> Subscriber::Start(
-    redis::ConnectionOptions options, bool connect_now) {
-  absl::StatusOr<std::unique_ptr<redis::Connection>> conn;
-  if (connect_now) {
-    conn = redis::Connection::Open(options);
-    if (!conn.ok()) {
-      return absl::Status(
-          conn.status().code(),
-          absl::StrCat("pub/sub connection: ", conn.status().message()));
+absl::StatusOr<std::shared_ptr<Subscriber>> Subscriber::Start(
+    io::EventLoop* loop, io::ConnectionOptions options, bool connect_now) {
+  options.keep_connected = true;
+  absl::StatusOr<std::shared_ptr<io::Connection>> conn =
+      io::Connection::Create(loop, std::move(options));
+  if (!conn.ok()) return conn.status();
+  std::shared_ptr<Subscriber> s(new Subscriber(loop, *conn));
+  std::weak_ptr<Subscriber> weak = s;
+  s->conn_->set_push_handler([weak](const redis::Reply& reply) {
+    std::shared_ptr<Subscriber> self = weak.lock();
+    return self != nullptr && self->OnPush(reply);
+  });
+  s->conn_->set_state_handler([weak](bool connected, const absl::Status& why) {
+    if (std::shared_ptr<Subscriber> self = weak.lock()) {
+      self->OnConnectionState(connected, why);
     }
+  });
+  if (connect_now) {
+    std::string wire;
+    io::AppendCommand({"PING"}, &wire);
+    const io::ConnectionOptions& o = s->conn_->options();
+    io::Result r =
+        io::Call(*s->conn_, std::move(wire), 1,
+                 Deadline::After(o.connect_timeout + o.command_timeout));
+    if (!r.status.ok()) {
+      s->Close();
+      return absl::Status(r.status.code(), absl::StrCat("pub/sub connection: ",
+                                                        r.status.message()));
+    }
+  } else {
+    s->conn_->Start();
   }
-  std::unique_ptr<Subscriber> s(new Subscriber(std::move(options)));
-  s->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (s->wake_fd_ < 0) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("eventfd: ", ErrnoText(errno)));
-  }
-  if (connect_now) s->OnConnected(*std::move(conn));
-  {
-    MutexLock lock(&s->join_mu_);
-    s->thread_ = std::thread([p = s.get()] { p->Run(); });
-  }
+  loop->Post([weak] {
+    if (std::shared_ptr<Subscriber> self = weak.lock()) self->SchedulePing();
+  });
   return s;
 }
 
-Subscriber::~Subscriber() {
-  Close();
-  if (wake_fd_ >= 0) close(wake_fd_);
-}
+Subscriber::~Subscriber() { Close(); }
 
 void Subscriber::Close() {
   {
     MutexLock lock(&mu_);
+    if (closed_) return;
     closed_ = true;
     for (auto& [name, c] : channels_) {
       c.cv.SignalAll();
       c.NotifySignals();
     }
   }
-  Wake();
-  MutexLock lock(&join_mu_);
-  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) {
-    thread_.join();
-  }
+  conn_->Close();
+  // The ping timer is the loop's: cancel it there.
+  loop_->Post([self = weak_from_this()] {
+    if (std::shared_ptr<Subscriber> s = self.lock()) s->ping_timer_.cancel();
+  });
 }
 
 bool Subscriber::Confirmed(const Channel& c) const {
@@ -159,23 +170,38 @@ bool Subscriber::Confirmed(const Channel& c) const {
          c.refused_code == absl::StatusCode::kOk;
 }
 
-void Subscriber::Wake() {
-  uint64_t one = 1;
-  ssize_t ignored = write(wake_fd_, &one, sizeof(one));
-  (void)ignored;  // a full counter already means "wake up"
-}
-
 void Subscriber::Enqueue(Op op, const std::string& name, Channel* c) {
   c->wanted = op == Op::kSubscribe;
-  if (!connected_) return;  // OnConnected() subscribes what is wanted
+  if (!connected_) return;  // OnConnectionState() subscribes what is wanted
   ++c->in_flight;
-  outbox_.emplace_back(op, name);
+  outbox_.push_back(Command{op, name, generation_});
+}
+
+void Subscriber::SendQueued() {
+  std::vector<Command> batch;
+  {
+    MutexLock lock(&mu_);
+    batch.swap(outbox_);
+  }
+  std::weak_ptr<Subscriber> weak = weak_from_this();
+  for (Command& command : batch) {
+    auto request = std::make_shared<io::Request>();
+    io::AppendCommand(
+        {command.op == Op::kSubscribe ? "SUBSCRIBE" : "UNSUBSCRIBE",
+         command.channel},
+        &request->wire);
+    request->done = [weak, command = std::move(command)](io::Result r) {
+      if (std::shared_ptr<Subscriber> self = weak.lock()) {
+        self->OnAnswer(command, r);
+      }
+    };
+    conn_->Submit(std::move(request));
+  }
 }
 
 std::unique_ptr<Subscription> Subscriber::Subscribe(
     const std::string& name, std::shared_ptr<WakeSignal> signal) {
   Channel* c;
-  bool queued = false;
   {
     MutexLock lock(&mu_);
     c = &channels_[name];
@@ -183,134 +209,91 @@ std::unique_ptr<Subscription> Subscriber::Subscribe(
     if (c->refs++ == 0) {
       c->permits = 0;
       c->refused_code = absl::StatusCode::kOk;
-      if (!c->wanted) {
-        Enqueue(Op::kSubscribe, name, c);
-        queued = connected_;
-      }
+      if (!c->wanted) Enqueue(Op::kSubscribe, name, c);
     }
   }
-  if (queued) Wake();
+  SendQueued();
   return std::unique_ptr<Subscription>(
       new Subscription(this, name, c, std::move(signal)));
 }
 
 void Subscriber::Unref(const std::string& name, Channel* c) {
-  bool queued = false;
   {
     MutexLock lock(&mu_);
     if (--c->refs > 0) return;
     c->permits = 0;
     if (connected_ && !closed_) {
       Enqueue(Op::kUnsubscribe, name, c);
-      queued = true;
     } else if (c->in_flight == 0) {
       c->wanted = false;
       channels_.erase(name);
     }
   }
-  if (queued) Wake();
+  SendQueued();
 }
 
 // ----------------------------------------------------------------- loop thread
 
-void Subscriber::OnConnected(std::unique_ptr<redis::Connection> conn) {
-  conn_ = std::move(conn);
-  ping_outstanding_ = false;
-  awaiting_.clear();
-  MutexLock lock(&mu_);
-  connected_ = true;
-  ++generation_;
-  outbox_.clear();
-  for (auto it = channels_.begin(); it != channels_.end();) {
-    Channel& c = it->second;
-    c.in_flight = 0;
-    if (c.refs == 0) {
-      channels_.erase(it++);
-      continue;
-    }
-    c.wanted = false;
-    c.refused_code = absl::StatusCode::kOk;
-    Enqueue(Op::kSubscribe, it->first, &c);
-    c.cv.SignalAll();  // generation changed: waiters re-check
-    c.NotifySignals();
-    ++it;
-  }
-}
-
-void Subscriber::OnDisconnected(const absl::Status& why) {
-  conn_.reset();
-  awaiting_.clear();
-  MutexLock lock(&mu_);
-  connected_ = false;
-  last_error_ = why;
-  outbox_.clear();
-  for (auto it = channels_.begin(); it != channels_.end();) {
-    it->second.in_flight = 0;
-    if (it->second.refs == 0) {
-      channels_.erase(it++);
-    } else {
+void Subscriber::OnConnectionState(bool connected, const absl::Status& why) {
+  {
+    MutexLock lock(&mu_);
+    connected_ = connected && !closed_;
+    if (!connected) last_error_ = why;
+    // Answers to commands of an older connection no longer count.
+    ++generation_;
+    outbox_.clear();
+    for (auto it = channels_.begin(); it != channels_.end();) {
+      Channel& c = it->second;
+      c.in_flight = 0;
+      if (c.refs == 0) {
+        channels_.erase(it++);
+        continue;
+      }
+      if (connected_) {
+        // Messages sent while disconnected are lost: subscribe again, and
+        // the new generation makes every waiter re-check.
+        c.wanted = false;
+        c.refused_code = absl::StatusCode::kOk;
+        Enqueue(Op::kSubscribe, it->first, &c);
+        c.cv.SignalAll();
+        c.NotifySignals();
+      }
       ++it;
     }
   }
+  SendQueued();
 }
 
-absl::Status Subscriber::Send(bool ping) {
-  std::vector<std::pair<Op, std::string>> batch;
-  {
-    MutexLock lock(&mu_);
-    batch.swap(outbox_);
-  }
-  if (ping) batch.emplace_back(Op::kPing, std::string());
-  if (batch.empty()) return absl::OkStatus();
-  for (const auto& [op, name] : batch) {
-    absl::Status s;
-    if (op == Op::kPing) {
-      absl::string_view argv[] = {"PING"};
-      s = conn_->Append(argv);
-    } else {
-      absl::string_view argv[] = {
-          op == Op::kSubscribe ? "SUBSCRIBE" : "UNSUBSCRIBE", name};
-      s = conn_->Append(argv);
-    }
-    if (!s.ok()) return s;
-  }
-  awaiting_.insert(awaiting_.end(), std::make_move_iterator(batch.begin()),
-                   std::make_move_iterator(batch.end()));
-  return conn_->Flush("write to the pub/sub connection");
-}
-
-void Subscriber::Dispatch(const redis::ReplyView& reply) {
-  const bool pushed_message =
-      reply.is_array() && reply.size() >= 3 && reply[0].str() == "message";
-  if (pushed_message) {
-    MutexLock lock(&mu_);
-    auto it = channels_.find(reply[1].str());
-    if (it == channels_.end()) return;
-    Channel& c = it->second;
-    if (reply[2].str() == kUnlockMessage && c.refs > 0) {
-      ++c.permits;
-      c.cv.Signal();
-      c.NotifySignals();
-    }
-    return;
-  }
-  // Every other reply answers the oldest command sent.
-  if (awaiting_.empty()) return;
-  const auto [op, name] = std::move(awaiting_.front());
-  awaiting_.pop_front();
-  if (op == Op::kPing) {
-    ping_outstanding_ = false;  // "PONG", or ["pong", ""] while subscribed
-    return;
-  }
+bool Subscriber::OnPush(const redis::Reply& reply) {
+  const redis::ReplyView v = reply.view();
+  if (!v.is_array() || v.size() < 3 || v[0].str() != "message") return false;
   MutexLock lock(&mu_);
-  auto it = channels_.find(name);
+  auto it = channels_.find(v[1].str());
+  if (it == channels_.end()) return true;
+  Channel& c = it->second;
+  if (v[2].str() == kUnlockMessage && c.refs > 0) {
+    ++c.permits;
+    c.cv.Signal();
+    c.NotifySignals();
+  }
+  return true;
+}
+
+void Subscriber::OnAnswer(const Command& command, const io::Result& result) {
+  MutexLock lock(&mu_);
+  if (command.generation != generation_) return;
+  auto it = channels_.find(command.channel);
   if (it == channels_.end()) return;
   Channel& c = it->second;
   if (c.in_flight > 0) --c.in_flight;
-  if (reply.is_error() && op == Op::kSubscribe) {
+  // A failed request means a failed connection: OnConnectionState() starts
+  // over on the next one.
+  if (!result.status.ok()) return;
+  const redis::Reply& reply = result.replies[0];
+  if (reply.is_error() && command.op == Op::kSubscribe) {
     const absl::Status refused = redis::ErrorReplyToStatus(
-        absl::StrCat("SUBSCRIBE to channel \"", name, "\" on Redis at ",
-                     options_.endpoint.ToString(),
+        absl::StrCat("SUBSCRIBE to channel \"", command.channel,
+                     "\" on Redis at ", conn_->options().endpoint.ToString(),
                      " (needed to wait for the lock)"),
         reply.str());
     c.refused_code = refused.code();
@@ -324,97 +307,22 @@ void Subscriber::Dispatch(const redis::ReplyView& reply) {
   }
 }
 
-absl::Status Subscriber::ReadAndDispatch() {
-  redisContext* ctx = conn_->context();
-  if (redisBufferRead(ctx) != REDIS_OK) return conn_->Fail("read pub/sub");
-  while (true) {
-    void* raw = nullptr;
-    if (redisGetReplyFromReader(ctx, &raw) != REDIS_OK) {
-      return conn_->Fail("parse pub/sub reply");
-    }
-    if (raw == nullptr) return absl::OkStatus();
-    redis::Reply reply = conn_->Received(raw);
-    Dispatch(reply.view());
-  }
-}
-
-void Subscriber::Run() {
-  absl::Duration backoff = absl::Milliseconds(10);
-  const absl::Duration ping_every =
-      std::max(absl::Seconds(1), options_.command_timeout);
-  Deadline next_ping = Deadline::After(ping_every);
-  Deadline pong_due = Deadline::Never();
-  while (true) {
+void Subscriber::SchedulePing() {
+  ping_timer_.expires_after(absl::ToChronoNanoseconds(ping_every_));
+  ping_timer_.async_wait([weak = weak_from_this()](const asio::error_code& ec) {
+    std::shared_ptr<Subscriber> self = weak.lock();
+    if (ec || self == nullptr) return;
     {
-      MutexLock lock(&mu_);
-      if (closed_) break;
+      MutexLock lock(&self->mu_);
+      if (self->closed_) return;
     }
-    if (conn_ == nullptr) {
-      absl::StatusOr<std::unique_ptr<redis::Connection>> conn =
-          redis::Connection::Open(options_);
-      if (conn.ok()) {
-        OnConnected(*std::move(conn));
-        backoff = absl::Milliseconds(10);
-        next_ping = Deadline::After(ping_every);
-        pong_due = Deadline::Never();
-      } else {
-        {
-          MutexLock lock(&mu_);
-          last_error_ = conn.status();
-          auto closed = [this]()
-                            ABSL_SHARED_LOCKS_REQUIRED(mu_) { return closed_; };
-          mu_.AwaitWithTimeout(absl::Condition(&closed), backoff);
-        }
-        backoff = std::min(backoff * 2, absl::Seconds(1));
-        continue;
-      }
-    }
-    absl::Status status;
-    if (ping_outstanding_ && pong_due.Expired()) {
-      status = absl::UnavailableError(absl::StrCat(
-          "pub/sub connection to ", options_.endpoint.ToString(),
-          ": no PONG within ", absl::FormatDuration(options_.command_timeout)));
-    } else {
-      const bool ping = !ping_outstanding_ && next_ping.Expired();
-      status = Send(ping);
-      if (ping) {
-        ping_outstanding_ = true;
-        pong_due = Deadline::After(options_.command_timeout);
-      }
-    }
-    if (!status.ok()) {
-      OnDisconnected(status);
-      continue;
-    }
-    pollfd fds[2] = {{conn_->context()->fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    Deadline wake_at =
-        ping_outstanding_ ? pong_due : Earliest(next_ping, pong_due);
-    int timeout_ms =
-        static_cast<int>(absl::ToInt64Milliseconds(SliceUntil(wake_at)) + 1);
-    int n = poll(fds, 2, timeout_ms);
-    if (n < 0 && errno != EINTR) {
-      OnDisconnected(
-          absl::InternalError(absl::StrCat("poll: ", ErrnoText(errno))));
-      continue;
-    }
-    if (fds[1].revents & POLLIN) {
-      uint64_t count;
-      ssize_t ignored = read(wake_fd_, &count, sizeof(count));
-      (void)ignored;
-    }
-    if (fds[0].revents & (POLLIN | POLLERR | POLLHUP)) {
-      status = ReadAndDispatch();
-      if (!status.ok()) {
-        OnDisconnected(status);
-        continue;
-      }
-      next_ping = Deadline::After(ping_every);  // traffic proves liveness
-      if (!ping_outstanding_) pong_due = Deadline::Never();
-    }
-  }
-  conn_.reset();
-  MutexLock lock(&mu_);
-  connected_ = false;
+    // An idle connection proves it is alive: one that does not answer
+    // within command_timeout is replaced by the connection itself.
+    auto ping = std::make_shared<io::Request>();
+    io::AppendCommand({"PING"}, &ping->wire);
+    self->conn_->Submit(std::move(ping));
+    self->SchedulePing();
+  });
 }
 
 }  // namespace pubsub

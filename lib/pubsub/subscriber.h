@@ -1,6 +1,9 @@
 // The client's pub/sub connection: unlock notifications for waiting threads.
 //
-// One Subscriber per client owns one Redis connection and one thread. Threads
+// One Subscriber per client (per endpoint) owns one Redis connection on the
+// client's event loop (lib/io/connection.h, kept connected by the loop and
+// reconnected with the connection's backoff); it has no thread of its own.
+// Threads
 // that wait for a lock take a Subscription to the lock's channel; a channel is
 // subscribed on the server once however many threads hold Subscriptions to
 // it (reference counted), and unsubscribed when the last one goes.
@@ -19,17 +22,16 @@
 // naming the channel and quoting Redis, until the last Subscription to the
 // channel goes or the connection is replaced.
 //
-// The connection is checked with PING when idle; a connection that does not
-// answer within command_timeout is replaced.
+// The connection is checked with PING when idle (every max(1 s,
+// command_timeout)); a connection that does not answer within command_timeout
+// is replaced.
 
 #ifndef RELOCK_LIB_PUBSUB_SUBSCRIBER_H_
 #define RELOCK_LIB_PUBSUB_SUBSCRIBER_H_
 
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -37,10 +39,11 @@
 #include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "asio/steady_timer.hpp"
 #include "lib/common/deadline.h"
-#include "lib/common/errno_text.h"
 #include "lib/common/mutex.h"
-#include "lib/redis/connection.h"
+#include "lib/io/connection.h"
+#include "lib/io/event_loop.h"
 
 namespace relock {
 namespace pubsub {
@@ -127,16 +130,18 @@ struct Subscription::Channel {
   }
 };
 
-class Subscriber {
+class Subscriber : public std::enable_shared_from_this<Subscriber> {
  public:
-  // Connects (so a client fails to start when pub/sub is impossible) and
-  // starts the thread. With `connect_now` false the thread connects in the
-  // background (and keeps retrying), for servers that may be down at start.
-  static absl::StatusOr<std::unique_ptr<Subscriber>> Start(
-      redis::ConnectionOptions options, bool connect_now = true);
+  // Creates the connection on `loop` (which must outlive the subscriber's
+  // Close()). With `connect_now`, connects first and fails when pub/sub is
+  // impossible; without, connects (and keeps retrying) in the background,
+  // for servers that may be down at start.
+  static absl::StatusOr<std::shared_ptr<Subscriber>> Start(
+      io::EventLoop* loop, io::ConnectionOptions options,
+      bool connect_now = true);
   ~Subscriber();
 
-  // Stops the thread and wakes every waiter with kClosed. Idempotent.
+  // Closes the connection and wakes every waiter with kClosed. Idempotent.
   void Close();
 
   // `signal`, if given, is also notified for this subscription's events.
@@ -146,40 +151,39 @@ class Subscriber {
  private:
   friend class Subscription;
   using Channel = Subscription::Channel;
-  enum class Op { kSubscribe, kUnsubscribe, kPing };
+  enum class Op { kSubscribe, kUnsubscribe };
+  struct Command {
+    Op op;
+    std::string channel;
+    uint64_t generation;
+  };
 
-  explicit Subscriber(redis::ConnectionOptions options);
-  void Run();
+  Subscriber(io::EventLoop* loop, std::shared_ptr<io::Connection> conn);
   bool Confirmed(const Channel& c) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues a (UN)SUBSCRIBE for SendQueued(), which must follow once mu_ is
+  // released.
   void Enqueue(Op op, const std::string& name, Channel* c)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendQueued() ABSL_LOCKS_EXCLUDED(mu_);
   void Unref(const std::string& name, Channel* c);
-  void Wake();
-  // Loop-thread helpers.
-  void OnConnected(std::unique_ptr<redis::Connection> conn);
-  void OnDisconnected(const absl::Status& why);
-  absl::Status ReadAndDispatch();
-  void Dispatch(const redis::ReplyView& reply);
-  // Sends what is queued in outbox_ (plus a PING if `ping`).
-  absl::Status Send(bool ping);
+  // Loop thread.
+  void OnConnectionState(bool connected, const absl::Status& why);
+  bool OnPush(const redis::Reply& reply);
+  void OnAnswer(const Command& command, const io::Result& result);
+  void SchedulePing();
 
-  const redis::ConnectionOptions options_;
-  int wake_fd_ = -1;
-  Mutex join_mu_;  // serializes Close()'s join
-  std::thread thread_ ABSL_GUARDED_BY(join_mu_);
-  std::unique_ptr<redis::Connection> conn_;  // loop thread only
+  io::EventLoop* const loop_;
+  const std::shared_ptr<io::Connection> conn_;
+  const absl::Duration ping_every_;
+  asio::steady_timer ping_timer_;  // loop thread only
 
   mutable Mutex mu_;
   absl::node_hash_map<std::string, Channel> channels_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::pair<Op, std::string>> outbox_ ABSL_GUARDED_BY(mu_);
+  std::vector<Command> outbox_ ABSL_GUARDED_BY(mu_);
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   bool connected_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status last_error_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  bool ping_outstanding_ = false;  // loop thread only
-  // Commands sent and not yet answered, in order (loop thread only): an error
-  // reply carries no channel name, so this says which command it answers.
-  std::deque<std::pair<Op, std::string>> awaiting_;
 };
 
 }  // namespace pubsub

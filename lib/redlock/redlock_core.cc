@@ -107,8 +107,7 @@ absl::StatusOr<std::shared_ptr<RedlockCore>> RedlockCore::Create(
   for (const redis::ConnectionOptions& c : endpoints) {
     Master m;
     m.label = c.endpoint.ToString();
-    m.pool = std::make_unique<redis::ConnectionPool>(
-        c, kPoolSizePerMaster);
+    m.pool = std::make_unique<redis::ConnectionPool>(c, kPoolSizePerMaster);
     absl::StatusOr<redis::PooledConnection> conn = m.pool->Get();
     absl::Status s = conn.ok() ? core->scripts_.Load(**conn) : conn.status();
     if (s.ok()) {
@@ -121,8 +120,13 @@ absl::StatusOr<std::shared_ptr<RedlockCore>> RedlockCore::Create(
     }
     // The subscriber connects (and reconnects) in the background, so a master
     // that is down now joins when it comes back.
-    absl::StatusOr<std::unique_ptr<pubsub::Subscriber>> sub =
-        pubsub::Subscriber::Start(c, /*connect_now=*/false);
+    io::ConnectionOptions io_options;
+    io_options.endpoint = c.endpoint;
+    io_options.connect_timeout = c.connect_timeout;
+    io_options.command_timeout = c.command_timeout;
+    absl::StatusOr<std::shared_ptr<pubsub::Subscriber>> sub =
+        pubsub::Subscriber::Start(&core->loop_, io_options,
+                                  /*connect_now=*/false);
     if (!sub.ok()) return sub.status();
     m.subscriber = *std::move(sub);
     core->masters_.push_back(std::move(m));
@@ -623,6 +627,7 @@ void RedlockCore::Close() {
   timers_.Shutdown();
   if (events_ != nullptr) events_->Stop();
   for (Master& m : masters_) m.pool->Close();
+  loop_.Stop();
 }
 
 }  // namespace internal

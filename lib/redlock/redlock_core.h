@@ -22,6 +22,7 @@
 #include "absl/types/span.h"
 #include "lib/client/event_queue.h"
 #include "lib/common/deadline.h"
+#include "lib/io/event_loop.h"
 #include "lib/lock/hold_registry.h"
 #include "lib/lock/lock_scripts.h"
 #include "lib/pubsub/subscriber.h"
@@ -59,7 +60,7 @@ class RedlockCore {
   struct Master {
     std::string label;  // endpoint, for messages
     std::unique_ptr<redis::ConnectionPool> pool;
-    std::unique_ptr<pubsub::Subscriber> subscriber;
+    std::shared_ptr<pubsub::Subscriber> subscriber;
   };
   // One master's answer to a script call.
   using Replies = std::vector<absl::StatusOr<redis::Reply>>;
@@ -87,6 +88,8 @@ class RedlockCore {
   void Deliver(const LockEvent& event) const { deliver_(event); }
 
   const RedlockOptions options_;
+  // The subscribers' event loop; declared first, so destroyed last.
+  io::EventLoop loop_;
   // Self-contained (see EventDeliverer): may outlive this core.
   const std::function<void(const LockEvent&)> deliver_;
   const std::string id_;

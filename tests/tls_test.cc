@@ -1,0 +1,172 @@
+// TLS (rediss://) against a real redis-server with a TLS port and
+// certificates the fixture makes with openssl: connect, lock, wait for a
+// notification, renew, and the refusals (wrong CA, wrong name, missing client
+// certificate), each with a precise status.
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "relock/relock.h"
+#include "tests/test_util.h"
+#include "tests/testing/notification.h"
+
+namespace relock {
+namespace {
+
+using ::relock::testing::Notification;
+using ::relock::testing::RedisServer;
+using ::relock::testing::RedisServerOptions;
+using ::relock::testing::Stopwatch;
+using ::relock::testing::TestLockName;
+using ::testing::HasSubstr;
+
+class TlsTest : public ::testing::Test {
+ protected:
+  // Starts a TLS server; `auth_clients`: the server's tls-auth-clients.
+  void StartServer(const std::string& auth_clients) {
+    RedisServerOptions o;
+    o.tls = true;
+    o.tls_auth_clients = auth_clients;
+    absl::StatusOr<std::unique_ptr<RedisServer>> s = RedisServer::Start(o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+  }
+  ClientOptions Options() const {
+    ClientOptions o;
+    o.url = server_->tls_url();
+    o.tls.ca_file = server_->ca_file();
+    o.connect_timeout = absl::Seconds(5);
+    return o;
+  }
+  // Clients connected over TLS, counted by the server.
+  int64_t TlsClients() {
+    absl::StatusOr<testing::RedisValue> list =
+        server_->Command({"CLIENT", "LIST"});
+    EXPECT_TRUE(list.ok());
+    int64_t n = 0;
+    const std::string port = absl::StrCat(":", server_->tls_port());
+    for (size_t at = list->str.find("laddr="); at != std::string::npos;
+         at = list->str.find("laddr=", at + 1)) {
+      const size_t end = list->str.find(' ', at);
+      if (list->str.substr(at, end - at).find(port) != std::string::npos) ++n;
+    }
+    return n;
+  }
+  std::unique_ptr<RedisServer> server_;
+};
+
+TEST_F(TlsTest, LockWaitAndRenewOverTls) {
+  StartServer("no");
+  ClientOptions o = Options();
+  o.lock_watchdog_timeout = absl::Milliseconds(600);
+  absl::StatusOr<std::unique_ptr<Client>> a = Client::Connect(o);
+  ASSERT_TRUE(a.ok()) << a.status();
+  absl::StatusOr<std::unique_ptr<Client>> b = Client::Connect(o);
+  ASSERT_TRUE(b.ok()) << b.status();
+  // Both clients' command and pub/sub connections go over TLS.
+  EXPECT_EQ(TlsClients(), 4);
+
+  const std::string name = TestLockName();
+  Lock held = (*a)->GetLock(name);
+  ASSERT_TRUE(held.Acquire().ok());
+  // Renewal over TLS: held for several watchdog leases.
+  absl::SleepFor(absl::Milliseconds(1500));
+  EXPECT_TRUE(*held.IsLocked());
+  absl::StatusOr<testing::RedisValue> pttl = server_->Command({"PTTL", name});
+  ASSERT_TRUE(pttl.ok());
+  EXPECT_GT(pttl->integer, 0);
+
+  // A waiter on the other client wakes by notification over TLS.
+  absl::Status waited;
+  Notification waiting;
+  std::thread waiter([&] {
+    Lock lock = (*b)->GetLock(name);
+    waiting.Notify();
+    waited = lock.TryAcquire(absl::Seconds(20));
+    if (waited.ok()) waited = lock.Release();
+  });
+  waiting.WaitForNotification();
+  absl::SleepFor(absl::Milliseconds(100));
+  Stopwatch released;
+  ASSERT_TRUE(held.Release().ok());
+  waiter.join();
+  EXPECT_TRUE(waited.ok()) << waited;
+  // Woken by the unlock message, not by the lease (600 ms) or the wait.
+  EXPECT_LT(released.Elapsed(), absl::Seconds(5));
+}
+
+TEST_F(TlsTest, MutualTls) {
+  StartServer("yes");
+  ClientOptions o = Options();
+  o.tls.cert_file = server_->client_cert_file();
+  o.tls.key_file = server_->client_key_file();
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  Lock lock = (*client)->GetLock(TestLockName());
+  EXPECT_TRUE(lock.Acquire().ok());
+  EXPECT_TRUE(lock.Release().ok());
+}
+
+TEST_F(TlsTest, MissingClientCertificateIsRefused) {
+  StartServer("yes");
+  Stopwatch watch;
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(Options());
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kUnauthenticated)
+      << client.status();
+  EXPECT_THAT(std::string(client.status().message()), HasSubstr("TLS"));
+  EXPECT_LT(watch.Elapsed(), absl::Seconds(10));
+}
+
+TEST_F(TlsTest, WrongCaIsRefused) {
+  StartServer("no");
+  ClientOptions o = Options();
+  o.tls.ca_file = server_->other_ca_file();
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(o);
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kUnauthenticated)
+      << client.status();
+  EXPECT_THAT(std::string(client.status().message()),
+              HasSubstr("certificate verify failed"));
+}
+
+TEST_F(TlsTest, ServerNameIsVerified) {
+  StartServer("no");
+  ClientOptions o = Options();
+  o.tls.server_name = "localhost";  // in the certificate's subjectAltName
+  absl::StatusOr<std::unique_ptr<Client>> ok = Client::Connect(o);
+  EXPECT_TRUE(ok.ok()) << ok.status();
+  o.tls.server_name = "redis.example.com";  // not in it
+  absl::StatusOr<std::unique_ptr<Client>> wrong = Client::Connect(o);
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kUnauthenticated)
+      << wrong.status();
+  EXPECT_THAT(std::string(wrong.status().message()),
+              HasSubstr("redis.example.com"));
+}
+
+TEST_F(TlsTest, SkippingVerificationIsExplicit) {
+  StartServer("no");
+  ClientOptions o = Options();
+  o.tls.ca_file = server_->other_ca_file();
+  o.tls.dangerously_skip_verification = true;
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_TRUE((*client)->Ping().ok());
+}
+
+TEST_F(TlsTest, PlainUrlToTheTlsPortFailsWithinTheTimeouts) {
+  StartServer("no");
+  ClientOptions o;
+  o.url = absl::StrCat("redis://127.0.0.1:", server_->tls_port());
+  o.connect_timeout = absl::Milliseconds(500);
+  o.command_timeout = absl::Milliseconds(500);
+  Stopwatch watch;
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(o);
+  EXPECT_FALSE(client.ok());
+  EXPECT_LT(watch.Elapsed(), absl::Seconds(5));
+}
+
+}  // namespace
+}  // namespace relock
