@@ -28,9 +28,15 @@ const std::string& Client::id() const { return core_->id(); }
 
 absl::Status Client::Ping() {
   if (absl::Status s = core_->CheckOpen(); !s.ok()) return s;
-  absl::StatusOr<redis::Reply> r = core_->RunCommand({"PING"});
-  if (!r.ok()) return r.status();
-  if (r->is_error()) return redis::ErrorReplyToStatus("PING", r->str());
+  const absl::string_view ping[] = {"PING"};
+  std::vector<backend::Answer> answers =
+      core_->backend().Command(ping, Deadline::Never());
+  for (const backend::Answer& a : answers) {
+    if (!a.reply.ok()) return a.reply.status();
+    if (a.reply->is_error()) {
+      return redis::ErrorReplyToStatus("PING", a.reply->str());
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -10,13 +10,20 @@
 #include "absl/strings/str_cat.h"
 #include "asio/error.hpp"
 #include "asio/ssl/error.hpp"
-#include "lib/redis/connection.h"
+#include "lib/redis/errors.h"
 
 namespace relock {
 namespace io {
 namespace {
 
 constexpr size_t kReadChunk = 64 * 1024;
+
+// A copy of `s` that shares nothing with it. The statuses of failed requests
+// end up on many threads; copies of one Status share a reference-counted
+// message, which TSan cannot follow into Debian's uninstrumented Abseil.
+absl::Status Unshared(const absl::Status& s) {
+  return absl::Status(s.code(), std::string(s.message()));
+}
 
 absl::Status Closed() {
   return absl::FailedPreconditionError("the client is closed");
@@ -258,7 +265,7 @@ void Connection::FinishConnect(uint64_t attempt, absl::Status status) {
   FailAll(&written_, status, false);
   handshake_ = nullptr;
   FailAll(&queued_, status, false);
-  if (state_handler_) state_handler_(false, status);
+  if (state_handler_) state_handler_(false, Unshared(status));
   if (options_.keep_connected) ScheduleReconnect();
 }
 
@@ -269,7 +276,7 @@ void Connection::StartWrite() {
   while (!queued_.empty()) {
     std::shared_ptr<Request> r = std::move(queued_.front());
     queued_.pop_front();
-    if (r->abandoned.load(std::memory_order_relaxed)) {
+    if (r->abandoned->load(std::memory_order_relaxed)) {
       Complete(
           std::move(r),
           Result{
@@ -390,7 +397,7 @@ void Connection::FailAll(std::deque<std::shared_ptr<Request>>* requests,
   std::deque<std::shared_ptr<Request>> failed;
   failed.swap(*requests);
   for (std::shared_ptr<Request>& r : failed) {
-    Complete(std::move(r), Result{why, {}, resendable});
+    Complete(std::move(r), Result{Unshared(why), {}, resendable});
   }
 }
 
@@ -406,7 +413,7 @@ void Connection::Fail(const absl::Status& why, bool resendable) {
   writing_ = false;
   partial_.clear();
   FailAll(&written_, why, resendable);
-  if (state_handler_) state_handler_(false, why);
+  if (state_handler_) state_handler_(false, Unshared(why));
   if (!queued_.empty()) {
     // Never sent: they go out on a new connection. Posted, so that no
     // connect starts inside a read handler that is still parsing.
@@ -487,7 +494,7 @@ Result Call(Connection& conn, std::string wire, size_t commands,
     waiter->cv.WaitWithTimeout(&waiter->mu, limit.Remaining());
   }
   if (waiter->done) return std::move(waiter->result);
-  request->abandoned.store(true, std::memory_order_relaxed);
+  request->abandoned->store(true, std::memory_order_relaxed);
   const std::string where = conn.options().endpoint.ToString();
   if (deadline < backstop) {
     return Result{

@@ -93,7 +93,9 @@ struct Request {
   // Called once, on the loop thread (or on the submitting thread when the
   // connection is closed).
   std::function<void(Result)> done;
-  std::atomic<bool> abandoned{false};
+  // Set (by anyone holding it) when nobody waits for the result any more.
+  std::shared_ptr<std::atomic<bool>> abandoned =
+      std::make_shared<std::atomic<bool>>(false);
 };
 
 class Connection : public std::enable_shared_from_this<Connection> {

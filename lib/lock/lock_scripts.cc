@@ -4,7 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "lib/redis/connection.h"
+#include "lib/redis/errors.h"
 #include "lua/acquire.lua.h"
 #include "lua/force_release.lua.h"
 #include "lua/inspect.lua.h"

@@ -1,17 +1,35 @@
 #include "lib/lock/reentrant_lock.h"
 
+#include <algorithm>
 #include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "lib/lock/lock_scripts.h"
 #include "lib/lock/owner.h"
+#include "lib/redis/errors.h"
 #include "relock/lock.h"
 
 namespace relock {
 namespace lock {
 namespace {
 
-using internal::ClientCore;
+using backend::Resend;
+
+// Runs `script` on the backend's node and returns its reply (error replies
+// included) or the failure.
+absl::StatusOr<redis::Reply> RunScript(
+    LockEnv& env, internal::ScriptId script,
+    std::initializer_list<absl::string_view> keys,
+    std::initializer_list<absl::string_view> args,
+    Deadline deadline = Deadline::Never(), Resend resend = Resend::kNever,
+    bool* resent = nullptr) {
+  std::vector<backend::Answer> answers = env.backend().Run(
+      script, absl::MakeConstSpan(keys.begin(), keys.size()),
+      absl::MakeConstSpan(args.begin(), args.size()), deadline, resend);
+  if (resent != nullptr) *resent = answers[0].resent;
+  return std::move(answers[0].reply);
+}
 
 // Prefixes a failure with the operation and lock name.
 absl::Status Annotate(absl::Status s, absl::string_view op,
@@ -37,7 +55,7 @@ constexpr absl::Duration kMinAttemptTime = absl::Milliseconds(100);
 // command timeout. Returns nullopt when acquired, else the holder's PTTL in
 // ms (-1: no TTL).
 absl::StatusOr<absl::optional<int64_t>> TryOnce(
-    ClientCore& core, const std::string& name, const std::string& owner,
+    LockEnv& env, const std::string& name, const std::string& owner,
     const std::string& lease_ms, bool fresh, Deadline deadline,
     SteadyClock::time_point* sent_at) {
   if (deadline.Remaining() < kMinAttemptTime) {
@@ -47,9 +65,9 @@ absl::StatusOr<absl::optional<int64_t>> TryOnce(
   // Safe to resend on a dropped connection: a fresh acquire that ran twice
   // sets the count to 1 twice; a re-entry counted twice is cleared at the
   // outermost release.
-  absl::StatusOr<redis::Reply> r = core.RunScript(
-      internal::kAcquireScript, {name}, {lease_ms, owner, fresh ? "1" : "0"},
-      deadline, ClientCore::Resend::kIfDropped);
+  absl::StatusOr<redis::Reply> r = RunScript(
+      env, internal::kAcquireScript, {name},
+      {lease_ms, owner, fresh ? "1" : "0"}, deadline, Resend::kIfDropped);
   if (!r.ok()) return r.status();
   if (r->is_nil()) return absl::optional<int64_t>();
   if (r->is_integer()) return absl::optional<int64_t>(r->integer());
@@ -68,12 +86,12 @@ struct Inspection {
   int64_t pttl_ms = -2;
   int64_t count = 0;
 };
-absl::StatusOr<Inspection> Inspect(ClientCore& core, const std::string& name,
+absl::StatusOr<Inspection> Inspect(LockEnv& env, const std::string& name,
                                    const std::string& owner,
                                    Deadline deadline = Deadline::Never()) {
   absl::StatusOr<redis::Reply> r =
-      core.RunScript(internal::kInspectScript, {name}, {owner}, deadline,
-                     ClientCore::Resend::kIfDropped);
+      RunScript(env, internal::kInspectScript, {name}, {owner}, deadline,
+                Resend::kIfDropped);
   if (!r.ok()) return r.status();
   const redis::ReplyView v = r->view();
   if (!v.is_array() || v.size() != 3 || !v[0].is_integer() ||
@@ -92,19 +110,18 @@ absl::Status HeldByOther(int64_t pttl_ms) {
 
 // On success, `*sent_at` is when the winning acquire was sent. `fresh`: the
 // thread holds no hold of its own (see lua/acquire.lua).
-absl::Status AcquireLoop(ClientCore& core, const std::string& name,
+absl::Status AcquireLoop(LockEnv& env, const std::string& name,
                          const std::string& owner, const std::string& lease_ms,
                          bool fresh, Deadline deadline,
                          SteadyClock::time_point* sent_at) {
   absl::StatusOr<absl::optional<int64_t>> ttl =
-      TryOnce(core, name, owner, lease_ms, fresh, deadline, sent_at);
+      TryOnce(env, name, owner, lease_ms, fresh, deadline, sent_at);
   if (!ttl.ok() || !ttl->has_value()) return ttl.status();
   if (deadline.Expired()) return HeldByOther(**ttl);
 
-  std::unique_ptr<pubsub::Subscription> sub =
-      core.subscriber().Subscribe(UnlockChannel(name));
-  const absl::Duration confirm_limit =
-      core.options().connect_timeout + core.options().command_timeout;
+  std::unique_ptr<backend::Waiter> sub = env.backend().Subscribe(
+      UnlockChannel(name), pubsub::WakePolicy::kWakeOne);
+  const absl::Duration confirm_limit = env.confirm_timeout();
   while (true) {
     // Only after the server confirmed the subscription is a re-check free of
     // lost wake-ups.
@@ -115,7 +132,7 @@ absl::Status AcquireLoop(ClientCore& core, const std::string& name,
       return absl::UnavailableError(confirmed.message());
     }
     if (!confirmed.ok()) return confirmed;  // Cancelled, PermissionDenied
-    ttl = TryOnce(core, name, owner, lease_ms, fresh, deadline, sent_at);
+    ttl = TryOnce(env, name, owner, lease_ms, fresh, deadline, sent_at);
     if (!ttl.ok()) {
       sub->PassOn();  // a notification we may have consumed is not wasted
       return ttl.status();
@@ -127,7 +144,7 @@ absl::Status AcquireLoop(ClientCore& core, const std::string& name,
     if (**ttl < 0) {
       // No lease: a lock set by hand, or not a lock at all (bounded either
       // way: FailedPrecondition now, or a re-check every kNoLeaseRecheck).
-      absl::StatusOr<Inspection> what = Inspect(core, name, owner, deadline);
+      absl::StatusOr<Inspection> what = Inspect(env, name, owner, deadline);
       if (!what.ok()) return what.status();
       sleep = kNoLeaseRecheck;
     }
@@ -152,7 +169,7 @@ absl::Status ValidateName(const std::string& name) {
   return absl::OkStatus();
 }
 
-absl::Status Acquire(ClientCore& core, const std::string& name,
+absl::Status Acquire(LockEnv& env, const std::string& name,
                      absl::optional<absl::Duration> lease, Deadline deadline) {
   if (lease.has_value() && (*lease < kMinLease || *lease > kMaxLease)) {
     return absl::InvalidArgumentError(
@@ -161,38 +178,37 @@ absl::Status Acquire(ClientCore& core, const std::string& name,
                      absl::FormatDuration(kMinLease), ", ",
                      absl::FormatDuration(kMaxLease), "]"));
   }
-  if (absl::Status s = core.CheckOpen(); !s.ok()) {
+  if (absl::Status s = env.CheckOpen(); !s.ok()) {
     return Annotate(s, "acquire", name);
   }
   const uint64_t thread = CurrentThreadNumber();
-  const std::string owner = OwnerField(core.id(), thread);
+  const std::string owner = OwnerField(env.id(), thread);
   // Only this thread changes its own hold, so this stays true for the call.
-  const absl::optional<Hold> held = core.holds().Find(name, thread);
+  const absl::optional<Hold> held = env.holds().Find(name, thread);
   const bool fresh = !held.has_value() || held->ended();
   // A re-entry never shortens a hold: on a watchdog hold, a re-entry with an
   // explicit lease only counts (the watchdog keeps renewing the hold); on an
   // explicit hold, the script keeps whichever lease ends later.
   const bool watchdog = !lease.has_value() || (!fresh && held->watchdog);
-  const absl::Duration effective =
-      watchdog ? core.options().lock_watchdog_timeout : *lease;
+  const absl::Duration effective = watchdog ? env.watchdog_lease() : *lease;
   const std::string lease_ms =
       absl::StrCat(absl::ToInt64Milliseconds(effective));
   SteadyClock::time_point sent_at;
   absl::Status s =
-      AcquireLoop(core, name, owner, lease_ms, fresh, deadline, &sent_at);
+      AcquireLoop(env, name, owner, lease_ms, fresh, deadline, &sent_at);
   if (!s.ok()) return Annotate(s, "acquire", name);
   // Registered (and, for a watchdog lease, renewed from now on) before
   // Acquire() returns.
-  if (fresh) core.WatchCurrentThread();
-  core.holds().OnAcquired(name, thread, owner, watchdog, effective, sent_at);
-  if (watchdog) core.watchdog().Activate();
-  if (core.closed()) {
+  if (fresh) env.OnFreshHold();
+  env.holds().OnAcquired(name, thread, owner, watchdog, effective, sent_at);
+  if (watchdog) env.ActivateWatchdog();
+  if (env.closed()) {
     // Close() may have swept the registry before we registered: do not leak
     // a hold nobody will release.
-    core.holds().Forget(name, thread);
+    env.holds().Forget(name, thread);
     absl::Status ignored =
-        core.RunScript(internal::kReleaseAllScript, {name, UnlockChannel(name)},
-                       {kUnlockMessage, owner})
+        RunScript(env, internal::kReleaseAllScript, {name, UnlockChannel(name)},
+                  {kUnlockMessage, owner})
             .status();
     (void)ignored;
     return Annotate(absl::CancelledError("the client was closed"), "acquire",
@@ -201,50 +217,49 @@ absl::Status Acquire(ClientCore& core, const std::string& name,
   return absl::OkStatus();
 }
 
-absl::Status Release(ClientCore& core, const std::string& name) {
-  if (absl::Status s = core.CheckOpen(); !s.ok()) {
+absl::Status Release(LockEnv& env, const std::string& name) {
+  if (absl::Status s = env.CheckOpen(); !s.ok()) {
     return Annotate(s, "release", name);
   }
   const uint64_t thread = CurrentThreadNumber();
-  const std::string owner = OwnerField(core.id(), thread);
+  const std::string owner = OwnerField(env.id(), thread);
   // A final release stops renewal before the script is sent, whatever its
   // outcome: a failed final release leaves a lock that frees itself at the
   // end of its lease, never one renewed forever.
-  const absl::optional<Hold> hold = core.holds().BeginRelease(name, thread);
+  const absl::optional<Hold> hold = env.holds().BeginRelease(name, thread);
   // When holds remain, refresh a watchdog lease; keep an explicit lease's TTL.
-  const std::string lease_ms = hold.has_value() && hold->watchdog
-                                   ? absl::StrCat(absl::ToInt64Milliseconds(
-                                         core.options().lock_watchdog_timeout))
-                                   : "0";
+  const std::string lease_ms =
+      hold.has_value() && hold->watchdog
+          ? absl::StrCat(absl::ToInt64Milliseconds(env.watchdog_lease()))
+          : "0";
   // The outermost release may be resent on a dropped connection: if the
   // first one ran, the resent one finds the lock already released. An inner
   // one may not (counting down twice would free the lock early).
   const bool outermost = hold.has_value() && hold->count <= 1;
   bool retried = false;
-  absl::StatusOr<redis::Reply> r = core.RunScript(
-      internal::kReleaseScript, {name, UnlockChannel(name)},
-      {kUnlockMessage, lease_ms, owner}, Deadline::Never(),
-      outermost ? ClientCore::Resend::kIfDropped : ClientCore::Resend::kNever,
-      &retried);
+  absl::StatusOr<redis::Reply> r =
+      RunScript(env, internal::kReleaseScript, {name, UnlockChannel(name)},
+                {kUnlockMessage, lease_ms, owner}, Deadline::Never(),
+                outermost ? Resend::kIfDropped : Resend::kNever, &retried);
   if (!r.ok()) {
     // The outcome is unknown. A final release abandons the hold: it stays
     // unrenewed (it frees at the end of its lease at the latest), and this
     // thread's next acquire starts afresh, absorbing a count that survived.
     // Retrying Release() frees it now if this attempt did not run.
-    if (outermost) core.holds().Forget(name, thread);
+    if (outermost) env.holds().Forget(name, thread);
     return Annotate(r.status(), "release", name);
   }
   if (internal::IsUnpublished(*r)) {  // freed, but its waiters not told
-    core.holds().Forget(name, thread);
+    env.holds().Forget(name, thread);
     return Annotate(internal::UnpublishedStatus("release script", *r),
                     "release", name);
   }
   if (r->is_nil() && retried) {
-    core.holds().Forget(name, thread);  // the dropped first attempt ran
+    env.holds().Forget(name, thread);  // the dropped first attempt ran
     return absl::OkStatus();
   }
   if (r->is_nil()) {
-    if (absl::optional<Hold> lost = core.holds().Forget(name, thread)) {
+    if (absl::optional<Hold> lost = env.holds().Forget(name, thread)) {
       return Annotate(
           absl::AbortedError(absl::StrCat(
               "lease lost: this thread held the lock, but ",
@@ -271,21 +286,21 @@ absl::Status Release(ClientCore& core, const std::string& name) {
     // dropped connections). Nobody would ever release them; release them now
     // (only this thread uses this owner field).
     absl::StatusOr<redis::Reply> all =
-        core.RunScript(internal::kReleaseAllScript, {name, UnlockChannel(name)},
-                       {kUnlockMessage, owner});
+        RunScript(env, internal::kReleaseAllScript, {name, UnlockChannel(name)},
+                  {kUnlockMessage, owner});
     if (!all.ok()) return Annotate(all.status(), "release", name);
   }
-  core.holds().OnReleased(name, thread,
-                          /*freed=*/r->integer() == 1 || outermost);
+  env.holds().OnReleased(name, thread,
+                         /*freed=*/r->integer() == 1 || outermost);
   return absl::OkStatus();
 }
 
-absl::StatusOr<SteadyClock::time_point> SafeUntil(ClientCore& core,
+absl::StatusOr<SteadyClock::time_point> SafeUntil(LockEnv& env,
                                                   const std::string& name) {
-  if (absl::Status s = core.CheckOpen(); !s.ok()) {
+  if (absl::Status s = env.CheckOpen(); !s.ok()) {
     return Annotate(s, "query", name);
   }
-  absl::optional<Hold> hold = core.holds().Find(name, CurrentThreadNumber());
+  absl::optional<Hold> hold = env.holds().Find(name, CurrentThreadNumber());
   if (!hold.has_value()) {
     return Annotate(absl::FailedPreconditionError("not held by this thread"),
                     "query", name);
@@ -311,13 +326,13 @@ absl::StatusOr<SteadyClock::time_point> SafeUntil(ClientCore& core,
   return safe_until;
 }
 
-absl::StatusOr<bool> ForceRelease(ClientCore& core, const std::string& name) {
-  if (absl::Status s = core.CheckOpen(); !s.ok()) {
+absl::StatusOr<bool> ForceRelease(LockEnv& env, const std::string& name) {
+  if (absl::Status s = env.CheckOpen(); !s.ok()) {
     return Annotate(s, "force-release", name);
   }
   absl::StatusOr<redis::Reply> r =
-      core.RunScript(internal::kForceReleaseScript, {name, UnlockChannel(name)},
-                     {kUnlockMessage});
+      RunScript(env, internal::kForceReleaseScript, {name, UnlockChannel(name)},
+                {kUnlockMessage});
   if (!r.ok()) return Annotate(r.status(), "force-release", name);
   if (internal::IsUnpublished(*r)) {
     return Annotate(internal::UnpublishedStatus("force_release script", *r),
@@ -330,33 +345,33 @@ absl::StatusOr<bool> ForceRelease(ClientCore& core, const std::string& name) {
   return r->integer() == 1;
 }
 
-absl::StatusOr<bool> IsLocked(ClientCore& core, const std::string& name) {
-  if (absl::Status s = core.CheckOpen(); !s.ok()) {
+absl::StatusOr<bool> IsLocked(LockEnv& env, const std::string& name) {
+  if (absl::Status s = env.CheckOpen(); !s.ok()) {
     return Annotate(s, "query", name);
   }
   absl::StatusOr<Inspection> what =
-      Inspect(core, name, OwnerField(core.id(), CurrentThreadNumber()));
+      Inspect(env, name, OwnerField(env.id(), CurrentThreadNumber()));
   if (!what.ok()) return Annotate(what.status(), "query", name);
   return what->held;
 }
 
-absl::StatusOr<int64_t> HoldCount(ClientCore& core, const std::string& name) {
-  if (absl::Status s = core.CheckOpen(); !s.ok()) {
+absl::StatusOr<int64_t> HoldCount(LockEnv& env, const std::string& name) {
+  if (absl::Status s = env.CheckOpen(); !s.ok()) {
     return Annotate(s, "query", name);
   }
   absl::StatusOr<Inspection> what =
-      Inspect(core, name, OwnerField(core.id(), CurrentThreadNumber()));
+      Inspect(env, name, OwnerField(env.id(), CurrentThreadNumber()));
   if (!what.ok()) return Annotate(what.status(), "query", name);
   return what->count;
 }
 
-absl::StatusOr<absl::Duration> RemainingLease(ClientCore& core,
+absl::StatusOr<absl::Duration> RemainingLease(LockEnv& env,
                                               const std::string& name) {
-  if (absl::Status s = core.CheckOpen(); !s.ok()) {
+  if (absl::Status s = env.CheckOpen(); !s.ok()) {
     return Annotate(s, "query", name);
   }
   absl::StatusOr<Inspection> what =
-      Inspect(core, name, OwnerField(core.id(), CurrentThreadNumber()));
+      Inspect(env, name, OwnerField(env.id(), CurrentThreadNumber()));
   if (!what.ok()) return Annotate(what.status(), "query", name);
   if (!what->held) {
     return absl::NotFoundError(
@@ -364,6 +379,76 @@ absl::StatusOr<absl::Duration> RemainingLease(ClientCore& core,
   }
   if (what->pttl_ms < 0) return absl::InfiniteDuration();
   return absl::Milliseconds(what->pttl_ms);
+}
+
+absl::StatusOr<std::vector<bool>> RenewHolds(
+    backend::Backend& backend, const std::string& lease_ms,
+    const std::vector<RenewItem>& items, std::atomic<uint64_t>* round_trips) {
+  std::vector<backend::Call> calls((items.size() + kRenewKeysPerCall - 1) /
+                                   kRenewKeysPerCall);
+  for (size_t call = 0; call < calls.size(); ++call) {
+    const size_t first = call * kRenewKeysPerCall;
+    const size_t end = std::min(items.size(), first + kRenewKeysPerCall);
+    calls[call].keys.reserve(end - first);
+    calls[call].args.reserve(end - first + 1);
+    calls[call].args.push_back(lease_ms);
+    for (size_t i = first; i < end; ++i) {
+      calls[call].keys.push_back(items[i].name);
+      calls[call].args.push_back(items[i].owner);
+    }
+  }
+  std::vector<absl::StatusOr<std::vector<redis::Reply>>> batches =
+      backend.RunBatch(internal::kRenewScript, calls, Deadline::Never(),
+                       round_trips);
+  absl::StatusOr<std::vector<redis::Reply>>& replies = batches[0];
+  if (!replies.ok()) return replies.status();
+  std::vector<bool> renewed(items.size());
+  for (size_t call = 0; call < calls.size(); ++call) {
+    const redis::Reply& reply = (*replies)[call];
+    if (reply.is_error()) {
+      return redis::ErrorReplyToStatus("renew script", reply.str());
+    }
+    const redis::ReplyView v = reply.view();
+    const size_t n = calls[call].keys.size();
+    if (!v.is_array() || v.size() != n) {
+      return absl::InternalError(
+          absl::StrCat("renew script: unexpected reply ", v.Describe()));
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (!v[i].is_integer()) {
+        return absl::InternalError(
+            absl::StrCat("renew script: unexpected element ", v[i].Describe()));
+      }
+      renewed[call * kRenewKeysPerCall + i] = v[i].integer() == 1;
+    }
+  }
+  return renewed;
+}
+
+std::vector<absl::Status> ReleaseHolds(
+    backend::Backend& backend,
+    const std::vector<std::pair<HoldRegistry::Key, Hold>>& held,
+    Deadline deadline) {
+  std::vector<std::string> channels;
+  channels.reserve(held.size());
+  std::vector<backend::Call> calls(held.size());
+  for (size_t i = 0; i < held.size(); ++i) {
+    const std::string& name = held[i].first.first;
+    channels.push_back(UnlockChannel(name));
+    calls[i].keys = {name, channels.back()};
+    calls[i].args = {kUnlockMessage, held[i].second.owner};
+  }
+  std::vector<absl::Status> out;
+  if (held.empty()) return out;
+  std::vector<absl::StatusOr<std::vector<redis::Reply>>> batches =
+      backend.RunBatch(internal::kReleaseAllScript, calls, deadline);
+  const absl::StatusOr<std::vector<redis::Reply>>& replies = batches[0];
+  for (size_t i = 0; i < held.size(); ++i) {
+    out.push_back(replies.ok() ? internal::ReleaseAllResult((*replies)[i],
+                                                            "release on close")
+                               : replies.status());
+  }
+  return out;
 }
 
 }  // namespace lock

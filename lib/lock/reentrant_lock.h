@@ -4,15 +4,18 @@
 #ifndef RELOCK_LIB_LOCK_REENTRANT_LOCK_H_
 #define RELOCK_LIB_LOCK_REENTRANT_LOCK_H_
 
+#include <atomic>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
-#include "lib/client/client_core.h"
 #include "lib/common/deadline.h"
+#include "lib/lock/lock_env.h"
 
 namespace relock {
 namespace lock {
@@ -20,24 +23,39 @@ namespace lock {
 // InvalidArgument for an empty or over-long name.
 absl::Status ValidateName(const std::string& name);
 
+// The algorithms below run on one node (NodeBackend) for now.
+
 // Acquires `name` for the calling thread, waiting (by notification) until
 // `deadline`. `lease`: explicit lease, or nullopt for the watchdog lease.
-absl::Status Acquire(internal::ClientCore& core, const std::string& name,
+absl::Status Acquire(LockEnv& env, const std::string& name,
                      absl::optional<absl::Duration> lease, Deadline deadline);
-absl::Status Release(internal::ClientCore& core, const std::string& name);
-absl::StatusOr<bool> ForceRelease(internal::ClientCore& core,
-                                  const std::string& name);
+absl::Status Release(LockEnv& env, const std::string& name);
+absl::StatusOr<bool> ForceRelease(LockEnv& env, const std::string& name);
 // Until when the calling thread may assume it holds `name` (see
 // Lock::SafeUntil()).
-absl::StatusOr<SteadyClock::time_point> SafeUntil(internal::ClientCore& core,
+absl::StatusOr<SteadyClock::time_point> SafeUntil(LockEnv& env,
                                                   const std::string& name);
 
-absl::StatusOr<bool> IsLocked(internal::ClientCore& core,
-                              const std::string& name);
-absl::StatusOr<int64_t> HoldCount(internal::ClientCore& core,
-                                  const std::string& name);
-absl::StatusOr<absl::Duration> RemainingLease(internal::ClientCore& core,
+absl::StatusOr<bool> IsLocked(LockEnv& env, const std::string& name);
+absl::StatusOr<int64_t> HoldCount(LockEnv& env, const std::string& name);
+absl::StatusOr<absl::Duration> RemainingLease(LockEnv& env,
                                               const std::string& name);
+
+// Renews `items` with the watchdog lease (`lease_ms`): kRenewKeysPerCall
+// locks per script call, all sent together (one round trip). Per item:
+// whether its owner field still existed (renewed), or the error that failed
+// the batch.
+inline constexpr size_t kRenewKeysPerCall = 1000;
+absl::StatusOr<std::vector<bool>> RenewHolds(
+    backend::Backend& backend, const std::string& lease_ms,
+    const std::vector<RenewItem>& items, std::atomic<uint64_t>* round_trips);
+
+// Releases `held` (a closing client's holds) in one round within `deadline`:
+// per hold, OK, Aborted if its lease was already lost, or the error.
+std::vector<absl::Status> ReleaseHolds(
+    backend::Backend& backend,
+    const std::vector<std::pair<HoldRegistry::Key, Hold>>& held,
+    Deadline deadline);
 
 }  // namespace lock
 }  // namespace relock

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "lib/redis/connection.h"
+#include "lib/redis/errors.h"
 
 namespace relock {
 namespace pubsub {
@@ -45,10 +45,13 @@ bool WakeSignal::Wait(Deadline deadline) {
 // ---------------------------------------------------------------- Subscription
 
 Subscription::~Subscription() {
-  if (signal_ != nullptr) {
+  {
     MutexLock lock(&owner_->mu_);
-    auto& v = channel_->signals;
-    v.erase(std::find(v.begin(), v.end(), signal_.get()));
+    if (policy_ == WakePolicy::kWakeAll) --channel_->wake_all;
+    if (signal_ != nullptr) {
+      auto& v = channel_->signals;
+      v.erase(std::find(v.begin(), v.end(), signal_.get()));
+    }
   }
   owner_->Unref(name_, channel_);
 }
@@ -74,6 +77,7 @@ absl::Status Subscription::AwaitConfirmed(Deadline deadline) {
   }
   if (owner_->closed_) return absl::CancelledError("the client was closed");
   seen_generation_ = owner_->generation_;
+  seen_messages_ = channel_->messages;  // the caller re-checks after this
   return absl::OkStatus();
 }
 
@@ -84,7 +88,12 @@ WakeReason Subscription::Wait(Deadline deadline) {
     if (owner_->generation_ != seen_generation_) {
       return WakeReason::kResubscribed;
     }
-    if (channel_->permits > 0) {
+    if (policy_ == WakePolicy::kWakeAll) {
+      if (channel_->messages != seen_messages_) {
+        seen_messages_ = channel_->messages;
+        return WakeReason::kNotified;
+      }
+    } else if (channel_->permits > 0) {
       --channel_->permits;
       return WakeReason::kNotified;
     }
@@ -200,12 +209,14 @@ void Subscriber::SendQueued() {
 }
 
 std::unique_ptr<Subscription> Subscriber::Subscribe(
-    const std::string& name, std::shared_ptr<WakeSignal> signal) {
+    const std::string& name, std::shared_ptr<WakeSignal> signal,
+    WakePolicy policy) {
   Channel* c;
   {
     MutexLock lock(&mu_);
     c = &channels_[name];
     if (signal != nullptr) c->signals.push_back(signal.get());
+    if (policy == WakePolicy::kWakeAll) ++c->wake_all;
     if (c->refs++ == 0) {
       c->permits = 0;
       c->refused_code = absl::StatusCode::kOk;
@@ -214,7 +225,7 @@ std::unique_ptr<Subscription> Subscriber::Subscribe(
   }
   SendQueued();
   return std::unique_ptr<Subscription>(
-      new Subscription(this, name, c, std::move(signal)));
+      new Subscription(this, name, c, std::move(signal), policy));
 }
 
 void Subscriber::Unref(const std::string& name, Channel* c) {
@@ -238,7 +249,10 @@ void Subscriber::OnConnectionState(bool connected, const absl::Status& why) {
   {
     MutexLock lock(&mu_);
     connected_ = connected && !closed_;
-    if (!connected) last_error_ = why;
+    if (!connected) {
+      // Unshared (see lib/io/connection.cc): waiters read it on their threads.
+      last_error_ = absl::Status(why.code(), std::string(why.message()));
+    }
     // Answers to commands of an older connection no longer count.
     ++generation_;
     outbox_.clear();
@@ -273,7 +287,12 @@ bool Subscriber::OnPush(const redis::Reply& reply) {
   Channel& c = it->second;
   if (v[2].str() == kUnlockMessage && c.refs > 0) {
     ++c.permits;
-    c.cv.Signal();
+    ++c.messages;
+    if (c.wake_all > 0) {
+      c.cv.SignalAll();  // wake-one waiters re-check the permits
+    } else {
+      c.cv.Signal();
+    }
     c.NotifySignals();
   }
   return true;

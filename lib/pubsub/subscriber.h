@@ -66,6 +66,12 @@ class WakeSignal {
   bool notified_ ABSL_GUARDED_BY(mu_) = false;
 };
 
+// What an unlock message on a channel wakes.
+enum class WakePolicy {
+  kWakeOne,  // one waiting subscription (it consumes a permit)
+  kWakeAll,  // every subscription waiting at the time
+};
+
 // Why Subscription::Wait() returned.
 enum class WakeReason {
   kNotified,      // an unlock message arrived (one permit consumed)
@@ -99,24 +105,29 @@ class Subscription {
   friend class Subscriber;
   struct Channel;
   Subscription(Subscriber* owner, std::string name, Channel* channel,
-               std::shared_ptr<WakeSignal> signal)
+               std::shared_ptr<WakeSignal> signal, WakePolicy policy)
       : owner_(owner),
         name_(std::move(name)),
         channel_(channel),
-        signal_(std::move(signal)) {}
+        signal_(std::move(signal)),
+        policy_(policy) {}
 
   Subscriber* owner_;
   std::string name_;
   Channel* channel_;
   std::shared_ptr<WakeSignal> signal_;
+  const WakePolicy policy_;
   uint64_t seen_generation_ = 0;
+  uint64_t seen_messages_ = 0;  // kWakeAll: Channel::messages seen
 };
 
 struct Subscription::Channel {
   int refs = 0;
   int64_t permits = 0;
-  int in_flight = 0;    // SUBSCRIBE/UNSUBSCRIBE sent, reply not yet read
-  bool wanted = false;  // the last command queued was SUBSCRIBE
+  uint64_t messages = 0;  // unlock messages received (kWakeAll)
+  int wake_all = 0;       // subscriptions with WakePolicy::kWakeAll
+  int in_flight = 0;      // SUBSCRIBE/UNSUBSCRIBE sent, reply not yet read
+  bool wanted = false;    // the last command queued was SUBSCRIBE
   // Why the server refused the SUBSCRIBE (NOPERM), empty if it did not. Kept
   // as code and text, not as an absl::Status: a Status shares its text by a
   // reference count that TSan cannot see in Debian's uninstrumented Abseil,
@@ -146,7 +157,8 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
 
   // `signal`, if given, is also notified for this subscription's events.
   std::unique_ptr<Subscription> Subscribe(
-      const std::string& channel, std::shared_ptr<WakeSignal> signal = nullptr);
+      const std::string& channel, std::shared_ptr<WakeSignal> signal = nullptr,
+      WakePolicy policy = WakePolicy::kWakeOne);
 
  private:
   friend class Subscription;

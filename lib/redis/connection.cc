@@ -43,57 +43,6 @@ absl::Status ConnectFailure(const absl::Status& s,
 
 }  // namespace
 
-bool IsConnectionClosingError(absl::string_view error) {
-  return absl::StartsWith(error, "ERR max number of clients reached") ||
-         absl::StartsWith(error, "DENIED") ||
-         absl::StartsWith(error, "ERR Protocol error");
-}
-
-std::string ReplyView::Describe() const {
-  switch (r_->type) {
-    case REDIS_REPLY_NIL:
-      return "nil";
-    case REDIS_REPLY_INTEGER:
-      return absl::StrCat("integer ", r_->integer);
-    case REDIS_REPLY_STRING:
-      return absl::StrCat("string \"", absl::CHexEscape(str()), "\"");
-    case REDIS_REPLY_STATUS:
-      return absl::StrCat("status ", str());
-    case REDIS_REPLY_ERROR:
-      return absl::StrCat("error ", str());
-    case REDIS_REPLY_ARRAY:
-      return absl::StrCat("array of ", r_->elements);
-    default:
-      return absl::StrCat("reply type ", r_->type);
-  }
-}
-
-absl::Status ErrorReplyToStatus(absl::string_view what,
-                                absl::string_view error) {
-  std::string msg = absl::StrCat(what, ": Redis replied: ", error);
-  auto starts = [&](absl::string_view prefix) {
-    return absl::StartsWith(error, prefix);
-  };
-  if (starts("NOAUTH") || starts("WRONGPASS")) {
-    return absl::UnauthenticatedError(msg);
-  }
-  // Inside a script, Redis 7.0 words ACL refusals as "ERR The user executing
-  // the script can't ...".
-  if (starts("NOPERM") || starts("ERR The user executing the script can't")) {
-    return absl::PermissionDeniedError(msg);
-  }
-  if (starts("WRONGTYPE") || starts("NOTALOCK")) {
-    return absl::FailedPreconditionError(msg);
-  }
-  if (starts("OOM")) return absl::ResourceExhaustedError(msg);
-  if (starts("LOADING") || starts("BUSY") || starts("MASTERDOWN") ||
-      starts("TRYAGAIN") || starts("CLUSTERDOWN") || starts("READONLY") ||
-      IsConnectionClosingError(error)) {
-    return absl::UnavailableError(msg);
-  }
-  return absl::InternalError(msg);
-}
-
 absl::Status Connection::SetTimeout(absl::Duration limit, Deadline deadline) {
   absl::Duration want = limit;
   deadline_bound_ = false;

@@ -28,6 +28,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "lib/common/deadline.h"
+#include "lib/redis/errors.h"
 #include "lib/redis/reply.h"
 #include "lib/redis/url.h"
 
@@ -110,19 +111,6 @@ class Connection {
   std::vector<const char*> argv_buf_;
   std::vector<size_t> argvlen_buf_;
 };
-
-// Maps an error reply to a Status for operation `what` (e.g. "SCRIPT LOAD").
-// NOAUTH/WRONGPASS -> Unauthenticated, NOPERM (and a script's ACL refusal)
-// -> PermissionDenied,
-// WRONGTYPE and NOTALOCK (relock's scripts) -> FailedPrecondition,
-// LOADING/BUSY/MASTERDOWN/TRYAGAIN and the errors after which the server
-// closes the connection (IsConnectionClosingError) -> Unavailable, others ->
-// Internal.
-absl::Status ErrorReplyToStatus(absl::string_view what,
-                                absl::string_view error);
-
-// Whether the server closes the connection after sending `error`.
-bool IsConnectionClosingError(absl::string_view error);
 
 }  // namespace redis
 }  // namespace relock

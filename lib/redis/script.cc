@@ -1,7 +1,10 @@
 #include "lib/redis/script.h"
 
+#include <openssl/evp.h>
+
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "lib/redis/resp.h"
@@ -10,7 +13,18 @@ namespace relock {
 namespace redis {
 
 ScriptSet::ScriptSet(std::vector<ScriptSource> scripts)
-    : scripts_(std::move(scripts)), shas_(scripts_.size()) {}
+    : scripts_(std::move(scripts)) {
+  // Redis names a script by the SHA1 of its text (what SCRIPT LOAD returns),
+  // so the digests are known before any server has seen the scripts.
+  for (const ScriptSource& script : scripts_) {
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int size = 0;
+    EVP_Digest(script.source.data(), script.source.size(), digest, &size,
+               EVP_sha1(), nullptr);
+    shas_.push_back(absl::BytesToHexString(
+        absl::string_view(reinterpret_cast<const char*>(digest), size)));
+  }
+}
 
 absl::StatusOr<std::string> ScriptSet::LoadOne(Connection& conn, size_t index,
                                                Deadline deadline) const {
@@ -39,14 +53,18 @@ void ScriptSet::AppendLoadAll(std::string* wire) const {
   }
 }
 
-absl::Status ScriptSet::SetShas(const std::vector<Reply>& replies) {
+absl::Status ScriptSet::CheckLoaded(const std::vector<Reply>& replies) const {
   if (replies.size() != scripts_.size()) {
     return absl::InternalError("SCRIPT LOAD: wrong number of replies");
   }
   for (size_t i = 0; i < scripts_.size(); ++i) {
     absl::StatusOr<std::string> sha = ShaFrom(i, replies[i]);
     if (!sha.ok()) return sha.status();
-    shas_[i] = *std::move(sha);
+    if (*sha != shas_[i]) {
+      return absl::InternalError(absl::StrCat(
+          "SCRIPT LOAD of relock's \"", scripts_[i].name,
+          "\" script: Redis names it ", *sha, ", not its SHA1 ", shas_[i]));
+    }
   }
   return absl::OkStatus();
 }

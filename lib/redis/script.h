@@ -48,7 +48,8 @@ class ScriptSet {
 
   // The same as RESP, for the I/O core: EVALSHA of script `index`; EVAL of
   // its source (after NOSCRIPT: it also caches the script again); SCRIPT LOAD
-  // of every script, whose replies SetShas() takes.
+  // of every script, whose replies CheckLoaded() checks (an error reply, such
+  // as an ACL refusal, becomes its Status).
   void AppendEvalsha(size_t index, absl::Span<const absl::string_view> keys,
                      absl::Span<const absl::string_view> args,
                      std::string* wire) const;
@@ -56,7 +57,7 @@ class ScriptSet {
                   absl::Span<const absl::string_view> args,
                   std::string* wire) const;
   void AppendLoadAll(std::string* wire) const;
-  absl::Status SetShas(const std::vector<Reply>& replies);
+  absl::Status CheckLoaded(const std::vector<Reply>& replies) const;
   size_t size() const { return scripts_.size(); }
 
   static bool IsNoScript(const Reply& reply);
@@ -77,7 +78,7 @@ class ScriptSet {
                  std::string* numkeys) const;
 
   std::vector<ScriptSource> scripts_;
-  std::vector<std::string> shas_;  // set by Load(), then read-only
+  std::vector<std::string> shas_;  // SHA1 of each source
 };
 
 }  // namespace redis

@@ -20,7 +20,7 @@ struct Endpoint {
   std::string username;  // empty: AUTH <password> (if any)
   std::string password;  // empty: no AUTH
   int db = 0;
-  bool tls = false;      // kTcp: rediss://
+  bool tls = false;  // kTcp: rediss://
 
   // "host:port" / "[v6]:port" / "unix:/path", plus "/db" when db != 0;
   // never includes credentials. For error messages.

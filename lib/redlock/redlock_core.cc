@@ -548,8 +548,8 @@ absl::StatusOr<std::vector<bool>> RedlockCore::RenewBatch(
   const absl::Duration lease = options_.connection.lock_watchdog_timeout;
   const std::string lease_ms = absl::StrCat(absl::ToInt64Milliseconds(lease));
   std::vector<bool> out(items.size());
-  for (size_t first = 0; first < items.size(); first += kRenewKeysPerCall) {
-    const size_t end = std::min(items.size(), first + kRenewKeysPerCall);
+  for (size_t first = 0; first < items.size(); first += lock::kRenewKeysPerCall) {
+    const size_t end = std::min(items.size(), first + lock::kRenewKeysPerCall);
     std::vector<absl::string_view> keys, args = {lease_ms};
     for (size_t i = first; i < end; ++i) {
       keys.push_back(items[i].name);

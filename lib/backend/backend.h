@@ -1,0 +1,123 @@
+// The seam between lock algorithms (lib/lock/) and topology.
+//
+// A lock algorithm sees its Redis deployment only through a Backend: it runs
+// its scripts (keys always as KEYS[]) on the backend's nodes, waits on its
+// channel with a wake policy, and sends renewal batches. It never learns
+// whether the nodes are one standalone server (NodeBackend), the N masters
+// of a Redlock (QuorumBackend: every call goes to all N at once and the
+// algorithm counts the answers against quorum()), and later a Cluster shard
+// or a Sentinel-managed master.
+//
+//   backend        nodes()  quorum()  Run() goes to
+//   NodeBackend    1        1         the server
+//   QuorumBackend  N        N/2 + 1   all N masters in parallel
+//
+// Every method is thread-safe and blocks at most until its deadline (plus
+// command_timeout for the connection to notice a silent server).
+
+#ifndef RELOCK_LIB_BACKEND_BACKEND_H_
+#define RELOCK_LIB_BACKEND_BACKEND_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "lib/common/deadline.h"
+#include "lib/pubsub/subscriber.h"
+#include "lib/redis/reply.h"
+
+namespace relock {
+namespace backend {
+
+// Whether a call may be sent again when the server dropped its connection
+// (the request either never ran or ran and lost its reply): only for calls
+// that are harmless to run twice.
+enum class Resend { kNever, kIfDropped };
+
+// One node's answer to one call.
+struct Answer {
+  absl::StatusOr<redis::Reply> reply;  // error replies are replies
+  bool resent = false;                 // sent again after a drop
+};
+
+// Called with each node's answer as it arrives (node index, answer);
+// returning true stops waiting for the others (their answers become
+// Cancelled "not awaited"). Runs on the calling thread.
+using Enough = std::function<bool(size_t node, const Answer& answer)>;
+
+// A thread's wait on one channel, on every node (see pubsub::Subscription).
+class Waiter {
+ public:
+  virtual ~Waiter() = default;
+  // OK once every node confirmed the subscription (a re-check after it
+  // misses no message); Cancelled on close, PermissionDenied if a node
+  // refused it, DeadlineExceeded at `deadline`.
+  virtual absl::Status AwaitConfirmed(Deadline deadline) = 0;
+  // Sleeps until a message (per the wake policy), a reconnect (re-check), a
+  // close, or `deadline`.
+  virtual pubsub::WakeReason Wait(Deadline deadline) = 0;
+  // Hands a consumed wake-up to another waiter (wake-one channels).
+  virtual void PassOn() = 0;
+};
+
+// One script call: its keys and arguments.
+struct Call {
+  std::vector<absl::string_view> keys;
+  std::vector<absl::string_view> args;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual size_t nodes() const = 0;
+  virtual size_t quorum() const = 0;
+  // "host:port" of node `i`, for messages.
+  virtual const std::string& node_name(size_t i) const = 0;
+
+  // Runs script `script` (an index into the backend's script set) on every
+  // node at once; one answer per node, in node order.
+  virtual std::vector<Answer> Run(size_t script,
+                                  absl::Span<const absl::string_view> keys,
+                                  absl::Span<const absl::string_view> args,
+                                  Deadline deadline, Resend resend,
+                                  const Enough& enough = nullptr) = 0;
+
+  // Runs `calls` of one script, sent together to every node (one round trip
+  // per node, plus one if a node lost its script cache). Per node: one reply
+  // per call, or the error that failed the node's batch. `*round_trips`, if
+  // given, counts the batches sent.
+  virtual std::vector<absl::StatusOr<std::vector<redis::Reply>>> RunBatch(
+      size_t script, const std::vector<Call>& calls, Deadline deadline,
+      std::atomic<uint64_t>* round_trips = nullptr) = 0;
+
+  // Any command (PING, ...) on every node; resent if dropped.
+  virtual std::vector<Answer> Command(absl::Span<const absl::string_view> argv,
+                                      Deadline deadline) = 0;
+
+  // A wait on `channel`: one unlock message wakes one waiter (kWakeOne,
+  // Redisson's lock channel) or every waiter (kWakeAll, Redisson's read-lock
+  // release).
+  virtual std::unique_ptr<Waiter> Subscribe(const std::string& channel,
+                                            pubsub::WakePolicy policy) = 0;
+
+  // Wakes every waiter, now and later, with Cancelled; calls still work (a
+  // client that closes releases its locks after this). Idempotent.
+  virtual void CancelWaits() = 0;
+  // CancelWaits(), then closes every connection: later calls fail with
+  // FailedPrecondition. Idempotent.
+  virtual void Close() = 0;
+};
+
+}  // namespace backend
+}  // namespace relock
+
+#endif  // RELOCK_LIB_BACKEND_BACKEND_H_

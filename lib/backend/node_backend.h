@@ -1,0 +1,104 @@
+// One standalone Redis server (or anything that looks like one) as a
+// Backend: its command connection(s) and its pub/sub connection on the
+// client's event loop, and the scripts loaded there.
+//
+// Calls are asynchronous underneath (RunAsync): an EVALSHA that meets
+// NOSCRIPT (SCRIPT FLUSH, a restart) is sent again as EVAL of the source,
+// which caches the script again; a call the server dropped is resent (at
+// most kMaxSends sends) when Resend::kIfDropped says it is harmless. The
+// blocking calls of Backend wait for RunAsync within their deadline and
+// abandon the request when it passes. QuorumBackend fans out over several
+// NodeBackends with RunAsync.
+
+#ifndef RELOCK_LIB_BACKEND_NODE_BACKEND_H_
+#define RELOCK_LIB_BACKEND_NODE_BACKEND_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lib/backend/backend.h"
+#include "lib/io/connection.h"
+#include "lib/io/event_loop.h"
+#include "lib/pubsub/subscriber.h"
+#include "lib/redis/script.h"
+
+namespace relock {
+namespace backend {
+
+struct NodeOptions {
+  io::ConnectionOptions connection;
+  int command_connections = 1;
+  // Connect (and load the scripts) in Create(), failing when the server
+  // cannot be used; otherwise connect in the background (Redlock masters
+  // that may be down at start).
+  bool connect_now = true;
+};
+
+class NodeBackend : public Backend {
+ public:
+  static constexpr int kMaxSends = 3;
+
+  // `loop` must outlive the backend's Close().
+  static absl::StatusOr<std::unique_ptr<NodeBackend>> Create(
+      io::EventLoop* loop, NodeOptions options,
+      std::vector<redis::ScriptSource> scripts);
+  ~NodeBackend() override;
+
+  size_t nodes() const override { return 1; }
+  size_t quorum() const override { return 1; }
+  const std::string& node_name(size_t) const override { return name_; }
+
+  std::vector<Answer> Run(size_t script,
+                          absl::Span<const absl::string_view> keys,
+                          absl::Span<const absl::string_view> args,
+                          Deadline deadline, Resend resend,
+                          const Enough& enough = nullptr) override;
+  std::vector<absl::StatusOr<std::vector<redis::Reply>>> RunBatch(
+      size_t script, const std::vector<Call>& calls, Deadline deadline,
+      std::atomic<uint64_t>* round_trips = nullptr) override;
+  std::vector<Answer> Command(absl::Span<const absl::string_view> argv,
+                              Deadline deadline) override;
+  std::unique_ptr<Waiter> Subscribe(const std::string& channel,
+                                    pubsub::WakePolicy policy) override;
+  void CancelWaits() override;
+  void Close() override;
+
+  // The asynchronous call underneath Run(): `done` runs once, on the loop
+  // thread (or on the calling thread if the backend is closed). Setting
+  // `*abandon` (if given) to true makes the backend drop the call at its
+  // next step.
+  using Done = std::function<void(Answer)>;
+  void RunAsync(size_t script, absl::Span<const absl::string_view> keys,
+                absl::Span<const absl::string_view> args, Resend resend,
+                std::shared_ptr<std::atomic<bool>> abandon, Done done);
+  // The same for a prepared command.
+  void SendAsync(std::string wire, Resend resend,
+                 std::shared_ptr<std::atomic<bool>> abandon, Done done);
+
+ private:
+  struct Pending;
+  NodeBackend(NodeOptions options, std::vector<redis::ScriptSource> scripts);
+  io::Connection& Pick();
+  void Send(std::shared_ptr<Pending> pending);
+  void OnResult(std::shared_ptr<Pending> pending, io::Result result);
+  // Waits for `RunAsync`-style calls started by `start` (one per index)
+  // until `deadline`, asking `enough` after each answer.
+  std::vector<Answer> Await(size_t n, Deadline deadline, const Enough& enough,
+                            const std::function<void(size_t, Done)>& start);
+
+  const NodeOptions options_;
+  const std::string name_;
+  const redis::ScriptSet scripts_;
+  std::vector<std::shared_ptr<io::Connection>> connections_;
+  std::atomic<size_t> next_connection_{0};
+  std::shared_ptr<pubsub::Subscriber> subscriber_;
+};
+
+}  // namespace backend
+}  // namespace relock
+
+#endif  // RELOCK_LIB_BACKEND_NODE_BACKEND_H_

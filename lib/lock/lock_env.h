@@ -1,0 +1,46 @@
+// What a lock algorithm needs from the client it runs in: the backend it
+// talks to Redis through (lib/backend/backend.h), the client's identity and
+// lifecycle, its hold registry and watchdog. The client implements it; the
+// algorithms (lib/lock/*_lock.cc) see nothing else of the client, so no
+// lock type knows which topology or client class it runs in.
+
+#ifndef RELOCK_LIB_LOCK_LOCK_ENV_H_
+#define RELOCK_LIB_LOCK_LOCK_ENV_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "lib/backend/backend.h"
+#include "lib/lock/hold_registry.h"
+
+namespace relock {
+namespace lock {
+
+class LockEnv {
+ public:
+  virtual backend::Backend& backend() = 0;
+  // The client id: owner fields are "<id>:<thread number>".
+  virtual const std::string& id() const = 0;
+  // FailedPrecondition once the client is closed (or in a fork()ed child).
+  virtual absl::Status CheckOpen() const = 0;
+  virtual bool closed() const = 0;
+  virtual HoldRegistry& holds() = 0;
+  // The lease of watchdog holds (ClientOptions::lock_watchdog_timeout).
+  virtual absl::Duration watchdog_lease() const = 0;
+  // How long a subscription may take to be confirmed before the wait fails
+  // with Unavailable (connect_timeout + command_timeout).
+  virtual absl::Duration confirm_timeout() const = 0;
+  // The calling thread took a hold from zero: tell the client when it exits.
+  virtual void OnFreshHold() = 0;
+  // A watchdog hold was registered: make sure renewal rounds run.
+  virtual void ActivateWatchdog() = 0;
+
+ protected:
+  ~LockEnv() = default;
+};
+
+}  // namespace lock
+}  // namespace relock
+
+#endif  // RELOCK_LIB_LOCK_LOCK_ENV_H_

@@ -1,0 +1,28 @@
+// What Redis error replies mean, as absl::Status codes.
+
+#ifndef RELOCK_LIB_REDIS_ERRORS_H_
+#define RELOCK_LIB_REDIS_ERRORS_H_
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace relock {
+namespace redis {
+
+// Maps an error reply to a Status for operation `what` (e.g. "SCRIPT LOAD").
+// NOAUTH/WRONGPASS -> Unauthenticated, NOPERM (and a script's ACL refusal)
+// -> PermissionDenied,
+// WRONGTYPE and NOTALOCK (relock's scripts) -> FailedPrecondition,
+// LOADING/BUSY/MASTERDOWN/TRYAGAIN and the errors after which the server
+// closes the connection (IsConnectionClosingError) -> Unavailable, others ->
+// Internal.
+absl::Status ErrorReplyToStatus(absl::string_view what,
+                                absl::string_view error);
+
+// Whether the server closes the connection after sending `error`.
+bool IsConnectionClosingError(absl::string_view error);
+
+}  // namespace redis
+}  // namespace relock
+
+#endif  // RELOCK_LIB_REDIS_ERRORS_H_

@@ -1,0 +1,29 @@
+#include "lib/redis/reply.h"
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+
+namespace relock {
+namespace redis {
+
+std::string ReplyView::Describe() const {
+  switch (r_->type) {
+    case REDIS_REPLY_NIL:
+      return "nil";
+    case REDIS_REPLY_INTEGER:
+      return absl::StrCat("integer ", r_->integer);
+    case REDIS_REPLY_STRING:
+      return absl::StrCat("string \"", absl::CHexEscape(str()), "\"");
+    case REDIS_REPLY_STATUS:
+      return absl::StrCat("status ", str());
+    case REDIS_REPLY_ERROR:
+      return absl::StrCat("error ", str());
+    case REDIS_REPLY_ARRAY:
+      return absl::StrCat("array of ", r_->elements);
+    default:
+      return absl::StrCat("reply type ", r_->type);
+  }
+}
+
+}  // namespace redis
+}  // namespace relock
