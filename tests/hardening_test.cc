@@ -21,7 +21,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "lib/client/client_core.h"
-#include "lib/lock/hold_registry.h"
+#include "lib/watchdog/hold_registry.h"
 #include "lib/redis/connection.h"
 #include "lib/redis/pool.h"
 #include "lib/redis/url.h"
@@ -359,7 +359,7 @@ TEST(HardeningTest, ExpiredExplicitLeaseHoldsAreDroppedFromTheRegistry) {
   timer::FakeClock clock;
   timer::TimerThread timers(&clock);
   constexpr absl::Duration kRetention = absl::Seconds(60);
-  lock::HoldRegistry holds(&timers, kRetention);
+  watchdog::HoldRegistry holds(&timers, kRetention);
   constexpr int kHolds = 20000;
   const auto start = clock.Now();
   for (int i = 0; i < kHolds; ++i) {
@@ -378,8 +378,8 @@ TEST(HardeningTest, ExpiredExplicitLeaseHoldsAreDroppedFromTheRegistry) {
   };
   clock.Advance(absl::Milliseconds(1001));
   EXPECT_TRUE(wait_for([&] {
-    absl::optional<lock::Hold> h = holds.Find("lock-0", 1);
-    absl::optional<lock::Hold> last =
+    absl::optional<watchdog::Hold> h = holds.Find("lock-0", 1);
+    absl::optional<watchdog::Hold> last =
         holds.Find(absl::StrCat("lock-", kHolds - 1), 1);
     return h.has_value() && h->expired && last.has_value() && last->expired;
   }));
@@ -387,7 +387,7 @@ TEST(HardeningTest, ExpiredExplicitLeaseHoldsAreDroppedFromTheRegistry) {
   EXPECT_TRUE(wait_for([&] { return holds.size() == 1; }))
       << holds.size() << " holds left";
   // Close() releases only what is held: never the expired ones.
-  std::vector<std::pair<lock::HoldRegistry::Key, lock::Hold>> all =
+  std::vector<std::pair<watchdog::HoldRegistry::Key, watchdog::Hold>> all =
       holds.TakeAll();
   ASSERT_EQ(all.size(), 1u);
   EXPECT_EQ(all[0].first.first, "renewed");

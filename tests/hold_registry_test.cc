@@ -4,7 +4,7 @@
 // wait is for an event (a barrier timer running), bounded only to turn a hang
 // into a failure.
 
-#include "lib/lock/hold_registry.h"
+#include "lib/watchdog/hold_registry.h"
 
 #include <algorithm>
 #include <chrono>
@@ -21,7 +21,7 @@
 #include "tests/testing/notification.h"
 
 namespace relock {
-namespace lock {
+namespace watchdog {
 namespace {
 
 constexpr uint64_t kThread = 7;
@@ -374,5 +374,5 @@ TEST_F(HoldRegistryTest, ApplyRenewalsIgnoresHoldsReleasedOrRestartedSince) {
 }
 
 }  // namespace
-}  // namespace lock
+}  // namespace watchdog
 }  // namespace relock

@@ -35,7 +35,7 @@
 #include "lib/client/client_core.h"
 #include "lib/common/deadline.h"
 #include "lib/common/mutex.h"
-#include "lib/lock/hold_registry.h"
+#include "lib/watchdog/hold_registry.h"
 #include "lib/lock/owner.h"
 #include "lib/timer/timer_thread.h"
 #include "relock/relock.h"
@@ -135,10 +135,10 @@ class WatchdogFakeClockTest : public ::testing::Test {
   void Released(const std::string& name) {
     holds_.OnReleased(name, kThread, /*freed=*/true);
   }
-  lock::Hold MustFind(const std::string& name) const {
-    absl::optional<lock::Hold> h = holds_.Find(name, kThread);
+  watchdog::Hold MustFind(const std::string& name) const {
+    absl::optional<watchdog::Hold> h = holds_.Find(name, kThread);
     EXPECT_TRUE(h.has_value()) << name << " is not in the registry";
-    return h.value_or(lock::Hold());
+    return h.value_or(watchdog::Hold());
   }
 
   // Advances the fake clock by `d`, lets the round that came due (if any)
@@ -163,7 +163,7 @@ class WatchdogFakeClockTest : public ::testing::Test {
   }
   bool AnyRenewing() const {
     for (const std::string& name : names_) {
-      absl::optional<lock::Hold> h = holds_.Find(name, kThread);
+      absl::optional<watchdog::Hold> h = holds_.Find(name, kThread);
       if (h.has_value() && h->renewing && !h->ended()) return true;
     }
     return false;
@@ -219,18 +219,18 @@ class WatchdogFakeClockTest : public ::testing::Test {
   timer::FakeClock clock_;
   const SteadyClock::time_point start_ = clock_.Now();
   timer::TimerThread timers_{&clock_};
-  lock::HoldRegistry holds_{&timers_};
+  watchdog::HoldRegistry holds_{&timers_};
   std::vector<std::string> names_;  // every hold acquired (test thread only)
 
  private:
   absl::StatusOr<std::vector<bool>> Renew(
-      const std::vector<lock::RenewItem>& items) {
+      const std::vector<watchdog::RenewItem>& items) {
     std::function<void()> hook;
     absl::Duration trip;
     {
       MutexLock lock(&mu_);
       RenewCall call{clock_.Now(), {}};
-      for (const lock::RenewItem& item : items) {
+      for (const watchdog::RenewItem& item : items) {
         EXPECT_EQ(item.owner, kOwner);
         call.names.push_back(item.name);
       }
@@ -246,12 +246,12 @@ class WatchdogFakeClockTest : public ::testing::Test {
       return failure_;
     }
     std::vector<bool> renewed;
-    for (const lock::RenewItem& item : items) {
+    for (const watchdog::RenewItem& item : items) {
       renewed.push_back(!gone_.contains(item.name));
     }
     return renewed;
   }
-  void OnLost(const lock::LostHold& hold, const absl::Status& why) {
+  void OnLost(const watchdog::LostHold& hold, const absl::Status& why) {
     EXPECT_EQ(hold.thread, kThread);
     MutexLock lock(&mu_);
     losses_.push_back({hold.name, why, clock_.Now()});
@@ -270,10 +270,10 @@ class WatchdogFakeClockTest : public ::testing::Test {
   // Last: its thread calls the members above until Stop().
   watchdog::Watchdog watchdog_{
       kFakeLease, &holds_, &timers_,
-      [this](const std::vector<lock::RenewItem>& items) {
+      [this](const std::vector<watchdog::RenewItem>& items) {
         return Renew(items);
       },
-      [this](const lock::LostHold& hold, const absl::Status& why) {
+      [this](const watchdog::LostHold& hold, const absl::Status& why) {
         OnLost(hold, why);
       }};
 };
@@ -303,7 +303,7 @@ TEST_F(WatchdogFakeClockTest,
   while (clock_.Now() < until) {
     ASSERT_EQ(Advance(kInterval), 1);
     for (const std::string& name : names_) {
-      const lock::Hold h = MustFind(name);
+      const watchdog::Hold h = MustFind(name);
       ASSERT_FALSE(h.ended()) << name;
       ASSERT_GE(absl::FromChrono(h.lease_end() - clock_.Now()),
                 kFakeLease - kPeriod)
@@ -479,7 +479,7 @@ TEST_F(WatchdogFakeClockTest, AnAnswerForAReleasedHoldLeavesTheNextHoldAlone) {
   for (int i = 0; i < 3; ++i) ASSERT_EQ(Advance(kInterval), 1);
   ASSERT_EQ(calls().size(), 1u);
   EXPECT_TRUE(losses().empty()) << "the new hold was reported lost";
-  lock::Hold h = MustFind("a");
+  watchdog::Hold h = MustFind("a");
   EXPECT_FALSE(h.lost);
   EXPECT_TRUE(h.renewing);
   EXPECT_EQ(h.acked_at, calls()[0].at) << "the new hold's lease was moved";
@@ -636,11 +636,11 @@ TEST_F(WatchdogTest, NoRenewalReachesRedisAfterUnlock) {
   // Wait until the watchdog thread has renewed it: its renewal was running
   // when it is released.
   const uint64_t thread = lock::CurrentThreadNumber();
-  absl::optional<lock::Hold> acquired =
+  absl::optional<watchdog::Hold> acquired =
       core.holds().Find(released.name(), thread);
   ASSERT_TRUE(acquired.has_value());
   ASSERT_TRUE(Eventually([&] {
-    absl::optional<lock::Hold> h = core.holds().Find(released.name(), thread);
+    absl::optional<watchdog::Hold> h = core.holds().Find(released.name(), thread);
     return h.has_value() && h->acked_at > acquired->acked_at;
   })) << "never renewed";
   ASSERT_TRUE(released.Release().ok());

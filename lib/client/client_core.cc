@@ -130,10 +130,10 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
   core->events_ = std::make_unique<EventQueue>(core->deliver_);
   core->watchdog_ = std::make_unique<watchdog::Watchdog>(
       core->options_.lock_watchdog_timeout, &core->holds_, &core->timers_,
-      [raw](const std::vector<lock::RenewItem>& items) {
+      [raw](const std::vector<watchdog::RenewItem>& items) {
         return raw->RenewBatch(items);
       },
-      [raw](const lock::LostHold& hold, const absl::Status& why) {
+      [raw](const watchdog::LostHold& hold, const absl::Status& why) {
         raw->PostEvent(LockEvent{LockEventType::kLockLost, hold.name, why,
                                  lock::OwnerField(raw->id_, hold.thread)});
       });
@@ -176,7 +176,7 @@ void ClientCore::BecomeInertInForkedChild() {
 }
 
 absl::StatusOr<std::vector<bool>> ClientCore::RenewBatch(
-    const std::vector<lock::RenewItem>& items) {
+    const std::vector<watchdog::RenewItem>& items) {
   return lock::RenewHolds(*backend_, watchdog_lease_ms_, items,
                           &renew_round_trips_);
 }
@@ -199,7 +199,7 @@ void ClientCore::Close() {
   if (backend_ != nullptr) backend_->CancelWaits();
   // Release what is still held in one pipelined round with one deadline, so
   // that a paused or unreachable Redis costs one timeout, not one per lock.
-  const std::vector<std::pair<lock::HoldRegistry::Key, lock::Hold>> held =
+  const std::vector<std::pair<watchdog::HoldRegistry::Key, watchdog::Hold>> held =
       holds_.TakeAll();
   std::vector<absl::Status> released = lock::ReleaseHolds(
       *backend_, held,

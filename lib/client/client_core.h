@@ -22,7 +22,7 @@
 #include "lib/backend/node_backend.h"
 #include "lib/client/event_queue.h"
 #include "lib/io/event_loop.h"
-#include "lib/lock/hold_registry.h"
+#include "lib/watchdog/hold_registry.h"
 #include "lib/lock/lock_env.h"
 #include "lib/lock/lock_scripts.h"
 #include "lib/lock/owner.h"
@@ -58,7 +58,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>,
   ~ClientCore();
 
   const ClientOptions& options() const { return options_; }
-  lock::HoldRegistry& holds() override { return holds_; }
+  watchdog::HoldRegistry& holds() override { return holds_; }
   watchdog::Watchdog& watchdog() { return *watchdog_; }
 
   // LockEnv.
@@ -82,7 +82,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>,
   // Renews `items` with the watchdog lease: lock::kRenewKeysPerCall locks per
   // script call, every call pipelined on one connection.
   absl::StatusOr<std::vector<bool>> RenewBatch(
-      const std::vector<lock::RenewItem>& items);
+      const std::vector<watchdog::RenewItem>& items);
   // Pipelined flushes (round trips) made by RenewBatch so far.
   uint64_t renew_round_trips() const {
     return renew_round_trips_.load(std::memory_order_relaxed);
@@ -112,7 +112,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>,
   // Declared before everything that may hold a reference into it.
   io::EventLoop loop_;
   std::unique_ptr<backend::Backend> backend_;
-  lock::HoldRegistry holds_;
+  watchdog::HoldRegistry holds_;
   timer::TimerThread timers_;
   std::unique_ptr<EventQueue> events_;
   std::unique_ptr<watchdog::Watchdog> watchdog_;

@@ -12,10 +12,15 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "lib/backend/backend.h"
-#include "lib/lock/hold_registry.h"
+#include "lib/watchdog/hold_registry.h"
 
 namespace relock {
 namespace lock {
+
+using watchdog::Hold;
+using watchdog::HoldRegistry;
+using watchdog::kExpiredHoldRetention;
+using watchdog::RenewItem;
 
 class LockEnv {
  public:

@@ -143,10 +143,10 @@ absl::StatusOr<std::shared_ptr<RedlockCore>> RedlockCore::Create(
   core->watchdog_ = std::make_unique<watchdog::Watchdog>(
       core->options_.connection.lock_watchdog_timeout, &core->holds_,
       &core->timers_,
-      [raw](const std::vector<lock::RenewItem>& items) {
+      [raw](const std::vector<watchdog::RenewItem>& items) {
         return raw->RenewBatch(items);
       },
-      [raw](const lock::LostHold& hold, const absl::Status& why) {
+      [raw](const watchdog::LostHold& hold, const absl::Status& why) {
         raw->events_->Post(LockEvent{LockEventType::kLockLost, hold.name, why,
                                      lock::OwnerField(raw->id_, hold.thread)});
       });
@@ -323,9 +323,9 @@ absl::Status RedlockCore::Acquire(const std::string& name,
   }
   const uint64_t thread = lock::CurrentThreadNumber();
   const std::string owner = lock::OwnerField(id_, thread);
-  const absl::optional<lock::Hold> hold = holds_.Find(name, thread);
+  const absl::optional<watchdog::Hold> hold = holds_.Find(name, thread);
   const bool reentry = hold.has_value() && !hold->ended();
-  // A re-entry never shortens a watchdog hold (see lib/lock/hold_registry.h).
+  // A re-entry never shortens a watchdog hold (see lib/watchdog/hold_registry.h).
   const bool watchdog = !lease.has_value() || (reentry && hold->watchdog);
   const absl::Duration effective =
       watchdog ? options_.connection.lock_watchdog_timeout : *lease;
@@ -397,7 +397,7 @@ absl::Status RedlockCore::Release(const std::string& name) {
   }
   const uint64_t thread = lock::CurrentThreadNumber();
   const std::string owner = lock::OwnerField(id_, thread);
-  const absl::optional<lock::Hold> hold = holds_.BeginRelease(name, thread);
+  const absl::optional<watchdog::Hold> hold = holds_.BeginRelease(name, thread);
   const std::string lease_ms =
       hold.has_value() && hold->watchdog
           ? absl::StrCat(absl::ToInt64Milliseconds(
@@ -441,7 +441,7 @@ absl::Status RedlockCore::Release(const std::string& name) {
     return absl::OkStatus();
   }
   if (not_owner > n - quorum_) {
-    if (absl::optional<lock::Hold> lost = holds_.Forget(name, thread)) {
+    if (absl::optional<watchdog::Hold> lost = holds_.Forget(name, thread)) {
       return Annotate(absl::AbortedError(absl::StrCat(
                           "lease lost: this thread held the lock, but a "
                           "majority of masters no longer have it: ",
@@ -474,7 +474,7 @@ absl::Status RedlockCore::Extend(const std::string& name,
                     "extend", name);
   }
   const uint64_t thread = lock::CurrentThreadNumber();
-  const absl::optional<lock::Hold> hold = holds_.Find(name, thread);
+  const absl::optional<watchdog::Hold> hold = holds_.Find(name, thread);
   if (!hold.has_value()) {
     return Annotate(absl::FailedPreconditionError("not held by this thread"),
                     "extend", name);
@@ -524,7 +524,7 @@ absl::Status RedlockCore::Extend(const std::string& name,
 
 absl::StatusOr<SteadyClock::time_point> RedlockCore::ValidUntil(
     const std::string& name) {
-  absl::optional<lock::Hold> hold =
+  absl::optional<watchdog::Hold> hold =
       holds_.Find(name, lock::CurrentThreadNumber());
   if (!hold.has_value()) {
     return Annotate(absl::FailedPreconditionError("not held by this thread"),
@@ -537,13 +537,13 @@ absl::StatusOr<SteadyClock::time_point> RedlockCore::ValidUntil(
 }
 
 int64_t RedlockCore::LocalHoldCount(const std::string& name) {
-  absl::optional<lock::Hold> hold =
+  absl::optional<watchdog::Hold> hold =
       holds_.Find(name, lock::CurrentThreadNumber());
   return hold.has_value() && !hold->ended() ? hold->count : 0;
 }
 
 absl::StatusOr<std::vector<bool>> RedlockCore::RenewBatch(
-    const std::vector<lock::RenewItem>& items) {
+    const std::vector<watchdog::RenewItem>& items) {
   const int n = static_cast<int>(masters_.size());
   const absl::Duration lease = options_.connection.lock_watchdog_timeout;
   const std::string lease_ms = absl::StrCat(absl::ToInt64Milliseconds(lease));

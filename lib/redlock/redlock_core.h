@@ -23,7 +23,7 @@
 #include "lib/client/event_queue.h"
 #include "lib/common/deadline.h"
 #include "lib/io/event_loop.h"
-#include "lib/lock/hold_registry.h"
+#include "lib/watchdog/hold_registry.h"
 #include "lib/lock/lock_scripts.h"
 #include "lib/pubsub/subscriber.h"
 #include "lib/redis/parallel.h"
@@ -84,7 +84,7 @@ class RedlockCore {
   Attempt TryOnce(const std::string& name, const std::string& owner,
                   absl::Duration lease, bool reentry);
   absl::StatusOr<std::vector<bool>> RenewBatch(
-      const std::vector<lock::RenewItem>& items);
+      const std::vector<watchdog::RenewItem>& items);
   void Deliver(const LockEvent& event) const { deliver_(event); }
 
   const RedlockOptions options_;
@@ -97,7 +97,7 @@ class RedlockCore {
   std::vector<Master> masters_;
   redis::ScriptSet scripts_;
   std::shared_ptr<const BackoffStrategy> backoff_;
-  lock::HoldRegistry holds_;
+  watchdog::HoldRegistry holds_;
   timer::TimerThread timers_;
   std::unique_ptr<EventQueue> events_;
   std::unique_ptr<watchdog::Watchdog> watchdog_;

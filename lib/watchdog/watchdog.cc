@@ -19,7 +19,7 @@ absl::Duration ThreadCpuTime() {
 
 }  // namespace
 
-Watchdog::Watchdog(absl::Duration lease, lock::HoldRegistry* holds,
+Watchdog::Watchdog(absl::Duration lease, watchdog::HoldRegistry* holds,
                    timer::TimerThread* timers, RenewFn renew, LostFn on_lost)
     : lease_(lease),
       period_(lease / 3),
@@ -76,12 +76,12 @@ RoundStats Watchdog::RunRound(bool all) {
   RoundStats stats;
   const SteadyClock::time_point start = clock_->Now();
   const absl::Duration cpu_start = ThreadCpuTime();
-  std::vector<lock::RenewItem> due;
-  std::vector<lock::LostHold> lost;
+  std::vector<watchdog::RenewItem> due;
+  std::vector<watchdog::LostHold> lost;
   stats.renewing =
       holds_->Sweep(start, start + absl::ToChronoNanoseconds(round_interval_),
                     period_, all, &due, &lost);
-  for (const lock::LostHold& h : lost) {
+  for (const watchdog::LostHold& h : lost) {
     on_lost_(
         h,
         absl::AbortedError(absl::StrCat(
@@ -99,7 +99,7 @@ RoundStats Watchdog::RunRound(bool all) {
       last_error_ = absl::OkStatus();
       lost.clear();
       holds_->ApplyRenewals(due, *renewed, sent_at, &lost);
-      for (const lock::LostHold& h : lost) {
+      for (const watchdog::LostHold& h : lost) {
         on_lost_(h, absl::AbortedError(
                         "lease lost: the lock's owner field is gone from Redis "
                         "(expired, deleted, FLUSHALL or a restart without "

@@ -43,7 +43,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "lib/common/mutex.h"
-#include "lib/lock/hold_registry.h"
+#include "lib/watchdog/hold_registry.h"
 #include "lib/timer/timer_thread.h"
 
 namespace relock {
@@ -52,9 +52,9 @@ namespace watchdog {
 // Sends one renewal batch; returns per item whether its owner field existed
 // (and the lease was renewed), or an error for the whole batch.
 using RenewFn = std::function<absl::StatusOr<std::vector<bool>>(
-    const std::vector<lock::RenewItem>& items)>;
+    const std::vector<watchdog::RenewItem>& items)>;
 using LostFn =
-    std::function<void(const lock::LostHold& hold, const absl::Status& why)>;
+    std::function<void(const watchdog::LostHold& hold, const absl::Status& why)>;
 
 struct RoundStats {
   size_t renewing = 0;  // renewing holds after the round
@@ -71,7 +71,7 @@ class Watchdog {
   // must be constructed already (its clock is read here). `renew` and
   // `on_lost` are called on the watchdog's thread, or on the caller's in
   // RunRound(), never concurrently.
-  Watchdog(absl::Duration lease, lock::HoldRegistry* holds,
+  Watchdog(absl::Duration lease, watchdog::HoldRegistry* holds,
            timer::TimerThread* timers, RenewFn renew, LostFn on_lost);
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
@@ -101,7 +101,7 @@ class Watchdog {
   const absl::Duration period_;          // lease / 3
   const absl::Duration round_interval_;  // lease / 12
   const absl::Duration retry_interval_;
-  lock::HoldRegistry* const holds_;
+  watchdog::HoldRegistry* const holds_;
   timer::TimerThread* const timers_;
   const timer::Clock* const clock_;  // timers_->clock()
   const RenewFn renew_;

@@ -1,10 +1,10 @@
-#include "lib/lock/hold_registry.h"
+#include "lib/watchdog/hold_registry.h"
 
 #include <algorithm>
 #include <utility>
 
 namespace relock {
-namespace lock {
+namespace watchdog {
 
 void HoldRegistry::ArmLeaseEnd(const Key& key, Hold& h) {
   Disarm(h);
@@ -200,5 +200,5 @@ void HoldRegistry::ApplyRenewals(const std::vector<RenewItem>& due,
   }
 }
 
-}  // namespace lock
+}  // namespace watchdog
 }  // namespace relock

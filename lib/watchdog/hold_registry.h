@@ -24,8 +24,8 @@
 // out", Close() leaves it alone) and kExpiredHoldRetention after the lease
 // end drops it, so holds that are never released cost no memory for long.
 
-#ifndef RELOCK_LIB_LOCK_HOLD_REGISTRY_H_
-#define RELOCK_LIB_LOCK_HOLD_REGISTRY_H_
+#ifndef RELOCK_LIB_WATCHDOG_HOLD_REGISTRY_H_
+#define RELOCK_LIB_WATCHDOG_HOLD_REGISTRY_H_
 
 #include <cstdint>
 #include <string>
@@ -41,7 +41,7 @@
 #include "lib/timer/timer_thread.h"
 
 namespace relock {
-namespace lock {
+namespace watchdog {
 
 // How long an expired explicit-lease hold is remembered (so that Release()
 // can say "lease ran out") before it is dropped.
@@ -158,7 +158,7 @@ class HoldRegistry {
   uint64_t next_hold_id_ ABSL_GUARDED_BY(mu_) = 1;
 };
 
-}  // namespace lock
+}  // namespace watchdog
 }  // namespace relock
 
-#endif  // RELOCK_LIB_LOCK_HOLD_REGISTRY_H_
+#endif  // RELOCK_LIB_WATCHDOG_HOLD_REGISTRY_H_
