@@ -5,8 +5,8 @@
 // ScriptSet::IsNoScript() and ErrorReplyToStatus().
 //
 // Not reached from here (they are not functions of a reply): the script
-// result checks inside lib/lock/reentrant_lock.cc, Subscriber::Dispatch and
-// the renew reply parse in ClientCore::RenewBatch.
+// result checks inside lib/lock/reentrant_lock.cc (acquire, release and
+// renewal tallies) and Subscriber::OnPush.
 //
 // Checked besides "no crash, no ASan/UBSan report": exactly one type
 // predicate holds per reply; an error reply maps to a non-OK status that
@@ -27,7 +27,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
-#include "lib/redis/connection.h"
+#include "lib/redis/errors.h"
 #include "lib/redis/reply.h"
 #include "lib/redis/script.h"
 

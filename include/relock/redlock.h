@@ -10,10 +10,11 @@
 // Every master stores the lock exactly as the single-node relock::Lock does
 // (a hash at the lock's key; field "<client-id>:<thread>" = hold count; TTL =
 // lease), so the lock is reentrant on every master, which redsync's is not.
-// An attempt sends the acquire script to all N masters at once from the
-// calling thread (each request written first, replies read as they arrive),
-// so it costs about one round trip of the slowest master, not N; each master
-// gets at most the per-master timeout. The attempt succeeds when a quorum
+// It is the single-node lock's algorithm run over all N masters: an attempt
+// sends the acquire script to every master at once through the client's
+// event loop (answers counted as they arrive), so it costs about one round
+// trip of the slowest master, not N; each master gets at most the
+// per-master timeout. The attempt succeeds when a quorum
 // (N/2 + 1) acquired and the remaining validity is positive:
 //
 //   validity = lease - elapsed - (drift_factor * lease + 2 ms)
@@ -94,7 +95,7 @@
 namespace relock {
 
 namespace internal {
-class RedlockCore;
+class ClientCore;
 }  // namespace internal
 
 struct RedlockOptions {
@@ -164,8 +165,8 @@ class RedlockClient {
   void Close();
 
  private:
-  explicit RedlockClient(std::shared_ptr<internal::RedlockCore> core);
-  std::shared_ptr<internal::RedlockCore> core_;
+  explicit RedlockClient(std::shared_ptr<internal::ClientCore> core);
+  std::shared_ptr<internal::ClientCore> core_;
 };
 
 class RedlockLock : public internal::LockableBase<RedlockLock> {
@@ -192,9 +193,10 @@ class RedlockLock : public internal::LockableBase<RedlockLock> {
   ABSL_MUST_USE_RESULT absl::Status Extend(absl::Duration lease);
 
   // Until when (steady clock) the calling thread's hold is valid: the start
-  // of the last successful acquire/extension plus the lease minus the drift
-  // allowance. Local, no round trip. FailedPrecondition if not held; Aborted
-  // if lost.
+  // of the last successful acquire/extension (or watchdog renewal) plus the
+  // lease minus the drift allowance. Local, no round trip.
+  // FailedPrecondition if not held; Aborted if lost or if that time has
+  // passed (never a past time as OK).
   ABSL_MUST_USE_RESULT absl::StatusOr<std::chrono::steady_clock::time_point>
   ValidUntil() const;
 
@@ -205,12 +207,12 @@ class RedlockLock : public internal::LockableBase<RedlockLock> {
  private:
   friend class RedlockClient;
   friend class internal::LockableBase<RedlockLock>;
-  RedlockLock(std::shared_ptr<internal::RedlockCore> core, std::string name);
+  RedlockLock(std::shared_ptr<internal::ClientCore> core, std::string name);
   absl::Status AcquireFor(absl::Duration wait,
                           absl::optional<absl::Duration> lease);
   void ReportUnlockFailure(absl::Status status) noexcept;
 
-  std::shared_ptr<internal::RedlockCore> core_;
+  std::shared_ptr<internal::ClientCore> core_;
   std::string name_;
 };
 

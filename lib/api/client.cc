@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "lib/client/client_core.h"
+#include "lib/redis/errors.h"
 
 namespace relock {
 

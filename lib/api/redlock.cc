@@ -1,13 +1,14 @@
-// relock::RedlockClient and RedlockLock: the public surface over
-// internal::RedlockCore.
+// relock::RedlockClient and RedlockLock: the public surface over the
+// reentrant lock's algorithm on a Redlock core (lib/redlock/).
 
 #include "relock/redlock.h"
 
 #include <utility>
 
 #include "lib/common/deadline.h"
+#include "lib/lock/owner.h"
 #include "lib/lock/reentrant_lock.h"
-#include "lib/redlock/redlock_core.h"
+#include "lib/redlock/redlock.h"
 
 namespace relock {
 namespace {
@@ -22,13 +23,13 @@ absl::Status Unbound() {
 
 absl::StatusOr<std::unique_ptr<RedlockClient>> RedlockClient::Connect(
     RedlockOptions options) {
-  absl::StatusOr<std::shared_ptr<internal::RedlockCore>> core =
-      internal::RedlockCore::Create(std::move(options));
+  absl::StatusOr<std::shared_ptr<internal::ClientCore>> core =
+      internal::ConnectRedlock(std::move(options));
   if (!core.ok()) return core.status();
   return std::unique_ptr<RedlockClient>(new RedlockClient(*std::move(core)));
 }
 
-RedlockClient::RedlockClient(std::shared_ptr<internal::RedlockCore> core)
+RedlockClient::RedlockClient(std::shared_ptr<internal::ClientCore> core)
     : core_(std::move(core)) {}
 RedlockClient::~RedlockClient() { Close(); }
 
@@ -36,10 +37,12 @@ RedlockLock RedlockClient::GetLock(absl::string_view name) {
   return RedlockLock(core_, std::string(name));
 }
 const std::string& RedlockClient::id() const { return core_->id(); }
-int RedlockClient::quorum() const { return core_->quorum(); }
+int RedlockClient::quorum() const {
+  return static_cast<int>(core_->backend().quorum());
+}
 void RedlockClient::Close() { core_->Close(); }
 
-RedlockLock::RedlockLock(std::shared_ptr<internal::RedlockCore> core,
+RedlockLock::RedlockLock(std::shared_ptr<internal::ClientCore> core,
                          std::string name)
     : core_(std::move(core)), name_(std::move(name)) {}
 
@@ -47,33 +50,39 @@ absl::Status RedlockLock::AcquireFor(absl::Duration wait,
                                      absl::optional<absl::Duration> lease) {
   if (core_ == nullptr) return Unbound();
   if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
-  return core_->Acquire(name_, lease, Deadline::After(wait));
+  return lock::Acquire(*core_, name_, lease, Deadline::After(wait));
 }
 
 void RedlockLock::ReportUnlockFailure(absl::Status status) noexcept {
-  if (core_ != nullptr) core_->ReportUnlockFailure(name_, std::move(status));
+  if (core_ != nullptr) {
+    core_->Report(LockEventType::kUnlockFailed, name_, std::move(status));
+  }
 }
 
 absl::Status RedlockLock::Release() {
   if (core_ == nullptr) return Unbound();
   if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
-  return core_->Release(name_);
+  return lock::Release(*core_, name_);
 }
 
 absl::Status RedlockLock::Extend(absl::Duration lease) {
   if (core_ == nullptr) return Unbound();
   if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
-  return core_->Extend(name_, lease);
+  return lock::Extend(*core_, name_, lease);
 }
 
 absl::StatusOr<std::chrono::steady_clock::time_point> RedlockLock::ValidUntil()
     const {
   if (core_ == nullptr) return Unbound();
-  return core_->ValidUntil(name_);
+  if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
+  return lock::SafeUntil(*core_, name_);
 }
 
 int64_t RedlockLock::LocalHoldCount() const {
-  return core_ == nullptr ? 0 : core_->LocalHoldCount(name_);
+  if (core_ == nullptr) return 0;
+  absl::optional<watchdog::Hold> hold =
+      core_->holds().Find(name_, lock::CurrentThreadNumber());
+  return hold.has_value() && !hold->ended() ? hold->count : 0;
 }
 
 }  // namespace relock

@@ -74,6 +74,21 @@ struct Call {
   std::vector<absl::string_view> args;
 };
 
+// Starts call `i` of `n` with `done` (see AwaitAnswers).
+using Done = std::function<void(Answer)>;
+using StartCall = std::function<void(size_t i, Done done)>;
+
+// Starts n asynchronous calls and waits for their answers until `deadline`
+// (DeadlineExceeded for those missing) or `backstop` (Unavailable: the
+// transport should have failed them by then), asking `enough` after each
+// answer (Cancelled "not awaited" for those missing once it says stop).
+// `where(i)` names call i's node in messages.
+// `order`, if given, is the order in which the calls are started.
+std::vector<Answer> AwaitAnswers(
+    size_t n, Deadline deadline, absl::Duration backstop, const Enough& enough,
+    const StartCall& start, const std::function<std::string(size_t)>& where,
+    const std::vector<size_t>* order = nullptr);
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -84,12 +99,14 @@ class Backend {
   virtual const std::string& node_name(size_t i) const = 0;
 
   // Runs script `script` (an index into the backend's script set) on every
-  // node at once; one answer per node, in node order.
+  // node at once (or only on the nodes i with (*only)[i]; the others answer
+  // Cancelled "not sent"); one answer per node, in node order.
   virtual std::vector<Answer> Run(size_t script,
                                   absl::Span<const absl::string_view> keys,
                                   absl::Span<const absl::string_view> args,
                                   Deadline deadline, Resend resend,
-                                  const Enough& enough = nullptr) = 0;
+                                  const Enough& enough = nullptr,
+                                  const std::vector<bool>* only = nullptr) = 0;
 
   // Runs `calls` of one script, sent together to every node (one round trip
   // per node, plus one if a node lost its script cache). Per node: one reply

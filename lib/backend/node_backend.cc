@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/optional.h"
+#include "lib/backend/gather.h"
 #include "lib/common/mutex.h"
 #include "lib/redis/resp.h"
 
@@ -45,6 +46,43 @@ class NodeWaiter : public Waiter {
 
 }  // namespace
 
+std::vector<Answer> AwaitAnswers(
+    size_t n, Deadline deadline, absl::Duration backstop, const Enough& enough,
+    const StartCall& start, const std::function<std::string(size_t)>& where,
+    const std::vector<size_t>* order) {
+  Gather<Answer> gather(n);
+  for (size_t k = 0; k < n; ++k) {
+    const size_t i = order != nullptr ? (*order)[k] : k;
+    start(i, gather.Slot(i));
+  }
+  // The connections fail requests after command_timeout without replies;
+  // `backstop` only backs that up (a connect may take connect_timeout).
+  const Deadline limit_backstop = Deadline::After(backstop);
+  bool stopped = false;
+  std::vector<absl::optional<Answer>> got =
+      gather.Wait(Earliest(deadline, limit_backstop), enough, &stopped);
+  std::vector<Answer> out;
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (got[i].has_value()) {
+      out.push_back(std::move(*got[i]));
+    } else if (stopped) {
+      out.push_back(Answer{absl::CancelledError("answer not awaited"), false});
+    } else if (deadline < limit_backstop) {
+      out.push_back(Answer{
+          absl::DeadlineExceededError(absl::StrCat(
+              "Redis at ", where(i), ": no reply before the call's deadline")),
+          false});
+    } else {
+      out.push_back(Answer{absl::UnavailableError(absl::StrCat(
+                               "Redis at ", where(i), ": no reply within ",
+                               absl::FormatDuration(backstop))),
+                           false});
+    }
+  }
+  return out;
+}
+
 NodeBackend::NodeBackend(NodeOptions options,
                          std::vector<redis::ScriptSource> scripts)
     : options_(std::move(options)),
@@ -67,16 +105,7 @@ absl::StatusOr<std::unique_ptr<NodeBackend>> NodeBackend::Create(
   if (node->options_.connect_now) {
     // Connects (so that a client fails to start when Redis cannot be used)
     // and loads the scripts (so that a server refusing them says so now).
-    std::string wire;
-    node->scripts_.AppendLoadAll(&wire);
-    const io::ConnectionOptions& o = node->options_.connection;
-    io::Result loaded =
-        io::Call(node->Pick(), std::move(wire), node->scripts_.size(),
-                 Deadline::After(o.connect_timeout + o.command_timeout));
-    if (!loaded.status.ok()) return loaded.status;
-    if (absl::Status s = node->scripts_.CheckLoaded(loaded.replies); !s.ok()) {
-      return s;
-    }
+    if (absl::Status s = node->Probe(Deadline::Never()); !s.ok()) return s;
   }
   absl::StatusOr<std::shared_ptr<pubsub::Subscriber>> sub =
       pubsub::Subscriber::Start(loop, node->options_.connection,
@@ -84,6 +113,20 @@ absl::StatusOr<std::unique_ptr<NodeBackend>> NodeBackend::Create(
   if (!sub.ok()) return sub.status();
   node->subscriber_ = *std::move(sub);
   return node;
+}
+
+absl::Duration NodeBackend::backstop() const {
+  return options_.connection.connect_timeout +
+         options_.connection.command_timeout;
+}
+
+absl::Status NodeBackend::Probe(Deadline deadline) {
+  std::string wire;
+  scripts_.AppendLoadAll(&wire);
+  io::Result loaded = io::Call(Pick(), std::move(wire), scripts_.size(),
+                               Earliest(deadline, Deadline::After(backstop())));
+  if (!loaded.status.ok()) return loaded.status;
+  return scripts_.CheckLoaded(loaded.replies);
 }
 
 io::Connection& NodeBackend::Pick() {
@@ -160,77 +203,24 @@ void NodeBackend::OnResult(std::shared_ptr<Pending> p, io::Result r) {
   p->done(Answer{std::move(r.status), p->resent});
 }
 
-std::vector<Answer> NodeBackend::Await(
-    size_t n, Deadline deadline, const Enough& enough,
-    const std::function<void(size_t, Done)>& start) {
-  struct State {
-    Mutex mu;
-    CondVar cv;
-    std::vector<absl::optional<Answer>> answers ABSL_GUARDED_BY(mu);
-    std::vector<size_t> arrivals ABSL_GUARDED_BY(mu);
-  };
-  auto state = std::make_shared<State>();
-  {
-    MutexLock lock(&state->mu);
-    state->answers.resize(n);
-  }
-  for (size_t i = 0; i < n; ++i) {
-    start(i, [state, i](Answer a) {
-      MutexLock lock(&state->mu);
-      state->answers[i].emplace(std::move(a));
-      state->arrivals.push_back(i);
-      state->cv.SignalAll();
-    });
-  }
-  // The connections fail requests after command_timeout without replies;
-  // this bound backs that up (a connect may take connect_timeout first).
-  const io::ConnectionOptions& o = options_.connection;
-  const Deadline backstop =
-      Deadline::After(o.connect_timeout + o.command_timeout);
-  const Deadline limit = Earliest(deadline, backstop);
-  MutexLock lock(&state->mu);
-  bool stopped = false;
-  for (size_t seen = 0; !stopped;) {
-    while (!stopped && seen < state->arrivals.size()) {
-      const size_t i = state->arrivals[seen++];
-      stopped = enough && enough(i, *state->answers[i]);
-    }
-    if (stopped || seen == n || limit.Expired()) break;
-    state->cv.WaitWithTimeout(&state->mu, limit.Remaining());
-  }
-  std::vector<Answer> out;
-  out.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    if (state->answers[i].has_value()) {
-      out.push_back(std::move(*state->answers[i]));
-    } else if (stopped) {
-      out.push_back(Answer{absl::CancelledError("answer not awaited"), false});
-    } else if (deadline < backstop) {
-      out.push_back(Answer{
-          absl::DeadlineExceededError(absl::StrCat(
-              "Redis at ", name_, ": no reply before the call's deadline")),
-          false});
-    } else {
-      out.push_back(Answer{
-          absl::UnavailableError(absl::StrCat(
-              "Redis at ", name_, ": no reply within ",
-              absl::FormatDuration(o.connect_timeout + o.command_timeout))),
-          false});
-    }
-  }
-  return out;
-}
-
 std::vector<Answer> NodeBackend::Run(size_t script,
                                      absl::Span<const absl::string_view> keys,
                                      absl::Span<const absl::string_view> args,
                                      Deadline deadline, Resend resend,
-                                     const Enough& enough) {
+                                     const Enough& enough,
+                                     const std::vector<bool>* only) {
+  if (only != nullptr && !(*only)[0]) {
+    std::vector<Answer> none;
+    none.push_back(Answer{absl::CancelledError("not sent"), false});
+    return none;
+  }
   auto abandon = std::make_shared<std::atomic<bool>>(false);
-  std::vector<Answer> answers =
-      Await(1, deadline, enough, [&](size_t, Done done) {
+  std::vector<Answer> answers = AwaitAnswers(
+      1, deadline, backstop(), enough,
+      [&](size_t, Done done) {
         RunAsync(script, keys, args, resend, abandon, std::move(done));
-      });
+      },
+      [this](size_t) { return name_; });
   abandon->store(true, std::memory_order_relaxed);
   return answers;
 }
@@ -240,65 +230,102 @@ std::vector<Answer> NodeBackend::Command(
   std::string wire;
   redis::AppendCommand(argv, &wire);
   auto abandon = std::make_shared<std::atomic<bool>>(false);
-  std::vector<Answer> answers =
-      Await(1, deadline, nullptr, [&](size_t, Done done) {
+  std::vector<Answer> answers = AwaitAnswers(
+      1, deadline, backstop(), nullptr,
+      [&](size_t, Done done) {
         SendAsync(std::move(wire), Resend::kIfDropped, abandon,
                   std::move(done));
-      });
+      },
+      [this](size_t) { return name_; });
   abandon->store(true, std::memory_order_relaxed);
   return answers;
+}
+
+void NodeBackend::RunBatchAsync(size_t script, const std::vector<Call>& calls,
+                                std::shared_ptr<std::atomic<bool>> abandon,
+                                BatchDone done) {
+  // One round trip with EVALSHA of every call; a second, with EVAL of the
+  // source, for the calls that met NOSCRIPT (after SCRIPT FLUSH or a
+  // restart). The EVAL forms are kept from the start: the calls' views do
+  // not outlive this function.
+  struct Batch {
+    std::vector<redis::Reply> replies;
+    std::vector<std::string> evals;
+    BatchDone done;
+  };
+  auto batch = std::make_shared<Batch>();
+  batch->done = std::move(done);
+  if (calls.empty()) return batch->done(std::move(batch->replies));
+  auto request = std::make_shared<io::Request>();
+  request->commands = calls.size();
+  batch->evals.resize(calls.size());
+  for (size_t i = 0; i < calls.size(); ++i) {
+    scripts_.AppendEvalsha(script, calls[i].keys, calls[i].args,
+                           &request->wire);
+    scripts_.AppendEval(script, calls[i].keys, calls[i].args, &batch->evals[i]);
+  }
+  if (abandon != nullptr) request->abandoned = abandon;
+  request->done = [this, batch, abandon](io::Result r) {
+    if (!r.status.ok()) return batch->done(std::move(r.status));
+    batch->replies = std::move(r.replies);
+    std::vector<size_t> noscript;
+    for (size_t i = 0; i < batch->replies.size(); ++i) {
+      if (redis::ScriptSet::IsNoScript(batch->replies[i])) {
+        noscript.push_back(i);
+      }
+    }
+    if (noscript.empty()) return batch->done(std::move(batch->replies));
+    auto again = std::make_shared<io::Request>();
+    for (size_t i : noscript) again->wire += batch->evals[i];
+    again->commands = noscript.size();
+    if (abandon != nullptr) again->abandoned = abandon;
+    again->done = [batch, noscript](io::Result r2) {
+      if (!r2.status.ok()) return batch->done(std::move(r2.status));
+      for (size_t k = 0; k < noscript.size(); ++k) {
+        batch->replies[noscript[k]] = std::move(r2.replies[k]);
+      }
+      batch->done(std::move(batch->replies));
+    };
+    Pick().Submit(std::move(again));
+  };
+  Pick().Submit(std::move(request));
 }
 
 std::vector<absl::StatusOr<std::vector<redis::Reply>>> NodeBackend::RunBatch(
     size_t script, const std::vector<Call>& calls, Deadline deadline,
     std::atomic<uint64_t>* round_trips) {
-  std::vector<redis::Reply> replies;
-  replies.reserve(calls.size());
-  for (size_t i = 0; i < calls.size(); ++i) replies.emplace_back(nullptr);
-  // Sends calls[i] for every i in `which` together (EVALSHA, or EVAL of the
-  // source when `eval`) and stores their replies; collects the NOSCRIPT
-  // ones into `*noscript`.
-  auto send = [&](const std::vector<size_t>& which, bool eval,
-                  std::vector<size_t>* noscript) -> absl::Status {
-    std::string wire;
-    for (size_t i : which) {
-      if (eval) {
-        scripts_.AppendEval(script, calls[i].keys, calls[i].args, &wire);
-      } else {
-        scripts_.AppendEvalsha(script, calls[i].keys, calls[i].args, &wire);
-      }
-    }
-    if (round_trips != nullptr) {
-      round_trips->fetch_add(1, std::memory_order_relaxed);
-    }
-    io::Result r = io::Call(Pick(), std::move(wire), which.size(), deadline);
-    if (!r.status.ok()) return r.status;
-    for (size_t k = 0; k < which.size(); ++k) {
-      if (redis::ScriptSet::IsNoScript(r.replies[k])) {
-        noscript->push_back(which[k]);
-      }
-      replies[which[k]] = std::move(r.replies[k]);
-    }
-    return absl::OkStatus();
-  };
-  std::vector<absl::StatusOr<std::vector<redis::Reply>>> out;
-  if (calls.empty()) {
-    out.emplace_back(std::move(replies));
-    return out;
+  NodeBackend* self = this;
+  return RunBatchOn(absl::MakeConstSpan(&self, 1), {0}, script, calls, deadline,
+                    round_trips);
+}
+
+std::vector<absl::StatusOr<std::vector<redis::Reply>>> NodeBackend::RunBatchOn(
+    absl::Span<NodeBackend* const> nodes, const std::vector<size_t>& order,
+    size_t script, const std::vector<Call>& calls, Deadline deadline,
+    std::atomic<uint64_t>* round_trips) {
+  if (round_trips != nullptr) {
+    round_trips->fetch_add(1, std::memory_order_relaxed);
   }
-  std::vector<size_t> all(calls.size());
-  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-  std::vector<size_t> noscript;
-  absl::Status s = send(all, /*eval=*/false, &noscript);
-  if (s.ok() && !noscript.empty()) {
-    // The server lost its script cache (SCRIPT FLUSH, restart).
-    std::vector<size_t> again;
-    s = send(noscript, /*eval=*/true, &again);
+  using Replies = absl::StatusOr<std::vector<redis::Reply>>;
+  auto abandon = std::make_shared<std::atomic<bool>>(false);
+  Gather<Replies> gather(nodes.size());
+  for (size_t i : order) {
+    nodes[i]->RunBatchAsync(script, calls, abandon, gather.Slot(i));
   }
-  if (s.ok()) {
-    out.emplace_back(std::move(replies));
-  } else {
-    out.emplace_back(std::move(s));
+  bool stopped = false;
+  std::vector<absl::optional<Replies>> got =
+      gather.Wait(Earliest(deadline, Deadline::After(nodes[0]->backstop())),
+                  nullptr, &stopped);
+  abandon->store(true, std::memory_order_relaxed);
+  std::vector<Replies> out;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i].has_value()) {
+      out.push_back(std::move(*got[i]));
+    } else {
+      out.push_back(absl::UnavailableError(
+          absl::StrCat("Redis at ", nodes[i]->name_,
+                       ": no reply before the batch's deadline")));
+    }
   }
   return out;
 }

@@ -56,7 +56,8 @@ class NodeBackend : public Backend {
                           absl::Span<const absl::string_view> keys,
                           absl::Span<const absl::string_view> args,
                           Deadline deadline, Resend resend,
-                          const Enough& enough = nullptr) override;
+                          const Enough& enough = nullptr,
+                          const std::vector<bool>* only = nullptr) override;
   std::vector<absl::StatusOr<std::vector<redis::Reply>>> RunBatch(
       size_t script, const std::vector<Call>& calls, Deadline deadline,
       std::atomic<uint64_t>* round_trips = nullptr) override;
@@ -71,13 +72,32 @@ class NodeBackend : public Backend {
   // thread (or on the calling thread if the backend is closed). Setting
   // `*abandon` (if given) to true makes the backend drop the call at its
   // next step.
-  using Done = std::function<void(Answer)>;
   void RunAsync(size_t script, absl::Span<const absl::string_view> keys,
                 absl::Span<const absl::string_view> args, Resend resend,
                 std::shared_ptr<std::atomic<bool>> abandon, Done done);
   // The same for a prepared command.
   void SendAsync(std::string wire, Resend resend,
                  std::shared_ptr<std::atomic<bool>> abandon, Done done);
+  // RunBatch() on this node, asynchronously: `done` runs once, on the loop
+  // thread, with one reply per call or the error that failed the batch.
+  using BatchDone =
+      std::function<void(absl::StatusOr<std::vector<redis::Reply>>)>;
+  void RunBatchAsync(size_t script, const std::vector<Call>& calls,
+                     std::shared_ptr<std::atomic<bool>> abandon,
+                     BatchDone done);
+  // RunBatch() on several nodes at once (started in `order`), each within
+  // `deadline`: one result per node.
+  static std::vector<absl::StatusOr<std::vector<redis::Reply>>> RunBatchOn(
+      absl::Span<NodeBackend* const> nodes, const std::vector<size_t>& order,
+      size_t script, const std::vector<Call>& calls, Deadline deadline,
+      std::atomic<uint64_t>* round_trips);
+  // SCRIPT LOAD of every script: connects, and says now whether this server
+  // can be used (Unavailable, Unauthenticated, PermissionDenied...).
+  absl::Status Probe(Deadline deadline);
+  // How long a call may wait for the transport before giving up on it
+  // (connect_timeout + command_timeout).
+  absl::Duration backstop() const;
+  pubsub::Subscriber& subscriber() { return *subscriber_; }
 
  private:
   struct Pending;
@@ -85,10 +105,6 @@ class NodeBackend : public Backend {
   io::Connection& Pick();
   void Send(std::shared_ptr<Pending> pending);
   void OnResult(std::shared_ptr<Pending> pending, io::Result result);
-  // Waits for `RunAsync`-style calls started by `start` (one per index)
-  // until `deadline`, asking `enough` after each answer.
-  std::vector<Answer> Await(size_t n, Deadline deadline, const Enough& enough,
-                            const std::function<void(size_t, Done)>& start);
 
   const NodeOptions options_;
   const std::string name_;

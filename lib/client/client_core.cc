@@ -94,12 +94,12 @@ void RegisterLiveCore(const std::shared_ptr<ClientCore>& core) {
 
 }  // namespace
 
-ClientCore::ClientCore(ClientOptions options, std::string id)
+ClientCore::ClientCore(ClientOptions options, std::string id,
+                       lock::LockPolicy policy, const std::string& event_prefix)
     : options_(std::move(options)),
-      deliver_(EventDeliverer(options_.on_lock_event)),
+      deliver_(EventDeliverer(options_.on_lock_event, event_prefix)),
       id_(std::move(id)),
-      watchdog_lease_ms_(absl::StrCat(
-          absl::ToInt64Milliseconds(options_.lock_watchdog_timeout))),
+      policy_(std::move(policy)),
       holds_(&timers_) {}
 
 ClientCore::~ClientCore() { Close(); }
@@ -116,14 +116,29 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
   io_options.command_timeout = options.command_timeout;
   std::string id =
       options.client_id.empty() ? lock::NewClientId() : options.client_id;
-  std::shared_ptr<ClientCore> core(
-      new ClientCore(std::move(options), std::move(id)));
+  lock::LockPolicy policy;
+  policy.command_timeout = options.command_timeout;
   backend::NodeOptions node;
   node.connection = std::move(io_options);
-  node.command_connections = core->options_.command_connections;
-  absl::StatusOr<std::unique_ptr<backend::NodeBackend>> backend =
-      backend::NodeBackend::Create(&core->loop_, std::move(node),
-                                   LockScripts());
+  node.command_connections = options.command_connections;
+  return Create(
+      std::move(options), std::move(id), std::move(policy), "",
+      [&node](io::EventLoop* loop)
+          -> absl::StatusOr<std::unique_ptr<backend::Backend>> {
+        absl::StatusOr<std::unique_ptr<backend::NodeBackend>> backend =
+            backend::NodeBackend::Create(loop, std::move(node), LockScripts());
+        if (!backend.ok()) return backend.status();
+        return std::unique_ptr<backend::Backend>(*std::move(backend));
+      });
+}
+
+absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
+    ClientOptions options, std::string id, lock::LockPolicy policy,
+    std::string event_prefix, const BackendFactory& make_backend) {
+  std::shared_ptr<ClientCore> core(new ClientCore(
+      std::move(options), std::move(id), std::move(policy), event_prefix));
+  absl::StatusOr<std::unique_ptr<backend::Backend>> backend =
+      make_backend(&core->loop_);
   if (!backend.ok()) return backend.status();
   core->backend_ = *std::move(backend);
   ClientCore* raw = core.get();
@@ -177,8 +192,7 @@ void ClientCore::BecomeInertInForkedChild() {
 
 absl::StatusOr<std::vector<bool>> ClientCore::RenewBatch(
     const std::vector<watchdog::RenewItem>& items) {
-  return lock::RenewHolds(*backend_, watchdog_lease_ms_, items,
-                          &renew_round_trips_);
+  return lock::RenewHolds(*this, items, &renew_round_trips_);
 }
 
 void ClientCore::Report(LockEventType type, absl::string_view lock_name,
@@ -199,11 +213,14 @@ void ClientCore::Close() {
   if (backend_ != nullptr) backend_->CancelWaits();
   // Release what is still held in one pipelined round with one deadline, so
   // that a paused or unreachable Redis costs one timeout, not one per lock.
-  const std::vector<std::pair<watchdog::HoldRegistry::Key, watchdog::Hold>> held =
-      holds_.TakeAll();
-  std::vector<absl::Status> released = lock::ReleaseHolds(
-      *backend_, held,
-      Deadline::After(options_.connect_timeout + options_.command_timeout));
+  const std::vector<std::pair<watchdog::HoldRegistry::Key, watchdog::Hold>>
+      held = holds_.TakeAll();
+  std::vector<absl::Status> released;
+  if (!held.empty()) {  // a backend exists: holds are taken through it
+    released = lock::ReleaseHolds(
+        *this, held,
+        Deadline::After(options_.connect_timeout + options_.command_timeout));
+  }
   for (size_t i = 0; i < held.size(); ++i) {
     Deliver(LockEvent{LockEventType::kReleasedOnClose, held[i].first.first,
                       std::move(released[i]), held[i].second.owner});

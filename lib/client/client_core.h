@@ -22,11 +22,11 @@
 #include "lib/backend/node_backend.h"
 #include "lib/client/event_queue.h"
 #include "lib/io/event_loop.h"
-#include "lib/watchdog/hold_registry.h"
 #include "lib/lock/lock_env.h"
 #include "lib/lock/lock_scripts.h"
 #include "lib/lock/owner.h"
 #include "lib/timer/timer_thread.h"
+#include "lib/watchdog/hold_registry.h"
 #include "lib/watchdog/watchdog.h"
 #include "relock/client.h"
 #include "relock/options.h"
@@ -53,8 +53,20 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>,
                    public lock::ThreadExitListener,
                    public lock::LockEnv {
  public:
+  // A client of one Redis server (relock::Client).
   static absl::StatusOr<std::shared_ptr<ClientCore>> Create(
       ClientOptions options);
+
+  // A client whose backend `make_backend` builds on the core's event loop
+  // (Redlock's masters), with `id` (non-empty), the lock `policy`, and
+  // `event_prefix` in front of event lines written to stderr. `options`
+  // must be valid; its url is not used.
+  using BackendFactory =
+      std::function<absl::StatusOr<std::unique_ptr<backend::Backend>>(
+          io::EventLoop* loop)>;
+  static absl::StatusOr<std::shared_ptr<ClientCore>> Create(
+      ClientOptions options, std::string id, lock::LockPolicy policy,
+      std::string event_prefix, const BackendFactory& make_backend);
   ~ClientCore();
 
   const ClientOptions& options() const { return options_; }
@@ -62,6 +74,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>,
   watchdog::Watchdog& watchdog() { return *watchdog_; }
 
   // LockEnv.
+  const lock::LockPolicy& policy() const override { return policy_; }
   backend::Backend& backend() override { return *backend_; }
   const std::string& id() const override { return id_; }
   bool closed() const override {
@@ -100,7 +113,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>,
   void BecomeInertInForkedChild();
 
  private:
-  ClientCore(ClientOptions options, std::string id);
+  ClientCore(ClientOptions options, std::string id, lock::LockPolicy policy,
+             const std::string& event_prefix);
   void Deliver(const LockEvent& event) const { deliver_(event); }
 
   const ClientOptions options_;
@@ -108,7 +122,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>,
   // event thread may keep it after this core is gone.
   const std::function<void(const LockEvent&)> deliver_;
   const std::string id_;
-  const std::string watchdog_lease_ms_;
+  const lock::LockPolicy policy_;
   // Declared before everything that may hold a reference into it.
   io::EventLoop loop_;
   std::unique_ptr<backend::Backend> backend_;

@@ -7,12 +7,14 @@
 #ifndef RELOCK_LIB_LOCK_LOCK_ENV_H_
 #define RELOCK_LIB_LOCK_LOCK_ENV_H_
 
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "lib/backend/backend.h"
 #include "lib/watchdog/hold_registry.h"
+#include "relock/backoff.h"
 
 namespace relock {
 namespace lock {
@@ -22,8 +24,37 @@ using watchdog::HoldRegistry;
 using watchdog::kExpiredHoldRetention;
 using watchdog::RenewItem;
 
+// How a client's locks behave beyond the data model: the defaults are the
+// single-node client's; a Redlock client sets the quorum knobs.
+struct LockPolicy {
+  // In messages: "acquire lock \"x\": ..." or "acquire redlock \"x\": ...".
+  std::string noun = "lock";
+  // Clock drift allowed for, as a fraction of the lease (plus 2 ms): how much
+  // earlier than acked_at + lease SafeUntil() ends.
+  double drift_factor = 0.01;
+  // Whether an acquisition must leave validity: lease - elapsed - drift > 0
+  // (Redlock), else it is undone.
+  bool check_validity = false;
+  // Each attempt's requests wait at most this fraction of the lease (clamped
+  // to [2 ms, command_timeout]); 0: the caller's wait bounds them (and at
+  // least 100 ms).
+  double attempt_timeout_factor = 0;
+  absl::Duration command_timeout = absl::Seconds(2);
+  // Attempts that failed for lack of answers (not because another owner
+  // holds the lock) are retried after retry_backoff, `tries` in all.
+  int tries = 1;
+  std::shared_ptr<const BackoffStrategy> retry_backoff;
+  // Finish an attempt as soon as its outcome is certain.
+  bool fail_fast = false;
+
+  absl::Duration Drift(absl::Duration lease) const {
+    return lease * drift_factor + absl::Milliseconds(2);
+  }
+};
+
 class LockEnv {
  public:
+  virtual const LockPolicy& policy() const = 0;
   virtual backend::Backend& backend() = 0;
   // The client id: owner fields are "<id>:<thread number>".
   virtual const std::string& id() const = 0;

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "lib/lock/lock_scripts.h"
 #include "lib/lock/owner.h"
 #include "lib/redis/errors.h"
@@ -16,8 +17,9 @@ namespace {
 
 using backend::Resend;
 
-// Runs `script` on the backend's node and returns its reply (error replies
-// included) or the failure.
+// Runs `script` on the backend's first node and returns its reply (error
+// replies included) or the failure: for the queries and calls of the
+// single-node API (Lock), whose backend has one node.
 absl::StatusOr<redis::Reply> RunScript(
     LockEnv& env, internal::ScriptId script,
     std::initializer_list<absl::string_view> keys,
@@ -31,12 +33,20 @@ absl::StatusOr<redis::Reply> RunScript(
   return std::move(answers[0].reply);
 }
 
-// Prefixes a failure with the operation and lock name.
+// Prefixes a failure with the operation and lock name (in tallies, the
+// kind of lock too).
 absl::Status Annotate(absl::Status s, absl::string_view op,
-                      const std::string& name) {
+                      const std::string& name,
+                      absl::string_view noun = "lock") {
   if (s.ok()) return s;
   return absl::Status(
-      s.code(), absl::StrCat(op, " lock ", QuoteName(name), ": ", s.message()));
+      s.code(),
+      absl::StrCat(op, " ", noun, " ", QuoteName(name), ": ", s.message()));
+}
+
+// What each node said, for messages: "host:port: acquired; ...".
+std::string Details(const std::vector<std::string>& details) {
+  return absl::StrJoin(details, "; ");
 }
 
 // A reply that is not what the script returns means a foreign value at the
@@ -51,27 +61,144 @@ absl::Status Unexpected(const redis::Reply& r, absl::string_view op) {
 // (TryAcquire(0) is one attempt, not none).
 constexpr absl::Duration kMinAttemptTime = absl::Milliseconds(100);
 
-// One attempt, bounded by `deadline` (but at least kMinAttemptTime) and the
-// command timeout. Returns nullopt when acquired, else the holder's PTTL in
-// ms (-1: no TTL).
-absl::StatusOr<absl::optional<int64_t>> TryOnce(
-    LockEnv& env, const std::string& name, const std::string& owner,
-    const std::string& lease_ms, bool fresh, Deadline deadline,
-    SteadyClock::time_point* sent_at) {
-  if (deadline.Remaining() < kMinAttemptTime) {
-    deadline = Deadline::After(kMinAttemptTime);
+// The deadline of one attempt's requests (see LockPolicy).
+Deadline AttemptDeadline(const LockPolicy& policy, absl::Duration lease,
+                         Deadline wait) {
+  if (policy.attempt_timeout_factor > 0) {
+    return Deadline::After(
+        std::clamp(lease * policy.attempt_timeout_factor, absl::Milliseconds(2),
+                   std::max(absl::Milliseconds(2), policy.command_timeout)));
   }
-  *sent_at = SteadyClock::now();
+  if (wait.Remaining() < kMinAttemptTime) {
+    return Deadline::After(kMinAttemptTime);
+  }
+  return wait;
+}
+
+// The outcome of one acquire attempt on every node.
+struct Attempt {
+  enum Kind { kAcquired, kHeldByOther, kFailed } kind = kFailed;
+  SteadyClock::time_point start;  // when the requests were sent
+  int64_t min_pttl_ms = -1;       // shortest lease left among holders
+  absl::Status error;             // kFailed on one node: that node's own error
+  std::string details;            // each node's answer, on several nodes
+};
+
+// One attempt: the acquire script on every node at once. On fewer than a
+// quorum of grants (or no validity left), undoes what it may have taken.
+// `fresh`: the thread holds no hold of its own (see lua/acquire.lua).
+Attempt TryOnce(LockEnv& env, const std::string& name, const std::string& owner,
+                absl::Duration lease, bool fresh, Deadline wait) {
+  backend::Backend& backend = env.backend();
+  const LockPolicy& policy = env.policy();
+  const size_t n = backend.nodes();
+  const size_t quorum = backend.quorum();
+  const std::string lease_ms = absl::StrCat(absl::ToInt64Milliseconds(lease));
+  Attempt a;
+  a.start = SteadyClock::now();
+  size_t granted_so_far = 0, refused_so_far = 0;
+  backend::Enough enough;
+  if (policy.fail_fast) {
+    enough = [&](size_t, const backend::Answer& answer) {
+      if (answer.reply.ok() && answer.reply->is_nil()) {
+        ++granted_so_far;
+      } else {
+        ++refused_so_far;
+      }
+      return granted_so_far >= quorum || refused_so_far > n - quorum;
+    };
+  }
   // Safe to resend on a dropped connection: a fresh acquire that ran twice
   // sets the count to 1 twice; a re-entry counted twice is cleared at the
   // outermost release.
-  absl::StatusOr<redis::Reply> r = RunScript(
-      env, internal::kAcquireScript, {name},
-      {lease_ms, owner, fresh ? "1" : "0"}, deadline, Resend::kIfDropped);
-  if (!r.ok()) return r.status();
-  if (r->is_nil()) return absl::optional<int64_t>();
-  if (r->is_integer()) return absl::optional<int64_t>(r->integer());
-  return Unexpected(*r, "acquire script");
+  const absl::string_view keys[] = {name};
+  const absl::string_view args[] = {lease_ms, owner, fresh ? "1" : "0"};
+  std::vector<backend::Answer> answers = backend.Run(
+      internal::kAcquireScript, keys, args,
+      AttemptDeadline(policy, lease, wait), Resend::kIfDropped, enough);
+  size_t granted = 0, errors = 0;
+  std::vector<bool> granted_at(n), unknown_at(n);
+  std::vector<std::string> details;
+  for (size_t i = 0; i < n; ++i) {
+    const absl::StatusOr<redis::Reply>& r = answers[i].reply;
+    const std::string& who = backend.node_name(i);
+    absl::Status error;
+    if (!r.ok()) {
+      error = r.status();
+      unknown_at[i] = true;  // the request may still run
+      details.push_back(
+          absl::StrCat(who, ": unavailable: ", r.status().message()));
+    } else if (r->is_nil()) {
+      ++granted;
+      granted_at[i] = true;
+      details.push_back(absl::StrCat(who, ": acquired"));
+    } else if (r->is_integer()) {
+      const int64_t pttl = r->integer();
+      if (pttl >= 0 && (a.min_pttl_ms < 0 || pttl < a.min_pttl_ms)) {
+        a.min_pttl_ms = pttl;
+      }
+      details.push_back(absl::StrCat(
+          who, ": held by another owner (lease left ", pttl, "ms)"));
+    } else {
+      error = Unexpected(*r, "acquire script");
+      details.push_back(absl::StrCat(who, ": ", error.ToString()));
+    }
+    if (!error.ok()) {
+      ++errors;
+      if (a.error.ok()) a.error = std::move(error);
+    }
+  }
+  const absl::Duration elapsed = absl::FromChrono(SteadyClock::now() - a.start);
+  const bool valid =
+      !policy.check_validity ||
+      lease - elapsed - policy.Drift(lease) > absl::ZeroDuration();
+  if (granted >= quorum && valid) {
+    a.kind = Attempt::kAcquired;
+    return a;
+  }
+  if (granted >= quorum) {
+    details.push_back(absl::StrCat("validity used up: the attempt took ",
+                                   absl::FormatDuration(elapsed), " of a ",
+                                   absl::FormatDuration(lease), " lease"));
+  }
+  a.details = Details(details);
+  a.kind = granted < quorum && errors <= n - quorum ? Attempt::kHeldByOther
+                                                    : Attempt::kFailed;
+  if (n == 1) {
+    // One node: no other node's answer can contradict it. An unanswered
+    // request leaves at most an orphaned count that expires with its lease
+    // and that this thread's next fresh acquire absorbs.
+    if (a.kind == Attempt::kFailed && a.error.ok()) {
+      a.error = absl::AbortedError(a.details);  // validity used up
+    }
+    if (granted == 0) return a;
+  }
+  // Undo what this attempt may have taken. A fresh acquire removes our owner
+  // field wherever it may exist (granted, or outcome unknown); a re-entry
+  // only counts down where it counted up. Best effort, bounded like the
+  // attempt: an undo that does not land leaves a key that expires with the
+  // lease.
+  std::vector<bool> undo(n);
+  bool any = false;
+  for (size_t i = 0; i < n; ++i) {
+    undo[i] = granted_at[i] || (fresh && unknown_at[i]);
+    any = any || undo[i];
+  }
+  if (any) {
+    const std::string channel = UnlockChannel(name);
+    const absl::string_view undo_keys[] = {name, channel};
+    const Deadline d = AttemptDeadline(policy, lease, wait);
+    if (fresh) {
+      const absl::string_view undo_args[] = {kUnlockMessage, owner};
+      backend.Run(internal::kReleaseAllScript, undo_keys, undo_args, d,
+                  Resend::kNever, nullptr, &undo);
+    } else {
+      const absl::string_view undo_args[] = {kUnlockMessage, "0", owner};
+      backend.Run(internal::kReleaseScript, undo_keys, undo_args, d,
+                  Resend::kNever, nullptr, &undo);
+    }
+  }
+  return a;
 }
 
 // A holder without a lease (a key set by hand) is re-checked this often, so
@@ -101,51 +228,79 @@ absl::StatusOr<Inspection> Inspect(LockEnv& env, const std::string& name,
   return Inspection{v[0].integer() == 1, v[1].integer(), v[2].integer()};
 }
 
-absl::Status HeldByOther(int64_t pttl_ms) {
-  return absl::DeadlineExceededError(absl::StrCat(
-      "held by another owner (lease left: ",
-      pttl_ms < 0 ? std::string("none set") : absl::StrCat(pttl_ms, "ms"),
-      ")"));
+absl::Status HeldByOther(const Attempt& a, size_t nodes) {
+  if (nodes > 1) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("held by another owner: ", a.details));
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat("held by another owner (lease left: ",
+                   a.min_pttl_ms < 0 ? std::string("none set")
+                                     : absl::StrCat(a.min_pttl_ms, "ms"),
+                   ")"));
 }
 
 // On success, `*sent_at` is when the winning acquire was sent. `fresh`: the
 // thread holds no hold of its own (see lua/acquire.lua).
 absl::Status AcquireLoop(LockEnv& env, const std::string& name,
-                         const std::string& owner, const std::string& lease_ms,
+                         const std::string& owner, absl::Duration lease,
                          bool fresh, Deadline deadline,
                          SteadyClock::time_point* sent_at) {
-  absl::StatusOr<absl::optional<int64_t>> ttl =
-      TryOnce(env, name, owner, lease_ms, fresh, deadline, sent_at);
-  if (!ttl.ok() || !ttl->has_value()) return ttl.status();
-  if (deadline.Expired()) return HeldByOther(**ttl);
-
-  std::unique_ptr<backend::Waiter> sub = env.backend().Subscribe(
-      UnlockChannel(name), pubsub::WakePolicy::kWakeOne);
-  const absl::Duration confirm_limit = env.confirm_timeout();
+  backend::Backend& backend = env.backend();
+  const LockPolicy& policy = env.policy();
+  const size_t n = backend.nodes();
+  std::unique_ptr<backend::Waiter> sub;
+  int failures = 0;
   while (true) {
-    // Only after the server confirmed the subscription is a re-check free of
-    // lost wake-ups.
-    absl::Status confirmed =
-        sub->AwaitConfirmed(Earliest(deadline, Deadline::After(confirm_limit)));
-    if (confirmed.code() == absl::StatusCode::kDeadlineExceeded) {
-      if (deadline.Expired()) return HeldByOther(**ttl);
-      return absl::UnavailableError(confirmed.message());
+    Attempt a = TryOnce(env, name, owner, lease, fresh, deadline);
+    if (a.kind == Attempt::kAcquired) {
+      *sent_at = a.start;
+      return absl::OkStatus();
     }
-    if (!confirmed.ok()) return confirmed;  // Cancelled, PermissionDenied
-    ttl = TryOnce(env, name, owner, lease_ms, fresh, deadline, sent_at);
-    if (!ttl.ok()) {
-      sub->PassOn();  // a notification we may have consumed is not wasted
-      return ttl.status();
+    if (a.kind == Attempt::kFailed) {
+      if (sub != nullptr) sub->PassOn();  // a wake-up we consumed goes on
+      if (n == 1 && policy.tries <= 1) return a.error;
+      ++failures;
+      absl::optional<absl::Duration> delay =
+          failures < policy.tries && policy.retry_backoff != nullptr
+              ? policy.retry_backoff->NextDelay(failures - 1)
+              : absl::nullopt;
+      if (!delay.has_value()) {
+        return absl::UnavailableError(
+            absl::StrCat("no quorum (", backend.quorum(), " of ", n, ") after ",
+                         failures, " attempt(s): ", a.details));
+      }
+      if (deadline.Remaining() <= *delay) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("wait ended without a quorum: ", a.details));
+      }
+      absl::SleepFor(*delay);
+      continue;
     }
-    if (!ttl->has_value()) return absl::OkStatus();
-    if (deadline.Expired()) return HeldByOther(**ttl);
+    if (deadline.Expired()) return HeldByOther(a, n);
+    if (sub == nullptr) {
+      // Only after the servers confirmed the subscription is a re-check free
+      // of lost wake-ups: subscribe, await the confirmation, re-check.
+      sub =
+          backend.Subscribe(UnlockChannel(name), pubsub::WakePolicy::kWakeOne);
+      absl::Status confirmed = sub->AwaitConfirmed(
+          Earliest(deadline, Deadline::After(env.confirm_timeout())));
+      if (confirmed.code() == absl::StatusCode::kDeadlineExceeded) {
+        if (deadline.Expired()) return HeldByOther(a, n);
+        return absl::UnavailableError(confirmed.message());
+      }
+      if (!confirmed.ok()) return confirmed;  // Cancelled, PermissionDenied
+      continue;
+    }
     // Sleep until an unlock message, the holder's lease end, or our deadline.
-    absl::Duration sleep = absl::Milliseconds(**ttl);
-    if (**ttl < 0) {
+    absl::Duration sleep = absl::Milliseconds(a.min_pttl_ms + 1);
+    if (a.min_pttl_ms < 0) {
       // No lease: a lock set by hand, or not a lock at all (bounded either
       // way: FailedPrecondition now, or a re-check every kNoLeaseRecheck).
-      absl::StatusOr<Inspection> what = Inspect(env, name, owner, deadline);
-      if (!what.ok()) return what.status();
+      if (n == 1) {
+        absl::StatusOr<Inspection> what = Inspect(env, name, owner, deadline);
+        if (!what.ok()) return what.status();
+      }
       sleep = kNoLeaseRecheck;
     }
     const Deadline wake = Earliest(deadline, Deadline::After(sleep));
@@ -153,6 +308,35 @@ absl::Status AcquireLoop(LockEnv& env, const std::string& name,
       return absl::CancelledError("the client was closed while waiting");
     }
   }
+}
+
+// Adds one node's answers to a renewal batch to the per-item counts.
+absl::Status CountRenewals(
+    const absl::StatusOr<std::vector<redis::Reply>>& replies,
+    const std::vector<backend::Call>& calls, std::vector<size_t>* renewed,
+    std::vector<size_t>* gone) {
+  if (!replies.ok()) return replies.status();
+  for (size_t call = 0; call < calls.size(); ++call) {
+    const redis::Reply& reply = (*replies)[call];
+    if (reply.is_error()) {
+      return redis::ErrorReplyToStatus("renew script", reply.str());
+    }
+    const redis::ReplyView v = reply.view();
+    const size_t k = calls[call].keys.size();
+    if (!v.is_array() || v.size() != k) {
+      return absl::InternalError(
+          absl::StrCat("renew script: unexpected reply ", v.Describe()));
+    }
+    for (size_t i = 0; i < k; ++i) {
+      if (!v[i].is_integer()) {
+        return absl::InternalError(
+            absl::StrCat("renew script: unexpected element ", v[i].Describe()));
+      }
+      const size_t item = call * kRenewKeysPerCall + i;
+      (v[i].integer() == 1 ? (*renewed)[item] : (*gone)[item]) += 1;
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -191,12 +375,10 @@ absl::Status Acquire(LockEnv& env, const std::string& name,
   // explicit hold, the script keeps whichever lease ends later.
   const bool watchdog = !lease.has_value() || (!fresh && held->watchdog);
   const absl::Duration effective = watchdog ? env.watchdog_lease() : *lease;
-  const std::string lease_ms =
-      absl::StrCat(absl::ToInt64Milliseconds(effective));
   SteadyClock::time_point sent_at;
   absl::Status s =
-      AcquireLoop(env, name, owner, lease_ms, fresh, deadline, &sent_at);
-  if (!s.ok()) return Annotate(s, "acquire", name);
+      AcquireLoop(env, name, owner, effective, fresh, deadline, &sent_at);
+  if (!s.ok()) return Annotate(s, "acquire", name, env.policy().noun);
   // Registered (and, for a watchdog lease, renewed from now on) before
   // Acquire() returns.
   if (fresh) env.OnFreshHold();
@@ -206,21 +388,25 @@ absl::Status Acquire(LockEnv& env, const std::string& name,
     // Close() may have swept the registry before we registered: do not leak
     // a hold nobody will release.
     env.holds().Forget(name, thread);
-    absl::Status ignored =
-        RunScript(env, internal::kReleaseAllScript, {name, UnlockChannel(name)},
-                  {kUnlockMessage, owner})
-            .status();
-    (void)ignored;
+    const std::string channel = UnlockChannel(name);
+    const absl::string_view keys[] = {name, channel};
+    const absl::string_view args[] = {kUnlockMessage, owner};
+    env.backend().Run(internal::kReleaseAllScript, keys, args,
+                      Deadline::After(env.confirm_timeout()), Resend::kNever);
     return Annotate(absl::CancelledError("the client was closed"), "acquire",
-                    name);
+                    name, env.policy().noun);
   }
   return absl::OkStatus();
 }
 
 absl::Status Release(LockEnv& env, const std::string& name) {
+  const std::string& noun = env.policy().noun;
   if (absl::Status s = env.CheckOpen(); !s.ok()) {
-    return Annotate(s, "release", name);
+    return Annotate(s, "release", name, noun);
   }
+  backend::Backend& backend = env.backend();
+  const size_t n = backend.nodes();
+  const size_t quorum = backend.quorum();
   const uint64_t thread = CurrentThreadNumber();
   const std::string owner = OwnerField(env.id(), thread);
   // A final release stops renewal before the script is sent, whatever its
@@ -236,63 +422,166 @@ absl::Status Release(LockEnv& env, const std::string& name) {
   // first one ran, the resent one finds the lock already released. An inner
   // one may not (counting down twice would free the lock early).
   const bool outermost = hold.has_value() && hold->count <= 1;
-  bool retried = false;
-  absl::StatusOr<redis::Reply> r =
-      RunScript(env, internal::kReleaseScript, {name, UnlockChannel(name)},
-                {kUnlockMessage, lease_ms, owner}, Deadline::Never(),
-                outermost ? Resend::kIfDropped : Resend::kNever, &retried);
-  if (!r.ok()) {
-    // The outcome is unknown. A final release abandons the hold: it stays
-    // unrenewed (it frees at the end of its lease at the latest), and this
-    // thread's next acquire starts afresh, absorbing a count that survived.
-    // Retrying Release() frees it now if this attempt did not run.
-    if (outermost) env.holds().Forget(name, thread);
-    return Annotate(r.status(), "release", name);
+  const std::string channel = UnlockChannel(name);
+  const absl::string_view keys[] = {name, channel};
+  const absl::string_view args[] = {kUnlockMessage, lease_ms, owner};
+  std::vector<backend::Answer> answers =
+      backend.Run(internal::kReleaseScript, keys, args,
+                  n == 1 ? Deadline::Never()
+                         : Deadline::After(env.policy().command_timeout),
+                  outermost ? Resend::kIfDropped : Resend::kNever);
+  size_t released = 0, freed = 0, not_owner = 0;
+  absl::Status error, unpublished;
+  std::vector<std::string> details;
+  for (size_t i = 0; i < n; ++i) {
+    const absl::StatusOr<redis::Reply>& r = answers[i].reply;
+    const std::string& who = backend.node_name(i);
+    if (r.ok() && internal::IsUnpublished(*r)) {
+      // Freed, but Redis refused to tell its waiters.
+      ++released;
+      ++freed;
+      if (unpublished.ok()) {
+        unpublished = internal::UnpublishedStatus("release script", *r);
+      }
+      details.push_back(absl::StrCat(who, ": released, waiters not told"));
+    } else if (r.ok() && r->is_nil() && answers[i].resent) {
+      ++released;  // the dropped first attempt ran
+      ++freed;
+      details.push_back(absl::StrCat(who, ": released"));
+    } else if (r.ok() && r->is_integer()) {
+      ++released;
+      freed += r->integer() == 1 ? 1 : 0;
+      details.push_back(absl::StrCat(who, ": released"));
+    } else if (r.ok() && r->is_nil()) {
+      ++not_owner;
+      details.push_back(absl::StrCat(who, ": not held by this thread"));
+    } else {
+      absl::Status e = r.ok() ? Unexpected(*r, "release script") : r.status();
+      details.push_back(absl::StrCat(who, ": ", e.ToString()));
+      if (error.ok()) error = std::move(e);
+    }
   }
-  if (internal::IsUnpublished(*r)) {  // freed, but its waiters not told
-    env.holds().Forget(name, thread);
-    return Annotate(internal::UnpublishedStatus("release script", *r),
-                    "release", name);
-  }
-  if (r->is_nil() && retried) {
-    env.holds().Forget(name, thread);  // the dropped first attempt ran
+  if (released >= quorum) {
+    if (!unpublished.ok()) {
+      env.holds().Forget(name, thread);
+      return Annotate(unpublished, "release", name, noun);
+    }
+    if (outermost && freed < released) {
+      // This was the outermost release by our count, yet Redis still counts
+      // holds for this owner: re-entries whose replies were lost (timeouts,
+      // dropped connections). Nobody would ever release them; release them
+      // now (only this thread uses this owner field).
+      const absl::string_view all_args[] = {kUnlockMessage, owner};
+      std::vector<backend::Answer> all =
+          backend.Run(internal::kReleaseAllScript, keys, all_args,
+                      n == 1 ? Deadline::Never()
+                             : Deadline::After(env.policy().command_timeout),
+                      Resend::kNever);
+      if (n == 1 && !all[0].reply.ok()) {
+        return Annotate(all[0].reply.status(), "release", name, noun);
+      }
+    }
+    env.holds().OnReleased(name, thread,
+                           /*freed=*/freed >= quorum || outermost);
     return absl::OkStatus();
   }
-  if (r->is_nil()) {
+  if (not_owner > n - quorum) {
     if (absl::optional<Hold> lost = env.holds().Forget(name, thread)) {
       return Annotate(
           absl::AbortedError(absl::StrCat(
               "lease lost: this thread held the lock, but ",
               lost->lost      ? "the watchdog could not keep its lease alive"
               : lost->expired ? "its explicit lease ran out"
+              : n > 1         ? "a majority of masters no longer have it"
                               : "its lease ran out or it was force-released",
               " before this release; work done under it may have overlapped "
-              "with another owner")),
-          "release", name);
+              "with another owner",
+              n > 1 ? absl::StrCat(": ", Details(details)) : "")),
+          "release", name, noun);
     }
     return Annotate(
         absl::FailedPreconditionError(absl::StrCat(
             "not held by this thread (owner ", owner,
             "; a hold whose explicit lease ran out is forgotten ",
             absl::FormatDuration(kExpiredHoldRetention), " after it ended)")),
-        "release", name);
+        "release", name, noun);
   }
-  if (!r->is_integer()) {
-    return Annotate(Unexpected(*r, "release script"), "release", name);
+  // The outcome is unknown. A final release abandons the hold: it stays
+  // unrenewed (it frees at the end of its lease at the latest), and this
+  // thread's next acquire starts afresh, absorbing a count that survived.
+  // Retrying Release() frees it now if this attempt did not run.
+  if (outermost) env.holds().Forget(name, thread);
+  if (n == 1) return Annotate(error, "release", name, noun);
+  return Annotate(absl::UnavailableError(absl::StrCat(
+                      "no quorum of masters answered: ", Details(details))),
+                  "release", name, noun);
+}
+
+absl::Status Extend(LockEnv& env, const std::string& name,
+                    absl::Duration lease) {
+  const std::string& noun = env.policy().noun;
+  if (lease < kMinLease || lease > kMaxLease) {
+    return Annotate(absl::InvalidArgumentError(absl::StrCat(
+                        "lease ", absl::FormatDuration(lease), " is outside [",
+                        absl::FormatDuration(kMinLease), ", ",
+                        absl::FormatDuration(kMaxLease), "]")),
+                    "extend", name, noun);
   }
-  if (r->integer() == 0 && outermost) {
-    // This was the outermost release by our count, yet Redis still counts
-    // holds for this owner: re-entries whose replies were lost (timeouts,
-    // dropped connections). Nobody would ever release them; release them now
-    // (only this thread uses this owner field).
-    absl::StatusOr<redis::Reply> all =
-        RunScript(env, internal::kReleaseAllScript, {name, UnlockChannel(name)},
-                  {kUnlockMessage, owner});
-    if (!all.ok()) return Annotate(all.status(), "release", name);
+  if (absl::Status s = env.CheckOpen(); !s.ok()) {
+    return Annotate(s, "extend", name, noun);
   }
-  env.holds().OnReleased(name, thread,
-                         /*freed=*/r->integer() == 1 || outermost);
-  return absl::OkStatus();
+  backend::Backend& backend = env.backend();
+  const LockPolicy& policy = env.policy();
+  const size_t n = backend.nodes();
+  const size_t quorum = backend.quorum();
+  const uint64_t thread = CurrentThreadNumber();
+  const absl::optional<Hold> hold = env.holds().Find(name, thread);
+  if (!hold.has_value()) {
+    return Annotate(absl::FailedPreconditionError("not held by this thread"),
+                    "extend", name, noun);
+  }
+  if (hold->ended()) {
+    return Annotate(absl::AbortedError("lease lost"), "extend", name, noun);
+  }
+  const SteadyClock::time_point start = SteadyClock::now();
+  const std::string lease_ms = absl::StrCat(absl::ToInt64Milliseconds(lease));
+  const absl::string_view keys[] = {name};
+  const absl::string_view args[] = {lease_ms, hold->owner};
+  std::vector<backend::Answer> answers = backend.Run(
+      internal::kRenewScript, keys, args,
+      AttemptDeadline(policy, lease, Deadline::Never()), Resend::kIfDropped);
+  size_t renewed = 0, gone = 0;
+  std::vector<std::string> details;
+  for (size_t i = 0; i < n; ++i) {
+    const absl::StatusOr<redis::Reply>& r = answers[i].reply;
+    if (r.ok() && r->view().is_array() && r->view().size() == 1 &&
+        r->view()[0].is_integer()) {
+      const bool ok = r->view()[0].integer() == 1;
+      renewed += ok ? 1 : 0;
+      gone += ok ? 0 : 1;
+      details.push_back(
+          absl::StrCat(backend.node_name(i), ok ? ": extended" : ": not held"));
+    } else {
+      details.push_back(
+          absl::StrCat(backend.node_name(i), ": ",
+                       r.ok() ? r->view().Describe() : r.status().ToString()));
+    }
+  }
+  const absl::Duration elapsed = absl::FromChrono(SteadyClock::now() - start);
+  if (renewed >= quorum &&
+      lease - elapsed - policy.Drift(lease) > absl::ZeroDuration()) {
+    env.holds().OnExtended(name, thread, lease, start);
+    return absl::OkStatus();
+  }
+  if (gone > n - quorum) {
+    return Annotate(absl::AbortedError(absl::StrCat(
+                        "lease lost: a majority of masters no longer have it: ",
+                        Details(details))),
+                    "extend", name, noun);
+  }
+  return Annotate(absl::UnavailableError(absl::StrCat(
+                      "no quorum extended in time: ", Details(details))),
+                  "extend", name, noun);
 }
 
 absl::StatusOr<SteadyClock::time_point> SafeUntil(LockEnv& env,
@@ -310,8 +599,9 @@ absl::StatusOr<SteadyClock::time_point> SafeUntil(LockEnv& env,
                     "query", name);
   }
   // Redis set the TTL no earlier than acked_at; allow for clock drift
-  // between this host and Redis (1% of the lease plus 2 ms, as Redlock).
-  const absl::Duration drift = hold->lease / 100 + absl::Milliseconds(2);
+  // between this host and Redis (by default 1% of the lease plus 2 ms, as
+  // Redlock).
+  const absl::Duration drift = env.policy().Drift(hold->lease);
   const SteadyClock::time_point safe_until =
       hold->acked_at + absl::ToChronoNanoseconds(hold->lease - drift);
   if (hold->expired || safe_until <= SteadyClock::now()) {
@@ -382,8 +672,15 @@ absl::StatusOr<absl::Duration> RemainingLease(LockEnv& env,
 }
 
 absl::StatusOr<std::vector<bool>> RenewHolds(
-    backend::Backend& backend, const std::string& lease_ms,
-    const std::vector<RenewItem>& items, std::atomic<uint64_t>* round_trips) {
+    LockEnv& env, const std::vector<RenewItem>& items,
+    std::atomic<uint64_t>* round_trips) {
+  backend::Backend& backend = env.backend();
+  const absl::Duration lease = env.watchdog_lease();
+  const std::string lease_ms = absl::StrCat(absl::ToInt64Milliseconds(lease));
+  const Deadline deadline =
+      env.policy().attempt_timeout_factor > 0
+          ? AttemptDeadline(env.policy(), lease, Deadline::Never())
+          : Deadline::Never();
   std::vector<backend::Call> calls((items.size() + kRenewKeysPerCall - 1) /
                                    kRenewKeysPerCall);
   for (size_t call = 0; call < calls.size(); ++call) {
@@ -398,37 +695,37 @@ absl::StatusOr<std::vector<bool>> RenewHolds(
     }
   }
   std::vector<absl::StatusOr<std::vector<redis::Reply>>> batches =
-      backend.RunBatch(internal::kRenewScript, calls, Deadline::Never(),
-                       round_trips);
-  absl::StatusOr<std::vector<redis::Reply>>& replies = batches[0];
-  if (!replies.ok()) return replies.status();
-  std::vector<bool> renewed(items.size());
-  for (size_t call = 0; call < calls.size(); ++call) {
-    const redis::Reply& reply = (*replies)[call];
-    if (reply.is_error()) {
-      return redis::ErrorReplyToStatus("renew script", reply.str());
-    }
-    const redis::ReplyView v = reply.view();
-    const size_t n = calls[call].keys.size();
-    if (!v.is_array() || v.size() != n) {
-      return absl::InternalError(
-          absl::StrCat("renew script: unexpected reply ", v.Describe()));
-    }
-    for (size_t i = 0; i < n; ++i) {
-      if (!v[i].is_integer()) {
-        return absl::InternalError(
-            absl::StrCat("renew script: unexpected element ", v[i].Describe()));
-      }
-      renewed[call * kRenewKeysPerCall + i] = v[i].integer() == 1;
+      backend.RunBatch(internal::kRenewScript, calls, deadline, round_trips);
+  const size_t n = backend.nodes();
+  const size_t quorum = backend.quorum();
+  // Per item: nodes that renewed it, and nodes where its owner field is gone.
+  std::vector<size_t> renewed(items.size()), gone(items.size());
+  absl::Status error;
+  for (size_t node = 0; node < n; ++node) {
+    absl::Status s = CountRenewals(batches[node], calls, &renewed, &gone);
+    if (!s.ok() && error.ok()) error = std::move(s);
+  }
+  std::vector<bool> out(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (renewed[i] >= quorum) {
+      out[i] = true;
+    } else if (gone[i] > n - quorum) {
+      out[i] = false;
+    } else {
+      // Undecided (nodes did not answer): the watchdog retries the round.
+      if (n == 1) return error;
+      return absl::UnavailableError(
+          absl::StrCat("no quorum of masters answered the renewal of ",
+                       QuoteName(items[i].name), ": ", error.message()));
     }
   }
-  return renewed;
+  return out;
 }
 
 std::vector<absl::Status> ReleaseHolds(
-    backend::Backend& backend,
-    const std::vector<std::pair<HoldRegistry::Key, Hold>>& held,
+    LockEnv& env, const std::vector<std::pair<HoldRegistry::Key, Hold>>& held,
     Deadline deadline) {
+  backend::Backend& backend = env.backend();
   std::vector<std::string> channels;
   channels.reserve(held.size());
   std::vector<backend::Call> calls(held.size());
@@ -442,11 +739,33 @@ std::vector<absl::Status> ReleaseHolds(
   if (held.empty()) return out;
   std::vector<absl::StatusOr<std::vector<redis::Reply>>> batches =
       backend.RunBatch(internal::kReleaseAllScript, calls, deadline);
-  const absl::StatusOr<std::vector<redis::Reply>>& replies = batches[0];
+  const size_t n = backend.nodes();
   for (size_t i = 0; i < held.size(); ++i) {
-    out.push_back(replies.ok() ? internal::ReleaseAllResult((*replies)[i],
-                                                            "release on close")
-                               : replies.status());
+    size_t released = 0;
+    std::vector<std::string> failures;
+    absl::Status first;
+    for (size_t node = 0; node < n; ++node) {
+      absl::Status s = batches[node].ok()
+                           ? internal::ReleaseAllResult((*batches[node])[i],
+                                                        "release on close")
+                           : batches[node].status();
+      if (s.ok()) {
+        ++released;
+      } else {
+        failures.push_back(
+            absl::StrCat(backend.node_name(node), ": ", s.message()));
+        if (first.ok()) first = std::move(s);
+      }
+    }
+    if (released >= backend.quorum()) {
+      out.push_back(absl::OkStatus());
+    } else if (n == 1) {
+      out.push_back(std::move(first));
+    } else {
+      out.push_back(absl::UnavailableError(
+          absl::StrCat("released on only ", released,
+                       " masters: ", absl::StrJoin(failures, "; "))));
+    }
   }
   return out;
 }

@@ -23,13 +23,20 @@ namespace lock {
 // InvalidArgument for an empty or over-long name.
 absl::Status ValidateName(const std::string& name);
 
-// The algorithms below run on one node (NodeBackend) for now.
+// The algorithms below run on any backend: a call goes to every node, and
+// the answers are counted against the backend's quorum (one node: quorum 1).
+// IsLocked, HoldCount, RemainingLease and ForceRelease ask the first node
+// only (the single-node Lock API).
 
 // Acquires `name` for the calling thread, waiting (by notification) until
 // `deadline`. `lease`: explicit lease, or nullopt for the watchdog lease.
 absl::Status Acquire(LockEnv& env, const std::string& name,
                      absl::optional<absl::Duration> lease, Deadline deadline);
 absl::Status Release(LockEnv& env, const std::string& name);
+// Sets the calling thread's hold of `name` to a new explicit lease on a
+// quorum of nodes (Redlock's Extend); the watchdog stops renewing it.
+absl::Status Extend(LockEnv& env, const std::string& name,
+                    absl::Duration lease);
 absl::StatusOr<bool> ForceRelease(LockEnv& env, const std::string& name);
 // Until when the calling thread may assume it holds `name` (see
 // Lock::SafeUntil()).
@@ -41,20 +48,19 @@ absl::StatusOr<int64_t> HoldCount(LockEnv& env, const std::string& name);
 absl::StatusOr<absl::Duration> RemainingLease(LockEnv& env,
                                               const std::string& name);
 
-// Renews `items` with the watchdog lease (`lease_ms`): kRenewKeysPerCall
-// locks per script call, all sent together (one round trip). Per item:
-// whether its owner field still existed (renewed), or the error that failed
-// the batch.
+// Renews `items` with the watchdog lease: kRenewKeysPerCall locks per script
+// call, all sent together to every node (one round trip). Per item: renewed
+// on a quorum (true), owner field gone on more than N - quorum (false), or
+// the error that left an item undecided.
 inline constexpr size_t kRenewKeysPerCall = 1000;
 absl::StatusOr<std::vector<bool>> RenewHolds(
-    backend::Backend& backend, const std::string& lease_ms,
-    const std::vector<RenewItem>& items, std::atomic<uint64_t>* round_trips);
+    LockEnv& env, const std::vector<RenewItem>& items,
+    std::atomic<uint64_t>* round_trips);
 
 // Releases `held` (a closing client's holds) in one round within `deadline`:
 // per hold, OK, Aborted if its lease was already lost, or the error.
 std::vector<absl::Status> ReleaseHolds(
-    backend::Backend& backend,
-    const std::vector<std::pair<HoldRegistry::Key, Hold>>& held,
+    LockEnv& env, const std::vector<std::pair<HoldRegistry::Key, Hold>>& held,
     Deadline deadline);
 
 }  // namespace lock

@@ -102,6 +102,11 @@ WakeReason Subscription::Wait(Deadline deadline) {
   }
 }
 
+bool Subscription::closed() const {
+  MutexLock lock(&owner_->mu_);
+  return owner_->closed_;
+}
+
 void Subscription::PassOn() {
   MutexLock lock(&owner_->mu_);
   ++channel_->permits;

@@ -101,6 +101,9 @@ class Subscription {
   // a notification but leaves without acting on it).
   void PassOn();
 
+  // Whether the subscriber is closed (waits end with kClosed).
+  bool closed() const;
+
  private:
   friend class Subscriber;
   struct Channel;

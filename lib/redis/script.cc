@@ -7,6 +7,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "lib/redis/errors.h"
 #include "lib/redis/resp.h"
 
 namespace relock {
@@ -26,19 +27,10 @@ ScriptSet::ScriptSet(std::vector<ScriptSource> scripts)
   }
 }
 
-absl::StatusOr<std::string> ScriptSet::LoadOne(Connection& conn, size_t index,
-                                               Deadline deadline) const {
-  const ScriptSource& script = scripts_[index];
-  absl::StatusOr<Reply> r =
-      conn.Command({"SCRIPT", "LOAD", script.source}, deadline);
-  if (!r.ok()) return r.status();
-  return ShaFrom(index, *r);
-}
-
 absl::StatusOr<std::string> ScriptSet::ShaFrom(size_t index,
                                                const Reply& reply) const {
-  std::string what = absl::StrCat("SCRIPT LOAD of relock's \"",
-                                  scripts_[index].name, "\" script");
+  const std::string what = absl::StrCat("SCRIPT LOAD of relock's \"",
+                                        scripts_[index].name, "\" script");
   if (reply.is_error()) return ErrorReplyToStatus(what, reply.str());
   if (!reply.view().is_string()) {
     return absl::InternalError(
@@ -73,6 +65,13 @@ void ScriptSet::AppendCall(absl::string_view command, absl::string_view script,
                            absl::Span<const absl::string_view> keys,
                            absl::Span<const absl::string_view> args,
                            std::string* wire) const {
+  // One allocation: the header and each argument's length line take at most
+  // 16 bytes beside its bytes.
+  size_t size =
+      16 * (4 + keys.size() + args.size()) + command.size() + script.size();
+  for (absl::string_view k : keys) size += k.size();
+  for (absl::string_view a : args) size += a.size();
+  wire->reserve(wire->size() + size);
   AppendArrayHeader(3 + keys.size() + args.size(), wire);
   AppendBulk(command, wire);
   AppendBulk(script, wire);
@@ -95,60 +94,8 @@ void ScriptSet::AppendEval(size_t index,
   AppendCall("EVAL", scripts_[index].source, keys, args, wire);
 }
 
-absl::Status ScriptSet::Load(Connection& conn) {
-  for (size_t i = 0; i < scripts_.size(); ++i) {
-    absl::StatusOr<std::string> sha = LoadOne(conn, i, Deadline::Never());
-    if (!sha.ok()) return sha.status();
-    shas_[i] = *std::move(sha);
-  }
-  return absl::OkStatus();
-}
-
-void ScriptSet::BuildArgv(size_t index,
-                          absl::Span<const absl::string_view> keys,
-                          absl::Span<const absl::string_view> args,
-                          std::vector<absl::string_view>* argv,
-                          std::string* numkeys) const {
-  *numkeys = absl::StrCat(keys.size());
-  argv->reserve(3 + keys.size() + args.size());
-  argv->push_back("EVALSHA");
-  argv->push_back(shas_[index]);
-  argv->push_back(*numkeys);
-  argv->insert(argv->end(), keys.begin(), keys.end());
-  argv->insert(argv->end(), args.begin(), args.end());
-}
-
 bool ScriptSet::IsNoScript(const Reply& reply) {
   return reply.is_error() && absl::StartsWith(reply.str(), "NOSCRIPT");
-}
-
-absl::Status ScriptSet::Append(Connection& conn, size_t index,
-                               absl::Span<const absl::string_view> keys,
-                               absl::Span<const absl::string_view> args) const {
-  std::vector<absl::string_view> argv;
-  std::string numkeys;
-  BuildArgv(index, keys, args, &argv, &numkeys);
-  return conn.Append(argv);
-}
-
-absl::StatusOr<Reply> ScriptSet::Eval(Connection& conn, size_t index,
-                                      absl::Span<const absl::string_view> keys,
-                                      absl::Span<const absl::string_view> args,
-                                      Deadline deadline) const {
-  std::vector<absl::string_view> argv;
-  std::string numkeys;
-  BuildArgv(index, keys, args, &argv, &numkeys);
-  absl::StatusOr<Reply> r = conn.Command(argv, deadline);
-  if (!r.ok() || !IsNoScript(*r)) return r;
-  // The server lost its script cache (SCRIPT FLUSH, restart, failover):
-  // load again and retry once.
-  absl::StatusOr<std::string> sha = LoadOne(conn, index, deadline);
-  if (!sha.ok()) return sha.status();
-  if (*sha != shas_[index]) {
-    return absl::InternalError(absl::StrCat("script \"", scripts_[index].name,
-                                            "\" reloaded with another digest"));
-  }
-  return conn.Command(argv, deadline);
 }
 
 }  // namespace redis

@@ -43,8 +43,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "lib/common/mutex.h"
-#include "lib/watchdog/hold_registry.h"
 #include "lib/timer/timer_thread.h"
+#include "lib/watchdog/hold_registry.h"
 
 namespace relock {
 namespace watchdog {
@@ -53,8 +53,8 @@ namespace watchdog {
 // (and the lease was renewed), or an error for the whole batch.
 using RenewFn = std::function<absl::StatusOr<std::vector<bool>>(
     const std::vector<watchdog::RenewItem>& items)>;
-using LostFn =
-    std::function<void(const watchdog::LostHold& hold, const absl::Status& why)>;
+using LostFn = std::function<void(const watchdog::LostHold& hold,
+                                  const absl::Status& why)>;
 
 struct RoundStats {
   size_t renewing = 0;  // renewing holds after the round

@@ -1,0 +1,158 @@
+#include "lib/backend/quorum_backend.h"
+
+#include <algorithm>
+#include <numeric>
+#include <utility>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "lib/redis/resp.h"
+
+namespace relock {
+namespace backend {
+namespace {
+
+// A wait on one channel on every master, woken by any of them.
+class QuorumWaiter : public Waiter {
+ public:
+  QuorumWaiter(size_t quorum, std::shared_ptr<pubsub::WakeSignal> signal,
+               std::vector<std::unique_ptr<pubsub::Subscription>> subs)
+      : quorum_(quorum), signal_(std::move(signal)), subs_(std::move(subs)) {}
+
+  absl::Status AwaitConfirmed(Deadline deadline) override {
+    const Deadline now = Deadline::After(absl::ZeroDuration());
+    while (true) {
+      size_t confirmed = 0, refused = 0;
+      absl::Status refusal, last;
+      for (const auto& sub : subs_) {
+        absl::Status s = sub->AwaitConfirmed(now);  // no waiting: a look
+        if (s.ok()) {
+          ++confirmed;
+        } else if (s.code() == absl::StatusCode::kCancelled) {
+          return s;
+        } else if (s.code() == absl::StatusCode::kDeadlineExceeded) {
+          last = std::move(s);
+        } else {
+          ++refused;
+          if (refusal.ok()) refusal = std::move(s);
+        }
+      }
+      if (confirmed >= quorum_) return absl::OkStatus();
+      if (refused > subs_.size() - quorum_) return refusal;
+      if (deadline.Expired()) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("only ", confirmed, " of ", subs_.size(),
+                         " masters confirmed the subscription (quorum ",
+                         quorum_, "): ", last.message()));
+      }
+      // Confirmations notify the signal; re-look at least every 50 ms.
+      signal_->Wait(
+          Earliest(deadline, Deadline::After(absl::Milliseconds(50))));
+    }
+  }
+
+  pubsub::WakeReason Wait(Deadline deadline) override {
+    const bool woken = signal_->Wait(deadline);
+    for (const auto& sub : subs_) {
+      if (sub->closed()) return pubsub::WakeReason::kClosed;
+    }
+    return woken ? pubsub::WakeReason::kNotified : pubsub::WakeReason::kTimeout;
+  }
+
+  // Every waiter wakes on every message: nothing to pass on.
+  void PassOn() override {}
+
+ private:
+  const size_t quorum_;
+  const std::shared_ptr<pubsub::WakeSignal> signal_;
+  std::vector<std::unique_ptr<pubsub::Subscription>> subs_;
+};
+
+}  // namespace
+
+QuorumBackend::QuorumBackend(std::vector<std::unique_ptr<NodeBackend>> nodes,
+                             bool shuffle)
+    : nodes_(std::move(nodes)), shuffle_(shuffle) {}
+
+QuorumBackend::~QuorumBackend() { Close(); }
+
+std::vector<size_t> QuorumBackend::Order() const {
+  std::vector<size_t> order(nodes_.size());
+  std::iota(order.begin(), order.end(), 0);
+  if (shuffle_) {
+    thread_local absl::BitGen gen;
+    std::shuffle(order.begin(), order.end(), gen);
+  }
+  return order;
+}
+
+std::vector<Answer> QuorumBackend::Run(size_t script,
+                                       absl::Span<const absl::string_view> keys,
+                                       absl::Span<const absl::string_view> args,
+                                       Deadline deadline, Resend resend,
+                                       const Enough& enough,
+                                       const std::vector<bool>* only) {
+  auto abandon = std::make_shared<std::atomic<bool>>(false);
+  const std::vector<size_t> order = Order();
+  std::vector<Answer> answers = AwaitAnswers(
+      nodes_.size(), deadline, nodes_[0]->backstop(), enough,
+      [&](size_t i, Done done) {
+        if (only != nullptr && !(*only)[i]) {
+          return done(Answer{absl::CancelledError("not sent"), false});
+        }
+        nodes_[i]->RunAsync(script, keys, args, resend, abandon,
+                            std::move(done));
+      },
+      [this](size_t i) { return node_name(i); }, &order);
+  abandon->store(true, std::memory_order_relaxed);
+  return answers;
+}
+
+std::vector<absl::StatusOr<std::vector<redis::Reply>>> QuorumBackend::RunBatch(
+    size_t script, const std::vector<Call>& calls, Deadline deadline,
+    std::atomic<uint64_t>* round_trips) {
+  std::vector<NodeBackend*> nodes;
+  for (const std::unique_ptr<NodeBackend>& node : nodes_) {
+    nodes.push_back(node.get());
+  }
+  return NodeBackend::RunBatchOn(nodes, Order(), script, calls, deadline,
+                                 round_trips);
+}
+
+std::vector<Answer> QuorumBackend::Command(
+    absl::Span<const absl::string_view> argv, Deadline deadline) {
+  std::string wire;
+  redis::AppendCommand(argv, &wire);
+  auto abandon = std::make_shared<std::atomic<bool>>(false);
+  std::vector<Answer> answers = AwaitAnswers(
+      nodes_.size(), deadline, nodes_[0]->backstop(), nullptr,
+      [&](size_t i, Done done) {
+        nodes_[i]->SendAsync(wire, Resend::kIfDropped, abandon,
+                             std::move(done));
+      },
+      [this](size_t i) { return node_name(i); });
+  abandon->store(true, std::memory_order_relaxed);
+  return answers;
+}
+
+std::unique_ptr<Waiter> QuorumBackend::Subscribe(const std::string& channel,
+                                                 pubsub::WakePolicy policy) {
+  auto signal = std::make_shared<pubsub::WakeSignal>();
+  std::vector<std::unique_ptr<pubsub::Subscription>> subs;
+  for (const std::unique_ptr<NodeBackend>& node : nodes_) {
+    subs.push_back(node->subscriber().Subscribe(channel, signal, policy));
+  }
+  return std::make_unique<QuorumWaiter>(quorum(), std::move(signal),
+                                        std::move(subs));
+}
+
+void QuorumBackend::CancelWaits() {
+  for (const std::unique_ptr<NodeBackend>& node : nodes_) node->CancelWaits();
+}
+
+void QuorumBackend::Close() {
+  for (const std::unique_ptr<NodeBackend>& node : nodes_) node->Close();
+}
+
+}  // namespace backend
+}  // namespace relock
