@@ -16,7 +16,6 @@ struct NodeBackend::Pending {
   std::string wire;  // EVALSHA (or a command); EVAL after NOSCRIPT
   bool script = false;
   size_t index = 0;  // the script
-  std::vector<std::string> keys, args;
   bool evaled = false;
   Resend resend = Resend::kNever;
   int sends = 0;
@@ -144,8 +143,6 @@ void NodeBackend::RunAsync(size_t script,
   scripts_.AppendEvalsha(script, keys, args, &p->wire);
   p->script = true;
   p->index = script;
-  for (absl::string_view k : keys) p->keys.emplace_back(k);
-  for (absl::string_view a : args) p->args.emplace_back(a);
   p->resend = resend;
   p->abandon = std::move(abandon);
   p->done = std::move(done);
@@ -184,10 +181,7 @@ void NodeBackend::OnResult(std::shared_ptr<Pending> p, io::Result r) {
       // again. The EVALSHA did not run, so this is still the first run.
       p->evaled = true;
       --p->sends;
-      std::vector<absl::string_view> keys(p->keys.begin(), p->keys.end());
-      std::vector<absl::string_view> args(p->args.begin(), p->args.end());
-      p->wire.clear();
-      scripts_.AppendEval(p->index, keys, args, &p->wire);
+      p->wire = scripts_.EvalFromEvalsha(p->index, p->wire);
       Send(std::move(p));
       return;
     }
@@ -246,11 +240,11 @@ void NodeBackend::RunBatchAsync(size_t script, const std::vector<Call>& calls,
                                 BatchDone done) {
   // One round trip with EVALSHA of every call; a second, with EVAL of the
   // source, for the calls that met NOSCRIPT (after SCRIPT FLUSH or a
-  // restart). The EVAL forms are kept from the start: the calls' views do
-  // not outlive this function.
+  // restart). Each call's EVALSHA is kept: the calls' views do not outlive
+  // this function, and the EVAL form is made from it when needed.
   struct Batch {
     std::vector<redis::Reply> replies;
-    std::vector<std::string> evals;
+    std::vector<std::string> evalshas;
     BatchDone done;
   };
   auto batch = std::make_shared<Batch>();
@@ -258,14 +252,14 @@ void NodeBackend::RunBatchAsync(size_t script, const std::vector<Call>& calls,
   if (calls.empty()) return batch->done(std::move(batch->replies));
   auto request = std::make_shared<io::Request>();
   request->commands = calls.size();
-  batch->evals.resize(calls.size());
+  batch->evalshas.resize(calls.size());
   for (size_t i = 0; i < calls.size(); ++i) {
     scripts_.AppendEvalsha(script, calls[i].keys, calls[i].args,
-                           &request->wire);
-    scripts_.AppendEval(script, calls[i].keys, calls[i].args, &batch->evals[i]);
+                           &batch->evalshas[i]);
+    request->wire += batch->evalshas[i];
   }
   if (abandon != nullptr) request->abandoned = abandon;
-  request->done = [this, batch, abandon](io::Result r) {
+  request->done = [this, batch, abandon, script](io::Result r) {
     if (!r.status.ok()) return batch->done(std::move(r.status));
     batch->replies = std::move(r.replies);
     std::vector<size_t> noscript;
@@ -276,7 +270,9 @@ void NodeBackend::RunBatchAsync(size_t script, const std::vector<Call>& calls,
     }
     if (noscript.empty()) return batch->done(std::move(batch->replies));
     auto again = std::make_shared<io::Request>();
-    for (size_t i : noscript) again->wire += batch->evals[i];
+    for (size_t i : noscript) {
+      again->wire += scripts_.EvalFromEvalsha(script, batch->evalshas[i]);
+    }
     again->commands = noscript.size();
     if (abandon != nullptr) again->abandoned = abandon;
     again->done = [batch, noscript](io::Result r2) {

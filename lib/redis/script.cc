@@ -87,11 +87,18 @@ void ScriptSet::AppendEvalsha(size_t index,
   AppendCall("EVALSHA", shas_[index], keys, args, wire);
 }
 
-void ScriptSet::AppendEval(size_t index,
-                           absl::Span<const absl::string_view> keys,
-                           absl::Span<const absl::string_view> args,
-                           std::string* wire) const {
-  AppendCall("EVAL", scripts_[index].source, keys, args, wire);
+std::string ScriptSet::EvalFromEvalsha(size_t index,
+                                       absl::string_view evalsha) const {
+  // "*<n>\r\n$7\r\nEVALSHA\r\n$40\r\n<sha>\r\n<numkeys, keys, args>"
+  const size_t header = evalsha.find("\r\n") + 2;
+  std::string sha_part;
+  AppendBulk("EVALSHA", &sha_part);
+  AppendBulk(shas_[index], &sha_part);
+  std::string eval(evalsha.substr(0, header));
+  AppendBulk("EVAL", &eval);
+  AppendBulk(scripts_[index].source, &eval);
+  absl::StrAppend(&eval, evalsha.substr(header + sha_part.size()));
+  return eval;
 }
 
 bool ScriptSet::IsNoScript(const Reply& reply) {

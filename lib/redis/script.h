@@ -31,16 +31,16 @@ class ScriptSet {
  public:
   explicit ScriptSet(std::vector<ScriptSource> scripts);
 
-  // RESP of: EVALSHA of script `index`; EVAL of its source (after NOSCRIPT:
-  // it also caches the script again); SCRIPT LOAD of every script, whose
+  // RESP of: EVALSHA of script `index`; SCRIPT LOAD of every script, whose
   // replies CheckLoaded() checks (an error reply, such as an ACL refusal,
   // becomes its Status).
   void AppendEvalsha(size_t index, absl::Span<const absl::string_view> keys,
                      absl::Span<const absl::string_view> args,
                      std::string* wire) const;
-  void AppendEval(size_t index, absl::Span<const absl::string_view> keys,
-                  absl::Span<const absl::string_view> args,
-                  std::string* wire) const;
+  // The EVAL form of a call built by AppendEvalsha(index, ...) (its RESP
+  // `evalsha`): the same command with the source in place of the digest,
+  // for a server that answered NOSCRIPT (it caches the script again).
+  std::string EvalFromEvalsha(size_t index, absl::string_view evalsha) const;
   void AppendLoadAll(std::string* wire) const;
   absl::Status CheckLoaded(const std::vector<Reply>& replies) const;
   size_t size() const { return scripts_.size(); }
