@@ -12,7 +12,7 @@
 //     written together (pipelined) and answered in order, so a client used
 //     by hundreds of threads still has one; a connection the server dropped
 //     is reopened and the call resent on it when resending is harmless;
-//   - one pub/sub connection with its own thread, which carries the unlock
+//   - one pub/sub connection on the same event loop, which carries the unlock
 //     notifications that wake waiting threads;
 //   - its identity, a random UUID, which with the thread number forms the
 //     owner field of every lock it takes.
@@ -85,7 +85,7 @@ class Client {
   // This client's identity in lock owner fields.
   const std::string& id() const;
 
-  // One PING round trip through the pool.
+  // One PING round trip on the command connection.
   ABSL_MUST_USE_RESULT absl::Status Ping();
 
   // Closes the client (see the banner). Idempotent.
