@@ -146,7 +146,7 @@ void NodeBackend::RunAsync(size_t script,
   p->resend = resend;
   p->abandon = std::move(abandon);
   p->done = std::move(done);
-  Send(std::move(p));
+  Send(p);
 }
 
 void NodeBackend::SendAsync(std::string wire, Resend resend,
@@ -157,10 +157,10 @@ void NodeBackend::SendAsync(std::string wire, Resend resend,
   p->resend = resend;
   p->abandon = std::move(abandon);
   p->done = std::move(done);
-  Send(std::move(p));
+  Send(p);
 }
 
-void NodeBackend::Send(std::shared_ptr<Pending> pending) {
+void NodeBackend::Send(const std::shared_ptr<Pending>& pending) {
   ++pending->sends;
   auto request = std::make_shared<io::Request>();
   request->wire = pending->wire;
@@ -171,7 +171,7 @@ void NodeBackend::Send(std::shared_ptr<Pending> pending) {
   Pick().Submit(std::move(request));
 }
 
-void NodeBackend::OnResult(std::shared_ptr<Pending> p, io::Result r) {
+void NodeBackend::OnResult(const std::shared_ptr<Pending>& p, io::Result r) {
   const bool abandoned =
       p->abandon != nullptr && p->abandon->load(std::memory_order_relaxed);
   if (r.status.ok()) {
@@ -182,7 +182,7 @@ void NodeBackend::OnResult(std::shared_ptr<Pending> p, io::Result r) {
       p->evaled = true;
       --p->sends;
       p->wire = scripts_.EvalFromEvalsha(p->index, p->wire);
-      Send(std::move(p));
+      Send(p);
       return;
     }
     p->done(Answer{std::move(r.replies[0]), p->resent});
@@ -191,7 +191,7 @@ void NodeBackend::OnResult(std::shared_ptr<Pending> p, io::Result r) {
   if (p->resend == Resend::kIfDropped && r.resendable && p->sends < kMaxSends &&
       !abandoned) {
     p->resent = true;
-    Send(std::move(p));
+    Send(p);
     return;
   }
   p->done(Answer{std::move(r.status), p->resent});
@@ -235,9 +235,9 @@ std::vector<Answer> NodeBackend::Command(
   return answers;
 }
 
-void NodeBackend::RunBatchAsync(size_t script, const std::vector<Call>& calls,
-                                std::shared_ptr<std::atomic<bool>> abandon,
-                                BatchDone done) {
+void NodeBackend::RunBatchAsync(
+    size_t script, const std::vector<Call>& calls,
+    const std::shared_ptr<std::atomic<bool>>& abandon, BatchDone done) {
   // One round trip with EVALSHA of every call; a second, with EVAL of the
   // source, for the calls that met NOSCRIPT (after SCRIPT FLUSH or a
   // restart). Each call's EVALSHA is kept: the calls' views do not outlive

@@ -83,7 +83,7 @@ class NodeBackend : public Backend {
   using BatchDone =
       std::function<void(absl::StatusOr<std::vector<redis::Reply>>)>;
   void RunBatchAsync(size_t script, const std::vector<Call>& calls,
-                     std::shared_ptr<std::atomic<bool>> abandon,
+                     const std::shared_ptr<std::atomic<bool>>& abandon,
                      BatchDone done);
   // RunBatch() on several nodes at once (started in `order`), each within
   // `deadline`: one result per node.
@@ -103,8 +103,8 @@ class NodeBackend : public Backend {
   struct Pending;
   NodeBackend(NodeOptions options, std::vector<redis::ScriptSource> scripts);
   io::Connection& Pick();
-  void Send(std::shared_ptr<Pending> pending);
-  void OnResult(std::shared_ptr<Pending> pending, io::Result result);
+  void Send(const std::shared_ptr<Pending>& pending);
+  void OnResult(const std::shared_ptr<Pending>& pending, io::Result result);
 
   const NodeOptions options_;
   const std::string name_;

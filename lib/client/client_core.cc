@@ -134,7 +134,7 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
 
 absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
     ClientOptions options, std::string id, lock::LockPolicy policy,
-    std::string event_prefix, const BackendFactory& make_backend) {
+    const std::string& event_prefix, const BackendFactory& make_backend) {
   std::shared_ptr<ClientCore> core(new ClientCore(
       std::move(options), std::move(id), std::move(policy), event_prefix));
   absl::StatusOr<std::unique_ptr<backend::Backend>> backend =

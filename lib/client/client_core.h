@@ -66,7 +66,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>,
           io::EventLoop* loop)>;
   static absl::StatusOr<std::shared_ptr<ClientCore>> Create(
       ClientOptions options, std::string id, lock::LockPolicy policy,
-      std::string event_prefix, const BackendFactory& make_backend);
+      const std::string& event_prefix, const BackendFactory& make_backend);
   ~ClientCore();
 
   const ClientOptions& options() const { return options_; }

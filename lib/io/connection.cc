@@ -16,7 +16,7 @@ namespace relock {
 namespace io {
 namespace {
 
-constexpr size_t kReadChunk = 64 * 1024;
+constexpr size_t kReadChunk = size_t{64} * 1024;
 
 // A copy of `s` that shares nothing with it. The statuses of failed requests
 // end up on many threads; copies of one Status share a reference-counted
@@ -81,7 +81,7 @@ void Connection::Submit(std::shared_ptr<Request> request) {
     }
   }
   if (request != nullptr) {
-    Complete(std::move(request), Result{Closed(), {}, false});
+    Complete(request, Result{Closed(), {}, false});
     return;
   }
   if (post) loop_->Post([self = shared_from_this()] { self->Pump(); });
@@ -131,7 +131,7 @@ void Connection::Pump() {
   }
   if (state_ == State::kClosed) {
     for (std::shared_ptr<Request>& r : batch) {
-      Complete(std::move(r), Result{Closed(), {}, false});
+      Complete(r, Result{Closed(), {}, false});
     }
     return;
   }
@@ -170,14 +170,16 @@ void Connection::StartConnect() {
                      ": no answer within connect_timeout ",
                      absl::FormatDuration(self->options_.connect_timeout))));
   });
-  transport_->Connect([self = shared_from_this(), attempt](absl::Status s) {
-    self->OnTransportConnected(attempt, std::move(s));
-  });
+  transport_->Connect(
+      [self = shared_from_this(), attempt](const absl::Status& s) {
+        self->OnTransportConnected(attempt, s);
+      });
 }
 
-void Connection::OnTransportConnected(uint64_t attempt, absl::Status status) {
+void Connection::OnTransportConnected(uint64_t attempt,
+                                      const absl::Status& status) {
   if (attempt != attempt_ || state_ != State::kConnecting) return;
-  if (!status.ok()) return FinishConnect(attempt, std::move(status));
+  if (!status.ok()) return FinishConnect(attempt, status);
   // AUTH, SELECT and a PING, pipelined: the connection is ready once the
   // server answered them (a server that sends an error and closes, such as
   // one at maxclients, fails the connect rather than a caller's request).
@@ -242,7 +244,7 @@ void Connection::OnTransportConnected(uint64_t attempt, absl::Status status) {
   DoWrite();
 }
 
-void Connection::FinishConnect(uint64_t attempt, absl::Status status) {
+void Connection::FinishConnect(uint64_t attempt, const absl::Status& status) {
   if (attempt != attempt_ || state_ != State::kConnecting) return;
   connect_timer_.cancel();
   if (status.ok()) {
@@ -277,10 +279,9 @@ void Connection::StartWrite() {
     std::shared_ptr<Request> r = std::move(queued_.front());
     queued_.pop_front();
     if (r->abandoned->load(std::memory_order_relaxed)) {
-      Complete(
-          std::move(r),
-          Result{
-              absl::CancelledError("abandoned before it was sent"), {}, false});
+      Complete(r, Result{absl::CancelledError("abandoned before it was sent"),
+                         {},
+                         false});
       continue;
     }
     write_buf_.append(r->wire);
@@ -384,10 +385,11 @@ void Connection::OnReply(redis::Reply reply) {
   written_.pop_front();
   Result result{absl::OkStatus(), std::move(partial_), false};
   partial_.clear();
-  Complete(std::move(r), std::move(result));
+  Complete(r, std::move(result));
 }
 
-void Connection::Complete(std::shared_ptr<Request> request, Result result) {
+void Connection::Complete(const std::shared_ptr<Request>& request,
+                          Result result) {
   outstanding_.fetch_sub(1, std::memory_order_relaxed);
   if (request->done) request->done(std::move(result));
 }
@@ -397,7 +399,7 @@ void Connection::FailAll(std::deque<std::shared_ptr<Request>>* requests,
   std::deque<std::shared_ptr<Request>> failed;
   failed.swap(*requests);
   for (std::shared_ptr<Request>& r : failed) {
-    Complete(std::move(r), Result{Unshared(why), {}, resendable});
+    Complete(r, Result{Unshared(why), {}, resendable});
   }
 }
 

@@ -148,13 +148,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Loop thread.
   void Pump();
   void StartConnect();
-  void OnTransportConnected(uint64_t attempt, absl::Status status);
-  void FinishConnect(uint64_t attempt, absl::Status status);
+  void OnTransportConnected(uint64_t attempt, const absl::Status& status);
+  void FinishConnect(uint64_t attempt, const absl::Status& status);
   void StartWrite();
   void StartRead();
   void OnRead(const asio::error_code& ec, size_t n);
   void OnReply(redis::Reply reply);
-  void Complete(std::shared_ptr<Request> request, Result result);
+  void Complete(const std::shared_ptr<Request>& request, Result result);
   // Fails the connection: written requests get `why`; queued ones were never
   // sent and go out on a new connection (or fail if it cannot be made).
   void Fail(const absl::Status& why, bool resendable);

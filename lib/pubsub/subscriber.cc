@@ -204,7 +204,7 @@ void Subscriber::SendQueued() {
         {command.op == Op::kSubscribe ? "SUBSCRIBE" : "UNSUBSCRIBE",
          command.channel},
         &request->wire);
-    request->done = [weak, command = std::move(command)](io::Result r) {
+    request->done = [weak, command = std::move(command)](const io::Result& r) {
       if (std::shared_ptr<Subscriber> self = weak.lock()) {
         self->OnAnswer(command, r);
       }

@@ -83,7 +83,8 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ConnectRedlock(
   policy.fail_fast = options.fail_fast;
   const bool shuffle = options.shuffle_masters;
   return ClientCore::Create(
-      options.connection, std::move(id), std::move(policy), "redlock ",
+      std::move(options.connection), std::move(id), std::move(policy),
+      "redlock ",
       [&masters, shuffle](io::EventLoop* loop)
           -> absl::StatusOr<std::unique_ptr<backend::Backend>> {
         std::vector<std::unique_ptr<backend::NodeBackend>> nodes;
