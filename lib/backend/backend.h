@@ -121,10 +121,12 @@ class Backend {
                                       Deadline deadline) = 0;
 
   // A wait on `channel`: one unlock message wakes one waiter (kWakeOne,
-  // Redisson's lock channel) or every waiter (kWakeAll, Redisson's read-lock
-  // release).
+  // Redisson's lock channel), any message every waiter (kWakeAll, Redisson's
+  // read-lock release), or a message naming it the waiter called `waiter`
+  // (kWakeNamed; `waiter` is ignored by the other policies).
   virtual std::unique_ptr<Waiter> Subscribe(const std::string& channel,
-                                            pubsub::WakePolicy policy) = 0;
+                                            pubsub::WakePolicy policy,
+                                            const std::string& waiter) = 0;
 
   // Wakes every waiter, now and later, with Cancelled; calls still work (a
   // client that closes releases its locks after this). Idempotent.

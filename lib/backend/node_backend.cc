@@ -327,9 +327,10 @@ std::vector<absl::StatusOr<std::vector<redis::Reply>>> NodeBackend::RunBatchOn(
 }
 
 std::unique_ptr<Waiter> NodeBackend::Subscribe(const std::string& channel,
-                                               pubsub::WakePolicy policy) {
+                                               pubsub::WakePolicy policy,
+                                               const std::string& waiter) {
   return std::make_unique<NodeWaiter>(
-      subscriber_->Subscribe(channel, nullptr, policy));
+      subscriber_->Subscribe(channel, nullptr, policy, waiter));
 }
 
 void NodeBackend::CancelWaits() {

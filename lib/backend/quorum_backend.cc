@@ -136,11 +136,13 @@ std::vector<Answer> QuorumBackend::Command(
 }
 
 std::unique_ptr<Waiter> QuorumBackend::Subscribe(const std::string& channel,
-                                                 pubsub::WakePolicy policy) {
+                                                 pubsub::WakePolicy policy,
+                                                 const std::string& waiter) {
   auto signal = std::make_shared<pubsub::WakeSignal>();
   std::vector<std::unique_ptr<pubsub::Subscription>> subs;
   for (const std::unique_ptr<NodeBackend>& node : nodes_) {
-    subs.push_back(node->subscriber().Subscribe(channel, signal, policy));
+    subs.push_back(
+        node->subscriber().Subscribe(channel, signal, policy, waiter));
   }
   return std::make_unique<QuorumWaiter>(quorum(), std::move(signal),
                                         std::move(subs));

@@ -44,7 +44,8 @@ class QuorumBackend : public Backend {
   std::vector<Answer> Command(absl::Span<const absl::string_view> argv,
                               Deadline deadline) override;
   std::unique_ptr<Waiter> Subscribe(const std::string& channel,
-                                    pubsub::WakePolicy policy) override;
+                                    pubsub::WakePolicy policy,
+                                    const std::string& waiter) override;
   void CancelWaits() override;
   void Close() override;
 

@@ -281,8 +281,8 @@ absl::Status AcquireLoop(LockEnv& env, const std::string& name,
     if (sub == nullptr) {
       // Only after the servers confirmed the subscription is a re-check free
       // of lost wake-ups: subscribe, await the confirmation, re-check.
-      sub =
-          backend.Subscribe(UnlockChannel(name), pubsub::WakePolicy::kWakeOne);
+      sub = backend.Subscribe(UnlockChannel(name), pubsub::WakePolicy::kWakeOne,
+                              /*waiter=*/"");
       absl::Status confirmed = sub->AwaitConfirmed(
           Earliest(deadline, Deadline::After(env.confirm_timeout())));
       if (confirmed.code() == absl::StatusCode::kDeadlineExceeded) {

@@ -48,6 +48,10 @@ Subscription::~Subscription() {
   {
     MutexLock lock(&owner_->mu_);
     if (policy_ == WakePolicy::kWakeAll) --channel_->wake_all;
+    if (policy_ == WakePolicy::kWakeNamed &&
+        --channel_->named[waiter_].subscriptions == 0) {
+      channel_->named.erase(waiter_);
+    }
     if (signal_ != nullptr) {
       auto& v = channel_->signals;
       v.erase(std::find(v.begin(), v.end(), signal_.get()));
@@ -77,7 +81,7 @@ absl::Status Subscription::AwaitConfirmed(Deadline deadline) {
   }
   if (owner_->closed_) return absl::CancelledError("the client was closed");
   seen_generation_ = owner_->generation_;
-  seen_messages_ = channel_->messages;  // the caller re-checks after this
+  seen_messages_ = Count();  // the caller re-checks after this
   return absl::OkStatus();
 }
 
@@ -88,9 +92,9 @@ WakeReason Subscription::Wait(Deadline deadline) {
     if (owner_->generation_ != seen_generation_) {
       return WakeReason::kResubscribed;
     }
-    if (policy_ == WakePolicy::kWakeAll) {
-      if (channel_->messages != seen_messages_) {
-        seen_messages_ = channel_->messages;
+    if (policy_ != WakePolicy::kWakeOne) {
+      if (const uint64_t count = Count(); count != seen_messages_) {
+        seen_messages_ = count;
         return WakeReason::kNotified;
       }
     } else if (channel_->permits > 0) {
@@ -100,6 +104,12 @@ WakeReason Subscription::Wait(Deadline deadline) {
     if (deadline.Expired()) return WakeReason::kTimeout;
     channel_->cv.WaitWithTimeout(&owner_->mu_, SliceUntil(deadline));
   }
+}
+
+uint64_t Subscription::Count() const {
+  if (policy_ == WakePolicy::kWakeAll) return channel_->messages;
+  auto it = channel_->named.find(waiter_);
+  return it == channel_->named.end() ? 0 : it->second.messages;
 }
 
 bool Subscription::closed() const {
@@ -215,13 +225,14 @@ void Subscriber::SendQueued() {
 
 std::unique_ptr<Subscription> Subscriber::Subscribe(
     const std::string& name, std::shared_ptr<WakeSignal> signal,
-    WakePolicy policy) {
+    WakePolicy policy, std::string waiter) {
   Channel* c;
   {
     MutexLock lock(&mu_);
     c = &channels_[name];
     if (signal != nullptr) c->signals.push_back(signal.get());
     if (policy == WakePolicy::kWakeAll) ++c->wake_all;
+    if (policy == WakePolicy::kWakeNamed) ++c->named[waiter].subscriptions;
     if (c->refs++ == 0) {
       c->permits = 0;
       c->refused_code = absl::StatusCode::kOk;
@@ -229,8 +240,8 @@ std::unique_ptr<Subscription> Subscriber::Subscribe(
     }
   }
   SendQueued();
-  return std::unique_ptr<Subscription>(
-      new Subscription(this, name, c, std::move(signal), policy));
+  return std::unique_ptr<Subscription>(new Subscription(
+      this, name, c, std::move(signal), policy, std::move(waiter)));
 }
 
 void Subscriber::Unref(const std::string& name, Channel* c) {
@@ -290,16 +301,20 @@ bool Subscriber::OnPush(const redis::Reply& reply) {
   auto it = channels_.find(v[1].str());
   if (it == channels_.end()) return true;
   Channel& c = it->second;
-  if (v[2].str() == kUnlockMessage && c.refs > 0) {
-    ++c.permits;
-    ++c.messages;
-    if (c.wake_all > 0) {
-      c.cv.SignalAll();  // wake-one waiters re-check the permits
-    } else {
-      c.cv.Signal();
-    }
-    c.NotifySignals();
+  if (c.refs == 0) return true;
+  ++c.messages;
+  bool all = c.wake_all > 0;
+  if (auto named = c.named.find(v[2].str()); named != c.named.end()) {
+    ++named->second.messages;
+    all = true;
   }
+  if (v[2].str() == kUnlockMessage) ++c.permits;
+  if (all) {
+    c.cv.SignalAll();  // wake-one waiters re-check the permits
+  } else if (v[2].str() == kUnlockMessage) {
+    c.cv.Signal();
+  }
+  c.NotifySignals();
   return true;
 }
 

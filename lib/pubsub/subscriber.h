@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -68,8 +69,12 @@ class WakeSignal {
 
 // What an unlock message on a channel wakes.
 enum class WakePolicy {
-  kWakeOne,  // one waiting subscription (it consumes a permit)
-  kWakeAll,  // every subscription waiting at the time
+  kWakeOne,    // an unlock message ("0") wakes one waiting subscription (it
+               // consumes a permit: Redisson's lock channel)
+  kWakeAll,    // any message wakes every subscription of this policy
+               // (Redisson's read-lock release)
+  kWakeNamed,  // a message whose text is the subscription's name wakes it
+               // (and any other of that name): a waiter named in the queue
 };
 
 // Why Subscription::Wait() returned.
@@ -108,29 +113,41 @@ class Subscription {
   friend class Subscriber;
   struct Channel;
   Subscription(Subscriber* owner, std::string name, Channel* channel,
-               std::shared_ptr<WakeSignal> signal, WakePolicy policy)
+               std::shared_ptr<WakeSignal> signal, WakePolicy policy,
+               std::string waiter)
       : owner_(owner),
         name_(std::move(name)),
         channel_(channel),
         signal_(std::move(signal)),
-        policy_(policy) {}
+        policy_(policy),
+        waiter_(std::move(waiter)) {}
+  // Messages this subscription has not consumed yet (its policy's count).
+  uint64_t Count() const;
 
   Subscriber* owner_;
   std::string name_;
   Channel* channel_;
   std::shared_ptr<WakeSignal> signal_;
   const WakePolicy policy_;
+  const std::string waiter_;  // kWakeNamed: the name
   uint64_t seen_generation_ = 0;
-  uint64_t seen_messages_ = 0;  // kWakeAll: Channel::messages seen
+  uint64_t seen_messages_ = 0;  // kWakeAll / kWakeNamed: count seen
 };
 
 struct Subscription::Channel {
   int refs = 0;
   int64_t permits = 0;
-  uint64_t messages = 0;  // unlock messages received (kWakeAll)
+  uint64_t messages = 0;  // messages received (kWakeAll)
   int wake_all = 0;       // subscriptions with WakePolicy::kWakeAll
-  int in_flight = 0;      // SUBSCRIBE/UNSUBSCRIBE sent, reply not yet read
-  bool wanted = false;    // the last command queued was SUBSCRIBE
+  // kWakeNamed: per name with subscriptions, messages naming it and the
+  // subscriptions of that name.
+  struct Named {
+    uint64_t messages = 0;
+    int subscriptions = 0;
+  };
+  absl::flat_hash_map<std::string, Named> named;
+  int in_flight = 0;    // SUBSCRIBE/UNSUBSCRIBE sent, reply not yet read
+  bool wanted = false;  // the last command queued was SUBSCRIBE
   // Why the server refused the SUBSCRIBE (NOPERM), empty if it did not. Kept
   // as code and text, not as an absl::Status: a Status shares its text by a
   // reference count that TSan cannot see in Debian's uninstrumented Abseil,
@@ -159,9 +176,10 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
   void Close();
 
   // `signal`, if given, is also notified for this subscription's events.
+  // `waiter`: the name of a kWakeNamed subscription.
   std::unique_ptr<Subscription> Subscribe(
       const std::string& channel, std::shared_ptr<WakeSignal> signal = nullptr,
-      WakePolicy policy = WakePolicy::kWakeOne);
+      WakePolicy policy = WakePolicy::kWakeOne, std::string waiter = "");
 
  private:
   friend class Subscription;

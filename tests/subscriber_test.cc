@@ -1,0 +1,134 @@
+// The pub/sub subscriber on the event loop (lib/pubsub/), against a real
+// redis-server: what one message wakes under each wake policy, and the
+// resubscription after the server drops the connection.
+
+#include "lib/pubsub/subscriber.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "lib/io/event_loop.h"
+#include "lib/redis/url.h"
+#include "tests/test_util.h"
+
+namespace relock {
+namespace pubsub {
+namespace {
+
+using ::relock::testing::RedisServer;
+
+constexpr absl::Duration kLong = absl::Seconds(10);  // a wake that must come
+// How long a waiter that must not wake is watched.
+constexpr absl::Duration kQuiet = absl::Milliseconds(300);
+
+class SubscriberTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start();
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    io::ConnectionOptions o;
+    absl::StatusOr<redis::Endpoint> ep = redis::ParseRedisUrl(server_->url());
+    ASSERT_TRUE(ep.ok()) << ep.status();
+    o.endpoint = *ep;
+    absl::StatusOr<std::shared_ptr<Subscriber>> sub =
+        Subscriber::Start(&loop_, o);
+    ASSERT_TRUE(sub.ok()) << sub.status();
+    subscriber_ = *std::move(sub);
+  }
+  void TearDown() override {
+    if (subscriber_ != nullptr) subscriber_->Close();
+    loop_.Stop();
+  }
+
+  std::unique_ptr<Subscription> Subscribe(WakePolicy policy,
+                                          const std::string& waiter = "") {
+    std::unique_ptr<Subscription> s =
+        subscriber_->Subscribe(kChannel, nullptr, policy, waiter);
+    EXPECT_TRUE(s->AwaitConfirmed(Deadline::After(kLong)).ok());
+    return s;
+  }
+  // PUBLISH through a plain connection; returns the receivers Redis counted.
+  int64_t Publish(const std::string& message) {
+    absl::StatusOr<testing::RedisValue> n =
+        server_->Command({"PUBLISH", kChannel, message});
+    EXPECT_TRUE(n.ok()) << n.status();
+    return n.ok() ? n->integer : -1;
+  }
+  static WakeReason WaitLong(Subscription& s) {
+    return s.Wait(Deadline::After(kLong));
+  }
+  static WakeReason WaitQuiet(Subscription& s) {
+    return s.Wait(Deadline::After(kQuiet));
+  }
+
+  static constexpr const char* kChannel = "redisson_lock__channel:{test}";
+  std::unique_ptr<RedisServer> server_;
+  // Declared before the subscriber, so destroyed after it.
+  io::EventLoop loop_;
+  std::shared_ptr<Subscriber> subscriber_;
+};
+
+TEST_F(SubscriberTest, AnUnlockMessageWakesExactlyOneWakeOneWaiter) {
+  std::unique_ptr<Subscription> a = Subscribe(WakePolicy::kWakeOne);
+  std::unique_ptr<Subscription> b = Subscribe(WakePolicy::kWakeOne);
+  EXPECT_EQ(Publish("0"), 1);  // one server subscription for both
+  // One of them takes the permit; the other stays asleep.
+  const WakeReason first = WaitLong(*a);
+  ASSERT_EQ(first, WakeReason::kNotified);
+  EXPECT_EQ(WaitQuiet(*b), WakeReason::kTimeout);
+  EXPECT_EQ(Publish("0"), 1);
+  EXPECT_EQ(WaitLong(*b), WakeReason::kNotified);
+  // A message that is not the unlock message wakes no wake-one waiter.
+  EXPECT_EQ(Publish("1"), 1);
+  EXPECT_EQ(WaitQuiet(*a), WakeReason::kTimeout);
+}
+
+TEST_F(SubscriberTest, AMessageWakesEveryWakeAllWaiter) {
+  std::vector<std::unique_ptr<Subscription>> subs;
+  for (int i = 0; i < 3; ++i) subs.push_back(Subscribe(WakePolicy::kWakeAll));
+  EXPECT_EQ(Publish("1"), 1);
+  for (auto& s : subs) EXPECT_EQ(WaitLong(*s), WakeReason::kNotified);
+  // Each saw it once.
+  for (auto& s : subs) EXPECT_EQ(WaitQuiet(*s), WakeReason::kTimeout);
+}
+
+TEST_F(SubscriberTest, ANamedMessageWakesOnlyTheWaiterOfThatName) {
+  std::unique_ptr<Subscription> a = Subscribe(WakePolicy::kWakeNamed, "a");
+  std::unique_ptr<Subscription> b = Subscribe(WakePolicy::kWakeNamed, "b");
+  std::unique_ptr<Subscription> one = Subscribe(WakePolicy::kWakeOne);
+  EXPECT_EQ(Publish("b"), 1);
+  EXPECT_EQ(WaitLong(*b), WakeReason::kNotified);
+  EXPECT_EQ(WaitQuiet(*a), WakeReason::kTimeout);
+  EXPECT_EQ(WaitQuiet(*one), WakeReason::kTimeout);
+  EXPECT_EQ(Publish("0"), 1);
+  EXPECT_EQ(WaitLong(*one), WakeReason::kNotified);
+  EXPECT_EQ(WaitQuiet(*a), WakeReason::kTimeout);
+  EXPECT_EQ(WaitQuiet(*b), WakeReason::kTimeout);
+}
+
+TEST_F(SubscriberTest, ADroppedConnectionIsReplacedAndWaitersReCheck) {
+  std::unique_ptr<Subscription> s = Subscribe(WakePolicy::kWakeOne);
+  ASSERT_TRUE(server_->Command({"CLIENT", "KILL", "TYPE", "pubsub"}).ok());
+  // Messages sent while disconnected are lost: the waiter is told to
+  // re-check, then is confirmed on the new connection and woken again.
+  EXPECT_EQ(WaitLong(*s), WakeReason::kResubscribed);
+  ASSERT_TRUE(s->AwaitConfirmed(Deadline::After(kLong)).ok());
+  EXPECT_EQ(Publish("0"), 1);
+  EXPECT_EQ(WaitLong(*s), WakeReason::kNotified);
+}
+
+TEST_F(SubscriberTest, CloseWakesWaitersWithClosed) {
+  std::unique_ptr<Subscription> s = Subscribe(WakePolicy::kWakeAll);
+  subscriber_->Close();
+  EXPECT_EQ(WaitLong(*s), WakeReason::kClosed);
+  EXPECT_EQ(s->AwaitConfirmed(Deadline::After(kQuiet)).code(),
+            absl::StatusCode::kCancelled);
+}
+
+}  // namespace
+}  // namespace pubsub
+}  // namespace relock
