@@ -30,8 +30,11 @@ void EventLoop::Stop() {
   if (!thread_.joinable()) return;
   // Handlers already posted still run (they fail the requests of closed
   // connections); completions they cause are destroyed with the context.
+  // The stop handler is queued before the work guard goes, so run() cannot
+  // return first; it holds no reference to the context (a handler that
+  // never ran would keep its context alive through it: a leak).
+  asio::post(*context_, [context = context_.get()] { context->stop(); });
   work_.reset();
-  asio::post(*context_, [context = context_] { context->stop(); });
   if (InLoopThread()) {
     thread_.detach();  // the handler that called us returns into run()
   } else {
