@@ -18,8 +18,10 @@ if (redis.call('exists', KEYS[1]) == 0)
     redis.call('pexpire', KEYS[1], ARGV[1])
   else
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    -- Shorter than the lease, or no TTL at all (-1: the key was gone, e.g.
+    -- after FLUSHALL or a restart, and HINCRBY made it anew): set the lease.
     local left = redis.call('pttl', KEYS[1])
-    if left >= 0 and left < tonumber(ARGV[1]) then
+    if left < tonumber(ARGV[1]) then
       redis.call('pexpire', KEYS[1], ARGV[1])
     end
   end

@@ -147,6 +147,21 @@ TEST_F(ReentrantLockTest, NestedReleaseKeepsAnExplicitLease) {
   ASSERT_TRUE(lock.Release().ok());
 }
 
+// Regression: a re-entry whose key had vanished (FLUSHALL, a restart without
+// persistence) made the key anew without a TTL: a lock that never expires.
+TEST_F(ReentrantLockTest, ReentryAfterTheKeyVanishedSetsALease) {
+  const std::string name = TestLockName();
+  Lock lock = client_->GetLock(name);
+  ASSERT_TRUE(lock.Acquire(absl::Seconds(30)).ok());
+  ASSERT_TRUE(redis().FlushAll().ok());
+  ASSERT_TRUE(lock.Acquire(absl::Seconds(30)).ok());  // a re-entry by count
+  absl::StatusOr<testing::RedisValue> pttl = redis().Command({"PTTL", name});
+  ASSERT_TRUE(pttl.ok()) << pttl.status();
+  EXPECT_GT(pttl->integer, 0);
+  EXPECT_LE(pttl->integer, 30000);
+  EXPECT_TRUE(lock.ForceRelease().ok());
+}
+
 TEST_F(ReentrantLockTest, ForceReleaseFreesAnotherOwnersLock) {
   Lock lock = client_->GetLock(TestLockName());
   ASSERT_TRUE(lock.Acquire().ok());

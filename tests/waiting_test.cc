@@ -176,6 +176,42 @@ TEST_F(WaitingTest, WaitersRecheckAfterThePubSubConnectionIsKilled) {
   EXPECT_TRUE(released.ok()) << released;
 }
 
+// Regression: after its pub/sub connection was replaced, a waiter re-checked
+// and then kept re-checking, sending acquire scripts back to back until it
+// got the lock (it never awaited the new subscription's confirmation, so
+// every wait said "resubscribed" again).
+TEST_F(WaitingTest, AWaiterDoesNotSpinAfterThePubSubConnectionIsReplaced) {
+  std::unique_ptr<Client> other = MustConnect(redis().url());
+  Lock theirs = other->GetLock(TestLockName());
+  // A 60 s lease: within the waiter's 30 s only an unlock message wakes it.
+  ASSERT_TRUE(theirs.Acquire(absl::Seconds(60)).ok());
+  Lock lock = client_->GetLock(TestLockName());
+  absl::Status acquired;
+  std::thread waiter([&] {
+    acquired = lock.TryAcquire(absl::Seconds(30));
+    if (acquired.ok()) acquired = lock.Release();
+  });
+  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_TRUE(redis().Command({"CLIENT", "KILL", "TYPE", "pubsub"}).ok());
+  absl::SleepFor(absl::Milliseconds(500));  // resubscribe, re-check once
+  auto evalsha_calls = [this] {
+    absl::StatusOr<testing::RedisValue> info =
+        redis().Command({"INFO", "commandstats"});
+    EXPECT_TRUE(info.ok());
+    const std::string& text = info->str;
+    const size_t at = text.find("cmdstat_evalsha:calls=");
+    if (at == std::string::npos) return int64_t{0};
+    return static_cast<int64_t>(std::stoll(text.substr(at + 22)));
+  };
+  const int64_t before = evalsha_calls();
+  absl::SleepFor(absl::Seconds(1));
+  EXPECT_LT(evalsha_calls() - before, 20)
+      << "a waiting thread kept sending acquire scripts";
+  ASSERT_TRUE(theirs.Release().ok());
+  waiter.join();
+  EXPECT_TRUE(acquired.ok()) << acquired;
+}
+
 TEST_F(WaitingTest, RapidHandOffsBetweenTwoThreadsNeverStall) {
   // Ping-pong many times: a lost wake-up would cost a 30 s lease.
   Lock lock = client_->GetLock(TestLockName());

@@ -251,7 +251,22 @@ absl::Status AcquireLoop(LockEnv& env, const std::string& name,
   const size_t n = backend.nodes();
   std::unique_ptr<backend::Waiter> sub;
   int failures = 0;
+  Attempt last;  // the latest attempt that found the lock held
   while (true) {
+    if (sub != nullptr) {
+      // Only after the servers confirmed the subscription is a re-check free
+      // of lost wake-ups. Confirmed once, this returns at once until the
+      // pub/sub connection is replaced; then it waits for the SUBSCRIBE on
+      // the new one (messages sent in between are lost), so a reconnect
+      // costs one re-check, not a re-check per loop.
+      absl::Status confirmed = sub->AwaitConfirmed(
+          Earliest(deadline, Deadline::After(env.confirm_timeout())));
+      if (confirmed.code() == absl::StatusCode::kDeadlineExceeded) {
+        if (deadline.Expired()) return HeldByOther(last, n);
+        return absl::UnavailableError(confirmed.message());
+      }
+      if (!confirmed.ok()) return confirmed;  // Cancelled, PermissionDenied
+    }
     Attempt a = TryOnce(env, name, owner, lease, fresh, deadline);
     if (a.kind == Attempt::kAcquired) {
       *sent_at = a.start;
@@ -278,23 +293,16 @@ absl::Status AcquireLoop(LockEnv& env, const std::string& name,
       continue;
     }
     if (deadline.Expired()) return HeldByOther(a, n);
+    last = std::move(a);
     if (sub == nullptr) {
-      // Only after the servers confirmed the subscription is a re-check free
-      // of lost wake-ups: subscribe, await the confirmation, re-check.
+      // Subscribe; the next loop awaits the confirmation, then re-checks.
       sub = backend.Subscribe(UnlockChannel(name), pubsub::WakePolicy::kWakeOne,
                               /*waiter=*/"");
-      absl::Status confirmed = sub->AwaitConfirmed(
-          Earliest(deadline, Deadline::After(env.confirm_timeout())));
-      if (confirmed.code() == absl::StatusCode::kDeadlineExceeded) {
-        if (deadline.Expired()) return HeldByOther(a, n);
-        return absl::UnavailableError(confirmed.message());
-      }
-      if (!confirmed.ok()) return confirmed;  // Cancelled, PermissionDenied
       continue;
     }
     // Sleep until an unlock message, the holder's lease end, or our deadline.
-    absl::Duration sleep = absl::Milliseconds(a.min_pttl_ms + 1);
-    if (a.min_pttl_ms < 0) {
+    absl::Duration sleep = absl::Milliseconds(last.min_pttl_ms + 1);
+    if (last.min_pttl_ms < 0) {
       // No lease: a lock set by hand, or not a lock at all (bounded either
       // way: FailedPrecondition now, or a re-check every kNoLeaseRecheck).
       if (n == 1) {

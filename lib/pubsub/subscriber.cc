@@ -202,6 +202,17 @@ void Subscriber::Enqueue(Op op, const std::string& name, Channel* c) {
 }
 
 void Subscriber::SendQueued() {
+  // Commands reach the connection in the order they were queued: only the
+  // loop thread drains the outbox. (Drained by the queuing threads, a
+  // thread's UNSUBSCRIBE could overtake another's later SUBSCRIBE of the
+  // same channel, leaving the channel unsubscribed while it looks
+  // confirmed.)
+  loop_->Post([weak = weak_from_this()] {
+    if (std::shared_ptr<Subscriber> self = weak.lock()) self->DrainOutbox();
+  });
+}
+
+void Subscriber::DrainOutbox() {
   std::vector<Command> batch;
   {
     MutexLock lock(&mu_);

@@ -197,7 +197,9 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
   // released.
   void Enqueue(Op op, const std::string& name, Channel* c)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Has the loop thread send what is queued, in order (DrainOutbox).
   void SendQueued() ABSL_LOCKS_EXCLUDED(mu_);
+  void DrainOutbox() ABSL_LOCKS_EXCLUDED(mu_);
   void Unref(const std::string& name, Channel* c);
   // Loop thread.
   void OnConnectionState(bool connected, const absl::Status& why);
