@@ -42,7 +42,10 @@ class NodeBackend : public Backend {
  public:
   static constexpr int kMaxSends = 3;
 
-  // `loop` must outlive the backend's Close().
+  // `loop` must outlive the backend's Close(), and be stopped (or at least
+  // done with this backend's requests: Close(), then EventLoop::Stop()) before
+  // the backend is destroyed: completions of its calls run on the loop and
+  // refer to the backend.
   static absl::StatusOr<std::unique_ptr<NodeBackend>> Create(
       io::EventLoop* loop, NodeOptions options,
       std::vector<redis::ScriptSource> scripts);
