@@ -35,9 +35,9 @@
 #include "lib/client/client_core.h"
 #include "lib/common/deadline.h"
 #include "lib/common/mutex.h"
-#include "lib/watchdog/hold_registry.h"
 #include "lib/lock/owner.h"
 #include "lib/timer/timer_thread.h"
+#include "lib/watchdog/hold_registry.h"
 #include "relock/relock.h"
 #include "tests/test_util.h"
 #include "tests/testing/child_process.h"
@@ -640,7 +640,8 @@ TEST_F(WatchdogTest, NoRenewalReachesRedisAfterUnlock) {
       core.holds().Find(released.name(), thread);
   ASSERT_TRUE(acquired.has_value());
   ASSERT_TRUE(Eventually([&] {
-    absl::optional<watchdog::Hold> h = core.holds().Find(released.name(), thread);
+    absl::optional<watchdog::Hold> h =
+        core.holds().Find(released.name(), thread);
     return h.has_value() && h->acked_at > acquired->acked_at;
   })) << "never renewed";
   ASSERT_TRUE(released.Release().ok());
