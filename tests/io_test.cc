@@ -1,7 +1,9 @@
 // The I/O core (lib/io/): one pipelined connection on the event loop, shared
 // by many threads, against real redis-servers: pipelining, abandoned
 // requests, stalls, restarts, a server that is down, unix sockets, AUTH and
-// SELECT, reconnecting by itself, Close().
+// SELECT, reconnecting by itself, Close(). The scenarios that depend on who
+// does the I/O run twice: through the loop, and as direct calls on a parked
+// connection (the caller's own I/O).
 
 #include <atomic>
 #include <memory>
@@ -49,11 +51,72 @@ std::shared_ptr<Connection> MustCreate(EventLoop* loop, ConnectionOptions o) {
 }
 
 Result Send(Connection& conn, std::initializer_list<absl::string_view> argv,
-            Deadline deadline = Deadline::Never()) {
+            Deadline deadline = Deadline::Never(), bool direct = true) {
   std::string wire;
   AppendCommand(argv, &wire);
-  return Call(conn, std::move(wire), 1, deadline);
+  return Call(conn, std::move(wire), 1, deadline, direct);
 }
+
+// Waits (up to 10 s) until `conn` is parked: idle, free for a direct call.
+bool AwaitParked(const Connection& conn) {
+  const Deadline limit = Deadline::After(absl::Seconds(10));
+  while (!conn.parked()) {
+    if (limit.Expired()) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return true;
+}
+
+// Who does a call's I/O: the loop thread, or the caller on a parked
+// connection.
+enum class Path { kLoop, kDirect };
+
+std::string PathName(const ::testing::TestParamInfo<Path>& info) {
+  return info.param == Path::kLoop ? "Loop" : "Direct";
+}
+
+// A redis-server and an event loop per test; Connect() opens connections
+// to the server on the loop (closed at the end of the test).
+class IoConnectionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = MustStart();
+    ASSERT_NE(server_, nullptr);
+  }
+  void TearDown() override {
+    for (const std::shared_ptr<Connection>& c : conns_) c->Close();
+  }
+  std::shared_ptr<Connection> Connect() {
+    return Connect(OptionsFor(server_->url()));
+  }
+  std::shared_ptr<Connection> Connect(ConnectionOptions o) {
+    std::shared_ptr<Connection> c = MustCreate(&loop_, std::move(o));
+    if (c != nullptr) conns_.push_back(c);
+    return c;
+  }
+
+  std::unique_ptr<RedisServer> server_;
+  EventLoop loop_;
+  std::vector<std::shared_ptr<Connection>> conns_;
+};
+
+class IoPathTest : public IoConnectionTest,
+                   public ::testing::WithParamInterface<Path> {
+ protected:
+  bool direct() const { return GetParam() == Path::kDirect; }
+  // Send() by this test's path; a direct call first waits until `conn` is
+  // parked.
+  Result SendByPath(Connection& conn,
+                    std::initializer_list<absl::string_view> argv,
+                    Deadline deadline = Deadline::Never()) {
+    if (direct()) EXPECT_TRUE(AwaitParked(conn));
+    return Send(conn, argv, deadline, direct());
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(BothPaths, IoPathTest,
+                         ::testing::Values(Path::kLoop, Path::kDirect),
+                         PathName);
 
 // Connections to `server` other than the one asking (CLIENT LIST).
 int OtherConnections(RedisServer& server) {
@@ -65,12 +128,8 @@ int OtherConnections(RedisServer& server) {
   return lines - 1;
 }
 
-TEST(IoConnectionTest, ManyThreadsShareOneConnectionInOrder) {
-  std::unique_ptr<RedisServer> server = MustStart();
-  ASSERT_NE(server, nullptr);
-  EventLoop loop;
-  std::shared_ptr<Connection> conn =
-      MustCreate(&loop, OptionsFor(server->url()));
+TEST_F(IoConnectionTest, ManyThreadsShareOneConnectionInOrder) {
+  std::shared_ptr<Connection> conn = Connect();
   ASSERT_NE(conn, nullptr);
   constexpr int kThreads = 32;
   constexpr int kCalls = 200;
@@ -91,18 +150,66 @@ TEST(IoConnectionTest, ManyThreadsShareOneConnectionInOrder) {
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(wrong.load(), 0);
-  EXPECT_EQ(OtherConnections(*server), 1);
+  EXPECT_EQ(OtherConnections(*server_), 1);
   EXPECT_EQ(conn->connects(), 1u);
   EXPECT_EQ(conn->outstanding(), 0u);
-  conn->Close();
 }
 
-TEST(IoConnectionTest, PipelinedRequestGetsEveryReplyInOrder) {
-  std::unique_ptr<RedisServer> server = MustStart();
-  ASSERT_NE(server, nullptr);
-  EventLoop loop;
-  std::shared_ptr<Connection> conn =
-      MustCreate(&loop, OptionsFor(server->url()));
+TEST_F(IoConnectionTest, DirectCallsAndLoopCallsInterleaveInOrder) {
+  std::shared_ptr<Connection> conn = Connect();
+  ASSERT_NE(conn, nullptr);
+  constexpr int kThreads = 8;
+  constexpr int kCalls = 300;
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    // Even threads may do their own I/O, odd ones always go through the
+    // loop; every few calls are two commands in one request.
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kCalls; ++i) {
+        const std::string a = absl::StrCat("t", t, "-", i);
+        const std::string b = absl::StrCat(a, "-second");
+        std::string wire;
+        AppendCommand({"ECHO", a}, &wire);
+        const size_t commands = i % 4 == 0 ? 2 : 1;
+        if (commands == 2) AppendCommand({"ECHO", b}, &wire);
+        Result r = Call(*conn, std::move(wire), commands, Deadline::Never(),
+                        /*direct=*/t % 2 == 0);
+        if (!r.status.ok() || r.replies.size() != commands ||
+            r.replies[0].str() != a ||
+            (commands == 2 && r.replies[1].str() != b)) {
+          wrong.fetch_add(1);
+        }
+        if (i % 50 == 0) absl::SleepFor(absl::Microseconds(200));
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(conn->connects(), 1u);
+  EXPECT_EQ(conn->outstanding(), 0u);
+}
+
+TEST_F(IoConnectionTest, AParkedConnectionLetsTheCallerDoItsOwnIo) {
+  std::shared_ptr<Connection> conn = Connect();
+  ASSERT_NE(conn, nullptr);
+  ASSERT_TRUE(Send(*conn, {"PING"}).status.ok());  // connects
+  ASSERT_TRUE(AwaitParked(*conn));
+  const uint64_t before = conn->direct_calls();
+  for (int i = 0; i < 20; ++i) {
+    const std::string v = absl::StrCat("v", i);
+    Result r = Send(*conn, {"ECHO", v});
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    EXPECT_EQ(r.replies[0].str(), v);
+  }
+  // Nobody else used it, so it was free for every one of them.
+  EXPECT_EQ(conn->direct_calls(), before + 20);
+  EXPECT_TRUE(conn->parked());
+  EXPECT_EQ(conn->connects(), 1u);
+}
+
+TEST_F(IoConnectionTest, PipelinedRequestGetsEveryReplyInOrder) {
+  std::shared_ptr<Connection> conn = Connect();
   ASSERT_NE(conn, nullptr);
   const absl::string_view binary("v\r\n\0x", 5);
   std::string wire;
@@ -115,96 +222,23 @@ TEST(IoConnectionTest, PipelinedRequestGetsEveryReplyInOrder) {
   EXPECT_EQ(r.replies[0].str(), "OK");
   EXPECT_EQ(r.replies[1].str(), binary);
   EXPECT_TRUE(r.replies[2].is_error());
-  conn->Close();
 }
 
-TEST(IoConnectionTest, AnAbandonedRequestDoesNotBreakTheConnection) {
-  std::unique_ptr<RedisServer> server = MustStart();
-  ASSERT_NE(server, nullptr);
-  EventLoop loop;
-  std::shared_ptr<Connection> conn =
-      MustCreate(&loop, OptionsFor(server->url()));
+TEST_F(IoConnectionTest, AServerThatIsDownFailsCallsAtOnce) {
+  std::shared_ptr<Connection> conn = Connect();
   ASSERT_NE(conn, nullptr);
-  ASSERT_TRUE(Send(*conn, {"PING"}).status.ok());
-  Stopwatch watch;
-  Result slow = Send(*conn, {"DEBUG", "SLEEP", "0.5"},
-                     Deadline::After(absl::Milliseconds(50)));
-  EXPECT_EQ(slow.status.code(), absl::StatusCode::kDeadlineExceeded)
-      << slow.status;
-  EXPECT_FALSE(slow.resendable);
-  EXPECT_LT(watch.Elapsed(), absl::Milliseconds(450));
-  // The late reply is discarded; the next request gets its own.
-  Result echo = Send(*conn, {"ECHO", "after"});
-  ASSERT_TRUE(echo.status.ok()) << echo.status;
-  EXPECT_EQ(echo.replies[0].str(), "after");
-  EXPECT_EQ(conn->connects(), 1u);
-  conn->Close();
-}
-
-TEST(IoConnectionTest, ASilentServerIsReplacedAfterTheCommandTimeout) {
-  std::unique_ptr<RedisServer> server = MustStart();
-  ASSERT_NE(server, nullptr);
-  EventLoop loop;
-  ConnectionOptions o = OptionsFor(server->url());
-  o.command_timeout = absl::Milliseconds(300);
-  o.connect_timeout = absl::Milliseconds(300);
-  std::shared_ptr<Connection> conn = MustCreate(&loop, o);
-  ASSERT_NE(conn, nullptr);
-  ASSERT_TRUE(Send(*conn, {"PING"}).status.ok());
-  ASSERT_TRUE(server->Pause().ok());
-  Stopwatch watch;
-  Result r = Send(*conn, {"PING"});
-  EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
-  EXPECT_FALSE(r.resendable);  // it may still run
-  EXPECT_LT(watch.Elapsed(), absl::Seconds(3));
-  ASSERT_TRUE(server->Resume().ok());
-  Result again = Send(*conn, {"PING"});
-  EXPECT_TRUE(again.status.ok()) << again.status;
-  EXPECT_EQ(conn->connects(), 2u);
-  conn->Close();
-}
-
-TEST(IoConnectionTest, ARestartDropsWrittenRequestsAsResendable) {
-  std::unique_ptr<RedisServer> server = MustStart();
-  ASSERT_NE(server, nullptr);
-  EventLoop loop;
-  std::shared_ptr<Connection> conn =
-      MustCreate(&loop, OptionsFor(server->url()));
-  ASSERT_NE(conn, nullptr);
-  ASSERT_TRUE(Send(*conn, {"PING"}).status.ok());
-  ASSERT_TRUE(server->Restart().ok());
-  // The first request finds the old connection closed (resendable), or the
-  // loop already saw the EOF and it went out on a new connection.
-  Result r = Send(*conn, {"PING"});
-  if (!r.status.ok()) {
-    EXPECT_TRUE(r.resendable) << r.status;
-    r = Send(*conn, {"PING"});
-  }
-  EXPECT_TRUE(r.status.ok()) << r.status;
-  EXPECT_EQ(conn->connects(), 2u);
-  conn->Close();
-}
-
-TEST(IoConnectionTest, AServerThatIsDownFailsCallsAtOnce) {
-  std::unique_ptr<RedisServer> server = MustStart();
-  ASSERT_NE(server, nullptr);
-  EventLoop loop;
-  std::shared_ptr<Connection> conn =
-      MustCreate(&loop, OptionsFor(server->url()));
-  ASSERT_NE(conn, nullptr);
-  ASSERT_TRUE(server->Stop().ok());
+  ASSERT_TRUE(server_->Stop().ok());
   for (int i = 0; i < 3; ++i) {
     Stopwatch watch;
     Result r = Send(*conn, {"PING"});
     EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
     EXPECT_THAT(std::string(r.status.message()),
-                HasSubstr(absl::StrCat("127.0.0.1:", server->port())));
+                HasSubstr(absl::StrCat("127.0.0.1:", server_->port())));
     EXPECT_LT(watch.Elapsed(), absl::Seconds(1));
   }
-  conn->Close();
 }
 
-TEST(IoConnectionTest, UnixSocketAuthAndSelect) {
+TEST(IoUnixSocketTest, AuthAndSelect) {
   RedisServerOptions so;
   so.unix_socket = true;
   so.requirepass = "s3cret";
@@ -235,13 +269,10 @@ TEST(IoConnectionTest, UnixSocketAuthAndSelect) {
   refused->Close();
 }
 
-TEST(IoConnectionTest, KeepConnectedReconnectsByItselfAndReportsIt) {
-  std::unique_ptr<RedisServer> server = MustStart();
-  ASSERT_NE(server, nullptr);
-  EventLoop loop;
-  ConnectionOptions o = OptionsFor(server->url());
+TEST_F(IoConnectionTest, KeepConnectedReconnectsByItselfAndReportsIt) {
+  ConnectionOptions o = OptionsFor(server_->url());
   o.keep_connected = true;
-  std::shared_ptr<Connection> conn = MustCreate(&loop, o);
+  std::shared_ptr<Connection> conn = Connect(o);
   ASSERT_NE(conn, nullptr);
   struct Seen {
     Mutex mu;
@@ -253,7 +284,7 @@ TEST(IoConnectionTest, KeepConnectedReconnectsByItselfAndReportsIt) {
     (connected ? seen.up : seen.down) += 1;
   });
   ASSERT_TRUE(Send(*conn, {"PING"}).status.ok());
-  ASSERT_TRUE(server->Command({"CLIENT", "KILL", "TYPE", "normal"}).ok());
+  ASSERT_TRUE(server_->Command({"CLIENT", "KILL", "TYPE", "normal"}).ok());
   {
     MutexLock lock(&seen.mu);
     EXPECT_TRUE(seen.mu.AwaitWithTimeout(
@@ -264,24 +295,104 @@ TEST(IoConnectionTest, KeepConnectedReconnectsByItselfAndReportsIt) {
         absl::Seconds(10)));
     EXPECT_GE(seen.down, 1);
   }
-  conn->Close();
 }
 
-TEST(IoConnectionTest, CloseFailsWhatIsOutstandingAndLaterCalls) {
-  std::unique_ptr<RedisServer> server = MustStart();
-  ASSERT_NE(server, nullptr);
-  EventLoop loop;
-  std::shared_ptr<Connection> conn =
-      MustCreate(&loop, OptionsFor(server->url()));
+TEST_P(IoPathTest, AnAbandonedRequestDoesNotBreakTheConnection) {
+  std::shared_ptr<Connection> conn = Connect();
   ASSERT_NE(conn, nullptr);
   ASSERT_TRUE(Send(*conn, {"PING"}).status.ok());
+  const uint64_t direct_before = conn->direct_calls();
+  Stopwatch watch;
+  Result slow = SendByPath(*conn, {"DEBUG", "SLEEP", "0.5"},
+                           Deadline::After(absl::Milliseconds(50)));
+  EXPECT_EQ(slow.status.code(), absl::StatusCode::kDeadlineExceeded)
+      << slow.status;
+  EXPECT_FALSE(slow.resendable);
+  EXPECT_LT(watch.Elapsed(), absl::Milliseconds(450));
+  // The late reply is discarded (by the loop, also after a direct call gave
+  // up); the next request gets its own.
+  Result echo = SendByPath(*conn, {"ECHO", "after"});
+  ASSERT_TRUE(echo.status.ok()) << echo.status;
+  EXPECT_EQ(echo.replies[0].str(), "after");
+  EXPECT_EQ(conn->connects(), 1u);
+  EXPECT_EQ(conn->direct_calls(), direct_before + (direct() ? 2 : 0));
+}
+
+TEST_P(IoPathTest, ASilentServerIsReplacedAfterTheCommandTimeout) {
+  ConnectionOptions o = OptionsFor(server_->url());
+  o.command_timeout = absl::Milliseconds(300);
+  o.connect_timeout = absl::Milliseconds(300);
+  std::shared_ptr<Connection> conn = Connect(o);
+  ASSERT_NE(conn, nullptr);
+  ASSERT_TRUE(Send(*conn, {"PING"}).status.ok());
+  if (direct()) ASSERT_TRUE(AwaitParked(*conn));
+  ASSERT_TRUE(server_->Pause().ok());
+  Stopwatch watch;
+  Result r = SendByPath(*conn, {"PING"});
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
+  EXPECT_FALSE(r.resendable);  // it may still run
+  EXPECT_LT(watch.Elapsed(), absl::Seconds(3));
+  ASSERT_TRUE(server_->Resume().ok());
+  Result again = Send(*conn, {"PING"});
+  EXPECT_TRUE(again.status.ok()) << again.status;
+  EXPECT_EQ(conn->connects(), 2u);
+}
+
+TEST_P(IoPathTest, ARestartDropsWrittenRequestsAsResendable) {
+  std::shared_ptr<Connection> conn = Connect();
+  ASSERT_NE(conn, nullptr);
+  ASSERT_TRUE(Send(*conn, {"PING"}).status.ok());
+  if (direct()) ASSERT_TRUE(AwaitParked(*conn));
+  ASSERT_TRUE(server_->Restart().ok());
+  // The first request finds the old connection closed (resendable), or the
+  // closed socket was noticed first and it went out on a new connection.
+  Result r = Send(*conn, {"PING"}, Deadline::Never(), direct());
+  if (!r.status.ok()) {
+    EXPECT_TRUE(r.resendable) << r.status;
+    r = Send(*conn, {"PING"});
+  }
+  EXPECT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(conn->connects(), 2u);
+}
+
+TEST_P(IoPathTest, AKilledIdleConnectionIsReplacedBeforeTheNextRequest) {
+  std::shared_ptr<Connection> conn = Connect();
+  ASSERT_NE(conn, nullptr);
+  Result id = Send(*conn, {"CLIENT", "ID"});
+  ASSERT_TRUE(id.status.ok()) << id.status;
+  ASSERT_TRUE(AwaitParked(*conn));  // nobody reads it now
+  const std::string client_id = absl::StrCat(id.replies[0].integer());
+  ASSERT_TRUE(server_->Command({"CLIENT", "KILL", "ID", client_id}).ok());
+  // Redis closed the socket before it answered CLIENT KILL: the next request
+  // finds that out before it writes, and goes out on a new connection.
+  Result r = Send(*conn, {"ECHO", "fresh"}, Deadline::Never(), direct());
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.replies[0].str(), "fresh");
+  EXPECT_EQ(conn->connects(), 2u);
+}
+
+TEST_P(IoPathTest, CloseFailsWhatIsOutstandingAndLaterCalls) {
+  std::shared_ptr<Connection> conn = Connect();
+  ASSERT_NE(conn, nullptr);
+  ASSERT_TRUE(Send(*conn, {"PING"}).status.ok());
+  if (direct()) ASSERT_TRUE(AwaitParked(*conn));
+  const uint64_t direct_before = conn->direct_calls();
   Result slow;
-  std::thread waiter([&] { slow = Send(*conn, {"DEBUG", "SLEEP", "1"}); });
-  absl::SleepFor(absl::Milliseconds(100));
+  Stopwatch watch;
+  std::thread waiter([&] {
+    slow = Send(*conn, {"DEBUG", "SLEEP", "3"}, Deadline::Never(), direct());
+  });
+  // Closed while the request is out (a direct caller is inside its call).
+  const Deadline limit = Deadline::After(absl::Seconds(10));
+  while (conn->outstanding() == 0 && !limit.Expired()) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(conn->direct_calls(), direct_before + (direct() ? 1 : 0));
   conn->Close();
   waiter.join();
   EXPECT_EQ(slow.status.code(), absl::StatusCode::kFailedPrecondition)
       << slow.status;
+  EXPECT_LT(watch.Elapsed(), absl::Milliseconds(2500));  // not the sleep
   EXPECT_EQ(Send(*conn, {"PING"}).status.code(),
             absl::StatusCode::kFailedPrecondition);
 }

@@ -133,30 +133,43 @@ io::Connection& NodeBackend::Pick() {
   return *connections_[i % connections_.size()];
 }
 
+std::shared_ptr<NodeBackend::Pending> NodeBackend::MakePending(
+    Resend resend, std::shared_ptr<std::atomic<bool>> abandon, Done done) {
+  auto p = std::make_shared<Pending>();
+  p->resend = resend;
+  p->abandon = std::move(abandon);
+  p->done = std::move(done);
+  return p;
+}
+
+std::shared_ptr<NodeBackend::Pending> NodeBackend::MakeScriptCall(
+    size_t script, absl::Span<const absl::string_view> keys,
+    absl::Span<const absl::string_view> args, Resend resend,
+    std::shared_ptr<std::atomic<bool>> abandon, Done done) {
+  std::shared_ptr<Pending> p =
+      MakePending(resend, std::move(abandon), std::move(done));
+  scripts_.AppendEvalsha(script, keys, args, &p->wire);
+  p->script = true;
+  p->index = script;
+  return p;
+}
+
 void NodeBackend::RunAsync(size_t script,
                            absl::Span<const absl::string_view> keys,
                            absl::Span<const absl::string_view> args,
                            Resend resend,
                            std::shared_ptr<std::atomic<bool>> abandon,
                            Done done) {
-  auto p = std::make_shared<Pending>();
-  scripts_.AppendEvalsha(script, keys, args, &p->wire);
-  p->script = true;
-  p->index = script;
-  p->resend = resend;
-  p->abandon = std::move(abandon);
-  p->done = std::move(done);
-  Send(p);
+  Send(MakeScriptCall(script, keys, args, resend, std::move(abandon),
+                      std::move(done)));
 }
 
 void NodeBackend::SendAsync(std::string wire, Resend resend,
                             std::shared_ptr<std::atomic<bool>> abandon,
                             Done done) {
-  auto p = std::make_shared<Pending>();
+  std::shared_ptr<Pending> p =
+      MakePending(resend, std::move(abandon), std::move(done));
   p->wire = std::move(wire);
-  p->resend = resend;
-  p->abandon = std::move(abandon);
-  p->done = std::move(done);
   Send(p);
 }
 
@@ -171,30 +184,65 @@ void NodeBackend::Send(const std::shared_ptr<Pending>& pending) {
   Pick().Submit(std::move(request));
 }
 
-void NodeBackend::OnResult(const std::shared_ptr<Pending>& p, io::Result r) {
+absl::optional<Answer> NodeBackend::Settle(Pending& p, io::Result r) {
   const bool abandoned =
-      p->abandon != nullptr && p->abandon->load(std::memory_order_relaxed);
+      p.abandon != nullptr && p.abandon->load(std::memory_order_relaxed);
   if (r.status.ok()) {
-    if (p->script && !p->evaled && !abandoned &&
+    if (p.script && !p.evaled && !abandoned &&
         redis::ScriptSet::IsNoScript(r.replies[0])) {
       // The server lost its script cache: EVAL of the source caches it
       // again. The EVALSHA did not run, so this is still the first run.
-      p->evaled = true;
-      --p->sends;
-      p->wire = scripts_.EvalFromEvalsha(p->index, p->wire);
-      Send(p);
-      return;
+      p.evaled = true;
+      --p.sends;
+      p.wire = scripts_.EvalFromEvalsha(p.index, p.wire);
+      return absl::nullopt;
     }
-    p->done(Answer{std::move(r.replies[0]), p->resent});
-    return;
+    return Answer{std::move(r.replies[0]), p.resent};
   }
-  if (p->resend == Resend::kIfDropped && r.resendable && p->sends < kMaxSends &&
+  if (p.resend == Resend::kIfDropped && r.resendable && p.sends < kMaxSends &&
       !abandoned) {
-    p->resent = true;
-    Send(p);
-    return;
+    p.resent = true;
+    return absl::nullopt;
   }
-  p->done(Answer{std::move(r.status), p->resent});
+  return Answer{std::move(r.status), p.resent};
+}
+
+void NodeBackend::OnResult(const std::shared_ptr<Pending>& p, io::Result r) {
+  absl::optional<Answer> answer = Settle(*p, std::move(r));
+  if (!answer.has_value()) return Send(p);
+  p->done(*std::move(answer));
+}
+
+std::vector<Answer> NodeBackend::CallBlocking(const std::shared_ptr<Pending>& p,
+                                              Deadline deadline,
+                                              const Enough& enough) {
+  // While the connection is idle, this thread does the I/O itself (see
+  // "Direct calls" in lib/io/connection.h): no hand-off to the loop thread
+  // and back. Resends and NOSCRIPT go the same way.
+  const Deadline until = Earliest(deadline, Deadline::After(backstop()));
+  for (;;) {
+    absl::optional<io::Result> r = Pick().TryDirect(p->wire, 1, until);
+    if (!r.has_value()) break;
+    ++p->sends;
+    absl::optional<Answer> answer = Settle(*p, *std::move(r));
+    if (answer.has_value()) {
+      std::vector<Answer> answers;
+      answers.push_back(*std::move(answer));
+      if (enough) enough(0, answers[0]);
+      return answers;
+    }
+  }
+  // The connection is busy: through the loop, pipelined with the others.
+  p->abandon = std::make_shared<std::atomic<bool>>(false);
+  std::vector<Answer> answers = AwaitAnswers(
+      1, deadline, backstop(), enough,
+      [&](size_t, Done done) {
+        p->done = std::move(done);
+        Send(p);
+      },
+      [this](size_t) { return name_; });
+  p->abandon->store(true, std::memory_order_relaxed);
+  return answers;
 }
 
 std::vector<Answer> NodeBackend::Run(size_t script,
@@ -208,31 +256,17 @@ std::vector<Answer> NodeBackend::Run(size_t script,
     none.push_back(Answer{absl::CancelledError("not sent"), false});
     return none;
   }
-  auto abandon = std::make_shared<std::atomic<bool>>(false);
-  std::vector<Answer> answers = AwaitAnswers(
-      1, deadline, backstop(), enough,
-      [&](size_t, Done done) {
-        RunAsync(script, keys, args, resend, abandon, std::move(done));
-      },
-      [this](size_t) { return name_; });
-  abandon->store(true, std::memory_order_relaxed);
-  return answers;
+  return CallBlocking(
+      MakeScriptCall(script, keys, args, resend, nullptr, nullptr), deadline,
+      enough);
 }
 
 std::vector<Answer> NodeBackend::Command(
     absl::Span<const absl::string_view> argv, Deadline deadline) {
-  std::string wire;
-  redis::AppendCommand(argv, &wire);
-  auto abandon = std::make_shared<std::atomic<bool>>(false);
-  std::vector<Answer> answers = AwaitAnswers(
-      1, deadline, backstop(), nullptr,
-      [&](size_t, Done done) {
-        SendAsync(std::move(wire), Resend::kIfDropped, abandon,
-                  std::move(done));
-      },
-      [this](size_t) { return name_; });
-  abandon->store(true, std::memory_order_relaxed);
-  return answers;
+  std::shared_ptr<Pending> p =
+      MakePending(Resend::kIfDropped, nullptr, nullptr);
+  redis::AppendCommand(argv, &p->wire);
+  return CallBlocking(p, deadline, nullptr);
 }
 
 void NodeBackend::RunBatchAsync(

@@ -2,7 +2,9 @@
 // Backend: its command connection(s) and its pub/sub connection on the
 // client's event loop, and the scripts loaded there.
 //
-// Calls are asynchronous underneath (RunAsync): an EVALSHA that meets
+// Calls are asynchronous underneath (RunAsync); a blocking call on an idle
+// connection does its I/O on the caller's thread instead (see "Direct calls"
+// in lib/io/connection.h), with the same results. An EVALSHA that meets
 // NOSCRIPT (SCRIPT FLUSH, a restart) is sent again as EVAL of the source,
 // which caches the script again; a call the server dropped is resent (at
 // most kMaxSends sends) when Resend::kIfDropped says it is harmless. The
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/optional.h"
 #include "lib/backend/backend.h"
 #include "lib/io/connection.h"
 #include "lib/io/event_loop.h"
@@ -107,8 +110,20 @@ class NodeBackend : public Backend {
   struct Pending;
   NodeBackend(NodeOptions options, std::vector<redis::ScriptSource> scripts);
   io::Connection& Pick();
+  std::shared_ptr<Pending> MakePending(
+      Resend resend, std::shared_ptr<std::atomic<bool>> abandon, Done done);
+  std::shared_ptr<Pending> MakeScriptCall(
+      size_t script, absl::Span<const absl::string_view> keys,
+      absl::Span<const absl::string_view> args, Resend resend,
+      std::shared_ptr<std::atomic<bool>> abandon, Done done);
   void Send(const std::shared_ptr<Pending>& pending);
+  // The answer a send's result gives, or nullopt when `pending` must be sent
+  // again (after a drop, or as EVAL after NOSCRIPT).
+  absl::optional<Answer> Settle(Pending& pending, io::Result result);
   void OnResult(const std::shared_ptr<Pending>& pending, io::Result result);
+  // Run() and Command(): `pending` for a caller that blocks until `deadline`.
+  std::vector<Answer> CallBlocking(const std::shared_ptr<Pending>& pending,
+                                   Deadline deadline, const Enough& enough);
 
   const NodeOptions options_;
   const std::string name_;

@@ -2,8 +2,13 @@
 
 #include <hiredis/hiredis.h>
 #include <hiredis/read.h>
+#include <poll.h>
+#include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -36,6 +41,50 @@ std::shared_ptr<const BackoffStrategy> DefaultReconnectBackoff() {
   return *ExponentialBackoff(o);
 }
 
+// strerror(), thread-safe.
+std::string ErrnoText(int error) {
+  return std::error_code(error, std::system_category()).message();
+}
+
+// Whether a parked socket (no request outstanding) is still quiet: OK, or
+// why it cannot be used (the server closed it, or sent something nobody
+// asked for, such as an error before closing).
+absl::Status CheckParked(int fd, const redis::Endpoint& endpoint) {
+  char byte = 0;
+  const ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+    return absl::OkStatus();
+  }
+  const std::string where = endpoint.ToString();
+  if (n == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("Redis at ", where, ": server closed the connection"));
+  }
+  if (n < 0) {
+    return absl::UnavailableError(
+        absl::StrCat("Redis at ", where, ": ", ErrnoText(errno)));
+  }
+  return absl::UnavailableError(absl::StrCat(
+      "Redis at ", where, " sent data while no request was outstanding"));
+}
+
+// Waits until `fd` is ready for `events` (or has failed) or `until`
+// passes: false when the time ran out.
+bool AwaitFd(int fd, decltype(pollfd::events) events,
+             SteadyClock::time_point until) {
+  for (;;) {
+    const SteadyClock::time_point now = SteadyClock::now();
+    if (now >= until) return false;
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(until - now).count();
+    pollfd p{fd, events, 0};
+    const int r =
+        ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, INT_MAX)));
+    if (r > 0) return true;  // the next send/recv says what happened
+    if (r < 0 && errno != EINTR) return true;
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Connection>> Connection::Create(
@@ -66,6 +115,241 @@ Connection::Connection(EventLoop* loop, ConnectionOptions options,
 
 Connection::~Connection() {
   if (reader_ != nullptr) redisReaderFree(reader_);
+}
+
+absl::optional<Result> Connection::TryDirect(absl::string_view wire,
+                                             size_t commands,
+                                             Deadline deadline) {
+  std::shared_ptr<Transport> transport;  // keeps the socket open meanwhile
+  int fd = -1;
+  {
+    MutexLock lock(&mu_);
+    if (owner_ != Owner::kIdle || closed_ || !submitted_.empty()) {
+      return absl::nullopt;
+    }
+    owner_ = Owner::kCaller;
+    transport = lent_transport_;
+    fd = lent_fd_;
+  }
+  Result result;
+  Handback back;
+  if (absl::Status quiet = CheckParked(fd, options_.endpoint); !quiet.ok()) {
+    back.kind = Handback::Kind::kStale;
+    back.why = std::move(quiet);
+    back.resendable = true;
+  } else {
+    direct_calls_.fetch_add(1, std::memory_order_relaxed);
+    outstanding_.fetch_add(1, std::memory_order_relaxed);
+    back = DirectIo(fd, wire, commands, deadline, &result);
+    outstanding_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  bool adopt = back.kind != Handback::Kind::kDone;
+  bool pump = false;
+  {
+    MutexLock lock(&mu_);
+    if (closed_) {
+      adopt = true;
+      if (!result.status.ok()) result = Result{Closed(), {}, false};
+    }
+    if (!adopt) {
+      owner_ = Owner::kIdle;
+      pump = !submitted_.empty() && !pump_posted_;
+      pump_posted_ = pump_posted_ || pump;
+    }
+  }
+  const bool stale = back.kind == Handback::Kind::kStale;
+  if (adopt) {
+    loop_->Post([self = shared_from_this(), back = std::move(back)] {
+      self->Adopt(back);
+    });
+  } else if (pump) {
+    loop_->Post([self = shared_from_this()] { self->Pump(); });
+  }
+  if (stale) return absl::nullopt;
+  return result;
+}
+
+Connection::Handback Connection::DirectIo(int fd, absl::string_view wire,
+                                          size_t commands, Deadline deadline,
+                                          Result* result) {
+  auto where = [this] { return options_.endpoint.ToString(); };
+  const auto stall = absl::ToChronoNanoseconds(options_.command_timeout);
+  Handback back;  // kDone unless something below needs the loop
+  back.progress_at = SteadyClock::now();
+  auto broken = [&](absl::Status why, bool resendable) {
+    back.kind = Handback::Kind::kBroken;
+    back.why = Unshared(why);
+    back.resendable = resendable;
+    *result = Result{std::move(why), {}, resendable};
+    return back;
+  };
+  // After a wait that ran out: the caller's deadline, or command_timeout
+  // without progress.
+  auto timed_out = [&](size_t remaining, bool partly_written) {
+    if (deadline.Expired()) {
+      *result = Result{
+          absl::DeadlineExceededError(absl::StrCat(
+              "Redis at ", where(), ": no reply before the call's deadline")),
+          {},
+          false};
+      if (partly_written) {
+        // Half a command on the wire: nothing more can be sent on it.
+        back.kind = Handback::Kind::kBroken;
+        back.why = absl::UnavailableError(absl::StrCat(
+            "Redis at ", where(), ": a request was abandoned half written"));
+      } else if (remaining > 0) {
+        back.kind = Handback::Kind::kInFlight;
+        back.remaining = remaining;
+      }
+      return back;
+    }
+    return broken(
+        absl::UnavailableError(absl::StrCat(
+            "Redis at ", where(), ": no reply within command_timeout ",
+            absl::FormatDuration(options_.command_timeout))),
+        false);
+  };
+  for (size_t sent = 0; sent < wire.size();) {
+    const ssize_t n = ::send(fd, wire.data() + sent, wire.size() - sent,
+                             MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      sent += static_cast<size_t>(n);
+      back.progress_at = SteadyClock::now();
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (!AwaitFd(fd, POLLOUT,
+                   std::min(deadline.time(), back.progress_at + stall))) {
+        return timed_out(sent == 0 ? 0 : commands, sent > 0);
+      }
+    } else if (n < 0 && errno != EINTR) {
+      return broken(
+          absl::UnavailableError(absl::StrCat("write to Redis at ", where(),
+                                              " failed: ", ErrnoText(errno))),
+          /*resendable=*/true);
+    }
+  }
+  std::vector<redis::Reply> replies;
+  bool await = true;  // the reply cannot be there yet: poll before recv
+  while (replies.size() < commands) {
+    void* raw = nullptr;
+    if (redisReaderGetReply(reader_, &raw) != REDIS_OK) {
+      return broken(absl::InternalError(absl::StrCat(
+                        "Redis at ", where(),
+                        " sent a malformed reply: ", reader_->errstr)),
+                    false);
+    }
+    if (raw != nullptr) {
+      redis::Reply reply(static_cast<redisReply*>(raw));
+      if (reply.is_error() && redis::IsConnectionClosingError(reply.str())) {
+        return broken(
+            absl::UnavailableError(absl::StrCat(
+                "Redis at ", where(), " closed the connection: ", reply.str())),
+            /*resendable=*/true);
+      }
+      replies.push_back(std::move(reply));
+      continue;
+    }
+    if (await &&
+        !AwaitFd(fd, POLLIN,
+                 std::min(deadline.time(), back.progress_at + stall))) {
+      return timed_out(commands - replies.size(), false);
+    }
+    const ssize_t n =
+        ::recv(fd, read_buf_.data(), read_buf_.size(), MSG_DONTWAIT);
+    await = n < 0 || static_cast<size_t>(n) < read_buf_.size();
+    if (n > 0) {
+      back.progress_at = SteadyClock::now();
+      if (redisReaderFeed(reader_, read_buf_.data(), static_cast<size_t>(n)) !=
+          REDIS_OK) {
+        return broken(absl::InternalError("cannot buffer Redis reply"), false);
+      }
+    } else if (n == 0) {
+      return broken(
+          absl::UnavailableError(absl::StrCat(
+              "Redis at ", where(), ": server closed the connection")),
+          /*resendable=*/true);
+    } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      return broken(absl::UnavailableError(absl::StrCat(
+                        "Redis at ", where(), ": ", ErrnoText(errno))),
+                    /*resendable=*/true);
+    }
+  }
+  *result = Result{absl::OkStatus(), std::move(replies), false};
+  return back;
+}
+
+bool Connection::parked() const {
+  MutexLock lock(&mu_);
+  return owner_ == Owner::kIdle;
+}
+
+void Connection::Adopt(const Handback& back) {
+  {
+    MutexLock lock(&mu_);
+    owner_ = Owner::kLoop;
+    lent_transport_ = nullptr;
+    lent_fd_ = -1;
+  }
+  parked_ = false;
+  if (state_ != State::kReady) {
+    // Close() came while the caller had the socket, which DoClose() left
+    // open for it.
+    if (transport_ != nullptr) transport_->Close();
+    transport_ = nullptr;
+    return;
+  }
+  transport_->Unpark();
+  switch (back.kind) {
+    case Handback::Kind::kStale:
+    case Handback::Kind::kBroken:
+      Fail(back.why, back.resendable);
+      break;
+    case Handback::Kind::kInFlight: {
+      // Its replies are read and discarded like any abandoned request's.
+      auto rest = std::make_shared<Request>();
+      rest->commands = back.remaining;
+      rest->abandoned->store(true, std::memory_order_relaxed);
+      outstanding_.fetch_add(1, std::memory_order_relaxed);
+      written_.push_front(std::move(rest));
+      progress_at_ = back.progress_at;
+      ArmStallTimer();
+      StartRead();
+      break;
+    }
+    case Handback::Kind::kDone:
+      StartRead();
+      break;
+  }
+  Pump();
+}
+
+void Connection::ReadOrPark() {
+  if (state_ == State::kReady && written_.empty() && queued_.empty() &&
+      !writing_ && !push_handler_ && !options_.keep_connected) {
+    MutexLock lock(&mu_);
+    if (submitted_.empty() && !closed_) {
+      const int fd = transport_->Park();
+      if (fd >= 0) {
+        owner_ = Owner::kIdle;
+        lent_transport_ = transport_;
+        lent_fd_ = fd;
+        parked_ = true;
+        return;
+      }
+    }
+  }
+  StartRead();
+}
+
+bool Connection::Unpark(int fd) {
+  parked_ = false;
+  absl::Status quiet = CheckParked(fd, options_.endpoint);
+  transport_->Unpark();
+  if (!quiet.ok()) {
+    Fail(quiet, /*resendable=*/true);
+    return false;
+  }
+  StartRead();
+  return true;
 }
 
 void Connection::Submit(std::shared_ptr<Request> request) {
@@ -103,20 +387,34 @@ void Connection::Close() {
 }
 
 void Connection::DoClose() {
+  std::vector<std::shared_ptr<Request>> submitted;
+  bool lent = false;
+  {
+    MutexLock lock(&mu_);
+    submitted.swap(submitted_);
+    if (owner_ == Owner::kCaller) {
+      // A direct caller has the socket: wake it (its call fails, or ends if
+      // its reply is in). Adopt() closes the socket once the caller is done.
+      lent = true;
+      ::shutdown(lent_fd_, SHUT_RDWR);
+    } else {
+      owner_ = Owner::kLoop;
+      lent_transport_ = nullptr;
+      lent_fd_ = -1;
+    }
+  }
+  parked_ = false;
   state_ = State::kClosed;
   ++attempt_;
   connect_timer_.cancel();
   stall_timer_.cancel();
   reconnect_timer_.cancel();
-  if (transport_ != nullptr) transport_->Close();
-  transport_ = nullptr;
+  if (!lent) {
+    if (transport_ != nullptr) transport_->Close();
+    transport_ = nullptr;
+  }
   handshake_ = nullptr;
   partial_.clear();
-  std::vector<std::shared_ptr<Request>> submitted;
-  {
-    MutexLock lock(&mu_);
-    submitted.swap(submitted_);
-  }
   queued_.insert(queued_.end(), submitted.begin(), submitted.end());
   FailAll(&written_, Closed(), false);
   FailAll(&queued_, Closed(), false);
@@ -124,11 +422,21 @@ void Connection::DoClose() {
 
 void Connection::Pump() {
   std::vector<std::shared_ptr<Request>> batch;
+  int parked_fd = -1;
   {
     MutexLock lock(&mu_);
-    batch.swap(submitted_);
     pump_posted_ = false;
+    // A direct caller has the socket; it hands submitted_ over when done.
+    if (owner_ == Owner::kCaller) return;
+    batch.swap(submitted_);
+    if (owner_ == Owner::kIdle && !batch.empty()) {
+      owner_ = Owner::kLoop;
+      parked_fd = lent_fd_;
+      lent_transport_ = nullptr;
+      lent_fd_ = -1;
+    }
   }
+  if (parked_fd >= 0) Unpark(parked_fd);
   if (state_ == State::kClosed) {
     for (std::shared_ptr<Request>& r : batch) {
       Complete(r, Result{Closed(), {}, false});
@@ -357,7 +665,7 @@ void Connection::OnRead(const asio::error_code& ec, size_t n) {
     if (raw == nullptr) break;
     OnReply(redis::Reply(static_cast<redisReply*>(raw)));
   }
-  if (attempt == attempt_) StartRead();
+  if (attempt == attempt_) ReadOrPark();
 }
 
 void Connection::OnReply(redis::Reply reply) {
@@ -468,7 +776,17 @@ void Connection::ScheduleReconnect() {
 }
 
 Result Call(Connection& conn, std::string wire, size_t commands,
-            Deadline deadline) {
+            Deadline deadline, bool direct) {
+  // The connection replaces itself after command_timeout without replies;
+  // `backstop` only backs that up (a connect may take connect_timeout).
+  const Deadline backstop = Deadline::After(conn.options().connect_timeout +
+                                            conn.options().command_timeout);
+  const Deadline limit = Earliest(deadline, backstop);
+  if (direct) {
+    if (absl::optional<Result> done = conn.TryDirect(wire, commands, limit)) {
+      return *std::move(done);
+    }
+  }
   struct Waiter {
     Mutex mu;
     CondVar cv;
@@ -485,11 +803,6 @@ Result Call(Connection& conn, std::string wire, size_t commands,
     waiter->done = true;
     waiter->cv.Signal();
   };
-  // The connection replaces itself after command_timeout without replies;
-  // this bound only backs that up (a connect may take connect_timeout).
-  const Deadline backstop = Deadline::After(conn.options().connect_timeout +
-                                            conn.options().command_timeout);
-  const Deadline limit = Earliest(deadline, backstop);
   conn.Submit(request);
   MutexLock lock(&waiter->mu);
   while (!waiter->done && !limit.Expired()) {

@@ -34,6 +34,23 @@
 // Abandoning: a caller that stops waiting sets Request::abandoned; the
 // request is then skipped if not yet written, and its replies are discarded
 // when they arrive. The connection is not broken by it.
+//
+// Direct calls (the uncontended fast path): a Ready connection with nothing
+// queued or outstanding stops reading ("parks") and may be borrowed by one
+// blocking caller, which writes its request and reads the replies on its own
+// thread (TryDirect), paying no hand-off to and from the loop thread. Who
+// may touch the socket (under mu_):
+//
+//   owner     socket used by         next
+//   kLoop     the loop               kIdle when it parks
+//   kIdle     nobody (parked)        kCaller (TryDirect), kLoop (Pump)
+//   kCaller   one direct caller      kIdle, or kLoop via Adopt() on the loop
+//
+// While a caller has it, other requests wait in submitted_ (the loop's Pump
+// leaves them there) and the caller hands them to the loop when it is done.
+// A caller whose deadline passes hands its unfinished request to the loop,
+// which discards the reply (or replaces a connection that stays silent, as
+// for any request). TLS connections are never borrowed.
 
 #ifndef RELOCK_LIB_IO_CONNECTION_H_
 #define RELOCK_LIB_IO_CONNECTION_H_
@@ -51,6 +68,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/optional.h"
 #include "absl/types/span.h"
 #include "asio/steady_timer.hpp"
 #include "lib/common/deadline.h"
@@ -109,6 +127,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // Any thread.
   void Submit(std::shared_ptr<Request> request);
+  // Any thread: a direct call (see above) of `commands` commands in `wire`,
+  // waiting until `deadline` at most (a connection silent for
+  // command_timeout fails it, as in Submit). nullopt, having done nothing,
+  // when the connection cannot be borrowed now (busy, not connected, closed,
+  // TLS, the pub/sub connection): Submit() instead. Otherwise the Result
+  // Submit() would give, or DeadlineExceeded (not resendable) when
+  // `deadline` ended the wait.
+  absl::optional<Result> TryDirect(absl::string_view wire, size_t commands,
+                                   Deadline deadline);
   // Any thread: connects now if not connected or connecting (with
   // keep_connected: and keeps reconnecting).
   void Start();
@@ -138,9 +165,31 @@ class Connection : public std::enable_shared_from_this<Connection> {
   uint64_t connects() const {
     return connects_.load(std::memory_order_relaxed);
   }
+  // Direct calls so far (TryDirect calls that did the I/O).
+  uint64_t direct_calls() const {
+    return direct_calls_.load(std::memory_order_relaxed);
+  }
+  // Whether the connection is parked now, so that a direct call would find
+  // it free (any thread; it may change at once).
+  bool parked() const;
 
  private:
   enum class State { kIdle, kConnecting, kReady, kClosed };
+  enum class Owner { kLoop, kIdle, kCaller };
+  // How a direct call gave the socket back, when it needs the loop.
+  struct Handback {
+    enum class Kind {
+      kStale,     // the parked socket was closed or sent something
+      kBroken,    // the call failed the connection: Fail(why, resendable)
+      kInFlight,  // the caller gave up; `remaining` replies are still due
+      kDone,      // finished, but Close() came meanwhile
+    };
+    Kind kind = Kind::kDone;
+    absl::Status why;
+    bool resendable = false;
+    size_t remaining = 0;
+    SteadyClock::time_point progress_at;
+  };
 
   Connection(EventLoop* loop, ConnectionOptions options,
              std::shared_ptr<TlsContext> tls);
@@ -164,6 +213,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
                const absl::Status& why, bool resendable);
   void ArmStallTimer();
   void ScheduleReconnect();
+  // After the replies of OnRead: reads on, or parks the socket when idle.
+  void ReadOrPark();
+  // Takes the parked socket `fd` back: false if it turned out closed (the
+  // connection was failed; it is no longer Ready).
+  bool Unpark(int fd);
+  // A direct caller's socket comes back with work for the loop.
+  void Adopt(const Handback& back);
+  // The I/O of a direct call, on the caller's thread while it owns the
+  // socket (and with it reader_ and read_buf_): fills `result`, and says
+  // what the loop must take over (kDone: nothing).
+  Handback DirectIo(int fd, absl::string_view wire, size_t commands,
+                    Deadline deadline, Result* result);
 
   EventLoop* const loop_;
   const ConnectionOptions options_;
@@ -172,13 +233,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::function<void(bool, const absl::Status&)> state_handler_;
   std::atomic<size_t> outstanding_{0};
   std::atomic<uint64_t> connects_{0};
+  std::atomic<uint64_t> direct_calls_{0};
 
-  Mutex mu_;
+  mutable Mutex mu_;
   std::vector<std::shared_ptr<Request>> submitted_ ABSL_GUARDED_BY(mu_);
   bool pump_posted_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  Owner owner_ ABSL_GUARDED_BY(mu_) = Owner::kLoop;
+  // While parked or borrowed: the transport (kept open by this reference)
+  // and its descriptor.
+  std::shared_ptr<Transport> lent_transport_ ABSL_GUARDED_BY(mu_);
+  int lent_fd_ ABSL_GUARDED_BY(mu_) = -1;
 
-  // Loop thread only.
+  // Loop thread only (reader_ and read_buf_ also a direct caller's, while
+  // it has the socket).
   State state_ = State::kIdle;
   uint64_t attempt_ = 0;  // connect attempts; stale callbacks compare it
   std::shared_ptr<Transport> transport_;
@@ -189,6 +257,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::vector<redis::Reply> partial_;  // replies of written_.front() so far
   std::string write_buf_;
   bool writing_ = false;
+  bool parked_ = false;  // no read outstanding; see owner_
   std::vector<char> read_buf_;
   SteadyClock::time_point progress_at_;  // last reply, or first write
   asio::steady_timer connect_timer_;
@@ -198,12 +267,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   int reconnect_failures_ = 0;
 };
 
-// Sends `request` on `conn` and waits for its result until `deadline`, or
-// command_timeout after submitting, whichever comes first; then abandons it:
-// DeadlineExceeded when the caller's deadline ended the wait, else
-// Unavailable (neither resendable).
+// Sends `wire` (`commands` commands) on `conn` and waits for its result
+// until `deadline`, or connect_timeout + command_timeout, whichever comes
+// first; then abandons it: DeadlineExceeded when the caller's deadline ended
+// the wait, else Unavailable (neither resendable). With `direct`, the calling
+// thread does the I/O itself when the connection is parked (TryDirect).
 Result Call(Connection& conn, std::string wire, size_t commands,
-            Deadline deadline);
+            Deadline deadline, bool direct = true);
 
 }  // namespace io
 }  // namespace relock

@@ -2,6 +2,7 @@
 
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <unistd.h>
 
 #include <utility>
 
@@ -53,11 +54,19 @@ class StreamTransport : public Transport {
   void ReadSome(asio::mutable_buffer into, IoHandler done) override {
     stream_.async_read_some(into, KeepAlive(std::move(done)));
   }
+  ~StreamTransport() override {
+    if (parked_fd_ >= 0) ::close(parked_fd_);
+  }
+
   void Close() override {
     asio::error_code ignored;
     resolver_.cancel();
     stream_.lowest_layer().close(ignored);
+    if (parked_fd_ >= 0) ::close(parked_fd_);
+    parked_fd_ = -1;
   }
+  int Park() override;
+  void Unpark() override;
 
  private:
   void Open(std::function<void(absl::Status)> done);
@@ -87,15 +96,67 @@ class StreamTransport : public Transport {
   }
   void Handshake(std::function<void(absl::Status)> done);
 
+  // Park() for plain sockets: `protocol` rebuilds the socket in Unpark().
+  int ParkSocket() {
+    asio::error_code ec;
+    const int fd = stream_.release(ec);
+    if (ec) return -1;  // still the loop's
+    parked_fd_ = fd;
+    return fd;
+  }
+  template <class Protocol>
+  void UnparkSocket(const Protocol& protocol) {
+    if (parked_fd_ < 0) return;
+    asio::error_code ec;
+    stream_.assign(protocol, parked_fd_, ec);
+    // On failure the stream stays closed: its next operation fails, and
+    // the connection with it.
+    if (ec) ::close(parked_fd_);
+    parked_fd_ = -1;
+  }
+
   const redis::Endpoint ep_;
   const std::shared_ptr<TlsContext> tls_;  // TLS only
   asio::ip::tcp::resolver resolver_;
   Stream stream_;
+  int parked_fd_ = -1;
+  bool ipv6_ = false;  // TCP: the family of a parked socket
 };
 
 using TcpTransport = StreamTransport<asio::ip::tcp::socket>;
 using UnixTransport = StreamTransport<asio::local::stream_protocol::socket>;
 using TlsTransport = StreamTransport<asio::ssl::stream<asio::ip::tcp::socket>>;
+
+template <>
+int TcpTransport::Park() {
+  asio::error_code ec;
+  ipv6_ = stream_.local_endpoint(ec).address().is_v6();
+  if (ec) return -1;
+  return ParkSocket();
+}
+
+template <>
+void TcpTransport::Unpark() {
+  UnparkSocket(ipv6_ ? asio::ip::tcp::v6() : asio::ip::tcp::v4());
+}
+
+template <>
+int UnixTransport::Park() {
+  return ParkSocket();
+}
+
+template <>
+void UnixTransport::Unpark() {
+  UnparkSocket(asio::local::stream_protocol());
+}
+
+template <>
+int TlsTransport::Park() {
+  return -1;
+}
+
+template <>
+void TlsTransport::Unpark() {}
 
 template <>
 void TcpTransport::Open(std::function<void(absl::Status)> done) {

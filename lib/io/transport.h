@@ -66,6 +66,16 @@ class Transport : public std::enable_shared_from_this<Transport> {
   virtual void ReadSome(asio::mutable_buffer into, IoHandler done) = 0;
   // Cancels outstanding operations (their handlers see an error) and closes.
   virtual void Close() = 0;
+  // Parking, for calls that do their own I/O (see "Direct calls" in
+  // connection.h). Park(), with no operation outstanding, takes a connected
+  // plain socket (TCP, unix) out of the event loop, so that its traffic no
+  // longer wakes the loop, and returns its descriptor: whoever has exclusive
+  // use of the transport may then send(2)/recv(2) on it (it stays
+  // non-blocking) until Unpark() gives it back to the loop. -1 for TLS,
+  // whose bytes only the OpenSSL stream may touch (nothing changes). Close()
+  // and the destructor close a parked socket too.
+  virtual int Park() = 0;
+  virtual void Unpark() = 0;
 
  protected:
   // `done`, holding this transport alive until it runs.
