@@ -19,7 +19,13 @@
 //                               Both also run as many raw round trips in the
 //                               same loop, timed apart, and report the ratio
 //                               to those as `paired_ratio` (robust against
-//                               the RTT drifting during the run).
+//                               the RTT drifting during the run), and the
+//                               same again with relock's own acquire and
+//                               release scripts, sent raw with the same
+//                               arguments in the same order, as
+//                               `same_script_ratio` (the client's overhead
+//                               alone: those scripts do more work in Redis
+//                               than the one-read baseline script).
 //   BM_RawNotifyHandOff         the hand-off baseline: raw hiredis release
 //                               script that PUBLISHes, a thread blocked on a
 //                               SUBSCRIBEd connection wakes and runs an
@@ -569,38 +575,81 @@ BENCHMARK(BM_RawPipelinedEvalsha)->UseRealTime();
 // so that both sides see the same machine state. (On small VMs the RTT can
 // change several-fold from one second to the next, e.g. with where the
 // scheduler puts the client thread relative to redis-server.)
+//
+// They also send `depth` acquires of one key and then `depth` releases with
+// relock's own scripts and the arguments relock sends (a first hold, then
+// re-entries, with the default watchdog lease), timed apart again.
 class PairedRawRoundTrips {
  public:
   static absl::StatusOr<std::unique_ptr<PairedRawRoundTrips>> Open(
-      const BenchEnv& env) {
+      const BenchEnv& env, int depth) {
     absl::StatusOr<RawContext> c = RawConnect(env.raw);
     if (!c.ok()) return c.status();
-    absl::StatusOr<RawReply> sha =
-        RawCommand(c->get(), {"SCRIPT", "LOAD", kRawScript});
-    if (!sha.ok()) return sha.status();
+    auto load = [&](const std::string& source) -> absl::StatusOr<std::string> {
+      absl::StatusOr<RawReply> sha =
+          RawCommand(c->get(), {"SCRIPT", "LOAD", source});
+      if (!sha.ok()) return sha.status();
+      return std::string((*sha)->str, (*sha)->len);
+    };
+    absl::StatusOr<std::string> baseline = load(kRawScript);
+    if (!baseline.ok()) return baseline.status();
+    const std::vector<redis::ScriptSource> scripts = internal::LockScripts();
+    absl::StatusOr<std::string> acquire =
+        load(std::string(scripts[internal::kAcquireScript].source));
+    if (!acquire.ok()) return acquire.status();
+    absl::StatusOr<std::string> release =
+        load(std::string(scripts[internal::kReleaseScript].source));
+    if (!release.ok()) return release.status();
     auto p = std::unique_ptr<PairedRawRoundTrips>(new PairedRawRoundTrips);
     p->conn_ = *std::move(c);
-    p->argv_ = {"EVALSHA", std::string((*sha)->str, (*sha)->len), "1",
-                Key(env, "raw"), "field"};
+    p->argv_ = {"EVALSHA", *baseline, "1", Key(env, "raw"), "field"};
+    const std::string key = Key(env, "raw-lock");
+    const std::string owner = "raw-paired:1";
+    const std::string lease_ms = absl::StrCat(
+        absl::ToInt64Milliseconds(ClientOptions().lock_watchdog_timeout));
+    for (int i = 0; i < depth; ++i) {
+      p->lock_argvs_.push_back(
+          {"EVALSHA", *acquire, "1", key, lease_ms, owner, i == 0 ? "1" : "0"});
+    }
+    for (int i = 0; i < depth; ++i) {
+      p->lock_argvs_.push_back({"EVALSHA", *release, "2", key,
+                                lock::UnlockChannel(key),
+                                std::string(lock::kUnlockMessage),
+                                i + 1 < depth ? lease_ms : "0", owner});
+    }
     return p;
   }
 
+  // `round_trips` baseline round trips, then the lock scripts' sequence.
   absl::Status Run(int round_trips) {
     const int64_t start = NowNs();
     for (int i = 0; i < round_trips; ++i) {
       if (auto r = RawCommand(conn_.get(), argv_); !r.ok()) return r.status();
     }
-    elapsed_ns_ += NowNs() - start;
+    const int64_t middle = NowNs();
+    for (const std::vector<std::string>& argv : lock_argvs_) {
+      absl::StatusOr<RawReply> r = RawCommand(conn_.get(), argv);
+      if (!r.ok()) return r.status();
+      if ((*r)->type == REDIS_REPLY_ERROR) {
+        return absl::InternalError(absl::StrCat(
+            "raw lock script: ", absl::string_view((*r)->str, (*r)->len)));
+      }
+    }
+    elapsed_ns_ += middle - start;
+    lock_scripts_ns_ += NowNs() - middle;
     return absl::OkStatus();
   }
 
   int64_t elapsed_ns() const { return elapsed_ns_; }
+  int64_t lock_scripts_ns() const { return lock_scripts_ns_; }
 
  private:
   PairedRawRoundTrips() = default;
   RawContext conn_;
   std::vector<std::string> argv_;
+  std::vector<std::vector<std::string>> lock_argvs_;
   int64_t elapsed_ns_ = 0;
+  int64_t lock_scripts_ns_ = 0;
 };
 
 // Runs `ops` (the lock operations of one iteration, `round_trips` round trips
@@ -609,14 +658,16 @@ class PairedRawRoundTrips {
 //   `ratio_counter`  time per iteration / (round_trips * the RTT measured by
 //                    BM_RawEvalshaRoundTrip);
 //   paired_ratio     time per iteration / time of `round_trips` paired raw
-//                    round trips.
+//                    round trips;
+//   same_script_ratio  time per iteration / time of the same scripts sent
+//                    raw (`round_trips` / 2 acquires, then as many releases).
 // The Time column is the lock operations' time alone (manual time).
 template <typename Ops>
 void RunWithPairedRatio(benchmark::State& state, const BenchEnv& env,
                         int round_trips, const std::string& ratio_counter,
                         const std::string& us_counter, Ops ops) {
   absl::StatusOr<std::unique_ptr<PairedRawRoundTrips>> raw =
-      PairedRawRoundTrips::Open(env);
+      PairedRawRoundTrips::Open(env, round_trips / 2);
   if (!raw.ok()) {
     state.SkipWithError(raw.status().ToString().c_str());
     return;
@@ -644,6 +695,9 @@ void RunWithPairedRatio(benchmark::State& state, const BenchEnv& env,
   state.counters[ratio_counter] = per_iter_ns / (round_trips * *rtt);
   state.counters["paired_ratio"] =
       static_cast<double>(lock_ns) / static_cast<double>((*raw)->elapsed_ns());
+  state.counters["same_script_ratio"] =
+      static_cast<double>(lock_ns) /
+      static_cast<double>((*raw)->lock_scripts_ns());
 }
 
 void BM_UncontendedLockUnlock(benchmark::State& state) {
