@@ -120,6 +120,9 @@ Connection::~Connection() {
 absl::optional<Result> Connection::TryDirect(absl::string_view wire,
                                              size_t commands,
                                              Deadline deadline) {
+  // Without the mutex first: under load the connection is never parked,
+  // and every call would take mu_ twice.
+  if (!parked_hint_.load(std::memory_order_relaxed)) return absl::nullopt;
   std::shared_ptr<Transport> transport;  // keeps the socket open meanwhile
   int fd = -1;
   {
@@ -127,7 +130,7 @@ absl::optional<Result> Connection::TryDirect(absl::string_view wire,
     if (owner_ != Owner::kIdle || closed_ || !submitted_.empty()) {
       return absl::nullopt;
     }
-    owner_ = Owner::kCaller;
+    SetOwner(Owner::kCaller);
     transport = lent_transport_;
     fd = lent_fd_;
   }
@@ -152,7 +155,7 @@ absl::optional<Result> Connection::TryDirect(absl::string_view wire,
       if (!result.status.ok()) result = Result{Closed(), {}, false};
     }
     if (!adopt) {
-      owner_ = Owner::kIdle;
+      SetOwner(Owner::kIdle);
       pump = !submitted_.empty() && !pump_posted_;
       pump_posted_ = pump_posted_ || pump;
     }
@@ -277,6 +280,11 @@ Connection::Handback Connection::DirectIo(int fd, absl::string_view wire,
   return back;
 }
 
+void Connection::SetOwner(Owner owner) {
+  owner_ = owner;
+  parked_hint_.store(owner == Owner::kIdle, std::memory_order_relaxed);
+}
+
 bool Connection::parked() const {
   MutexLock lock(&mu_);
   return owner_ == Owner::kIdle;
@@ -285,7 +293,7 @@ bool Connection::parked() const {
 void Connection::Adopt(const Handback& back) {
   {
     MutexLock lock(&mu_);
-    owner_ = Owner::kLoop;
+    SetOwner(Owner::kLoop);
     lent_transport_ = nullptr;
     lent_fd_ = -1;
   }
@@ -329,7 +337,7 @@ void Connection::ReadOrPark() {
     if (submitted_.empty() && !closed_) {
       const int fd = transport_->Park();
       if (fd >= 0) {
-        owner_ = Owner::kIdle;
+        SetOwner(Owner::kIdle);
         lent_transport_ = transport_;
         lent_fd_ = fd;
         parked_ = true;
@@ -398,7 +406,7 @@ void Connection::DoClose() {
       lent = true;
       ::shutdown(lent_fd_, SHUT_RDWR);
     } else {
-      owner_ = Owner::kLoop;
+      SetOwner(Owner::kLoop);
       lent_transport_ = nullptr;
       lent_fd_ = -1;
     }
@@ -430,7 +438,7 @@ void Connection::Pump() {
     if (owner_ == Owner::kCaller) return;
     batch.swap(submitted_);
     if (owner_ == Owner::kIdle && !batch.empty()) {
-      owner_ = Owner::kLoop;
+      SetOwner(Owner::kLoop);
       parked_fd = lent_fd_;
       lent_transport_ = nullptr;
       lent_fd_ = -1;

@@ -213,6 +213,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
                const absl::Status& why, bool resendable);
   void ArmStallTimer();
   void ScheduleReconnect();
+  void SetOwner(Owner owner) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After the replies of OnRead: reads on, or parks the socket when idle.
   void ReadOrPark();
   // Takes the parked socket `fd` back: false if it turned out closed (the
@@ -239,7 +240,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::vector<std::shared_ptr<Request>> submitted_ ABSL_GUARDED_BY(mu_);
   bool pump_posted_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  Owner owner_ ABSL_GUARDED_BY(mu_) = Owner::kLoop;
+  Owner owner_ ABSL_GUARDED_BY(mu_) = Owner::kLoop;  // set with SetOwner()
+  std::atomic<bool> parked_hint_{false};             // owner_ == kIdle
   // While parked or borrowed: the transport (kept open by this reference)
   // and its descriptor.
   std::shared_ptr<Transport> lent_transport_ ABSL_GUARDED_BY(mu_);
