@@ -37,6 +37,7 @@ std::unique_ptr<RedisServer> MustStart(RedisServerOptions options = {}) {
 
 ConnectionOptions OptionsFor(const std::string& url) {
   ConnectionOptions o;
+  o.direct_calls = true;
   absl::StatusOr<redis::Endpoint> ep = redis::ParseRedisUrl(url);
   EXPECT_TRUE(ep.ok()) << ep.status();
   if (ep.ok()) o.endpoint = *ep;
@@ -206,6 +207,36 @@ TEST_F(IoConnectionTest, AParkedConnectionLetsTheCallerDoItsOwnIo) {
   EXPECT_EQ(conn->direct_calls(), before + 20);
   EXPECT_TRUE(conn->parked());
   EXPECT_EQ(conn->connects(), 1u);
+}
+
+TEST_F(IoConnectionTest, WithoutDirectCallsEveryCallGoesThroughTheLoop) {
+  ConnectionOptions o = OptionsFor(server_->url());
+  o.direct_calls = false;
+  std::shared_ptr<Connection> conn = Connect(o);
+  ASSERT_NE(conn, nullptr);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(Send(*conn, {"PING"}).status.ok());
+    absl::SleepFor(absl::Milliseconds(10));  // time to park, if it would
+  }
+  EXPECT_FALSE(conn->parked());
+  EXPECT_EQ(conn->direct_calls(), 0u);
+}
+
+TEST_F(IoConnectionTest, AParkedConnectionNeverSendsACallWhoseDeadlinePassed) {
+  std::shared_ptr<Connection> conn = Connect();
+  ASSERT_NE(conn, nullptr);
+  ASSERT_TRUE(Send(*conn, {"PING"}).status.ok());
+  ASSERT_TRUE(AwaitParked(*conn));
+  for (bool direct : {true, false}) {
+    Result r = Send(*conn, {"INCR", "never"},
+                    Deadline::After(absl::ZeroDuration()), direct);
+    EXPECT_EQ(r.status.code(), absl::StatusCode::kDeadlineExceeded) << r.status;
+  }
+  Result got = Send(*conn, {"GET", "never"});
+  ASSERT_TRUE(got.status.ok()) << got.status;
+  EXPECT_TRUE(got.replies[0].is_nil());
+  // Nothing was sent, so the connection is still parked.
+  EXPECT_TRUE(AwaitParked(*conn));
 }
 
 TEST_F(IoConnectionTest, PipelinedRequestGetsEveryReplyInOrder) {

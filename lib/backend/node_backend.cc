@@ -95,9 +95,11 @@ absl::StatusOr<std::unique_ptr<NodeBackend>> NodeBackend::Create(
     std::vector<redis::ScriptSource> scripts) {
   std::unique_ptr<NodeBackend> node(
       new NodeBackend(std::move(options), std::move(scripts)));
+  io::ConnectionOptions command = node->options_.connection;
+  command.direct_calls = node->options_.direct_calls;
   for (int i = 0; i < node->options_.command_connections; ++i) {
     absl::StatusOr<std::shared_ptr<io::Connection>> conn =
-        io::Connection::Create(loop, node->options_.connection);
+        io::Connection::Create(loop, command);
     if (!conn.ok()) return conn.status();
     node->connections_.push_back(*std::move(conn));
   }
@@ -218,10 +220,21 @@ std::vector<Answer> NodeBackend::CallBlocking(const std::shared_ptr<Pending>& p,
                                               const Enough& enough) {
   // While the connection is idle, this thread does the I/O itself (see
   // "Direct calls" in lib/io/connection.h): no hand-off to the loop thread
-  // and back. Resends and NOSCRIPT go the same way.
-  const Deadline until = Earliest(deadline, Deadline::After(backstop()));
-  for (;;) {
-    absl::optional<io::Result> r = Pick().TryDirect(p->wire, 1, until);
+  // and back. Resends and NOSCRIPT go the same way. A direct call ends by
+  // the caller's deadline or after command_timeout without a reply; the
+  // whole call, by `deadline` or the backstop.
+  const Deadline limit = Deadline::After(backstop());
+  if (deadline.Expired()) {
+    std::vector<Answer> answers;
+    answers.push_back(
+        Answer{absl::DeadlineExceededError(absl::StrCat(
+                   "Redis at ", name_,
+                   ": the call's deadline passed before it was sent")),
+               false});
+    return answers;
+  }
+  while (!deadline.Expired()) {
+    absl::optional<io::Result> r = Pick().TryDirect(p->wire, 1, deadline);
     if (!r.has_value()) break;
     ++p->sends;
     absl::optional<Answer> answer = Settle(*p, *std::move(r));
@@ -231,11 +244,12 @@ std::vector<Answer> NodeBackend::CallBlocking(const std::shared_ptr<Pending>& p,
       if (enough) enough(0, answers[0]);
       return answers;
     }
+    if (limit.Expired()) break;
   }
   // The connection is busy: through the loop, pipelined with the others.
   p->abandon = std::make_shared<std::atomic<bool>>(false);
   std::vector<Answer> answers = AwaitAnswers(
-      1, deadline, backstop(), enough,
+      1, deadline, limit.Remaining(), enough,
       [&](size_t, Done done) {
         p->done = std::move(done);
         Send(p);

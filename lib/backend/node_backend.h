@@ -39,6 +39,9 @@ struct NodeOptions {
   // cannot be used; otherwise connect in the background (Redlock masters
   // that may be down at start).
   bool connect_now = true;
+  // Blocking calls may do their own I/O on an idle command connection
+  // (ConnectionOptions::direct_calls). Off for Redlock masters.
+  bool direct_calls = true;
 };
 
 class NodeBackend : public Backend {

@@ -146,6 +146,10 @@ absl::optional<Result> Connection::TryDirect(absl::string_view wire,
     back = DirectIo(fd, wire, commands, deadline, &result);
     outstanding_.fetch_sub(1, std::memory_order_relaxed);
   }
+  // The loop's own reference keeps the socket open from here on (while
+  // owner_ is kCaller, nothing on the loop drops it): do not let this
+  // thread destroy the transport.
+  transport = nullptr;
   bool adopt = back.kind != Handback::Kind::kDone;
   bool pump = false;
   {
@@ -212,12 +216,20 @@ Connection::Handback Connection::DirectIo(int fd, absl::string_view wire,
             absl::FormatDuration(options_.command_timeout))),
         false);
   };
+  if (deadline.Expired()) {
+    // As a request abandoned before the loop wrote it: never sent.
+    *result = Result{absl::DeadlineExceededError(absl::StrCat(
+                         "Redis at ", where(),
+                         ": the call's deadline passed before it was sent")),
+                     {},
+                     false};
+    return back;
+  }
   for (size_t sent = 0; sent < wire.size();) {
     const ssize_t n = ::send(fd, wire.data() + sent, wire.size() - sent,
                              MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
       sent += static_cast<size_t>(n);
-      back.progress_at = SteadyClock::now();
     } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       if (!AwaitFd(fd, POLLOUT,
                    std::min(deadline.time(), back.progress_at + stall))) {
@@ -249,6 +261,7 @@ Connection::Handback Connection::DirectIo(int fd, absl::string_view wire,
             /*resendable=*/true);
       }
       replies.push_back(std::move(reply));
+      back.progress_at = SteadyClock::now();  // as the loop: a whole reply
       continue;
     }
     if (await &&
@@ -260,7 +273,6 @@ Connection::Handback Connection::DirectIo(int fd, absl::string_view wire,
         ::recv(fd, read_buf_.data(), read_buf_.size(), MSG_DONTWAIT);
     await = n < 0 || static_cast<size_t>(n) < read_buf_.size();
     if (n > 0) {
-      back.progress_at = SteadyClock::now();
       if (redisReaderFeed(reader_, read_buf_.data(), static_cast<size_t>(n)) !=
           REDIS_OK) {
         return broken(absl::InternalError("cannot buffer Redis reply"), false);
@@ -277,6 +289,14 @@ Connection::Handback Connection::DirectIo(int fd, absl::string_view wire,
     }
   }
   *result = Result{absl::OkStatus(), std::move(replies), false};
+  if (reader_->pos < reader_->len) {
+    // More than was asked for: on the loop, a reply nobody asked for fails
+    // the connection; here too (this call's own replies are complete), so
+    // that the extra bytes never answer the next request.
+    back.kind = Handback::Kind::kBroken;
+    back.why = absl::InternalError(
+        absl::StrCat("Redis at ", where(), " sent more than was asked for"));
+  }
   return back;
 }
 
@@ -297,7 +317,6 @@ void Connection::Adopt(const Handback& back) {
     lent_transport_ = nullptr;
     lent_fd_ = -1;
   }
-  parked_ = false;
   if (state_ != State::kReady) {
     // Close() came while the caller had the socket, which DoClose() left
     // open for it.
@@ -331,8 +350,9 @@ void Connection::Adopt(const Handback& back) {
 }
 
 void Connection::ReadOrPark() {
-  if (state_ == State::kReady && written_.empty() && queued_.empty() &&
-      !writing_ && !push_handler_ && !options_.keep_connected) {
+  if (options_.direct_calls && state_ == State::kReady && written_.empty() &&
+      queued_.empty() && !writing_ && !push_handler_ &&
+      !options_.keep_connected) {
     MutexLock lock(&mu_);
     if (submitted_.empty() && !closed_) {
       const int fd = transport_->Park();
@@ -340,7 +360,6 @@ void Connection::ReadOrPark() {
         SetOwner(Owner::kIdle);
         lent_transport_ = transport_;
         lent_fd_ = fd;
-        parked_ = true;
         return;
       }
     }
@@ -349,7 +368,6 @@ void Connection::ReadOrPark() {
 }
 
 bool Connection::Unpark(int fd) {
-  parked_ = false;
   absl::Status quiet = CheckParked(fd, options_.endpoint);
   transport_->Unpark();
   if (!quiet.ok()) {
@@ -411,7 +429,6 @@ void Connection::DoClose() {
       lent_fd_ = -1;
     }
   }
-  parked_ = false;
   state_ = State::kClosed;
   ++attempt_;
   connect_timer_.cancel();
@@ -437,7 +454,13 @@ void Connection::Pump() {
     // A direct caller has the socket; it hands submitted_ over when done.
     if (owner_ == Owner::kCaller) return;
     batch.swap(submitted_);
-    if (owner_ == Owner::kIdle && !batch.empty()) {
+    // Requests abandoned before they were sent need no socket: a parked
+    // connection stays parked for them.
+    const bool live =
+        std::any_of(batch.begin(), batch.end(), [](const auto& r) {
+          return !r->abandoned->load(std::memory_order_relaxed);
+        });
+    if (owner_ == Owner::kIdle && live) {
       SetOwner(Owner::kLoop);
       parked_fd = lent_fd_;
       lent_transport_ = nullptr;
@@ -790,8 +813,16 @@ Result Call(Connection& conn, std::string wire, size_t commands,
   const Deadline backstop = Deadline::After(conn.options().connect_timeout +
                                             conn.options().command_timeout);
   const Deadline limit = Earliest(deadline, backstop);
+  if (deadline.Expired()) {
+    return Result{absl::DeadlineExceededError(absl::StrCat(
+                      "Redis at ", conn.options().endpoint.ToString(),
+                      ": the call's deadline passed before it was sent")),
+                  {},
+                  false};
+  }
   if (direct) {
-    if (absl::optional<Result> done = conn.TryDirect(wire, commands, limit)) {
+    if (absl::optional<Result> done =
+            conn.TryDirect(wire, commands, deadline)) {
       return *std::move(done);
     }
   }

@@ -50,7 +50,8 @@
 // leaves them there) and the caller hands them to the loop when it is done.
 // A caller whose deadline passes hands its unfinished request to the loop,
 // which discards the reply (or replaces a connection that stays silent, as
-// for any request). TLS connections are never borrowed.
+// for any request). Only connections with ConnectionOptions::direct_calls
+// park; TLS connections and the pub/sub connection never do.
 
 #ifndef RELOCK_LIB_IO_CONNECTION_H_
 #define RELOCK_LIB_IO_CONNECTION_H_
@@ -95,6 +96,11 @@ struct ConnectionOptions {
   // reconnect_backoff (null: exponential, 10 ms to 1 s).
   bool keep_connected = false;
   std::shared_ptr<const BackoffStrategy> reconnect_backoff;
+  // Park when idle, so that blocking callers may do their own I/O
+  // (TryDirect; see "Direct calls" above). Off for connections whose calls
+  // all go through the loop anyway (Redlock's fan-outs): parking and taking
+  // the socket back would only cost them syscalls.
+  bool direct_calls = false;
 };
 
 using redis::AppendCommand;
@@ -131,7 +137,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // waiting until `deadline` at most (a connection silent for
   // command_timeout fails it, as in Submit). nullopt, having done nothing,
   // when the connection cannot be borrowed now (busy, not connected, closed,
-  // TLS, the pub/sub connection): Submit() instead. Otherwise the Result
+  // not parking, TLS, the pub/sub connection): Submit() instead. (If the
+  // parked socket turns out closed by the server, the connection is failed
+  // too, as the loop would have, and nullopt is returned.) Otherwise the Result
   // Submit() would give, or DeadlineExceeded (not resendable) when
   // `deadline` ended the wait.
   absl::optional<Result> TryDirect(absl::string_view wire, size_t commands,
@@ -272,7 +280,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
 // Sends `wire` (`commands` commands) on `conn` and waits for its result
 // until `deadline`, or connect_timeout + command_timeout, whichever comes
 // first; then abandons it: DeadlineExceeded when the caller's deadline ended
-// the wait, else Unavailable (neither resendable). With `direct`, the calling
+// the wait (without sending anything when it had passed already), else
+// Unavailable (neither resendable). With `direct`, the calling
 // thread does the I/O itself when the connection is parked (TryDirect).
 Result Call(Connection& conn, std::string wire, size_t commands,
             Deadline deadline, bool direct = true);

@@ -83,8 +83,9 @@ class StreamTransport : public Transport {
           asio::async_connect(
               stream_.lowest_layer(), results,
               [this, self, done, then](const asio::error_code& ec2,
-                                       const asio::ip::tcp::endpoint&) {
+                                       const asio::ip::tcp::endpoint& to) {
                 if (ec2) return done(ConnectError(ep_, "connect to", ec2));
+                ipv6_ = to.address().is_v6();
                 asio::error_code ignored;
                 stream_.lowest_layer().set_option(asio::ip::tcp::no_delay(true),
                                                   ignored);
@@ -120,7 +121,7 @@ class StreamTransport : public Transport {
   asio::ip::tcp::resolver resolver_;
   Stream stream_;
   int parked_fd_ = -1;
-  bool ipv6_ = false;  // TCP: the family of a parked socket
+  bool ipv6_ = false;  // TCP: the connected socket's family (for Unpark)
 };
 
 using TcpTransport = StreamTransport<asio::ip::tcp::socket>;
@@ -129,9 +130,6 @@ using TlsTransport = StreamTransport<asio::ssl::stream<asio::ip::tcp::socket>>;
 
 template <>
 int TcpTransport::Park() {
-  asio::error_code ec;
-  ipv6_ = stream_.local_endpoint(ec).address().is_v6();
-  if (ec) return -1;
   return ParkSocket();
 }
 

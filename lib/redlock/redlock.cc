@@ -67,6 +67,7 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ConnectRedlock(
     // Connected (and reconnected) in the background, so a master that is
     // down now joins when it comes back.
     node.connect_now = false;
+    node.direct_calls = false;  // every call fans out through the loop
     masters.push_back(std::move(node));
   }
   lock::LockPolicy policy;
