@@ -110,7 +110,9 @@ class IoPathTest : public IoConnectionTest,
   Result SendByPath(Connection& conn,
                     std::initializer_list<absl::string_view> argv,
                     Deadline deadline = Deadline::Never()) {
-    if (direct()) EXPECT_TRUE(AwaitParked(conn));
+    if (direct()) {
+      EXPECT_TRUE(AwaitParked(conn));
+    }
     return Send(conn, argv, deadline, direct());
   }
 };
@@ -356,7 +358,9 @@ TEST_P(IoPathTest, ASilentServerIsReplacedAfterTheCommandTimeout) {
   std::shared_ptr<Connection> conn = Connect(o);
   ASSERT_NE(conn, nullptr);
   ASSERT_TRUE(Send(*conn, {"PING"}).status.ok());
-  if (direct()) ASSERT_TRUE(AwaitParked(*conn));
+  if (direct()) {
+    ASSERT_TRUE(AwaitParked(*conn));
+  }
   ASSERT_TRUE(server_->Pause().ok());
   Stopwatch watch;
   Result r = SendByPath(*conn, {"PING"});
@@ -373,7 +377,9 @@ TEST_P(IoPathTest, ARestartDropsWrittenRequestsAsResendable) {
   std::shared_ptr<Connection> conn = Connect();
   ASSERT_NE(conn, nullptr);
   ASSERT_TRUE(Send(*conn, {"PING"}).status.ok());
-  if (direct()) ASSERT_TRUE(AwaitParked(*conn));
+  if (direct()) {
+    ASSERT_TRUE(AwaitParked(*conn));
+  }
   ASSERT_TRUE(server_->Restart().ok());
   // The first request finds the old connection closed (resendable), or the
   // closed socket was noticed first and it went out on a new connection.
@@ -406,7 +412,9 @@ TEST_P(IoPathTest, CloseFailsWhatIsOutstandingAndLaterCalls) {
   std::shared_ptr<Connection> conn = Connect();
   ASSERT_NE(conn, nullptr);
   ASSERT_TRUE(Send(*conn, {"PING"}).status.ok());
-  if (direct()) ASSERT_TRUE(AwaitParked(*conn));
+  if (direct()) {
+    ASSERT_TRUE(AwaitParked(*conn));
+  }
   const uint64_t direct_before = conn->direct_calls();
   Result slow;
   Stopwatch watch;

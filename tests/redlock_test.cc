@@ -154,6 +154,22 @@ TEST_F(RedlockTest, IsReentrant) {
   EXPECT_EQ(lock.Release().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+TEST_F(RedlockTest, AnExplicitOwnerHoldsAcrossThreads) {
+  RedlockLock lock = client_->GetLock(TestLockName());
+  const Owner task = Owner::New();
+  std::thread([&] { EXPECT_TRUE(lock.Acquire(task).ok()); }).join();
+  for (auto& s : Servers()) {
+    testing::RedisValue all = *s->Command({"HGETALL", lock.name()});
+    ASSERT_EQ(all.elements.size(), 2u);
+    EXPECT_EQ(all.elements[0].str,
+              absl::StrCat(client_->id(), ":", task.number()));
+  }
+  EXPECT_EQ(lock.TryAcquire(absl::ZeroDuration()).code(),
+            absl::StatusCode::kDeadlineExceeded);  // this thread is another
+  std::thread([&] { EXPECT_TRUE(lock.Release(task).ok()); }).join();
+  EXPECT_EQ(OnMasters({"EXISTS", lock.name()}), 0);
+}
+
 TEST_F(RedlockTest, ThreadsExcludeEachOther) {
   RedlockLock lock = client_->GetLock(TestLockName());
   std::atomic<int> inside{0}, overlaps{0};

@@ -28,13 +28,16 @@
 // Owners and reentrancy
 // ---------------------
 // The owner is the calling *thread* of the *client*: two threads of one
-// process are different owners, as are two clients in one process. The owner
-// may lock again any number of times; the lock is free after as many
-// releases. A `Lock` object is a cheap, copyable handle (a name and the
-// client); one object may be used by many threads at once, like a std::mutex
-// shared by workers, and two handles with the same name are the same lock.
+// process are different owners, as are two clients in one process. Code
+// whose work moves between threads passes an explicit relock::Owner instead
+// (relock/owner.h; Acquire(owner), Release(owner), ...): the hold then
+// belongs to that token, whichever thread calls. The owner may lock again
+// any number of times; the lock is free after as many releases. A `Lock` object
+// is a cheap, copyable handle (a name and the client); one object may be used
+// by many threads at once, like a std::mutex shared by workers, and two handles
+// with the same name are the same lock.
 //
-// States, as seen by the calling thread T:
+// States, as seen by the calling thread (or explicit owner) T:
 //
 // clang-format off
 //   state         | lock()/Acquire    | try_lock()    | unlock()/Release
@@ -152,6 +155,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
+#include "relock/owner.h"
 
 namespace relock {
 
@@ -218,12 +222,12 @@ namespace internal {
 
 [[noreturn]] void ThrowLockError(absl::Status status);
 
-// The std TimedLockable surface and the Acquire/TryAcquire overloads, shared
-// by Lock and RedlockLock (CRTP). `Derived` provides, as private members
-// befriending this class:
-//   absl::Status AcquireFor(absl::Duration wait,
+// The std TimedLockable surface and the Acquire/TryAcquire/Release
+// overloads, shared by Lock and RedlockLock (CRTP). `Derived` provides, as
+// private members befriending this class:
+//   absl::Status AcquireFor(const Owner& owner, absl::Duration wait,
 //                           absl::optional<absl::Duration> lease);
-//   absl::Status Release();
+//   absl::Status ReleaseFor(const Owner& owner);
 //   void ReportUnlockFailure(absl::Status status) noexcept;
 template <class Derived>
 class LockableBase {
@@ -255,7 +259,7 @@ class LockableBase {
   // Releases one hold. Never throws: a failure is reported as a
   // LockEventType::kUnlockFailed event to the client's on_lock_event.
   void unlock() noexcept {
-    absl::Status s = self().Release();
+    absl::Status s = self().ReleaseFor(Owner::ThisThread());
     if (!s.ok()) self().ReportUnlockFailure(std::move(s));
   }
 
@@ -264,12 +268,12 @@ class LockableBase {
   // Blocks until this thread holds the lock, with the watchdog lease
   // (lock_watchdog_timeout).
   ABSL_MUST_USE_RESULT absl::Status Acquire() {
-    return self().AcquireFor(absl::InfiniteDuration(), absl::nullopt);
+    return Acquire(Owner::ThisThread());
   }
   // Blocks until this thread holds the lock, with an explicit `lease` in
   // [kMinLease, kMaxLease] that is never renewed.
   ABSL_MUST_USE_RESULT absl::Status Acquire(absl::Duration lease) {
-    return self().AcquireFor(absl::InfiniteDuration(), lease);
+    return Acquire(Owner::ThisThread(), lease);
   }
   // Waits at most `wait` (>= 0; zero = one attempt; InfiniteDuration = no
   // limit). DeadlineExceeded if another owner held the lock throughout, or
@@ -277,11 +281,42 @@ class LockableBase {
   // call, round trips included, except that one attempt may always take up
   // to 100 ms (or command_timeout, if shorter).
   ABSL_MUST_USE_RESULT absl::Status TryAcquire(absl::Duration wait) {
-    return TryAcquireImpl(wait, absl::nullopt);
+    return TryAcquireImpl(Owner::ThisThread(), wait, absl::nullopt);
   }
   ABSL_MUST_USE_RESULT absl::Status TryAcquire(absl::Duration wait,
                                                absl::Duration lease) {
-    return TryAcquireImpl(wait, lease);
+    return TryAcquireImpl(Owner::ThisThread(), wait, lease);
+  }
+  // Releases one hold of the calling thread. FailedPrecondition if this
+  // thread does not hold the lock; Aborted if it did but the lease was lost.
+  ABSL_MUST_USE_RESULT absl::Status Release() {
+    return self().ReleaseFor(Owner::ThisThread());
+  }
+
+  // --- The same for an explicit owner (relock/owner.h): the hold belongs to
+  // --- `owner`, whichever thread makes the call. InvalidArgument for a
+  // --- default-constructed Owner. One owner's calls on one lock must not
+  // --- overlap (a thread's never do).
+  ABSL_MUST_USE_RESULT absl::Status Acquire(const Owner& owner) {
+    return self().AcquireFor(owner, absl::InfiniteDuration(), absl::nullopt);
+  }
+  ABSL_MUST_USE_RESULT absl::Status Acquire(const Owner& owner,
+                                            absl::Duration lease) {
+    return self().AcquireFor(owner, absl::InfiniteDuration(), lease);
+  }
+  ABSL_MUST_USE_RESULT absl::Status TryAcquire(const Owner& owner,
+                                               absl::Duration wait) {
+    return TryAcquireImpl(owner, wait, absl::nullopt);
+  }
+  ABSL_MUST_USE_RESULT absl::Status TryAcquire(const Owner& owner,
+                                               absl::Duration wait,
+                                               absl::Duration lease) {
+    return TryAcquireImpl(owner, wait, lease);
+  }
+  // FailedPrecondition if `owner` does not hold the lock; Aborted if it did
+  // but the lease was lost.
+  ABSL_MUST_USE_RESULT absl::Status Release(const Owner& owner) {
+    return self().ReleaseFor(owner);
   }
 
  protected:
@@ -290,18 +325,19 @@ class LockableBase {
 
  private:
   Derived& self() { return static_cast<Derived&>(*this); }
-  absl::Status TryAcquireImpl(absl::Duration wait,
+  absl::Status TryAcquireImpl(const Owner& owner, absl::Duration wait,
                               absl::optional<absl::Duration> lease) {
     if (wait < absl::ZeroDuration()) {
       return absl::InvalidArgumentError(
           "acquire: wait must not be negative, got " +
           absl::FormatDuration(wait));
     }
-    return self().AcquireFor(wait, lease);
+    return self().AcquireFor(owner, wait, lease);
   }
   bool TryLockFor(absl::Duration wait) {
     absl::Status s =
-        TryAcquireImpl(std::max(wait, absl::ZeroDuration()), absl::nullopt);
+        TryAcquireImpl(Owner::ThisThread(),
+                       std::max(wait, absl::ZeroDuration()), absl::nullopt);
     if (s.ok()) return true;
     if (s.code() == absl::StatusCode::kDeadlineExceeded) return false;
     ThrowLockError(std::move(s));
@@ -355,10 +391,14 @@ class Lock : public internal::LockableBase<Lock> {
   //   answer in time. A connection the server dropped (restart, CLIENT KILL,
   //   idle timeout) is replaced and the attempt resent within the wait; a
   //   Redis that refuses connections fails the call at once (Unavailable).
-
-  // Releases one hold of the calling thread. FailedPrecondition if this thread
-  // does not hold the lock; Aborted if it did but the lease was lost.
-  ABSL_MUST_USE_RESULT absl::Status Release();
+  // absl::Status Release();
+  //   Releases one hold of the calling thread. FailedPrecondition if this
+  //   thread does not hold the lock; Aborted if it did but the lease was
+  //   lost.
+  // Acquire(owner), Acquire(owner, lease), TryAcquire(owner, wait),
+  // TryAcquire(owner, wait, lease), Release(owner):
+  //   The same for an explicit relock::Owner (relock/owner.h) instead of the
+  //   calling thread.
   // Frees the lock whoever holds it and wakes its waiters. Returns true if it
   // was held. For administration and recovery; the holder is not told.
   ABSL_MUST_USE_RESULT absl::StatusOr<bool> ForceRelease();
@@ -369,8 +409,13 @@ class Lock : public internal::LockableBase<Lock> {
   ABSL_MUST_USE_RESULT absl::StatusOr<bool> IsLocked() const;
   // Whether the calling thread holds the lock.
   ABSL_MUST_USE_RESULT absl::StatusOr<bool> IsHeldByCurrentThread() const;
+  // Whether `owner` holds the lock.
+  ABSL_MUST_USE_RESULT absl::StatusOr<bool> IsHeldBy(const Owner& owner) const;
   // How many times the calling thread holds the lock (0 if not at all).
   ABSL_MUST_USE_RESULT absl::StatusOr<int64_t> HoldCount() const;
+  // How many times `owner` holds the lock (0 if not at all).
+  ABSL_MUST_USE_RESULT absl::StatusOr<int64_t> HoldCount(
+      const Owner& owner) const;
   // The lease left to the current holder, whoever it is; NotFound if the lock
   // is free; InfiniteDuration if the key has no TTL (set by hand).
   ABSL_MUST_USE_RESULT absl::StatusOr<absl::Duration> RemainingLease() const;
@@ -383,13 +428,17 @@ class Lock : public internal::LockableBase<Lock> {
   // with another holder (or better, use a fencing token).
   ABSL_MUST_USE_RESULT absl::StatusOr<std::chrono::steady_clock::time_point>
   SafeUntil() const;
+  // The same for `owner`.
+  ABSL_MUST_USE_RESULT absl::StatusOr<std::chrono::steady_clock::time_point>
+  SafeUntil(const Owner& owner) const;
 
  private:
   friend class Client;
   friend class internal::LockableBase<Lock>;
   Lock(std::shared_ptr<internal::ClientCore> core, std::string name);
-  absl::Status AcquireFor(absl::Duration wait,
+  absl::Status AcquireFor(const Owner& owner, absl::Duration wait,
                           absl::optional<absl::Duration> lease);
+  absl::Status ReleaseFor(const Owner& owner);
   void ReportUnlockFailure(absl::Status status) noexcept;
 
   std::shared_ptr<internal::ClientCore> core_;

@@ -181,10 +181,9 @@ class RedlockLock : public internal::LockableBase<RedlockLock> {
   const std::string& name() const { return name_; }
 
   // lock(), try_lock(), try_lock_for(), try_lock_until(), unlock(),
-  // Acquire(), Acquire(lease), TryAcquire(wait), TryAcquire(wait, lease): as
-  // relock::Lock (internal::LockableBase in lock.h).
-
-  ABSL_MUST_USE_RESULT absl::Status Release();
+  // Acquire(), Acquire(lease), TryAcquire(wait), TryAcquire(wait, lease),
+  // Release(), and the same with an explicit relock::Owner: as relock::Lock
+  // (internal::LockableBase in lock.h).
 
   // Sets the calling thread's hold to a fresh `lease` on every master (a
   // quorum must confirm within the new validity). FailedPrecondition if this
@@ -208,8 +207,9 @@ class RedlockLock : public internal::LockableBase<RedlockLock> {
   friend class RedlockClient;
   friend class internal::LockableBase<RedlockLock>;
   RedlockLock(std::shared_ptr<internal::ClientCore> core, std::string name);
-  absl::Status AcquireFor(absl::Duration wait,
+  absl::Status AcquireFor(const Owner& owner, absl::Duration wait,
                           absl::optional<absl::Duration> lease);
+  absl::Status ReleaseFor(const Owner& owner);
   void ReportUnlockFailure(absl::Status status) noexcept;
 
   std::shared_ptr<internal::ClientCore> core_;

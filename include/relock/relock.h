@@ -5,6 +5,8 @@
 //   relock/options.h  ClientOptions (every default documented), LockEvent.
 //   relock/client.h   Client: connects to Redis, hands out locks.
 //   relock/lock.h     Lock (reentrant, TimedLockable), LockGuard, LockError.
+//   relock/owner.h    Owner: an explicit owner token for code whose work
+//                     moves between threads.
 //   relock/redlock.h  RedlockClient, RedlockLock: the lock on a quorum of N
 //                     independent masters.
 //   relock/backoff.h  Retry delay strategies and RetryWithBackoff.
@@ -28,6 +30,7 @@
 #include "relock/client.h"
 #include "relock/lock.h"
 #include "relock/options.h"
+#include "relock/owner.h"
 #include "relock/redlock.h"
 
 namespace relock {

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "lib/api/owner_check.h"
 #include "lib/client/client_core.h"
 #include "lib/common/deadline.h"
 #include "lib/lock/reentrant_lock.h"
@@ -55,11 +56,13 @@ LockError::LockError(absl::Status status)
 Lock::Lock(std::shared_ptr<internal::ClientCore> core, std::string name)
     : core_(std::move(core)), name_(std::move(name)) {}
 
-absl::Status Lock::AcquireFor(absl::Duration wait,
+absl::Status Lock::AcquireFor(const Owner& owner, absl::Duration wait,
                               absl::optional<absl::Duration> lease) {
   if (core_ == nullptr) return Unbound();
   if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
-  return lock::Acquire(*core_, name_, lease, Deadline::After(wait));
+  absl::StatusOr<lock::OwnerId> by = internal::CheckedOwner(owner);
+  if (!by.ok()) return by.status();
+  return lock::Acquire(*core_, name_, *by, lease, Deadline::After(wait));
 }
 
 void Lock::ReportUnlockFailure(absl::Status status) noexcept {
@@ -68,10 +71,12 @@ void Lock::ReportUnlockFailure(absl::Status status) noexcept {
   }
 }
 
-absl::Status Lock::Release() {
+absl::Status Lock::ReleaseFor(const Owner& owner) {
   if (core_ == nullptr) return Unbound();
   if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
-  return lock::Release(*core_, name_);
+  absl::StatusOr<lock::OwnerId> by = internal::CheckedOwner(owner);
+  if (!by.ok()) return by.status();
+  return lock::Release(*core_, name_, *by);
 }
 
 absl::StatusOr<bool> Lock::ForceRelease() {
@@ -87,15 +92,25 @@ absl::StatusOr<bool> Lock::IsLocked() const {
 }
 
 absl::StatusOr<bool> Lock::IsHeldByCurrentThread() const {
-  absl::StatusOr<int64_t> count = HoldCount();
+  return IsHeldBy(Owner::ThisThread());
+}
+
+absl::StatusOr<bool> Lock::IsHeldBy(const Owner& owner) const {
+  absl::StatusOr<int64_t> count = HoldCount(owner);
   if (!count.ok()) return count.status();
   return *count > 0;
 }
 
 absl::StatusOr<int64_t> Lock::HoldCount() const {
+  return HoldCount(Owner::ThisThread());
+}
+
+absl::StatusOr<int64_t> Lock::HoldCount(const Owner& owner) const {
   if (core_ == nullptr) return Unbound();
   if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
-  return lock::HoldCount(*core_, name_);
+  absl::StatusOr<lock::OwnerId> by = internal::CheckedOwner(owner);
+  if (!by.ok()) return by.status();
+  return lock::HoldCount(*core_, name_, *by);
 }
 
 absl::StatusOr<absl::Duration> Lock::RemainingLease() const {
@@ -105,9 +120,16 @@ absl::StatusOr<absl::Duration> Lock::RemainingLease() const {
 }
 
 absl::StatusOr<std::chrono::steady_clock::time_point> Lock::SafeUntil() const {
+  return SafeUntil(Owner::ThisThread());
+}
+
+absl::StatusOr<std::chrono::steady_clock::time_point> Lock::SafeUntil(
+    const Owner& owner) const {
   if (core_ == nullptr) return Unbound();
   if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
-  return lock::SafeUntil(*core_, name_);
+  absl::StatusOr<lock::OwnerId> by = internal::CheckedOwner(owner);
+  if (!by.ok()) return by.status();
+  return lock::SafeUntil(*core_, name_, *by);
 }
 
 LockGuard::LockGuard(Lock& lock) : lock_(lock) {

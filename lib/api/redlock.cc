@@ -5,6 +5,7 @@
 
 #include <utility>
 
+#include "lib/api/owner_check.h"
 #include "lib/common/deadline.h"
 #include "lib/lock/owner.h"
 #include "lib/lock/reentrant_lock.h"
@@ -46,11 +47,13 @@ RedlockLock::RedlockLock(std::shared_ptr<internal::ClientCore> core,
                          std::string name)
     : core_(std::move(core)), name_(std::move(name)) {}
 
-absl::Status RedlockLock::AcquireFor(absl::Duration wait,
+absl::Status RedlockLock::AcquireFor(const Owner& owner, absl::Duration wait,
                                      absl::optional<absl::Duration> lease) {
   if (core_ == nullptr) return Unbound();
   if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
-  return lock::Acquire(*core_, name_, lease, Deadline::After(wait));
+  absl::StatusOr<lock::OwnerId> by = internal::CheckedOwner(owner);
+  if (!by.ok()) return by.status();
+  return lock::Acquire(*core_, name_, *by, lease, Deadline::After(wait));
 }
 
 void RedlockLock::ReportUnlockFailure(absl::Status status) noexcept {
@@ -59,23 +62,25 @@ void RedlockLock::ReportUnlockFailure(absl::Status status) noexcept {
   }
 }
 
-absl::Status RedlockLock::Release() {
+absl::Status RedlockLock::ReleaseFor(const Owner& owner) {
   if (core_ == nullptr) return Unbound();
   if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
-  return lock::Release(*core_, name_);
+  absl::StatusOr<lock::OwnerId> by = internal::CheckedOwner(owner);
+  if (!by.ok()) return by.status();
+  return lock::Release(*core_, name_, *by);
 }
 
 absl::Status RedlockLock::Extend(absl::Duration lease) {
   if (core_ == nullptr) return Unbound();
   if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
-  return lock::Extend(*core_, name_, lease);
+  return lock::Extend(*core_, name_, lock::ThisThread(), lease);
 }
 
 absl::StatusOr<std::chrono::steady_clock::time_point> RedlockLock::ValidUntil()
     const {
   if (core_ == nullptr) return Unbound();
   if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
-  return lock::SafeUntil(*core_, name_);
+  return lock::SafeUntil(*core_, name_, lock::ThisThread());
 }
 
 int64_t RedlockLock::LocalHoldCount() const {

@@ -69,7 +69,8 @@ void RegisterLiveCore(const std::shared_ptr<ClientCore>& core) {
   static std::once_flag once;
   std::call_once(once, [] {
     pthread_atfork(
-        [] { Live().mu.Lock(); }, [] { Live().mu.Unlock(); },
+        []() ABSL_NO_THREAD_SAFETY_ANALYSIS { Live().mu.Lock(); },
+        []() ABSL_NO_THREAD_SAFETY_ANALYSIS { Live().mu.Unlock(); },
         []() ABSL_NO_THREAD_SAFETY_ANALYSIS {
           for (const std::weak_ptr<ClientCore>& weak : Live().cores) {
             if (std::shared_ptr<ClientCore> core = weak.lock()) {

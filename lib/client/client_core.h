@@ -49,9 +49,9 @@ absl::Status ValidateClientOptions(const ClientOptions& options);
 // the main thread) has them dropped from the registry: no more renewal, a
 // LockEventType::kOwnerThreadExited event per lock, and the lock frees itself
 // when its lease runs out.
-class ClientCore : public std::enable_shared_from_this<ClientCore>,
-                   public lock::ThreadExitListener,
-                   public lock::LockEnv {
+class ClientCore final : public std::enable_shared_from_this<ClientCore>,
+                         public lock::ThreadExitListener,
+                         public lock::LockEnv {
  public:
   // A client of one Redis server (relock::Client).
   static absl::StatusOr<std::shared_ptr<ClientCore>> Create(

@@ -52,10 +52,13 @@ class ThreadExitHooks {
 
 }  // namespace
 
-uint64_t CurrentThreadNumber() {
+uint64_t NewOwnerNumber() {
   static std::atomic<uint64_t> next{1};
-  thread_local const uint64_t number =
-      next.fetch_add(1, std::memory_order_relaxed);
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+uint64_t CurrentThreadNumber() {
+  thread_local const uint64_t number = NewOwnerNumber();
   return number;
 }
 

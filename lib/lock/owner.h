@@ -16,6 +16,18 @@ namespace lock {
 // from an atomic counter on the thread's first call; never reused, unlike
 // std::thread::id).
 uint64_t CurrentThreadNumber();
+// A new number from the same counter, for an explicit owner (relock::Owner):
+// never a thread's.
+uint64_t NewOwnerNumber();
+
+// The owner a lock call acts for: the number in its owner field, and
+// whether it is the calling thread (whose exit the client watches).
+struct OwnerId {
+  uint64_t number = 0;
+  bool thread = true;
+};
+// The calling thread's OwnerId.
+inline OwnerId ThisThread() { return OwnerId{CurrentThreadNumber(), true}; }
 
 // Told when a thread that holds locks exits (see NotifyOnThreadExit).
 class ThreadExitListener {

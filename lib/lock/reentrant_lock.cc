@@ -45,6 +45,12 @@ absl::Status Annotate(absl::Status s, absl::string_view op,
 }
 
 // What each node said, for messages: "host:port: acquired; ...".
+// Who a call was for, in messages.
+std::string Whom(const OwnerId& by) {
+  return by.thread ? std::string("this thread")
+                   : absl::StrCat("relock::Owner ", by.number);
+}
+
 std::string Details(const std::vector<std::string>& details) {
   return absl::StrJoin(details, "; ");
 }
@@ -167,7 +173,7 @@ Attempt TryOnce(LockEnv& env, const std::string& name, const std::string& owner,
   if (n == 1) {
     // One node: no other node's answer can contradict it. An unanswered
     // request leaves at most an orphaned count that expires with its lease
-    // and that this thread's next fresh acquire absorbs.
+    // and that this owner's next fresh acquire absorbs.
     if (a.kind == Attempt::kFailed && a.error.ok()) {
       a.error = absl::AbortedError(a.details);  // validity used up
     }
@@ -361,7 +367,7 @@ absl::Status ValidateName(const std::string& name) {
   return absl::OkStatus();
 }
 
-absl::Status Acquire(LockEnv& env, const std::string& name,
+absl::Status Acquire(LockEnv& env, const std::string& name, const OwnerId& by,
                      absl::optional<absl::Duration> lease, Deadline deadline) {
   if (lease.has_value() && (*lease < kMinLease || *lease > kMaxLease)) {
     return absl::InvalidArgumentError(
@@ -373,9 +379,10 @@ absl::Status Acquire(LockEnv& env, const std::string& name,
   if (absl::Status s = env.CheckOpen(); !s.ok()) {
     return Annotate(s, "acquire", name);
   }
-  const uint64_t thread = CurrentThreadNumber();
+  const uint64_t thread = by.number;
   const std::string owner = OwnerField(env.id(), thread);
-  // Only this thread changes its own hold, so this stays true for the call.
+  // Only this owner changes its own hold (its calls on one lock do not
+  // overlap), so this stays true for the call.
   const absl::optional<Hold> held = env.holds().Find(name, thread);
   const bool fresh = !held.has_value() || held->ended();
   // A re-entry never shortens a hold: on a watchdog hold, a re-entry with an
@@ -389,7 +396,7 @@ absl::Status Acquire(LockEnv& env, const std::string& name,
   if (!s.ok()) return Annotate(s, "acquire", name, env.policy().noun);
   // Registered (and, for a watchdog lease, renewed from now on) before
   // Acquire() returns.
-  if (fresh) env.OnFreshHold();
+  if (fresh && by.thread) env.OnFreshHold();
   env.holds().OnAcquired(name, thread, owner, watchdog, effective, sent_at);
   if (watchdog) env.ActivateWatchdog();
   if (env.closed()) {
@@ -407,7 +414,7 @@ absl::Status Acquire(LockEnv& env, const std::string& name,
   return absl::OkStatus();
 }
 
-absl::Status Release(LockEnv& env, const std::string& name) {
+absl::Status Release(LockEnv& env, const std::string& name, const OwnerId& by) {
   const std::string& noun = env.policy().noun;
   if (absl::Status s = env.CheckOpen(); !s.ok()) {
     return Annotate(s, "release", name, noun);
@@ -415,7 +422,7 @@ absl::Status Release(LockEnv& env, const std::string& name) {
   backend::Backend& backend = env.backend();
   const size_t n = backend.nodes();
   const size_t quorum = backend.quorum();
-  const uint64_t thread = CurrentThreadNumber();
+  const uint64_t thread = by.number;
   const std::string owner = OwnerField(env.id(), thread);
   // A final release stops renewal before the script is sent, whatever its
   // outcome: a failed final release leaves a lock that frees itself at the
@@ -462,7 +469,7 @@ absl::Status Release(LockEnv& env, const std::string& name) {
       details.push_back(absl::StrCat(who, ": released"));
     } else if (r.ok() && r->is_nil()) {
       ++not_owner;
-      details.push_back(absl::StrCat(who, ": not held by this thread"));
+      details.push_back(absl::StrCat(who, ": not held by ", Whom(by)));
     } else {
       absl::Status e = r.ok() ? Unexpected(*r, "release script") : r.status();
       details.push_back(absl::StrCat(who, ": ", e.ToString()));
@@ -478,7 +485,7 @@ absl::Status Release(LockEnv& env, const std::string& name) {
       // This was the outermost release by our count, yet Redis still counts
       // holds for this owner: re-entries whose replies were lost (timeouts,
       // dropped connections). Nobody would ever release them; release them
-      // now (only this thread uses this owner field).
+      // now (only this owner uses this owner field).
       const absl::string_view all_args[] = {kUnlockMessage, owner};
       std::vector<backend::Answer> all =
           backend.Run(internal::kReleaseAllScript, keys, all_args,
@@ -497,7 +504,7 @@ absl::Status Release(LockEnv& env, const std::string& name) {
     if (absl::optional<Hold> lost = env.holds().Forget(name, thread)) {
       return Annotate(
           absl::AbortedError(absl::StrCat(
-              "lease lost: this thread held the lock, but ",
+              "lease lost: ", Whom(by), " held the lock, but ",
               lost->lost      ? "the watchdog could not keep its lease alive"
               : lost->expired ? "its explicit lease ran out"
               : n > 1         ? "a majority of masters no longer have it"
@@ -509,7 +516,7 @@ absl::Status Release(LockEnv& env, const std::string& name) {
     }
     return Annotate(
         absl::FailedPreconditionError(absl::StrCat(
-            "not held by this thread (owner ", owner,
+            "not held by ", Whom(by), " (owner ", owner,
             "; a hold whose explicit lease ran out is forgotten ",
             absl::FormatDuration(kExpiredHoldRetention), " after it ended)")),
         "release", name, noun);
@@ -525,7 +532,7 @@ absl::Status Release(LockEnv& env, const std::string& name) {
                   "release", name, noun);
 }
 
-absl::Status Extend(LockEnv& env, const std::string& name,
+absl::Status Extend(LockEnv& env, const std::string& name, const OwnerId& by,
                     absl::Duration lease) {
   const std::string& noun = env.policy().noun;
   if (lease < kMinLease || lease > kMaxLease) {
@@ -542,11 +549,12 @@ absl::Status Extend(LockEnv& env, const std::string& name,
   const LockPolicy& policy = env.policy();
   const size_t n = backend.nodes();
   const size_t quorum = backend.quorum();
-  const uint64_t thread = CurrentThreadNumber();
+  const uint64_t thread = by.number;
   const absl::optional<Hold> hold = env.holds().Find(name, thread);
   if (!hold.has_value()) {
-    return Annotate(absl::FailedPreconditionError("not held by this thread"),
-                    "extend", name, noun);
+    return Annotate(
+        absl::FailedPreconditionError(absl::StrCat("not held by ", Whom(by))),
+        "extend", name, noun);
   }
   if (hold->ended()) {
     return Annotate(absl::AbortedError("lease lost"), "extend", name, noun);
@@ -593,14 +601,16 @@ absl::Status Extend(LockEnv& env, const std::string& name,
 }
 
 absl::StatusOr<SteadyClock::time_point> SafeUntil(LockEnv& env,
-                                                  const std::string& name) {
+                                                  const std::string& name,
+                                                  const OwnerId& by) {
   if (absl::Status s = env.CheckOpen(); !s.ok()) {
     return Annotate(s, "query", name);
   }
-  absl::optional<Hold> hold = env.holds().Find(name, CurrentThreadNumber());
+  absl::optional<Hold> hold = env.holds().Find(name, by.number);
   if (!hold.has_value()) {
-    return Annotate(absl::FailedPreconditionError("not held by this thread"),
-                    "query", name);
+    return Annotate(
+        absl::FailedPreconditionError(absl::StrCat("not held by ", Whom(by))),
+        "query", name);
   }
   if (hold->lost) {
     return Annotate(absl::AbortedError("lease lost (reported as kLockLost)"),
@@ -647,18 +657,18 @@ absl::StatusOr<bool> IsLocked(LockEnv& env, const std::string& name) {
   if (absl::Status s = env.CheckOpen(); !s.ok()) {
     return Annotate(s, "query", name);
   }
-  absl::StatusOr<Inspection> what =
-      Inspect(env, name, OwnerField(env.id(), CurrentThreadNumber()));
+  absl::StatusOr<Inspection> what = Inspect(env, name, "");
   if (!what.ok()) return Annotate(what.status(), "query", name);
   return what->held;
 }
 
-absl::StatusOr<int64_t> HoldCount(LockEnv& env, const std::string& name) {
+absl::StatusOr<int64_t> HoldCount(LockEnv& env, const std::string& name,
+                                  const OwnerId& by) {
   if (absl::Status s = env.CheckOpen(); !s.ok()) {
     return Annotate(s, "query", name);
   }
   absl::StatusOr<Inspection> what =
-      Inspect(env, name, OwnerField(env.id(), CurrentThreadNumber()));
+      Inspect(env, name, OwnerField(env.id(), by.number));
   if (!what.ok()) return Annotate(what.status(), "query", name);
   return what->count;
 }
@@ -668,8 +678,7 @@ absl::StatusOr<absl::Duration> RemainingLease(LockEnv& env,
   if (absl::Status s = env.CheckOpen(); !s.ok()) {
     return Annotate(s, "query", name);
   }
-  absl::StatusOr<Inspection> what =
-      Inspect(env, name, OwnerField(env.id(), CurrentThreadNumber()));
+  absl::StatusOr<Inspection> what = Inspect(env, name, "");
   if (!what.ok()) return Annotate(what.status(), "query", name);
   if (!what->held) {
     return absl::NotFoundError(

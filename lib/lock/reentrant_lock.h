@@ -16,6 +16,7 @@
 #include "absl/types/optional.h"
 #include "lib/common/deadline.h"
 #include "lib/lock/lock_env.h"
+#include "lib/lock/owner.h"
 
 namespace relock {
 namespace lock {
@@ -28,23 +29,26 @@ absl::Status ValidateName(const std::string& name);
 // IsLocked, HoldCount, RemainingLease and ForceRelease ask the first node
 // only (the single-node Lock API).
 
-// Acquires `name` for the calling thread, waiting (by notification) until
-// `deadline`. `lease`: explicit lease, or nullopt for the watchdog lease.
-absl::Status Acquire(LockEnv& env, const std::string& name,
+// Acquires `name` for `by` (a thread or an explicit owner), waiting (by
+// notification) until `deadline`. `lease`: explicit lease, or nullopt for
+// the watchdog lease. One owner's calls on one lock must not overlap.
+absl::Status Acquire(LockEnv& env, const std::string& name, const OwnerId& by,
                      absl::optional<absl::Duration> lease, Deadline deadline);
-absl::Status Release(LockEnv& env, const std::string& name);
-// Sets the calling thread's hold of `name` to a new explicit lease on a
-// quorum of nodes (Redlock's Extend); the watchdog stops renewing it.
-absl::Status Extend(LockEnv& env, const std::string& name,
+absl::Status Release(LockEnv& env, const std::string& name, const OwnerId& by);
+// Sets `by`'s hold of `name` to a new explicit lease on a quorum of nodes
+// (Redlock's Extend); the watchdog stops renewing it.
+absl::Status Extend(LockEnv& env, const std::string& name, const OwnerId& by,
                     absl::Duration lease);
 absl::StatusOr<bool> ForceRelease(LockEnv& env, const std::string& name);
-// Until when the calling thread may assume it holds `name` (see
-// Lock::SafeUntil()).
+// Until when `by` may assume it holds `name` (see Lock::SafeUntil()).
 absl::StatusOr<SteadyClock::time_point> SafeUntil(LockEnv& env,
-                                                  const std::string& name);
+                                                  const std::string& name,
+                                                  const OwnerId& by);
 
 absl::StatusOr<bool> IsLocked(LockEnv& env, const std::string& name);
-absl::StatusOr<int64_t> HoldCount(LockEnv& env, const std::string& name);
+// How many times `by` holds `name`, as Redis counts.
+absl::StatusOr<int64_t> HoldCount(LockEnv& env, const std::string& name,
+                                  const OwnerId& by);
 absl::StatusOr<absl::Duration> RemainingLease(LockEnv& env,
                                               const std::string& name);
 
