@@ -129,6 +129,53 @@ TEST_F(SubscriberTest, CloseWakesWaitersWithClosed) {
             absl::StatusCode::kCancelled);
 }
 
+// A waiter that does not block is told, on the loop thread, of its
+// confirmation, of a message (and then takes the permit with a look), and of
+// the close.
+TEST_F(SubscriberTest, AListenerIsToldOfConfirmationMessagesAndClose) {
+  struct Seen {
+    Mutex mu;
+    int calls ABSL_GUARDED_BY(mu) = 0;
+    bool off_loop ABSL_GUARDED_BY(mu) = false;
+  } seen;
+  io::EventLoop* loop = &loop_;
+  auto await_calls = [&seen](int n) {
+    MutexLock lock(&seen.mu);
+    auto enough = [&seen, n]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return seen.calls >= n;
+    };
+    return seen.mu.AwaitWithTimeout(absl::Condition(&enough), kLong);
+  };
+  std::unique_ptr<Subscription> s = subscriber_->Subscribe(
+      kChannel, nullptr, WakePolicy::kWakeOne, "", [&seen, loop] {
+        MutexLock lock(&seen.mu);
+        ++seen.calls;
+        seen.off_loop = seen.off_loop || !loop->InLoopThread();
+      });
+  const Deadline look = Deadline::After(absl::ZeroDuration());
+  ASSERT_TRUE(await_calls(1));  // the SUBSCRIBE was confirmed
+  EXPECT_TRUE(s->AwaitConfirmed(look).ok());
+  EXPECT_EQ(s->Wait(look), WakeReason::kTimeout);  // nothing yet
+  int before = 0;
+  {
+    MutexLock lock(&seen.mu);
+    before = seen.calls;
+  }
+  EXPECT_EQ(Publish("0"), 1);
+  ASSERT_TRUE(await_calls(before + 1));
+  EXPECT_EQ(s->Wait(look), WakeReason::kNotified);  // the permit, at once
+  EXPECT_EQ(s->Wait(look), WakeReason::kTimeout);
+  {
+    MutexLock lock(&seen.mu);
+    before = seen.calls;
+  }
+  subscriber_->Close();
+  ASSERT_TRUE(await_calls(before + 1));
+  EXPECT_EQ(s->Wait(look), WakeReason::kClosed);
+  MutexLock lock(&seen.mu);
+  EXPECT_FALSE(seen.off_loop);
+}
+
 }  // namespace
 }  // namespace pubsub
 }  // namespace relock

@@ -77,6 +77,16 @@ struct Call {
 // Starts call `i` of `n` with `done` (see AwaitAnswers).
 using Done = std::function<void(Answer)>;
 using StartCall = std::function<void(size_t i, Done done)>;
+// Gets one answer per node, in node order (Backend::RunAsync).
+using AnswersDone = std::function<void(std::vector<Answer>)>;
+
+// The answer of a node that did not answer a call to `where` that waited
+// until `limit` (the earlier of the caller's `deadline` and the transport's
+// `backstop`): Cancelled "not awaited" when `enough` stopped the wait,
+// DeadlineExceeded when the caller's deadline ended it, else Unavailable.
+absl::Status MissingAnswer(const std::string& where, bool stopped,
+                           Deadline deadline, Deadline limit,
+                           absl::Duration backstop);
 
 // Starts n asynchronous calls and waits for their answers until `deadline`
 // (DeadlineExceeded for those missing) or `backstop` (Unavailable: the
@@ -108,6 +118,16 @@ class Backend {
                                   const Enough& enough = nullptr,
                                   const std::vector<bool>* only = nullptr) = 0;
 
+  // Run(), asynchronously: `done` gets one answer per node once every node
+  // answered, `enough` said stop (asked on the thread that delivers each
+  // answer), or `deadline` passed. `done` runs once, on the client's event
+  // loop thread (or on the calling thread when the call ends at once, e.g.
+  // on a closed backend); it must not block.
+  virtual void RunAsync(size_t script, absl::Span<const absl::string_view> keys,
+                        absl::Span<const absl::string_view> args,
+                        Deadline deadline, Resend resend, Enough enough,
+                        AnswersDone done) = 0;
+
   // Runs `calls` of one script, sent together to every node (one round trip
   // per node, plus one if a node lost its script cache). Per node: one reply
   // per call, or the error that failed the node's batch. `*round_trips`, if
@@ -123,10 +143,14 @@ class Backend {
   // A wait on `channel`: one unlock message wakes one waiter (kWakeOne,
   // Redisson's lock channel), any message every waiter (kWakeAll, Redisson's
   // read-lock release), or a message naming it the waiter called `waiter`
-  // (kWakeNamed; `waiter` is ignored by the other policies).
+  // (kWakeNamed; `waiter` is ignored by the other policies). With a
+  // `listener` (a waiter that does not block), the listener is called on the
+  // loop thread whenever the wait may be over; the waiter then looks with
+  // AwaitConfirmed() / Wait() given a deadline that has passed.
   virtual std::unique_ptr<Waiter> Subscribe(const std::string& channel,
                                             pubsub::WakePolicy policy,
-                                            const std::string& waiter) = 0;
+                                            const std::string& waiter,
+                                            pubsub::Listener listener) = 0;
 
   // Wakes every waiter, now and later, with Cancelled; calls still work (a
   // client that closes releases its locks after this). Idempotent.

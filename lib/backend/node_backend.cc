@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/optional.h"
+#include "lib/backend/async_answers.h"
 #include "lib/backend/gather.h"
 #include "lib/common/mutex.h"
 #include "lib/redis/resp.h"
@@ -58,33 +59,39 @@ std::vector<Answer> AwaitAnswers(
   // `backstop` only backs that up (a connect may take connect_timeout).
   const Deadline limit_backstop = Deadline::After(backstop);
   bool stopped = false;
+  const Deadline limit = Earliest(deadline, limit_backstop);
   std::vector<absl::optional<Answer>> got =
-      gather.Wait(Earliest(deadline, limit_backstop), enough, &stopped);
+      gather.Wait(limit, enough, &stopped);
   std::vector<Answer> out;
   out.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     if (got[i].has_value()) {
       out.push_back(std::move(*got[i]));
-    } else if (stopped) {
-      out.push_back(Answer{absl::CancelledError("answer not awaited"), false});
-    } else if (deadline < limit_backstop) {
-      out.push_back(Answer{
-          absl::DeadlineExceededError(absl::StrCat(
-              "Redis at ", where(i), ": no reply before the call's deadline")),
-          false});
     } else {
-      out.push_back(Answer{absl::UnavailableError(absl::StrCat(
-                               "Redis at ", where(i), ": no reply within ",
-                               absl::FormatDuration(backstop))),
-                           false});
+      out.push_back(Answer{
+          MissingAnswer(where(i), stopped, deadline, limit, backstop), false});
     }
   }
   return out;
 }
 
-NodeBackend::NodeBackend(NodeOptions options,
+absl::Status MissingAnswer(const std::string& where, bool stopped,
+                           Deadline deadline, Deadline limit,
+                           absl::Duration backstop) {
+  if (stopped) return absl::CancelledError("answer not awaited");
+  if (!(limit < deadline)) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "Redis at ", where, ": no reply before the call's deadline"));
+  }
+  return absl::UnavailableError(absl::StrCat("Redis at ", where,
+                                             ": no reply within ",
+                                             absl::FormatDuration(backstop)));
+}
+
+NodeBackend::NodeBackend(io::EventLoop* loop, NodeOptions options,
                          std::vector<redis::ScriptSource> scripts)
-    : options_(std::move(options)),
+    : loop_(loop),
+      options_(std::move(options)),
       name_(options_.connection.endpoint.ToString()),
       scripts_(std::move(scripts)) {}
 
@@ -94,7 +101,7 @@ absl::StatusOr<std::unique_ptr<NodeBackend>> NodeBackend::Create(
     io::EventLoop* loop, NodeOptions options,
     std::vector<redis::ScriptSource> scripts) {
   std::unique_ptr<NodeBackend> node(
-      new NodeBackend(std::move(options), std::move(scripts)));
+      new NodeBackend(loop, std::move(options), std::move(scripts)));
   io::ConnectionOptions command = node->options_.connection;
   command.direct_calls = node->options_.direct_calls;
   for (int i = 0; i < node->options_.command_connections; ++i) {
@@ -156,19 +163,19 @@ std::shared_ptr<NodeBackend::Pending> NodeBackend::MakeScriptCall(
   return p;
 }
 
-void NodeBackend::RunAsync(size_t script,
-                           absl::Span<const absl::string_view> keys,
-                           absl::Span<const absl::string_view> args,
-                           Resend resend,
-                           std::shared_ptr<std::atomic<bool>> abandon,
-                           Done done) {
+void NodeBackend::RunOnNode(size_t script,
+                            absl::Span<const absl::string_view> keys,
+                            absl::Span<const absl::string_view> args,
+                            Resend resend,
+                            std::shared_ptr<std::atomic<bool>> abandon,
+                            Done done) {
   Send(MakeScriptCall(script, keys, args, resend, std::move(abandon),
                       std::move(done)));
 }
 
-void NodeBackend::SendAsync(std::string wire, Resend resend,
-                            std::shared_ptr<std::atomic<bool>> abandon,
-                            Done done) {
+void NodeBackend::SendOnNode(std::string wire, Resend resend,
+                             std::shared_ptr<std::atomic<bool>> abandon,
+                             Done done) {
   std::shared_ptr<Pending> p =
       MakePending(resend, std::move(abandon), std::move(done));
   p->wire = std::move(wire);
@@ -275,6 +282,22 @@ std::vector<Answer> NodeBackend::Run(size_t script,
       enough);
 }
 
+void NodeBackend::RunAsync(size_t script,
+                           absl::Span<const absl::string_view> keys,
+                           absl::Span<const absl::string_view> args,
+                           Deadline deadline, Resend resend, Enough enough,
+                           AnswersDone done) {
+  auto abandon = std::make_shared<std::atomic<bool>>(false);
+  std::shared_ptr<AsyncAnswers> answers = AsyncAnswers::Start(
+      loop_, 1, deadline, backstop(), std::move(enough),
+      [this](size_t) { return name_; },
+      [abandon, done = std::move(done)](std::vector<Answer> got) {
+        abandon->store(true, std::memory_order_relaxed);
+        done(std::move(got));
+      });
+  RunOnNode(script, keys, args, resend, abandon, answers->Slot(0));
+}
+
 std::vector<Answer> NodeBackend::Command(
     absl::Span<const absl::string_view> argv, Deadline deadline) {
   std::shared_ptr<Pending> p =
@@ -376,9 +399,10 @@ std::vector<absl::StatusOr<std::vector<redis::Reply>>> NodeBackend::RunBatchOn(
 
 std::unique_ptr<Waiter> NodeBackend::Subscribe(const std::string& channel,
                                                pubsub::WakePolicy policy,
-                                               const std::string& waiter) {
-  return std::make_unique<NodeWaiter>(
-      subscriber_->Subscribe(channel, nullptr, policy, waiter));
+                                               const std::string& waiter,
+                                               pubsub::Listener listener) {
+  return std::make_unique<NodeWaiter>(subscriber_->Subscribe(
+      channel, nullptr, policy, waiter, std::move(listener)));
 }
 
 void NodeBackend::CancelWaits() {

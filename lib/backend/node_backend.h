@@ -2,7 +2,7 @@
 // Backend: its command connection(s) and its pub/sub connection on the
 // client's event loop, and the scripts loaded there.
 //
-// Calls are asynchronous underneath (RunAsync); a blocking call on an idle
+// Calls are asynchronous underneath (RunOnNode); a blocking call on an idle
 // connection does its I/O on the caller's thread instead (see "Direct calls"
 // in lib/io/connection.h), with the same results. An EVALSHA that meets
 // NOSCRIPT (SCRIPT FLUSH, a restart) is sent again as EVAL of the source,
@@ -67,6 +67,9 @@ class NodeBackend : public Backend {
                           Deadline deadline, Resend resend,
                           const Enough& enough = nullptr,
                           const std::vector<bool>* only = nullptr) override;
+  void RunAsync(size_t script, absl::Span<const absl::string_view> keys,
+                absl::Span<const absl::string_view> args, Deadline deadline,
+                Resend resend, Enough enough, AnswersDone done) override;
   std::vector<absl::StatusOr<std::vector<redis::Reply>>> RunBatch(
       size_t script, const std::vector<Call>& calls, Deadline deadline,
       std::atomic<uint64_t>* round_trips = nullptr) override;
@@ -74,7 +77,8 @@ class NodeBackend : public Backend {
                               Deadline deadline) override;
   std::unique_ptr<Waiter> Subscribe(const std::string& channel,
                                     pubsub::WakePolicy policy,
-                                    const std::string& waiter) override;
+                                    const std::string& waiter,
+                                    pubsub::Listener listener) override;
   void CancelWaits() override;
   void Close() override;
 
@@ -82,12 +86,12 @@ class NodeBackend : public Backend {
   // thread (or on the calling thread if the backend is closed). Setting
   // `*abandon` (if given) to true makes the backend drop the call at its
   // next step.
-  void RunAsync(size_t script, absl::Span<const absl::string_view> keys,
-                absl::Span<const absl::string_view> args, Resend resend,
-                std::shared_ptr<std::atomic<bool>> abandon, Done done);
-  // The same for a prepared command.
-  void SendAsync(std::string wire, Resend resend,
+  void RunOnNode(size_t script, absl::Span<const absl::string_view> keys,
+                 absl::Span<const absl::string_view> args, Resend resend,
                  std::shared_ptr<std::atomic<bool>> abandon, Done done);
+  // The same for a prepared command.
+  void SendOnNode(std::string wire, Resend resend,
+                  std::shared_ptr<std::atomic<bool>> abandon, Done done);
   // RunBatch() on this node, asynchronously: `done` runs once, on the loop
   // thread, with one reply per call or the error that failed the batch.
   using BatchDone =
@@ -108,10 +112,12 @@ class NodeBackend : public Backend {
   // (connect_timeout + command_timeout).
   absl::Duration backstop() const;
   pubsub::Subscriber& subscriber() { return *subscriber_; }
+  io::EventLoop* loop() const { return loop_; }
 
  private:
   struct Pending;
-  NodeBackend(NodeOptions options, std::vector<redis::ScriptSource> scripts);
+  NodeBackend(io::EventLoop* loop, NodeOptions options,
+              std::vector<redis::ScriptSource> scripts);
   io::Connection& Pick();
   std::shared_ptr<Pending> MakePending(
       Resend resend, std::shared_ptr<std::atomic<bool>> abandon, Done done);
@@ -128,6 +134,7 @@ class NodeBackend : public Backend {
   std::vector<Answer> CallBlocking(const std::shared_ptr<Pending>& pending,
                                    Deadline deadline, const Enough& enough);
 
+  io::EventLoop* const loop_;
   const NodeOptions options_;
   const std::string name_;
   const redis::ScriptSet scripts_;

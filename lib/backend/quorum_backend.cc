@@ -6,6 +6,7 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "lib/backend/async_answers.h"
 #include "lib/redis/resp.h"
 
 namespace relock {
@@ -100,12 +101,30 @@ std::vector<Answer> QuorumBackend::Run(size_t script,
         if (only != nullptr && !(*only)[i]) {
           return done(Answer{absl::CancelledError("not sent"), false});
         }
-        nodes_[i]->RunAsync(script, keys, args, resend, abandon,
-                            std::move(done));
+        nodes_[i]->RunOnNode(script, keys, args, resend, abandon,
+                             std::move(done));
       },
       [this](size_t i) { return node_name(i); }, &order);
   abandon->store(true, std::memory_order_relaxed);
   return answers;
+}
+
+void QuorumBackend::RunAsync(size_t script,
+                             absl::Span<const absl::string_view> keys,
+                             absl::Span<const absl::string_view> args,
+                             Deadline deadline, Resend resend, Enough enough,
+                             AnswersDone done) {
+  auto abandon = std::make_shared<std::atomic<bool>>(false);
+  std::shared_ptr<AsyncAnswers> answers = AsyncAnswers::Start(
+      nodes_[0]->loop(), nodes_.size(), deadline, nodes_[0]->backstop(),
+      std::move(enough), [this](size_t i) { return node_name(i); },
+      [abandon, done = std::move(done)](std::vector<Answer> got) {
+        abandon->store(true, std::memory_order_relaxed);
+        done(std::move(got));
+      });
+  for (size_t i : Order()) {
+    nodes_[i]->RunOnNode(script, keys, args, resend, abandon, answers->Slot(i));
+  }
 }
 
 std::vector<absl::StatusOr<std::vector<redis::Reply>>> QuorumBackend::RunBatch(
@@ -127,8 +146,8 @@ std::vector<Answer> QuorumBackend::Command(
   std::vector<Answer> answers = AwaitAnswers(
       nodes_.size(), deadline, nodes_[0]->backstop(), nullptr,
       [&](size_t i, Done done) {
-        nodes_[i]->SendAsync(wire, Resend::kIfDropped, abandon,
-                             std::move(done));
+        nodes_[i]->SendOnNode(wire, Resend::kIfDropped, abandon,
+                              std::move(done));
       },
       [this](size_t i) { return node_name(i); });
   abandon->store(true, std::memory_order_relaxed);
@@ -137,12 +156,13 @@ std::vector<Answer> QuorumBackend::Command(
 
 std::unique_ptr<Waiter> QuorumBackend::Subscribe(const std::string& channel,
                                                  pubsub::WakePolicy policy,
-                                                 const std::string& waiter) {
+                                                 const std::string& waiter,
+                                                 pubsub::Listener listener) {
   auto signal = std::make_shared<pubsub::WakeSignal>();
   std::vector<std::unique_ptr<pubsub::Subscription>> subs;
   for (const std::unique_ptr<NodeBackend>& node : nodes_) {
-    subs.push_back(
-        node->subscriber().Subscribe(channel, signal, policy, waiter));
+    subs.push_back(node->subscriber().Subscribe(channel, signal, policy, waiter,
+                                                listener));
   }
   return std::make_unique<QuorumWaiter>(quorum(), std::move(signal),
                                         std::move(subs));

@@ -38,6 +38,9 @@ class QuorumBackend : public Backend {
                           Deadline deadline, Resend resend,
                           const Enough& enough = nullptr,
                           const std::vector<bool>* only = nullptr) override;
+  void RunAsync(size_t script, absl::Span<const absl::string_view> keys,
+                absl::Span<const absl::string_view> args, Deadline deadline,
+                Resend resend, Enough enough, AnswersDone done) override;
   std::vector<absl::StatusOr<std::vector<redis::Reply>>> RunBatch(
       size_t script, const std::vector<Call>& calls, Deadline deadline,
       std::atomic<uint64_t>* round_trips = nullptr) override;
@@ -45,7 +48,8 @@ class QuorumBackend : public Backend {
                               Deadline deadline) override;
   std::unique_ptr<Waiter> Subscribe(const std::string& channel,
                                     pubsub::WakePolicy policy,
-                                    const std::string& waiter) override;
+                                    const std::string& waiter,
+                                    pubsub::Listener listener) override;
   void CancelWaits() override;
   void Close() override;
 

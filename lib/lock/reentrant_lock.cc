@@ -303,7 +303,7 @@ absl::Status AcquireLoop(LockEnv& env, const std::string& name,
     if (sub == nullptr) {
       // Subscribe; the next loop awaits the confirmation, then re-checks.
       sub = backend.Subscribe(UnlockChannel(name), pubsub::WakePolicy::kWakeOne,
-                              /*waiter=*/"");
+                              /*waiter=*/"", /*listener=*/nullptr);
       continue;
     }
     // Sleep until an unlock message, the holder's lease end, or our deadline.

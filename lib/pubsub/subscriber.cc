@@ -56,6 +56,10 @@ Subscription::~Subscription() {
       auto& v = channel_->signals;
       v.erase(std::find(v.begin(), v.end(), signal_.get()));
     }
+    if (listener_ != nullptr) {
+      auto& v = channel_->listeners;
+      v.erase(std::find(v.begin(), v.end(), listener_));
+    }
   }
   owner_->Unref(name_, channel_);
 }
@@ -118,9 +122,14 @@ bool Subscription::closed() const {
 }
 
 void Subscription::PassOn() {
-  MutexLock lock(&owner_->mu_);
-  ++channel_->permits;
-  channel_->cv.Signal();
+  std::vector<std::shared_ptr<const Listener>> tell;
+  {
+    MutexLock lock(&owner_->mu_);
+    ++channel_->permits;
+    channel_->cv.Signal();
+    tell = channel_->listeners;
+  }
+  owner_->Tell(std::move(tell));
 }
 
 // ------------------------------------------------------------------ Subscriber
@@ -173,15 +182,17 @@ absl::StatusOr<std::shared_ptr<Subscriber>> Subscriber::Start(
 Subscriber::~Subscriber() { Close(); }
 
 void Subscriber::Close() {
+  std::vector<std::shared_ptr<const Listener>> tell;
   {
     MutexLock lock(&mu_);
     if (closed_) return;
     closed_ = true;
     for (auto& [name, c] : channels_) {
       c.cv.SignalAll();
-      c.NotifySignals();
+      c.NotifySignals(&tell);
     }
   }
+  Tell(std::move(tell));
   conn_->Close();
   // The ping timer is the loop's: cancel it there.
   loop_->Post([self = weak_from_this()] {
@@ -236,12 +247,17 @@ void Subscriber::DrainOutbox() {
 
 std::unique_ptr<Subscription> Subscriber::Subscribe(
     const std::string& name, std::shared_ptr<WakeSignal> signal,
-    WakePolicy policy, std::string waiter) {
+    WakePolicy policy, std::string waiter, Listener listener) {
   Channel* c;
+  std::shared_ptr<const Listener> shared_listener;
+  if (listener != nullptr) {
+    shared_listener = std::make_shared<const Listener>(std::move(listener));
+  }
   {
     MutexLock lock(&mu_);
     c = &channels_[name];
     if (signal != nullptr) c->signals.push_back(signal.get());
+    if (shared_listener != nullptr) c->listeners.push_back(shared_listener);
     if (policy == WakePolicy::kWakeAll) ++c->wake_all;
     if (policy == WakePolicy::kWakeNamed) ++c->named[waiter].subscriptions;
     if (c->refs++ == 0) {
@@ -251,8 +267,16 @@ std::unique_ptr<Subscription> Subscriber::Subscribe(
     }
   }
   SendQueued();
-  return std::unique_ptr<Subscription>(new Subscription(
-      this, name, c, std::move(signal), policy, std::move(waiter)));
+  return std::unique_ptr<Subscription>(
+      new Subscription(this, name, c, std::move(signal), policy,
+                       std::move(waiter), std::move(shared_listener)));
+}
+
+void Subscriber::Tell(std::vector<std::shared_ptr<const Listener>> listeners) {
+  if (listeners.empty()) return;
+  loop_->Post([listeners = std::move(listeners)] {
+    for (const std::shared_ptr<const Listener>& l : listeners) (*l)();
+  });
 }
 
 void Subscriber::Unref(const std::string& name, Channel* c) {
@@ -273,6 +297,7 @@ void Subscriber::Unref(const std::string& name, Channel* c) {
 // ----------------------------------------------------------------- loop thread
 
 void Subscriber::OnConnectionState(bool connected, const absl::Status& why) {
+  std::vector<std::shared_ptr<const Listener>> tell;
   {
     MutexLock lock(&mu_);
     connected_ = connected && !closed_;
@@ -297,40 +322,60 @@ void Subscriber::OnConnectionState(bool connected, const absl::Status& why) {
         c.refused_code = absl::StatusCode::kOk;
         Enqueue(Op::kSubscribe, it->first, &c);
         c.cv.SignalAll();
-        c.NotifySignals();
+        c.NotifySignals(&tell);
       }
       ++it;
     }
   }
+  Tell(std::move(tell));
   SendQueued();
 }
 
 bool Subscriber::OnPush(const redis::Reply& reply) {
   const redis::ReplyView v = reply.view();
   if (!v.is_array() || v.size() < 3 || v[0].str() != "message") return false;
-  MutexLock lock(&mu_);
-  auto it = channels_.find(v[1].str());
-  if (it == channels_.end()) return true;
-  Channel& c = it->second;
-  if (c.refs == 0) return true;
-  ++c.messages;
-  bool all = c.wake_all > 0;
-  if (auto named = c.named.find(v[2].str()); named != c.named.end()) {
-    ++named->second.messages;
-    all = true;
+  std::vector<std::shared_ptr<const Listener>> tell;
+  {
+    MutexLock lock(&mu_);
+    OnMessage(v[1].str(), v[2].str(), &tell);
   }
-  if (v[2].str() == kUnlockMessage) ++c.permits;
-  if (all) {
-    c.cv.SignalAll();  // wake-one waiters re-check the permits
-  } else if (v[2].str() == kUnlockMessage) {
-    c.cv.Signal();
-  }
-  c.NotifySignals();
+  Tell(std::move(tell));
   return true;
 }
 
+void Subscriber::OnMessage(absl::string_view channel, absl::string_view text,
+                           std::vector<std::shared_ptr<const Listener>>* tell) {
+  auto it = channels_.find(channel);
+  if (it == channels_.end()) return;
+  Channel& c = it->second;
+  if (c.refs == 0) return;
+  ++c.messages;
+  bool all = c.wake_all > 0;
+  if (auto named = c.named.find(text); named != c.named.end()) {
+    ++named->second.messages;
+    all = true;
+  }
+  if (text == kUnlockMessage) ++c.permits;
+  if (all) {
+    c.cv.SignalAll();  // wake-one waiters re-check the permits
+  } else if (text == kUnlockMessage) {
+    c.cv.Signal();
+  }
+  c.NotifySignals(tell);
+}
+
 void Subscriber::OnAnswer(const Command& command, const io::Result& result) {
-  MutexLock lock(&mu_);
+  std::vector<std::shared_ptr<const Listener>> tell;
+  {
+    MutexLock lock(&mu_);
+    OnAnswerLocked(command, result, &tell);
+  }
+  Tell(std::move(tell));
+}
+
+void Subscriber::OnAnswerLocked(
+    const Command& command, const io::Result& result,
+    std::vector<std::shared_ptr<const Listener>>* tell) {
   if (command.generation != generation_) return;
   auto it = channels_.find(command.channel);
   if (it == channels_.end()) return;
@@ -353,7 +398,7 @@ void Subscriber::OnAnswer(const Command& command, const io::Result& result) {
     channels_.erase(it);
   } else if (Confirmed(c) || c.refused_code != absl::StatusCode::kOk) {
     c.cv.SignalAll();
-    c.NotifySignals();
+    c.NotifySignals(tell);
   }
 }
 

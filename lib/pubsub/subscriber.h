@@ -30,6 +30,7 @@
 #define RELOCK_LIB_PUBSUB_SUBSCRIBER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -77,6 +78,12 @@ enum class WakePolicy {
                // (and any other of that name): a waiter named in the queue
 };
 
+// Told, on the loop thread, that a subscription's wait may be over (a
+// message, a confirmation or refusal, a reconnect, a close): a waiter that
+// does not block looks with AwaitConfirmed() / Wait() given a deadline that
+// has passed (they do not block then). Spurious calls are allowed.
+using Listener = std::function<void()>;
+
 // Why Subscription::Wait() returned.
 enum class WakeReason {
   kNotified,      // an unlock message arrived (one permit consumed)
@@ -114,13 +121,14 @@ class Subscription {
   struct Channel;
   Subscription(Subscriber* owner, std::string name, Channel* channel,
                std::shared_ptr<WakeSignal> signal, WakePolicy policy,
-               std::string waiter)
+               std::string waiter, std::shared_ptr<const Listener> listener)
       : owner_(owner),
         name_(std::move(name)),
         channel_(channel),
         signal_(std::move(signal)),
         policy_(policy),
-        waiter_(std::move(waiter)) {}
+        waiter_(std::move(waiter)),
+        listener_(std::move(listener)) {}
   // Messages this subscription has not consumed yet (its policy's count).
   uint64_t Count() const;
 
@@ -130,6 +138,7 @@ class Subscription {
   std::shared_ptr<WakeSignal> signal_;
   const WakePolicy policy_;
   const std::string waiter_;  // kWakeNamed: the name
+  const std::shared_ptr<const Listener> listener_;
   uint64_t seen_generation_ = 0;
   uint64_t seen_messages_ = 0;  // kWakeAll / kWakeNamed: count seen
 };
@@ -156,8 +165,13 @@ struct Subscription::Channel {
   std::string refused;
   CondVar cv;
   std::vector<WakeSignal*> signals;  // of the Subscriptions that have one
-  void NotifySignals() {
+  // Of the Subscriptions that have one.
+  std::vector<std::shared_ptr<const Listener>> listeners;
+  // Notifies the signals, and adds the listeners to `*tell` (called after
+  // mu_ is released: Subscriber::Tell).
+  void NotifySignals(std::vector<std::shared_ptr<const Listener>>* tell) {
     for (WakeSignal* s : signals) s->Notify();
+    tell->insert(tell->end(), listeners.begin(), listeners.end());
   }
 };
 
@@ -175,11 +189,13 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
   // Closes the connection and wakes every waiter with kClosed. Idempotent.
   void Close();
 
-  // `signal`, if given, is also notified for this subscription's events.
-  // `waiter`: the name of a kWakeNamed subscription.
+  // `signal`, if given, is also notified for this subscription's events,
+  // and `listener`, if given, called (see Listener). `waiter`: the name of a
+  // kWakeNamed subscription.
   std::unique_ptr<Subscription> Subscribe(
       const std::string& channel, std::shared_ptr<WakeSignal> signal = nullptr,
-      WakePolicy policy = WakePolicy::kWakeOne, std::string waiter = "");
+      WakePolicy policy = WakePolicy::kWakeOne, std::string waiter = "",
+      Listener listener = nullptr);
 
  private:
   friend class Subscription;
@@ -201,10 +217,18 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
   void SendQueued() ABSL_LOCKS_EXCLUDED(mu_);
   void DrainOutbox() ABSL_LOCKS_EXCLUDED(mu_);
   void Unref(const std::string& name, Channel* c);
+  // Calls `listeners` on the loop thread (any thread).
+  void Tell(std::vector<std::shared_ptr<const Listener>> listeners);
   // Loop thread.
   void OnConnectionState(bool connected, const absl::Status& why);
   bool OnPush(const redis::Reply& reply);
+  void OnMessage(absl::string_view channel, absl::string_view text,
+                 std::vector<std::shared_ptr<const Listener>>* tell)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnAnswer(const Command& command, const io::Result& result);
+  void OnAnswerLocked(const Command& command, const io::Result& result,
+                      std::vector<std::shared_ptr<const Listener>>* tell)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SchedulePing();
 
   io::EventLoop* const loop_;

@@ -1,0 +1,92 @@
+#include "lib/backend/async_answers.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace relock {
+namespace backend {
+
+std::shared_ptr<AsyncAnswers> AsyncAnswers::Start(
+    io::EventLoop* loop, size_t n, Deadline deadline, absl::Duration backstop,
+    Enough enough, std::function<std::string(size_t)> where, AnswersDone done) {
+  std::shared_ptr<AsyncAnswers> a(
+      new AsyncAnswers(loop, n, deadline, backstop, std::move(enough),
+                       std::move(where), std::move(done)));
+  a->Arm();
+  return a;
+}
+
+AsyncAnswers::AsyncAnswers(io::EventLoop* loop, size_t n, Deadline deadline,
+                           absl::Duration backstop, Enough enough,
+                           std::function<std::string(size_t)> where,
+                           AnswersDone done)
+    : loop_(loop),
+      deadline_(deadline),
+      backstop_(backstop),
+      limit_(Earliest(deadline, Deadline::After(backstop))),
+      enough_(std::move(enough)),
+      where_(std::move(where)),
+      done_(std::move(done)),
+      timer_(loop->context()),
+      got_(n) {}
+
+void AsyncAnswers::Arm() {
+  loop_->Post([self = shared_from_this()] {
+    {
+      std::lock_guard<std::mutex> lock(self->mu_);
+      if (self->finished_) return;
+    }
+    self->timer_.expires_at(self->limit_.time());
+    self->timer_.async_wait([self](const asio::error_code& ec) {
+      if (!ec) self->Finish(/*stopped=*/false);
+    });
+  });
+}
+
+Done AsyncAnswers::Slot(size_t i) {
+  return [self = shared_from_this(), i](Answer answer) {
+    self->Deliver(i, std::move(answer));
+  };
+}
+
+void AsyncAnswers::Deliver(size_t i, Answer answer) {
+  bool finish = false, stopped = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_ || got_[i].has_value()) return;
+    got_[i].emplace(std::move(answer));
+    ++arrived_;
+    stopped = enough_ && enough_(i, *got_[i]);
+    finish = stopped || arrived_ == got_.size();
+  }
+  if (finish) Finish(stopped);
+}
+
+void AsyncAnswers::Finish(bool stopped) {
+  std::vector<absl::optional<Answer>> got;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_) return;
+    finished_ = true;
+    got.swap(got_);
+  }
+  // The timer keeps this object alive until it fires or is cancelled.
+  loop_->Post([self = shared_from_this()] { self->timer_.cancel(); });
+  std::vector<Answer> answers;
+  answers.reserve(got.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i].has_value()) {
+      answers.push_back(*std::move(got[i]));
+    } else {
+      answers.push_back(Answer{
+          MissingAnswer(where_(i), stopped, deadline_, limit_, backstop_),
+          false});
+    }
+  }
+  AnswersDone done = std::move(done_);
+  done(std::move(answers));
+}
+
+}  // namespace backend
+}  // namespace relock
