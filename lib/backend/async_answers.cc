@@ -7,6 +7,38 @@
 namespace relock {
 namespace backend {
 
+// The timer lives on the loop: At() and Cancel() post to it, and a
+// generation number makes a superseded or cancelled wait a no-op.
+struct LoopTimer::State {
+  explicit State(io::EventLoop* loop) : timer(loop->context()) {}
+  asio::steady_timer timer;  // loop thread only
+  uint64_t generation = 0;   // loop thread only
+};
+
+LoopTimer::LoopTimer(io::EventLoop* loop)
+    : loop_(loop), state_(std::make_shared<State>(loop)) {}
+
+LoopTimer::~LoopTimer() { Cancel(); }
+
+void LoopTimer::At(Deadline when, std::function<void()> fn) {
+  loop_->Post([state = state_, when, fn = std::move(fn)]() mutable {
+    const uint64_t generation = ++state->generation;
+    state->timer.expires_at(when.time());
+    state->timer.async_wait(
+        [state, generation, fn = std::move(fn)](const asio::error_code& ec) {
+          if (ec || generation != state->generation) return;
+          fn();
+        });
+  });
+}
+
+void LoopTimer::Cancel() {
+  loop_->Post([state = state_] {
+    ++state->generation;
+    state->timer.cancel();
+  });
+}
+
 std::shared_ptr<AsyncAnswers> AsyncAnswers::Start(
     io::EventLoop* loop, size_t n, Deadline deadline, absl::Duration backstop,
     Enough enough, std::function<std::string(size_t)> where, AnswersDone done) {
@@ -71,6 +103,7 @@ void AsyncAnswers::Finish(bool stopped) {
     finished_ = true;
     got.swap(got_);
   }
+  abandon_->store(true, std::memory_order_relaxed);
   // The timer keeps this object alive until it fires or is cancelled.
   loop_->Post([self = shared_from_this()] { self->timer_.cancel(); });
   std::vector<Answer> answers;

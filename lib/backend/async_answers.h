@@ -6,6 +6,7 @@
 #ifndef RELOCK_LIB_BACKEND_ASYNC_ANSWERS_H_
 #define RELOCK_LIB_BACKEND_ASYNC_ANSWERS_H_
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -23,6 +24,20 @@
 namespace relock {
 namespace backend {
 
+// backend::Timer on an event loop.
+class LoopTimer : public Timer {
+ public:
+  explicit LoopTimer(io::EventLoop* loop);
+  ~LoopTimer() override;
+  void At(Deadline when, std::function<void()> fn) override;
+  void Cancel() override;
+
+ private:
+  struct State;
+  io::EventLoop* const loop_;
+  std::shared_ptr<State> state_;
+};
+
 class AsyncAnswers : public std::enable_shared_from_this<AsyncAnswers> {
  public:
   // Arms the timer for Earliest(deadline, now + backstop). `done` runs once:
@@ -34,6 +49,9 @@ class AsyncAnswers : public std::enable_shared_from_this<AsyncAnswers> {
 
   // The callback that delivers node i's answer (any thread, once).
   Done Slot(size_t i);
+  // Set once the call ended: give it to the requests, which are then
+  // dropped at their next step.
+  const std::shared_ptr<std::atomic<bool>>& abandon() const { return abandon_; }
 
  private:
   AsyncAnswers(io::EventLoop* loop, size_t n, Deadline deadline,
@@ -51,6 +69,8 @@ class AsyncAnswers : public std::enable_shared_from_this<AsyncAnswers> {
   const Enough enough_;
   const std::function<std::string(size_t)> where_;
   AnswersDone done_;
+  const std::shared_ptr<std::atomic<bool>> abandon_ =
+      std::make_shared<std::atomic<bool>>(false);
   asio::steady_timer timer_;  // loop thread only
 
   std::mutex mu_;

@@ -99,6 +99,17 @@ std::vector<Answer> AwaitAnswers(
     const StartCall& start, const std::function<std::string(size_t)>& where,
     const std::vector<size_t>* order = nullptr);
 
+// A one-shot timer on the backend's event loop, for waiters that do not
+// block. Thread-safe; `fn` runs on the loop thread. Destroying the timer
+// cancels it.
+class Timer {
+ public:
+  virtual ~Timer() = default;
+  // Runs `fn` at `when` (replacing what was set before).
+  virtual void At(Deadline when, std::function<void()> fn) = 0;
+  virtual void Cancel() = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -126,7 +137,10 @@ class Backend {
   virtual void RunAsync(size_t script, absl::Span<const absl::string_view> keys,
                         absl::Span<const absl::string_view> args,
                         Deadline deadline, Resend resend, Enough enough,
-                        AnswersDone done) = 0;
+                        AnswersDone done,
+                        const std::vector<bool>* only = nullptr) = 0;
+  // A timer on the loop that RunAsync's and Subscribe's callbacks run on.
+  virtual std::unique_ptr<Timer> NewTimer() = 0;
 
   // Runs `calls` of one script, sent together to every node (one round trip
   // per node, plus one if a node lost its script cache). Per node: one reply

@@ -286,16 +286,18 @@ void NodeBackend::RunAsync(size_t script,
                            absl::Span<const absl::string_view> keys,
                            absl::Span<const absl::string_view> args,
                            Deadline deadline, Resend resend, Enough enough,
-                           AnswersDone done) {
-  auto abandon = std::make_shared<std::atomic<bool>>(false);
+                           AnswersDone done, const std::vector<bool>* only) {
   std::shared_ptr<AsyncAnswers> answers = AsyncAnswers::Start(
       loop_, 1, deadline, backstop(), std::move(enough),
-      [this](size_t) { return name_; },
-      [abandon, done = std::move(done)](std::vector<Answer> got) {
-        abandon->store(true, std::memory_order_relaxed);
-        done(std::move(got));
-      });
-  RunOnNode(script, keys, args, resend, abandon, answers->Slot(0));
+      [this](size_t) { return name_; }, std::move(done));
+  if (only != nullptr && !(*only)[0]) {
+    return answers->Slot(0)(Answer{absl::CancelledError("not sent"), false});
+  }
+  RunOnNode(script, keys, args, resend, answers->abandon(), answers->Slot(0));
+}
+
+std::unique_ptr<Timer> NodeBackend::NewTimer() {
+  return std::make_unique<LoopTimer>(loop_);
 }
 
 std::vector<Answer> NodeBackend::Command(

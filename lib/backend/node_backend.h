@@ -69,7 +69,9 @@ class NodeBackend : public Backend {
                           const std::vector<bool>* only = nullptr) override;
   void RunAsync(size_t script, absl::Span<const absl::string_view> keys,
                 absl::Span<const absl::string_view> args, Deadline deadline,
-                Resend resend, Enough enough, AnswersDone done) override;
+                Resend resend, Enough enough, AnswersDone done,
+                const std::vector<bool>* only = nullptr) override;
+  std::unique_ptr<Timer> NewTimer() override;
   std::vector<absl::StatusOr<std::vector<redis::Reply>>> RunBatch(
       size_t script, const std::vector<Call>& calls, Deadline deadline,
       std::atomic<uint64_t>* round_trips = nullptr) override;

@@ -113,18 +113,23 @@ void QuorumBackend::RunAsync(size_t script,
                              absl::Span<const absl::string_view> keys,
                              absl::Span<const absl::string_view> args,
                              Deadline deadline, Resend resend, Enough enough,
-                             AnswersDone done) {
-  auto abandon = std::make_shared<std::atomic<bool>>(false);
+                             AnswersDone done, const std::vector<bool>* only) {
   std::shared_ptr<AsyncAnswers> answers = AsyncAnswers::Start(
       nodes_[0]->loop(), nodes_.size(), deadline, nodes_[0]->backstop(),
       std::move(enough), [this](size_t i) { return node_name(i); },
-      [abandon, done = std::move(done)](std::vector<Answer> got) {
-        abandon->store(true, std::memory_order_relaxed);
-        done(std::move(got));
-      });
+      std::move(done));
   for (size_t i : Order()) {
-    nodes_[i]->RunOnNode(script, keys, args, resend, abandon, answers->Slot(i));
+    if (only != nullptr && !(*only)[i]) {
+      answers->Slot(i)(Answer{absl::CancelledError("not sent"), false});
+      continue;
+    }
+    nodes_[i]->RunOnNode(script, keys, args, resend, answers->abandon(),
+                         answers->Slot(i));
   }
+}
+
+std::unique_ptr<Timer> QuorumBackend::NewTimer() {
+  return nodes_[0]->NewTimer();
 }
 
 std::vector<absl::StatusOr<std::vector<redis::Reply>>> QuorumBackend::RunBatch(

@@ -90,38 +90,31 @@ struct Attempt {
   std::string details;            // each node's answer, on several nodes
 };
 
-// One attempt: the acquire script on every node at once. On fewer than a
-// quorum of grants (or no validity left), undoes what it may have taken.
-// `fresh`: the thread holds no hold of its own (see lua/acquire.lua).
-Attempt TryOnce(LockEnv& env, const std::string& name, const std::string& owner,
-                absl::Duration lease, bool fresh, Deadline wait) {
+// Policy::fail_fast: stop waiting once the attempt's outcome is certain.
+backend::Enough FailFast(const LockPolicy& policy, size_t n, size_t quorum) {
+  if (!policy.fail_fast) return nullptr;
+  auto counts = std::make_shared<std::pair<size_t, size_t>>(0, 0);
+  return [counts, n, quorum](size_t, const backend::Answer& answer) {
+    if (answer.reply.ok() && answer.reply->is_nil()) {
+      ++counts->first;
+    } else {
+      ++counts->second;
+    }
+    return counts->first >= quorum || counts->second > n - quorum;
+  };
+}
+
+// What one attempt's answers mean. `*undo` is set to the nodes where what
+// the attempt may have taken must be undone (none when it acquired).
+Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
+                 SteadyClock::time_point start, absl::Duration lease,
+                 bool fresh, std::vector<bool>* undo) {
   backend::Backend& backend = env.backend();
   const LockPolicy& policy = env.policy();
   const size_t n = backend.nodes();
   const size_t quorum = backend.quorum();
-  const std::string lease_ms = absl::StrCat(absl::ToInt64Milliseconds(lease));
   Attempt a;
-  a.start = SteadyClock::now();
-  size_t granted_so_far = 0, refused_so_far = 0;
-  backend::Enough enough;
-  if (policy.fail_fast) {
-    enough = [&](size_t, const backend::Answer& answer) {
-      if (answer.reply.ok() && answer.reply->is_nil()) {
-        ++granted_so_far;
-      } else {
-        ++refused_so_far;
-      }
-      return granted_so_far >= quorum || refused_so_far > n - quorum;
-    };
-  }
-  // Safe to resend on a dropped connection: a fresh acquire that ran twice
-  // sets the count to 1 twice; a re-entry counted twice is cleared at the
-  // outermost release.
-  const absl::string_view keys[] = {name};
-  const absl::string_view args[] = {lease_ms, owner, fresh ? "1" : "0"};
-  std::vector<backend::Answer> answers = backend.Run(
-      internal::kAcquireScript, keys, args,
-      AttemptDeadline(policy, lease, wait), Resend::kIfDropped, enough);
+  a.start = start;
   size_t granted = 0, errors = 0;
   std::vector<bool> granted_at(n), unknown_at(n);
   std::vector<std::string> details;
@@ -154,7 +147,8 @@ Attempt TryOnce(LockEnv& env, const std::string& name, const std::string& owner,
       if (a.error.ok()) a.error = std::move(error);
     }
   }
-  const absl::Duration elapsed = absl::FromChrono(SteadyClock::now() - a.start);
+  undo->assign(n, false);
+  const absl::Duration elapsed = absl::FromChrono(SteadyClock::now() - start);
   const bool valid =
       !policy.check_validity ||
       lease - elapsed - policy.Drift(lease) > absl::ZeroDuration();
@@ -184,26 +178,61 @@ Attempt TryOnce(LockEnv& env, const std::string& name, const std::string& owner,
   // only counts down where it counted up. Best effort, bounded like the
   // attempt: an undo that does not land leaves a key that expires with the
   // lease.
-  std::vector<bool> undo(n);
-  bool any = false;
   for (size_t i = 0; i < n; ++i) {
-    undo[i] = granted_at[i] || (fresh && unknown_at[i]);
-    any = any || undo[i];
+    (*undo)[i] = granted_at[i] || (fresh && unknown_at[i]);
   }
-  if (any) {
-    const std::string channel = UnlockChannel(name);
-    const absl::string_view undo_keys[] = {name, channel};
-    const Deadline d = AttemptDeadline(policy, lease, wait);
-    if (fresh) {
-      const absl::string_view undo_args[] = {kUnlockMessage, owner};
-      backend.Run(internal::kReleaseAllScript, undo_keys, undo_args, d,
-                  Resend::kNever, nullptr, &undo);
-    } else {
-      const absl::string_view undo_args[] = {kUnlockMessage, "0", owner};
-      backend.Run(internal::kReleaseScript, undo_keys, undo_args, d,
-                  Resend::kNever, nullptr, &undo);
-    }
+  return a;
+}
+
+// The undo of an attempt on the nodes in `undo`: blocking until `deadline`,
+// or (with `async`) sent without waiting for its answers.
+void Undo(LockEnv& env, const std::string& name, const std::string& owner,
+          bool fresh, const std::vector<bool>& undo, Deadline deadline,
+          bool async) {
+  if (std::none_of(undo.begin(), undo.end(), [](bool b) { return b; })) {
+    return;
   }
+  backend::Backend& backend = env.backend();
+  const std::string channel = UnlockChannel(name);
+  const absl::string_view undo_keys[] = {name, channel};
+  const absl::string_view all_args[] = {kUnlockMessage, owner};
+  const absl::string_view one_args[] = {kUnlockMessage, "0", owner};
+  const size_t script =
+      fresh ? internal::kReleaseAllScript : internal::kReleaseScript;
+  const absl::Span<const absl::string_view> args =
+      fresh ? absl::MakeConstSpan(all_args) : absl::MakeConstSpan(one_args);
+  if (async) {
+    backend.RunAsync(
+        script, undo_keys, args, deadline, Resend::kNever, nullptr,
+        [](const std::vector<backend::Answer>&) {}, &undo);
+  } else {
+    backend.Run(script, undo_keys, args, deadline, Resend::kNever, nullptr,
+                &undo);
+  }
+}
+
+// One attempt: the acquire script on every node at once. On fewer than a
+// quorum of grants (or no validity left), undoes what it may have taken.
+// `fresh`: the owner holds no hold of its own (see lua/acquire.lua).
+Attempt TryOnce(LockEnv& env, const std::string& name, const std::string& owner,
+                absl::Duration lease, bool fresh, Deadline wait) {
+  backend::Backend& backend = env.backend();
+  const LockPolicy& policy = env.policy();
+  const std::string lease_ms = absl::StrCat(absl::ToInt64Milliseconds(lease));
+  const SteadyClock::time_point start = SteadyClock::now();
+  // Safe to resend on a dropped connection: a fresh acquire that ran twice
+  // sets the count to 1 twice; a re-entry counted twice is cleared at the
+  // outermost release.
+  const absl::string_view keys[] = {name};
+  const absl::string_view args[] = {lease_ms, owner, fresh ? "1" : "0"};
+  std::vector<backend::Answer> answers =
+      backend.Run(internal::kAcquireScript, keys, args,
+                  AttemptDeadline(policy, lease, wait), Resend::kIfDropped,
+                  FailFast(policy, backend.nodes(), backend.quorum()));
+  std::vector<bool> undo;
+  Attempt a = Evaluate(env, answers, start, lease, fresh, &undo);
+  Undo(env, name, owner, fresh, undo, AttemptDeadline(policy, lease, wait),
+       /*async=*/false);
   return a;
 }
 

@@ -1,0 +1,153 @@
+// The backend seam's asynchronous calls (lib/backend/) against a real
+// redis-server: RunAsync's answers, its deadline on the loop's timer, the
+// `only` mask, and the loop timer itself.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "lib/backend/node_backend.h"
+#include "lib/io/event_loop.h"
+#include "lib/lock/lock_scripts.h"
+#include "lib/redis/url.h"
+#include "tests/test_util.h"
+
+namespace relock {
+namespace backend {
+namespace {
+
+using ::relock::testing::RedisServer;
+using ::relock::testing::Stopwatch;
+
+constexpr absl::Duration kLong = absl::Seconds(10);
+
+// A result delivered on another thread, and whether it came on the loop.
+template <class T>
+class Delivered {
+ public:
+  void Set(T value, bool on_loop) {
+    MutexLock lock(&mu_);
+    value_ = std::move(value);
+    on_loop_ = on_loop;
+    set_ = true;
+  }
+  // Waits up to kLong; false if nothing came.
+  bool Await() {
+    MutexLock lock(&mu_);
+    return mu_.AwaitWithTimeout(absl::Condition(&set_), kLong);
+  }
+  T Take() {
+    MutexLock lock(&mu_);
+    return std::move(value_);
+  }
+  bool on_loop() {
+    MutexLock lock(&mu_);
+    return on_loop_;
+  }
+
+ private:
+  Mutex mu_;
+  bool set_ ABSL_GUARDED_BY(mu_) = false;
+  bool on_loop_ ABSL_GUARDED_BY(mu_) = false;
+  T value_ ABSL_GUARDED_BY(mu_){};
+};
+
+class BackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start();
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    NodeOptions o;
+    absl::StatusOr<redis::Endpoint> ep = redis::ParseRedisUrl(server_->url());
+    ASSERT_TRUE(ep.ok()) << ep.status();
+    o.connection.endpoint = *ep;
+    o.connection.command_timeout = absl::Seconds(5);
+    absl::StatusOr<std::unique_ptr<NodeBackend>> node =
+        NodeBackend::Create(&loop_, o, ::relock::internal::LockScripts());
+    ASSERT_TRUE(node.ok()) << node.status();
+    node_ = *std::move(node);
+  }
+  void TearDown() override {
+    if (node_ != nullptr) node_->Close();
+    loop_.Stop();
+  }
+
+  // The inspect script on `key` (a lock-shaped read: {held, pttl, count}).
+  void Inspect(const std::string& key, Deadline deadline,
+               Delivered<std::vector<Answer>>* out,
+               const std::vector<bool>* only = nullptr) {
+    const absl::string_view keys[] = {key};
+    const absl::string_view args[] = {"owner"};
+    io::EventLoop* loop = &loop_;
+    node_->RunAsync(
+        ::relock::internal::kInspectScript, keys, args, deadline,
+        Resend::kIfDropped, nullptr,
+        [out, loop](std::vector<Answer> answers) {
+          out->Set(std::move(answers), loop->InLoopThread());
+        },
+        only);
+  }
+
+  std::unique_ptr<RedisServer> server_;
+  io::EventLoop loop_;  // before node_: destroyed after it
+  std::unique_ptr<NodeBackend> node_;
+};
+
+TEST_F(BackendTest, RunAsyncAnswersOnTheLoopThread) {
+  Delivered<std::vector<Answer>> got;
+  Inspect("free-key", Deadline::After(kLong), &got);
+  ASSERT_TRUE(got.Await());
+  std::vector<Answer> answers = got.Take();
+  ASSERT_EQ(answers.size(), 1u);
+  ASSERT_TRUE(answers[0].reply.ok()) << answers[0].reply.status();
+  EXPECT_TRUE(answers[0].reply->view().is_array());
+  EXPECT_TRUE(got.on_loop());
+}
+
+TEST_F(BackendTest, RunAsyncEndsAtItsDeadlineWhenRedisIsPaused) {
+  ASSERT_TRUE(server_->Pause().ok());
+  Stopwatch watch;
+  Delivered<std::vector<Answer>> got;
+  Inspect("k", Deadline::After(absl::Milliseconds(200)), &got);
+  ASSERT_TRUE(got.Await());
+  const absl::Duration took = watch.Elapsed();
+  ASSERT_TRUE(server_->Resume().ok());
+  std::vector<Answer> answers = got.Take();
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_EQ(answers[0].reply.status().code(),
+            absl::StatusCode::kDeadlineExceeded)
+      << answers[0].reply.status();
+  EXPECT_GE(took, absl::Milliseconds(190));
+  EXPECT_LT(took, absl::Seconds(3));  // the deadline, not command_timeout
+}
+
+TEST_F(BackendTest, RunAsyncSendsNothingToNodesOutsideOnly) {
+  const std::vector<bool> none = {false};
+  Delivered<std::vector<Answer>> got;
+  Inspect("k", Deadline::After(kLong), &got, &none);
+  ASSERT_TRUE(got.Await());
+  EXPECT_EQ(got.Take()[0].reply.status().code(), absl::StatusCode::kCancelled);
+}
+
+TEST_F(BackendTest, ATimerFiresOnTheLoopAndACancelledOneDoesNot) {
+  std::unique_ptr<Timer> cancelled = node_->NewTimer();
+  std::unique_ptr<Timer> timer = node_->NewTimer();
+  Delivered<int> first, second;
+  io::EventLoop* loop = &loop_;
+  cancelled->At(Deadline::After(absl::Milliseconds(50)),
+                [&first, loop] { first.Set(1, loop->InLoopThread()); });
+  cancelled->Cancel();
+  // Fires after the cancelled one would have: if the cancel did not hold,
+  // `first` is set by the time `second` is.
+  timer->At(Deadline::After(absl::Milliseconds(150)),
+            [&second, loop] { second.Set(2, loop->InLoopThread()); });
+  ASSERT_TRUE(second.Await());
+  EXPECT_TRUE(second.on_loop());
+  EXPECT_EQ(first.Take(), 0);
+}
+
+}  // namespace
+}  // namespace backend
+}  // namespace relock
