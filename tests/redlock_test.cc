@@ -170,6 +170,26 @@ TEST_F(RedlockTest, AnExplicitOwnerHoldsAcrossThreads) {
   EXPECT_EQ(OnMasters({"EXISTS", lock.name()}), 0);
 }
 
+TEST_F(RedlockTest, AsynchronousCallsTakeAndFreeEveryMaster) {
+  RedlockLock lock = client_->GetLock(TestLockName());
+  const Owner task = Owner::New();
+  Future<absl::Status> acquired = lock.AcquireAsync(task);
+  ASSERT_TRUE(acquired.WaitFor(absl::Seconds(30)));
+  ASSERT_TRUE(acquired.Get().ok()) << acquired.Get();
+  EXPECT_EQ(OnMasters({"EXISTS", lock.name()}), kMasters);
+  // Another owner waits, asynchronously, and gets it once it is released.
+  const Owner next = Owner::New();
+  Future<absl::Status> waiting = lock.TryAcquireAsync(next, absl::Seconds(20));
+  EXPECT_FALSE(waiting.WaitFor(absl::Milliseconds(200)));
+  Future<absl::Status> released = lock.ReleaseAsync(task);
+  ASSERT_TRUE(released.WaitFor(absl::Seconds(30)));
+  ASSERT_TRUE(released.Get().ok()) << released.Get();
+  ASSERT_TRUE(waiting.WaitFor(absl::Seconds(30)));
+  ASSERT_TRUE(waiting.Get().ok()) << waiting.Get();
+  ASSERT_TRUE(lock.Release(next).ok());
+  EXPECT_EQ(OnMasters({"EXISTS", lock.name()}), 0);
+}
+
 TEST_F(RedlockTest, ThreadsExcludeEachOther) {
   RedlockLock lock = client_->GetLock(TestLockName());
   std::atomic<int> inside{0}, overlaps{0};

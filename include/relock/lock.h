@@ -143,6 +143,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -155,9 +156,14 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
+#include "relock/future.h"
 #include "relock/owner.h"
 
 namespace relock {
+
+// The callback of an asynchronous call (Lock::AcquireAsync & co.): runs
+// once, with the call's result.
+using StatusCallback = std::function<void(absl::Status)>;
 
 namespace internal {
 class ClientCore;
@@ -228,6 +234,11 @@ namespace internal {
 //   absl::Status AcquireFor(const Owner& owner, absl::Duration wait,
 //                           absl::optional<absl::Duration> lease);
 //   absl::Status ReleaseFor(const Owner& owner);
+//   void AcquireAsyncFor(const Owner& owner, absl::Duration wait,
+//                        absl::optional<absl::Duration> lease,
+//                        std::function<void(absl::Status)> done);
+//   void ReleaseAsyncFor(const Owner& owner,
+//                        std::function<void(absl::Status)> done);
 //   void ReportUnlockFailure(absl::Status status) noexcept;
 template <class Derived>
 class LockableBase {
@@ -319,12 +330,70 @@ class LockableBase {
     return self().ReleaseFor(owner);
   }
 
+  // --- Asynchronous calls, for event loops and coroutines: nothing blocks
+  // --- the calling thread. They take an explicit owner (Owner::New(); a
+  // --- thread owner is InvalidArgument, since the thread does not wait) and
+  // --- complete a Future (relock/future.h) or call `done`, once, on the
+  // --- client's event loop thread; a call that fails at once (bad input, a
+  // --- closed client) completes on the calling thread before it returns.
+  // --- Results as for the blocking calls; a wait is notified (the unlock
+  // --- message), never polled; Close() ends pending ones with Cancelled.
+  // --- Callbacks must not block (blocking relock calls fail there with
+  // --- FailedPrecondition) and may start other asynchronous calls.
+  Future<absl::Status> AcquireAsync(const Owner& owner) {
+    return Promised(
+        [&](StatusCallback done) { AcquireAsync(owner, std::move(done)); });
+  }
+  void AcquireAsync(const Owner& owner, StatusCallback done) {
+    self().AcquireAsyncFor(owner, absl::InfiniteDuration(), absl::nullopt,
+                           std::move(done));
+  }
+  void AcquireAsync(const Owner& owner, absl::Duration lease,
+                    StatusCallback done) {
+    self().AcquireAsyncFor(owner, absl::InfiniteDuration(), lease,
+                           std::move(done));
+  }
+  // Waits at most `wait` (>= 0; zero = one attempt).
+  Future<absl::Status> TryAcquireAsync(const Owner& owner,
+                                       absl::Duration wait) {
+    return Promised([&](StatusCallback done) {
+      TryAcquireAsync(owner, wait, std::move(done));
+    });
+  }
+  void TryAcquireAsync(const Owner& owner, absl::Duration wait,
+                       StatusCallback done) {
+    TryAcquireAsync(owner, wait, absl::nullopt, std::move(done));
+  }
+  void TryAcquireAsync(const Owner& owner, absl::Duration wait,
+                       absl::optional<absl::Duration> lease,
+                       StatusCallback done) {
+    if (wait < absl::ZeroDuration()) {
+      return done(absl::InvalidArgumentError(
+          "acquire: wait must not be negative, got " +
+          absl::FormatDuration(wait)));
+    }
+    self().AcquireAsyncFor(owner, wait, lease, std::move(done));
+  }
+  Future<absl::Status> ReleaseAsync(const Owner& owner) {
+    return Promised(
+        [&](StatusCallback done) { ReleaseAsync(owner, std::move(done)); });
+  }
+  void ReleaseAsync(const Owner& owner, StatusCallback done) {
+    self().ReleaseAsyncFor(owner, std::move(done));
+  }
+
  protected:
   LockableBase() = default;
   ~LockableBase() = default;
 
  private:
   Derived& self() { return static_cast<Derived&>(*this); }
+  template <class Start>
+  static Future<absl::Status> Promised(Start start) {
+    internal::Promise<absl::Status> promise;
+    start([promise](absl::Status s) { promise.Set(std::move(s)); });
+    return promise.future();
+  }
   absl::Status TryAcquireImpl(const Owner& owner, absl::Duration wait,
                               absl::optional<absl::Duration> lease) {
     if (wait < absl::ZeroDuration()) {
@@ -439,6 +508,11 @@ class Lock : public internal::LockableBase<Lock> {
   absl::Status AcquireFor(const Owner& owner, absl::Duration wait,
                           absl::optional<absl::Duration> lease);
   absl::Status ReleaseFor(const Owner& owner);
+  void AcquireAsyncFor(const Owner& owner, absl::Duration wait,
+                       absl::optional<absl::Duration> lease,
+                       std::function<void(absl::Status)> done);
+  void ReleaseAsyncFor(const Owner& owner,
+                       std::function<void(absl::Status)> done);
   void ReportUnlockFailure(absl::Status status) noexcept;
 
   std::shared_ptr<internal::ClientCore> core_;

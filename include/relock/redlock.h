@@ -182,8 +182,9 @@ class RedlockLock : public internal::LockableBase<RedlockLock> {
 
   // lock(), try_lock(), try_lock_for(), try_lock_until(), unlock(),
   // Acquire(), Acquire(lease), TryAcquire(wait), TryAcquire(wait, lease),
-  // Release(), and the same with an explicit relock::Owner: as relock::Lock
-  // (internal::LockableBase in lock.h).
+  // Release(), the same with an explicit relock::Owner, and the
+  // asynchronous calls (AcquireAsync, TryAcquireAsync, ReleaseAsync): as
+  // relock::Lock (internal::LockableBase in lock.h).
 
   // Sets the calling thread's hold to a fresh `lease` on every master (a
   // quorum must confirm within the new validity). FailedPrecondition if this
@@ -210,6 +211,11 @@ class RedlockLock : public internal::LockableBase<RedlockLock> {
   absl::Status AcquireFor(const Owner& owner, absl::Duration wait,
                           absl::optional<absl::Duration> lease);
   absl::Status ReleaseFor(const Owner& owner);
+  void AcquireAsyncFor(const Owner& owner, absl::Duration wait,
+                       absl::optional<absl::Duration> lease,
+                       std::function<void(absl::Status)> done);
+  void ReleaseAsyncFor(const Owner& owner,
+                       std::function<void(absl::Status)> done);
   void ReportUnlockFailure(absl::Status status) noexcept;
 
   std::shared_ptr<internal::ClientCore> core_;

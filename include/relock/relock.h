@@ -7,6 +7,7 @@
 //   relock/lock.h     Lock (reentrant, TimedLockable), LockGuard, LockError.
 //   relock/owner.h    Owner: an explicit owner token for code whose work
 //                     moves between threads.
+//   relock/future.h   Future: the result of an asynchronous call.
 //   relock/redlock.h  RedlockClient, RedlockLock: the lock on a quorum of N
 //                     independent masters.
 //   relock/backoff.h  Retry delay strategies and RetryWithBackoff.
@@ -28,6 +29,7 @@
 
 #include "relock/backoff.h"
 #include "relock/client.h"
+#include "relock/future.h"
 #include "relock/lock.h"
 #include "relock/options.h"
 #include "relock/owner.h"

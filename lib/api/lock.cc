@@ -7,7 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "lib/api/owner_check.h"
+#include "lib/api/calls.h"
 #include "lib/client/client_core.h"
 #include "lib/common/deadline.h"
 #include "lib/lock/reentrant_lock.h"
@@ -62,7 +62,21 @@ absl::Status Lock::AcquireFor(const Owner& owner, absl::Duration wait,
   if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
   absl::StatusOr<lock::OwnerId> by = internal::CheckedOwner(owner);
   if (!by.ok()) return by.status();
+  if (absl::Status s = internal::CheckMayBlock(*core_); !s.ok()) return s;
   return lock::Acquire(*core_, name_, *by, lease, Deadline::After(wait));
+}
+
+void Lock::AcquireAsyncFor(const Owner& owner, absl::Duration wait,
+                           absl::optional<absl::Duration> lease,
+                           std::function<void(absl::Status)> done) {
+  if (core_ == nullptr) return done(Unbound());
+  internal::AcquireAsync(core_, name_, owner, wait, lease, std::move(done));
+}
+
+void Lock::ReleaseAsyncFor(const Owner& owner,
+                           std::function<void(absl::Status)> done) {
+  if (core_ == nullptr) return done(Unbound());
+  internal::ReleaseAsync(core_, name_, owner, std::move(done));
 }
 
 void Lock::ReportUnlockFailure(absl::Status status) noexcept {
@@ -76,6 +90,7 @@ absl::Status Lock::ReleaseFor(const Owner& owner) {
   if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
   absl::StatusOr<lock::OwnerId> by = internal::CheckedOwner(owner);
   if (!by.ok()) return by.status();
+  if (absl::Status s = internal::CheckMayBlock(*core_); !s.ok()) return s;
   return lock::Release(*core_, name_, *by);
 }
 

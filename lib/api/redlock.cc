@@ -5,7 +5,7 @@
 
 #include <utility>
 
-#include "lib/api/owner_check.h"
+#include "lib/api/calls.h"
 #include "lib/common/deadline.h"
 #include "lib/lock/owner.h"
 #include "lib/lock/reentrant_lock.h"
@@ -53,7 +53,21 @@ absl::Status RedlockLock::AcquireFor(const Owner& owner, absl::Duration wait,
   if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
   absl::StatusOr<lock::OwnerId> by = internal::CheckedOwner(owner);
   if (!by.ok()) return by.status();
+  if (absl::Status s = internal::CheckMayBlock(*core_); !s.ok()) return s;
   return lock::Acquire(*core_, name_, *by, lease, Deadline::After(wait));
+}
+
+void RedlockLock::AcquireAsyncFor(const Owner& owner, absl::Duration wait,
+                                  absl::optional<absl::Duration> lease,
+                                  std::function<void(absl::Status)> done) {
+  if (core_ == nullptr) return done(Unbound());
+  internal::AcquireAsync(core_, name_, owner, wait, lease, std::move(done));
+}
+
+void RedlockLock::ReleaseAsyncFor(const Owner& owner,
+                                  std::function<void(absl::Status)> done) {
+  if (core_ == nullptr) return done(Unbound());
+  internal::ReleaseAsync(core_, name_, owner, std::move(done));
 }
 
 void RedlockLock::ReportUnlockFailure(absl::Status status) noexcept {
@@ -67,6 +81,7 @@ absl::Status RedlockLock::ReleaseFor(const Owner& owner) {
   if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
   absl::StatusOr<lock::OwnerId> by = internal::CheckedOwner(owner);
   if (!by.ok()) return by.status();
+  if (absl::Status s = internal::CheckMayBlock(*core_); !s.ok()) return s;
   return lock::Release(*core_, name_, *by);
 }
 

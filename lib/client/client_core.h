@@ -81,6 +81,8 @@ class ClientCore final : public std::enable_shared_from_this<ClientCore>,
     return closed_.load(std::memory_order_acquire);
   }
   absl::Status CheckOpen() const override;
+  // Whether the calling thread is this client's event loop thread.
+  bool InLoopThread() const { return loop_.InLoopThread(); }
   absl::Duration watchdog_lease() const override {
     return options_.lock_watchdog_timeout;
   }

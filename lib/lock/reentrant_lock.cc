@@ -275,6 +275,31 @@ absl::Status HeldByOther(const Attempt& a, size_t nodes) {
                    ")"));
 }
 
+// After the `failures`th failed attempt `a` (no quorum of answers): how
+// long to wait before the next one, or why to stop (the error itself on a
+// single node without retries).
+absl::StatusOr<absl::Duration> RetryAfter(const LockPolicy& policy,
+                                          backend::Backend& backend,
+                                          int failures, const Attempt& a,
+                                          Deadline deadline) {
+  const size_t n = backend.nodes();
+  if (n == 1 && policy.tries <= 1) return a.error;
+  absl::optional<absl::Duration> delay =
+      failures < policy.tries && policy.retry_backoff != nullptr
+          ? policy.retry_backoff->NextDelay(failures - 1)
+          : absl::nullopt;
+  if (!delay.has_value()) {
+    return absl::UnavailableError(absl::StrCat("no quorum (", backend.quorum(),
+                                               " of ", n, ") after ", failures,
+                                               " attempt(s): ", a.details));
+  }
+  if (deadline.Remaining() <= *delay) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("wait ended without a quorum: ", a.details));
+  }
+  return *delay;
+}
+
 // On success, `*sent_at` is when the winning acquire was sent. `fresh`: the
 // thread holds no hold of its own (see lua/acquire.lua).
 absl::Status AcquireLoop(LockEnv& env, const std::string& name,
@@ -309,21 +334,9 @@ absl::Status AcquireLoop(LockEnv& env, const std::string& name,
     }
     if (a.kind == Attempt::kFailed) {
       if (sub != nullptr) sub->PassOn();  // a wake-up we consumed goes on
-      if (n == 1 && policy.tries <= 1) return a.error;
-      ++failures;
-      absl::optional<absl::Duration> delay =
-          failures < policy.tries && policy.retry_backoff != nullptr
-              ? policy.retry_backoff->NextDelay(failures - 1)
-              : absl::nullopt;
-      if (!delay.has_value()) {
-        return absl::UnavailableError(
-            absl::StrCat("no quorum (", backend.quorum(), " of ", n, ") after ",
-                         failures, " attempt(s): ", a.details));
-      }
-      if (deadline.Remaining() <= *delay) {
-        return absl::DeadlineExceededError(
-            absl::StrCat("wait ended without a quorum: ", a.details));
-      }
+      absl::StatusOr<absl::Duration> delay =
+          RetryAfter(policy, backend, ++failures, a, deadline);
+      if (!delay.ok()) return delay.status();
       absl::SleepFor(*delay);
       continue;
     }
@@ -443,37 +456,60 @@ absl::Status Acquire(LockEnv& env, const std::string& name, const OwnerId& by,
   return absl::OkStatus();
 }
 
-absl::Status Release(LockEnv& env, const std::string& name, const OwnerId& by) {
-  const std::string& noun = env.policy().noun;
-  if (absl::Status s = env.CheckOpen(); !s.ok()) {
-    return Annotate(s, "release", name, noun);
-  }
-  backend::Backend& backend = env.backend();
-  const size_t n = backend.nodes();
-  const size_t quorum = backend.quorum();
-  const uint64_t thread = by.number;
-  const std::string owner = OwnerField(env.id(), thread);
+namespace {
+
+// A release on its way: what was sent, and what the answers are read with.
+struct ReleaseCall {
+  std::string owner;
+  std::string lease_ms;
+  std::string channel;
+  absl::optional<Hold> hold;
+  bool outermost = false;
+  Deadline deadline = Deadline::Never();
+  Resend resend = Resend::kNever;
+};
+
+// Starts a release (stops renewal of a final one): what to send.
+ReleaseCall BeginReleaseCall(LockEnv& env, const std::string& name,
+                             const OwnerId& by) {
+  ReleaseCall c;
+  c.owner = OwnerField(env.id(), by.number);
   // A final release stops renewal before the script is sent, whatever its
   // outcome: a failed final release leaves a lock that frees itself at the
   // end of its lease, never one renewed forever.
-  const absl::optional<Hold> hold = env.holds().BeginRelease(name, thread);
+  c.hold = env.holds().BeginRelease(name, by.number);
   // When holds remain, refresh a watchdog lease; keep an explicit lease's TTL.
-  const std::string lease_ms =
-      hold.has_value() && hold->watchdog
+  c.lease_ms =
+      c.hold.has_value() && c.hold->watchdog
           ? absl::StrCat(absl::ToInt64Milliseconds(env.watchdog_lease()))
           : "0";
   // The outermost release may be resent on a dropped connection: if the
   // first one ran, the resent one finds the lock already released. An inner
   // one may not (counting down twice would free the lock early).
-  const bool outermost = hold.has_value() && hold->count <= 1;
-  const std::string channel = UnlockChannel(name);
-  const absl::string_view keys[] = {name, channel};
-  const absl::string_view args[] = {kUnlockMessage, lease_ms, owner};
-  std::vector<backend::Answer> answers =
-      backend.Run(internal::kReleaseScript, keys, args,
-                  n == 1 ? Deadline::Never()
-                         : Deadline::After(env.policy().command_timeout),
-                  outermost ? Resend::kIfDropped : Resend::kNever);
+  c.outermost = c.hold.has_value() && c.hold->count <= 1;
+  c.resend = c.outermost ? Resend::kIfDropped : Resend::kNever;
+  c.channel = UnlockChannel(name);
+  c.deadline = env.backend().nodes() == 1
+                   ? Deadline::Never()
+                   : Deadline::After(env.policy().command_timeout);
+  return c;
+}
+
+// What the release script's answers say: the call's result, or (with
+// `*release_all`) that holds counted twice must be released too first (see
+// below), and then FinishRelease().
+absl::Status JudgeRelease(LockEnv& env, const std::string& name,
+                          const OwnerId& by, const ReleaseCall& call,
+                          const std::vector<backend::Answer>& answers,
+                          bool* release_all, bool* freed_all) {
+  *release_all = false;
+  backend::Backend& backend = env.backend();
+  const std::string& noun = env.policy().noun;
+  const size_t n = backend.nodes();
+  const size_t quorum = backend.quorum();
+  const uint64_t thread = by.number;
+  const std::string& owner = call.owner;
+  const bool outermost = call.outermost;
   size_t released = 0, freed = 0, not_owner = 0;
   absl::Status error, unpublished;
   std::vector<std::string> details;
@@ -510,23 +546,16 @@ absl::Status Release(LockEnv& env, const std::string& name, const OwnerId& by) {
       env.holds().Forget(name, thread);
       return Annotate(unpublished, "release", name, noun);
     }
+    *freed_all = freed >= quorum || outermost;
     if (outermost && freed < released) {
       // This was the outermost release by our count, yet Redis still counts
       // holds for this owner: re-entries whose replies were lost (timeouts,
       // dropped connections). Nobody would ever release them; release them
       // now (only this owner uses this owner field).
-      const absl::string_view all_args[] = {kUnlockMessage, owner};
-      std::vector<backend::Answer> all =
-          backend.Run(internal::kReleaseAllScript, keys, all_args,
-                      n == 1 ? Deadline::Never()
-                             : Deadline::After(env.policy().command_timeout),
-                      Resend::kNever);
-      if (n == 1 && !all[0].reply.ok()) {
-        return Annotate(all[0].reply.status(), "release", name, noun);
-      }
+      *release_all = true;
+      return absl::OkStatus();
     }
-    env.holds().OnReleased(name, thread,
-                           /*freed=*/freed >= quorum || outermost);
+    env.holds().OnReleased(name, thread, *freed_all);
     return absl::OkStatus();
   }
   if (not_owner > n - quorum) {
@@ -559,6 +588,293 @@ absl::Status Release(LockEnv& env, const std::string& name, const OwnerId& by) {
   return Annotate(absl::UnavailableError(absl::StrCat(
                       "no quorum of masters answered: ", Details(details))),
                   "release", name, noun);
+}
+
+// After the release-all that JudgeRelease() asked for.
+absl::Status FinishRelease(LockEnv& env, const std::string& name,
+                           const OwnerId& by,
+                           const std::vector<backend::Answer>& all,
+                           bool freed_all) {
+  if (env.backend().nodes() == 1 && !all[0].reply.ok()) {
+    return Annotate(all[0].reply.status(), "release", name, env.policy().noun);
+  }
+  env.holds().OnReleased(name, by.number, freed_all);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Release(LockEnv& env, const std::string& name, const OwnerId& by) {
+  if (absl::Status s = env.CheckOpen(); !s.ok()) {
+    return Annotate(s, "release", name, env.policy().noun);
+  }
+  const ReleaseCall call = BeginReleaseCall(env, name, by);
+  const absl::string_view keys[] = {name, call.channel};
+  const absl::string_view args[] = {kUnlockMessage, call.lease_ms, call.owner};
+  std::vector<backend::Answer> answers = env.backend().Run(
+      internal::kReleaseScript, keys, args, call.deadline, call.resend);
+  bool release_all = false, freed_all = false;
+  absl::Status s =
+      JudgeRelease(env, name, by, call, answers, &release_all, &freed_all);
+  if (!release_all) return s;
+  const absl::string_view all_args[] = {kUnlockMessage, call.owner};
+  std::vector<backend::Answer> all =
+      env.backend().Run(internal::kReleaseAllScript, keys, all_args,
+                        call.deadline, Resend::kNever);
+  return FinishRelease(env, name, by, all, freed_all);
+}
+
+namespace {
+
+// Acquire() without blocking: the same attempts, subscription and waits as
+// AcquireLoop(), driven by callbacks. Every step runs on the client's event
+// loop thread (the first attempt is posted there too), so the machine needs
+// no lock: the backend's answers, the pub/sub listener and the timer all
+// call back on that thread. Kept alive by its pending callbacks (the
+// listener holds it weakly).
+class AsyncAcquire : public std::enable_shared_from_this<AsyncAcquire> {
+ public:
+  AsyncAcquire(LockEnv& env, std::shared_ptr<void> keep, std::string name,
+               const OwnerId& by, bool watchdog, absl::Duration lease,
+               bool fresh, Deadline deadline,
+               std::function<void(absl::Status)> done)
+      : env_(env),
+        keep_(std::move(keep)),
+        name_(std::move(name)),
+        by_(by),
+        owner_(OwnerField(env.id(), by.number)),
+        watchdog_(watchdog),
+        lease_(lease),
+        fresh_(fresh),
+        deadline_(deadline),
+        done_(std::move(done)),
+        timer_(env.backend().NewTimer()) {}
+
+  void Start() {
+    timer_->At(Deadline::After(absl::ZeroDuration()),
+               [self = shared_from_this()] { self->TryNow(); });
+  }
+
+ private:
+  enum class Phase { kAttempting, kConfirming, kWaiting, kDone };
+
+  void TryNow() {
+    if (phase_ == Phase::kDone) return;
+    phase_ = Phase::kAttempting;
+    backend::Backend& backend = env_.backend();
+    const LockPolicy& policy = env_.policy();
+    const std::string lease_ms =
+        absl::StrCat(absl::ToInt64Milliseconds(lease_));
+    const absl::string_view keys[] = {name_};
+    const absl::string_view args[] = {lease_ms, owner_, fresh_ ? "1" : "0"};
+    const SteadyClock::time_point start = SteadyClock::now();
+    backend.RunAsync(internal::kAcquireScript, keys, args,
+                     AttemptDeadline(policy, lease_, deadline_),
+                     Resend::kIfDropped,
+                     FailFast(policy, backend.nodes(), backend.quorum()),
+                     [self = shared_from_this(),
+                      start](const std::vector<backend::Answer>& answers) {
+                       self->OnAnswers(answers, start);
+                     });
+  }
+
+  void OnAnswers(const std::vector<backend::Answer>& answers,
+                 SteadyClock::time_point start) {
+    if (phase_ == Phase::kDone) return;
+    const LockPolicy& policy = env_.policy();
+    const size_t n = env_.backend().nodes();
+    std::vector<bool> undo;
+    Attempt a = Evaluate(env_, answers, start, lease_, fresh_, &undo);
+    Undo(env_, name_, owner_, fresh_, undo,
+         AttemptDeadline(policy, lease_, deadline_), /*async=*/true);
+    if (a.kind == Attempt::kAcquired) return Acquired(a.start);
+    if (a.kind == Attempt::kFailed) {
+      if (sub_ != nullptr) sub_->PassOn();  // a wake-up we consumed goes on
+      absl::StatusOr<absl::Duration> delay =
+          RetryAfter(policy, env_.backend(), ++failures_, a, deadline_);
+      if (!delay.ok()) return Finish(delay.status());
+      timer_->At(Deadline::After(*delay),
+                 [self = shared_from_this()] { self->TryNow(); });
+      return;
+    }
+    if (deadline_.Expired()) return Finish(HeldByOther(a, n));
+    last_ = std::move(a);
+    if (sub_ == nullptr) {
+      std::weak_ptr<AsyncAcquire> weak = weak_from_this();
+      sub_ = env_.backend().Subscribe(
+          UnlockChannel(name_), pubsub::WakePolicy::kWakeOne, /*waiter=*/"",
+          [weak] {
+            if (std::shared_ptr<AsyncAcquire> self = weak.lock()) self->Look();
+          });
+      return Confirm();
+    }
+    // Sleep until an unlock message, the holder's lease end, or the deadline
+    // (a holder without a lease is re-checked every kNoLeaseRecheck).
+    const absl::Duration sleep =
+        last_.min_pttl_ms < 0 ? kNoLeaseRecheck
+                              : absl::Milliseconds(last_.min_pttl_ms + 1);
+    phase_ = Phase::kWaiting;
+    timer_->At(Earliest(deadline_, Deadline::After(sleep)),
+               [self = shared_from_this()] {
+                 if (self->phase_ == Phase::kWaiting) self->Confirm();
+               });
+    Look();  // a message may be waiting already
+  }
+
+  // Only after the servers confirmed the subscription is a re-check free of
+  // lost wake-ups (see AcquireLoop).
+  void Confirm() {
+    phase_ = Phase::kConfirming;
+    confirm_by_ = Earliest(deadline_, Deadline::After(env_.confirm_timeout()));
+    timer_->At(confirm_by_, [self = shared_from_this()] { self->Look(); });
+    Look();
+  }
+
+  // The listener and the timers: has what we wait for happened? Looks only.
+  void Look() {
+    const Deadline now = Deadline::After(absl::ZeroDuration());
+    if (phase_ == Phase::kConfirming) {
+      absl::Status confirmed = sub_->AwaitConfirmed(now);
+      if (confirmed.ok()) return TryNow();
+      if (confirmed.code() != absl::StatusCode::kDeadlineExceeded) {
+        return Finish(confirmed);  // Cancelled, PermissionDenied
+      }
+      if (!confirm_by_.Expired()) return;  // not yet
+      if (deadline_.Expired()) {
+        return Finish(HeldByOther(last_, env_.backend().nodes()));
+      }
+      return Finish(absl::UnavailableError(confirmed.message()));
+    }
+    if (phase_ != Phase::kWaiting) return;
+    switch (sub_->Wait(now)) {
+      case pubsub::WakeReason::kNotified:
+      case pubsub::WakeReason::kResubscribed:
+        return Confirm();
+      case pubsub::WakeReason::kClosed:
+        return Finish(
+            absl::CancelledError("the client was closed while waiting"));
+      case pubsub::WakeReason::kTimeout:
+        return;
+    }
+  }
+
+  void Acquired(SteadyClock::time_point sent_at) {
+    env_.holds().OnAcquired(name_, by_.number, owner_, watchdog_, lease_,
+                            sent_at);
+    if (watchdog_) env_.ActivateWatchdog();
+    if (env_.closed()) {
+      // Close() may have swept the registry before we registered.
+      env_.holds().Forget(name_, by_.number);
+      const std::string channel = UnlockChannel(name_);
+      const absl::string_view keys[] = {name_, channel};
+      const absl::string_view args[] = {kUnlockMessage, owner_};
+      env_.backend().RunAsync(internal::kReleaseAllScript, keys, args,
+                              Deadline::After(env_.confirm_timeout()),
+                              Resend::kNever, nullptr,
+                              [](const std::vector<backend::Answer>&) {});
+      return Finish(absl::CancelledError("the client was closed"));
+    }
+    Finish(absl::OkStatus());
+  }
+
+  void Finish(const absl::Status& s) {
+    if (phase_ == Phase::kDone) return;
+    phase_ = Phase::kDone;
+    timer_->Cancel();
+    sub_ = nullptr;
+    std::function<void(absl::Status)> done = std::move(done_);
+    done(s.ok() ? s : Annotate(s, "acquire", name_, env_.policy().noun));
+  }
+
+  LockEnv& env_;
+  const std::shared_ptr<void> keep_;  // the client, until done
+  const std::string name_;
+  const OwnerId by_;
+  const std::string owner_;
+  const bool watchdog_;
+  const absl::Duration lease_;
+  const bool fresh_;
+  const Deadline deadline_;
+  std::function<void(absl::Status)> done_;
+  const std::unique_ptr<backend::Timer> timer_;
+  std::unique_ptr<backend::Waiter> sub_;
+  Phase phase_ = Phase::kAttempting;
+  int failures_ = 0;
+  Attempt last_;  // the latest attempt that found the lock held
+  Deadline confirm_by_ = Deadline::Never();
+};
+
+}  // namespace
+
+void AcquireAsync(LockEnv& env, std::shared_ptr<void> keep,
+                  const std::string& name, const OwnerId& by,
+                  absl::optional<absl::Duration> lease, Deadline deadline,
+                  std::function<void(absl::Status)> done) {
+  const std::string& noun = env.policy().noun;
+  if (lease.has_value() && (*lease < kMinLease || *lease > kMaxLease)) {
+    return done(absl::InvalidArgumentError(
+        absl::StrCat("acquire ", noun, " ", QuoteName(name), ": lease ",
+                     absl::FormatDuration(*lease), " is outside [",
+                     absl::FormatDuration(kMinLease), ", ",
+                     absl::FormatDuration(kMaxLease), "]")));
+  }
+  if (by.thread) {
+    return done(Annotate(
+        absl::InvalidArgumentError(
+            "an asynchronous call needs an explicit owner (relock::Owner::New"
+            "()): the calling thread does not wait for it, so it cannot be "
+            "the owner"),
+        "acquire", name, noun));
+  }
+  if (absl::Status s = env.CheckOpen(); !s.ok()) {
+    return done(Annotate(s, "acquire", name, noun));
+  }
+  const absl::optional<Hold> held = env.holds().Find(name, by.number);
+  const bool fresh = !held.has_value() || held->ended();
+  const bool watchdog = !lease.has_value() || (!fresh && held->watchdog);
+  const absl::Duration effective = watchdog ? env.watchdog_lease() : *lease;
+  std::make_shared<AsyncAcquire>(env, std::move(keep), name, by, watchdog,
+                                 effective, fresh, deadline, std::move(done))
+      ->Start();
+}
+
+void ReleaseAsync(LockEnv& env, std::shared_ptr<void> keep,
+                  const std::string& name, const OwnerId& by,
+                  std::function<void(absl::Status)> done) {
+  if (by.thread) {
+    return done(Annotate(
+        absl::InvalidArgumentError(
+            "an asynchronous call needs an explicit owner (relock::Owner::New"
+            "())"),
+        "release", name, env.policy().noun));
+  }
+  if (absl::Status s = env.CheckOpen(); !s.ok()) {
+    return done(Annotate(s, "release", name, env.policy().noun));
+  }
+  auto call =
+      std::make_shared<const ReleaseCall>(BeginReleaseCall(env, name, by));
+  const absl::string_view keys[] = {name, call->channel};
+  const absl::string_view args[] = {kUnlockMessage, call->lease_ms,
+                                    call->owner};
+  env.backend().RunAsync(
+      internal::kReleaseScript, keys, args, call->deadline, call->resend,
+      nullptr,
+      [&env, keep = std::move(keep), name, by, call,
+       done = std::move(done)](const std::vector<backend::Answer>& answers) {
+        bool release_all = false, freed_all = false;
+        absl::Status s = JudgeRelease(env, name, by, *call, answers,
+                                      &release_all, &freed_all);
+        if (!release_all) return done(s);
+        const absl::string_view keys[] = {name, call->channel};
+        const absl::string_view all_args[] = {kUnlockMessage, call->owner};
+        env.backend().RunAsync(
+            internal::kReleaseAllScript, keys, all_args, call->deadline,
+            Resend::kNever, nullptr,
+            [&env, keep, name, by, freed_all,
+             done](const std::vector<backend::Answer>& all) {
+              done(FinishRelease(env, name, by, all, freed_all));
+            });
+      });
 }
 
 absl::Status Extend(LockEnv& env, const std::string& name, const OwnerId& by,

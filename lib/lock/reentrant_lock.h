@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,6 +37,18 @@ absl::Status ValidateName(const std::string& name);
 absl::Status Acquire(LockEnv& env, const std::string& name, const OwnerId& by,
                      absl::optional<absl::Duration> lease, Deadline deadline);
 absl::Status Release(LockEnv& env, const std::string& name, const OwnerId& by);
+
+// Acquire() and Release() without blocking, for an explicit owner (a thread
+// owner is InvalidArgument): `done` runs once, on the client's event loop
+// thread, or on the calling thread before the call returns when it fails at
+// once (bad input, a closed client). `keep` (the client) is held until then.
+void AcquireAsync(LockEnv& env, std::shared_ptr<void> keep,
+                  const std::string& name, const OwnerId& by,
+                  absl::optional<absl::Duration> lease, Deadline deadline,
+                  std::function<void(absl::Status)> done);
+void ReleaseAsync(LockEnv& env, std::shared_ptr<void> keep,
+                  const std::string& name, const OwnerId& by,
+                  std::function<void(absl::Status)> done);
 // Sets `by`'s hold of `name` to a new explicit lease on a quorum of nodes
 // (Redlock's Extend); the watchdog stops renewing it.
 absl::Status Extend(LockEnv& env, const std::string& name, const OwnerId& by,

@@ -1,0 +1,70 @@
+// What the public lock classes (Lock, RedlockLock) share: the owner a call
+// acts for, and the asynchronous calls (lib/api only).
+
+#ifndef RELOCK_LIB_API_CALLS_H_
+#define RELOCK_LIB_API_CALLS_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/optional.h"
+#include "lib/client/client_core.h"
+#include "lib/common/deadline.h"
+#include "lib/lock/owner.h"
+#include "lib/lock/reentrant_lock.h"
+#include "relock/owner.h"
+
+namespace relock {
+namespace internal {
+
+// InvalidArgument for a default-constructed Owner.
+inline absl::StatusOr<lock::OwnerId> CheckedOwner(const Owner& owner) {
+  if (!owner.valid()) {
+    return absl::InvalidArgumentError(
+        "relock::Owner: a default-constructed Owner is no owner; make one "
+        "with Owner::New() (or Owner::ThisThread())");
+  }
+  return lock::OwnerId{owner.number(), owner.is_thread()};
+}
+
+// A blocking call from the client's event loop thread (a callback of an
+// asynchronous call) would wait for that very thread: FailedPrecondition.
+inline absl::Status CheckMayBlock(const ClientCore& core) {
+  if (!core.InLoopThread()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      "a blocking relock call from the client's event loop thread (in a "
+      "callback of an asynchronous call) would wait for that thread; use "
+      "the asynchronous calls there");
+}
+
+// Lock/RedlockLock::AcquireAsyncFor and ReleaseAsyncFor, once the handle's
+// own checks passed.
+inline void AcquireAsync(const std::shared_ptr<ClientCore>& core,
+                         const std::string& name, const Owner& owner,
+                         absl::Duration wait,
+                         absl::optional<absl::Duration> lease,
+                         std::function<void(absl::Status)> done) {
+  if (absl::Status s = lock::ValidateName(name); !s.ok()) return done(s);
+  absl::StatusOr<lock::OwnerId> by = CheckedOwner(owner);
+  if (!by.ok()) return done(by.status());
+  lock::AcquireAsync(*core, core, name, *by, lease, Deadline::After(wait),
+                     std::move(done));
+}
+inline void ReleaseAsync(const std::shared_ptr<ClientCore>& core,
+                         const std::string& name, const Owner& owner,
+                         std::function<void(absl::Status)> done) {
+  if (absl::Status s = lock::ValidateName(name); !s.ok()) return done(s);
+  absl::StatusOr<lock::OwnerId> by = CheckedOwner(owner);
+  if (!by.ok()) return done(by.status());
+  lock::ReleaseAsync(*core, core, name, *by, std::move(done));
+}
+
+}  // namespace internal
+}  // namespace relock
+
+#endif  // RELOCK_LIB_API_CALLS_H_
