@@ -190,6 +190,34 @@ TEST_F(RedlockTest, AsynchronousCallsTakeAndFreeEveryMaster) {
   EXPECT_EQ(OnMasters({"EXISTS", lock.name()}), 0);
 }
 
+TEST_F(RedlockTest, AsynchronousOwnersExcludeEachOther) {
+  RedlockLock lock = client_->GetLock(TestLockName());
+  std::atomic<int> inside{0}, overlaps{0}, failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      const Owner task = Owner::New();
+      for (int i = 0; i < 25; ++i) {
+        Future<absl::Status> acquired = lock.AcquireAsync(task);
+        if (!acquired.WaitFor(absl::Seconds(60)) || !acquired.Get().ok()) {
+          failures.fetch_add(1);
+          return;
+        }
+        if (inside.fetch_add(1) != 0) overlaps.fetch_add(1);
+        std::this_thread::yield();
+        inside.fetch_sub(1);
+        Future<absl::Status> released = lock.ReleaseAsync(task);
+        if (!released.WaitFor(absl::Seconds(60)) || !released.Get().ok()) {
+          failures.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(overlaps.load(), 0);
+  EXPECT_EQ(failures.load(), 0);
+}
+
 TEST_F(RedlockTest, ThreadsExcludeEachOther) {
   RedlockLock lock = client_->GetLock(TestLockName());
   std::atomic<int> inside{0}, overlaps{0};

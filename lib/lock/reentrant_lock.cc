@@ -4,6 +4,7 @@
 #include <memory>
 #include <utility>
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "lib/lock/lock_scripts.h"
@@ -656,7 +657,7 @@ class AsyncAcquire : public std::enable_shared_from_this<AsyncAcquire> {
   }
 
  private:
-  enum class Phase { kAttempting, kConfirming, kWaiting, kDone };
+  enum class Phase { kAttempting, kBackingOff, kConfirming, kWaiting, kDone };
 
   void TryNow() {
     if (phase_ == Phase::kDone) return;
@@ -688,6 +689,26 @@ class AsyncAcquire : public std::enable_shared_from_this<AsyncAcquire> {
     Undo(env_, name_, owner_, fresh_, undo,
          AttemptDeadline(policy, lease_, deadline_), /*async=*/true);
     if (a.kind == Attempt::kAcquired) return Acquired(a.start);
+    if (a.kind == Attempt::kHeldByOther &&
+        std::any_of(undo.begin(), undo.end(), [](bool b) { return b; })) {
+      // A split vote (Redlock): we took some masters, others took the rest.
+      // Retrying as soon as the undos' unlock messages arrive would collide
+      // again, every contender at once (a livelock); as Redlock prescribes,
+      // back off for a random time first, longer after each split.
+      if (deadline_.Expired()) {
+        return Finish(HeldByOther(a, env_.backend().nodes()));
+      }
+      last_ = std::move(a);
+      if (sub_ == nullptr) Subscribe();
+      phase_ = Phase::kBackingOff;
+      thread_local absl::BitGen gen;  // the loop thread's
+      const int64_t max_ms = int64_t{1} << std::min(++splits_, 7);
+      timer_->At(
+          Earliest(deadline_, Deadline::After(absl::Milliseconds(
+                                  absl::Uniform<int64_t>(gen, 1, max_ms + 1)))),
+          [self = shared_from_this()] { self->Confirm(); });
+      return;
+    }
     if (a.kind == Attempt::kFailed) {
       if (sub_ != nullptr) sub_->PassOn();  // a wake-up we consumed goes on
       absl::StatusOr<absl::Duration> delay =
@@ -700,12 +721,7 @@ class AsyncAcquire : public std::enable_shared_from_this<AsyncAcquire> {
     if (deadline_.Expired()) return Finish(HeldByOther(a, n));
     last_ = std::move(a);
     if (sub_ == nullptr) {
-      std::weak_ptr<AsyncAcquire> weak = weak_from_this();
-      sub_ = env_.backend().Subscribe(
-          UnlockChannel(name_), pubsub::WakePolicy::kWakeOne, /*waiter=*/"",
-          [weak] {
-            if (std::shared_ptr<AsyncAcquire> self = weak.lock()) self->Look();
-          });
+      Subscribe();
       return Confirm();
     }
     // Sleep until an unlock message, the holder's lease end, or the deadline
@@ -721,9 +737,19 @@ class AsyncAcquire : public std::enable_shared_from_this<AsyncAcquire> {
     Look();  // a message may be waiting already
   }
 
+  void Subscribe() {
+    std::weak_ptr<AsyncAcquire> weak = weak_from_this();
+    sub_ = env_.backend().Subscribe(
+        UnlockChannel(name_), pubsub::WakePolicy::kWakeOne, /*waiter=*/"",
+        [weak] {
+          if (std::shared_ptr<AsyncAcquire> self = weak.lock()) self->Look();
+        });
+  }
+
   // Only after the servers confirmed the subscription is a re-check free of
   // lost wake-ups (see AcquireLoop).
   void Confirm() {
+    if (phase_ == Phase::kDone) return;
     phase_ = Phase::kConfirming;
     confirm_by_ = Earliest(deadline_, Deadline::After(env_.confirm_timeout()));
     timer_->At(confirm_by_, [self = shared_from_this()] { self->Look(); });
@@ -802,6 +828,7 @@ class AsyncAcquire : public std::enable_shared_from_this<AsyncAcquire> {
   int failures_ = 0;
   Attempt last_;  // the latest attempt that found the lock held
   Deadline confirm_by_ = Deadline::Never();
+  int splits_ = 0;  // split votes so far
 };
 
 }  // namespace
