@@ -42,15 +42,38 @@ inline absl::Status CheckMayBlock(const ClientCore& core) {
       "the asynchronous calls there");
 }
 
-// Lock/RedlockLock::AcquireAsyncFor and ReleaseAsyncFor, once the handle's
-// own checks passed.
+// The checks every lock call of a bound handle makes: the name and the
+// owner.
+inline absl::StatusOr<lock::OwnerId> CheckCall(const std::string& name,
+                                               const Owner& owner) {
+  if (absl::Status s = lock::ValidateName(name); !s.ok()) return s;
+  return CheckedOwner(owner);
+}
+
+// Lock/RedlockLock's AcquireFor, ReleaseFor, AcquireAsyncFor and
+// ReleaseAsyncFor, once the handle is known to be bound.
+inline absl::Status Acquire(const std::shared_ptr<ClientCore>& core,
+                            const std::string& name, const Owner& owner,
+                            absl::Duration wait,
+                            absl::optional<absl::Duration> lease) {
+  absl::StatusOr<lock::OwnerId> by = CheckCall(name, owner);
+  if (!by.ok()) return by.status();
+  if (absl::Status s = CheckMayBlock(*core); !s.ok()) return s;
+  return lock::Acquire(*core, name, *by, lease, Deadline::After(wait));
+}
+inline absl::Status Release(const std::shared_ptr<ClientCore>& core,
+                            const std::string& name, const Owner& owner) {
+  absl::StatusOr<lock::OwnerId> by = CheckCall(name, owner);
+  if (!by.ok()) return by.status();
+  if (absl::Status s = CheckMayBlock(*core); !s.ok()) return s;
+  return lock::Release(*core, name, *by);
+}
 inline void AcquireAsync(const std::shared_ptr<ClientCore>& core,
                          const std::string& name, const Owner& owner,
                          absl::Duration wait,
                          absl::optional<absl::Duration> lease,
                          std::function<void(absl::Status)> done) {
-  if (absl::Status s = lock::ValidateName(name); !s.ok()) return done(s);
-  absl::StatusOr<lock::OwnerId> by = CheckedOwner(owner);
+  absl::StatusOr<lock::OwnerId> by = CheckCall(name, owner);
   if (!by.ok()) return done(by.status());
   lock::AcquireAsync(*core, core, name, *by, lease, Deadline::After(wait),
                      std::move(done));
@@ -58,8 +81,7 @@ inline void AcquireAsync(const std::shared_ptr<ClientCore>& core,
 inline void ReleaseAsync(const std::shared_ptr<ClientCore>& core,
                          const std::string& name, const Owner& owner,
                          std::function<void(absl::Status)> done) {
-  if (absl::Status s = lock::ValidateName(name); !s.ok()) return done(s);
-  absl::StatusOr<lock::OwnerId> by = CheckedOwner(owner);
+  absl::StatusOr<lock::OwnerId> by = CheckCall(name, owner);
   if (!by.ok()) return done(by.status());
   lock::ReleaseAsync(*core, core, name, *by, std::move(done));
 }

@@ -59,11 +59,7 @@ Lock::Lock(std::shared_ptr<internal::ClientCore> core, std::string name)
 absl::Status Lock::AcquireFor(const Owner& owner, absl::Duration wait,
                               absl::optional<absl::Duration> lease) {
   if (core_ == nullptr) return Unbound();
-  if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
-  absl::StatusOr<lock::OwnerId> by = internal::CheckedOwner(owner);
-  if (!by.ok()) return by.status();
-  if (absl::Status s = internal::CheckMayBlock(*core_); !s.ok()) return s;
-  return lock::Acquire(*core_, name_, *by, lease, Deadline::After(wait));
+  return internal::Acquire(core_, name_, owner, wait, lease);
 }
 
 void Lock::AcquireAsyncFor(const Owner& owner, absl::Duration wait,
@@ -87,11 +83,7 @@ void Lock::ReportUnlockFailure(absl::Status status) noexcept {
 
 absl::Status Lock::ReleaseFor(const Owner& owner) {
   if (core_ == nullptr) return Unbound();
-  if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
-  absl::StatusOr<lock::OwnerId> by = internal::CheckedOwner(owner);
-  if (!by.ok()) return by.status();
-  if (absl::Status s = internal::CheckMayBlock(*core_); !s.ok()) return s;
-  return lock::Release(*core_, name_, *by);
+  return internal::Release(core_, name_, owner);
 }
 
 absl::StatusOr<bool> Lock::ForceRelease() {
@@ -122,8 +114,7 @@ absl::StatusOr<int64_t> Lock::HoldCount() const {
 
 absl::StatusOr<int64_t> Lock::HoldCount(const Owner& owner) const {
   if (core_ == nullptr) return Unbound();
-  if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
-  absl::StatusOr<lock::OwnerId> by = internal::CheckedOwner(owner);
+  absl::StatusOr<lock::OwnerId> by = internal::CheckCall(name_, owner);
   if (!by.ok()) return by.status();
   return lock::HoldCount(*core_, name_, *by);
 }
@@ -141,8 +132,7 @@ absl::StatusOr<std::chrono::steady_clock::time_point> Lock::SafeUntil() const {
 absl::StatusOr<std::chrono::steady_clock::time_point> Lock::SafeUntil(
     const Owner& owner) const {
   if (core_ == nullptr) return Unbound();
-  if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
-  absl::StatusOr<lock::OwnerId> by = internal::CheckedOwner(owner);
+  absl::StatusOr<lock::OwnerId> by = internal::CheckCall(name_, owner);
   if (!by.ok()) return by.status();
   return lock::SafeUntil(*core_, name_, *by);
 }

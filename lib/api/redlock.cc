@@ -50,11 +50,7 @@ RedlockLock::RedlockLock(std::shared_ptr<internal::ClientCore> core,
 absl::Status RedlockLock::AcquireFor(const Owner& owner, absl::Duration wait,
                                      absl::optional<absl::Duration> lease) {
   if (core_ == nullptr) return Unbound();
-  if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
-  absl::StatusOr<lock::OwnerId> by = internal::CheckedOwner(owner);
-  if (!by.ok()) return by.status();
-  if (absl::Status s = internal::CheckMayBlock(*core_); !s.ok()) return s;
-  return lock::Acquire(*core_, name_, *by, lease, Deadline::After(wait));
+  return internal::Acquire(core_, name_, owner, wait, lease);
 }
 
 void RedlockLock::AcquireAsyncFor(const Owner& owner, absl::Duration wait,
@@ -78,11 +74,7 @@ void RedlockLock::ReportUnlockFailure(absl::Status status) noexcept {
 
 absl::Status RedlockLock::ReleaseFor(const Owner& owner) {
   if (core_ == nullptr) return Unbound();
-  if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
-  absl::StatusOr<lock::OwnerId> by = internal::CheckedOwner(owner);
-  if (!by.ok()) return by.status();
-  if (absl::Status s = internal::CheckMayBlock(*core_); !s.ok()) return s;
-  return lock::Release(*core_, name_, *by);
+  return internal::Release(core_, name_, owner);
 }
 
 absl::Status RedlockLock::Extend(absl::Duration lease) {

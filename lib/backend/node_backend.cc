@@ -287,13 +287,32 @@ void NodeBackend::RunAsync(size_t script,
                            absl::Span<const absl::string_view> args,
                            Deadline deadline, Resend resend, Enough enough,
                            AnswersDone done, const std::vector<bool>* only) {
+  NodeBackend* self = this;
+  RunAsyncOn(absl::MakeConstSpan(&self, 1), {0}, script, keys, args, deadline,
+             resend, std::move(enough), std::move(done), only);
+}
+
+void NodeBackend::RunAsyncOn(absl::Span<NodeBackend* const> nodes,
+                             const std::vector<size_t>& order, size_t script,
+                             absl::Span<const absl::string_view> keys,
+                             absl::Span<const absl::string_view> args,
+                             Deadline deadline, Resend resend, Enough enough,
+                             AnswersDone done, const std::vector<bool>* only) {
+  std::vector<std::string> names;
+  for (NodeBackend* node : nodes) names.push_back(node->name_);
   std::shared_ptr<AsyncAnswers> answers = AsyncAnswers::Start(
-      loop_, 1, deadline, backstop(), std::move(enough),
-      [this](size_t) { return name_; }, std::move(done));
-  if (only != nullptr && !(*only)[0]) {
-    return answers->Slot(0)(Answer{absl::CancelledError("not sent"), false});
+      nodes[0]->loop_, nodes.size(), deadline, nodes[0]->backstop(),
+      std::move(enough),
+      [names = std::move(names)](size_t i) { return names[i]; },
+      std::move(done));
+  for (size_t i : order) {
+    if (only != nullptr && !(*only)[i]) {
+      answers->Slot(i)(Answer{absl::CancelledError("not sent"), false});
+      continue;
+    }
+    nodes[i]->RunOnNode(script, keys, args, resend, answers->abandon(),
+                        answers->Slot(i));
   }
-  RunOnNode(script, keys, args, resend, answers->abandon(), answers->Slot(0));
 }
 
 std::unique_ptr<Timer> NodeBackend::NewTimer() {

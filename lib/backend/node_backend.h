@@ -107,6 +107,14 @@ class NodeBackend : public Backend {
       absl::Span<NodeBackend* const> nodes, const std::vector<size_t>& order,
       size_t script, const std::vector<Call>& calls, Deadline deadline,
       std::atomic<uint64_t>* round_trips);
+  // RunAsync() on several nodes at once (started in `order`): one answer
+  // per node.
+  static void RunAsyncOn(absl::Span<NodeBackend* const> nodes,
+                         const std::vector<size_t>& order, size_t script,
+                         absl::Span<const absl::string_view> keys,
+                         absl::Span<const absl::string_view> args,
+                         Deadline deadline, Resend resend, Enough enough,
+                         AnswersDone done, const std::vector<bool>* only);
   // SCRIPT LOAD of every script: connects, and says now whether this server
   // can be used (Unavailable, Unauthenticated, PermissionDenied...).
   absl::Status Probe(Deadline deadline);

@@ -6,7 +6,6 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
-#include "lib/backend/async_answers.h"
 #include "lib/redis/resp.h"
 
 namespace relock {
@@ -77,6 +76,14 @@ QuorumBackend::QuorumBackend(std::vector<std::unique_ptr<NodeBackend>> nodes,
 
 QuorumBackend::~QuorumBackend() { Close(); }
 
+std::vector<NodeBackend*> QuorumBackend::Nodes() const {
+  std::vector<NodeBackend*> nodes;
+  for (const std::unique_ptr<NodeBackend>& node : nodes_) {
+    nodes.push_back(node.get());
+  }
+  return nodes;
+}
+
 std::vector<size_t> QuorumBackend::Order() const {
   std::vector<size_t> order(nodes_.size());
   std::iota(order.begin(), order.end(), 0);
@@ -114,18 +121,8 @@ void QuorumBackend::RunAsync(size_t script,
                              absl::Span<const absl::string_view> args,
                              Deadline deadline, Resend resend, Enough enough,
                              AnswersDone done, const std::vector<bool>* only) {
-  std::shared_ptr<AsyncAnswers> answers = AsyncAnswers::Start(
-      nodes_[0]->loop(), nodes_.size(), deadline, nodes_[0]->backstop(),
-      std::move(enough), [this](size_t i) { return node_name(i); },
-      std::move(done));
-  for (size_t i : Order()) {
-    if (only != nullptr && !(*only)[i]) {
-      answers->Slot(i)(Answer{absl::CancelledError("not sent"), false});
-      continue;
-    }
-    nodes_[i]->RunOnNode(script, keys, args, resend, answers->abandon(),
-                         answers->Slot(i));
-  }
+  NodeBackend::RunAsyncOn(Nodes(), Order(), script, keys, args, deadline,
+                          resend, std::move(enough), std::move(done), only);
 }
 
 std::unique_ptr<Timer> QuorumBackend::NewTimer() {
@@ -135,11 +132,7 @@ std::unique_ptr<Timer> QuorumBackend::NewTimer() {
 std::vector<absl::StatusOr<std::vector<redis::Reply>>> QuorumBackend::RunBatch(
     size_t script, const std::vector<Call>& calls, Deadline deadline,
     std::atomic<uint64_t>* round_trips) {
-  std::vector<NodeBackend*> nodes;
-  for (const std::unique_ptr<NodeBackend>& node : nodes_) {
-    nodes.push_back(node.get());
-  }
-  return NodeBackend::RunBatchOn(nodes, Order(), script, calls, deadline,
+  return NodeBackend::RunBatchOn(Nodes(), Order(), script, calls, deadline,
                                  round_trips);
 }
 

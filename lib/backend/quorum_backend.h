@@ -56,6 +56,7 @@ class QuorumBackend : public Backend {
   void Close() override;
 
  private:
+  std::vector<NodeBackend*> Nodes() const;
   std::vector<size_t> Order() const;
 
   std::vector<std::unique_ptr<NodeBackend>> nodes_;

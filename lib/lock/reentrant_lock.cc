@@ -410,8 +410,19 @@ absl::Status ValidateName(const std::string& name) {
   return absl::OkStatus();
 }
 
-absl::Status Acquire(LockEnv& env, const std::string& name, const OwnerId& by,
-                     absl::optional<absl::Duration> lease, Deadline deadline) {
+namespace {
+
+// What an acquire by `by` takes: its lease (the watchdog's or an explicit
+// one) and whether the owner holds no hold of its own yet. InvalidArgument
+// for a lease out of range; the client's error once it is closed.
+struct AcquirePlan {
+  bool fresh = true;
+  bool watchdog = true;
+  absl::Duration lease;
+};
+absl::StatusOr<AcquirePlan> PlanAcquire(LockEnv& env, const std::string& name,
+                                        const OwnerId& by,
+                                        absl::optional<absl::Duration> lease) {
   if (lease.has_value() && (*lease < kMinLease || *lease > kMaxLease)) {
     return absl::InvalidArgumentError(
         absl::StrCat("acquire lock ", QuoteName(name), ": lease ",
@@ -422,39 +433,74 @@ absl::Status Acquire(LockEnv& env, const std::string& name, const OwnerId& by,
   if (absl::Status s = env.CheckOpen(); !s.ok()) {
     return Annotate(s, "acquire", name);
   }
-  const uint64_t thread = by.number;
-  const std::string owner = OwnerField(env.id(), thread);
   // Only this owner changes its own hold (its calls on one lock do not
   // overlap), so this stays true for the call.
-  const absl::optional<Hold> held = env.holds().Find(name, thread);
-  const bool fresh = !held.has_value() || held->ended();
+  const absl::optional<Hold> held = env.holds().Find(name, by.number);
+  AcquirePlan plan;
+  plan.fresh = !held.has_value() || held->ended();
   // A re-entry never shortens a hold: on a watchdog hold, a re-entry with an
   // explicit lease only counts (the watchdog keeps renewing the hold); on an
   // explicit hold, the script keeps whichever lease ends later.
-  const bool watchdog = !lease.has_value() || (!fresh && held->watchdog);
-  const absl::Duration effective = watchdog ? env.watchdog_lease() : *lease;
+  plan.watchdog = !lease.has_value() || (!plan.fresh && held->watchdog);
+  plan.lease = plan.watchdog ? env.watchdog_lease() : *lease;
+  return plan;
+}
+
+// Registers a hold just taken (renewed from now on for a watchdog lease),
+// unless the client closed meanwhile: Close() may have swept the registry
+// before we registered, so the hold is released (and Cancelled returned)
+// rather than leaked. `async`: send that release without waiting.
+absl::Status RegisterHold(LockEnv& env, const std::string& name,
+                          const OwnerId& by, const AcquirePlan& plan,
+                          SteadyClock::time_point sent_at, bool async) {
+  const std::string owner = OwnerField(env.id(), by.number);
+  env.holds().OnAcquired(name, by.number, owner, plan.watchdog, plan.lease,
+                         sent_at);
+  if (plan.watchdog) env.ActivateWatchdog();
+  if (!env.closed()) return absl::OkStatus();
+  env.holds().Forget(name, by.number);
+  const std::string channel = UnlockChannel(name);
+  const absl::string_view keys[] = {name, channel};
+  const absl::string_view args[] = {kUnlockMessage, owner};
+  const Deadline deadline = Deadline::After(env.confirm_timeout());
+  if (async) {
+    env.backend().RunAsync(internal::kReleaseAllScript, keys, args, deadline,
+                           Resend::kNever, nullptr,
+                           [](const std::vector<backend::Answer>&) {});
+  } else {
+    env.backend().Run(internal::kReleaseAllScript, keys, args, deadline,
+                      Resend::kNever);
+  }
+  return absl::CancelledError("the client was closed");
+}
+
+// The asynchronous calls act for explicit owners only.
+absl::Status CheckAsyncOwner(LockEnv& env, const std::string& name,
+                             const OwnerId& by, absl::string_view op) {
+  if (!by.thread) return absl::OkStatus();
+  return Annotate(
+      absl::InvalidArgumentError(
+          "an asynchronous call needs an explicit owner (relock::Owner::New"
+          "()): the calling thread does not wait for it, so it cannot be "
+          "the owner"),
+      op, name, env.policy().noun);
+}
+
+}  // namespace
+
+absl::Status Acquire(LockEnv& env, const std::string& name, const OwnerId& by,
+                     absl::optional<absl::Duration> lease, Deadline deadline) {
+  absl::StatusOr<AcquirePlan> plan = PlanAcquire(env, name, by, lease);
+  if (!plan.ok()) return plan.status();
   SteadyClock::time_point sent_at;
-  absl::Status s =
-      AcquireLoop(env, name, owner, effective, fresh, deadline, &sent_at);
+  absl::Status s = AcquireLoop(env, name, OwnerField(env.id(), by.number),
+                               plan->lease, plan->fresh, deadline, &sent_at);
   if (!s.ok()) return Annotate(s, "acquire", name, env.policy().noun);
   // Registered (and, for a watchdog lease, renewed from now on) before
   // Acquire() returns.
-  if (fresh && by.thread) env.OnFreshHold();
-  env.holds().OnAcquired(name, thread, owner, watchdog, effective, sent_at);
-  if (watchdog) env.ActivateWatchdog();
-  if (env.closed()) {
-    // Close() may have swept the registry before we registered: do not leak
-    // a hold nobody will release.
-    env.holds().Forget(name, thread);
-    const std::string channel = UnlockChannel(name);
-    const absl::string_view keys[] = {name, channel};
-    const absl::string_view args[] = {kUnlockMessage, owner};
-    env.backend().Run(internal::kReleaseAllScript, keys, args,
-                      Deadline::After(env.confirm_timeout()), Resend::kNever);
-    return Annotate(absl::CancelledError("the client was closed"), "acquire",
-                    name, env.policy().noun);
-  }
-  return absl::OkStatus();
+  if (plan->fresh && by.thread) env.OnFreshHold();
+  s = RegisterHold(env, name, by, *plan, sent_at, /*async=*/false);
+  return s.ok() ? s : Annotate(s, "acquire", name, env.policy().noun);
 }
 
 namespace {
@@ -636,17 +682,16 @@ namespace {
 class AsyncAcquire : public std::enable_shared_from_this<AsyncAcquire> {
  public:
   AsyncAcquire(LockEnv& env, std::shared_ptr<void> keep, std::string name,
-               const OwnerId& by, bool watchdog, absl::Duration lease,
-               bool fresh, Deadline deadline,
+               const OwnerId& by, const AcquirePlan& plan, Deadline deadline,
                std::function<void(absl::Status)> done)
       : env_(env),
         keep_(std::move(keep)),
         name_(std::move(name)),
         by_(by),
         owner_(OwnerField(env.id(), by.number)),
-        watchdog_(watchdog),
-        lease_(lease),
-        fresh_(fresh),
+        plan_(plan),
+        lease_(plan.lease),
+        fresh_(plan.fresh),
         deadline_(deadline),
         done_(std::move(done)),
         timer_(env.backend().NewTimer()) {}
@@ -785,22 +830,7 @@ class AsyncAcquire : public std::enable_shared_from_this<AsyncAcquire> {
   }
 
   void Acquired(SteadyClock::time_point sent_at) {
-    env_.holds().OnAcquired(name_, by_.number, owner_, watchdog_, lease_,
-                            sent_at);
-    if (watchdog_) env_.ActivateWatchdog();
-    if (env_.closed()) {
-      // Close() may have swept the registry before we registered.
-      env_.holds().Forget(name_, by_.number);
-      const std::string channel = UnlockChannel(name_);
-      const absl::string_view keys[] = {name_, channel};
-      const absl::string_view args[] = {kUnlockMessage, owner_};
-      env_.backend().RunAsync(internal::kReleaseAllScript, keys, args,
-                              Deadline::After(env_.confirm_timeout()),
-                              Resend::kNever, nullptr,
-                              [](const std::vector<backend::Answer>&) {});
-      return Finish(absl::CancelledError("the client was closed"));
-    }
-    Finish(absl::OkStatus());
+    Finish(RegisterHold(env_, name_, by_, plan_, sent_at, /*async=*/true));
   }
 
   void Finish(const absl::Status& s) {
@@ -817,7 +847,7 @@ class AsyncAcquire : public std::enable_shared_from_this<AsyncAcquire> {
   const std::string name_;
   const OwnerId by_;
   const std::string owner_;
-  const bool watchdog_;
+  const AcquirePlan plan_;
   const absl::Duration lease_;
   const bool fresh_;
   const Deadline deadline_;
@@ -837,43 +867,21 @@ void AcquireAsync(LockEnv& env, std::shared_ptr<void> keep,
                   const std::string& name, const OwnerId& by,
                   absl::optional<absl::Duration> lease, Deadline deadline,
                   std::function<void(absl::Status)> done) {
-  const std::string& noun = env.policy().noun;
-  if (lease.has_value() && (*lease < kMinLease || *lease > kMaxLease)) {
-    return done(absl::InvalidArgumentError(
-        absl::StrCat("acquire ", noun, " ", QuoteName(name), ": lease ",
-                     absl::FormatDuration(*lease), " is outside [",
-                     absl::FormatDuration(kMinLease), ", ",
-                     absl::FormatDuration(kMaxLease), "]")));
+  if (absl::Status s = CheckAsyncOwner(env, name, by, "acquire"); !s.ok()) {
+    return done(s);
   }
-  if (by.thread) {
-    return done(Annotate(
-        absl::InvalidArgumentError(
-            "an asynchronous call needs an explicit owner (relock::Owner::New"
-            "()): the calling thread does not wait for it, so it cannot be "
-            "the owner"),
-        "acquire", name, noun));
-  }
-  if (absl::Status s = env.CheckOpen(); !s.ok()) {
-    return done(Annotate(s, "acquire", name, noun));
-  }
-  const absl::optional<Hold> held = env.holds().Find(name, by.number);
-  const bool fresh = !held.has_value() || held->ended();
-  const bool watchdog = !lease.has_value() || (!fresh && held->watchdog);
-  const absl::Duration effective = watchdog ? env.watchdog_lease() : *lease;
-  std::make_shared<AsyncAcquire>(env, std::move(keep), name, by, watchdog,
-                                 effective, fresh, deadline, std::move(done))
+  absl::StatusOr<AcquirePlan> plan = PlanAcquire(env, name, by, lease);
+  if (!plan.ok()) return done(plan.status());
+  std::make_shared<AsyncAcquire>(env, std::move(keep), name, by, *plan,
+                                 deadline, std::move(done))
       ->Start();
 }
 
 void ReleaseAsync(LockEnv& env, std::shared_ptr<void> keep,
                   const std::string& name, const OwnerId& by,
                   std::function<void(absl::Status)> done) {
-  if (by.thread) {
-    return done(Annotate(
-        absl::InvalidArgumentError(
-            "an asynchronous call needs an explicit owner (relock::Owner::New"
-            "())"),
-        "release", name, env.policy().noun));
+  if (absl::Status s = CheckAsyncOwner(env, name, by, "release"); !s.ok()) {
+    return done(s);
   }
   if (absl::Status s = env.CheckOpen(); !s.ok()) {
     return done(Annotate(s, "release", name, env.policy().noun));
