@@ -7,6 +7,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "lib/backend/gather.h"
 #include "lib/lock/lock_scripts.h"
 #include "lib/lock/owner.h"
 #include "lib/redis/errors.h"
@@ -89,6 +90,7 @@ struct Attempt {
   int64_t min_pttl_ms = -1;       // shortest lease left among holders
   absl::Status error;             // kFailed on one node: that node's own error
   std::string details;            // each node's answer, on several nodes
+  bool took_some = false;  // held by others, yet it took (and undid) nodes
 };
 
 // Policy::fail_fast: stop waiting once the attempt's outcome is certain.
@@ -182,6 +184,9 @@ Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
   for (size_t i = 0; i < n; ++i) {
     (*undo)[i] = granted_at[i] || (fresh && unknown_at[i]);
   }
+  a.took_some =
+      a.kind == Attempt::kHeldByOther &&
+      std::any_of(undo->begin(), undo->end(), [](bool b) { return b; });
   return a;
 }
 
@@ -249,6 +254,14 @@ struct Inspection {
   int64_t pttl_ms = -2;
   int64_t count = 0;
 };
+absl::StatusOr<Inspection> ParseInspection(const redis::Reply& r) {
+  const redis::ReplyView v = r.view();
+  if (!v.is_array() || v.size() != 3 || !v[0].is_integer() ||
+      !v[1].is_integer() || !v[2].is_integer()) {
+    return Unexpected(r, "inspect script");
+  }
+  return Inspection{v[0].integer() == 1, v[1].integer(), v[2].integer()};
+}
 absl::StatusOr<Inspection> Inspect(LockEnv& env, const std::string& name,
                                    const std::string& owner,
                                    Deadline deadline = Deadline::Never()) {
@@ -256,12 +269,7 @@ absl::StatusOr<Inspection> Inspect(LockEnv& env, const std::string& name,
       RunScript(env, internal::kInspectScript, {name}, {owner}, deadline,
                 Resend::kIfDropped);
   if (!r.ok()) return r.status();
-  const redis::ReplyView v = r->view();
-  if (!v.is_array() || v.size() != 3 || !v[0].is_integer() ||
-      !v[1].is_integer() || !v[2].is_integer()) {
-    return Unexpected(*r, "inspect script");
-  }
-  return Inspection{v[0].integer() == 1, v[1].integer(), v[2].integer()};
+  return ParseInspection(*r);
 }
 
 absl::Status HeldByOther(const Attempt& a, size_t nodes) {
@@ -299,72 +307,6 @@ absl::StatusOr<absl::Duration> RetryAfter(const LockPolicy& policy,
         absl::StrCat("wait ended without a quorum: ", a.details));
   }
   return *delay;
-}
-
-// On success, `*sent_at` is when the winning acquire was sent. `fresh`: the
-// thread holds no hold of its own (see lua/acquire.lua).
-absl::Status AcquireLoop(LockEnv& env, const std::string& name,
-                         const std::string& owner, absl::Duration lease,
-                         bool fresh, Deadline deadline,
-                         SteadyClock::time_point* sent_at) {
-  backend::Backend& backend = env.backend();
-  const LockPolicy& policy = env.policy();
-  const size_t n = backend.nodes();
-  std::unique_ptr<backend::Waiter> sub;
-  int failures = 0;
-  Attempt last;  // the latest attempt that found the lock held
-  while (true) {
-    if (sub != nullptr) {
-      // Only after the servers confirmed the subscription is a re-check free
-      // of lost wake-ups. Confirmed once, this returns at once until the
-      // pub/sub connection is replaced; then it waits for the SUBSCRIBE on
-      // the new one (messages sent in between are lost), so a reconnect
-      // costs one re-check, not a re-check per loop.
-      absl::Status confirmed = sub->AwaitConfirmed(
-          Earliest(deadline, Deadline::After(env.confirm_timeout())));
-      if (confirmed.code() == absl::StatusCode::kDeadlineExceeded) {
-        if (deadline.Expired()) return HeldByOther(last, n);
-        return absl::UnavailableError(confirmed.message());
-      }
-      if (!confirmed.ok()) return confirmed;  // Cancelled, PermissionDenied
-    }
-    Attempt a = TryOnce(env, name, owner, lease, fresh, deadline);
-    if (a.kind == Attempt::kAcquired) {
-      *sent_at = a.start;
-      return absl::OkStatus();
-    }
-    if (a.kind == Attempt::kFailed) {
-      if (sub != nullptr) sub->PassOn();  // a wake-up we consumed goes on
-      absl::StatusOr<absl::Duration> delay =
-          RetryAfter(policy, backend, ++failures, a, deadline);
-      if (!delay.ok()) return delay.status();
-      absl::SleepFor(*delay);
-      continue;
-    }
-    if (deadline.Expired()) return HeldByOther(a, n);
-    last = std::move(a);
-    if (sub == nullptr) {
-      // Subscribe; the next loop awaits the confirmation, then re-checks.
-      sub = backend.Subscribe(UnlockChannel(name), pubsub::WakePolicy::kWakeOne,
-                              /*waiter=*/"", /*listener=*/nullptr);
-      continue;
-    }
-    // Sleep until an unlock message, the holder's lease end, or our deadline.
-    absl::Duration sleep = absl::Milliseconds(last.min_pttl_ms + 1);
-    if (last.min_pttl_ms < 0) {
-      // No lease: a lock set by hand, or not a lock at all (bounded either
-      // way: FailedPrecondition now, or a re-check every kNoLeaseRecheck).
-      if (n == 1) {
-        absl::StatusOr<Inspection> what = Inspect(env, name, owner, deadline);
-        if (!what.ok()) return what.status();
-      }
-      sleep = kNoLeaseRecheck;
-    }
-    const Deadline wake = Earliest(deadline, Deadline::After(sleep));
-    if (sub->Wait(wake) == pubsub::WakeReason::kClosed) {
-      return absl::CancelledError("the client was closed while waiting");
-    }
-  }
 }
 
 // Adds one node's answers to a renewal batch to the per-item counts.
@@ -486,6 +428,302 @@ absl::Status CheckAsyncOwner(LockEnv& env, const std::string& name,
       op, name, env.policy().noun);
 }
 
+// Acquire()'s attempts and notified waits, driven by callbacks. The
+// asynchronous acquire runs all of it here; a blocking Acquire() hands its
+// wait over once its first attempt (made on the calling thread) found the
+// lock held. Then an unlock message is followed at once by the next
+// attempt, sent by the event loop thread that read the message, and the
+// blocked thread is woken once, with the lock already taken or with the
+// outcome (the direct hand-off).
+//
+// Every step runs on the client's event loop thread (the first is posted
+// there), so the machine needs no lock: the backend's answers, the pub/sub
+// listener and the timer all call back on that thread. It is kept alive by
+// its pending callbacks (the listener holds it weakly); should they be
+// dropped unrun (the loop destroyed), its destructor reports Cancelled, so
+// no caller waits forever. It does not register the hold: `done` does.
+class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
+ public:
+  // The outcome, unannotated; on success, when the winning acquire was sent.
+  using Done = std::function<void(absl::Status, SteadyClock::time_point)>;
+
+  AcquireMachine(LockEnv& env, std::string name, const OwnerId& by,
+                 const AcquirePlan& plan, Deadline deadline, Done done)
+      : env_(env),
+        name_(std::move(name)),
+        owner_(OwnerField(env.id(), by.number)),
+        lease_(plan.lease),
+        fresh_(plan.fresh),
+        deadline_(deadline),
+        done_(std::move(done)),
+        timer_(env.backend().NewTimer()) {}
+
+  ~AcquireMachine() {
+    if (done_) {
+      done_(absl::CancelledError("the client was closed while waiting"),
+            SteadyClock::time_point());
+    }
+  }
+
+  // From the first attempt.
+  void Start() {
+    timer_->At(Deadline::After(absl::ZeroDuration()),
+               [self = shared_from_this()] { self->TryNow(); });
+  }
+
+  // From attempt `held`, made elsewhere, that found the lock held.
+  void WaitAfter(Attempt held) {
+    timer_->At(Deadline::After(absl::ZeroDuration()),
+               [self = shared_from_this(), held = std::move(held)]() mutable {
+                 self->OnAttempt(std::move(held));
+               });
+  }
+
+ private:
+  enum class Phase { kAttempting, kBackingOff, kConfirming, kWaiting, kDone };
+
+  void TryNow() {
+    if (phase_ == Phase::kDone) return;
+    phase_ = Phase::kAttempting;
+    backend::Backend& backend = env_.backend();
+    const LockPolicy& policy = env_.policy();
+    const std::string lease_ms =
+        absl::StrCat(absl::ToInt64Milliseconds(lease_));
+    const absl::string_view keys[] = {name_};
+    const absl::string_view args[] = {lease_ms, owner_, fresh_ ? "1" : "0"};
+    const SteadyClock::time_point start = SteadyClock::now();
+    backend.RunAsync(internal::kAcquireScript, keys, args,
+                     AttemptDeadline(policy, lease_, deadline_),
+                     Resend::kIfDropped,
+                     FailFast(policy, backend.nodes(), backend.quorum()),
+                     [self = shared_from_this(),
+                      start](const std::vector<backend::Answer>& answers) {
+                       self->OnAnswers(answers, start);
+                     });
+  }
+
+  void OnAnswers(const std::vector<backend::Answer>& answers,
+                 SteadyClock::time_point start) {
+    if (phase_ == Phase::kDone) return;
+    std::vector<bool> undo;
+    Attempt a = Evaluate(env_, answers, start, lease_, fresh_, &undo);
+    Undo(env_, name_, owner_, fresh_, undo,
+         AttemptDeadline(env_.policy(), lease_, deadline_), /*async=*/true);
+    OnAttempt(std::move(a));
+  }
+
+  void OnAttempt(Attempt a) {
+    if (phase_ == Phase::kDone) return;
+    const size_t n = env_.backend().nodes();
+    if (a.kind == Attempt::kAcquired) return Finish(absl::OkStatus(), a.start);
+    if (a.kind == Attempt::kFailed) {
+      if (sub_ != nullptr) sub_->PassOn();  // a wake-up we consumed goes on
+      absl::StatusOr<absl::Duration> delay =
+          RetryAfter(env_.policy(), env_.backend(), ++failures_, a, deadline_);
+      if (!delay.ok()) return Finish(delay.status());
+      phase_ = Phase::kBackingOff;
+      timer_->At(Deadline::After(*delay),
+                 [self = shared_from_this()] { self->TryNow(); });
+      return;
+    }
+    if (deadline_.Expired()) return Finish(HeldByOther(a, n));
+    const bool split = a.took_some;
+    last_ = std::move(a);
+    if (sub_ == nullptr) Subscribe();
+    if (split) {
+      // A split vote (Redlock): we took some masters, others took the rest.
+      // Retrying as soon as the undos' unlock messages arrive would collide
+      // again, every contender at once (a livelock); as Redlock prescribes,
+      // back off for a random time first, longer after each split.
+      phase_ = Phase::kBackingOff;
+      thread_local absl::BitGen gen;  // the loop thread's
+      const int64_t max_ms = int64_t{1} << std::min(++splits_, 7);
+      timer_->At(
+          Earliest(deadline_, Deadline::After(absl::Milliseconds(
+                                  absl::Uniform<int64_t>(gen, 1, max_ms + 1)))),
+          [self = shared_from_this()] { self->Confirm(); });
+      return;
+    }
+    if (!confirmed_) return Confirm();  // then re-check
+    // Sleep until an unlock message, the holder's lease end, or the deadline.
+    absl::Duration sleep = absl::Milliseconds(last_.min_pttl_ms + 1);
+    if (last_.min_pttl_ms < 0) {
+      // No lease: a lock set by hand, or not a lock at all (bounded either
+      // way: FailedPrecondition, or a re-check every kNoLeaseRecheck).
+      sleep = kNoLeaseRecheck;
+      if (n == 1) CheckIsALock();
+    }
+    phase_ = Phase::kWaiting;
+    timer_->At(Earliest(deadline_, Deadline::After(sleep)),
+               [self = shared_from_this()] {
+                 if (self->phase_ == Phase::kWaiting) self->Confirm();
+               });
+    Look();  // a message may be waiting already
+  }
+
+  void Subscribe() {
+    std::weak_ptr<AcquireMachine> weak = weak_from_this();
+    sub_ = env_.backend().Subscribe(
+        UnlockChannel(name_), pubsub::WakePolicy::kWakeOne, /*waiter=*/"",
+        [weak] {
+          if (std::shared_ptr<AcquireMachine> self = weak.lock()) self->Look();
+        });
+  }
+
+  // The inspect script: a key that holds anything but a lock ends the wait.
+  void CheckIsALock() {
+    const absl::string_view keys[] = {name_};
+    const absl::string_view args[] = {owner_};
+    env_.backend().RunAsync(internal::kInspectScript, keys, args, deadline_,
+                            Resend::kIfDropped, nullptr,
+                            [self = shared_from_this()](
+                                const std::vector<backend::Answer>& answers) {
+                              if (!answers[0].reply.ok())
+                                return;  // the next re-check tells
+                              absl::StatusOr<Inspection> what =
+                                  ParseInspection(*answers[0].reply);
+                              if (!what.ok()) self->Finish(what.status());
+                            });
+  }
+
+  // Only after the servers confirmed the subscription is a re-check free of
+  // lost wake-ups. Confirmed once, it stays confirmed until the pub/sub
+  // connection is replaced; then the re-check waits for the SUBSCRIBE on
+  // the new one (messages sent in between are lost).
+  void Confirm() {
+    if (phase_ == Phase::kDone) return;
+    phase_ = Phase::kConfirming;
+    confirm_by_ = Earliest(deadline_, Deadline::After(env_.confirm_timeout()));
+    if (Confirmed()) return;
+    timer_->At(confirm_by_, [self = shared_from_this()] { self->Look(); });
+  }
+
+  // In kConfirming: re-checks (true) once confirmed, or ends the machine on
+  // a refusal or at `confirm_by_`.
+  bool Confirmed() {
+    absl::Status confirmed = sub_->AwaitConfirmed(Now());
+    confirmed_ = confirmed.ok();
+    if (confirmed.ok()) {
+      TryNow();
+    } else if (confirmed.code() != absl::StatusCode::kDeadlineExceeded) {
+      Finish(confirmed);  // Cancelled, PermissionDenied
+    } else if (!confirm_by_.Expired()) {
+      return false;  // not yet
+    } else if (deadline_.Expired()) {
+      Finish(HeldByOther(last_, env_.backend().nodes()));
+    } else {
+      Finish(absl::UnavailableError(confirmed.message()));
+    }
+    return true;
+  }
+
+  // The listener and the timers: has what we wait for happened?
+  void Look() {
+    if (phase_ == Phase::kConfirming) {
+      Confirmed();
+      return;
+    }
+    if (phase_ != Phase::kWaiting) return;
+    switch (sub_->Wait(Now())) {
+      case pubsub::WakeReason::kNotified:
+        return Confirm();
+      case pubsub::WakeReason::kResubscribed:
+        confirmed_ = false;
+        return Confirm();
+      case pubsub::WakeReason::kClosed:
+        return Finish(
+            absl::CancelledError("the client was closed while waiting"));
+      case pubsub::WakeReason::kTimeout:
+        return;
+    }
+  }
+
+  static Deadline Now() { return Deadline::After(absl::ZeroDuration()); }
+
+  void Finish(const absl::Status& s,
+              SteadyClock::time_point sent_at = SteadyClock::time_point()) {
+    if (phase_ == Phase::kDone) return;
+    phase_ = Phase::kDone;
+    timer_->Cancel();
+    sub_ = nullptr;
+    Done done = std::move(done_);
+    done_ = nullptr;
+    done(s, sent_at);
+  }
+
+  LockEnv& env_;
+  const std::string name_;
+  const std::string owner_;
+  const absl::Duration lease_;
+  const bool fresh_;
+  const Deadline deadline_;
+  Done done_;
+  const std::unique_ptr<backend::Timer> timer_;
+  std::unique_ptr<backend::Waiter> sub_;
+  bool confirmed_ = false;  // the subscription, as of the last look
+  Phase phase_ = Phase::kAttempting;
+  int failures_ = 0;
+  Attempt last_;  // the latest attempt that found the lock held
+  Deadline confirm_by_ = Deadline::Never();
+  int splits_ = 0;  // split votes so far
+};
+
+// Waits for the lock that attempt `held` found held: the machine above
+// waits (notified) and makes the next attempts on the loop thread; this
+// thread blocks until it is done. On success, `*sent_at` is when the
+// winning acquire was sent.
+absl::Status WaitForLock(LockEnv& env, const std::string& name,
+                         const OwnerId& by, const AcquirePlan& plan,
+                         Deadline deadline, Attempt held,
+                         SteadyClock::time_point* sent_at) {
+  struct Result {
+    absl::Status status;
+    SteadyClock::time_point sent_at;
+  };
+  backend::Gather<Result> gather(1);
+  std::function<void(Result)> slot = gather.Slot(0);
+  // The client outlives this call (its caller holds it): no keep-alive.
+  std::make_shared<AcquireMachine>(
+      env, name, by, plan, deadline,
+      [slot](const absl::Status& s, SteadyClock::time_point at) {
+        // Unshared: the status crosses to the waiting thread (TSan cannot
+        // follow absl::Status's shared text in Debian's Abseil).
+        slot(Result{absl::Status(s.code(), std::string(s.message())), at});
+      })
+      ->WaitAfter(std::move(held));
+  // The machine always ends: with the lock, at its deadline, or on Close()
+  // (or, its callbacks dropped, from its destructor).
+  bool stopped = false;
+  std::vector<absl::optional<Result>> got =
+      gather.Wait(Deadline::Never(), nullptr, &stopped);
+  *sent_at = got[0]->sent_at;
+  return got[0]->status;
+}
+
+// On success, `*sent_at` is when the winning acquire was sent. The first
+// attempt runs on the calling thread (on an idle connection, with its own
+// I/O); a lock found held is waited for by WaitForLock().
+absl::Status AcquireLoop(LockEnv& env, const std::string& name,
+                         const OwnerId& by, const AcquirePlan& plan,
+                         Deadline deadline, SteadyClock::time_point* sent_at) {
+  const std::string owner = OwnerField(env.id(), by.number);
+  for (int failures = 0;;) {
+    Attempt a = TryOnce(env, name, owner, plan.lease, plan.fresh, deadline);
+    if (a.kind == Attempt::kAcquired) {
+      *sent_at = a.start;
+      return absl::OkStatus();
+    }
+    if (a.kind == Attempt::kHeldByOther) {
+      if (deadline.Expired()) return HeldByOther(a, env.backend().nodes());
+      return WaitForLock(env, name, by, plan, deadline, std::move(a), sent_at);
+    }
+    absl::StatusOr<absl::Duration> delay =
+        RetryAfter(env.policy(), env.backend(), ++failures, a, deadline);
+    if (!delay.ok()) return delay.status();
+    absl::SleepFor(*delay);
+  }
+}
+
 }  // namespace
 
 absl::Status Acquire(LockEnv& env, const std::string& name, const OwnerId& by,
@@ -493,8 +731,7 @@ absl::Status Acquire(LockEnv& env, const std::string& name, const OwnerId& by,
   absl::StatusOr<AcquirePlan> plan = PlanAcquire(env, name, by, lease);
   if (!plan.ok()) return plan.status();
   SteadyClock::time_point sent_at;
-  absl::Status s = AcquireLoop(env, name, OwnerField(env.id(), by.number),
-                               plan->lease, plan->fresh, deadline, &sent_at);
+  absl::Status s = AcquireLoop(env, name, by, *plan, deadline, &sent_at);
   if (!s.ok()) return Annotate(s, "acquire", name, env.policy().noun);
   // Registered (and, for a watchdog lease, renewed from now on) before
   // Acquire() returns.
@@ -671,198 +908,6 @@ absl::Status Release(LockEnv& env, const std::string& name, const OwnerId& by) {
   return FinishRelease(env, name, by, all, freed_all);
 }
 
-namespace {
-
-// Acquire() without blocking: the same attempts, subscription and waits as
-// AcquireLoop(), driven by callbacks. Every step runs on the client's event
-// loop thread (the first attempt is posted there too), so the machine needs
-// no lock: the backend's answers, the pub/sub listener and the timer all
-// call back on that thread. Kept alive by its pending callbacks (the
-// listener holds it weakly).
-class AsyncAcquire : public std::enable_shared_from_this<AsyncAcquire> {
- public:
-  AsyncAcquire(LockEnv& env, std::shared_ptr<void> keep, std::string name,
-               const OwnerId& by, const AcquirePlan& plan, Deadline deadline,
-               std::function<void(absl::Status)> done)
-      : env_(env),
-        keep_(std::move(keep)),
-        name_(std::move(name)),
-        by_(by),
-        owner_(OwnerField(env.id(), by.number)),
-        plan_(plan),
-        lease_(plan.lease),
-        fresh_(plan.fresh),
-        deadline_(deadline),
-        done_(std::move(done)),
-        timer_(env.backend().NewTimer()) {}
-
-  void Start() {
-    timer_->At(Deadline::After(absl::ZeroDuration()),
-               [self = shared_from_this()] { self->TryNow(); });
-  }
-
- private:
-  enum class Phase { kAttempting, kBackingOff, kConfirming, kWaiting, kDone };
-
-  void TryNow() {
-    if (phase_ == Phase::kDone) return;
-    phase_ = Phase::kAttempting;
-    backend::Backend& backend = env_.backend();
-    const LockPolicy& policy = env_.policy();
-    const std::string lease_ms =
-        absl::StrCat(absl::ToInt64Milliseconds(lease_));
-    const absl::string_view keys[] = {name_};
-    const absl::string_view args[] = {lease_ms, owner_, fresh_ ? "1" : "0"};
-    const SteadyClock::time_point start = SteadyClock::now();
-    backend.RunAsync(internal::kAcquireScript, keys, args,
-                     AttemptDeadline(policy, lease_, deadline_),
-                     Resend::kIfDropped,
-                     FailFast(policy, backend.nodes(), backend.quorum()),
-                     [self = shared_from_this(),
-                      start](const std::vector<backend::Answer>& answers) {
-                       self->OnAnswers(answers, start);
-                     });
-  }
-
-  void OnAnswers(const std::vector<backend::Answer>& answers,
-                 SteadyClock::time_point start) {
-    if (phase_ == Phase::kDone) return;
-    const LockPolicy& policy = env_.policy();
-    const size_t n = env_.backend().nodes();
-    std::vector<bool> undo;
-    Attempt a = Evaluate(env_, answers, start, lease_, fresh_, &undo);
-    Undo(env_, name_, owner_, fresh_, undo,
-         AttemptDeadline(policy, lease_, deadline_), /*async=*/true);
-    if (a.kind == Attempt::kAcquired) return Acquired(a.start);
-    if (a.kind == Attempt::kHeldByOther &&
-        std::any_of(undo.begin(), undo.end(), [](bool b) { return b; })) {
-      // A split vote (Redlock): we took some masters, others took the rest.
-      // Retrying as soon as the undos' unlock messages arrive would collide
-      // again, every contender at once (a livelock); as Redlock prescribes,
-      // back off for a random time first, longer after each split.
-      if (deadline_.Expired()) {
-        return Finish(HeldByOther(a, env_.backend().nodes()));
-      }
-      last_ = std::move(a);
-      if (sub_ == nullptr) Subscribe();
-      phase_ = Phase::kBackingOff;
-      thread_local absl::BitGen gen;  // the loop thread's
-      const int64_t max_ms = int64_t{1} << std::min(++splits_, 7);
-      timer_->At(
-          Earliest(deadline_, Deadline::After(absl::Milliseconds(
-                                  absl::Uniform<int64_t>(gen, 1, max_ms + 1)))),
-          [self = shared_from_this()] { self->Confirm(); });
-      return;
-    }
-    if (a.kind == Attempt::kFailed) {
-      if (sub_ != nullptr) sub_->PassOn();  // a wake-up we consumed goes on
-      absl::StatusOr<absl::Duration> delay =
-          RetryAfter(policy, env_.backend(), ++failures_, a, deadline_);
-      if (!delay.ok()) return Finish(delay.status());
-      timer_->At(Deadline::After(*delay),
-                 [self = shared_from_this()] { self->TryNow(); });
-      return;
-    }
-    if (deadline_.Expired()) return Finish(HeldByOther(a, n));
-    last_ = std::move(a);
-    if (sub_ == nullptr) {
-      Subscribe();
-      return Confirm();
-    }
-    // Sleep until an unlock message, the holder's lease end, or the deadline
-    // (a holder without a lease is re-checked every kNoLeaseRecheck).
-    const absl::Duration sleep =
-        last_.min_pttl_ms < 0 ? kNoLeaseRecheck
-                              : absl::Milliseconds(last_.min_pttl_ms + 1);
-    phase_ = Phase::kWaiting;
-    timer_->At(Earliest(deadline_, Deadline::After(sleep)),
-               [self = shared_from_this()] {
-                 if (self->phase_ == Phase::kWaiting) self->Confirm();
-               });
-    Look();  // a message may be waiting already
-  }
-
-  void Subscribe() {
-    std::weak_ptr<AsyncAcquire> weak = weak_from_this();
-    sub_ = env_.backend().Subscribe(
-        UnlockChannel(name_), pubsub::WakePolicy::kWakeOne, /*waiter=*/"",
-        [weak] {
-          if (std::shared_ptr<AsyncAcquire> self = weak.lock()) self->Look();
-        });
-  }
-
-  // Only after the servers confirmed the subscription is a re-check free of
-  // lost wake-ups (see AcquireLoop).
-  void Confirm() {
-    if (phase_ == Phase::kDone) return;
-    phase_ = Phase::kConfirming;
-    confirm_by_ = Earliest(deadline_, Deadline::After(env_.confirm_timeout()));
-    timer_->At(confirm_by_, [self = shared_from_this()] { self->Look(); });
-    Look();
-  }
-
-  // The listener and the timers: has what we wait for happened? Looks only.
-  void Look() {
-    const Deadline now = Deadline::After(absl::ZeroDuration());
-    if (phase_ == Phase::kConfirming) {
-      absl::Status confirmed = sub_->AwaitConfirmed(now);
-      if (confirmed.ok()) return TryNow();
-      if (confirmed.code() != absl::StatusCode::kDeadlineExceeded) {
-        return Finish(confirmed);  // Cancelled, PermissionDenied
-      }
-      if (!confirm_by_.Expired()) return;  // not yet
-      if (deadline_.Expired()) {
-        return Finish(HeldByOther(last_, env_.backend().nodes()));
-      }
-      return Finish(absl::UnavailableError(confirmed.message()));
-    }
-    if (phase_ != Phase::kWaiting) return;
-    switch (sub_->Wait(now)) {
-      case pubsub::WakeReason::kNotified:
-      case pubsub::WakeReason::kResubscribed:
-        return Confirm();
-      case pubsub::WakeReason::kClosed:
-        return Finish(
-            absl::CancelledError("the client was closed while waiting"));
-      case pubsub::WakeReason::kTimeout:
-        return;
-    }
-  }
-
-  void Acquired(SteadyClock::time_point sent_at) {
-    Finish(RegisterHold(env_, name_, by_, plan_, sent_at, /*async=*/true));
-  }
-
-  void Finish(const absl::Status& s) {
-    if (phase_ == Phase::kDone) return;
-    phase_ = Phase::kDone;
-    timer_->Cancel();
-    sub_ = nullptr;
-    std::function<void(absl::Status)> done = std::move(done_);
-    done(s.ok() ? s : Annotate(s, "acquire", name_, env_.policy().noun));
-  }
-
-  LockEnv& env_;
-  const std::shared_ptr<void> keep_;  // the client, until done
-  const std::string name_;
-  const OwnerId by_;
-  const std::string owner_;
-  const AcquirePlan plan_;
-  const absl::Duration lease_;
-  const bool fresh_;
-  const Deadline deadline_;
-  std::function<void(absl::Status)> done_;
-  const std::unique_ptr<backend::Timer> timer_;
-  std::unique_ptr<backend::Waiter> sub_;
-  Phase phase_ = Phase::kAttempting;
-  int failures_ = 0;
-  Attempt last_;  // the latest attempt that found the lock held
-  Deadline confirm_by_ = Deadline::Never();
-  int splits_ = 0;  // split votes so far
-};
-
-}  // namespace
-
 void AcquireAsync(LockEnv& env, std::shared_ptr<void> keep,
                   const std::string& name, const OwnerId& by,
                   absl::optional<absl::Duration> lease, Deadline deadline,
@@ -872,8 +917,18 @@ void AcquireAsync(LockEnv& env, std::shared_ptr<void> keep,
   }
   absl::StatusOr<AcquirePlan> plan = PlanAcquire(env, name, by, lease);
   if (!plan.ok()) return done(plan.status());
-  std::make_shared<AsyncAcquire>(env, std::move(keep), name, by, *plan,
-                                 deadline, std::move(done))
+  std::make_shared<AcquireMachine>(
+      env, name, by, *plan, deadline,
+      [&env, keep = std::move(keep), name, by, plan = *plan,
+       done = std::move(done)](const absl::Status& s,
+                               SteadyClock::time_point sent_at) {
+        absl::Status result =
+            s.ok() ? RegisterHold(env, name, by, plan, sent_at, /*async=*/true)
+                   : s;
+        done(result.ok()
+                 ? result
+                 : Annotate(result, "acquire", name, env.policy().noun));
+      })
       ->Start();
 }
 
