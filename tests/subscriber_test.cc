@@ -13,6 +13,7 @@
 #include "lib/io/event_loop.h"
 #include "lib/redis/url.h"
 #include "tests/test_util.h"
+#include "tests/testing/notification.h"
 
 namespace relock {
 namespace pubsub {
@@ -174,6 +175,83 @@ TEST_F(SubscriberTest, AListenerIsToldOfConfirmationMessagesAndClose) {
   EXPECT_EQ(s->Wait(look), WakeReason::kClosed);
   MutexLock lock(&seen.mu);
   EXPECT_FALSE(seen.off_loop);
+}
+
+// No herd: an unlock message tells one waiting listener, the first to have
+// found no permit; a permit its listener leaves unconsumed (it went away)
+// goes on to the next; a waiter that consumed its permit is not told again
+// until it waits again.
+TEST_F(SubscriberTest, AnUnlockMessageTellsOneWaitingListenerInTurn) {
+  constexpr int kWaiters = 3;
+  struct Seen {
+    Mutex mu;
+    int calls[kWaiters] ABSL_GUARDED_BY(mu) = {};
+  } seen;
+  std::vector<std::unique_ptr<Subscription>> subs;
+  for (int i = 0; i < kWaiters; ++i) {
+    subs.push_back(subscriber_->Subscribe(kChannel, nullptr,
+                                          WakePolicy::kWakeOne, "", [&seen, i] {
+                                            MutexLock lock(&seen.mu);
+                                            ++seen.calls[i];
+                                          }));
+  }
+  const Deadline look = Deadline::After(absl::ZeroDuration());
+  for (auto& s : subs) {
+    ASSERT_TRUE(s->AwaitConfirmed(Deadline::After(kLong)).ok());
+  }
+  // What each listener was told since the last call, once everything the
+  // loop was asked to do before has run. Its posts run in order; twice, for
+  // what a handler that was running at the first post posts after it.
+  std::vector<int> before(kWaiters);
+  auto told = [&] {
+    for (int round = 0; round < 2; ++round) {
+      testing::Notification flushed;
+      loop_.Post([&flushed] { flushed.Notify(); });
+      EXPECT_TRUE(flushed.WaitForNotificationWithTimeout(kLong));
+    }
+    MutexLock lock(&seen.mu);
+    std::vector<int> out(kWaiters);
+    for (int i = 0; i < kWaiters; ++i) {
+      out[i] = seen.calls[i] - before[i];
+      before[i] = seen.calls[i];
+    }
+    return out;
+  };
+  told();  // the confirmations told everyone
+  for (auto& s : subs) EXPECT_EQ(s->Wait(look), WakeReason::kTimeout);
+
+  // Published: only the first waiter hears; it takes the permit.
+  ASSERT_EQ(Publish("0"), 1);
+  // What the listeners were told once listener `i` was (the message is on
+  // its way).
+  auto told_once = [&](int i) {
+    std::vector<int> sum(kWaiters);
+    for (const Deadline until = Deadline::After(kLong);
+         sum[i] == 0 && !until.Expired();) {
+      std::vector<int> got = told();
+      for (int j = 0; j < kWaiters; ++j) sum[j] += got[j];
+      if (sum[i] == 0) absl::SleepFor(absl::Milliseconds(5));
+    }
+    return sum;
+  };
+  std::vector<int> got = told_once(0);
+  EXPECT_EQ(got, (std::vector<int>{1, 0, 0}));
+  EXPECT_EQ(subs[0]->Wait(look), WakeReason::kNotified);
+
+  // The second waiter is told, but goes away without looking: its permit
+  // goes on to the third.
+  ASSERT_EQ(Publish("0"), 1);
+  EXPECT_EQ(told_once(1), (std::vector<int>{0, 1, 0}));
+  subs[1].reset();
+  EXPECT_EQ(told(), (std::vector<int>{0, 0, 1}));
+  EXPECT_EQ(subs[2]->Wait(look), WakeReason::kNotified);
+
+  // Nobody is waiting (both consumed their permits): the next permit waits
+  // for whoever looks first, and nobody is told.
+  ASSERT_EQ(Publish("0"), 1);
+  EXPECT_EQ(subs[2]->Wait(Deadline::After(kLong)), WakeReason::kNotified);
+  EXPECT_EQ(told(), (std::vector<int>{0, 0, 0}));
+  EXPECT_EQ(subs[0]->Wait(look), WakeReason::kTimeout);
 }
 
 }  // namespace

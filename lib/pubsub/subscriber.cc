@@ -45,8 +45,12 @@ bool WakeSignal::Wait(Deadline deadline) {
 // ---------------------------------------------------------------- Subscription
 
 Subscription::~Subscription() {
+  std::vector<std::shared_ptr<const Listener>> tell;
   {
     MutexLock lock(&owner_->mu_);
+    Disarm();
+    // A permit this waiter was told of and leaves unconsumed goes on.
+    if (armable() && channel_->permits > 0) channel_->NotifyPermit(&tell);
     if (policy_ == WakePolicy::kWakeAll) --channel_->wake_all;
     if (policy_ == WakePolicy::kWakeNamed &&
         --channel_->named[waiter_].subscriptions == 0) {
@@ -57,11 +61,19 @@ Subscription::~Subscription() {
       v.erase(std::find(v.begin(), v.end(), signal_.get()));
     }
     if (listener_ != nullptr) {
-      auto& v = channel_->listeners;
-      v.erase(std::find(v.begin(), v.end(), listener_));
+      auto& v = channel_->listening;
+      v.erase(std::find(v.begin(), v.end(), this));
     }
   }
+  owner_->Tell(std::move(tell));
   owner_->Unref(name_, channel_);
+}
+
+void Subscription::Disarm() {
+  if (!armed_) return;
+  auto& v = channel_->armed;
+  v.erase(std::find(v.begin(), v.end(), this));
+  armed_ = false;
 }
 
 absl::Status Subscription::AwaitConfirmed(Deadline deadline) {
@@ -91,6 +103,17 @@ absl::Status Subscription::AwaitConfirmed(Deadline deadline) {
 
 WakeReason Subscription::Wait(Deadline deadline) {
   MutexLock lock(&owner_->mu_);
+  const WakeReason why = WaitLocked(deadline);
+  if (why != WakeReason::kTimeout) {
+    Disarm();
+  } else if (armable() && !armed_) {
+    channel_->armed.push_back(this);
+    armed_ = true;
+  }
+  return why;
+}
+
+WakeReason Subscription::WaitLocked(Deadline deadline) {
   while (true) {
     if (owner_->closed_) return WakeReason::kClosed;
     if (owner_->generation_ != seen_generation_) {
@@ -127,7 +150,7 @@ void Subscription::PassOn() {
     MutexLock lock(&owner_->mu_);
     ++channel_->permits;
     channel_->cv.Signal();
-    tell = channel_->listeners;
+    channel_->NotifyPermit(&tell);
   }
   owner_->Tell(std::move(tell));
 }
@@ -248,18 +271,21 @@ void Subscriber::DrainOutbox() {
 std::unique_ptr<Subscription> Subscriber::Subscribe(
     const std::string& name, std::shared_ptr<WakeSignal> signal,
     WakePolicy policy, std::string waiter, Listener listener) {
-  Channel* c;
   std::shared_ptr<const Listener> shared_listener;
   if (listener != nullptr) {
     shared_listener = std::make_shared<const Listener>(std::move(listener));
   }
+  std::unique_ptr<Subscription> sub;
   {
     MutexLock lock(&mu_);
-    c = &channels_[name];
+    Channel* c = &channels_[name];
     if (signal != nullptr) c->signals.push_back(signal.get());
-    if (shared_listener != nullptr) c->listeners.push_back(shared_listener);
+    sub.reset(new Subscription(this, name, c, std::move(signal), policy,
+                               std::move(waiter), std::move(shared_listener)));
+    if (sub->listener_ != nullptr) c->listening.push_back(sub.get());
     if (policy == WakePolicy::kWakeAll) ++c->wake_all;
-    if (policy == WakePolicy::kWakeNamed) ++c->named[waiter].subscriptions;
+    if (policy == WakePolicy::kWakeNamed)
+      ++c->named[sub->waiter_].subscriptions;
     if (c->refs++ == 0) {
       c->permits = 0;
       c->refused_code = absl::StatusCode::kOk;
@@ -267,9 +293,7 @@ std::unique_ptr<Subscription> Subscriber::Subscribe(
     }
   }
   SendQueued();
-  return std::unique_ptr<Subscription>(
-      new Subscription(this, name, c, std::move(signal), policy,
-                       std::move(waiter), std::move(shared_listener)));
+  return sub;
 }
 
 void Subscriber::Tell(std::vector<std::shared_ptr<const Listener>> listeners) {
@@ -358,10 +382,13 @@ void Subscriber::OnMessage(absl::string_view channel, absl::string_view text,
   if (text == kUnlockMessage) ++c.permits;
   if (all) {
     c.cv.SignalAll();  // wake-one waiters re-check the permits
+    c.NotifySignals(tell);
   } else if (text == kUnlockMessage) {
     c.cv.Signal();
+    c.NotifyPermit(tell);
+  } else {
+    c.NotifySignals(tell);
   }
-  c.NotifySignals(tell);
 }
 
 void Subscriber::OnAnswer(const Command& command, const io::Result& result) {

@@ -30,6 +30,7 @@
 #define RELOCK_LIB_PUBSUB_SUBSCRIBER_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -82,6 +83,12 @@ enum class WakePolicy {
 // message, a confirmation or refusal, a reconnect, a close): a waiter that
 // does not block looks with AwaitConfirmed() / Wait() given a deadline that
 // has passed (they do not block then). Spurious calls are allowed.
+//
+// No herd: of the kWakeOne listeners without a WakeSignal, an unlock message
+// tells only one, the first whose latest Wait() found no permit, and then
+// not again until it waits again; a listener that goes away with a permit
+// it was told of passes the permit on to the next. Every other event tells
+// every listener.
 using Listener = std::function<void()>;
 
 // Why Subscription::Wait() returned.
@@ -131,6 +138,15 @@ class Subscription {
         listener_(std::move(listener)) {}
   // Messages this subscription has not consumed yet (its policy's count).
   uint64_t Count() const;
+  // A wake-one listener without a signal is told of an unlock message only
+  // while armed: its last Wait() found no permit (no herd: one message tells
+  // one waiter). Caller holds the subscriber's mutex.
+  bool armable() const {
+    return policy_ == WakePolicy::kWakeOne && signal_ == nullptr &&
+           listener_ != nullptr;
+  }
+  void Disarm();
+  WakeReason WaitLocked(Deadline deadline);
 
   Subscriber* owner_;
   std::string name_;
@@ -141,6 +157,7 @@ class Subscription {
   const std::shared_ptr<const Listener> listener_;
   uint64_t seen_generation_ = 0;
   uint64_t seen_messages_ = 0;  // kWakeAll / kWakeNamed: count seen
+  bool armed_ = false;          // in channel_->armed (subscriber's mutex)
 };
 
 struct Subscription::Channel {
@@ -165,13 +182,28 @@ struct Subscription::Channel {
   std::string refused;
   CondVar cv;
   std::vector<WakeSignal*> signals;  // of the Subscriptions that have one
-  // Of the Subscriptions that have one.
-  std::vector<std::shared_ptr<const Listener>> listeners;
-  // Notifies the signals, and adds the listeners to `*tell` (called after
+  // The Subscriptions that have a listener; those of them that are armed
+  // (see armable()), in the order they armed.
+  std::vector<Subscription*> listening;
+  std::deque<Subscription*> armed;
+  // Notifies the signals, and adds every listener to `*tell` (called after
   // mu_ is released: Subscriber::Tell).
   void NotifySignals(std::vector<std::shared_ptr<const Listener>>* tell) {
     for (WakeSignal* s : signals) s->Notify();
-    tell->insert(tell->end(), listeners.begin(), listeners.end());
+    for (Subscription* s : listening) tell->push_back(s->listener_);
+  }
+  // For one permit added: notifies the signals, and adds to `*tell` the
+  // listeners that are not armable and the first armed one.
+  void NotifyPermit(std::vector<std::shared_ptr<const Listener>>* tell) {
+    for (WakeSignal* s : signals) s->Notify();
+    for (Subscription* s : listening) {
+      if (!s->armable()) tell->push_back(s->listener_);
+    }
+    if (armed.empty()) return;
+    Subscription* next = armed.front();
+    armed.pop_front();
+    next->armed_ = false;
+    tell->push_back(next->listener_);
   }
 };
 
