@@ -1,8 +1,11 @@
 // The safety harness's worker process: one relock::Client, T threads that
-// contend K locks until told to stop. Each hold is a critical section that
-// does a non-atomic read-modify-write of a Redis counter (GET, pause, SET) on
-// the thread's own plain hiredis connection; every attempt and hold is
-// recorded in the worker's log file (record.h).
+// contend K locks until told to stop. Even-numbered threads use the blocking
+// calls as the thread; odd-numbered ones act for a relock::Owner of their
+// own through the asynchronous calls (TryAcquireAsync, ReleaseAsync, waited
+// for with Future::Get()), so both paths are checked. Each hold is a critical
+// section that does a non-atomic read-modify-write of a Redis counter (GET,
+// pause, SET) on the thread's own plain hiredis connection; every attempt and
+// hold is recorded in the worker's log file (record.h).
 //
 // Protocol with the coordinator (over the child's stdin/stdout, see
 // tests/testing/child_process.h): the worker prints "ready <client-id>" once
@@ -371,16 +374,36 @@ class Worker {
     absl::SleepFor(absl::Microseconds(d(rng)));
   }
 
-  // Learns this thread's owner field: takes a private lock and reads the
+  // How thread `t` calls relock: as the thread, blocking, or for an owner
+  // token of its own, asynchronously.
+  struct Caller {
+    Owner owner;
+    bool async;
+
+    absl::Status TryAcquire(Lock& lock, absl::Duration wait) const {
+      return async ? lock.TryAcquireAsync(owner, wait).Get()
+                   : lock.TryAcquire(owner, wait);
+    }
+    absl::Status Release(Lock& lock) const {
+      return async ? lock.ReleaseAsync(owner).Get() : lock.Release(owner);
+    }
+  };
+  static Caller CallerFor(int t) {
+    const bool async = t % 2 == 1;
+    return Caller{async ? Owner::New() : Owner::ThisThread(), async};
+  }
+
+  // Learns the caller's owner field: takes a private lock and reads the
   // field relock wrote.
-  std::string LearnOwner(Client& client, RawRedis& raw, int t) {
+  std::string LearnOwner(Client& client, RawRedis& raw, const Caller& caller,
+                         int t) {
     const std::string name =
         absl::StrCat(config_.prefix, "probe:", config_.worker, ":", t);
     Lock probe = client.GetLock(name);
     while (!Stopping()) {
-      if (probe.TryAcquire(absl::Milliseconds(config_.wait_ms)).ok()) {
+      if (caller.TryAcquire(probe, absl::Milliseconds(config_.wait_ms)).ok()) {
         std::vector<std::string> fields = raw.HKeys(name);
-        absl::Status released = probe.Release();
+        absl::Status released = caller.Release(probe);
         (void)released;
         if (fields.size() == 1) {
           log_.Append(absl::StrCat("O ", t, " ", fields[0]));
@@ -396,7 +419,8 @@ class Worker {
     std::mt19937_64 rng(config_.seed * 1000003 + config_.worker * 1009 + t);
     RawRedis raw(config_.host, config_.port,
                  absl::Milliseconds(config_.raw_timeout_ms));
-    const std::string owner = LearnOwner(client, raw, t);
+    const Caller caller = CallerFor(t);
+    const std::string owner = LearnOwner(client, raw, caller, t);
     std::vector<Lock> locks;
     for (int k = 0; k < config_.locks; ++k) {
       locks.push_back(client.GetLock(LockName(config_.prefix, k)));
@@ -414,7 +438,7 @@ class Worker {
       h.thread = t;
       h.lock = k;
       h.attempt_start = MonotonicNanos();
-      absl::Status s = lock.TryAcquire(wait);
+      absl::Status s = caller.TryAcquire(lock, wait);
       h.attempt_end = MonotonicNanos();
       if (!s.ok()) {
         log_.Append(FormatFailed(FailedAttempt{
@@ -425,7 +449,7 @@ class Worker {
         }
         if (!absl::StrContains(s.message(), "held by another owner")) {
           // The acquire may have run on Redis without us hearing of it.
-          CheckNoGhost(lock, raw, owner, t, k, "after-failed-acquire");
+          CheckNoGhost(lock, raw, caller, owner, t, k, "after-failed-acquire");
         }
         if (s.code() != absl::StatusCode::kDeadlineExceeded) {
           absl::SleepFor(absl::Milliseconds(20));  // Redis is unwell
@@ -433,10 +457,10 @@ class Worker {
         continue;
       }
       log_.Append(FormatAcquired(t, k, h.attempt_start, h.attempt_end));
-      CriticalSection(lock, raw, rng, margin, &h);
+      CriticalSection(lock, raw, caller, rng, margin, &h);
       h.release_start = MonotonicNanos();
       log_.Append(FormatReleasing(t, k, h.release_start));
-      absl::Status r = lock.Release();
+      absl::Status r = caller.Release(lock);
       h.release_end = MonotonicNanos();
       h.release_code = static_cast<int>(r.code());
       log_.Append(FormatHold(h));
@@ -444,7 +468,9 @@ class Worker {
           r.code() != absl::StatusCode::kUnavailable) {
         Anomaly(t, "Release", r);
       }
-      if (r.ok()) CheckNoGhost(lock, raw, owner, t, k, "after-release-ok");
+      if (r.ok()) {
+        CheckNoGhost(lock, raw, caller, owner, t, k, "after-release-ok");
+      }
       Sleep(rng, 0, config_.think_max_us);
     }
   }
@@ -461,8 +487,9 @@ class Worker {
   // To tell them apart, wait one lease (plus a margin; this thread acquires
   // nothing meanwhile) and look again. Records a "G" line: `where`, or
   // "orphan-expired"; frees a ghost by releasing as often as Redis counts.
-  void CheckNoGhost(Lock& lock, RawRedis& raw, const std::string& owner, int t,
-                    int k, absl::string_view where) {
+  void CheckNoGhost(Lock& lock, RawRedis& raw, const Caller& caller,
+                    const std::string& owner, int t, int k,
+                    absl::string_view where) {
     if (owner.empty()) return;
     absl::optional<int64_t> count = raw.HGet(lock.name(), owner);
     if (!count.has_value() || *count <= 0) return;
@@ -474,12 +501,12 @@ class Worker {
     log_.Append(absl::StrCat("G ", t, " ", k, " ", found_at, " ", *count, " ",
                              pttl, " ", ghost ? where : "orphan-expired"));
     for (int64_t i = 0; ghost && i < std::min<int64_t>(*still, 10); ++i) {
-      if (!lock.Release().ok()) break;
+      if (!caller.Release(lock).ok()) break;
     }
   }
 
-  void CriticalSection(Lock& lock, RawRedis& raw, std::mt19937_64& rng,
-                       absl::Duration margin, Hold* h) {
+  void CriticalSection(Lock& lock, RawRedis& raw, const Caller& caller,
+                       std::mt19937_64& rng, absl::Duration margin, Hold* h) {
     const std::string counter = CounterName(config_.prefix, h->lock);
     if (!raw.EnsureConnected()) {
       h->outcome = Outcome::kNoConnection;
@@ -500,7 +527,7 @@ class Worker {
       Sleep(rng, config_.hold_min_us, config_.hold_max_us);
     }
     absl::StatusOr<std::chrono::steady_clock::time_point> safe =
-        lock.SafeUntil();
+        lock.SafeUntil(caller.owner);
     h->safe_code = static_cast<int>(safe.status().code());
     if (!safe.ok() && safe.status().code() != absl::StatusCode::kAborted) {
       Anomaly(h->thread, "SafeUntil", safe.status());
