@@ -55,6 +55,12 @@
 //                               ran in the same process) and `connections`
 //                               (the client's connections to Redis, counted
 //                               with CLIENT LIST).
+//   BM_AsyncOwnKeyLoops         32 asynchronous AcquireAsync() +
+//                               ReleaseAsync() chains, each on its own key
+//                               and relock::Owner, from 4 threads of one
+//                               client: same counters as BM_OwnKeyLockUnlock
+//                               (pairs/s as items_per_second, p50_us, p99_us,
+//                               ratio_to_pipelined).
 //   BM_ConnectionsUnder400Threads
 //                               a fresh client, 400 threads at once, a few
 //                               pairs each on own keys: the client's
@@ -1183,14 +1189,45 @@ class CountedClient {
   std::unique_ptr<Client> client_;  // last: closes before the counter goes
 };
 
-// BM_OwnKeyLockUnlock's per-pair latencies and pair counts, merged from its
-// threads after each run.
+// BM_OwnKeyLockUnlock's (and BM_AsyncOwnKeyLoops') per-pair latencies and
+// pair counts, merged from its threads after each run.
 struct OwnKeyRun {
   void Reset() {
     MutexLock l(&mu);
     reported = 0;
     pairs = 0;
     samples.clear();
+  }
+
+  // Adds one thread's pair latencies (ns); thread 0 then waits for the
+  // others and sets the counters: p50_us, p99_us, items_per_second (pairs/s)
+  // and ratio_to_pipelined. True for thread 0 once it set them.
+  bool Report(benchmark::State& state, const std::vector<int64_t>& thread,
+              double elapsed_ns) {
+    MutexLock l(&mu);
+    pairs += static_cast<int64_t>(thread.size());
+    samples.insert(samples.end(), thread.begin(), thread.end());
+    ++reported;
+    if (state.thread_index() != 0) return false;
+    auto all_reported = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu) {
+      return reported == state.threads();
+    };
+    mu.Await(absl::Condition(&all_reported));
+    if (samples.empty()) return false;
+    std::sort(samples.begin(), samples.end());
+    state.counters["p50_us"] = Percentile(samples, 0.50) / 1e3;
+    state.counters["p99_us"] = Percentile(samples, 0.99) / 1e3;
+    // All threads' pairs over thread 0's loop, which ends at the barrier
+    // after the last thread's last pair. (SetItemsProcessed would divide by
+    // the mean of the threads' own loop times, each stopped before that
+    // barrier: too high when some threads finish early, as unfairly served
+    // ones do.)
+    const double pairs_per_s = static_cast<double>(pairs) * 1e9 / elapsed_ns;
+    state.counters["items_per_second"] = pairs_per_s;
+    if (const double raw = g_pipelined_scripts_per_s.load(); raw > 0) {
+      state.counters["ratio_to_pipelined"] = 2 * pairs_per_s / raw;
+    }
+    return true;
   }
 
   Mutex mu;
@@ -1233,29 +1270,7 @@ void BM_OwnKeyLockUnlock(benchmark::State& state) {
   }
   const double elapsed_ns = static_cast<double>(NowNs() - start);
   if (!error.ok()) state.SkipWithError(error.ToString().c_str());
-  MutexLock l(&run.mu);
-  run.pairs += static_cast<int64_t>(samples.size());
-  run.samples.insert(run.samples.end(), samples.begin(), samples.end());
-  ++run.reported;
-  if (state.thread_index() != 0) return;
-  auto all_reported = [&]() ABSL_SHARED_LOCKS_REQUIRED(run.mu) {
-    return run.reported == state.threads();
-  };
-  run.mu.Await(absl::Condition(&all_reported));
-  if (run.samples.empty()) return;
-  std::sort(run.samples.begin(), run.samples.end());
-  state.counters["p50_us"] = Percentile(run.samples, 0.50) / 1e3;
-  state.counters["p99_us"] = Percentile(run.samples, 0.99) / 1e3;
-  // All threads' pairs over thread 0's loop, which ends at the barrier after
-  // the last thread's last pair. (SetItemsProcessed would divide by the mean
-  // of the threads' own loop times, each stopped before that barrier: too
-  // high when some threads finish early, as unfairly served ones do.)
-  const double pairs_per_s = static_cast<double>(run.pairs) * 1e9 / elapsed_ns;
-  state.counters["items_per_second"] = pairs_per_s;
-  const double scripts_per_s = 2 * pairs_per_s;
-  if (const double raw = g_pipelined_scripts_per_s.load(); raw > 0) {
-    state.counters["ratio_to_pipelined"] = scripts_per_s / raw;
-  }
+  if (!run.Report(state, samples, elapsed_ns)) return;
   if (absl::StatusOr<int> n = (*counted)->Connections(); n.ok()) {
     state.counters["connections"] = *n;
   } else {
@@ -1265,6 +1280,126 @@ void BM_OwnKeyLockUnlock(benchmark::State& state) {
 }
 BENCHMARK(BM_OwnKeyLockUnlock)
     ->Threads(32)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
+// ------------------------------------------------------------ async loops --
+
+// BM_AsyncOwnKeyLoops: asynchronous lock+unlock chains, each on its own key
+// with its own relock::Owner, started by a few threads of one client. A
+// chain's next step starts in the previous step's callback (on the client's
+// event loop thread), so the threads only start the chains and count the
+// pairs as they complete.
+class AsyncChains {
+ public:
+  // Starts `chains` chains on locks named `prefix`0, `prefix`1, ...
+  AsyncChains(Client& client, const std::string& prefix, int chains) {
+    for (int i = 0; i < chains; ++i) {
+      chains_.push_back(std::make_unique<Chain>(
+          Chain{this, client.GetLock(absl::StrCat(prefix, i)), Owner::New()}));
+    }
+    running_ = chains;
+    for (const std::unique_ptr<Chain>& c : chains_) Step(c.get(), NowNs());
+  }
+
+  // Waits for the next completed pair (false: a chain failed, see error()).
+  bool NextPair() {
+    MutexLock l(&mu_);
+    auto ready = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return !error_.ok() || completed_ > consumed_;
+    };
+    mu_.Await(absl::Condition(&ready));
+    if (!error_.ok()) return false;
+    ++consumed_;
+    return true;
+  }
+
+  // Stops every chain after its current pair and waits for them; returns the
+  // pair latencies (ns) and the first error.
+  absl::Status Stop(std::vector<int64_t>* samples) {
+    MutexLock l(&mu_);
+    stop_ = true;
+    auto stopped = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return running_ == 0;
+    };
+    mu_.Await(absl::Condition(&stopped));
+    *samples = std::move(samples_);
+    return error_;
+  }
+
+ private:
+  struct Chain {
+    AsyncChains* chains;
+    Lock lock;
+    Owner owner;
+  };
+
+  static void Step(Chain* c, int64_t start_ns) {
+    c->lock.AcquireAsync(c->owner, [c, start_ns](absl::Status s) {
+      if (!s.ok()) return c->chains->Done(c, start_ns, std::move(s));
+      c->lock.ReleaseAsync(c->owner, [c, start_ns](absl::Status s) {
+        c->chains->Done(c, start_ns, std::move(s));
+      });
+    });
+  }
+
+  void Done(Chain* c, int64_t start_ns, absl::Status s) {
+    const int64_t now = NowNs();
+    {
+      MutexLock l(&mu_);
+      if (!s.ok() && error_.ok()) error_ = std::move(s);
+      if (s.ok()) {
+        ++completed_;
+        samples_.push_back(now - start_ns);
+      }
+      if (stop_ || !error_.ok()) {
+        --running_;
+        return;
+      }
+    }
+    Step(c, now);
+  }
+
+  std::vector<std::unique_ptr<Chain>> chains_;
+  Mutex mu_;
+  int running_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t completed_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t consumed_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> samples_ ABSL_GUARDED_BY(mu_);
+};
+
+// 32 asynchronous lock+unlock chains on own keys, started by 4 threads (8
+// each) of one client. Thread 0 reports for all, as BM_OwnKeyLockUnlock:
+// pairs/s (items_per_second), p50_us / p99_us of a pair and
+// `ratio_to_pipelined`.
+void BM_AsyncOwnKeyLoops(benchmark::State& state) {
+  constexpr int kChainsPerThread = 8;
+  BenchEnv* env = EnvOrSkip(state);
+  if (env == nullptr) return;
+  static OwnKeyRun run;
+  if (state.thread_index() == 0) run.Reset();
+  // From before the chains start to after they stopped: conservative.
+  const int64_t start = NowNs();
+  AsyncChains chains(*env->client,
+                     Key(*env, absl::StrCat("async-", state.threads(), "-",
+                                            state.thread_index(), "-")),
+                     kChainsPerThread);
+  for (auto _ : state) {
+    if (!chains.NextPair()) break;
+  }
+  std::vector<int64_t> samples;
+  if (absl::Status s = chains.Stop(&samples); !s.ok()) {
+    state.SkipWithError(s.ToString().c_str());
+  }
+  const double elapsed_ns = static_cast<double>(NowNs() - start);
+  if (run.Report(state, samples, elapsed_ns)) {
+    state.counters["chains"] = state.threads() * kChainsPerThread;
+  }
+}
+BENCHMARK(BM_AsyncOwnKeyLoops)
+    ->Threads(4)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
