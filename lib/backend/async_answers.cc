@@ -7,12 +7,20 @@
 namespace relock {
 namespace backend {
 
-// The timer lives on the loop: At() and Cancel() post to it, and a
-// generation number makes a superseded or cancelled wait a no-op.
+// The timer lives on the loop: At() and Cancel() act there (at once when
+// called there), and a generation number makes a superseded or cancelled
+// wait a no-op. A time already reached is a post, not an asio timer.
 struct LoopTimer::State {
   explicit State(io::EventLoop* loop) : timer(loop->context()) {}
-  asio::steady_timer timer;  // loop thread only
-  uint64_t generation = 0;   // loop thread only
+  // Cancels the asio wait, if one is pending.
+  void Stop() {
+    if (!waiting) return;
+    waiting = false;
+    timer.cancel();
+  }
+  asio::steady_timer timer;  // loop thread only, as the rest
+  uint64_t generation = 0;
+  bool waiting = false;  // an asio wait is pending
 };
 
 LoopTimer::LoopTimer(io::EventLoop* loop)
@@ -21,21 +29,31 @@ LoopTimer::LoopTimer(io::EventLoop* loop)
 LoopTimer::~LoopTimer() { Cancel(); }
 
 void LoopTimer::At(Deadline when, std::function<void()> fn) {
-  loop_->Post([state = state_, when, fn = std::move(fn)]() mutable {
+  io::EventLoop* loop = loop_;
+  loop->Dispatch([loop, state = state_, when, fn = std::move(fn)]() mutable {
     const uint64_t generation = ++state->generation;
+    if (when.Expired()) {
+      state->Stop();
+      loop->Post([state, generation, fn = std::move(fn)] {
+        if (generation == state->generation) fn();
+      });
+      return;
+    }
+    state->waiting = true;
     state->timer.expires_at(when.time());
     state->timer.async_wait(
         [state, generation, fn = std::move(fn)](const asio::error_code& ec) {
           if (ec || generation != state->generation) return;
+          state->waiting = false;
           fn();
         });
   });
 }
 
 void LoopTimer::Cancel() {
-  loop_->Post([state = state_] {
+  loop_->Dispatch([state = state_] {
     ++state->generation;
-    state->timer.cancel();
+    state->Stop();
   });
 }
 
@@ -64,7 +82,7 @@ AsyncAnswers::AsyncAnswers(io::EventLoop* loop, size_t n, Deadline deadline,
       got_(n) {}
 
 void AsyncAnswers::Arm() {
-  loop_->Post([self = shared_from_this()] {
+  loop_->Dispatch([self = shared_from_this()] {
     {
       std::lock_guard<std::mutex> lock(self->mu_);
       if (self->finished_) return;
@@ -105,7 +123,7 @@ void AsyncAnswers::Finish(bool stopped) {
   }
   abandon_->store(true, std::memory_order_relaxed);
   // The timer keeps this object alive until it fires or is cancelled.
-  loop_->Post([self = shared_from_this()] { self->timer_.cancel(); });
+  loop_->Dispatch([self = shared_from_this()] { self->timer_.cancel(); });
   std::vector<Answer> answers;
   answers.reserve(got.size());
   for (size_t i = 0; i < got.size(); ++i) {

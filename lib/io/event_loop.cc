@@ -21,6 +21,14 @@ void EventLoop::Post(std::function<void()> fn) {
   asio::post(*context_, std::move(fn));
 }
 
+void EventLoop::Dispatch(std::function<void()> fn) {
+  if (InLoopThread()) {
+    fn();
+  } else {
+    Post(std::move(fn));
+  }
+}
+
 bool EventLoop::InLoopThread() const {
   return std::this_thread::get_id() == thread_id_;
 }

@@ -32,6 +32,9 @@ class EventLoop {
   asio::io_context& context() { return *context_; }
   // Runs `fn` on the loop thread (dropped after Stop()).
   void Post(std::function<void()> fn);
+  // Runs `fn` now when called on the loop thread (so it must not rely on
+  // running after its caller), else Post()s it.
+  void Dispatch(std::function<void()> fn);
   // Whether the calling thread is the loop thread.
   bool InLoopThread() const;
   void Stop();
