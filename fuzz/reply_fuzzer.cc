@@ -2,7 +2,9 @@
 // reader (as they would from a socket), and every reply it produces goes
 // through what relock does with replies: relock::redis::Reply / ReplyView
 // (lib/redis/reply.h) and its accessors on every nested element, Describe(),
-// ScriptSet::IsNoScript() and ErrorReplyToStatus().
+// ScriptSet::IsNoScript(), ErrorReplyToStatus(), and the cluster routing
+// parsers (lib/redis/cluster.h): SlotMap::FromShards() / FromSlots() of every
+// reply and ParseRedirect() of every error.
 //
 // Not reached from here (they are not functions of a reply): the script
 // result checks inside lib/lock/reentrant_lock.cc (acquire, release and
@@ -10,7 +12,10 @@
 //
 // Checked besides "no crash, no ASan/UBSan report": exactly one type
 // predicate holds per reply; an error reply maps to a non-OK status that
-// quotes the server's text; IsNoScript() is true exactly for "-NOSCRIPT...".
+// quotes the server's text; IsNoScript() is true exactly for "-NOSCRIPT...";
+// a slot map that parses has sorted, disjoint ranges of valid slots, each
+// with a master that has a port, and Find() agrees with its ranges; a parsed
+// redirection names a valid slot and port.
 //
 //   build-fuzz/fuzz/reply_fuzzer fuzz/corpus/reply_fuzzer   (see
 //   scripts/test.sh)
@@ -27,6 +32,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
+#include "lib/redis/cluster.h"
 #include "lib/redis/errors.h"
 #include "lib/redis/reply.h"
 #include "lib/redis/script.h"
@@ -84,6 +90,46 @@ void Walk(const ReplyView& v, int depth) {
   for (size_t i = 0; i < v.size(); ++i) Walk(v[i], depth + 1);
 }
 
+void CheckSlotMap(const relock::redis::SlotMap& map, const ReplyView& v) {
+  int next = 0;  // the first slot the next range may start at
+  for (const relock::redis::SlotRange& r : map.ranges()) {
+    REPLY_CHECK(r.first >= next && r.first <= r.last &&
+                    r.last < relock::redis::kClusterSlots,
+                v);
+    REPLY_CHECK(r.master.endpoint.port > 0 && r.master.endpoint.port < 65536,
+                v);
+    REPLY_CHECK(map.Find(r.first) == &r && map.Find(r.last) == &r, v);
+    if (r.first > next) REPLY_CHECK(map.Find(r.first - 1) == nullptr, v);
+    next = r.last + 1;
+  }
+  REPLY_CHECK(map.unassigned() >= 0, v);
+}
+
+void ExerciseCluster(const Reply& reply) {
+  const ReplyView v = reply.view();
+  relock::redis::Endpoint from;
+  from.host = "10.0.0.1";
+  from.port = 7000;
+  for (const bool tls : {false, true}) {
+    from.tls = tls;
+    for (const auto& map : {relock::redis::SlotMap::FromShards(v, from),
+                            relock::redis::SlotMap::FromSlots(v, from)}) {
+      if (map.ok()) CheckSlotMap(*map, v);
+    }
+  }
+  if (reply.is_error()) {
+    const absl::optional<relock::redis::Redirect> redirect =
+        relock::redis::ParseRedirect(reply.str(), from);
+    if (redirect.has_value()) {
+      REPLY_CHECK(redirect->slot >= 0 &&
+                      redirect->slot < relock::redis::kClusterSlots &&
+                      redirect->endpoint.port > 0 &&
+                      redirect->endpoint.port < 65536,
+                  v);
+    }
+  }
+}
+
 void Exercise(const Reply& reply) {
   const ReplyView v = reply.view();
   Walk(v, 0);
@@ -104,6 +150,7 @@ void Exercise(const Reply& reply) {
     REPLY_CHECK(!status.ok(), v);
     REPLY_CHECK(absl::StrContains(status.message(), reply.str()), v);
   }
+  ExerciseCluster(reply);
 }
 
 }  // namespace

@@ -489,7 +489,7 @@ bool operator==(const RedisValue& a, const RedisValue& b) {
 
 RedisServer::RedisServer(RedisServerOptions options, std::string binary,
                          int major_version, std::string dir, int port,
-                         int tls_port)
+                         int tls_port, int cluster_port)
     : options_(std::move(options)),
       binary_(std::move(binary)),
       major_version_(major_version),
@@ -499,6 +499,7 @@ RedisServer::RedisServer(RedisServerOptions options, std::string binary,
                                         : ""),
       port_(port),
       tls_port_(options_.tls ? tls_port : 0),
+      cluster_port_(options_.cluster ? cluster_port : 0),
       ca_file_(TlsPath(options_, dir_, kCaCertName)),
       ca_key_file_(TlsPath(options_, dir_, kCaKeyName)),
       other_ca_file_(TlsPath(options_, dir_, kOtherCaCertName)),
@@ -541,14 +542,16 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
     // New ports (and a new dir) per attempt: the likely failure is that
     // another process took a port between PickFreePorts() and the server's
     // bind() (of either port: Redis exits if it cannot listen on both).
-    absl::StatusOr<std::vector<int>> ports = PickFreePorts(options.tls ? 2 : 1);
+    // [0] the port, then the TLS port and the cluster bus port if asked for.
+    absl::StatusOr<std::vector<int>> ports =
+        PickFreePorts(1 + (options.tls ? 1 : 0) + (options.cluster ? 1 : 0));
     if (!ports.ok()) return ports.status();
     absl::StatusOr<std::string> dir =
         internal::MakeTempDir(options.unix_socket ? kSocketName : "");
     if (!dir.ok()) return dir.status();
     std::unique_ptr<RedisServer> server(
         new RedisServer(options, *binary, major_version, *dir, (*ports)[0],
-                        options.tls ? (*ports)[1] : 0));
+                        options.tls ? (*ports)[1] : 0, ports->back()));
     if (options.tls) {
       // Not retried: a new port does not help openssl. ~RedisServer removes
       // the dir.
@@ -677,6 +680,19 @@ absl::Status RedisServer::StartProcessLocked() {
                  server_cert_file_, "--tls-key-file", server_key_file_,
                  "--tls-ca-cert-file", ca_file_, "--tls-auth-clients",
                  options_.tls_auth_clients});
+  }
+  if (options_.cluster) {
+    argv.insert(
+        argv.end(),
+        {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+         "--cluster-port", absl::StrCat(cluster_port_),
+         "--cluster-node-timeout",
+         absl::StrCat(absl::ToInt64Milliseconds(options_.cluster_node_timeout)),
+         // A replica's first sync starts at once, not after 5 s.
+         "--repl-diskless-sync-delay", "0"});
+    if (!options_.requirepass.empty()) {
+      argv.insert(argv.end(), {"--masterauth", options_.requirepass});
+    }
   }
   argv.insert(argv.end(), options_.extra_args.begin(),
               options_.extra_args.end());

@@ -99,6 +99,16 @@ struct RedisServerOptions {
   // "yes" (one signed by ca_file() is required: client_cert_file()) or
   // "optional" (checked if sent). Anything else is InvalidArgument.
   std::string tls_auth_clients = "no";
+  // Run as a Redis Cluster node (`--cluster-enabled yes`, its state in
+  // <dir>/nodes.conf, which Restart() keeps) with its cluster bus on
+  // cluster_port(), a free port of its own (not port + 10000, which may not
+  // exist). With requirepass it also authenticates to its master
+  // (--masterauth). RedisCluster (redis_cluster.h) joins such nodes into a
+  // cluster.
+  bool cluster = false;
+  // --cluster-node-timeout, with `cluster`: how long a node may be
+  // unreachable before the others fail it over.
+  absl::Duration cluster_node_timeout = absl::Seconds(2);
   // Appended last (so they override the defaults), e.g.
   // {"--maxmemory", "10mb"}.
   std::vector<std::string> extra_args;
@@ -155,6 +165,8 @@ class RedisServer {
   int port() const { return port_; }
   // The TLS port, or 0 without RedisServerOptions::tls.
   int tls_port() const { return tls_port_; }
+  // The cluster bus port, or 0 without RedisServerOptions::cluster.
+  int cluster_port() const { return cluster_port_; }
   // <dir>/redis.sock, or empty without RedisServerOptions::unix_socket.
   const std::string& socket_path() const { return socket_path_; }
   // The temp dir (holds redis.log and the socket).
@@ -206,7 +218,7 @@ class RedisServer {
 
  private:
   RedisServer(RedisServerOptions options, std::string binary, int major_version,
-              std::string dir, int port, int tls_port);
+              std::string dir, int port, int tls_port, int cluster_port);
 
   // Makes the TLS files in dir_ with `openssl` (see the top of this file).
   absl::Status MakeTlsFiles(const std::string& openssl) const;
@@ -230,7 +242,8 @@ class RedisServer {
   const std::string log_path_;
   const std::string socket_path_;
   const int port_;
-  const int tls_port_;  // 0 without tls.
+  const int tls_port_;      // 0 without tls.
+  const int cluster_port_;  // 0 without cluster.
   // <dir_>/<name> with tls, else empty.
   const std::string ca_file_;
   const std::string ca_key_file_;
