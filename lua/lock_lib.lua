@@ -23,13 +23,29 @@ local function is_lock(key)
   return 'lock'
 end
 
--- publish_unlock(channel, message): publishes the unlock message. Returns nil,
--- or an UNPUBLISHED error reply (for the script to return after it freed the
--- lock) when Redis refused the publish, e.g. an ACL user without the right to
--- publish on the channel: the caller learns that the lock is free but its
--- waiters were not told.
-local function publish_unlock(channel, message)
-  local published = redis.pcall('publish', channel, message)
+-- publish_command(arg): the command to publish unlock messages with, from a
+-- script's argument: 'publish' (classic pub/sub; also when the argument is
+-- absent, as in Redisson's own scripts) or 'spublish' (sharded pub/sub, Redis
+-- >= 7, which the cluster backend uses; the channel is in the lock's slot),
+-- in any case (Redisson passes them upper-case).
+-- Anything else raises an error, so a script calls it before it writes.
+local function publish_command(arg)
+  local command = string.lower(arg or 'publish')
+  if command == 'publish' or command == 'spublish' then
+    return command
+  end
+  error({err = 'ERR publish command must be publish or spublish, not ' ..
+      tostring(arg)})
+end
+
+-- publish_unlock(channel, message, command): publishes the unlock message
+-- with `command` (from publish_command()). Returns nil, or an UNPUBLISHED
+-- error reply (for the script to return after it freed the lock) when Redis
+-- refused the publish, e.g. an ACL user without the right to publish on the
+-- channel: the caller learns that the lock is free but its waiters were not
+-- told.
+local function publish_unlock(channel, message, command)
+  local published = redis.pcall(command, channel, message)
   if type(published) == 'table' and published.err then
     return redis.error_reply('UNPUBLISHED ' .. published.err)
   end

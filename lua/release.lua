@@ -1,15 +1,18 @@
 -- Release one hold of a reentrant lock. Redisson-compatible.
--- Uses publish_unlock() from lock_lib.lua, prepended when loaded.
+-- Uses publish_command() and publish_unlock() from lock_lib.lua, prepended
+-- when loaded.
 -- KEYS[1]  lock name
 -- KEYS[2]  unlock channel "redisson_lock__channel:{<name>}" (or
 --          "redisson_lock__channel:<name>" when the name contains "{")
 -- ARGV[1]  unlock message ("0")
 -- ARGV[2]  lease in milliseconds to set when holds remain; "0" keeps the TTL
 -- ARGV[3]  owner field "<client-id>:<thread-id>"
+-- ARGV[4]  publish command: "publish" (also when absent) or "spublish"
 -- Returns nil when the caller does not hold the lock, 0 when holds remain,
 -- 1 when the lock became free (the key is deleted and waiters are notified);
 -- an UNPUBLISHED error when the lock became free but the unlock message could
 -- not be published (e.g. the ACL user may not publish on the channel).
+local publish = publish_command(ARGV[4])  -- raises before any write
 if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
   return nil
 end
@@ -21,4 +24,4 @@ if remaining > 0 then
   return 0
 end
 redis.call('del', KEYS[1])
-return publish_unlock(KEYS[2], ARGV[1]) or 1
+return publish_unlock(KEYS[2], ARGV[1], publish) or 1

@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "lib/lock/lock_scripts.h"
 #include "relock/relock.h"
 #include "tests/test_util.h"
 
@@ -147,6 +148,76 @@ TEST_F(DataModelTest, FinalReleasePublishesZeroOnTheRedissonChannel) {
     freeReplyObject(r);
     redisFree(sub);
   }
+}
+
+// The release scripts publish with the command given as their last argument
+// (Redisson passes it the same way): SPUBLISH reaches a sharded subscriber,
+// which is what the cluster backend's waiters are; a bad command is refused
+// before anything is written.
+TEST_F(DataModelTest, ReleaseScriptsPublishWithTheCommandTheyAreGiven) {
+  const std::vector<redis::ScriptSource> scripts = internal::LockScripts();
+  const std::string release(scripts[internal::kReleaseScript].source);
+  const std::string release_all(scripts[internal::kReleaseAllScript].source);
+  const std::string force(scripts[internal::kForceReleaseScript].source);
+  const std::string name = TestLockName();
+  const std::string channel = Channel(name);
+  const std::string owner = "c0ffee:1";
+
+  timeval tv{5, 0};
+  redisContext* sub = redisConnectWithTimeout("127.0.0.1", redis().port(), tv);
+  ASSERT_TRUE(sub != nullptr && sub->err == 0);
+  redisSetTimeout(sub, tv);
+  redisReply* r = static_cast<redisReply*>(
+      redisCommand(sub, "SSUBSCRIBE %b", channel.data(), channel.size()));
+  ASSERT_NE(r, nullptr);
+  freeReplyObject(r);
+  auto expect_smessage = [&](const std::string& what) {
+    void* raw = nullptr;
+    ASSERT_EQ(redisGetReply(sub, &raw), REDIS_OK) << what;
+    redisReply* m = static_cast<redisReply*>(raw);
+    ASSERT_EQ(m->type, REDIS_REPLY_ARRAY) << what;
+    ASSERT_EQ(m->elements, 3u) << what;
+    EXPECT_EQ(std::string(m->element[0]->str), "smessage") << what;
+    EXPECT_EQ(std::string(m->element[1]->str, m->element[1]->len), channel);
+    EXPECT_EQ(std::string(m->element[2]->str), "0") << what;
+    freeReplyObject(m);
+  };
+  auto hold = [&] { Must({"HSET", name, owner, "1"}); };
+
+  hold();
+  EXPECT_EQ(
+      Must({"EVAL", release, "2", name, channel, "0", "0", owner, "spublish"})
+          .integer,
+      1);
+  expect_smessage("release");
+  hold();
+  EXPECT_EQ(
+      Must({"EVAL", release_all, "2", name, channel, "0", owner, "spublish"})
+          .integer,
+      1);
+  expect_smessage("release_all");
+  hold();
+  EXPECT_EQ(Must({"EVAL", force, "2", name, channel, "0", "SPUBLISH"}).integer,
+            1);
+  expect_smessage("force_release");
+
+  // Anything but publish/spublish: an error, and the lock is still held.
+  hold();
+  for (const std::vector<std::string>& argv :
+       {std::vector<std::string>{"EVAL", release, "2", name, channel, "0", "0",
+                                 owner, "flushall"},
+        std::vector<std::string>{"EVAL", release_all, "2", name, channel, "0",
+                                 owner, "del"},
+        std::vector<std::string>{"EVAL", force, "2", name, channel, "0",
+                                 "SUBSCRIBE"}}) {
+    const RedisValue v = Must(argv);
+    ASSERT_TRUE(v.is_error()) << v;
+    EXPECT_THAT(v.str, ::testing::HasSubstr(
+                           "publish command must be publish or spublish"));
+    EXPECT_EQ(Must({"HGET", name, owner}).str, "1");
+  }
+  Must({"DEL", name});
+  redisFree(sub);
 }
 
 TEST_F(DataModelTest, RedissonHolderExcludesRelock) {

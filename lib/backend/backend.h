@@ -118,6 +118,10 @@ class Backend {
   virtual size_t quorum() const = 0;
   // "host:port" of node `i`, for messages.
   virtual const std::string& node_name(size_t i) const = 0;
+  // The command the release scripts publish unlock messages with (their
+  // last argument): "publish", or "spublish" where waiters listen on sharded
+  // pub/sub (Redis Cluster >= 7).
+  virtual absl::string_view publish_command() const { return "publish"; }
 
   // Runs script `script` (an index into the backend's script set) on every
   // node at once (or only on the nodes i with (*only)[i]; the others answer

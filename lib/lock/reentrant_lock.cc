@@ -201,8 +201,10 @@ void Undo(LockEnv& env, const std::string& name, const std::string& owner,
   backend::Backend& backend = env.backend();
   const std::string channel = UnlockChannel(name);
   const absl::string_view undo_keys[] = {name, channel};
-  const absl::string_view all_args[] = {kUnlockMessage, owner};
-  const absl::string_view one_args[] = {kUnlockMessage, "0", owner};
+  const absl::string_view all_args[] = {kUnlockMessage, owner,
+                                        backend.publish_command()};
+  const absl::string_view one_args[] = {kUnlockMessage, "0", owner,
+                                        backend.publish_command()};
   const size_t script =
       fresh ? internal::kReleaseAllScript : internal::kReleaseScript;
   const absl::Span<const absl::string_view> args =
@@ -403,7 +405,8 @@ absl::Status RegisterHold(LockEnv& env, const std::string& name,
   env.holds().Forget(name, by.number);
   const std::string channel = UnlockChannel(name);
   const absl::string_view keys[] = {name, channel};
-  const absl::string_view args[] = {kUnlockMessage, owner};
+  const absl::string_view args[] = {kUnlockMessage, owner,
+                                    env.backend().publish_command()};
   const Deadline deadline = Deadline::After(env.confirm_timeout());
   if (async) {
     env.backend().RunAsync(internal::kReleaseAllScript, keys, args, deadline,
@@ -894,14 +897,16 @@ absl::Status Release(LockEnv& env, const std::string& name, const OwnerId& by) {
   }
   const ReleaseCall call = BeginReleaseCall(env, name, by);
   const absl::string_view keys[] = {name, call.channel};
-  const absl::string_view args[] = {kUnlockMessage, call.lease_ms, call.owner};
+  const absl::string_view args[] = {kUnlockMessage, call.lease_ms, call.owner,
+                                    env.backend().publish_command()};
   std::vector<backend::Answer> answers = env.backend().Run(
       internal::kReleaseScript, keys, args, call.deadline, call.resend);
   bool release_all = false, freed_all = false;
   absl::Status s =
       JudgeRelease(env, name, by, call, answers, &release_all, &freed_all);
   if (!release_all) return s;
-  const absl::string_view all_args[] = {kUnlockMessage, call.owner};
+  const absl::string_view all_args[] = {kUnlockMessage, call.owner,
+                                        env.backend().publish_command()};
   std::vector<backend::Answer> all =
       env.backend().Run(internal::kReleaseAllScript, keys, all_args,
                         call.deadline, Resend::kNever);
@@ -944,8 +949,8 @@ void ReleaseAsync(LockEnv& env, std::shared_ptr<void> keep,
   auto call =
       std::make_shared<const ReleaseCall>(BeginReleaseCall(env, name, by));
   const absl::string_view keys[] = {name, call->channel};
-  const absl::string_view args[] = {kUnlockMessage, call->lease_ms,
-                                    call->owner};
+  const absl::string_view args[] = {kUnlockMessage, call->lease_ms, call->owner,
+                                    env.backend().publish_command()};
   env.backend().RunAsync(
       internal::kReleaseScript, keys, args, call->deadline, call->resend,
       nullptr,
@@ -956,7 +961,8 @@ void ReleaseAsync(LockEnv& env, std::shared_ptr<void> keep,
                                       &release_all, &freed_all);
         if (!release_all) return done(s);
         const absl::string_view keys[] = {name, call->channel};
-        const absl::string_view all_args[] = {kUnlockMessage, call->owner};
+        const absl::string_view all_args[] = {kUnlockMessage, call->owner,
+                                              env.backend().publish_command()};
         env.backend().RunAsync(
             internal::kReleaseAllScript, keys, all_args, call->deadline,
             Resend::kNever, nullptr,
@@ -1075,7 +1081,7 @@ absl::StatusOr<bool> ForceRelease(LockEnv& env, const std::string& name) {
   }
   absl::StatusOr<redis::Reply> r =
       RunScript(env, internal::kForceReleaseScript, {name, UnlockChannel(name)},
-                {kUnlockMessage});
+                {kUnlockMessage, env.backend().publish_command()});
   if (!r.ok()) return Annotate(r.status(), "force-release", name);
   if (internal::IsUnpublished(*r)) {
     return Annotate(internal::UnpublishedStatus("force_release script", *r),
@@ -1185,7 +1191,8 @@ std::vector<absl::Status> ReleaseHolds(
     const std::string& name = held[i].first.first;
     channels.push_back(UnlockChannel(name));
     calls[i].keys = {name, channels.back()};
-    calls[i].args = {kUnlockMessage, held[i].second.owner};
+    calls[i].args = {kUnlockMessage, held[i].second.owner,
+                     backend.publish_command()};
   }
   std::vector<absl::Status> out;
   if (held.empty()) return out;
