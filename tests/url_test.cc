@@ -2,6 +2,10 @@
 
 #include "lib/redis/url.h"
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -96,6 +100,77 @@ TEST(ParseRedisUrlTest, ErrorsNeverEchoThePassword) {
     absl::StatusOr<Endpoint> ep = ParseRedisUrl(url);
     ASSERT_FALSE(ep.ok()) << url;
     EXPECT_THAT(std::string(ep.status().message()), Not(HasSubstr("hunter2")))
+        << url;
+  }
+}
+
+TEST(ParseTopologyUrlTest, PlainUrlsAreOneServer) {
+  absl::StatusOr<Topology> t = ParseTopologyUrl("redis://:pw@h:7000/2");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->kind, Topology::Kind::kSingle);
+  ASSERT_EQ(t->endpoints.size(), 1u);
+  EXPECT_EQ(t->endpoints[0].ToString(), "h:7000/2");
+  EXPECT_EQ(t->endpoints[0].password, "pw");
+}
+
+TEST(ParseTopologyUrlTest, ClusterSeedsShareTheCredentials) {
+  absl::StatusOr<Topology> t = ParseTopologyUrl(
+      "redis-cluster://app:s%40cret@10.0.0.1:7000,10.0.0.2,[::1]:7002");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->kind, Topology::Kind::kCluster);
+  ASSERT_EQ(t->endpoints.size(), 3u);
+  EXPECT_EQ(t->endpoints[0].ToString(), "10.0.0.1:7000");
+  EXPECT_EQ(t->endpoints[1].ToString(), "10.0.0.2:6379");
+  EXPECT_EQ(t->endpoints[2].ToString(), "[::1]:7002");
+  for (const Endpoint& ep : t->endpoints) {
+    EXPECT_EQ(ep.username, "app");
+    EXPECT_EQ(ep.password, "s@cret");
+    EXPECT_FALSE(ep.tls);
+  }
+  absl::StatusOr<Topology> tls = ParseTopologyUrl("rediss-cluster://h1,h2");
+  ASSERT_TRUE(tls.ok()) << tls.status();
+  EXPECT_TRUE(tls->endpoints[0].tls);
+  EXPECT_TRUE(tls->endpoints[1].tls);
+}
+
+TEST(ParseTopologyUrlTest, SentinelNamesItsMasterAndDb) {
+  absl::StatusOr<Topology> t =
+      ParseTopologyUrl("redis-sentinel://:pw@s1,s2:26380,s3/3#my%20master");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->kind, Topology::Kind::kSentinel);
+  EXPECT_EQ(t->master_name, "my master");
+  EXPECT_EQ(t->db, 3);
+  ASSERT_EQ(t->endpoints.size(), 3u);
+  EXPECT_EQ(t->endpoints[0].ToString(), "s1:26379");
+  EXPECT_EQ(t->endpoints[1].ToString(), "s2:26380");
+  EXPECT_EQ(t->endpoints[2].password, "pw");
+  absl::StatusOr<Topology> tls = ParseTopologyUrl("rediss-sentinel://s#m");
+  ASSERT_TRUE(tls.ok()) << tls.status();
+  EXPECT_TRUE(tls->endpoints[0].tls);
+  EXPECT_EQ(tls->db, 0);
+}
+
+TEST(ParseTopologyUrlTest, BadUrlsSayWhatIsWrongWithoutThePassword) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"redis-cluster://:hunter2@h1:7000/1", "only db 0"},
+      {"redis-cluster://h1#m", "no #fragment"},
+      {"redis-cluster://h1?db=1", "no ?query"},
+      {"redis-cluster://h1,,h2", "address 2 is empty"},
+      {"redis-cluster://", "address 1 is empty"},
+      {"redis-cluster://:hunter2@h1:notaport", "address 1"},
+      {"redis-cluster://u:hunter2%zz@h1", "percent-encoding"},
+      {"redis-sentinel://:hunter2@s1", "#master-name"},
+      {"redis-sentinel://s1#", "#master-name"},
+      {"redis-sentinel://s1/x#m", "database"},
+      {"redis-sentinel://s1:0#m", "address 1"},
+      {"http://h", "expected redis://"},
+  };
+  for (const auto& [url, why] : cases) {
+    absl::StatusOr<Topology> t = ParseTopologyUrl(url);
+    ASSERT_FALSE(t.ok()) << url;
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << url;
+    EXPECT_THAT(std::string(t.status().message()), HasSubstr(why)) << url;
+    EXPECT_THAT(std::string(t.status().message()), Not(HasSubstr("hunter2")))
         << url;
   }
 }

@@ -122,6 +122,10 @@ class Backend {
   // last argument): "publish", or "spublish" where waiters listen on sharded
   // pub/sub (Redis Cluster >= 7).
   virtual absl::string_view publish_command() const { return "publish"; }
+  // Keys of one call of RunBatch() must share a group (on Redis Cluster: the
+  // hash slot, since a script's keys must share one); 0 for every key
+  // elsewhere.
+  virtual int KeyGroup(absl::string_view /*key*/) const { return 0; }
 
   // Runs script `script` (an index into the backend's script set) on every
   // node at once (or only on the nodes i with (*only)[i]; the others answer

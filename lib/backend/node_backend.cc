@@ -18,6 +18,7 @@ struct NodeBackend::Pending {
   bool script = false;
   size_t index = 0;  // the script
   bool evaled = false;
+  bool asking = false;  // sent after ASKING (a slot being imported)
   Resend resend = Resend::kNever;
   int sends = 0;
   bool resent = false;
@@ -168,9 +169,39 @@ void NodeBackend::RunOnNode(size_t script,
                             absl::Span<const absl::string_view> args,
                             Resend resend,
                             std::shared_ptr<std::atomic<bool>> abandon,
-                            Done done) {
-  Send(MakeScriptCall(script, keys, args, resend, std::move(abandon),
-                      std::move(done)));
+                            Done done, bool asking) {
+  std::shared_ptr<Pending> p = MakeScriptCall(
+      script, keys, args, resend, std::move(abandon), std::move(done));
+  p->asking = asking;
+  Send(p);
+}
+
+void NodeBackend::RunAskingAsync(size_t script,
+                                 absl::Span<const absl::string_view> keys,
+                                 absl::Span<const absl::string_view> args,
+                                 Deadline deadline, Resend resend,
+                                 AnswersDone done) {
+  std::shared_ptr<AsyncAnswers> answers = AsyncAnswers::Start(
+      loop_, 1, deadline, backstop(), nullptr,
+      [name = name_](size_t) { return name; }, std::move(done));
+  RunOnNode(script, keys, args, resend, answers->abandon(), answers->Slot(0),
+            /*asking=*/true);
+}
+
+std::vector<Answer> NodeBackend::RunAskingBlocking(
+    size_t script, absl::Span<const absl::string_view> keys,
+    absl::Span<const absl::string_view> args, Deadline deadline,
+    Resend resend) {
+  auto abandon = std::make_shared<std::atomic<bool>>(false);
+  std::vector<Answer> answers = AwaitAnswers(
+      1, deadline, backstop(), nullptr,
+      [&](size_t, Done done) {
+        RunOnNode(script, keys, args, resend, abandon, std::move(done),
+                  /*asking=*/true);
+      },
+      [this](size_t) { return name_; });
+  abandon->store(true, std::memory_order_relaxed);
+  return answers;
 }
 
 void NodeBackend::SendOnNode(std::string wire, Resend resend,
@@ -185,7 +216,13 @@ void NodeBackend::SendOnNode(std::string wire, Resend resend,
 void NodeBackend::Send(const std::shared_ptr<Pending>& pending) {
   ++pending->sends;
   auto request = std::make_shared<io::Request>();
-  request->wire = pending->wire;
+  if (pending->asking) {
+    redis::AppendCommand({"ASKING"}, &request->wire);
+    request->wire += pending->wire;
+    request->commands = 2;
+  } else {
+    request->wire = pending->wire;
+  }
   if (pending->abandon != nullptr) request->abandoned = pending->abandon;
   request->done = [this, pending](io::Result r) {
     OnResult(pending, std::move(r));
@@ -197,8 +234,11 @@ absl::optional<Answer> NodeBackend::Settle(Pending& p, io::Result r) {
   const bool abandoned =
       p.abandon != nullptr && p.abandon->load(std::memory_order_relaxed);
   if (r.status.ok()) {
+    // After ASKING, the call's reply is the second (ASKING's is +OK, or an
+    // error that the call's reply repeats).
+    redis::Reply& reply = r.replies[p.asking ? 1 : 0];
     if (p.script && !p.evaled && !abandoned &&
-        redis::ScriptSet::IsNoScript(r.replies[0])) {
+        redis::ScriptSet::IsNoScript(reply)) {
       // The server lost its script cache: EVAL of the source caches it
       // again. The EVALSHA did not run, so this is still the first run.
       p.evaled = true;
@@ -206,7 +246,7 @@ absl::optional<Answer> NodeBackend::Settle(Pending& p, io::Result r) {
       p.wire = scripts_.EvalFromEvalsha(p.index, p.wire);
       return absl::nullopt;
     }
-    return Answer{std::move(r.replies[0]), p.resent};
+    return Answer{std::move(reply), p.resent};
   }
   if (p.resend == Resend::kIfDropped && r.resendable && p.sends < kMaxSends &&
       !abandoned) {

@@ -87,10 +87,20 @@ class NodeBackend : public Backend {
   // The asynchronous call underneath Run(): `done` runs once, on the loop
   // thread (or on the calling thread if the backend is closed). Setting
   // `*abandon` (if given) to true makes the backend drop the call at its
-  // next step.
+  // next step. `asking`: precede it with ASKING in the same write, for a
+  // call that a Redis Cluster node redirected with ASK to this node.
   void RunOnNode(size_t script, absl::Span<const absl::string_view> keys,
                  absl::Span<const absl::string_view> args, Resend resend,
-                 std::shared_ptr<std::atomic<bool>> abandon, Done done);
+                 std::shared_ptr<std::atomic<bool>> abandon, Done done,
+                 bool asking = false);
+  // RunOnNode() after ASKING, with a deadline: as RunAsync() / Run().
+  void RunAskingAsync(size_t script, absl::Span<const absl::string_view> keys,
+                      absl::Span<const absl::string_view> args,
+                      Deadline deadline, Resend resend, AnswersDone done);
+  std::vector<Answer> RunAskingBlocking(
+      size_t script, absl::Span<const absl::string_view> keys,
+      absl::Span<const absl::string_view> args, Deadline deadline,
+      Resend resend);
   // The same for a prepared command.
   void SendOnNode(std::string wire, Resend resend,
                   std::shared_ptr<std::atomic<bool>> abandon, Done done);
@@ -122,6 +132,9 @@ class NodeBackend : public Backend {
   // (connect_timeout + command_timeout).
   absl::Duration backstop() const;
   pubsub::Subscriber& subscriber() { return *subscriber_; }
+  const redis::Endpoint& endpoint() const {
+    return options_.connection.endpoint;
+  }
   io::EventLoop* loop() const { return loop_; }
 
  private:

@@ -11,6 +11,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "lib/backend/cluster_backend.h"
+#include "lib/backend/node_backend.h"
 #include "lib/lock/owner.h"
 #include "lib/lock/reentrant_lock.h"
 #include "lib/redis/url.h"
@@ -38,8 +40,10 @@ absl::Status ValidateClientOptions(const ClientOptions& o) {
                        !tls.cert_file.empty() || !tls.key_file.empty() ||
                        !tls.server_name.empty() ||
                        tls.dangerously_skip_verification;
-  if (tls_set && !absl::StartsWith(o.url, "rediss://")) {
-    return invalid("tls is set, but the url is not rediss:// (TLS)");
+  if (tls_set && !absl::StartsWith(o.url, "rediss://") &&
+      !absl::StartsWith(o.url, "rediss-cluster://")) {
+    return invalid(
+        "tls is set, but the url is not rediss:// or rediss-cluster:// (TLS)");
   }
   if (o.lock_watchdog_timeout < absl::Milliseconds(30) ||
       o.lock_watchdog_timeout > absl::Hours(365 * 24)) {
@@ -108,10 +112,16 @@ ClientCore::~ClientCore() { Close(); }
 absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
     ClientOptions options) {
   if (absl::Status s = ValidateClientOptions(options); !s.ok()) return s;
-  absl::StatusOr<redis::Endpoint> endpoint = redis::ParseRedisUrl(options.url);
-  if (!endpoint.ok()) return endpoint.status();
+  absl::StatusOr<redis::Topology> topology =
+      redis::ParseTopologyUrl(options.url);
+  if (!topology.ok()) return topology.status();
+  if (topology->kind == redis::Topology::Kind::kSentinel) {
+    return absl::UnimplementedError(
+        "redis-sentinel:// URLs are not supported yet (the Sentinel backend "
+        "is being built); connect to the current master with redis://");
+  }
   io::ConnectionOptions io_options;
-  io_options.endpoint = *std::move(endpoint);
+  io_options.endpoint = topology->endpoints[0];
   io_options.tls = options.tls;
   io_options.connect_timeout = options.connect_timeout;
   io_options.command_timeout = options.command_timeout;
@@ -122,6 +132,23 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
   backend::NodeOptions node;
   node.connection = std::move(io_options);
   node.command_connections = options.command_connections;
+  if (topology->kind == redis::Topology::Kind::kCluster) {
+    backend::ClusterOptions cluster;
+    cluster.seeds = std::move(topology->endpoints);
+    cluster.node = std::move(node);
+    // One NodeBackend per master; borrowing the idle connection for blocking
+    // calls works there as on a single server.
+    return Create(
+        std::move(options), std::move(id), std::move(policy), "",
+        [&cluster](io::EventLoop* loop)
+            -> absl::StatusOr<std::unique_ptr<backend::Backend>> {
+          absl::StatusOr<std::unique_ptr<backend::ClusterBackend>> backend =
+              backend::ClusterBackend::Create(loop, std::move(cluster),
+                                              LockScripts());
+          if (!backend.ok()) return backend.status();
+          return std::unique_ptr<backend::Backend>(*std::move(backend));
+        });
+  }
   return Create(
       std::move(options), std::move(id), std::move(policy), "",
       [&node](io::EventLoop* loop)

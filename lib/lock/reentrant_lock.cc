@@ -314,8 +314,9 @@ absl::StatusOr<absl::Duration> RetryAfter(const LockPolicy& policy,
 // Adds one node's answers to a renewal batch to the per-item counts.
 absl::Status CountRenewals(
     const absl::StatusOr<std::vector<redis::Reply>>& replies,
-    const std::vector<backend::Call>& calls, std::vector<size_t>* renewed,
-    std::vector<size_t>* gone) {
+    const std::vector<backend::Call>& calls,
+    const std::vector<std::vector<size_t>>& call_items,
+    std::vector<size_t>* renewed, std::vector<size_t>* gone) {
   if (!replies.ok()) return replies.status();
   for (size_t call = 0; call < calls.size(); ++call) {
     const redis::Reply& reply = (*replies)[call];
@@ -333,7 +334,7 @@ absl::Status CountRenewals(
         return absl::InternalError(
             absl::StrCat("renew script: unexpected element ", v[i].Describe()));
       }
-      const size_t item = call * kRenewKeysPerCall + i;
+      const size_t item = call_items[call][i];
       (v[i].integer() == 1 ? (*renewed)[item] : (*gone)[item]) += 1;
     }
   }
@@ -1139,18 +1140,30 @@ absl::StatusOr<std::vector<bool>> RenewHolds(
       env.policy().attempt_timeout_factor > 0
           ? AttemptDeadline(env.policy(), lease, Deadline::Never())
           : Deadline::Never();
-  std::vector<backend::Call> calls((items.size() + kRenewKeysPerCall - 1) /
-                                   kRenewKeysPerCall);
-  for (size_t call = 0; call < calls.size(); ++call) {
-    const size_t first = call * kRenewKeysPerCall;
-    const size_t end = std::min(items.size(), first + kRenewKeysPerCall);
-    calls[call].keys.reserve(end - first);
-    calls[call].args.reserve(end - first + 1);
-    calls[call].args.push_back(lease_ms);
-    for (size_t i = first; i < end; ++i) {
-      calls[call].keys.push_back(items[i].name);
-      calls[call].args.push_back(items[i].owner);
+  // Up to kRenewKeysPerCall locks per call, of one key group each (one hash
+  // slot on a cluster, where a script's keys must share one).
+  std::vector<size_t> order(items.size());
+  std::vector<int> group(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    order[i] = i;
+    group[i] = backend.KeyGroup(items[i].name);
+  }
+  std::stable_sort(order.begin(), order.end(), [&group](size_t a, size_t b) {
+    return group[a] < group[b];
+  });
+  std::vector<backend::Call> calls;
+  std::vector<std::vector<size_t>> call_items;  // the items of each call
+  for (size_t k = 0; k < order.size(); ++k) {
+    const size_t i = order[k];
+    if (calls.empty() || call_items.back().size() == kRenewKeysPerCall ||
+        group[call_items.back().front()] != group[i]) {
+      calls.emplace_back();
+      calls.back().args.push_back(lease_ms);
+      call_items.emplace_back();
     }
+    calls.back().keys.push_back(items[i].name);
+    calls.back().args.push_back(items[i].owner);
+    call_items.back().push_back(i);
   }
   std::vector<absl::StatusOr<std::vector<redis::Reply>>> batches =
       backend.RunBatch(internal::kRenewScript, calls, deadline, round_trips);
@@ -1160,7 +1173,8 @@ absl::StatusOr<std::vector<bool>> RenewHolds(
   std::vector<size_t> renewed(items.size()), gone(items.size());
   absl::Status error;
   for (size_t node = 0; node < n; ++node) {
-    absl::Status s = CountRenewals(batches[node], calls, &renewed, &gone);
+    absl::Status s =
+        CountRenewals(batches[node], calls, call_items, &renewed, &gone);
     if (!s.ok() && error.ok()) error = std::move(s);
   }
   std::vector<bool> out(items.size());

@@ -66,8 +66,9 @@ absl::StatusOr<int64_t> HoldCount(LockEnv& env, const std::string& name,
 absl::StatusOr<absl::Duration> RemainingLease(LockEnv& env,
                                               const std::string& name);
 
-// Renews `items` with the watchdog lease: kRenewKeysPerCall locks per script
-// call, all sent together to every node (one round trip). Per item: renewed
+// Renews `items` with the watchdog lease: up to kRenewKeysPerCall locks of
+// one Backend::KeyGroup() per script call, all sent together to every node
+// (one round trip; on a cluster, one per master). Per item: renewed
 // on a quorum (true), owner field gone on more than N - quorum (false), or
 // the error that left an item undecided.
 inline constexpr size_t kRenewKeysPerCall = 1000;

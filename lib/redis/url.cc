@@ -202,5 +202,98 @@ absl::StatusOr<Endpoint> ParseRedisUrl(absl::string_view url) {
   return ep;
 }
 
+absl::StatusOr<Topology> ParseTopologyUrl(absl::string_view url) {
+  Topology topology;
+  absl::string_view rest = url;
+  bool tls = false;
+  int default_port = 6379;
+  if (absl::ConsumePrefix(&rest, "redis-cluster://")) {
+    topology.kind = Topology::Kind::kCluster;
+  } else if (absl::ConsumePrefix(&rest, "rediss-cluster://")) {
+    topology.kind = Topology::Kind::kCluster;
+    tls = true;
+  } else if (absl::ConsumePrefix(&rest, "redis-sentinel://")) {
+    topology.kind = Topology::Kind::kSentinel;
+    default_port = 26379;
+  } else if (absl::ConsumePrefix(&rest, "rediss-sentinel://")) {
+    topology.kind = Topology::Kind::kSentinel;
+    default_port = 26379;
+    tls = true;
+  } else {
+    absl::StatusOr<Endpoint> single = ParseRedisUrl(url);
+    if (!single.ok()) {
+      return Invalid(url,
+                     "expected redis://, rediss://, unix://, redis-cluster://, "
+                     "rediss-cluster://, redis-sentinel:// or "
+                     "rediss-sentinel://");
+    }
+    topology.endpoints.push_back(*std::move(single));
+    return topology;
+  }
+  const bool sentinel = topology.kind == Topology::Kind::kSentinel;
+  if (sentinel) {
+    const size_t hash = rest.find('#');
+    if (hash == absl::string_view::npos || hash + 1 == rest.size()) {
+      return Invalid(url, "a Sentinel URL needs #master-name at the end");
+    }
+    if (!PercentDecode(rest.substr(hash + 1), &topology.master_name)) {
+      return Invalid(url, "bad percent-encoding in the master name");
+    }
+    rest = rest.substr(0, hash);
+  } else if (absl::StrContains(rest, '#')) {
+    return Invalid(url, "a cluster URL takes no #fragment");
+  }
+  if (absl::StrContains(rest, '?')) {
+    return Invalid(url, "a cluster or Sentinel URL takes no ?query");
+  }
+  // Userinfo ends at the last '@'; the host list ends at the first '/'
+  // after it.
+  std::string userinfo;
+  if (size_t at = rest.rfind('@'); at != absl::string_view::npos) {
+    userinfo = absl::StrCat(rest.substr(0, at), "@");
+    rest = rest.substr(at + 1);
+  }
+  if (!userinfo.empty()) {
+    absl::StatusOr<Endpoint> credentials =
+        ParseRedisUrl(absl::StrCat("redis://", userinfo, "host"));
+    if (!credentials.ok()) {
+      return Invalid(url,
+                     "bad percent-encoding in user or password, or a "
+                     "user without a password");
+    }
+  }
+  absl::string_view hosts = rest;
+  if (size_t slash = rest.find('/'); slash != absl::string_view::npos) {
+    hosts = rest.substr(0, slash);
+    absl::string_view db = rest.substr(slash + 1);
+    if (!sentinel) return Invalid(url, "Redis Cluster has only db 0");
+    if (!ParseDb(db, &topology.db)) {
+      return Invalid(url, "database must be a non-negative number");
+    }
+  }
+  int index = 0;
+  for (absl::string_view host : absl::StrSplit(hosts, ',')) {
+    ++index;
+    if (host.empty()) {
+      return Invalid(url, absl::StrCat("address ", index, " is empty"));
+    }
+    // Each address as a plain URL with the shared credentials; a missing
+    // port is the kind's default.
+    const bool has_port =
+        absl::StartsWith(host, "[")
+            ? absl::StrContains(host.substr(host.find(']') + 1), ':')
+            : absl::StrContains(host, ':');
+    absl::StatusOr<Endpoint> ep = ParseRedisUrl(
+        absl::StrCat(tls ? "rediss://" : "redis://", userinfo, host,
+                     has_port ? "" : absl::StrCat(":", default_port)));
+    if (!ep.ok()) {
+      return Invalid(url, absl::StrCat("address ", index, " (\"", host,
+                                       "\") is not host[:port]"));
+    }
+    topology.endpoints.push_back(*std::move(ep));
+  }
+  return topology;
+}
+
 }  // namespace redis
 }  // namespace relock

@@ -1,6 +1,7 @@
 #include "tests/testing/redis_cluster.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <utility>
@@ -323,6 +324,25 @@ absl::Status RedisCluster::MigrateSlot(int slot, size_t to) const {
     }
   }
   return absl::OkStatus();
+}
+
+RedisCluster& SharedRedisCluster() {
+  static RedisCluster* const cluster = [] {
+    absl::StatusOr<std::unique_ptr<RedisCluster>> started =
+        RedisCluster::Start();
+    if (!started.ok()) {
+      fprintf(stderr,
+              "FATAL: relock::testing::SharedRedisCluster(): cannot start "
+              "the cluster: %s\n",
+              started.status().ToString().c_str());
+      fflush(stderr);
+      abort();
+    }
+    // Leaked on purpose, as SharedRedisServer(): its servers are stopped at
+    // exit by RedisServer's at-exit handler.
+    return started->release();
+  }();
+  return *cluster;
 }
 
 }  // namespace testing

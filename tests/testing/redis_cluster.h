@@ -109,6 +109,13 @@ class RedisCluster {
   const std::vector<std::unique_ptr<RedisServer>> nodes_;
 };
 
+// The test binary's shared cluster (default options): started on first use
+// (thread-safe), its nodes stopped at exit. Aborts with a message on stderr
+// if it cannot start. A test that moves slots puts them back and waits until
+// the cluster is healthy before it ends; one that kills or pauses nodes
+// starts its own cluster.
+RedisCluster& SharedRedisCluster();
+
 }  // namespace testing
 }  // namespace relock
 

@@ -1,0 +1,603 @@
+#include "lib/backend/cluster_backend.h"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/types/optional.h"
+#include "lib/backend/async_answers.h"
+#include "lib/redis/resp.h"
+
+namespace relock {
+namespace backend {
+namespace {
+
+constexpr absl::Duration kFirstPause = absl::Milliseconds(10);
+constexpr absl::Duration kMaxPause = absl::Milliseconds(200);
+
+// What an answer asks of the cluster backend.
+struct Verdict {
+  enum class Next { kDone, kRedirect, kRetryLater };
+  Next next = Next::kDone;
+  absl::optional<redis::Redirect> redirect;  // kRedirect
+  bool refresh = false;                      // refresh the slot map
+};
+
+Verdict Judge(const Answer& answer, const redis::Endpoint& at) {
+  Verdict v;
+  if (!answer.reply.ok()) {
+    // The node is unreachable or silent: maybe failed over. The call may
+    // have run, so it is not sent again here.
+    v.refresh = answer.reply.status().code() == absl::StatusCode::kUnavailable;
+    return v;
+  }
+  if (!answer.reply->is_error()) return v;
+  const absl::string_view error = answer.reply->str();
+  if (absl::optional<redis::Redirect> r = redis::ParseRedirect(error, at)) {
+    v.next = Verdict::Next::kRedirect;
+    v.refresh = r->kind == redis::Redirect::Kind::kMoved;
+    v.redirect = std::move(r);
+  } else if (absl::StartsWith(error, "TRYAGAIN")) {
+    v.next = Verdict::Next::kRetryLater;
+  } else if (absl::StartsWith(error, "CLUSTERDOWN")) {
+    v.next = Verdict::Next::kRetryLater;
+    v.refresh = true;
+  }
+  return v;
+}
+
+// Whether an error reply says the call did not run and may be sent again
+// (elsewhere, or later).
+bool DidNotRun(absl::string_view error) {
+  return absl::StartsWith(error, "MOVED ") || absl::StartsWith(error, "ASK ") ||
+         absl::StartsWith(error, "TRYAGAIN") ||
+         absl::StartsWith(error, "CLUSTERDOWN");
+}
+
+bool IsUnknownSubcommand(absl::string_view error) {
+  return absl::StrContains(absl::AsciiStrToLower(error), "unknown subcommand");
+}
+
+std::vector<Answer> OneAnswer(absl::Status status) {
+  std::vector<Answer> answers;
+  answers.push_back(Answer{std::move(status), false});
+  return answers;
+}
+
+absl::Status TooManyRedirects(const std::string& name, const Answer& last) {
+  return absl::UnavailableError(
+      absl::StrCat(name, ": more than ", ClusterBackend::kMaxRedirects,
+                   " redirections for one call; last: ", last.reply->str()));
+}
+
+absl::Status StillBusy(const std::string& name, const Answer& last) {
+  return absl::DeadlineExceededError(
+      absl::StrCat(name,
+                   ": the call's deadline passed while the cluster "
+                   "answered: ",
+                   last.reply->str()));
+}
+
+// The pause after `pause`: doubled, at most kMaxPause.
+absl::Duration NextPause(absl::Duration pause) {
+  return std::min(pause * 2, kMaxPause);
+}
+
+}  // namespace
+
+// An asynchronous call that follows redirections: owns copies of its keys
+// and arguments, and sends itself again as the answers ask.
+class ClusterBackend::AsyncCall
+    : public std::enable_shared_from_this<AsyncCall> {
+ public:
+  AsyncCall(ClusterBackend* backend, size_t script,
+            absl::Span<const absl::string_view> keys,
+            absl::Span<const absl::string_view> args, Deadline deadline,
+            Resend resend, Enough enough, AnswersDone done)
+      : backend_(backend),
+        script_(script),
+        keys_(keys.begin(), keys.end()),
+        args_(args.begin(), args.end()),
+        slot_(keys.empty() ? 0 : redis::KeySlot(keys[0])),
+        deadline_(deadline),
+        resend_(resend),
+        enough_(std::move(enough)),
+        done_(std::move(done)) {}
+
+  void Start(NodeBackend* node) {
+    node_ = node;
+    Send();
+  }
+
+ private:
+  void Send() {
+    const std::vector<absl::string_view> keys(keys_.begin(), keys_.end());
+    const std::vector<absl::string_view> args(args_.begin(), args_.end());
+    std::shared_ptr<AsyncCall> self = shared_from_this();
+    auto on_answers = [self](std::vector<Answer> answers) {
+      self->OnAnswers(std::move(answers));
+    };
+    if (asking_) {
+      node_->RunAskingAsync(script_, keys, args, deadline_, resend_,
+                            std::move(on_answers));
+    } else {
+      node_->RunAsync(script_, keys, args, deadline_, resend_, nullptr,
+                      std::move(on_answers));
+    }
+  }
+
+  void OnAnswers(std::vector<Answer> answers) {
+    const Verdict v = Judge(answers[0], node_->endpoint());
+    if (v.refresh) backend_->RefreshSoon();
+    switch (v.next) {
+      case Verdict::Next::kDone:
+        return Finish(std::move(answers));
+      case Verdict::Next::kRedirect: {
+        if (++hops_ > kMaxRedirects) {
+          return Finish(
+              OneAnswer(TooManyRedirects(backend_->name_, answers[0])));
+        }
+        NodeBackend* next = backend_->NodeAt(v.redirect->endpoint);
+        if (next == nullptr) return Finish(std::move(answers));  // closed
+        node_ = next;
+        asking_ = v.redirect->kind == redis::Redirect::Kind::kAsk;
+        return Send();
+      }
+      case Verdict::Next::kRetryLater: {
+        if (deadline_.Remaining() <= pause_) {
+          return Finish(OneAnswer(StillBusy(backend_->name_, answers[0])));
+        }
+        if (timer_ == nullptr) timer_ = backend_->NewTimer();
+        std::shared_ptr<AsyncCall> self = shared_from_this();
+        timer_->At(Deadline::After(pause_), [self] {
+          NodeBackend* master = self->backend_->MasterOf(self->slot_);
+          if (master != nullptr) self->node_ = master;
+          self->asking_ = false;
+          self->Send();
+        });
+        pause_ = NextPause(pause_);
+        return;
+      }
+    }
+  }
+
+  void Finish(std::vector<Answer> answers) {
+    if (enough_) enough_(0, answers[0]);
+    AnswersDone done = std::move(done_);
+    done(std::move(answers));
+  }
+
+  ClusterBackend* const backend_;
+  const size_t script_;
+  const std::vector<std::string> keys_;
+  const std::vector<std::string> args_;
+  const int slot_;
+  const Deadline deadline_;
+  const Resend resend_;
+  Enough enough_;
+  AnswersDone done_;
+  // Loop thread only (each step runs in a callback of the previous one).
+  NodeBackend* node_ = nullptr;
+  bool asking_ = false;
+  int hops_ = 0;
+  absl::Duration pause_ = kFirstPause;
+  std::unique_ptr<Timer> timer_;
+};
+
+ClusterBackend::ClusterBackend(io::EventLoop* loop, ClusterOptions options,
+                               std::vector<redis::ScriptSource> scripts)
+    : loop_(loop),
+      options_(std::move(options)),
+      scripts_(std::move(scripts)),
+      name_(absl::StrCat(
+          "Redis Cluster at ",
+          absl::StrJoin(options_.seeds, ",",
+                        [](std::string* out, const redis::Endpoint& ep) {
+                          out->append(ep.ToString());
+                        }))) {}
+
+ClusterBackend::~ClusterBackend() { Close(); }
+
+absl::StatusOr<std::unique_ptr<ClusterBackend>> ClusterBackend::Create(
+    io::EventLoop* loop, ClusterOptions options,
+    std::vector<redis::ScriptSource> scripts) {
+  if (options.seeds.empty()) {
+    return absl::InvalidArgumentError("Redis Cluster: no seed nodes");
+  }
+  std::unique_ptr<ClusterBackend> backend(
+      new ClusterBackend(loop, std::move(options), std::move(scripts)));
+  std::vector<std::string> failures;
+  for (const redis::Endpoint& seed : backend->options_.seeds) {
+    NodeOptions node = backend->options_.node;
+    node.connection.endpoint = seed;
+    node.connect_now = true;
+    absl::StatusOr<std::unique_ptr<NodeBackend>> made =
+        NodeBackend::Create(loop, std::move(node), backend->scripts_);
+    if (!made.ok()) {
+      // A refusal is the same on every node: say it now.
+      if (made.status().code() != absl::StatusCode::kUnavailable &&
+          made.status().code() != absl::StatusCode::kDeadlineExceeded) {
+        return made.status();
+      }
+      failures.push_back(std::string(made.status().message()));
+      continue;
+    }
+    NodeBackend* raw = made->get();
+    {
+      MutexLock lock(&backend->mu_);
+      backend->nodes_.emplace(seed.ToString(), *std::move(made));
+    }
+    absl::Status s =
+        backend->RefreshFrom(raw, Deadline::After(raw->backstop()));
+    if (s.ok()) return backend;
+    if (s.code() == absl::StatusCode::kFailedPrecondition) return s;
+    failures.push_back(std::string(s.message()));
+  }
+  return absl::UnavailableError(absl::StrCat(
+      backend->name_,
+      ": no seed node gave a slot map: ", absl::StrJoin(failures, "; ")));
+}
+
+NodeBackend* ClusterBackend::NodeAt(const redis::Endpoint& endpoint) {
+  const std::string key = endpoint.ToString();
+  MutexLock lock(&mu_);
+  if (closed_) return nullptr;
+  auto it = nodes_.find(key);
+  if (it != nodes_.end()) return it->second.get();
+  NodeOptions node = options_.node;
+  node.connection.endpoint = endpoint;
+  node.connect_now = false;  // never blocks; the first call connects
+  absl::StatusOr<std::unique_ptr<NodeBackend>> made =
+      NodeBackend::Create(loop_, std::move(node), scripts_);
+  // Without connect_now only bad options fail, and those passed the seeds.
+  if (!made.ok()) return nullptr;
+  NodeBackend* raw = made->get();
+  nodes_.emplace(key, *std::move(made));
+  return raw;
+}
+
+NodeBackend* ClusterBackend::MasterOf(int slot) {
+  std::shared_ptr<const redis::SlotMap> map = slot_map();
+  const redis::SlotRange* range = map == nullptr ? nullptr : map->Find(slot);
+  if (range == nullptr) return nullptr;
+  return NodeAt(range->master.endpoint);
+}
+
+std::shared_ptr<const redis::SlotMap> ClusterBackend::slot_map() const {
+  MutexLock lock(&mu_);
+  return map_;
+}
+
+std::vector<NodeBackend*> ClusterBackend::AllNodes() const {
+  MutexLock lock(&mu_);
+  std::vector<NodeBackend*> all;
+  all.reserve(nodes_.size());
+  for (const auto& [name, node] : nodes_) all.push_back(node.get());
+  return all;
+}
+
+bool ClusterBackend::Install(const redis::Reply& reply, bool from_slots,
+                             NodeBackend* node) {
+  absl::StatusOr<redis::SlotMap> map =
+      from_slots ? redis::SlotMap::FromSlots(reply.view(), node->endpoint())
+                 : redis::SlotMap::FromShards(reply.view(), node->endpoint());
+  if (!map.ok() || map->ranges().empty()) return false;
+  auto shared = std::make_shared<const redis::SlotMap>(*std::move(map));
+  {
+    MutexLock lock(&mu_);
+    map_ = std::move(shared);
+  }
+  refreshes_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+absl::Status ClusterBackend::RefreshFrom(NodeBackend* node, Deadline deadline) {
+  for (const bool from_slots : {false, true}) {
+    const absl::string_view argv[] = {"CLUSTER",
+                                      from_slots ? "SLOTS" : "SHARDS"};
+    std::vector<Answer> answers = node->Command(argv, deadline);
+    if (!answers[0].reply.ok()) return answers[0].reply.status();
+    const redis::Reply& reply = *answers[0].reply;
+    if (reply.is_error()) {
+      const absl::string_view error = reply.str();
+      if (absl::StrContains(error, "cluster support disabled")) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            node->node_name(0),
+            " is not a Redis Cluster node (use a redis:// URL for a single "
+            "server): ",
+            error));
+      }
+      // Before Redis 7.0 there is no CLUSTER SHARDS.
+      if (!from_slots && IsUnknownSubcommand(error)) continue;
+      return absl::UnavailableError(absl::StrCat(
+          "CLUSTER ", argv[1], " on ", node->node_name(0), ": ", error));
+    }
+    if (!Install(reply, from_slots, node)) {
+      return absl::UnavailableError(
+          absl::StrCat("CLUSTER ", argv[1], " on ", node->node_name(0),
+                       ": no usable slot map in the reply"));
+    }
+    return absl::OkStatus();
+  }
+  return absl::UnavailableError("unreachable");
+}
+
+void ClusterBackend::RefreshSoon() {
+  if (refreshing_.exchange(true)) return;
+  // The masters of the current map first, then every other known node; one
+  // at a time, on the loop, until one gives a map.
+  auto candidates = std::make_shared<std::vector<NodeBackend*>>();
+  if (std::shared_ptr<const redis::SlotMap> map = slot_map()) {
+    for (const redis::ClusterNode& m : map->Masters()) {
+      if (NodeBackend* node = NodeAt(m.endpoint)) candidates->push_back(node);
+    }
+  }
+  for (NodeBackend* node : AllNodes()) {
+    if (std::find(candidates->begin(), candidates->end(), node) ==
+        candidates->end()) {
+      candidates->push_back(node);
+    }
+  }
+  RefreshStep(std::move(candidates), 0, /*from_slots=*/false);
+}
+
+void ClusterBackend::RefreshStep(
+    const std::shared_ptr<const std::vector<NodeBackend*>>& candidates,
+    size_t i, bool from_slots) {
+  if (i >= candidates->size()) {
+    refreshing_.store(false);
+    return;
+  }
+  NodeBackend* node = (*candidates)[i];
+  std::string wire;
+  redis::AppendCommand({"CLUSTER", from_slots ? "SLOTS" : "SHARDS"}, &wire);
+  node->SendOnNode(
+      std::move(wire), Resend::kIfDropped, nullptr,
+      [this, candidates, i, from_slots, node](Answer answer) {
+        if (answer.reply.ok() && answer.reply->is_error()) {
+          if (!from_slots && IsUnknownSubcommand(answer.reply->str())) {
+            return RefreshStep(candidates, i, /*from_slots=*/true);
+          }
+        } else if (answer.reply.ok() &&
+                   Install(*answer.reply, from_slots, node)) {
+          refreshing_.store(false);
+          return;
+        }
+        RefreshStep(candidates, i + 1, /*from_slots=*/false);
+      });
+}
+
+std::vector<Answer> ClusterBackend::Run(
+    size_t script, absl::Span<const absl::string_view> keys,
+    absl::Span<const absl::string_view> args, Deadline deadline, Resend resend,
+    const Enough& enough, const std::vector<bool>* only) {
+  if (only != nullptr && !(*only)[0]) {
+    return OneAnswer(absl::CancelledError("not sent"));
+  }
+  const int slot = keys.empty() ? 0 : redis::KeySlot(keys[0]);
+  NodeBackend* node = MasterOf(slot);
+  if (node == nullptr) {
+    return OneAnswer(absl::UnavailableError(
+        absl::StrCat(name_, ": no master serves slot ", slot,
+                     " (or the client is closed)")));
+  }
+  bool asking = false;
+  int hops = 0;
+  absl::Duration pause = kFirstPause;
+  while (true) {
+    std::vector<Answer> answers =
+        asking ? node->RunAskingBlocking(script, keys, args, deadline, resend)
+               : node->Run(script, keys, args, deadline, resend);
+    const Verdict v = Judge(answers[0], node->endpoint());
+    if (v.refresh) RefreshSoon();
+    switch (v.next) {
+      case Verdict::Next::kDone:
+        if (enough) enough(0, answers[0]);
+        return answers;
+      case Verdict::Next::kRedirect: {
+        if (++hops > kMaxRedirects) {
+          return OneAnswer(TooManyRedirects(name_, answers[0]));
+        }
+        NodeBackend* next = NodeAt(v.redirect->endpoint);
+        if (next == nullptr) return answers;  // closed
+        node = next;
+        asking = v.redirect->kind == redis::Redirect::Kind::kAsk;
+        break;
+      }
+      case Verdict::Next::kRetryLater: {
+        if (deadline.Remaining() <= pause) {
+          return OneAnswer(StillBusy(name_, answers[0]));
+        }
+        absl::SleepFor(pause);
+        pause = NextPause(pause);
+        if (NodeBackend* master = MasterOf(slot)) node = master;
+        asking = false;
+        break;
+      }
+    }
+  }
+}
+
+void ClusterBackend::RunAsync(size_t script,
+                              absl::Span<const absl::string_view> keys,
+                              absl::Span<const absl::string_view> args,
+                              Deadline deadline, Resend resend, Enough enough,
+                              AnswersDone done, const std::vector<bool>* only) {
+  if (only != nullptr && !(*only)[0]) {
+    return done(OneAnswer(absl::CancelledError("not sent")));
+  }
+  const int slot = keys.empty() ? 0 : redis::KeySlot(keys[0]);
+  NodeBackend* node = MasterOf(slot);
+  if (node == nullptr) {
+    return done(OneAnswer(absl::UnavailableError(
+        absl::StrCat(name_, ": no master serves slot ", slot,
+                     " (or the client is closed)"))));
+  }
+  std::make_shared<AsyncCall>(this, script, keys, args, deadline, resend,
+                              std::move(enough), std::move(done))
+      ->Start(node);
+}
+
+std::unique_ptr<Timer> ClusterBackend::NewTimer() {
+  return std::make_unique<LoopTimer>(loop_);
+}
+
+std::vector<absl::StatusOr<std::vector<redis::Reply>>> ClusterBackend::RunBatch(
+    size_t script, const std::vector<Call>& calls, Deadline deadline,
+    std::atomic<uint64_t>* round_trips) {
+  std::vector<absl::StatusOr<std::vector<redis::Reply>>> out;
+  // Group the calls by the master of their slot.
+  std::vector<NodeBackend*> masters;
+  std::vector<std::vector<size_t>> members;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const int slot =
+        calls[i].keys.empty() ? 0 : redis::KeySlot(calls[i].keys[0]);
+    NodeBackend* node = MasterOf(slot);
+    if (node == nullptr) {
+      out.push_back(absl::UnavailableError(
+          absl::StrCat(name_, ": no master serves slot ", slot)));
+      return out;
+    }
+    auto it = std::find(masters.begin(), masters.end(), node);
+    if (it == masters.end()) {
+      masters.push_back(node);
+      members.emplace_back();
+      it = masters.end() - 1;
+    }
+    members[it - masters.begin()].push_back(i);
+  }
+  // One batch per master, all at once.
+  struct State {
+    Mutex mu;
+    size_t pending ABSL_GUARDED_BY(mu) = 0;
+    std::vector<absl::StatusOr<std::vector<redis::Reply>>> results
+        ABSL_GUARDED_BY(mu);
+  };
+  auto state = std::make_shared<State>();
+  auto abandon = std::make_shared<std::atomic<bool>>(false);
+  {
+    MutexLock lock(&state->mu);
+    state->pending = masters.size();
+    for (size_t g = 0; g < masters.size(); ++g) {
+      state->results.push_back(absl::UnavailableError("no answer"));
+    }
+  }
+  absl::Duration backstop;
+  for (size_t g = 0; g < masters.size(); ++g) {
+    std::vector<Call> group;
+    group.reserve(members[g].size());
+    for (size_t i : members[g]) group.push_back(calls[i]);
+    backstop = std::max(backstop, masters[g]->backstop());
+    if (round_trips != nullptr) round_trips->fetch_add(1);
+    masters[g]->RunBatchAsync(
+        script, group, abandon,
+        [state, g](absl::StatusOr<std::vector<redis::Reply>> r) {
+          MutexLock lock(&state->mu);
+          state->results[g] = std::move(r);
+          --state->pending;
+        });
+  }
+  std::vector<absl::StatusOr<std::vector<redis::Reply>>> results;
+  {
+    const Deadline limit = Earliest(deadline, Deadline::After(backstop));
+    MutexLock lock(&state->mu);
+    auto all_in = [&state]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state->mu) {
+      return state->pending == 0;
+    };
+    if (!state->mu.AwaitWithTimeout(absl::Condition(&all_in),
+                                    limit.Remaining())) {
+      abandon->store(true);
+      out.push_back(absl::DeadlineExceededError(
+          absl::StrCat(name_, ": a master did not answer the batch in time")));
+      return out;
+    }
+    results = std::move(state->results);
+  }
+  // Back in call order; a call redirected or refused for now runs alone.
+  std::vector<absl::optional<redis::Reply>> replies(calls.size());
+  for (size_t g = 0; g < masters.size(); ++g) {
+    if (!results[g].ok()) {
+      out.push_back(results[g].status());
+      return out;
+    }
+    for (size_t k = 0; k < members[g].size(); ++k) {
+      replies[members[g][k]] = std::move((*results[g])[k]);
+    }
+  }
+  std::vector<redis::Reply> in_order;
+  in_order.reserve(calls.size());
+  for (size_t i = 0; i < calls.size(); ++i) {
+    redis::Reply& reply = *replies[i];
+    if (!reply.is_error() || !DidNotRun(reply.str())) {
+      in_order.push_back(std::move(reply));
+      continue;
+    }
+    // Redirected, or refused for now: it did not run, so run it alone (Run
+    // follows the redirections and refreshes the map).
+    std::vector<Answer> again =
+        Run(script, calls[i].keys, calls[i].args, deadline, Resend::kNever);
+    if (!again[0].reply.ok()) {
+      out.push_back(again[0].reply.status());
+      return out;
+    }
+    in_order.push_back(*std::move(again[0].reply));
+  }
+  out.push_back(std::move(in_order));
+  return out;
+}
+
+std::vector<Answer> ClusterBackend::Command(
+    absl::Span<const absl::string_view> argv, Deadline deadline) {
+  std::vector<NodeBackend*> masters;
+  if (std::shared_ptr<const redis::SlotMap> map = slot_map()) {
+    for (const redis::ClusterNode& m : map->Masters()) {
+      if (NodeBackend* node = NodeAt(m.endpoint)) masters.push_back(node);
+    }
+  }
+  if (masters.empty()) {
+    return OneAnswer(absl::FailedPreconditionError("the client is closed"));
+  }
+  std::vector<Answer> first;
+  for (NodeBackend* node : masters) {
+    std::vector<Answer> answers = node->Command(argv, deadline);
+    if (!answers[0].reply.ok() || answers[0].reply->is_error()) return answers;
+    if (first.empty()) first = std::move(answers);
+  }
+  return first;
+}
+
+std::unique_ptr<Waiter> ClusterBackend::Subscribe(const std::string& channel,
+                                                  pubsub::WakePolicy policy,
+                                                  const std::string& waiter,
+                                                  pubsub::Listener listener) {
+  NodeBackend* node = MasterOf(redis::KeySlot(channel));
+  if (node == nullptr) {
+    // Closed (or no map): any node's subscriber says so.
+    std::vector<NodeBackend*> all = AllNodes();
+    node = all.front();
+  }
+  return node->Subscribe(channel, policy, waiter, std::move(listener));
+}
+
+void ClusterBackend::CancelWaits() {
+  for (NodeBackend* node : AllNodes()) node->CancelWaits();
+}
+
+void ClusterBackend::Close() {
+  {
+    MutexLock lock(&mu_);
+    closed_ = true;
+  }
+  for (NodeBackend* node : AllNodes()) node->Close();
+}
+
+}  // namespace backend
+}  // namespace relock

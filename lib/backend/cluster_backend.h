@@ -1,0 +1,156 @@
+// A Redis Cluster as one Backend: each call goes to the master that serves
+// the hash slot of its first key (lib/redis/cluster.h), through a NodeBackend
+// per master (its own command and pub/sub connections on the client's loop,
+// made when first needed). To the lock algorithm the cluster is one node:
+// nodes() == quorum() == 1.
+//
+//   reply / event            what the backend does (all within the deadline)
+//   MOVED slot host:port     sends the call there, refreshes the slot map
+//   ASK slot host:port       sends ASKING + the call there (once)
+//   TRYAGAIN, CLUSTERDOWN    sends it again after a pause (10 ms, doubling
+//                            to 200 ms); CLUSTERDOWN also refreshes the map
+//   connection failure       the answer as it is (the call may have run);
+//                            refreshes the map, so the next call finds a
+//                            promoted replica
+//
+// A MOVED, ASK, TRYAGAIN or CLUSTERDOWN reply means the call did not run, so
+// it is sent again whatever its Resend says; at most kMaxRedirects
+// redirections per call. The slot map comes from CLUSTER SHARDS (Redis >= 7)
+// or CLUSTER SLOTS, from the seeds at start and from any known master after;
+// refreshes run on the loop, one at a time.
+//
+// Batches (RunBatch) go to each master at once, one pipelined round trip per
+// master (the caller groups keys by KeyGroup(), so that one call's keys share
+// a slot); a call of a batch that meets a redirection is run again alone.
+//
+// Waits (Subscribe) listen with classic SUBSCRIBE on the master of the
+// channel's slot; Redis Cluster delivers a PUBLISH from any node to every
+// node, so the wait hears releases made through any node.
+
+#ifndef RELOCK_LIB_BACKEND_CLUSTER_BACKEND_H_
+#define RELOCK_LIB_BACKEND_CLUSTER_BACKEND_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "lib/backend/backend.h"
+#include "lib/backend/node_backend.h"
+#include "lib/common/mutex.h"
+#include "lib/io/event_loop.h"
+#include "lib/redis/cluster.h"
+#include "lib/redis/script.h"
+#include "lib/redis/url.h"
+
+namespace relock {
+namespace backend {
+
+struct ClusterOptions {
+  // Where to ask for the slot map first; tried in turn.
+  std::vector<redis::Endpoint> seeds;
+  // For every node (its connection's endpoint is the node's).
+  NodeOptions node;
+};
+
+class ClusterBackend : public Backend {
+ public:
+  static constexpr int kMaxRedirects = 5;
+
+  // Connects to the first seed that answers and reads the slot map from it:
+  // Unavailable if no seed answers (naming each), FailedPrecondition if the
+  // server is not a cluster node, the seed's error otherwise (Unauthenticated,
+  // PermissionDenied, ...). `loop` as for NodeBackend::Create.
+  static absl::StatusOr<std::unique_ptr<ClusterBackend>> Create(
+      io::EventLoop* loop, ClusterOptions options,
+      std::vector<redis::ScriptSource> scripts);
+  ~ClusterBackend() override;
+
+  size_t nodes() const override { return 1; }
+  size_t quorum() const override { return 1; }
+  const std::string& node_name(size_t) const override { return name_; }
+  int KeyGroup(absl::string_view key) const override {
+    return redis::KeySlot(key);
+  }
+
+  std::vector<Answer> Run(size_t script,
+                          absl::Span<const absl::string_view> keys,
+                          absl::Span<const absl::string_view> args,
+                          Deadline deadline, Resend resend,
+                          const Enough& enough = nullptr,
+                          const std::vector<bool>* only = nullptr) override;
+  void RunAsync(size_t script, absl::Span<const absl::string_view> keys,
+                absl::Span<const absl::string_view> args, Deadline deadline,
+                Resend resend, Enough enough, AnswersDone done,
+                const std::vector<bool>* only = nullptr) override;
+  std::unique_ptr<Timer> NewTimer() override;
+  std::vector<absl::StatusOr<std::vector<redis::Reply>>> RunBatch(
+      size_t script, const std::vector<Call>& calls, Deadline deadline,
+      std::atomic<uint64_t>* round_trips = nullptr) override;
+  // Runs `argv` on every master of the slot map; the first failure (or
+  // error reply), else the first master's answer.
+  std::vector<Answer> Command(absl::Span<const absl::string_view> argv,
+                              Deadline deadline) override;
+  std::unique_ptr<Waiter> Subscribe(const std::string& channel,
+                                    pubsub::WakePolicy policy,
+                                    const std::string& waiter,
+                                    pubsub::Listener listener) override;
+  void CancelWaits() override;
+  void Close() override;
+
+  // The slot map in use now (for tests and diagnostics).
+  std::shared_ptr<const redis::SlotMap> slot_map() const;
+  // Slot-map refreshes made so far.
+  uint64_t refreshes() const {
+    return refreshes_.load(std::memory_order_relaxed);
+  }
+
+ private:
+  class AsyncCall;
+
+  ClusterBackend(io::EventLoop* loop, ClusterOptions options,
+                 std::vector<redis::ScriptSource> scripts);
+
+  // The NodeBackend for `endpoint`, made (not connected) on first use;
+  // nullptr once closed.
+  NodeBackend* NodeAt(const redis::Endpoint& endpoint);
+  // The master of `slot` per the current map, or nullptr.
+  NodeBackend* MasterOf(int slot);
+  // Reads the map from `node` (blocking, within `deadline`) and installs it.
+  absl::Status RefreshFrom(NodeBackend* node, Deadline deadline);
+  // Refreshes the map in the background (on the loop), unless a refresh is
+  // running already.
+  void RefreshSoon();
+  // One step of RefreshSoon(): asks candidate `i` (CLUSTER SLOTS if
+  // `from_slots`), and the next one if it gives no map.
+  void RefreshStep(
+      const std::shared_ptr<const std::vector<NodeBackend*>>& candidates,
+      size_t i, bool from_slots);
+  // Installs a map read from `node`'s reply; false if it did not parse.
+  bool Install(const redis::Reply& shards, bool from_slots, NodeBackend* node);
+  // Every NodeBackend made so far.
+  std::vector<NodeBackend*> AllNodes() const;
+
+  io::EventLoop* const loop_;
+  const ClusterOptions options_;
+  const std::vector<redis::ScriptSource> scripts_;
+  const std::string name_;  // "Redis Cluster <seed>,..." for messages
+
+  mutable Mutex mu_;
+  std::shared_ptr<const redis::SlotMap> map_ ABSL_GUARDED_BY(mu_);
+  // By "host:port"; kept until the backend is destroyed (calls in flight
+  // refer to them).
+  absl::flat_hash_map<std::string, std::unique_ptr<NodeBackend>> nodes_
+      ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> refreshing_{false};
+  std::atomic<uint64_t> refreshes_{0};
+};
+
+}  // namespace backend
+}  // namespace relock
+
+#endif  // RELOCK_LIB_BACKEND_CLUSTER_BACKEND_H_
