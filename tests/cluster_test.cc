@@ -228,6 +228,87 @@ TEST_F(ClusterTest, ASlotMigratedUnderTrafficLosesNothing) {
   ASSERT_TRUE(cluster_->WaitUntilHealthy(absl::Seconds(30)).ok());
 }
 
+// A master is killed and its replica promoted, with a lock held on it and a
+// waiter on another client: the holder keeps the lock (its acquire reached
+// the replica: WAIT says so) and its watchdog renews it on the new master,
+// with no loss reported; the release works there and the waiter gets the
+// lock well before its deadline. A cluster of its own: this one loses a node.
+TEST(ClusterFailoverTest, AHeldLockSurvivesItsMastersFailover) {
+  testing::RedisClusterOptions cluster_options;
+  cluster_options.node_timeout = absl::Seconds(1);
+  absl::StatusOr<std::unique_ptr<RedisCluster>> cluster =
+      RedisCluster::Start(cluster_options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  RedisCluster& c = **cluster;
+  EventLog events;
+  // A promotion takes about node_timeout + 1 s here: the lease (renewed
+  // every 2 s) outlasts it.
+  constexpr absl::Duration kLease = absl::Seconds(6);
+  auto options = [&](ClientOptions& o) {
+    o.lock_watchdog_timeout = kLease;
+    o.connect_timeout = absl::Milliseconds(500);
+    o.command_timeout = absl::Milliseconds(500);
+    o.on_lock_event = events.Callback();
+  };
+  std::unique_ptr<Client> holder_client = MustConnect(c.url(), options);
+  std::unique_ptr<Client> waiter_client = MustConnect(c.url(), options);
+  ASSERT_TRUE(holder_client != nullptr && waiter_client != nullptr);
+
+  // A lock on master 0.
+  std::string name;
+  for (int i = 0; name.empty(); ++i) {
+    const std::string candidate = TestLockName(absl::StrCat(i));
+    absl::StatusOr<size_t> node = c.NodeForKey(candidate);
+    ASSERT_TRUE(node.ok()) << node.status();
+    if (*node == 0) name = candidate;
+  }
+  Lock held = holder_client->GetLock(name);
+  ASSERT_TRUE(held.Acquire().ok());
+  absl::StatusOr<RedisValue> acked = c.node(0).Command({"WAIT", "1", "2000"});
+  ASSERT_TRUE(acked.ok() && acked->integer == 1) << "not replicated";
+
+  std::atomic<bool> waiter_done{false}, waiter_got{false};
+  std::thread waiter([&] {
+    Lock wanted = waiter_client->GetLock(name);
+    absl::Status s = wanted.TryAcquire(absl::Seconds(40));
+    EXPECT_TRUE(s.ok()) << s;
+    waiter_got = s.ok();
+    waiter_done = true;
+    if (s.ok()) EXPECT_TRUE(wanted.Release().ok());
+  });
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_TRUE(c.node(0).Kill().ok());
+  EXPECT_TRUE(c.WaitUntilHealthy(absl::Seconds(30)).ok());
+  absl::StatusOr<size_t> promoted = c.NodeForKey(name);
+  EXPECT_TRUE(promoted.ok() && *promoted != 0) << promoted.status();
+
+  // More than a lease after the kill: only renewals on the new master kept
+  // the lock.
+  absl::SleepFor(kLease + absl::Seconds(1));
+  if (promoted.ok()) {
+    absl::StatusOr<RedisValue> fields =
+        c.node(*promoted).Command({"HGETALL", name});
+    ASSERT_TRUE(fields.ok()) << fields.status();
+    EXPECT_EQ(fields->elements.size(), 2u) << "the lock did not survive";
+    if (fields->elements.size() == 2) {
+      EXPECT_THAT(fields->elements[0].str, HasSubstr(holder_client->id()));
+    }
+  }
+  EXPECT_FALSE(waiter_done.load());
+  for (const LockEvent& e : events.events()) {
+    ADD_FAILURE() << "event " << static_cast<int>(e.type) << " "
+                  << e.status.ToString();
+  }
+
+  Stopwatch since_release;
+  EXPECT_TRUE(held.Release().ok());
+  waiter.join();
+  EXPECT_TRUE(waiter_got.load());
+  // Woken by the unlock message, or at worst by its next look at the lease:
+  // either way long before its 40 s deadline.
+  EXPECT_LT(since_release.Elapsed(), kLease + absl::Seconds(6));
+}
+
 // The backend itself, for what the lock API cannot show: which redirection
 // it followed and the slot map it ended up with.
 class ClusterBackendTest : public ClusterTest {

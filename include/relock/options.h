@@ -87,13 +87,21 @@ struct ClientOptions {
   //                                                  [::1])
   //   rediss://[[user]:password@]host[:port][/db]  (TLS; see `tls`)
   //   unix:///path/to/redis.sock[?db=N]
+  //   redis-cluster://[[user]:password@]h1[:p1][,h2[:p2]...]
+  //                                               (Redis Cluster: any nodes
+  //                                               as seeds, port 6379 by
+  //                                               default; rediss-cluster://
+  //                                               for TLS; only db 0)
   // A password without user authenticates with `AUTH password`; with a user,
-  // `AUTH user password` (Redis 6 ACL).
+  // `AUTH user password` (Redis 6 ACL); on a cluster, with every node.
+  // redis-sentinel://...#master is recognized and refused (Unimplemented)
+  // until Sentinel support lands. A cluster URL to a server without cluster
+  // support is FailedPrecondition.
   std::string url = "redis://127.0.0.1:6379";
 
-  // Certificates and verification for a `rediss://` URL. Setting any field
-  // with another scheme is InvalidArgument (a TLS setting that would be
-  // silently ignored).
+  // Certificates and verification for a `rediss://` (or `rediss-cluster://`)
+  // URL. Setting any field with another scheme is InvalidArgument (a TLS
+  // setting that would be silently ignored).
   TlsOptions tls;
 
   // Upper bound on establishing one connection (TCP/unix connect plus AUTH and

@@ -126,6 +126,10 @@ class Backend {
   // hash slot, since a script's keys must share one); 0 for every key
   // elsewhere.
   virtual int KeyGroup(absl::string_view /*key*/) const { return 0; }
+  // How much longer than usual a subscription may take to be confirmed
+  // because the topology is healing (a cluster promoting a replica); zero
+  // for a single server or a Redlock.
+  virtual absl::Duration failover_wait() const { return absl::ZeroDuration(); }
 
   // Runs script `script` (an index into the backend's script set) on every
   // node at once (or only on the nodes i with (*only)[i]; the others answer

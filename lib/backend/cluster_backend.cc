@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/macros.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -25,18 +26,24 @@ constexpr absl::Duration kMaxPause = absl::Milliseconds(200);
 
 // What an answer asks of the cluster backend.
 struct Verdict {
-  enum class Next { kDone, kRedirect, kRetryLater };
+  // kFailover: the node is unreachable and the call may be sent again
+  // (Resend::kIfDropped): try the slot's master again after a pause, until
+  // kFailoverWait after the first such failure.
+  enum class Next { kDone, kRedirect, kRetryLater, kFailover };
   Next next = Next::kDone;
   absl::optional<redis::Redirect> redirect;  // kRedirect
   bool refresh = false;                      // refresh the slot map
 };
 
-Verdict Judge(const Answer& answer, const redis::Endpoint& at) {
+Verdict Judge(const Answer& answer, const redis::Endpoint& at, Resend resend) {
   Verdict v;
   if (!answer.reply.ok()) {
-    // The node is unreachable or silent: maybe failed over. The call may
-    // have run, so it is not sent again here.
-    v.refresh = answer.reply.status().code() == absl::StatusCode::kUnavailable;
+    // The node is unreachable or silent: maybe failing over. A call that is
+    // harmless to run twice waits for the promotion; another one fails.
+    if (answer.reply.status().code() == absl::StatusCode::kUnavailable) {
+      v.refresh = true;
+      if (resend == Resend::kIfDropped) v.next = Verdict::Next::kFailover;
+    }
     return v;
   }
   if (!answer.reply->is_error()) return v;
@@ -135,7 +142,7 @@ class ClusterBackend::AsyncCall
   }
 
   void OnAnswers(std::vector<Answer> answers) {
-    const Verdict v = Judge(answers[0], node_->endpoint());
+    const Verdict v = Judge(answers[0], node_->endpoint(), resend_);
     if (v.refresh) backend_->RefreshSoon();
     switch (v.next) {
       case Verdict::Next::kDone:
@@ -151,9 +158,21 @@ class ClusterBackend::AsyncCall
         asking_ = v.redirect->kind == redis::Redirect::Kind::kAsk;
         return Send();
       }
+      case Verdict::Next::kFailover:
+        if (failing_since_ == absl::InfinitePast())
+          failing_since_ = absl::Now();
+        if (Earliest(deadline_, Deadline::After(failing_since_ + kFailoverWait -
+                                                absl::Now()))
+                .Remaining() <= pause_) {
+          return Finish(std::move(answers));
+        }
+        ABSL_FALLTHROUGH_INTENDED;
       case Verdict::Next::kRetryLater: {
         if (deadline_.Remaining() <= pause_) {
-          return Finish(OneAnswer(StillBusy(backend_->name_, answers[0])));
+          return Finish(
+              v.next == Verdict::Next::kFailover
+                  ? std::move(answers)
+                  : OneAnswer(StillBusy(backend_->name_, answers[0])));
         }
         if (timer_ == nullptr) timer_ = backend_->NewTimer();
         std::shared_ptr<AsyncCall> self = shared_from_this();
@@ -189,7 +208,65 @@ class ClusterBackend::AsyncCall
   bool asking_ = false;
   int hops_ = 0;
   absl::Duration pause_ = kFirstPause;
+  absl::Time failing_since_ = absl::InfinitePast();
   std::unique_ptr<Timer> timer_;
+};
+
+// A wait that follows its slot: it listens on the slot's master and moves
+// to the new master when the slot map says the slot moved.
+class ClusterBackend::ClusterWaiter : public Waiter {
+ public:
+  ClusterWaiter(ClusterBackend* backend, std::string channel,
+                pubsub::WakePolicy policy, std::string waiter,
+                std::shared_ptr<const Watch> watch, NodeBackend* node)
+      : backend_(backend),
+        channel_(std::move(channel)),
+        policy_(policy),
+        waiter_(std::move(waiter)),
+        watch_(std::move(watch)),
+        node_(node),
+        inner_(node->Subscribe(channel_, policy_, waiter_, watch_->listener)) {}
+
+  absl::Status AwaitConfirmed(Deadline deadline) override {
+    while (true) {
+      MaybeMove();
+      absl::Status s = inner_->AwaitConfirmed(
+          Earliest(deadline, Deadline::After(kWaitSlice)));
+      if (s.code() != absl::StatusCode::kDeadlineExceeded ||
+          deadline.Expired()) {
+        return s;
+      }
+    }
+  }
+
+  pubsub::WakeReason Wait(Deadline deadline) override {
+    while (true) {
+      if (MaybeMove()) return pubsub::WakeReason::kResubscribed;
+      pubsub::WakeReason r =
+          inner_->Wait(Earliest(deadline, Deadline::After(kWaitSlice)));
+      if (r != pubsub::WakeReason::kTimeout || deadline.Expired()) return r;
+    }
+  }
+
+  void PassOn() override { inner_->PassOn(); }
+
+ private:
+  // Subscribes on the slot's master if it is another node now.
+  bool MaybeMove() {
+    NodeBackend* master = backend_->MasterOf(watch_->slot);
+    if (master == nullptr || master == node_) return false;
+    inner_ = master->Subscribe(channel_, policy_, waiter_, watch_->listener);
+    node_ = master;
+    return true;
+  }
+
+  ClusterBackend* const backend_;
+  const std::string channel_;
+  const pubsub::WakePolicy policy_;
+  const std::string waiter_;
+  const std::shared_ptr<const Watch> watch_;
+  NodeBackend* node_;
+  std::unique_ptr<Waiter> inner_;
 };
 
 ClusterBackend::ClusterBackend(io::EventLoop* loop, ClusterOptions options,
@@ -237,7 +314,11 @@ absl::StatusOr<std::unique_ptr<ClusterBackend>> ClusterBackend::Create(
     }
     absl::Status s =
         backend->RefreshFrom(raw, Deadline::After(raw->backstop()));
-    if (s.ok()) return backend;
+    if (s.ok()) {
+      backend->refresh_timer_ = backend->NewTimer();
+      backend->ScheduleRefresh();
+      return backend;
+    }
     if (s.code() == absl::StatusCode::kFailedPrecondition) return s;
     failures.push_back(std::string(s.message()));
   }
@@ -291,11 +372,30 @@ bool ClusterBackend::Install(const redis::Reply& reply, bool from_slots,
                  : redis::SlotMap::FromShards(reply.view(), node->endpoint());
   if (!map.ok() || map->ranges().empty()) return false;
   auto shared = std::make_shared<const redis::SlotMap>(*std::move(map));
+  std::vector<pubsub::Listener> moved;  // waits whose slot moved
   {
     MutexLock lock(&mu_);
-    map_ = std::move(shared);
+    const std::shared_ptr<const redis::SlotMap> old = std::move(map_);
+    map_ = shared;
+    auto master = [](const redis::SlotMap* m, int slot) {
+      const redis::SlotRange* r = m == nullptr ? nullptr : m->Find(slot);
+      return r == nullptr ? std::string() : r->master.endpoint.ToString();
+    };
+    auto live = watches_.begin();
+    for (const std::weak_ptr<const Watch>& weak : watches_) {
+      std::shared_ptr<const Watch> watch = weak.lock();
+      if (watch == nullptr) continue;
+      if (watch->listener != nullptr &&
+          master(old.get(), watch->slot) != master(shared.get(), watch->slot)) {
+        moved.push_back(watch->listener);
+      }
+      *live++ = weak;
+    }
+    watches_.erase(live, watches_.end());
   }
   refreshes_.fetch_add(1, std::memory_order_relaxed);
+  // On the loop, after this refresh's callback: each looks (and moves).
+  for (pubsub::Listener& listener : moved) loop_->Post(std::move(listener));
   return true;
 }
 
@@ -328,6 +428,17 @@ absl::Status ClusterBackend::RefreshFrom(NodeBackend* node, Deadline deadline) {
     return absl::OkStatus();
   }
   return absl::UnavailableError("unreachable");
+}
+
+void ClusterBackend::ScheduleRefresh() {
+  refresh_timer_->At(Deadline::After(kRefreshInterval), [this] {
+    {
+      MutexLock lock(&mu_);
+      if (closed_) return;
+    }
+    RefreshSoon();
+    ScheduleRefresh();
+  });
 }
 
 void ClusterBackend::RefreshSoon() {
@@ -392,11 +503,12 @@ std::vector<Answer> ClusterBackend::Run(
   bool asking = false;
   int hops = 0;
   absl::Duration pause = kFirstPause;
+  absl::Time failing_since = absl::InfinitePast();
   while (true) {
     std::vector<Answer> answers =
         asking ? node->RunAskingBlocking(script, keys, args, deadline, resend)
                : node->Run(script, keys, args, deadline, resend);
-    const Verdict v = Judge(answers[0], node->endpoint());
+    const Verdict v = Judge(answers[0], node->endpoint(), resend);
     if (v.refresh) RefreshSoon();
     switch (v.next) {
       case Verdict::Next::kDone:
@@ -412,8 +524,17 @@ std::vector<Answer> ClusterBackend::Run(
         asking = v.redirect->kind == redis::Redirect::Kind::kAsk;
         break;
       }
+      case Verdict::Next::kFailover:
+        if (failing_since == absl::InfinitePast()) failing_since = absl::Now();
+        if (Earliest(deadline, Deadline::After(failing_since + kFailoverWait -
+                                               absl::Now()))
+                .Remaining() <= pause) {
+          return answers;
+        }
+        ABSL_FALLTHROUGH_INTENDED;
       case Verdict::Next::kRetryLater: {
         if (deadline.Remaining() <= pause) {
+          if (v.next == Verdict::Next::kFailover) return answers;
           return OneAnswer(StillBusy(name_, answers[0]));
         }
         absl::SleepFor(pause);
@@ -525,6 +646,9 @@ std::vector<absl::StatusOr<std::vector<redis::Reply>>> ClusterBackend::RunBatch(
   std::vector<absl::optional<redis::Reply>> replies(calls.size());
   for (size_t g = 0; g < masters.size(); ++g) {
     if (!results[g].ok()) {
+      if (results[g].status().code() == absl::StatusCode::kUnavailable) {
+        RefreshSoon();  // maybe failing over: the next round finds out
+      }
       out.push_back(results[g].status());
       return out;
     }
@@ -578,13 +702,21 @@ std::unique_ptr<Waiter> ClusterBackend::Subscribe(const std::string& channel,
                                                   pubsub::WakePolicy policy,
                                                   const std::string& waiter,
                                                   pubsub::Listener listener) {
-  NodeBackend* node = MasterOf(redis::KeySlot(channel));
+  auto watch = std::make_shared<Watch>();
+  watch->slot = redis::KeySlot(channel);
+  watch->listener = std::move(listener);
+  NodeBackend* node = MasterOf(watch->slot);
   if (node == nullptr) {
     // Closed (or no map): any node's subscriber says so.
     std::vector<NodeBackend*> all = AllNodes();
     node = all.front();
   }
-  return node->Subscribe(channel, policy, waiter, std::move(listener));
+  {
+    MutexLock lock(&mu_);
+    watches_.push_back(watch);
+  }
+  return std::make_unique<ClusterWaiter>(this, channel, policy, waiter,
+                                         std::move(watch), node);
 }
 
 void ClusterBackend::CancelWaits() {
@@ -596,6 +728,7 @@ void ClusterBackend::Close() {
     MutexLock lock(&mu_);
     closed_ = true;
   }
+  if (refresh_timer_ != nullptr) refresh_timer_->Cancel();
   for (NodeBackend* node : AllNodes()) node->Close();
 }
 

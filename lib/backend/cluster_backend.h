@@ -9,15 +9,19 @@
 //   ASK slot host:port       sends ASKING + the call there (once)
 //   TRYAGAIN, CLUSTERDOWN    sends it again after a pause (10 ms, doubling
 //                            to 200 ms); CLUSTERDOWN also refreshes the map
-//   connection failure       the answer as it is (the call may have run);
-//                            refreshes the map, so the next call finds a
-//                            promoted replica
+//   node unreachable         refreshes the map; a call harmless to run
+//   (Unavailable)            twice (Resend::kIfDropped) is sent again to
+//                            the slot's master after a pause, for up to
+//                            kFailoverWait (a promotion takes about
+//                            cluster-node-timeout + 1 s); any other call
+//                            gets the answer as it is (it may have run)
 //
 // A MOVED, ASK, TRYAGAIN or CLUSTERDOWN reply means the call did not run, so
 // it is sent again whatever its Resend says; at most kMaxRedirects
 // redirections per call. The slot map comes from CLUSTER SHARDS (Redis >= 7)
 // or CLUSTER SLOTS, from the seeds at start and from any known master after;
-// refreshes run on the loop, one at a time.
+// refreshes run on the loop, one at a time, on errors and every
+// kRefreshInterval.
 //
 // Batches (RunBatch) go to each master at once, one pipelined round trip per
 // master (the caller groups keys by KeyGroup(), so that one call's keys share
@@ -25,7 +29,11 @@
 //
 // Waits (Subscribe) listen with classic SUBSCRIBE on the master of the
 // channel's slot; Redis Cluster delivers a PUBLISH from any node to every
-// node, so the wait hears releases made through any node.
+// node, so the wait hears releases made through any node. When a new slot
+// map gives the slot another master (a failover, a migration), the wait
+// moves there: a waiter that does not block is told at once (its listener),
+// a blocking one notices within kWaitSlice; either then re-checks
+// (kResubscribed, or a fresh confirmation).
 
 #ifndef RELOCK_LIB_BACKEND_CLUSTER_BACKEND_H_
 #define RELOCK_LIB_BACKEND_CLUSTER_BACKEND_H_
@@ -59,6 +67,15 @@ struct ClusterOptions {
 class ClusterBackend : public Backend {
  public:
   static constexpr int kMaxRedirects = 5;
+  // How long a resendable call keeps trying a slot whose master does not
+  // answer (within its deadline).
+  static constexpr absl::Duration kFailoverWait = absl::Seconds(20);
+  // How often the slot map is read again without a reason (errors, MOVED
+  // and CLUSTERDOWN refresh it at once): the bound on how long a waiter
+  // whose master died, on a client that sends nothing, takes to move.
+  static constexpr absl::Duration kRefreshInterval = absl::Seconds(5);
+  // How often a blocked wait looks whether its slot moved.
+  static constexpr absl::Duration kWaitSlice = absl::Milliseconds(100);
 
   // Connects to the first seed that answers and reads the slot map from it:
   // Unavailable if no seed answers (naming each), FailedPrecondition if the
@@ -75,6 +92,7 @@ class ClusterBackend : public Backend {
   int KeyGroup(absl::string_view key) const override {
     return redis::KeySlot(key);
   }
+  absl::Duration failover_wait() const override { return kFailoverWait; }
 
   std::vector<Answer> Run(size_t script,
                           absl::Span<const absl::string_view> keys,
@@ -110,6 +128,12 @@ class ClusterBackend : public Backend {
 
  private:
   class AsyncCall;
+  class ClusterWaiter;
+  // A wait's slot and listener, for telling it that its slot moved.
+  struct Watch {
+    int slot = 0;
+    pubsub::Listener listener;  // null for a blocking waiter
+  };
 
   ClusterBackend(io::EventLoop* loop, ClusterOptions options,
                  std::vector<redis::ScriptSource> scripts);
@@ -131,6 +155,8 @@ class ClusterBackend : public Backend {
       size_t i, bool from_slots);
   // Installs a map read from `node`'s reply; false if it did not parse.
   bool Install(const redis::Reply& shards, bool from_slots, NodeBackend* node);
+  // Refreshes the map every kRefreshInterval until Close().
+  void ScheduleRefresh();
   // Every NodeBackend made so far.
   std::vector<NodeBackend*> AllNodes() const;
 
@@ -146,6 +172,8 @@ class ClusterBackend : public Backend {
   absl::flat_hash_map<std::string, std::unique_ptr<NodeBackend>> nodes_
       ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::weak_ptr<const Watch>> watches_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<Timer> refresh_timer_;  // made in Create()
   std::atomic<bool> refreshing_{false};
   std::atomic<uint64_t> refreshes_{0};
 };

@@ -597,7 +597,9 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
   void Confirm() {
     if (phase_ == Phase::kDone) return;
     phase_ = Phase::kConfirming;
-    confirm_by_ = Earliest(deadline_, Deadline::After(env_.confirm_timeout()));
+    confirm_by_ =
+        Earliest(deadline_, Deadline::After(env_.confirm_timeout() +
+                                            env_.backend().failover_wait()));
     if (Confirmed()) return;
     timer_->At(confirm_by_, [self = shared_from_this()] { self->Look(); });
   }
