@@ -228,48 +228,60 @@ TEST_F(ClusterTest, ASlotMigratedUnderTrafficLosesNothing) {
   ASSERT_TRUE(cluster_->WaitUntilHealthy(absl::Seconds(30)).ok());
 }
 
+// Failovers, each on a cluster of its own (a master is killed): two
+// clients with a 6 s watchdog lease (renewed every 2 s; a promotion takes
+// about node_timeout + 1 s = 2 s here) and a lock name on master 0.
+class ClusterFailoverTest : public ::testing::Test {
+ protected:
+  static constexpr absl::Duration kLease = absl::Seconds(6);
+
+  void SetUp() override {
+    testing::RedisClusterOptions cluster_options;
+    cluster_options.node_timeout = absl::Seconds(1);
+    absl::StatusOr<std::unique_ptr<RedisCluster>> cluster =
+        RedisCluster::Start(cluster_options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = *std::move(cluster);
+    auto options = [&](ClientOptions& o) {
+      o.lock_watchdog_timeout = kLease;
+      o.connect_timeout = absl::Milliseconds(500);
+      o.command_timeout = absl::Milliseconds(500);
+      o.on_lock_event = events_.Callback();
+    };
+    holder_client_ = MustConnect(cluster_->url(), options);
+    other_client_ = MustConnect(cluster_->url(), options);
+    ASSERT_TRUE(holder_client_ != nullptr && other_client_ != nullptr);
+    for (int i = 0; name_.empty(); ++i) {
+      const std::string candidate = TestLockName(absl::StrCat(i));
+      absl::StatusOr<size_t> node = cluster_->NodeForKey(candidate);
+      ASSERT_TRUE(node.ok()) << node.status();
+      if (*node == 0) name_ = candidate;
+    }
+  }
+
+  std::unique_ptr<RedisCluster> cluster_;
+  EventLog events_;
+  std::unique_ptr<Client> holder_client_;
+  std::unique_ptr<Client> other_client_;
+  std::string name_;  // a lock on master 0
+};
+
 // A master is killed and its replica promoted, with a lock held on it and a
 // waiter on another client: the holder keeps the lock (its acquire reached
 // the replica: WAIT says so) and its watchdog renews it on the new master,
 // with no loss reported; the release works there and the waiter gets the
 // lock well before its deadline. A cluster of its own: this one loses a node.
-TEST(ClusterFailoverTest, AHeldLockSurvivesItsMastersFailover) {
-  testing::RedisClusterOptions cluster_options;
-  cluster_options.node_timeout = absl::Seconds(1);
-  absl::StatusOr<std::unique_ptr<RedisCluster>> cluster =
-      RedisCluster::Start(cluster_options);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  RedisCluster& c = **cluster;
-  EventLog events;
-  // A promotion takes about node_timeout + 1 s here: the lease (renewed
-  // every 2 s) outlasts it.
-  constexpr absl::Duration kLease = absl::Seconds(6);
-  auto options = [&](ClientOptions& o) {
-    o.lock_watchdog_timeout = kLease;
-    o.connect_timeout = absl::Milliseconds(500);
-    o.command_timeout = absl::Milliseconds(500);
-    o.on_lock_event = events.Callback();
-  };
-  std::unique_ptr<Client> holder_client = MustConnect(c.url(), options);
-  std::unique_ptr<Client> waiter_client = MustConnect(c.url(), options);
-  ASSERT_TRUE(holder_client != nullptr && waiter_client != nullptr);
-
-  // A lock on master 0.
-  std::string name;
-  for (int i = 0; name.empty(); ++i) {
-    const std::string candidate = TestLockName(absl::StrCat(i));
-    absl::StatusOr<size_t> node = c.NodeForKey(candidate);
-    ASSERT_TRUE(node.ok()) << node.status();
-    if (*node == 0) name = candidate;
-  }
-  Lock held = holder_client->GetLock(name);
+TEST_F(ClusterFailoverTest, AHeldLockSurvivesItsMastersFailover) {
+  RedisCluster& c = *cluster_;
+  const std::string& name = name_;
+  Lock held = holder_client_->GetLock(name);
   ASSERT_TRUE(held.Acquire().ok());
   absl::StatusOr<RedisValue> acked = c.node(0).Command({"WAIT", "1", "2000"});
   ASSERT_TRUE(acked.ok() && acked->integer == 1) << "not replicated";
 
   std::atomic<bool> waiter_done{false}, waiter_got{false};
   std::thread waiter([&] {
-    Lock wanted = waiter_client->GetLock(name);
+    Lock wanted = other_client_->GetLock(name);
     absl::Status s = wanted.TryAcquire(absl::Seconds(40));
     EXPECT_TRUE(s.ok()) << s;
     waiter_got = s.ok();
@@ -291,11 +303,11 @@ TEST(ClusterFailoverTest, AHeldLockSurvivesItsMastersFailover) {
     ASSERT_TRUE(fields.ok()) << fields.status();
     EXPECT_EQ(fields->elements.size(), 2u) << "the lock did not survive";
     if (fields->elements.size() == 2) {
-      EXPECT_THAT(fields->elements[0].str, HasSubstr(holder_client->id()));
+      EXPECT_THAT(fields->elements[0].str, HasSubstr(holder_client_->id()));
     }
   }
   EXPECT_FALSE(waiter_done.load());
-  for (const LockEvent& e : events.events()) {
+  for (const LockEvent& e : events_.events()) {
     ADD_FAILURE() << "event " << static_cast<int>(e.type) << " "
                   << e.status.ToString();
   }
@@ -307,6 +319,45 @@ TEST(ClusterFailoverTest, AHeldLockSurvivesItsMastersFailover) {
   // Woken by the unlock message, or at worst by its next look at the lease:
   // either way long before its 40 s deadline.
   EXPECT_LT(since_release.Elapsed(), kLease + absl::Seconds(6));
+}
+
+// The other outcome: the acquire never reached the replica (its link was
+// down when its master died), so the promoted replica has no lock.
+// The holder is told kLockLost by its watchdog (the renewal finds no owner
+// field), its Release() says the lock was lost, and another client can take
+// the lock on the new master.
+TEST_F(ClusterFailoverTest, ALockTheReplicaNeverSawIsReportedLost) {
+  RedisCluster& c = *cluster_;
+  const std::string& name = name_;
+  // Master 0's replica (node masters() + 0) is stopped and its link cut, so
+  // the acquire is never sent to it; the master dies before the replica
+  // could reconnect.
+  RedisServer& replica = c.node(c.masters());
+  ASSERT_TRUE(replica.Pause().ok());
+  absl::StatusOr<RedisValue> cut =
+      c.node(0).Command({"CLIENT", "KILL", "TYPE", "replica"});
+  ASSERT_TRUE(cut.ok() && cut->integer == 1) << cut.status();
+  Lock held = holder_client_->GetLock(name);
+  ASSERT_TRUE(held.Acquire().ok());
+  EXPECT_TRUE(c.node(0).Kill().ok());
+  EXPECT_TRUE(replica.Resume().ok());
+  ASSERT_TRUE(c.WaitUntilHealthy(absl::Seconds(30)).ok());
+  absl::StatusOr<size_t> promoted = c.NodeForKey(name);
+  ASSERT_TRUE(promoted.ok()) << promoted.status();
+  ASSERT_EQ(*promoted, c.masters());
+  absl::StatusOr<RedisValue> exists = replica.Command({"EXISTS", name});
+  ASSERT_TRUE(exists.ok() && exists->integer == 0) << "the replica has it";
+
+  LockEvent lost;
+  ASSERT_TRUE(
+      events_.WaitFor(LockEventType::kLockLost, absl::Seconds(15), &lost))
+      << "the holder was not told";
+  EXPECT_EQ(lost.lock_name, name);
+  const absl::Status release = held.Release();
+  EXPECT_FALSE(release.ok());
+  Lock other = other_client_->GetLock(name);
+  EXPECT_TRUE(other.TryAcquire(absl::Seconds(10)).ok());
+  EXPECT_TRUE(other.Release().ok());
 }
 
 // The backend itself, for what the lock API cannot show: which redirection
