@@ -266,6 +266,61 @@ class ClusterFailoverTest : public ::testing::Test {
   std::string name_;  // a lock on master 0
 };
 
+// One master stops answering (paused, not failed over) for longer than the
+// lease: the lock on it is reported lost when its lease runs out, and the
+// locks on the other masters are renewed all along and kept.
+TEST(ClusterPausedMasterTest, OnlyTheLocksOnThePausedMasterAreLost) {
+  testing::RedisClusterOptions cluster_options;
+  cluster_options.node_timeout = absl::Seconds(30);  // no failover here
+  cluster_options.replicas_per_master = 0;
+  absl::StatusOr<std::unique_ptr<RedisCluster>> cluster =
+      RedisCluster::Start(cluster_options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  RedisCluster& c = **cluster;
+  EventLog events;
+  std::unique_ptr<Client> client = MustConnect(c.url(), [&](ClientOptions& o) {
+    o.lock_watchdog_timeout = absl::Seconds(2);
+    o.connect_timeout = absl::Milliseconds(300);
+    o.command_timeout = absl::Milliseconds(300);
+    o.on_lock_event = events.Callback();
+  });
+  ASSERT_NE(client, nullptr);
+  std::vector<std::string> names(c.masters());  // names[m] lives on master m
+  for (int i = 0; std::any_of(names.begin(), names.end(),
+                              [](const std::string& n) { return n.empty(); });
+       ++i) {
+    const std::string candidate = TestLockName(absl::StrCat(i));
+    absl::StatusOr<size_t> node = c.NodeForKey(candidate);
+    ASSERT_TRUE(node.ok()) << node.status();
+    if (names[*node].empty()) names[*node] = candidate;
+  }
+  std::vector<Lock> locks;
+  for (const std::string& name : names) {
+    locks.push_back(client->GetLock(name));
+    ASSERT_TRUE(locks.back().Acquire().ok());
+  }
+  ASSERT_TRUE(c.node(0).Pause().ok());
+  LockEvent lost;
+  const bool told =
+      events.WaitFor(LockEventType::kLockLost, absl::Seconds(10), &lost);
+  absl::SleepFor(absl::Milliseconds(500));  // time for more (wrong) losses
+  EXPECT_TRUE(c.node(0).Resume().ok());
+  ASSERT_TRUE(told) << "the lock on the paused master was not reported lost";
+  EXPECT_EQ(lost.lock_name, names[0]);
+  // Two more leases: the other locks are still renewed and kept.
+  absl::SleepFor(absl::Seconds(4));
+  for (const LockEvent& e : events.events()) {
+    EXPECT_EQ(e.lock_name, names[0]) << e.status.ToString();
+  }
+  for (size_t m = 1; m < c.masters(); ++m) {
+    absl::StatusOr<RedisValue> ttl = c.node(m).Command({"PTTL", names[m]});
+    ASSERT_TRUE(ttl.ok()) << ttl.status();
+    EXPECT_GT(ttl->integer, 0) << names[m];
+    EXPECT_TRUE(locks[m].Release().ok()) << names[m];
+  }
+  EXPECT_FALSE(locks[0].Release().ok());
+}
+
 // A master is killed and its replica promoted, with a lock held on it and a
 // waiter on another client: the holder keeps the lock (its acquire reached
 // the replica: WAIT says so) and its watchdog renews it on the new master,

@@ -323,7 +323,9 @@ TEST_F(HoldRegistryTest, ApplyRenewalsMovesAckedAtToWhenTheRenewalWasSent) {
   holds_.Sweep(At(absl::Seconds(8)), At(absl::Seconds(10)), absl::Seconds(10),
                /*all=*/false, &due, &lost);
   ASSERT_EQ(due.size(), 2u);
-  const std::vector<bool> renewed = {due[0].name == "a", due[0].name != "a"};
+  constexpr Renewal kR = Renewal::kRenewed, kG = Renewal::kGone;
+  const std::vector<Renewal> renewed = {due[0].name == "a" ? kR : kG,
+                                        due[0].name != "a" ? kR : kG};
   holds_.ApplyRenewals(due, renewed, At(absl::Seconds(8)), &lost);
 
   // `a` was renewed: its lease now counts from when the renewal was sent.
@@ -340,7 +342,7 @@ TEST_F(HoldRegistryTest, ApplyRenewalsMovesAckedAtToWhenTheRenewalWasSent) {
 
   // A renewal sent before the last acknowledged one never moves it back.
   lost.clear();
-  holds_.ApplyRenewals(due, {true, true}, At(absl::Seconds(5)), &lost);
+  holds_.ApplyRenewals(due, {kR, kR}, At(absl::Seconds(5)), &lost);
   EXPECT_EQ(MustFind("a").acked_at, At(absl::Seconds(8)));
   EXPECT_TRUE(lost.empty()) << "a lost hold was reported twice";
   EXPECT_TRUE(MustFind("b").lost) << "a renewal revived a lost hold";
@@ -363,14 +365,31 @@ TEST_F(HoldRegistryTest, ApplyRenewalsIgnoresHoldsReleasedOrRestartedSince) {
   ASSERT_TRUE(holds_.BeginRelease("releasing", kThread).has_value());
 
   // The renewal found both owner fields gone (each was released first).
-  holds_.ApplyRenewals(due, {false, false}, At(absl::Seconds(8)), &lost);
+  holds_.ApplyRenewals(due, {Renewal::kGone, Renewal::kGone},
+                       At(absl::Seconds(8)), &lost);
   EXPECT_TRUE(lost.empty());
   EXPECT_FALSE(MustFind("restarted").lost) << "the new hold was marked lost";
   EXPECT_FALSE(MustFind("releasing").lost) << "a released hold was lost";
 
   // Nor does a success for the old hold move the new hold's lease.
-  holds_.ApplyRenewals(due, {true, true}, At(absl::Seconds(10)), &lost);
+  holds_.ApplyRenewals(due, {Renewal::kRenewed, Renewal::kRenewed},
+                       At(absl::Seconds(10)), &lost);
   EXPECT_EQ(MustFind("restarted").acked_at, At(absl::Seconds(9)));
+}
+
+TEST_F(HoldRegistryTest, AnUndecidedRenewalLeavesTheHoldAsItWas) {
+  AcquireWatchdog("a", absl::Seconds(30), At(absl::Seconds(0)));
+  std::vector<RenewItem> due;
+  std::vector<LostHold> lost;
+  holds_.Sweep(At(absl::Seconds(8)), At(absl::Seconds(10)), absl::Seconds(10),
+               /*all=*/false, &due, &lost);
+  ASSERT_EQ(due.size(), 1u);
+  holds_.ApplyRenewals(due, {Renewal::kUndecided}, At(absl::Seconds(8)), &lost);
+  EXPECT_TRUE(lost.empty());
+  Hold a = MustFind("a");
+  EXPECT_EQ(a.acked_at, At(absl::Seconds(0)));  // not renewed
+  EXPECT_TRUE(a.renewing);                      // not lost either
+  EXPECT_FALSE(a.lost);
 }
 
 }  // namespace

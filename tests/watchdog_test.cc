@@ -178,6 +178,12 @@ class WatchdogFakeClockTest : public ::testing::Test {
       gone_.erase(name);
     }
   }
+  // `name`'s renewals are undecided (its node does not answer), the others'
+  // not.
+  void SetUndecided(const std::string& name) {
+    MutexLock lock(&mu_);
+    undecided_.insert(name);
+  }
   void FailRenewals(int times, absl::Status why) {
     MutexLock lock(&mu_);
     failures_left_ = times;
@@ -223,8 +229,7 @@ class WatchdogFakeClockTest : public ::testing::Test {
   std::vector<std::string> names_;  // every hold acquired (test thread only)
 
  private:
-  absl::StatusOr<std::vector<bool>> Renew(
-      const std::vector<watchdog::RenewItem>& items) {
+  watchdog::RenewResult Renew(const std::vector<watchdog::RenewItem>& items) {
     std::function<void()> hook;
     absl::Duration trip;
     {
@@ -243,13 +248,20 @@ class WatchdogFakeClockTest : public ::testing::Test {
     MutexLock lock(&mu_);
     if (failures_left_ > 0) {
       --failures_left_;
-      return failure_;
+      return watchdog::RenewResult{{}, failure_};
     }
-    std::vector<bool> renewed;
+    watchdog::RenewResult result;
     for (const watchdog::RenewItem& item : items) {
-      renewed.push_back(!gone_.contains(item.name));
+      if (undecided_.contains(item.name)) {
+        result.items.push_back(watchdog::Renewal::kUndecided);
+        result.error = absl::UnavailableError("its master does not answer");
+      } else {
+        result.items.push_back(gone_.contains(item.name)
+                                   ? watchdog::Renewal::kGone
+                                   : watchdog::Renewal::kRenewed);
+      }
     }
-    return renewed;
+    return result;
   }
   void OnLost(const watchdog::LostHold& hold, const absl::Status& why) {
     EXPECT_EQ(hold.thread, kThread);
@@ -261,6 +273,7 @@ class WatchdogFakeClockTest : public ::testing::Test {
   std::vector<RenewCall> calls_ ABSL_GUARDED_BY(mu_);
   std::vector<Loss> losses_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> gone_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> undecided_ ABSL_GUARDED_BY(mu_);
   int failures_left_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   std::function<void()> during_renewal_ ABSL_GUARDED_BY(mu_);
@@ -416,6 +429,31 @@ TEST_F(WatchdogFakeClockTest, FailedRoundsAreRetriedUntilTheLeaseRunsOut) {
   // Nothing is left to renew: no round is scheduled.
   EXPECT_EQ(timers_.pending(), 0u);
   EXPECT_EQ(Advance(kFakeLease), 0);
+}
+
+// One master of a cluster down: its lock's renewals are undecided, the
+// others' succeed and keep their locks; the undecided one is retried at the
+// retry interval and lost only when its own lease runs out.
+TEST_F(WatchdogFakeClockTest, AnUndecidedItemDoesNotHoldBackTheOthers) {
+  SetUndecided("down");
+  Acquire("down");
+  Acquire("up");
+  while (losses().empty()) {
+    ASSERT_LT(Now(), kFakeLease + kRetry) << "no loss reported";
+    Advance(kRetry);
+  }
+  std::vector<Loss> lost = losses();
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].name, "down");
+  EXPECT_GE(lost[0].at, At(kFakeLease)) << "reported before the lease ended";
+  EXPECT_THAT(std::string(lost[0].why.message()),
+              HasSubstr("its master does not answer"));
+  // "up" was renewed all along: its lease counts from a recent renewal.
+  EXPECT_FALSE(MustFind("up").ended());
+  EXPECT_GT(MustFind("up").acked_at, At(kFakeLease - kPeriod));
+  for (int i = 0; i < 12; ++i) Advance(kInterval);
+  EXPECT_EQ(losses().size(), 1u);
+  EXPECT_FALSE(MustFind("up").lost);
 }
 
 TEST_F(WatchdogFakeClockTest, ATransientFailureIsRetriedAndTheHoldKept) {

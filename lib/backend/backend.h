@@ -74,6 +74,14 @@ struct Call {
   std::vector<absl::string_view> args;
 };
 
+// RunBatch()'s answer: [node][call].
+using BatchReplies = std::vector<std::vector<absl::StatusOr<redis::Reply>>>;
+
+// One node's batch result as one entry per call: the replies, or the batch's
+// error for each of the `calls` calls.
+std::vector<absl::StatusOr<redis::Reply>> PerCall(
+    absl::StatusOr<std::vector<redis::Reply>> batch, size_t calls);
+
 // Starts call `i` of `n` with `done` (see AwaitAnswers).
 using Done = std::function<void(Answer)>;
 using StartCall = std::function<void(size_t i, Done done)>;
@@ -155,10 +163,11 @@ class Backend {
   virtual std::unique_ptr<Timer> NewTimer() = 0;
 
   // Runs `calls` of one script, sent together to every node (one round trip
-  // per node, plus one if a node lost its script cache). Per node: one reply
-  // per call, or the error that failed the node's batch. `*round_trips`, if
-  // given, counts the batches sent.
-  virtual std::vector<absl::StatusOr<std::vector<redis::Reply>>> RunBatch(
+  // per node, plus one if a node lost its script cache; on a cluster, one
+  // per master). Per node, per call: the reply, or why there is none (the
+  // node's batch failed: every call of it gets the error). `*round_trips`,
+  // if given, counts the batches sent.
+  virtual BatchReplies RunBatch(
       size_t script, const std::vector<Call>& calls, Deadline deadline,
       std::atomic<uint64_t>* round_trips = nullptr) = 0;
 

@@ -571,10 +571,16 @@ std::unique_ptr<Timer> ClusterBackend::NewTimer() {
   return std::make_unique<LoopTimer>(loop_);
 }
 
-std::vector<absl::StatusOr<std::vector<redis::Reply>>> ClusterBackend::RunBatch(
-    size_t script, const std::vector<Call>& calls, Deadline deadline,
-    std::atomic<uint64_t>* round_trips) {
-  std::vector<absl::StatusOr<std::vector<redis::Reply>>> out;
+BatchReplies ClusterBackend::RunBatch(size_t script,
+                                      const std::vector<Call>& calls,
+                                      Deadline deadline,
+                                      std::atomic<uint64_t>* round_trips) {
+  // Per call: the reply or why there is none. One "node": the cluster.
+  BatchReplies out(1);
+  std::vector<absl::StatusOr<redis::Reply>>& replies = out[0];
+  for (size_t i = 0; i < calls.size(); ++i) {
+    replies.push_back(absl::UnavailableError("not sent"));
+  }
   // Group the calls by the master of their slot.
   std::vector<NodeBackend*> masters;
   std::vector<std::vector<size_t>> members;
@@ -583,9 +589,9 @@ std::vector<absl::StatusOr<std::vector<redis::Reply>>> ClusterBackend::RunBatch(
         calls[i].keys.empty() ? 0 : redis::KeySlot(calls[i].keys[0]);
     NodeBackend* node = MasterOf(slot);
     if (node == nullptr) {
-      out.push_back(absl::UnavailableError(
-          absl::StrCat(name_, ": no master serves slot ", slot)));
-      return out;
+      replies[i] = absl::UnavailableError(
+          absl::StrCat(name_, ": no master serves slot ", slot));
+      continue;
     }
     auto it = std::find(masters.begin(), masters.end(), node);
     if (it == masters.end()) {
@@ -599,17 +605,15 @@ std::vector<absl::StatusOr<std::vector<redis::Reply>>> ClusterBackend::RunBatch(
   struct State {
     Mutex mu;
     size_t pending ABSL_GUARDED_BY(mu) = 0;
-    std::vector<absl::StatusOr<std::vector<redis::Reply>>> results
-        ABSL_GUARDED_BY(mu);
+    std::vector<absl::optional<absl::StatusOr<std::vector<redis::Reply>>>>
+        results ABSL_GUARDED_BY(mu);
   };
   auto state = std::make_shared<State>();
   auto abandon = std::make_shared<std::atomic<bool>>(false);
   {
     MutexLock lock(&state->mu);
     state->pending = masters.size();
-    for (size_t g = 0; g < masters.size(); ++g) {
-      state->results.push_back(absl::UnavailableError("no answer"));
-    }
+    state->results.resize(masters.size());
   }
   absl::Duration backstop;
   for (size_t g = 0; g < masters.size(); ++g) {
@@ -626,55 +630,45 @@ std::vector<absl::StatusOr<std::vector<redis::Reply>>> ClusterBackend::RunBatch(
           --state->pending;
         });
   }
-  std::vector<absl::StatusOr<std::vector<redis::Reply>>> results;
+  std::vector<absl::optional<absl::StatusOr<std::vector<redis::Reply>>>>
+      results;
   {
     const Deadline limit = Earliest(deadline, Deadline::After(backstop));
     MutexLock lock(&state->mu);
     auto all_in = [&state]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state->mu) {
       return state->pending == 0;
     };
-    if (!state->mu.AwaitWithTimeout(absl::Condition(&all_in),
-                                    limit.Remaining())) {
-      abandon->store(true);
-      out.push_back(absl::DeadlineExceededError(
-          absl::StrCat(name_, ": a master did not answer the batch in time")));
-      return out;
-    }
+    state->mu.AwaitWithTimeout(absl::Condition(&all_in), limit.Remaining());
     results = std::move(state->results);
   }
-  // Back in call order; a call redirected or refused for now runs alone.
-  std::vector<absl::optional<redis::Reply>> replies(calls.size());
+  abandon->store(true);
+  // Back in call order. A master that failed fails its calls only; a call
+  // redirected or refused for now did not run, so it runs again alone (Run
+  // follows the redirections and refreshes the map).
   for (size_t g = 0; g < masters.size(); ++g) {
-    if (!results[g].ok()) {
-      if (results[g].status().code() == absl::StatusCode::kUnavailable) {
+    std::vector<absl::StatusOr<redis::Reply>> per_call = PerCall(
+        results[g].has_value()
+            ? *std::move(results[g])
+            : absl::StatusOr<std::vector<redis::Reply>>(absl::UnavailableError(
+                  absl::StrCat("Redis at ", masters[g]->node_name(0),
+                               ": no reply before the batch's deadline"))),
+        members[g].size());
+    for (size_t k = 0; k < members[g].size(); ++k) {
+      const size_t i = members[g][k];
+      absl::StatusOr<redis::Reply>& reply = per_call[k];
+      if (!reply.ok() &&
+          reply.status().code() == absl::StatusCode::kUnavailable) {
         RefreshSoon();  // maybe failing over: the next round finds out
       }
-      out.push_back(results[g].status());
-      return out;
-    }
-    for (size_t k = 0; k < members[g].size(); ++k) {
-      replies[members[g][k]] = std::move((*results[g])[k]);
+      if (reply.ok() && reply->is_error() && DidNotRun(reply->str())) {
+        std::vector<Answer> again =
+            Run(script, calls[i].keys, calls[i].args, deadline, Resend::kNever);
+        replies[i] = std::move(again[0].reply);
+      } else {
+        replies[i] = std::move(reply);
+      }
     }
   }
-  std::vector<redis::Reply> in_order;
-  in_order.reserve(calls.size());
-  for (size_t i = 0; i < calls.size(); ++i) {
-    redis::Reply& reply = *replies[i];
-    if (!reply.is_error() || !DidNotRun(reply.str())) {
-      in_order.push_back(std::move(reply));
-      continue;
-    }
-    // Redirected, or refused for now: it did not run, so run it alone (Run
-    // follows the redirections and refreshes the map).
-    std::vector<Answer> again =
-        Run(script, calls[i].keys, calls[i].args, deadline, Resend::kNever);
-    if (!again[0].reply.ok()) {
-      out.push_back(again[0].reply.status());
-      return out;
-    }
-    in_order.push_back(*std::move(again[0].reply));
-  }
-  out.push_back(std::move(in_order));
   return out;
 }
 

@@ -105,9 +105,9 @@ class ClusterBackend : public Backend {
                 Resend resend, Enough enough, AnswersDone done,
                 const std::vector<bool>* only = nullptr) override;
   std::unique_ptr<Timer> NewTimer() override;
-  std::vector<absl::StatusOr<std::vector<redis::Reply>>> RunBatch(
-      size_t script, const std::vector<Call>& calls, Deadline deadline,
-      std::atomic<uint64_t>* round_trips = nullptr) override;
+  BatchReplies RunBatch(size_t script, const std::vector<Call>& calls,
+                        Deadline deadline,
+                        std::atomic<uint64_t>* round_trips = nullptr) override;
   // Runs `argv` on every master of the slot map; the first failure (or
   // error reply), else the first master's answer.
   std::vector<Answer> Command(absl::Span<const absl::string_view> argv,

@@ -47,6 +47,18 @@ class NodeWaiter : public Waiter {
 
 }  // namespace
 
+std::vector<absl::StatusOr<redis::Reply>> PerCall(
+    absl::StatusOr<std::vector<redis::Reply>> batch, size_t calls) {
+  std::vector<absl::StatusOr<redis::Reply>> out;
+  out.reserve(calls);
+  if (!batch.ok()) {
+    for (size_t i = 0; i < calls; ++i) out.push_back(batch.status());
+    return out;
+  }
+  for (redis::Reply& reply : *batch) out.push_back(std::move(reply));
+  return out;
+}
+
 std::vector<Answer> AwaitAnswers(
     size_t n, Deadline deadline, absl::Duration backstop, const Enough& enough,
     const StartCall& start, const std::function<std::string(size_t)>& where,
@@ -419,18 +431,21 @@ void NodeBackend::RunBatchAsync(
   Pick().Submit(std::move(request));
 }
 
-std::vector<absl::StatusOr<std::vector<redis::Reply>>> NodeBackend::RunBatch(
-    size_t script, const std::vector<Call>& calls, Deadline deadline,
-    std::atomic<uint64_t>* round_trips) {
+BatchReplies NodeBackend::RunBatch(size_t script,
+                                   const std::vector<Call>& calls,
+                                   Deadline deadline,
+                                   std::atomic<uint64_t>* round_trips) {
   NodeBackend* self = this;
   return RunBatchOn(absl::MakeConstSpan(&self, 1), {0}, script, calls, deadline,
                     round_trips);
 }
 
-std::vector<absl::StatusOr<std::vector<redis::Reply>>> NodeBackend::RunBatchOn(
-    absl::Span<NodeBackend* const> nodes, const std::vector<size_t>& order,
-    size_t script, const std::vector<Call>& calls, Deadline deadline,
-    std::atomic<uint64_t>* round_trips) {
+BatchReplies NodeBackend::RunBatchOn(absl::Span<NodeBackend* const> nodes,
+                                     const std::vector<size_t>& order,
+                                     size_t script,
+                                     const std::vector<Call>& calls,
+                                     Deadline deadline,
+                                     std::atomic<uint64_t>* round_trips) {
   if (round_trips != nullptr) {
     round_trips->fetch_add(1, std::memory_order_relaxed);
   }
@@ -445,15 +460,14 @@ std::vector<absl::StatusOr<std::vector<redis::Reply>>> NodeBackend::RunBatchOn(
       gather.Wait(Earliest(deadline, Deadline::After(nodes[0]->backstop())),
                   nullptr, &stopped);
   abandon->store(true, std::memory_order_relaxed);
-  std::vector<Replies> out;
+  BatchReplies out;
   for (size_t i = 0; i < got.size(); ++i) {
-    if (got[i].has_value()) {
-      out.push_back(std::move(*got[i]));
-    } else {
-      out.push_back(absl::UnavailableError(
-          absl::StrCat("Redis at ", nodes[i]->name_,
-                       ": no reply before the batch's deadline")));
-    }
+    out.push_back(PerCall(got[i].has_value()
+                              ? *std::move(got[i])
+                              : Replies(absl::UnavailableError(absl::StrCat(
+                                    "Redis at ", nodes[i]->name_,
+                                    ": no reply before the batch's deadline"))),
+                          calls.size()));
   }
   return out;
 }

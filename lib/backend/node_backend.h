@@ -72,9 +72,9 @@ class NodeBackend : public Backend {
                 Resend resend, Enough enough, AnswersDone done,
                 const std::vector<bool>* only = nullptr) override;
   std::unique_ptr<Timer> NewTimer() override;
-  std::vector<absl::StatusOr<std::vector<redis::Reply>>> RunBatch(
-      size_t script, const std::vector<Call>& calls, Deadline deadline,
-      std::atomic<uint64_t>* round_trips = nullptr) override;
+  BatchReplies RunBatch(size_t script, const std::vector<Call>& calls,
+                        Deadline deadline,
+                        std::atomic<uint64_t>* round_trips = nullptr) override;
   std::vector<Answer> Command(absl::Span<const absl::string_view> argv,
                               Deadline deadline) override;
   std::unique_ptr<Waiter> Subscribe(const std::string& channel,
@@ -113,10 +113,11 @@ class NodeBackend : public Backend {
                      BatchDone done);
   // RunBatch() on several nodes at once (started in `order`), each within
   // `deadline`: one result per node.
-  static std::vector<absl::StatusOr<std::vector<redis::Reply>>> RunBatchOn(
-      absl::Span<NodeBackend* const> nodes, const std::vector<size_t>& order,
-      size_t script, const std::vector<Call>& calls, Deadline deadline,
-      std::atomic<uint64_t>* round_trips);
+  static BatchReplies RunBatchOn(absl::Span<NodeBackend* const> nodes,
+                                 const std::vector<size_t>& order,
+                                 size_t script, const std::vector<Call>& calls,
+                                 Deadline deadline,
+                                 std::atomic<uint64_t>* round_trips);
   // RunAsync() on several nodes at once (started in `order`): one answer
   // per node.
   static void RunAsyncOn(absl::Span<NodeBackend* const> nodes,

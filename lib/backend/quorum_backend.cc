@@ -129,9 +129,10 @@ std::unique_ptr<Timer> QuorumBackend::NewTimer() {
   return nodes_[0]->NewTimer();
 }
 
-std::vector<absl::StatusOr<std::vector<redis::Reply>>> QuorumBackend::RunBatch(
-    size_t script, const std::vector<Call>& calls, Deadline deadline,
-    std::atomic<uint64_t>* round_trips) {
+BatchReplies QuorumBackend::RunBatch(size_t script,
+                                     const std::vector<Call>& calls,
+                                     Deadline deadline,
+                                     std::atomic<uint64_t>* round_trips) {
   return NodeBackend::RunBatchOn(Nodes(), Order(), script, calls, deadline,
                                  round_trips);
 }

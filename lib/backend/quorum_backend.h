@@ -43,9 +43,9 @@ class QuorumBackend : public Backend {
                 Resend resend, Enough enough, AnswersDone done,
                 const std::vector<bool>* only = nullptr) override;
   std::unique_ptr<Timer> NewTimer() override;
-  std::vector<absl::StatusOr<std::vector<redis::Reply>>> RunBatch(
-      size_t script, const std::vector<Call>& calls, Deadline deadline,
-      std::atomic<uint64_t>* round_trips = nullptr) override;
+  BatchReplies RunBatch(size_t script, const std::vector<Call>& calls,
+                        Deadline deadline,
+                        std::atomic<uint64_t>* round_trips = nullptr) override;
   std::vector<Answer> Command(absl::Span<const absl::string_view> argv,
                               Deadline deadline) override;
   std::unique_ptr<Waiter> Subscribe(const std::string& channel,

@@ -218,7 +218,7 @@ void ClientCore::BecomeInertInForkedChild() {
   closed_.store(true, std::memory_order_release);
 }
 
-absl::StatusOr<std::vector<bool>> ClientCore::RenewBatch(
+watchdog::RenewResult ClientCore::RenewBatch(
     const std::vector<watchdog::RenewItem>& items) {
   return lock::RenewHolds(*this, items, &renew_round_trips_);
 }

@@ -96,7 +96,7 @@ class ClientCore final : public std::enable_shared_from_this<ClientCore>,
 
   // Renews `items` with the watchdog lease: lock::kRenewKeysPerCall locks per
   // script call, every call pipelined on one connection.
-  absl::StatusOr<std::vector<bool>> RenewBatch(
+  watchdog::RenewResult RenewBatch(
       const std::vector<watchdog::RenewItem>& items);
   // Pipelined flushes (round trips) made by RenewBatch so far.
   uint64_t renew_round_trips() const {

@@ -311,34 +311,43 @@ absl::StatusOr<absl::Duration> RetryAfter(const LockPolicy& policy,
   return *delay;
 }
 
-// Adds one node's answers to a renewal batch to the per-item counts.
-absl::Status CountRenewals(
-    const absl::StatusOr<std::vector<redis::Reply>>& replies,
-    const std::vector<backend::Call>& calls,
-    const std::vector<std::vector<size_t>>& call_items,
-    std::vector<size_t>* renewed, std::vector<size_t>* gone) {
-  if (!replies.ok()) return replies.status();
+// Adds one node's answers to a renewal batch to the per-item counts; the
+// first error that left some of them uncounted goes to `*error`.
+void CountRenewals(const std::vector<absl::StatusOr<redis::Reply>>& replies,
+                   const std::vector<backend::Call>& calls,
+                   const std::vector<std::vector<size_t>>& call_items,
+                   std::vector<size_t>* renewed, std::vector<size_t>* gone,
+                   absl::Status* error) {
+  auto fail = [error](absl::Status s) {
+    if (error->ok()) *error = std::move(s);
+  };
   for (size_t call = 0; call < calls.size(); ++call) {
-    const redis::Reply& reply = (*replies)[call];
+    if (!replies[call].ok()) {
+      fail(replies[call].status());
+      continue;
+    }
+    const redis::Reply& reply = *replies[call];
     if (reply.is_error()) {
-      return redis::ErrorReplyToStatus("renew script", reply.str());
+      fail(redis::ErrorReplyToStatus("renew script", reply.str()));
+      continue;
     }
     const redis::ReplyView v = reply.view();
     const size_t k = calls[call].keys.size();
     if (!v.is_array() || v.size() != k) {
-      return absl::InternalError(
-          absl::StrCat("renew script: unexpected reply ", v.Describe()));
+      fail(absl::InternalError(
+          absl::StrCat("renew script: unexpected reply ", v.Describe())));
+      continue;
     }
     for (size_t i = 0; i < k; ++i) {
       if (!v[i].is_integer()) {
-        return absl::InternalError(
-            absl::StrCat("renew script: unexpected element ", v[i].Describe()));
+        fail(absl::InternalError(absl::StrCat(
+            "renew script: unexpected element ", v[i].Describe())));
+        continue;
       }
       const size_t item = call_items[call][i];
       (v[i].integer() == 1 ? (*renewed)[item] : (*gone)[item]) += 1;
     }
   }
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -1132,9 +1141,9 @@ absl::StatusOr<absl::Duration> RemainingLease(LockEnv& env,
   return absl::Milliseconds(what->pttl_ms);
 }
 
-absl::StatusOr<std::vector<bool>> RenewHolds(
-    LockEnv& env, const std::vector<RenewItem>& items,
-    std::atomic<uint64_t>* round_trips) {
+watchdog::RenewResult RenewHolds(LockEnv& env,
+                                 const std::vector<RenewItem>& items,
+                                 std::atomic<uint64_t>* round_trips) {
   backend::Backend& backend = env.backend();
   const absl::Duration lease = env.watchdog_lease();
   const std::string lease_ms = absl::StrCat(absl::ToInt64Milliseconds(lease));
@@ -1167,7 +1176,7 @@ absl::StatusOr<std::vector<bool>> RenewHolds(
     calls.back().args.push_back(items[i].owner);
     call_items.back().push_back(i);
   }
-  std::vector<absl::StatusOr<std::vector<redis::Reply>>> batches =
+  const backend::BatchReplies batches =
       backend.RunBatch(internal::kRenewScript, calls, deadline, round_trips);
   const size_t n = backend.nodes();
   const size_t quorum = backend.quorum();
@@ -1175,22 +1184,29 @@ absl::StatusOr<std::vector<bool>> RenewHolds(
   std::vector<size_t> renewed(items.size()), gone(items.size());
   absl::Status error;
   for (size_t node = 0; node < n; ++node) {
-    absl::Status s =
-        CountRenewals(batches[node], calls, call_items, &renewed, &gone);
-    if (!s.ok() && error.ok()) error = std::move(s);
+    CountRenewals(batches[node], calls, call_items, &renewed, &gone, &error);
   }
-  std::vector<bool> out(items.size());
+  watchdog::RenewResult out;
+  out.items.reserve(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
     if (renewed[i] >= quorum) {
-      out[i] = true;
+      out.items.push_back(watchdog::Renewal::kRenewed);
     } else if (gone[i] > n - quorum) {
-      out[i] = false;
+      out.items.push_back(watchdog::Renewal::kGone);
     } else {
-      // Undecided (nodes did not answer): the watchdog retries the round.
-      if (n == 1) return error;
-      return absl::UnavailableError(
-          absl::StrCat("no quorum of masters answered the renewal of ",
-                       QuoteName(items[i].name), ": ", error.message()));
+      // Undecided (nodes did not answer): retried soon; lost only if its
+      // lease runs out first.
+      out.items.push_back(watchdog::Renewal::kUndecided);
+      if (out.error.ok()) {
+        const absl::Status why =
+            error.ok() ? absl::UnavailableError("no answer") : error;
+        out.error = n == 1
+                        ? why
+                        : absl::UnavailableError(absl::StrCat(
+                              "no quorum of masters answered the renewal "
+                              "of ",
+                              QuoteName(items[i].name), ": ", why.message()));
+      }
     }
   }
   return out;
@@ -1212,7 +1228,7 @@ std::vector<absl::Status> ReleaseHolds(
   }
   std::vector<absl::Status> out;
   if (held.empty()) return out;
-  std::vector<absl::StatusOr<std::vector<redis::Reply>>> batches =
+  const backend::BatchReplies batches =
       backend.RunBatch(internal::kReleaseAllScript, calls, deadline);
   const size_t n = backend.nodes();
   for (size_t i = 0; i < held.size(); ++i) {
@@ -1220,10 +1236,10 @@ std::vector<absl::Status> ReleaseHolds(
     std::vector<std::string> failures;
     absl::Status first;
     for (size_t node = 0; node < n; ++node) {
-      absl::Status s = batches[node].ok()
-                           ? internal::ReleaseAllResult((*batches[node])[i],
+      absl::Status s = batches[node][i].ok()
+                           ? internal::ReleaseAllResult(*batches[node][i],
                                                         "release on close")
-                           : batches[node].status();
+                           : batches[node][i].status();
       if (s.ok()) {
         ++released;
       } else {

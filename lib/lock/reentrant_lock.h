@@ -19,6 +19,7 @@
 #include "lib/common/deadline.h"
 #include "lib/lock/lock_env.h"
 #include "lib/lock/owner.h"
+#include "lib/watchdog/watchdog.h"
 
 namespace relock {
 namespace lock {
@@ -68,13 +69,13 @@ absl::StatusOr<absl::Duration> RemainingLease(LockEnv& env,
 
 // Renews `items` with the watchdog lease: up to kRenewKeysPerCall locks of
 // one Backend::KeyGroup() per script call, all sent together to every node
-// (one round trip; on a cluster, one per master). Per item: renewed
-// on a quorum (true), owner field gone on more than N - quorum (false), or
-// the error that left an item undecided.
+// (one round trip; on a cluster, one per master). Per item: renewed on a
+// quorum, owner field gone on more than N - quorum, or undecided (with the
+// error that left it so).
 inline constexpr size_t kRenewKeysPerCall = 1000;
-absl::StatusOr<std::vector<bool>> RenewHolds(
-    LockEnv& env, const std::vector<RenewItem>& items,
-    std::atomic<uint64_t>* round_trips);
+watchdog::RenewResult RenewHolds(LockEnv& env,
+                                 const std::vector<RenewItem>& items,
+                                 std::atomic<uint64_t>* round_trips);
 
 // Releases `held` (a closing client's holds) in one round within `deadline`:
 // per hold, OK, Aborted if its lease was already lost, or the error.

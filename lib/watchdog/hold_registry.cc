@@ -181,7 +181,7 @@ size_t HoldRegistry::Sweep(SteadyClock::time_point now,
 }
 
 void HoldRegistry::ApplyRenewals(const std::vector<RenewItem>& due,
-                                 const std::vector<bool>& renewed,
+                                 const std::vector<Renewal>& renewed,
                                  SteadyClock::time_point sent_at,
                                  std::vector<LostHold>* lost) {
   MutexLock lock(&mu_);
@@ -190,9 +190,9 @@ void HoldRegistry::ApplyRenewals(const std::vector<RenewItem>& due,
     if (it == holds_.end()) continue;
     Hold& h = it->second;
     if (h.hold_id != due[i].hold_id || h.ended()) continue;
-    if (renewed[i]) {
+    if (renewed[i] == Renewal::kRenewed) {
       if (sent_at > h.acked_at) h.acked_at = sent_at;
-    } else if (h.renewing) {
+    } else if (renewed[i] == Renewal::kGone && h.renewing) {
       h.lost = true;
       h.renewing = false;
       lost->push_back({due[i].name, due[i].thread, h.acked_at});

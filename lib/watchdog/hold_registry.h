@@ -74,6 +74,12 @@ struct RenewItem {
   uint64_t hold_id = 0;
 };
 
+// What a renewal found for one hold: its owner field was there and the lease
+// is renewed; it was gone (the hold is lost); or no answer decided it (a node
+// did not answer: the hold stays as it was, and is lost only if its lease
+// runs out before a later renewal).
+enum class Renewal : uint8_t { kRenewed, kGone, kUndecided };
+
 // A hold found lost by Sweep() or ApplyRenewals().
 struct LostHold {
   std::string name;
@@ -133,11 +139,12 @@ class HoldRegistry {
   size_t Sweep(SteadyClock::time_point now, SteadyClock::time_point due_by,
                absl::Duration period, bool all, std::vector<RenewItem>* due,
                std::vector<LostHold>* lost);
-  // Applies a renewal sent at `sent_at`: renewed[i] says whether due[i]'s
-  // owner field still existed. Holds whose field was gone are marked lost and
-  // collected. Results for holds released or restarted since are ignored.
+  // Applies a renewal sent at `sent_at`: renewed[i] is what it found for
+  // due[i]. Holds whose field was gone are marked lost and collected;
+  // undecided ones are left alone. Results for holds released or restarted
+  // since are ignored.
   void ApplyRenewals(const std::vector<RenewItem>& due,
-                     const std::vector<bool>& renewed,
+                     const std::vector<Renewal>& renewed,
                      SteadyClock::time_point sent_at,
                      std::vector<LostHold>* lost);
 

@@ -94,11 +94,10 @@ RoundStats Watchdog::RunRound(bool all) {
   stats.lost = lost.size();
   if (!due.empty()) {
     const SteadyClock::time_point sent_at = clock_->Now();
-    absl::StatusOr<std::vector<bool>> renewed = renew_(due);
-    if (renewed.ok() && renewed->size() == due.size()) {
-      last_error_ = absl::OkStatus();
+    RenewResult renewed = renew_(due);
+    if (renewed.items.size() == due.size()) {
       lost.clear();
-      holds_->ApplyRenewals(due, *renewed, sent_at, &lost);
+      holds_->ApplyRenewals(due, renewed.items, sent_at, &lost);
       for (const watchdog::LostHold& h : lost) {
         on_lost_(h, absl::AbortedError(
                         "lease lost: the lock's owner field is gone from Redis "
@@ -106,13 +105,19 @@ RoundStats Watchdog::RunRound(bool all) {
                         "persistence)"));
       }
       stats.lost += lost.size();
-      stats.renewed = due.size() - lost.size();
+      stats.renewed = static_cast<size_t>(std::count(
+          renewed.items.begin(), renewed.items.end(), Renewal::kRenewed));
       stats.renewing -= lost.size();
+      // Undecided items: retried soon, lost only when their lease runs out.
+      stats.failed = std::find(renewed.items.begin(), renewed.items.end(),
+                               Renewal::kUndecided) != renewed.items.end();
     } else {
       stats.failed = true;
-      last_error_ = renewed.ok() ? absl::InternalError("short renew reply")
-                                 : renewed.status();
+      if (renewed.error.ok()) {
+        renewed.error = absl::InternalError("short renew reply");
+      }
     }
+    last_error_ = stats.failed ? renewed.error : absl::OkStatus();
   }
   stats.wall = absl::FromChrono(clock_->Now() - start);
   stats.cpu = ThreadCpuTime() - cpu_start;

@@ -49,10 +49,18 @@
 namespace relock {
 namespace watchdog {
 
-// Sends one renewal batch; returns per item whether its owner field existed
-// (and the lease was renewed), or an error for the whole batch.
-using RenewFn = std::function<absl::StatusOr<std::vector<bool>>(
-    const std::vector<watchdog::RenewItem>& items)>;
+// What one renewal batch found: one Renewal per item, in order (or none at
+// all when the batch failed as a whole), and why items are undecided (OK
+// when none is).
+struct RenewResult {
+  std::vector<Renewal> items;
+  absl::Status error;
+};
+// Sends one renewal batch. An item whose node did not answer is undecided;
+// the others are applied (one master of a cluster down does not hold back
+// the renewals of the others).
+using RenewFn =
+    std::function<RenewResult(const std::vector<watchdog::RenewItem>& items)>;
 using LostFn = std::function<void(const watchdog::LostHold& hold,
                                   const absl::Status& why)>;
 
