@@ -22,6 +22,7 @@
 #include "lib/common/mutex.h"
 #include "lib/io/event_loop.h"
 #include "lib/lock/lock_scripts.h"
+#include "lib/pubsub/subscriber.h"
 #include "relock/relock.h"
 #include "tests/test_util.h"
 #include "tests/testing/redis_cluster.h"
@@ -549,6 +550,45 @@ TEST_F(ClusterBackendTest, AnAskForAKeyInAMigratingSlotIsFollowed) {
                     ->is_ok());
   }
   ASSERT_TRUE(cluster_->MigrateSlot(slot, *from).ok());
+  ASSERT_TRUE(cluster_->WaitUntilHealthy(absl::Seconds(30)).ok());
+}
+
+// Sharded pub/sub on the master of the channel's slot: when the slot moves
+// away, the server drops the subscription by itself; the waiter wakes to
+// re-check and the subscription says the slot moved.
+TEST_F(ClusterBackendTest, AShardedSubscriptionIsDroppedWhenItsSlotMoves) {
+  const std::string channel =
+      absl::StrCat("redisson_lock__channel:{", TestLockName(), "}");
+  const int slot = redis::KeySlot(channel);
+  absl::StatusOr<size_t> home = cluster_->NodeForSlot(slot);
+  ASSERT_TRUE(home.ok()) << home.status();
+  io::ConnectionOptions o;
+  o.endpoint.host = RedisServer::kHost;
+  o.endpoint.port = cluster_->node(*home).port();
+  absl::StatusOr<std::shared_ptr<pubsub::Subscriber>> started =
+      pubsub::Subscriber::Start(&loop_, o, true,
+                                pubsub::Subscriber::Mode::kSharded);
+  ASSERT_TRUE(started.ok()) << started.status();
+  std::shared_ptr<pubsub::Subscriber> sub = *std::move(started);
+  std::unique_ptr<pubsub::Subscription> s = sub->Subscribe(channel);
+  ASSERT_TRUE(s->AwaitConfirmed(Deadline::After(absl::Seconds(10))).ok());
+  absl::StatusOr<RedisValue> n =
+      cluster_->node(*home).Command({"SPUBLISH", channel, "0"});
+  ASSERT_TRUE(n.ok() && n->integer == 1) << n.status();
+  EXPECT_EQ(s->Wait(Deadline::After(absl::Seconds(10))),
+            pubsub::WakeReason::kNotified);
+
+  const size_t away = (*home + 1) % cluster_->masters();
+  ASSERT_TRUE(cluster_->MigrateSlot(slot, away).ok());
+  EXPECT_EQ(s->Wait(Deadline::After(absl::Seconds(10))),
+            pubsub::WakeReason::kResubscribed);
+  absl::Status confirmed =
+      s->AwaitConfirmed(Deadline::After(absl::ZeroDuration()));
+  EXPECT_EQ(confirmed.code(), absl::StatusCode::kUnavailable) << confirmed;
+  EXPECT_THAT(confirmed.message(), HasSubstr("moved away"));
+  s.reset();
+  sub->Close();
+  ASSERT_TRUE(cluster_->MigrateSlot(slot, *home).ok());
   ASSERT_TRUE(cluster_->WaitUntilHealthy(absl::Seconds(30)).ok());
 }
 

@@ -254,6 +254,42 @@ TEST_F(SubscriberTest, AnUnlockMessageTellsOneWaitingListenerInTurn) {
   EXPECT_EQ(subs[0]->Wait(look), WakeReason::kTimeout);
 }
 
+// Sharded pub/sub (Redis >= 7, which also serves it without cluster mode):
+// SSUBSCRIBE, woken by SPUBLISH and not by a classic PUBLISH; the channel is
+// unsubscribed with SUNSUBSCRIBE when the last waiter goes, and a later
+// subscription works again (our own SUNSUBSCRIBE's reply is no "moved" push).
+TEST_F(SubscriberTest, ShardedModeListensToSpublish) {
+  io::ConnectionOptions o;
+  absl::StatusOr<redis::Endpoint> ep = redis::ParseRedisUrl(server_->url());
+  ASSERT_TRUE(ep.ok()) << ep.status();
+  o.endpoint = *ep;
+  absl::StatusOr<std::shared_ptr<Subscriber>> started =
+      Subscriber::Start(&loop_, o, true, Subscriber::Mode::kSharded);
+  ASSERT_TRUE(started.ok()) << started.status();
+  std::shared_ptr<Subscriber> sharded = *std::move(started);
+  for (int round = 0; round < 2; ++round) {
+    std::unique_ptr<Subscription> s =
+        sharded->Subscribe(kChannel, nullptr, WakePolicy::kWakeOne);
+    ASSERT_TRUE(s->AwaitConfirmed(Deadline::After(kLong)).ok());
+    EXPECT_EQ(Publish("0"), 0);  // classic: nobody listens
+    EXPECT_EQ(WaitQuiet(*s), WakeReason::kTimeout);
+    absl::StatusOr<testing::RedisValue> n =
+        server_->Command({"SPUBLISH", kChannel, "0"});
+    ASSERT_TRUE(n.ok()) << n.status();
+    EXPECT_EQ(n->integer, 1);
+    EXPECT_EQ(WaitLong(*s), WakeReason::kNotified);
+    s.reset();  // SUNSUBSCRIBE
+    for (int i = 0; i < 100; ++i) {
+      absl::StatusOr<testing::RedisValue> subs =
+          server_->Command({"PUBSUB", "SHARDNUMSUB", kChannel});
+      ASSERT_TRUE(subs.ok() && subs->elements.size() == 2) << subs.status();
+      if (subs->elements[1].integer == 0) break;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  }
+  sharded->Close();
+}
+
 }  // namespace
 }  // namespace pubsub
 }  // namespace relock

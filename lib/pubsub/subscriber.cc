@@ -97,6 +97,7 @@ absl::Status Subscription::AwaitConfirmed(Deadline deadline) {
   }
   if (owner_->closed_) return absl::CancelledError("the client was closed");
   seen_generation_ = owner_->generation_;
+  seen_moved_ = channel_->moved;
   seen_messages_ = Count();  // the caller re-checks after this
   return absl::OkStatus();
 }
@@ -116,7 +117,8 @@ WakeReason Subscription::Wait(Deadline deadline) {
 WakeReason Subscription::WaitLocked(Deadline deadline) {
   while (true) {
     if (owner_->closed_) return WakeReason::kClosed;
-    if (owner_->generation_ != seen_generation_) {
+    if (owner_->generation_ != seen_generation_ ||
+        channel_->moved != seen_moved_) {
       return WakeReason::kResubscribed;
     }
     if (policy_ != WakePolicy::kWakeOne) {
@@ -158,19 +160,21 @@ void Subscription::PassOn() {
 // ------------------------------------------------------------------ Subscriber
 
 Subscriber::Subscriber(io::EventLoop* loop,
-                       std::shared_ptr<io::Connection> conn)
+                       std::shared_ptr<io::Connection> conn, Mode mode)
     : loop_(loop),
       conn_(std::move(conn)),
+      mode_(mode),
       ping_every_(std::max(absl::Seconds(1), conn_->options().command_timeout)),
       ping_timer_(loop->context()) {}
 
 absl::StatusOr<std::shared_ptr<Subscriber>> Subscriber::Start(
-    io::EventLoop* loop, io::ConnectionOptions options, bool connect_now) {
+    io::EventLoop* loop, io::ConnectionOptions options, bool connect_now,
+    Mode mode) {
   options.keep_connected = true;
   absl::StatusOr<std::shared_ptr<io::Connection>> conn =
       io::Connection::Create(loop, std::move(options));
   if (!conn.ok()) return conn.status();
-  std::shared_ptr<Subscriber> s(new Subscriber(loop, *conn));
+  std::shared_ptr<Subscriber> s(new Subscriber(loop, *conn, mode));
   std::weak_ptr<Subscriber> weak = s;
   s->conn_->set_push_handler([weak](const redis::Reply& reply) {
     std::shared_ptr<Subscriber> self = weak.lock();
@@ -232,6 +236,7 @@ void Subscriber::Enqueue(Op op, const std::string& name, Channel* c) {
   c->wanted = op == Op::kSubscribe;
   if (!connected_) return;  // OnConnectionState() subscribes what is wanted
   ++c->in_flight;
+  if (op == Op::kUnsubscribe) ++c->unsubscribing;
   outbox_.push_back(Command{op, name, generation_});
 }
 
@@ -253,12 +258,13 @@ void Subscriber::DrainOutbox() {
     batch.swap(outbox_);
   }
   std::weak_ptr<Subscriber> weak = weak_from_this();
+  const bool sharded = mode_ == Mode::kSharded;
   for (Command& command : batch) {
     auto request = std::make_shared<io::Request>();
-    io::AppendCommand(
-        {command.op == Op::kSubscribe ? "SUBSCRIBE" : "UNSUBSCRIBE",
-         command.channel},
-        &request->wire);
+    const char* verb = command.op == Op::kSubscribe
+                           ? (sharded ? "SSUBSCRIBE" : "SUBSCRIBE")
+                           : (sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE");
+    io::AppendCommand({verb, command.channel}, &request->wire);
     request->done = [weak, command = std::move(command)](const io::Result& r) {
       if (std::shared_ptr<Subscriber> self = weak.lock()) {
         self->OnAnswer(command, r);
@@ -335,6 +341,7 @@ void Subscriber::OnConnectionState(bool connected, const absl::Status& why) {
     for (auto it = channels_.begin(); it != channels_.end();) {
       Channel& c = it->second;
       c.in_flight = 0;
+      c.unsubscribing = 0;
       if (c.refs == 0) {
         channels_.erase(it++);
         continue;
@@ -357,11 +364,32 @@ void Subscriber::OnConnectionState(bool connected, const absl::Status& why) {
 
 bool Subscriber::OnPush(const redis::Reply& reply) {
   const redis::ReplyView v = reply.view();
-  if (!v.is_array() || v.size() < 3 || v[0].str() != "message") return false;
+  if (!v.is_array() || v.size() < 3) return false;
+  const bool sharded = mode_ == Mode::kSharded;
+  const absl::string_view kind = v[0].str();
   std::vector<std::shared_ptr<const Listener>> tell;
-  {
+  if (kind == (sharded ? "smessage" : "message")) {
     MutexLock lock(&mu_);
     OnMessage(v[1].str(), v[2].str(), &tell);
+  } else if (sharded && kind == "sunsubscribe") {
+    // The reply to our SUNSUBSCRIBE, or the server dropping the channel
+    // because its slot moved away: a push that answers no request.
+    MutexLock lock(&mu_);
+    auto it = channels_.find(v[1].str());
+    if (it != channels_.end() && it->second.unsubscribing > 0) return false;
+    if (it != channels_.end()) {
+      Channel& c = it->second;
+      ++c.moved;
+      c.wanted = false;
+      c.refused_code = absl::StatusCode::kUnavailable;
+      c.refused = absl::StrCat(
+          "the slot of channel \"", it->first, "\" moved away from Redis at ",
+          conn_->options().endpoint.ToString(), " (sharded pub/sub)");
+      c.cv.SignalAll();
+      c.NotifySignals(&tell);
+    }
+  } else {
+    return false;
   }
   Tell(std::move(tell));
   return true;
@@ -408,6 +436,7 @@ void Subscriber::OnAnswerLocked(
   if (it == channels_.end()) return;
   Channel& c = it->second;
   if (c.in_flight > 0) --c.in_flight;
+  if (command.op == Op::kUnsubscribe && c.unsubscribing > 0) --c.unsubscribing;
   // A failed request means a failed connection: OnConnectionState() starts
   // over on the next one.
   if (!result.status.ok()) return;

@@ -25,6 +25,14 @@
 // The connection is checked with PING when idle (every max(1 s,
 // command_timeout)); a connection that does not answer within command_timeout
 // is replaced.
+//
+// Sharded pub/sub (Mode::kSharded, Redis >= 7): SSUBSCRIBE / SUNSUBSCRIBE
+// and "smessage"s, for the node that owns the channel's slot (releases
+// SPUBLISH there). When the slot moves away, the server unsubscribes the
+// channel by itself (a "sunsubscribe" push): the channel's waiters wake with
+// kResubscribed and AwaitConfirmed() returns Unavailable saying the slot
+// moved, and the channel is not subscribed here again (the cluster backend
+// moves such waits to the slot's new master).
 
 #ifndef RELOCK_LIB_PUBSUB_SUBSCRIBER_H_
 #define RELOCK_LIB_PUBSUB_SUBSCRIBER_H_
@@ -156,6 +164,7 @@ class Subscription {
   const std::string waiter_;  // kWakeNamed: the name
   const std::shared_ptr<const Listener> listener_;
   uint64_t seen_generation_ = 0;
+  uint64_t seen_moved_ = 0;     // channel_->moved at the last confirmation
   uint64_t seen_messages_ = 0;  // kWakeAll / kWakeNamed: count seen
   bool armed_ = false;          // in channel_->armed (subscriber's mutex)
 };
@@ -186,6 +195,10 @@ struct Subscription::Channel {
   // (see armable()), in the order they armed.
   std::vector<Subscription*> listening;
   std::deque<Subscription*> armed;
+  int unsubscribing = 0;  // our (S)UNSUBSCRIBEs whose reply is not read yet
+  // Times the server unsubscribed the channel by itself (sharded: its slot
+  // moved away); the channel then stays unsubscribed, refused as kMoved.
+  uint64_t moved = 0;
   // Notifies the signals, and adds every listener to `*tell` (called after
   // mu_ is released: Subscriber::Tell).
   void NotifySignals(std::vector<std::shared_ptr<const Listener>>* tell) {
@@ -213,9 +226,10 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
   // Close()). With `connect_now`, connects first and fails when pub/sub is
   // impossible; without, connects (and keeps retrying) in the background,
   // for servers that may be down at start.
+  enum class Mode { kClassic, kSharded };
   static absl::StatusOr<std::shared_ptr<Subscriber>> Start(
       io::EventLoop* loop, io::ConnectionOptions options,
-      bool connect_now = true);
+      bool connect_now = true, Mode mode = Mode::kClassic);
   ~Subscriber();
 
   // Closes the connection and wakes every waiter with kClosed. Idempotent.
@@ -239,7 +253,8 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
     uint64_t generation;
   };
 
-  Subscriber(io::EventLoop* loop, std::shared_ptr<io::Connection> conn);
+  Subscriber(io::EventLoop* loop, std::shared_ptr<io::Connection> conn,
+             Mode mode);
   bool Confirmed(const Channel& c) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues a (UN)SUBSCRIBE for SendQueued(), which must follow once mu_ is
   // released.
@@ -265,6 +280,7 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
 
   io::EventLoop* const loop_;
   const std::shared_ptr<io::Connection> conn_;
+  const Mode mode_;
   const absl::Duration ping_every_;
   asio::steady_timer ping_timer_;  // loop thread only
 
