@@ -345,7 +345,7 @@ TEST_F(ClusterFailoverTest, AHeldLockSurvivesItsMastersFailover) {
     if (s.ok()) EXPECT_TRUE(wanted.Release().ok());
   });
   absl::SleepFor(absl::Milliseconds(300));
-  EXPECT_TRUE(c.node(0).Kill().ok());
+  EXPECT_TRUE(c.Kill(0).ok());
   EXPECT_TRUE(c.WaitUntilHealthy(absl::Seconds(30)).ok());
   absl::StatusOr<size_t> promoted = c.NodeForKey(name);
   EXPECT_TRUE(promoted.ok() && *promoted != 0) << promoted.status();
@@ -395,7 +395,7 @@ TEST_F(ClusterFailoverTest, ALockTheReplicaNeverSawIsReportedLost) {
   ASSERT_TRUE(cut.ok() && cut->integer == 1) << cut.status();
   Lock held = holder_client_->GetLock(name);
   ASSERT_TRUE(held.Acquire().ok());
-  EXPECT_TRUE(c.node(0).Kill().ok());
+  EXPECT_TRUE(c.Kill(0).ok());
   EXPECT_TRUE(replica.Resume().ok());
   ASSERT_TRUE(c.WaitUntilHealthy(absl::Seconds(30)).ok());
   absl::StatusOr<size_t> promoted = c.NodeForKey(name);

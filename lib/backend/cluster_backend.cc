@@ -230,12 +230,20 @@ class ClusterBackend::ClusterWaiter : public Waiter {
   absl::Status AwaitConfirmed(Deadline deadline) override {
     while (true) {
       MaybeMove();
-      absl::Status s = inner_->AwaitConfirmed(
-          Earliest(deadline, Deadline::After(kWaitSlice)));
-      if (s.code() != absl::StatusCode::kDeadlineExceeded ||
-          deadline.Expired()) {
+      const Deadline slice = Earliest(deadline, Deadline::After(kWaitSlice));
+      absl::Status s = inner_->AwaitConfirmed(slice);
+      if (s.ok() || s.code() == absl::StatusCode::kCancelled ||
+          s.code() == absl::StatusCode::kPermissionDenied) {
         return s;
       }
+      if (s.code() != absl::StatusCode::kDeadlineExceeded) {
+        // Refused here (sharded: the slot moved away, or MOVED): not
+        // confirmed yet; the map says where to go once refreshed.
+        backend_->RefreshSoon();
+        s = absl::DeadlineExceededError(s.message());
+        if (!deadline.Expired()) absl::SleepFor(slice.Remaining());
+      }
+      if (deadline.Expired()) return s;
     }
   }
 
@@ -312,9 +320,22 @@ absl::StatusOr<std::unique_ptr<ClusterBackend>> ClusterBackend::Create(
       MutexLock lock(&backend->mu_);
       backend->nodes_.emplace(seed.ToString(), *std::move(made));
     }
+    bool shards = false;
     absl::Status s =
-        backend->RefreshFrom(raw, Deadline::After(raw->backstop()));
+        backend->RefreshFrom(raw, Deadline::After(raw->backstop()), &shards);
     if (s.ok()) {
+      // CLUSTER SHARDS came with sharded pub/sub (Redis 7.0).
+      const ClusterOptions::PubSub mode = backend->options_.pubsub;
+      backend->sharded_ = mode == ClusterOptions::PubSub::kSharded ||
+                          (mode == ClusterOptions::PubSub::kAuto && shards);
+      if (backend->sharded_) {
+        // The seed's subscriber is classic: made again when first needed.
+        MutexLock lock(&backend->mu_);
+        auto it = backend->nodes_.find(seed.ToString());
+        it->second->Close();
+        backend->retired_.push_back(std::move(it->second));
+        backend->nodes_.erase(it);
+      }
       backend->refresh_timer_ = backend->NewTimer();
       backend->ScheduleRefresh();
       return backend;
@@ -336,6 +357,8 @@ NodeBackend* ClusterBackend::NodeAt(const redis::Endpoint& endpoint) {
   NodeOptions node = options_.node;
   node.connection.endpoint = endpoint;
   node.connect_now = false;  // never blocks; the first call connects
+  node.pubsub_mode = sharded_.load() ? pubsub::Subscriber::Mode::kSharded
+                                     : pubsub::Subscriber::Mode::kClassic;
   absl::StatusOr<std::unique_ptr<NodeBackend>> made =
       NodeBackend::Create(loop_, std::move(node), scripts_);
   // Without connect_now only bad options fail, and those passed the seeds.
@@ -399,7 +422,8 @@ bool ClusterBackend::Install(const redis::Reply& reply, bool from_slots,
   return true;
 }
 
-absl::Status ClusterBackend::RefreshFrom(NodeBackend* node, Deadline deadline) {
+absl::Status ClusterBackend::RefreshFrom(NodeBackend* node, Deadline deadline,
+                                         bool* shards) {
   for (const bool from_slots : {false, true}) {
     const absl::string_view argv[] = {"CLUSTER",
                                       from_slots ? "SLOTS" : "SHARDS"};
@@ -425,6 +449,7 @@ absl::Status ClusterBackend::RefreshFrom(NodeBackend* node, Deadline deadline) {
           absl::StrCat("CLUSTER ", argv[1], " on ", node->node_name(0),
                        ": no usable slot map in the reply"));
     }
+    if (shards != nullptr) *shards = !from_slots;
     return absl::OkStatus();
   }
   return absl::UnavailableError("unreachable");

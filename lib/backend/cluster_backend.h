@@ -60,8 +60,16 @@ namespace backend {
 struct ClusterOptions {
   // Where to ask for the slot map first; tried in turn.
   std::vector<redis::Endpoint> seeds;
-  // For every node (its connection's endpoint is the node's).
+  // For every node (its connection's endpoint is the node's; its
+  // pubsub_mode is set from `pubsub`).
   NodeOptions node;
+  // How waits listen and releases publish: kAuto is sharded pub/sub
+  // (SSUBSCRIBE / SPUBLISH, as Redisson does) when the cluster has it (Redis
+  // >= 7, which answers CLUSTER SHARDS), else classic. Every client of a
+  // lock must use the same kind: a classic PUBLISH does not reach a sharded
+  // subscriber, nor the reverse.
+  enum class PubSub { kAuto, kSharded, kClassic };
+  PubSub pubsub = PubSub::kAuto;
 };
 
 class ClusterBackend : public Backend {
@@ -93,6 +101,11 @@ class ClusterBackend : public Backend {
     return redis::KeySlot(key);
   }
   absl::Duration failover_wait() const override { return kFailoverWait; }
+  absl::string_view publish_command() const override {
+    return sharded_.load() ? "spublish" : "publish";
+  }
+  // Whether waits use sharded pub/sub (decided in Create()).
+  bool sharded() const { return sharded_.load(); }
 
   std::vector<Answer> Run(size_t script,
                           absl::Span<const absl::string_view> keys,
@@ -143,8 +156,10 @@ class ClusterBackend : public Backend {
   NodeBackend* NodeAt(const redis::Endpoint& endpoint);
   // The master of `slot` per the current map, or nullptr.
   NodeBackend* MasterOf(int slot);
-  // Reads the map from `node` (blocking, within `deadline`) and installs it.
-  absl::Status RefreshFrom(NodeBackend* node, Deadline deadline);
+  // Reads the map from `node` (blocking, within `deadline`) and installs it;
+  // `*shards` (if given) says whether CLUSTER SHARDS gave it.
+  absl::Status RefreshFrom(NodeBackend* node, Deadline deadline,
+                           bool* shards = nullptr);
   // Refreshes the map in the background (on the loop), unless a refresh is
   // running already.
   void RefreshSoon();
@@ -171,11 +186,16 @@ class ClusterBackend : public Backend {
   // refer to them).
   absl::flat_hash_map<std::string, std::unique_ptr<NodeBackend>> nodes_
       ABSL_GUARDED_BY(mu_);
+  // Closed nodes kept until the backend goes (a seed whose subscriber was of
+  // the wrong kind).
+  std::vector<std::unique_ptr<NodeBackend>> retired_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::weak_ptr<const Watch>> watches_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<Timer> refresh_timer_;  // made in Create()
   std::atomic<bool> refreshing_{false};
   std::atomic<uint64_t> refreshes_{0};
+  // Set in Create() before the backend is shared, read after.
+  std::atomic<bool> sharded_{false};
 };
 
 }  // namespace backend

@@ -130,7 +130,8 @@ absl::StatusOr<std::unique_ptr<NodeBackend>> NodeBackend::Create(
   }
   absl::StatusOr<std::shared_ptr<pubsub::Subscriber>> sub =
       pubsub::Subscriber::Start(loop, node->options_.connection,
-                                node->options_.connect_now);
+                                node->options_.connect_now,
+                                node->options_.pubsub_mode);
   if (!sub.ok()) return sub.status();
   node->subscriber_ = *std::move(sub);
   return node;

@@ -42,6 +42,9 @@ struct NodeOptions {
   // Blocking calls may do their own I/O on an idle command connection
   // (ConnectionOptions::direct_calls). Off for Redlock masters.
   bool direct_calls = true;
+  // Waits listen with classic or sharded pub/sub (a cluster node on Redis
+  // >= 7: see pubsub::Subscriber).
+  pubsub::Subscriber::Mode pubsub_mode = pubsub::Subscriber::Mode::kClassic;
 };
 
 class NodeBackend : public Backend {

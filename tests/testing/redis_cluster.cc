@@ -1,7 +1,14 @@
 #include "tests/testing/redis_cluster.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -88,7 +95,35 @@ RedisCluster::RedisCluster(RedisClusterOptions options,
                            std::vector<std::unique_ptr<RedisServer>> nodes)
     : options_(std::move(options)), nodes_(std::move(nodes)) {}
 
-RedisCluster::~RedisCluster() = default;
+RedisCluster::~RedisCluster() {
+  for (const int fd : reserved_fds_) close(fd);
+}
+
+absl::Status RedisCluster::Kill(size_t i) {
+  if (absl::Status s = nodes_[i]->Kill(); !s.ok()) return s;
+  for (const int port : {nodes_[i]->port(), nodes_[i]->cluster_port()}) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      return absl::InternalError(
+          absl::StrCat("RedisCluster::Kill: socket: ", strerror(errno)));
+    }
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    sockaddr_in addr;
+    memset(&addr, 0, sizeof(addr));
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      const int err = errno;
+      close(fd);
+      return absl::InternalError(absl::StrCat(
+          "RedisCluster::Kill: reserving port ", port, ": ", strerror(err)));
+    }
+    reserved_fds_.push_back(fd);
+  }
+  return absl::OkStatus();
+}
 
 absl::Status RedisCluster::Join() const {
   const int m = options_.masters;

@@ -91,6 +91,13 @@ class RedisCluster {
   // knows size() - masters() replicas.
   absl::Status WaitUntilHealthy(absl::Duration timeout) const;
 
+  // Kills node i (SIGKILL) for good: its port and cluster bus port stay
+  // reserved (bound, not listening) until the cluster is destroyed, so that
+  // no server started meanwhile (another test's cluster) gets them, which
+  // would make this cluster's nodes, still trying the dead node's address,
+  // gossip with a foreign one.
+  absl::Status Kill(size_t i);
+
   // Moves `slot` to master `to` as `redis-cli --cluster reshard` does:
   // IMPORTING on `to`, MIGRATING on the owner, MIGRATE of the slot's keys
   // (in batches), then SETSLOT NODE on both and the other masters.
@@ -107,6 +114,7 @@ class RedisCluster {
 
   const RedisClusterOptions options_;
   const std::vector<std::unique_ptr<RedisServer>> nodes_;
+  std::vector<int> reserved_fds_;  // ports of killed nodes (see Kill())
 };
 
 // The test binary's shared cluster (default options): started on first use
