@@ -2,10 +2,15 @@
 // fixture: tests/testing/redis_cluster.h) through `redis-cluster://` URLs:
 // locks spread over every master, exclusion and wake-ups between clients,
 // hash-tagged names, the watchdog renewing across masters, the asynchronous
-// calls, and a slot migrated back and forth under lock traffic without an
-// error reaching the user or two holders overlapping.
+// calls, a slot migrated back and forth under lock traffic without an
+// error reaching the user or two holders overlapping, Redisson's own scripts
+// as a peer (sharded wake-ups both ways), failovers (a lock kept, a lock
+// reported lost), a paused master, and the backend's MOVED/ASK handling.
 
 #include "lib/redis/cluster.h"
+
+#include <hiredis/hiredis.h>
+#include <sys/time.h>
 
 #include <atomic>
 #include <map>
@@ -590,6 +595,82 @@ TEST_F(ClusterBackendTest, AShardedSubscriptionIsDroppedWhenItsSlotMoves) {
   sub->Close();
   ASSERT_TRUE(cluster_->MigrateSlot(slot, *home).ok());
   ASSERT_TRUE(cluster_->WaitUntilHealthy(absl::Seconds(30)).ok());
+}
+
+// Redisson's own lock and unlock scripts (3.x, the unlock publishing with the
+// command it is given: SPUBLISH on a Redis 7 cluster), run as a foreign
+// owner on the master of the lock's slot: Redisson and relock exclude each
+// other, a Redisson unlock wakes a relock waiter, and a relock release
+// reaches a Redisson-style sharded subscriber.
+TEST_F(ClusterTest, RedissonPeersShareLocksAndShardedWakeUps) {
+  constexpr char kRedissonLock[] =
+      "if ((redis.call('exists', KEYS[1]) == 0) or "
+      "(redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then "
+      "redis.call('hincrby', KEYS[1], ARGV[2], 1); "
+      "redis.call('pexpire', KEYS[1], ARGV[1]); "
+      "return nil; end; "
+      "return redis.call('pttl', KEYS[1]);";
+  constexpr char kRedissonUnlock[] =
+      "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; "
+      "end; local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); "
+      "if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); "
+      "return 0; else redis.call('del', KEYS[1]); "
+      "redis.call(ARGV[4], KEYS[2], ARGV[1]); return 1; end; return nil;";
+  constexpr char kPeer[] = "0b6b2f6e-1c54-4a3c-9d7e-3f1f0c2a9e11:77";
+  const std::string name = TestLockName("redisson");
+  const std::string channel =
+      absl::StrCat("redisson_lock__channel:{", name, "}");
+  RedisServer& master = Owner(name);
+  std::unique_ptr<Client> client = MustConnect(cluster_->url());
+  ASSERT_NE(client, nullptr);
+  Lock lock = client->GetLock(name);
+
+  // Redisson holds: relock waits, and Redisson's SPUBLISH wakes it.
+  absl::StatusOr<RedisValue> taken =
+      master.Command({"EVAL", kRedissonLock, "1", name, "30000", kPeer});
+  ASSERT_TRUE(taken.ok() && taken->is_nil()) << taken.status();
+  EXPECT_EQ(lock.TryAcquire(absl::ZeroDuration()).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  std::atomic<bool> got{false};
+  std::thread waiter([&] {
+    got = lock.TryAcquire(absl::Seconds(20)).ok();  // the lease is 30 s
+    if (got) EXPECT_TRUE(lock.Release().ok());
+  });
+  absl::SleepFor(absl::Milliseconds(300));
+  Stopwatch since_unlock;
+  absl::StatusOr<RedisValue> unlocked =
+      master.Command({"EVAL", kRedissonUnlock, "2", name, channel, "0", "30000",
+                      kPeer, "SPUBLISH"});
+  ASSERT_TRUE(unlocked.ok() && unlocked->integer == 1) << unlocked.status();
+  waiter.join();
+  EXPECT_TRUE(got.load());
+  EXPECT_LT(since_unlock.Elapsed(), absl::Seconds(10));
+
+  // relock holds: Redisson is refused, and relock's release reaches a
+  // sharded subscriber of the channel.
+  ASSERT_TRUE(lock.Acquire().ok());
+  absl::StatusOr<RedisValue> refused =
+      master.Command({"EVAL", kRedissonLock, "1", name, "30000", kPeer});
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_TRUE(refused->is_integer()) << "Redisson got a held lock";
+  timeval tv{5, 0};
+  redisContext* sub = redisConnectWithTimeout("127.0.0.1", master.port(), tv);
+  ASSERT_TRUE(sub != nullptr && sub->err == 0);
+  redisSetTimeout(sub, tv);
+  redisReply* r = static_cast<redisReply*>(
+      redisCommand(sub, "SSUBSCRIBE %b", channel.data(), channel.size()));
+  ASSERT_NE(r, nullptr);
+  freeReplyObject(r);
+  ASSERT_TRUE(lock.Release().ok());
+  void* raw = nullptr;
+  ASSERT_EQ(redisGetReply(sub, &raw), REDIS_OK);
+  r = static_cast<redisReply*>(raw);
+  ASSERT_EQ(r->type, REDIS_REPLY_ARRAY);
+  ASSERT_EQ(r->elements, 3u);
+  EXPECT_EQ(std::string(r->element[0]->str), "smessage");
+  EXPECT_EQ(std::string(r->element[2]->str), "0");
+  freeReplyObject(r);
+  redisFree(sub);
 }
 
 TEST_F(ClusterTest, AClusterUrlToAStandaloneServerIsFailedPrecondition) {
