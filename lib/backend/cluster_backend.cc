@@ -6,290 +6,38 @@
 #include <utility>
 #include <vector>
 
-#include "absl/base/macros.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/time/clock.h"
-#include "absl/types/optional.h"
-#include "lib/backend/async_answers.h"
 #include "lib/redis/resp.h"
 
 namespace relock {
 namespace backend {
 namespace {
 
-constexpr absl::Duration kFirstPause = absl::Milliseconds(10);
-constexpr absl::Duration kMaxPause = absl::Milliseconds(200);
-
-// What an answer asks of the cluster backend.
-struct Verdict {
-  // kFailover: the node is unreachable and the call may be sent again
-  // (Resend::kIfDropped): try the slot's master again after a pause, until
-  // kFailoverWait after the first such failure.
-  enum class Next { kDone, kRedirect, kRetryLater, kFailover };
-  Next next = Next::kDone;
-  absl::optional<redis::Redirect> redirect;  // kRedirect
-  bool refresh = false;                      // refresh the slot map
-};
-
-Verdict Judge(const Answer& answer, const redis::Endpoint& at, Resend resend) {
-  Verdict v;
-  if (!answer.reply.ok()) {
-    // The node is unreachable or silent: maybe failing over. A call that is
-    // harmless to run twice waits for the promotion; another one fails.
-    if (answer.reply.status().code() == absl::StatusCode::kUnavailable) {
-      v.refresh = true;
-      if (resend == Resend::kIfDropped) v.next = Verdict::Next::kFailover;
-    }
-    return v;
-  }
-  if (!answer.reply->is_error()) return v;
-  const absl::string_view error = answer.reply->str();
-  if (absl::optional<redis::Redirect> r = redis::ParseRedirect(error, at)) {
-    v.next = Verdict::Next::kRedirect;
-    v.refresh = r->kind == redis::Redirect::Kind::kMoved;
-    v.redirect = std::move(r);
-  } else if (absl::StartsWith(error, "TRYAGAIN")) {
-    v.next = Verdict::Next::kRetryLater;
-  } else if (absl::StartsWith(error, "CLUSTERDOWN")) {
-    v.next = Verdict::Next::kRetryLater;
-    v.refresh = true;
-  }
-  return v;
-}
-
-// Whether an error reply says the call did not run and may be sent again
-// (elsewhere, or later).
-bool DidNotRun(absl::string_view error) {
-  return absl::StartsWith(error, "MOVED ") || absl::StartsWith(error, "ASK ") ||
-         absl::StartsWith(error, "TRYAGAIN") ||
-         absl::StartsWith(error, "CLUSTERDOWN");
-}
-
 bool IsUnknownSubcommand(absl::string_view error) {
   return absl::StrContains(absl::AsciiStrToLower(error), "unknown subcommand");
 }
 
-std::vector<Answer> OneAnswer(absl::Status status) {
-  std::vector<Answer> answers;
-  answers.push_back(Answer{std::move(status), false});
-  return answers;
-}
-
-absl::Status TooManyRedirects(const std::string& name, const Answer& last) {
-  return absl::UnavailableError(
-      absl::StrCat(name, ": more than ", ClusterBackend::kMaxRedirects,
-                   " redirections for one call; last: ", last.reply->str()));
-}
-
-absl::Status StillBusy(const std::string& name, const Answer& last) {
-  return absl::DeadlineExceededError(
-      absl::StrCat(name,
-                   ": the call's deadline passed while the cluster "
-                   "answered: ",
-                   last.reply->str()));
-}
-
-// The pause after `pause`: doubled, at most kMaxPause.
-absl::Duration NextPause(absl::Duration pause) {
-  return std::min(pause * 2, kMaxPause);
+std::string ClusterName(const std::vector<redis::Endpoint>& seeds) {
+  return absl::StrCat(
+      "Redis Cluster at ",
+      absl::StrJoin(seeds, ",",
+                    [](std::string* out, const redis::Endpoint& ep) {
+                      out->append(ep.ToString());
+                    }));
 }
 
 }  // namespace
 
-// An asynchronous call that follows redirections: owns copies of its keys
-// and arguments, and sends itself again as the answers ask.
-class ClusterBackend::AsyncCall
-    : public std::enable_shared_from_this<AsyncCall> {
- public:
-  AsyncCall(ClusterBackend* backend, size_t script,
-            absl::Span<const absl::string_view> keys,
-            absl::Span<const absl::string_view> args, Deadline deadline,
-            Resend resend, Enough enough, AnswersDone done)
-      : backend_(backend),
-        script_(script),
-        keys_(keys.begin(), keys.end()),
-        args_(args.begin(), args.end()),
-        slot_(keys.empty() ? 0 : redis::KeySlot(keys[0])),
-        deadline_(deadline),
-        resend_(resend),
-        enough_(std::move(enough)),
-        done_(std::move(done)) {}
-
-  void Start(NodeBackend* node) {
-    node_ = node;
-    Send();
-  }
-
- private:
-  void Send() {
-    const std::vector<absl::string_view> keys(keys_.begin(), keys_.end());
-    const std::vector<absl::string_view> args(args_.begin(), args_.end());
-    std::shared_ptr<AsyncCall> self = shared_from_this();
-    auto on_answers = [self](std::vector<Answer> answers) {
-      self->OnAnswers(std::move(answers));
-    };
-    if (asking_) {
-      node_->RunAskingAsync(script_, keys, args, deadline_, resend_,
-                            std::move(on_answers));
-    } else {
-      node_->RunAsync(script_, keys, args, deadline_, resend_, nullptr,
-                      std::move(on_answers));
-    }
-  }
-
-  void OnAnswers(std::vector<Answer> answers) {
-    const Verdict v = Judge(answers[0], node_->endpoint(), resend_);
-    if (v.refresh) backend_->RefreshSoon();
-    switch (v.next) {
-      case Verdict::Next::kDone:
-        return Finish(std::move(answers));
-      case Verdict::Next::kRedirect: {
-        if (++hops_ > kMaxRedirects) {
-          return Finish(
-              OneAnswer(TooManyRedirects(backend_->name_, answers[0])));
-        }
-        NodeBackend* next = backend_->NodeAt(v.redirect->endpoint);
-        if (next == nullptr) return Finish(std::move(answers));  // closed
-        node_ = next;
-        asking_ = v.redirect->kind == redis::Redirect::Kind::kAsk;
-        return Send();
-      }
-      case Verdict::Next::kFailover:
-        if (failing_since_ == absl::InfinitePast())
-          failing_since_ = absl::Now();
-        if (Earliest(deadline_, Deadline::After(failing_since_ + kFailoverWait -
-                                                absl::Now()))
-                .Remaining() <= pause_) {
-          return Finish(std::move(answers));
-        }
-        ABSL_FALLTHROUGH_INTENDED;
-      case Verdict::Next::kRetryLater: {
-        if (deadline_.Remaining() <= pause_) {
-          return Finish(
-              v.next == Verdict::Next::kFailover
-                  ? std::move(answers)
-                  : OneAnswer(StillBusy(backend_->name_, answers[0])));
-        }
-        if (timer_ == nullptr) timer_ = backend_->NewTimer();
-        std::shared_ptr<AsyncCall> self = shared_from_this();
-        timer_->At(Deadline::After(pause_), [self] {
-          NodeBackend* master = self->backend_->MasterOf(self->slot_);
-          if (master != nullptr) self->node_ = master;
-          self->asking_ = false;
-          self->Send();
-        });
-        pause_ = NextPause(pause_);
-        return;
-      }
-    }
-  }
-
-  void Finish(std::vector<Answer> answers) {
-    if (enough_) enough_(0, answers[0]);
-    AnswersDone done = std::move(done_);
-    done(std::move(answers));
-  }
-
-  ClusterBackend* const backend_;
-  const size_t script_;
-  const std::vector<std::string> keys_;
-  const std::vector<std::string> args_;
-  const int slot_;
-  const Deadline deadline_;
-  const Resend resend_;
-  Enough enough_;
-  AnswersDone done_;
-  // Loop thread only (each step runs in a callback of the previous one).
-  NodeBackend* node_ = nullptr;
-  bool asking_ = false;
-  int hops_ = 0;
-  absl::Duration pause_ = kFirstPause;
-  absl::Time failing_since_ = absl::InfinitePast();
-  std::unique_ptr<Timer> timer_;
-};
-
-// A wait that follows its slot: it listens on the slot's master and moves
-// to the new master when the slot map says the slot moved.
-class ClusterBackend::ClusterWaiter : public Waiter {
- public:
-  ClusterWaiter(ClusterBackend* backend, std::string channel,
-                pubsub::WakePolicy policy, std::string waiter,
-                std::shared_ptr<const Watch> watch, NodeBackend* node)
-      : backend_(backend),
-        channel_(std::move(channel)),
-        policy_(policy),
-        waiter_(std::move(waiter)),
-        watch_(std::move(watch)),
-        node_(node),
-        inner_(node->Subscribe(channel_, policy_, waiter_, watch_->listener)) {}
-
-  absl::Status AwaitConfirmed(Deadline deadline) override {
-    while (true) {
-      MaybeMove();
-      const Deadline slice = Earliest(deadline, Deadline::After(kWaitSlice));
-      absl::Status s = inner_->AwaitConfirmed(slice);
-      if (s.ok() || s.code() == absl::StatusCode::kCancelled ||
-          s.code() == absl::StatusCode::kPermissionDenied) {
-        return s;
-      }
-      if (s.code() != absl::StatusCode::kDeadlineExceeded) {
-        // Refused here (sharded: the slot moved away, or MOVED): not
-        // confirmed yet; the map says where to go once refreshed.
-        backend_->RefreshSoon();
-        s = absl::DeadlineExceededError(s.message());
-        if (!deadline.Expired()) absl::SleepFor(slice.Remaining());
-      }
-      if (deadline.Expired()) return s;
-    }
-  }
-
-  pubsub::WakeReason Wait(Deadline deadline) override {
-    while (true) {
-      if (MaybeMove()) return pubsub::WakeReason::kResubscribed;
-      pubsub::WakeReason r =
-          inner_->Wait(Earliest(deadline, Deadline::After(kWaitSlice)));
-      if (r != pubsub::WakeReason::kTimeout || deadline.Expired()) return r;
-    }
-  }
-
-  void PassOn() override { inner_->PassOn(); }
-
- private:
-  // Subscribes on the slot's master if it is another node now.
-  bool MaybeMove() {
-    NodeBackend* master = backend_->MasterOf(watch_->slot);
-    if (master == nullptr || master == node_) return false;
-    inner_ = master->Subscribe(channel_, policy_, waiter_, watch_->listener);
-    node_ = master;
-    return true;
-  }
-
-  ClusterBackend* const backend_;
-  const std::string channel_;
-  const pubsub::WakePolicy policy_;
-  const std::string waiter_;
-  const std::shared_ptr<const Watch> watch_;
-  NodeBackend* node_;
-  std::unique_ptr<Waiter> inner_;
-};
-
 ClusterBackend::ClusterBackend(io::EventLoop* loop, ClusterOptions options,
                                std::vector<redis::ScriptSource> scripts)
-    : loop_(loop),
-      options_(std::move(options)),
-      scripts_(std::move(scripts)),
-      name_(absl::StrCat(
-          "Redis Cluster at ",
-          absl::StrJoin(options_.seeds, ",",
-                        [](std::string* out, const redis::Endpoint& ep) {
-                          out->append(ep.ToString());
-                        }))) {}
-
-ClusterBackend::~ClusterBackend() { Close(); }
+    : RoutedBackend(loop, std::move(options.node), std::move(scripts),
+                    ClusterName(options.seeds)),
+      seeds_(std::move(options.seeds)),
+      pubsub_(options.pubsub) {}
 
 absl::StatusOr<std::unique_ptr<ClusterBackend>> ClusterBackend::Create(
     io::EventLoop* loop, ClusterOptions options,
@@ -300,12 +48,12 @@ absl::StatusOr<std::unique_ptr<ClusterBackend>> ClusterBackend::Create(
   std::unique_ptr<ClusterBackend> backend(
       new ClusterBackend(loop, std::move(options), std::move(scripts)));
   std::vector<std::string> failures;
-  for (const redis::Endpoint& seed : backend->options_.seeds) {
-    NodeOptions node = backend->options_.node;
+  for (const redis::Endpoint& seed : backend->seeds_) {
+    NodeOptions node = backend->node_options();
     node.connection.endpoint = seed;
     node.connect_now = true;
     absl::StatusOr<std::unique_ptr<NodeBackend>> made =
-        NodeBackend::Create(loop, std::move(node), backend->scripts_);
+        NodeBackend::Create(loop, std::move(node), backend->scripts());
     if (!made.ok()) {
       // A refusal is the same on every node: say it now.
       if (made.status().code() != absl::StatusCode::kUnavailable &&
@@ -316,27 +64,17 @@ absl::StatusOr<std::unique_ptr<ClusterBackend>> ClusterBackend::Create(
       continue;
     }
     NodeBackend* raw = made->get();
-    {
-      MutexLock lock(&backend->mu_);
-      backend->nodes_.emplace(seed.ToString(), *std::move(made));
-    }
+    backend->Adopt(*std::move(made));
     bool shards = false;
     absl::Status s =
         backend->RefreshFrom(raw, Deadline::After(raw->backstop()), &shards);
     if (s.ok()) {
       // CLUSTER SHARDS came with sharded pub/sub (Redis 7.0).
-      const ClusterOptions::PubSub mode = backend->options_.pubsub;
-      backend->sharded_ = mode == ClusterOptions::PubSub::kSharded ||
-                          (mode == ClusterOptions::PubSub::kAuto && shards);
-      if (backend->sharded_) {
-        // The seed's subscriber is classic: made again when first needed.
-        MutexLock lock(&backend->mu_);
-        auto it = backend->nodes_.find(seed.ToString());
-        it->second->Close();
-        backend->retired_.push_back(std::move(it->second));
-        backend->nodes_.erase(it);
-      }
-      backend->refresh_timer_ = backend->NewTimer();
+      const ClusterOptions::PubSub mode = backend->pubsub_;
+      backend->set_sharded(mode == ClusterOptions::PubSub::kSharded ||
+                           (mode == ClusterOptions::PubSub::kAuto && shards));
+      // The seed's subscriber is classic: made again when first needed.
+      if (backend->sharded()) backend->Retire(seed);
       backend->ScheduleRefresh();
       return backend;
     }
@@ -344,81 +82,17 @@ absl::StatusOr<std::unique_ptr<ClusterBackend>> ClusterBackend::Create(
     failures.push_back(std::string(s.message()));
   }
   return absl::UnavailableError(absl::StrCat(
-      backend->name_,
+      backend->name(),
       ": no seed node gave a slot map: ", absl::StrJoin(failures, "; ")));
 }
 
-NodeBackend* ClusterBackend::NodeAt(const redis::Endpoint& endpoint) {
-  const std::string key = endpoint.ToString();
-  MutexLock lock(&mu_);
-  if (closed_) return nullptr;
-  auto it = nodes_.find(key);
-  if (it != nodes_.end()) return it->second.get();
-  NodeOptions node = options_.node;
-  node.connection.endpoint = endpoint;
-  node.connect_now = false;  // never blocks; the first call connects
-  node.pubsub_mode = sharded_.load() ? pubsub::Subscriber::Mode::kSharded
-                                     : pubsub::Subscriber::Mode::kClassic;
-  absl::StatusOr<std::unique_ptr<NodeBackend>> made =
-      NodeBackend::Create(loop_, std::move(node), scripts_);
-  // Without connect_now only bad options fail, and those passed the seeds.
-  if (!made.ok()) return nullptr;
-  NodeBackend* raw = made->get();
-  nodes_.emplace(key, *std::move(made));
-  return raw;
-}
-
-NodeBackend* ClusterBackend::MasterOf(int slot) {
-  std::shared_ptr<const redis::SlotMap> map = slot_map();
-  const redis::SlotRange* range = map == nullptr ? nullptr : map->Find(slot);
-  if (range == nullptr) return nullptr;
-  return NodeAt(range->master.endpoint);
-}
-
-std::shared_ptr<const redis::SlotMap> ClusterBackend::slot_map() const {
-  MutexLock lock(&mu_);
-  return map_;
-}
-
-std::vector<NodeBackend*> ClusterBackend::AllNodes() const {
-  MutexLock lock(&mu_);
-  std::vector<NodeBackend*> all;
-  all.reserve(nodes_.size());
-  for (const auto& [name, node] : nodes_) all.push_back(node.get());
-  return all;
-}
-
-bool ClusterBackend::Install(const redis::Reply& reply, bool from_slots,
-                             NodeBackend* node) {
+bool ClusterBackend::InstallReply(const redis::Reply& reply, bool from_slots,
+                                  NodeBackend* node) {
   absl::StatusOr<redis::SlotMap> map =
       from_slots ? redis::SlotMap::FromSlots(reply.view(), node->endpoint())
                  : redis::SlotMap::FromShards(reply.view(), node->endpoint());
   if (!map.ok() || map->ranges().empty()) return false;
-  auto shared = std::make_shared<const redis::SlotMap>(*std::move(map));
-  std::vector<pubsub::Listener> moved;  // waits whose slot moved
-  {
-    MutexLock lock(&mu_);
-    const std::shared_ptr<const redis::SlotMap> old = std::move(map_);
-    map_ = shared;
-    auto master = [](const redis::SlotMap* m, int slot) {
-      const redis::SlotRange* r = m == nullptr ? nullptr : m->Find(slot);
-      return r == nullptr ? std::string() : r->master.endpoint.ToString();
-    };
-    auto live = watches_.begin();
-    for (const std::weak_ptr<const Watch>& weak : watches_) {
-      std::shared_ptr<const Watch> watch = weak.lock();
-      if (watch == nullptr) continue;
-      if (watch->listener != nullptr &&
-          master(old.get(), watch->slot) != master(shared.get(), watch->slot)) {
-        moved.push_back(watch->listener);
-      }
-      *live++ = weak;
-    }
-    watches_.erase(live, watches_.end());
-  }
-  refreshes_.fetch_add(1, std::memory_order_relaxed);
-  // On the loop, after this refresh's callback: each looks (and moves).
-  for (pubsub::Listener& listener : moved) loop_->Post(std::move(listener));
+  Install(*std::move(map));
   return true;
 }
 
@@ -444,7 +118,7 @@ absl::Status ClusterBackend::RefreshFrom(NodeBackend* node, Deadline deadline,
       return absl::UnavailableError(absl::StrCat(
           "CLUSTER ", argv[1], " on ", node->node_name(0), ": ", error));
     }
-    if (!Install(reply, from_slots, node)) {
+    if (!InstallReply(reply, from_slots, node)) {
       return absl::UnavailableError(
           absl::StrCat("CLUSTER ", argv[1], " on ", node->node_name(0),
                        ": no usable slot map in the reply"));
@@ -455,19 +129,7 @@ absl::Status ClusterBackend::RefreshFrom(NodeBackend* node, Deadline deadline,
   return absl::UnavailableError("unreachable");
 }
 
-void ClusterBackend::ScheduleRefresh() {
-  refresh_timer_->At(Deadline::After(kRefreshInterval), [this] {
-    {
-      MutexLock lock(&mu_);
-      if (closed_) return;
-    }
-    RefreshSoon();
-    ScheduleRefresh();
-  });
-}
-
-void ClusterBackend::RefreshSoon() {
-  if (refreshing_.exchange(true)) return;
+void ClusterBackend::StartRefresh() {
   // The masters of the current map first, then every other known node; one
   // at a time, on the loop, until one gives a map.
   auto candidates = std::make_shared<std::vector<NodeBackend*>>();
@@ -489,8 +151,7 @@ void ClusterBackend::RefreshStep(
     const std::shared_ptr<const std::vector<NodeBackend*>>& candidates,
     size_t i, bool from_slots) {
   if (i >= candidates->size()) {
-    refreshing_.store(false);
-    return;
+    return RefreshDone();
   }
   NodeBackend* node = (*candidates)[i];
   std::string wire;
@@ -503,252 +164,11 @@ void ClusterBackend::RefreshStep(
             return RefreshStep(candidates, i, /*from_slots=*/true);
           }
         } else if (answer.reply.ok() &&
-                   Install(*answer.reply, from_slots, node)) {
-          refreshing_.store(false);
-          return;
+                   InstallReply(*answer.reply, from_slots, node)) {
+          return RefreshDone();
         }
         RefreshStep(candidates, i + 1, /*from_slots=*/false);
       });
-}
-
-std::vector<Answer> ClusterBackend::Run(
-    size_t script, absl::Span<const absl::string_view> keys,
-    absl::Span<const absl::string_view> args, Deadline deadline, Resend resend,
-    const Enough& enough, const std::vector<bool>* only) {
-  if (only != nullptr && !(*only)[0]) {
-    return OneAnswer(absl::CancelledError("not sent"));
-  }
-  const int slot = keys.empty() ? 0 : redis::KeySlot(keys[0]);
-  NodeBackend* node = MasterOf(slot);
-  if (node == nullptr) {
-    return OneAnswer(absl::UnavailableError(
-        absl::StrCat(name_, ": no master serves slot ", slot,
-                     " (or the client is closed)")));
-  }
-  bool asking = false;
-  int hops = 0;
-  absl::Duration pause = kFirstPause;
-  absl::Time failing_since = absl::InfinitePast();
-  while (true) {
-    std::vector<Answer> answers =
-        asking ? node->RunAskingBlocking(script, keys, args, deadline, resend)
-               : node->Run(script, keys, args, deadline, resend);
-    const Verdict v = Judge(answers[0], node->endpoint(), resend);
-    if (v.refresh) RefreshSoon();
-    switch (v.next) {
-      case Verdict::Next::kDone:
-        if (enough) enough(0, answers[0]);
-        return answers;
-      case Verdict::Next::kRedirect: {
-        if (++hops > kMaxRedirects) {
-          return OneAnswer(TooManyRedirects(name_, answers[0]));
-        }
-        NodeBackend* next = NodeAt(v.redirect->endpoint);
-        if (next == nullptr) return answers;  // closed
-        node = next;
-        asking = v.redirect->kind == redis::Redirect::Kind::kAsk;
-        break;
-      }
-      case Verdict::Next::kFailover:
-        if (failing_since == absl::InfinitePast()) failing_since = absl::Now();
-        if (Earliest(deadline, Deadline::After(failing_since + kFailoverWait -
-                                               absl::Now()))
-                .Remaining() <= pause) {
-          return answers;
-        }
-        ABSL_FALLTHROUGH_INTENDED;
-      case Verdict::Next::kRetryLater: {
-        if (deadline.Remaining() <= pause) {
-          if (v.next == Verdict::Next::kFailover) return answers;
-          return OneAnswer(StillBusy(name_, answers[0]));
-        }
-        absl::SleepFor(pause);
-        pause = NextPause(pause);
-        if (NodeBackend* master = MasterOf(slot)) node = master;
-        asking = false;
-        break;
-      }
-    }
-  }
-}
-
-void ClusterBackend::RunAsync(size_t script,
-                              absl::Span<const absl::string_view> keys,
-                              absl::Span<const absl::string_view> args,
-                              Deadline deadline, Resend resend, Enough enough,
-                              AnswersDone done, const std::vector<bool>* only) {
-  if (only != nullptr && !(*only)[0]) {
-    return done(OneAnswer(absl::CancelledError("not sent")));
-  }
-  const int slot = keys.empty() ? 0 : redis::KeySlot(keys[0]);
-  NodeBackend* node = MasterOf(slot);
-  if (node == nullptr) {
-    return done(OneAnswer(absl::UnavailableError(
-        absl::StrCat(name_, ": no master serves slot ", slot,
-                     " (or the client is closed)"))));
-  }
-  std::make_shared<AsyncCall>(this, script, keys, args, deadline, resend,
-                              std::move(enough), std::move(done))
-      ->Start(node);
-}
-
-std::unique_ptr<Timer> ClusterBackend::NewTimer() {
-  return std::make_unique<LoopTimer>(loop_);
-}
-
-BatchReplies ClusterBackend::RunBatch(size_t script,
-                                      const std::vector<Call>& calls,
-                                      Deadline deadline,
-                                      std::atomic<uint64_t>* round_trips) {
-  // Per call: the reply or why there is none. One "node": the cluster.
-  BatchReplies out(1);
-  std::vector<absl::StatusOr<redis::Reply>>& replies = out[0];
-  for (size_t i = 0; i < calls.size(); ++i) {
-    replies.push_back(absl::UnavailableError("not sent"));
-  }
-  // Group the calls by the master of their slot.
-  std::vector<NodeBackend*> masters;
-  std::vector<std::vector<size_t>> members;
-  for (size_t i = 0; i < calls.size(); ++i) {
-    const int slot =
-        calls[i].keys.empty() ? 0 : redis::KeySlot(calls[i].keys[0]);
-    NodeBackend* node = MasterOf(slot);
-    if (node == nullptr) {
-      replies[i] = absl::UnavailableError(
-          absl::StrCat(name_, ": no master serves slot ", slot));
-      continue;
-    }
-    auto it = std::find(masters.begin(), masters.end(), node);
-    if (it == masters.end()) {
-      masters.push_back(node);
-      members.emplace_back();
-      it = masters.end() - 1;
-    }
-    members[it - masters.begin()].push_back(i);
-  }
-  // One batch per master, all at once.
-  struct State {
-    Mutex mu;
-    size_t pending ABSL_GUARDED_BY(mu) = 0;
-    std::vector<absl::optional<absl::StatusOr<std::vector<redis::Reply>>>>
-        results ABSL_GUARDED_BY(mu);
-  };
-  auto state = std::make_shared<State>();
-  auto abandon = std::make_shared<std::atomic<bool>>(false);
-  {
-    MutexLock lock(&state->mu);
-    state->pending = masters.size();
-    state->results.resize(masters.size());
-  }
-  absl::Duration backstop;
-  for (size_t g = 0; g < masters.size(); ++g) {
-    std::vector<Call> group;
-    group.reserve(members[g].size());
-    for (size_t i : members[g]) group.push_back(calls[i]);
-    backstop = std::max(backstop, masters[g]->backstop());
-    if (round_trips != nullptr) round_trips->fetch_add(1);
-    masters[g]->RunBatchAsync(
-        script, group, abandon,
-        [state, g](absl::StatusOr<std::vector<redis::Reply>> r) {
-          MutexLock lock(&state->mu);
-          state->results[g] = std::move(r);
-          --state->pending;
-        });
-  }
-  std::vector<absl::optional<absl::StatusOr<std::vector<redis::Reply>>>>
-      results;
-  {
-    const Deadline limit = Earliest(deadline, Deadline::After(backstop));
-    MutexLock lock(&state->mu);
-    auto all_in = [&state]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state->mu) {
-      return state->pending == 0;
-    };
-    state->mu.AwaitWithTimeout(absl::Condition(&all_in), limit.Remaining());
-    results = std::move(state->results);
-  }
-  abandon->store(true);
-  // Back in call order. A master that failed fails its calls only; a call
-  // redirected or refused for now did not run, so it runs again alone (Run
-  // follows the redirections and refreshes the map).
-  for (size_t g = 0; g < masters.size(); ++g) {
-    std::vector<absl::StatusOr<redis::Reply>> per_call = PerCall(
-        results[g].has_value()
-            ? *std::move(results[g])
-            : absl::StatusOr<std::vector<redis::Reply>>(absl::UnavailableError(
-                  absl::StrCat("Redis at ", masters[g]->node_name(0),
-                               ": no reply before the batch's deadline"))),
-        members[g].size());
-    for (size_t k = 0; k < members[g].size(); ++k) {
-      const size_t i = members[g][k];
-      absl::StatusOr<redis::Reply>& reply = per_call[k];
-      if (!reply.ok() &&
-          reply.status().code() == absl::StatusCode::kUnavailable) {
-        RefreshSoon();  // maybe failing over: the next round finds out
-      }
-      if (reply.ok() && reply->is_error() && DidNotRun(reply->str())) {
-        std::vector<Answer> again =
-            Run(script, calls[i].keys, calls[i].args, deadline, Resend::kNever);
-        replies[i] = std::move(again[0].reply);
-      } else {
-        replies[i] = std::move(reply);
-      }
-    }
-  }
-  return out;
-}
-
-std::vector<Answer> ClusterBackend::Command(
-    absl::Span<const absl::string_view> argv, Deadline deadline) {
-  std::vector<NodeBackend*> masters;
-  if (std::shared_ptr<const redis::SlotMap> map = slot_map()) {
-    for (const redis::ClusterNode& m : map->Masters()) {
-      if (NodeBackend* node = NodeAt(m.endpoint)) masters.push_back(node);
-    }
-  }
-  if (masters.empty()) {
-    return OneAnswer(absl::FailedPreconditionError("the client is closed"));
-  }
-  std::vector<Answer> first;
-  for (NodeBackend* node : masters) {
-    std::vector<Answer> answers = node->Command(argv, deadline);
-    if (!answers[0].reply.ok() || answers[0].reply->is_error()) return answers;
-    if (first.empty()) first = std::move(answers);
-  }
-  return first;
-}
-
-std::unique_ptr<Waiter> ClusterBackend::Subscribe(const std::string& channel,
-                                                  pubsub::WakePolicy policy,
-                                                  const std::string& waiter,
-                                                  pubsub::Listener listener) {
-  auto watch = std::make_shared<Watch>();
-  watch->slot = redis::KeySlot(channel);
-  watch->listener = std::move(listener);
-  NodeBackend* node = MasterOf(watch->slot);
-  if (node == nullptr) {
-    // Closed (or no map): any node's subscriber says so.
-    std::vector<NodeBackend*> all = AllNodes();
-    node = all.front();
-  }
-  {
-    MutexLock lock(&mu_);
-    watches_.push_back(watch);
-  }
-  return std::make_unique<ClusterWaiter>(this, channel, policy, waiter,
-                                         std::move(watch), node);
-}
-
-void ClusterBackend::CancelWaits() {
-  for (NodeBackend* node : AllNodes()) node->CancelWaits();
-}
-
-void ClusterBackend::Close() {
-  {
-    MutexLock lock(&mu_);
-    closed_ = true;
-  }
-  if (refresh_timer_ != nullptr) refresh_timer_->Cancel();
-  for (NodeBackend* node : AllNodes()) node->Close();
 }
 
 }  // namespace backend
