@@ -694,13 +694,5 @@ TEST_F(ClusterTest, NoSeedAnsweringIsUnavailableNamingThem) {
   EXPECT_THAT(client.status().message(), HasSubstr("127.0.0.1:2"));
 }
 
-TEST_F(ClusterTest, SentinelUrlsAreNotSupportedYet) {
-  ClientOptions options;
-  options.url = "redis-sentinel://127.0.0.1:26379#mymaster";
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
-  ASSERT_FALSE(client.ok());
-  EXPECT_EQ(client.status().code(), absl::StatusCode::kUnimplemented);
-}
-
 }  // namespace
 }  // namespace relock

@@ -81,6 +81,11 @@ class Client {
   // invalid name (empty, longer than kMaxLockNameSize) yields a handle whose
   // calls fail with InvalidArgument.
   Lock GetLock(absl::string_view name);
+  // The same, with settings of its own (LockOptions; unset fields are the
+  // client's). Invalid values yield a handle whose calls fail with
+  // InvalidArgument. Two handles of one name with different options are
+  // still the same lock; the options only say how this handle acquires it.
+  Lock GetLock(absl::string_view name, const LockOptions& options);
 
   // This client's identity in lock owner fields.
   const std::string& id() const;

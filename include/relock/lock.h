@@ -103,12 +103,14 @@
 // Correctness: a lease lock gives mutual exclusion as long as the holder is
 // not paused longer than its lease and Redis keeps the key. A Redis failover
 // with asynchronous replication, a restart without persistence, or a process
-// pause can break it. Protect resources that must never see two writers with
-// a fencing token as well.
+// pause can break it. ReplicaSync (relock/options.h) makes an acquire wait
+// until replicas received it, which narrows the failover case only. Protect
+// resources that must never see two writers with a fencing token as well.
 //
 // Errors (absl::StatusCode):
 //   InvalidArgument     empty or over-long name, lease not in [1 ms, 365 d],
-//                       negative wait.
+//                       negative wait, invalid LockOptions (every call of
+//                       such a handle).
 //   DeadlineExceeded    TryAcquire's wait ran out while another owner held it.
 //   FailedPrecondition  Release by a thread that does not hold the lock; any
 //                       call after the client was closed or in a fork()ed
@@ -118,6 +120,9 @@
 //   Aborted             Release of a hold whose lease had been lost or had
 //                       run out; SafeUntil() once the lease may have ended.
 //   Unavailable         Redis unreachable, timed out or failing; retry later.
+//                       Also: fewer replicas than ReplicaSync::replicas
+//                       acknowledged the acquire (relock/options.h); it was
+//                       undone and the message says how many did.
 //                       A command that timed out may still run when Redis
 //                       wakes. After Unavailable from the outermost
 //                       Release() the hold is abandoned: it is no longer
@@ -157,6 +162,7 @@
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
 #include "relock/future.h"
+#include "relock/options.h"
 #include "relock/owner.h"
 
 namespace relock {
@@ -504,7 +510,8 @@ class Lock : public internal::LockableBase<Lock> {
  private:
   friend class Client;
   friend class internal::LockableBase<Lock>;
-  Lock(std::shared_ptr<internal::ClientCore> core, std::string name);
+  Lock(std::shared_ptr<internal::ClientCore> core, std::string name,
+       LockOptions options);
   absl::Status AcquireFor(const Owner& owner, absl::Duration wait,
                           absl::optional<absl::Duration> lease);
   absl::Status ReleaseFor(const Owner& owner);
@@ -517,6 +524,7 @@ class Lock : public internal::LockableBase<Lock> {
 
   std::shared_ptr<internal::ClientCore> core_;
   std::string name_;
+  LockOptions options_;
 };
 
 // RAII guard: acquires in the constructor, releases in the destructor. Neither

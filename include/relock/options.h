@@ -1,10 +1,11 @@
 // relock/options.h
 //
 // `relock::ClientOptions`: every setting of a `relock::Client`, with its
-// default written next to it, and `relock::LockEvent`, the report a client
-// sends to `ClientOptions::on_lock_event` when something happens to a lock
-// that no caller is waiting to hear about (an `unlock()` that failed, a lock
-// whose lease was lost).
+// default written next to it; `relock::LockOptions`, the settings of one
+// lock handle that override the client's; and `relock::LockEvent`, the report a
+// client sends to `ClientOptions::on_lock_event` when something happens to a
+// lock that no caller is waiting to hear about (an `unlock()` that failed, a
+// lock whose lease was lost).
 //
 // Durations are `absl::Duration`; every deadline derived from them is taken on
 // the steady clock, so changes of the wall clock never shorten or stretch a
@@ -18,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "absl/types/optional.h"
 
 namespace relock {
 
@@ -79,6 +81,61 @@ struct TlsOptions {
   bool dangerously_skip_verification = false;
 };
 
+// Settings for the sentinels of a `redis-sentinel://` (or
+// `rediss-sentinel://`) URL. Setting any field with another scheme is
+// InvalidArgument.
+struct SentinelOptions {
+  // The sentinels' own credentials. Unset (the default): the URL's user and
+  // password, which then authenticate to the sentinels and the data nodes
+  // alike (as Lettuce and Redisson do). Set it for sentinels with a password
+  // of their own (`requirepass` in sentinel.conf), or to "" for sentinels
+  // without one while the data nodes have one (no AUTH to the sentinels).
+  absl::optional<std::string> password;
+  // With `password`: `AUTH username password` (ACL) instead of
+  // `AUTH password`.
+  std::string username;
+};
+
+// How many replicas must acknowledge an acquire, and how long to wait for
+// them (Redisson's checkLockSyncedSlaves / slavesSyncTimeout).
+//
+// With `replicas` > 0, every acquire attempt sends the acquire script and
+// `WAIT <replicas> <timeout in ms>` together, in one round trip on one
+// connection. When the script took the lock (a fresh hold or a re-entry) but
+// fewer than `replicas` replicas acknowledged it within `timeout`, the
+// acquire is undone (a fresh hold is deleted, a re-entry counted down by
+// one) and the call fails with Unavailable, saying how many acknowledged; it
+// is not retried, not even within TryAcquire's wait (a RedlockClient counts
+// such a master as not acquired: see RedlockOptions::connection). A server
+// whose `WAIT` fails (an ACL user without it) fails the acquire with that
+// error; a fresh hold is undone too (a re-entry's extra count is cleared by the
+// outermost release).
+//
+// What WAIT does and does not guarantee: it counts the replicas that
+// received the write (the lock's owner field) before the reply; it does not
+// make the write durable, and it does not make it survive every failover:
+// replication stays asynchronous, a replica that acknowledged may be the one
+// that is not promoted, and a promoted replica may not have persisted it.
+// It narrows the window in which a failover loses a fresh acquisition; it
+// does not close it (see the correctness notes in relock/lock.h).
+//
+// Costs: WAIT holds its connection for up to `timeout` (when the replicas
+// are slow or gone), so other calls pipelined on that connection (other
+// threads' calls: see ClientOptions::command_connections) wait too. Every
+// attempt waits, including one that finds the lock held by another owner
+// and one that re-checks after a wait, since the WAIT is sent with the
+// script; one TryAcquire attempt may then take up to 100 ms + `timeout`.
+// Renewals (the watchdog) and releases send no WAIT.
+struct ReplicaSync {
+  // Replicas that must acknowledge each acquire. 0 (the default): send no
+  // WAIT and do not wait. In [0, 64].
+  int replicas = 0;
+  // How long WAIT waits for them. At least 1 ms and less than
+  // ClientOptions::command_timeout (else a WAIT would look like a silent
+  // server).
+  absl::Duration timeout = absl::Seconds(1);
+};
+
 struct ClientOptions {
   // Where Redis is:
   //   redis://[[user]:password@]host[:port][/db]   (port 6379, db 0 by default;
@@ -92,17 +149,36 @@ struct ClientOptions {
   //                                               as seeds, port 6379 by
   //                                               default; rediss-cluster://
   //                                               for TLS; only db 0)
+  //   redis-sentinel://[[user]:password@]s1[:p1][,s2[:p2]...][/db]#name
+  //                                               (the master that the
+  //                                               sentinels at s1, s2, ...
+  //                                               (port 26379 by default)
+  //                                               monitor as `name`, and
+  //                                               its db; rediss-sentinel://
+  //                                               for TLS to all of them)
   // A password without user authenticates with `AUTH password`; with a user,
-  // `AUTH user password` (Redis 6 ACL); on a cluster, with every node.
-  // redis-sentinel://...#master is recognized and refused (Unimplemented)
-  // until Sentinel support lands. A cluster URL to a server without cluster
-  // support is FailedPrecondition.
+  // `AUTH user password` (Redis 6 ACL); on a cluster, with every node; with
+  // Sentinel, with the data nodes and (unless `sentinel` says otherwise) the
+  // sentinels. A cluster URL to a server without cluster support is
+  // FailedPrecondition. With Sentinel, Connect() is NotFound when the
+  // sentinels that answer know no master of that name, and Unavailable when
+  // none answers or the master they name cannot be used.
+  //
+  // After a Sentinel failover the client follows the new master (it listens
+  // to every sentinel's +switch-master and asks them again on errors and
+  // every 5 s): waiters re-check against it at once, and the watchdog's next
+  // round keeps each held lock whose owner field reached the new master and
+  // reports the others lost (kLockLost). Replication is asynchronous: an
+  // acquisition the old master had not passed on is lost in a failover.
   std::string url = "redis://127.0.0.1:6379";
 
   // Certificates and verification for a `rediss://` (or `rediss-cluster://`)
   // URL. Setting any field with another scheme is InvalidArgument (a TLS
   // setting that would be silently ignored).
   TlsOptions tls;
+
+  // The sentinels' credentials, for a `redis-sentinel://` URL.
+  SentinelOptions sentinel;
 
   // Upper bound on establishing one connection (TCP/unix connect plus AUTH and
   // SELECT). Must be positive.
@@ -118,6 +194,13 @@ struct ClientOptions {
   // most servers; calls are spread over several round robin. Opened when
   // first needed, reopened after a failure. Between 1 and 64.
   int command_connections = 1;
+
+  // Replica acknowledgement of every acquire (see ReplicaSync), unless a
+  // lock's LockOptions say otherwise. Default: none. On a cluster, the
+  // replicas of the slot's master; with Sentinel, of the current master. A
+  // RedlockClient (RedlockOptions::connection) applies it on each master: a
+  // master whose replicas did not acknowledge counts as not acquired.
+  ReplicaSync replica_sync;
 
   // Lease of a lock acquired without an explicit lease (Redisson's
   // lockWatchdogTimeout). The watchdog renews such leases about every third
@@ -139,6 +222,16 @@ struct ClientOptions {
   // and exits on its own. Empty (the default) writes one line per event to
   // stderr.
   std::function<void(const LockEvent&)> on_lock_event;
+};
+
+// Settings of one lock handle (Client::GetLock(name, options)); every unset
+// field is the client's.
+struct LockOptions {
+  // Replica acknowledgement of this lock's acquires. Unset (the default):
+  // ClientOptions::replica_sync. The same ranges apply (timeout less than
+  // the client's command_timeout); a handle with invalid values fails every
+  // call with InvalidArgument.
+  absl::optional<ReplicaSync> replica_sync;
 };
 
 }  // namespace relock

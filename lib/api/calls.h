@@ -11,12 +11,14 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
 #include "lib/client/client_core.h"
 #include "lib/common/deadline.h"
 #include "lib/lock/owner.h"
 #include "lib/lock/reentrant_lock.h"
+#include "relock/options.h"
 #include "relock/owner.h"
 
 namespace relock {
@@ -50,16 +52,41 @@ inline absl::StatusOr<lock::OwnerId> CheckCall(const std::string& name,
   return CheckedOwner(owner);
 }
 
+// How a handle with `options` acquires: its own values over the client's
+// defaults (checked at Connect). InvalidArgument for invalid per-lock
+// values.
+inline absl::StatusOr<lock::AcquireOptions> AcquireOptionsFor(
+    const ClientCore& core, const LockOptions& options) {
+  const ReplicaSync& sync = options.replica_sync.has_value()
+                                ? *options.replica_sync
+                                : core.options().replica_sync;
+  if (options.replica_sync.has_value()) {
+    if (absl::Status s =
+            lock::ValidateReplicaSync(sync, core.options().command_timeout);
+        !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("LockOptions: ", s.message()));
+    }
+  }
+  lock::AcquireOptions out;
+  out.replica_sync.replicas = sync.replicas;
+  out.replica_sync.timeout = sync.timeout;
+  return out;
+}
+
 // Lock/RedlockLock's AcquireFor, ReleaseFor, AcquireAsyncFor and
 // ReleaseAsyncFor, once the handle is known to be bound.
 inline absl::Status Acquire(const std::shared_ptr<ClientCore>& core,
                             const std::string& name, const Owner& owner,
                             absl::Duration wait,
-                            absl::optional<absl::Duration> lease) {
+                            absl::optional<absl::Duration> lease,
+                            const LockOptions& options) {
+  absl::StatusOr<lock::AcquireOptions> how = AcquireOptionsFor(*core, options);
+  if (!how.ok()) return how.status();
   absl::StatusOr<lock::OwnerId> by = CheckCall(name, owner);
   if (!by.ok()) return by.status();
   if (absl::Status s = CheckMayBlock(*core); !s.ok()) return s;
-  return lock::Acquire(*core, name, *by, lease, Deadline::After(wait));
+  return lock::Acquire(*core, name, *by, lease, Deadline::After(wait), *how);
 }
 inline absl::Status Release(const std::shared_ptr<ClientCore>& core,
                             const std::string& name, const Owner& owner) {
@@ -72,10 +99,13 @@ inline void AcquireAsync(const std::shared_ptr<ClientCore>& core,
                          const std::string& name, const Owner& owner,
                          absl::Duration wait,
                          absl::optional<absl::Duration> lease,
+                         const LockOptions& options,
                          std::function<void(absl::Status)> done) {
+  absl::StatusOr<lock::AcquireOptions> how = AcquireOptionsFor(*core, options);
+  if (!how.ok()) return done(how.status());
   absl::StatusOr<lock::OwnerId> by = CheckCall(name, owner);
   if (!by.ok()) return done(by.status());
-  lock::AcquireAsync(*core, core, name, *by, lease, Deadline::After(wait),
+  lock::AcquireAsync(*core, core, name, *by, lease, Deadline::After(wait), *how,
                      std::move(done));
 }
 inline void ReleaseAsync(const std::shared_ptr<ClientCore>& core,

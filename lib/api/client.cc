@@ -22,7 +22,11 @@ Client::Client(std::shared_ptr<internal::ClientCore> core)
 Client::~Client() { Close(); }
 
 Lock Client::GetLock(absl::string_view name) {
-  return Lock(core_, std::string(name));
+  return Lock(core_, std::string(name), LockOptions());
+}
+
+Lock Client::GetLock(absl::string_view name, const LockOptions& options) {
+  return Lock(core_, std::string(name), options);
 }
 
 const std::string& Client::id() const { return core_->id(); }

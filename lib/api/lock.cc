@@ -42,6 +42,14 @@ absl::Status Unbound() {
       "or moved-from); get one from Client::GetLock()");
 }
 
+// Whether a handle can make calls other than acquires (which check their
+// options themselves): bound, with valid LockOptions.
+absl::Status Usable(const std::shared_ptr<internal::ClientCore>& core,
+                    const LockOptions& options) {
+  if (core == nullptr) return Unbound();
+  return internal::AcquireOptionsFor(*core, options).status();
+}
+
 }  // namespace
 
 namespace internal {
@@ -53,25 +61,27 @@ LockError::LockError(absl::Status status)
                         status.ToString()),
       status_(std::move(status)) {}
 
-Lock::Lock(std::shared_ptr<internal::ClientCore> core, std::string name)
-    : core_(std::move(core)), name_(std::move(name)) {}
+Lock::Lock(std::shared_ptr<internal::ClientCore> core, std::string name,
+           LockOptions options)
+    : core_(std::move(core)), name_(std::move(name)), options_(options) {}
 
 absl::Status Lock::AcquireFor(const Owner& owner, absl::Duration wait,
                               absl::optional<absl::Duration> lease) {
   if (core_ == nullptr) return Unbound();
-  return internal::Acquire(core_, name_, owner, wait, lease);
+  return internal::Acquire(core_, name_, owner, wait, lease, options_);
 }
 
 void Lock::AcquireAsyncFor(const Owner& owner, absl::Duration wait,
                            absl::optional<absl::Duration> lease,
                            std::function<void(absl::Status)> done) {
   if (core_ == nullptr) return done(Unbound());
-  internal::AcquireAsync(core_, name_, owner, wait, lease, std::move(done));
+  internal::AcquireAsync(core_, name_, owner, wait, lease, options_,
+                         std::move(done));
 }
 
 void Lock::ReleaseAsyncFor(const Owner& owner,
                            std::function<void(absl::Status)> done) {
-  if (core_ == nullptr) return done(Unbound());
+  if (absl::Status s = Usable(core_, options_); !s.ok()) return done(s);
   internal::ReleaseAsync(core_, name_, owner, std::move(done));
 }
 
@@ -82,18 +92,18 @@ void Lock::ReportUnlockFailure(absl::Status status) noexcept {
 }
 
 absl::Status Lock::ReleaseFor(const Owner& owner) {
-  if (core_ == nullptr) return Unbound();
+  if (absl::Status s = Usable(core_, options_); !s.ok()) return s;
   return internal::Release(core_, name_, owner);
 }
 
 absl::StatusOr<bool> Lock::ForceRelease() {
-  if (core_ == nullptr) return Unbound();
+  if (absl::Status s = Usable(core_, options_); !s.ok()) return s;
   if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
   return lock::ForceRelease(*core_, name_);
 }
 
 absl::StatusOr<bool> Lock::IsLocked() const {
-  if (core_ == nullptr) return Unbound();
+  if (absl::Status s = Usable(core_, options_); !s.ok()) return s;
   if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
   return lock::IsLocked(*core_, name_);
 }
@@ -113,14 +123,14 @@ absl::StatusOr<int64_t> Lock::HoldCount() const {
 }
 
 absl::StatusOr<int64_t> Lock::HoldCount(const Owner& owner) const {
-  if (core_ == nullptr) return Unbound();
+  if (absl::Status s = Usable(core_, options_); !s.ok()) return s;
   absl::StatusOr<lock::OwnerId> by = internal::CheckCall(name_, owner);
   if (!by.ok()) return by.status();
   return lock::HoldCount(*core_, name_, *by);
 }
 
 absl::StatusOr<absl::Duration> Lock::RemainingLease() const {
-  if (core_ == nullptr) return Unbound();
+  if (absl::Status s = Usable(core_, options_); !s.ok()) return s;
   if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
   return lock::RemainingLease(*core_, name_);
 }
@@ -131,7 +141,7 @@ absl::StatusOr<std::chrono::steady_clock::time_point> Lock::SafeUntil() const {
 
 absl::StatusOr<std::chrono::steady_clock::time_point> Lock::SafeUntil(
     const Owner& owner) const {
-  if (core_ == nullptr) return Unbound();
+  if (absl::Status s = Usable(core_, options_); !s.ok()) return s;
   absl::StatusOr<lock::OwnerId> by = internal::CheckCall(name_, owner);
   if (!by.ok()) return by.status();
   return lock::SafeUntil(*core_, name_, *by);

@@ -50,14 +50,16 @@ RedlockLock::RedlockLock(std::shared_ptr<internal::ClientCore> core,
 absl::Status RedlockLock::AcquireFor(const Owner& owner, absl::Duration wait,
                                      absl::optional<absl::Duration> lease) {
   if (core_ == nullptr) return Unbound();
-  return internal::Acquire(core_, name_, owner, wait, lease);
+  // The client's replica_sync (RedlockOptions::connection), on every master.
+  return internal::Acquire(core_, name_, owner, wait, lease, LockOptions());
 }
 
 void RedlockLock::AcquireAsyncFor(const Owner& owner, absl::Duration wait,
                                   absl::optional<absl::Duration> lease,
                                   std::function<void(absl::Status)> done) {
   if (core_ == nullptr) return done(Unbound());
-  internal::AcquireAsync(core_, name_, owner, wait, lease, std::move(done));
+  internal::AcquireAsync(core_, name_, owner, wait, lease, LockOptions(),
+                         std::move(done));
 }
 
 void RedlockLock::ReleaseAsyncFor(const Owner& owner,

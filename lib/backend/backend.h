@@ -29,6 +29,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "lib/common/deadline.h"
 #include "lib/pubsub/subscriber.h"
@@ -46,6 +47,19 @@ enum class Resend { kNever, kIfDropped };
 struct Answer {
   absl::StatusOr<redis::Reply> reply;  // error replies are replies
   bool resent = false;                 // sent again after a drop
+  // Replicas that acknowledged the call's write (WAIT's reply); -1 when no
+  // WAIT was sent or it gave no count (the reply is then that error).
+  int64_t acked = -1;
+};
+
+// A WAIT sent after a script call, in the same write on the same connection
+// (one round trip): the node's replicas that must have received the call's
+// writes, and how long the server waits for them (WAIT's timeout, at least
+// 1 ms; 0 would wait forever). The answer says how many did (Answer::acked);
+// judging that is the caller's business.
+struct WaitReplicas {
+  int replicas = 0;
+  absl::Duration timeout = absl::ZeroDuration();
 };
 
 // Called with each node's answer as it arrives (node index, answer);
@@ -141,13 +155,16 @@ class Backend {
 
   // Runs script `script` (an index into the backend's script set) on every
   // node at once (or only on the nodes i with (*only)[i]; the others answer
-  // Cancelled "not sent"); one answer per node, in node order.
+  // Cancelled "not sent"); one answer per node, in node order. With `wait`,
+  // each node's call is followed by that WAIT in the same round trip (every
+  // resend too), and its answer carries the count (Answer::acked).
   virtual std::vector<Answer> Run(size_t script,
                                   absl::Span<const absl::string_view> keys,
                                   absl::Span<const absl::string_view> args,
                                   Deadline deadline, Resend resend,
                                   const Enough& enough = nullptr,
-                                  const std::vector<bool>* only = nullptr) = 0;
+                                  const std::vector<bool>* only = nullptr,
+                                  const WaitReplicas* wait = nullptr) = 0;
 
   // Run(), asynchronously: `done` gets one answer per node once every node
   // answered, `enough` said stop (asked on the thread that delivers each
@@ -158,7 +175,8 @@ class Backend {
                         absl::Span<const absl::string_view> args,
                         Deadline deadline, Resend resend, Enough enough,
                         AnswersDone done,
-                        const std::vector<bool>* only = nullptr) = 0;
+                        const std::vector<bool>* only = nullptr,
+                        const WaitReplicas* wait = nullptr) = 0;
   // A timer on the loop that RunAsync's and Subscribe's callbacks run on.
   virtual std::unique_ptr<Timer> NewTimer() = 0;
 

@@ -1,5 +1,7 @@
 #include "lib/backend/node_backend.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -7,6 +9,7 @@
 #include "lib/backend/async_answers.h"
 #include "lib/backend/gather.h"
 #include "lib/common/mutex.h"
+#include "lib/redis/errors.h"
 #include "lib/redis/resp.h"
 
 namespace relock {
@@ -19,6 +22,7 @@ struct NodeBackend::Pending {
   size_t index = 0;  // the script
   bool evaled = false;
   bool asking = false;  // sent after ASKING (a slot being imported)
+  std::string wait;     // WAIT sent after it (Backend::Run's `wait`), or ""
   Resend resend = Resend::kNever;
   int sends = 0;
   bool resent = false;
@@ -168,12 +172,20 @@ std::shared_ptr<NodeBackend::Pending> NodeBackend::MakePending(
 std::shared_ptr<NodeBackend::Pending> NodeBackend::MakeScriptCall(
     size_t script, absl::Span<const absl::string_view> keys,
     absl::Span<const absl::string_view> args, Resend resend,
-    std::shared_ptr<std::atomic<bool>> abandon, Done done) {
+    std::shared_ptr<std::atomic<bool>> abandon, Done done,
+    const WaitReplicas* wait) {
   std::shared_ptr<Pending> p =
       MakePending(resend, std::move(abandon), std::move(done));
   scripts_.AppendEvalsha(script, keys, args, &p->wire);
   p->script = true;
   p->index = script;
+  if (wait != nullptr) {
+    // WAIT's timeout is in milliseconds, and 0 would wait forever.
+    const int64_t ms =
+        std::max<int64_t>(1, absl::ToInt64Milliseconds(wait->timeout));
+    redis::AppendCommand(
+        {"WAIT", absl::StrCat(wait->replicas), absl::StrCat(ms)}, &p->wait);
+  }
   return p;
 }
 
@@ -182,9 +194,9 @@ void NodeBackend::RunOnNode(size_t script,
                             absl::Span<const absl::string_view> args,
                             Resend resend,
                             std::shared_ptr<std::atomic<bool>> abandon,
-                            Done done, bool asking) {
+                            Done done, bool asking, const WaitReplicas* wait) {
   std::shared_ptr<Pending> p = MakeScriptCall(
-      script, keys, args, resend, std::move(abandon), std::move(done));
+      script, keys, args, resend, std::move(abandon), std::move(done), wait);
   p->asking = asking;
   Send(p);
 }
@@ -193,24 +205,24 @@ void NodeBackend::RunAskingAsync(size_t script,
                                  absl::Span<const absl::string_view> keys,
                                  absl::Span<const absl::string_view> args,
                                  Deadline deadline, Resend resend,
-                                 AnswersDone done) {
+                                 AnswersDone done, const WaitReplicas* wait) {
   std::shared_ptr<AsyncAnswers> answers = AsyncAnswers::Start(
       loop_, 1, deadline, backstop(), nullptr,
       [name = name_](size_t) { return name; }, std::move(done));
   RunOnNode(script, keys, args, resend, answers->abandon(), answers->Slot(0),
-            /*asking=*/true);
+            /*asking=*/true, wait);
 }
 
 std::vector<Answer> NodeBackend::RunAskingBlocking(
     size_t script, absl::Span<const absl::string_view> keys,
-    absl::Span<const absl::string_view> args, Deadline deadline,
-    Resend resend) {
+    absl::Span<const absl::string_view> args, Deadline deadline, Resend resend,
+    const WaitReplicas* wait) {
   auto abandon = std::make_shared<std::atomic<bool>>(false);
   std::vector<Answer> answers = AwaitAnswers(
       1, deadline, backstop(), nullptr,
       [&](size_t, Done done) {
         RunOnNode(script, keys, args, resend, abandon, std::move(done),
-                  /*asking=*/true);
+                  /*asking=*/true, wait);
       },
       [this](size_t) { return name_; });
   abandon->store(true, std::memory_order_relaxed);
@@ -236,11 +248,31 @@ void NodeBackend::Send(const std::shared_ptr<Pending>& pending) {
   } else {
     request->wire = pending->wire;
   }
+  if (!pending->wait.empty()) {
+    request->wire += pending->wait;
+    ++request->commands;
+  }
   if (pending->abandon != nullptr) request->abandoned = pending->abandon;
   request->done = [this, pending](io::Result r) {
     OnResult(pending, std::move(r));
   };
   Pick().Submit(std::move(request));
+}
+
+void NodeBackend::SettleWait(const redis::Reply& waited, Answer* answer) const {
+  if (waited.is_integer()) {
+    answer->acked = waited.integer();
+    return;
+  }
+  // The call's own error reply (MOVED, READONLY...) says more: keep it.
+  if (answer->reply->is_error()) return;
+  const std::string what = absl::StrCat(
+      "Redis at ", name_, ": WAIT after the call (which ran) gave no count");
+  answer->reply =
+      waited.is_error()
+          ? redis::ErrorReplyToStatus(what, waited.str())
+          : absl::InternalError(absl::StrCat(what, ": unexpected reply ",
+                                             waited.view().Describe()));
 }
 
 absl::optional<Answer> NodeBackend::Settle(Pending& p, io::Result r) {
@@ -259,7 +291,9 @@ absl::optional<Answer> NodeBackend::Settle(Pending& p, io::Result r) {
       p.wire = scripts_.EvalFromEvalsha(p.index, p.wire);
       return absl::nullopt;
     }
-    return Answer{std::move(reply), p.resent};
+    Answer answer{std::move(reply), p.resent};
+    if (!p.wait.empty()) SettleWait(r.replies.back(), &answer);
+    return answer;
   }
   if (p.resend == Resend::kIfDropped && r.resendable && p.sends < kMaxSends &&
       !abandoned) {
@@ -294,7 +328,9 @@ std::vector<Answer> NodeBackend::CallBlocking(const std::shared_ptr<Pending>& p,
     return answers;
   }
   while (!deadline.Expired()) {
-    absl::optional<io::Result> r = Pick().TryDirect(p->wire, 1, deadline);
+    absl::optional<io::Result> r =
+        p->wait.empty() ? Pick().TryDirect(p->wire, 1, deadline)
+                        : Pick().TryDirect(p->wire + p->wait, 2, deadline);
     if (!r.has_value()) break;
     ++p->sends;
     absl::optional<Answer> answer = Settle(*p, *std::move(r));
@@ -324,25 +360,27 @@ std::vector<Answer> NodeBackend::Run(size_t script,
                                      absl::Span<const absl::string_view> args,
                                      Deadline deadline, Resend resend,
                                      const Enough& enough,
-                                     const std::vector<bool>* only) {
+                                     const std::vector<bool>* only,
+                                     const WaitReplicas* wait) {
   if (only != nullptr && !(*only)[0]) {
     std::vector<Answer> none;
     none.push_back(Answer{absl::CancelledError("not sent"), false});
     return none;
   }
   return CallBlocking(
-      MakeScriptCall(script, keys, args, resend, nullptr, nullptr), deadline,
-      enough);
+      MakeScriptCall(script, keys, args, resend, nullptr, nullptr, wait),
+      deadline, enough);
 }
 
 void NodeBackend::RunAsync(size_t script,
                            absl::Span<const absl::string_view> keys,
                            absl::Span<const absl::string_view> args,
                            Deadline deadline, Resend resend, Enough enough,
-                           AnswersDone done, const std::vector<bool>* only) {
+                           AnswersDone done, const std::vector<bool>* only,
+                           const WaitReplicas* wait) {
   NodeBackend* self = this;
   RunAsyncOn(absl::MakeConstSpan(&self, 1), {0}, script, keys, args, deadline,
-             resend, std::move(enough), std::move(done), only);
+             resend, std::move(enough), std::move(done), only, wait);
 }
 
 void NodeBackend::RunAsyncOn(absl::Span<NodeBackend* const> nodes,
@@ -350,7 +388,8 @@ void NodeBackend::RunAsyncOn(absl::Span<NodeBackend* const> nodes,
                              absl::Span<const absl::string_view> keys,
                              absl::Span<const absl::string_view> args,
                              Deadline deadline, Resend resend, Enough enough,
-                             AnswersDone done, const std::vector<bool>* only) {
+                             AnswersDone done, const std::vector<bool>* only,
+                             const WaitReplicas* wait) {
   std::vector<std::string> names;
   for (NodeBackend* node : nodes) names.push_back(node->name_);
   std::shared_ptr<AsyncAnswers> answers = AsyncAnswers::Start(
@@ -364,7 +403,7 @@ void NodeBackend::RunAsyncOn(absl::Span<NodeBackend* const> nodes,
       continue;
     }
     nodes[i]->RunOnNode(script, keys, args, resend, answers->abandon(),
-                        answers->Slot(i));
+                        answers->Slot(i), /*asking=*/false, wait);
   }
 }
 

@@ -7,7 +7,10 @@
 // in lib/io/connection.h), with the same results. An EVALSHA that meets
 // NOSCRIPT (SCRIPT FLUSH, a restart) is sent again as EVAL of the source,
 // which caches the script again; a call the server dropped is resent (at
-// most kMaxSends sends) when Resend::kIfDropped says it is harmless. The
+// most kMaxSends sends) when Resend::kIfDropped says it is harmless. A call
+// with a WaitReplicas is followed by `WAIT n ms` in the same write (every
+// send of it, EVAL included), so both take one round trip on one
+// connection. The
 // blocking calls of Backend wait for RunAsync within their deadline and
 // abandon the request when it passes. QuorumBackend fans out over several
 // NodeBackends with RunAsync.
@@ -69,11 +72,13 @@ class NodeBackend : public Backend {
                           absl::Span<const absl::string_view> args,
                           Deadline deadline, Resend resend,
                           const Enough& enough = nullptr,
-                          const std::vector<bool>* only = nullptr) override;
+                          const std::vector<bool>* only = nullptr,
+                          const WaitReplicas* wait = nullptr) override;
   void RunAsync(size_t script, absl::Span<const absl::string_view> keys,
                 absl::Span<const absl::string_view> args, Deadline deadline,
                 Resend resend, Enough enough, AnswersDone done,
-                const std::vector<bool>* only = nullptr) override;
+                const std::vector<bool>* only = nullptr,
+                const WaitReplicas* wait = nullptr) override;
   std::unique_ptr<Timer> NewTimer() override;
   BatchReplies RunBatch(size_t script, const std::vector<Call>& calls,
                         Deadline deadline,
@@ -91,19 +96,21 @@ class NodeBackend : public Backend {
   // thread (or on the calling thread if the backend is closed). Setting
   // `*abandon` (if given) to true makes the backend drop the call at its
   // next step. `asking`: precede it with ASKING in the same write, for a
-  // call that a Redis Cluster node redirected with ASK to this node.
+  // call that a Redis Cluster node redirected with ASK to this node. `wait`:
+  // follow it with that WAIT in the same write (see Backend::Run()).
   void RunOnNode(size_t script, absl::Span<const absl::string_view> keys,
                  absl::Span<const absl::string_view> args, Resend resend,
                  std::shared_ptr<std::atomic<bool>> abandon, Done done,
-                 bool asking = false);
+                 bool asking = false, const WaitReplicas* wait = nullptr);
   // RunOnNode() after ASKING, with a deadline: as RunAsync() / Run().
   void RunAskingAsync(size_t script, absl::Span<const absl::string_view> keys,
                       absl::Span<const absl::string_view> args,
-                      Deadline deadline, Resend resend, AnswersDone done);
+                      Deadline deadline, Resend resend, AnswersDone done,
+                      const WaitReplicas* wait = nullptr);
   std::vector<Answer> RunAskingBlocking(
       size_t script, absl::Span<const absl::string_view> keys,
       absl::Span<const absl::string_view> args, Deadline deadline,
-      Resend resend);
+      Resend resend, const WaitReplicas* wait = nullptr);
   // The same for a prepared command.
   void SendOnNode(std::string wire, Resend resend,
                   std::shared_ptr<std::atomic<bool>> abandon, Done done);
@@ -128,7 +135,8 @@ class NodeBackend : public Backend {
                          absl::Span<const absl::string_view> keys,
                          absl::Span<const absl::string_view> args,
                          Deadline deadline, Resend resend, Enough enough,
-                         AnswersDone done, const std::vector<bool>* only);
+                         AnswersDone done, const std::vector<bool>* only,
+                         const WaitReplicas* wait = nullptr);
   // SCRIPT LOAD of every script: connects, and says now whether this server
   // can be used (Unavailable, Unauthenticated, PermissionDenied...).
   absl::Status Probe(Deadline deadline);
@@ -151,8 +159,13 @@ class NodeBackend : public Backend {
   std::shared_ptr<Pending> MakeScriptCall(
       size_t script, absl::Span<const absl::string_view> keys,
       absl::Span<const absl::string_view> args, Resend resend,
-      std::shared_ptr<std::atomic<bool>> abandon, Done done);
+      std::shared_ptr<std::atomic<bool>> abandon, Done done,
+      const WaitReplicas* wait = nullptr);
   void Send(const std::shared_ptr<Pending>& pending);
+  // Fills `answer->acked` from the reply to the WAIT after the call; a WAIT
+  // that gave no count turns a call that ran without error into an error
+  // status that says so.
+  void SettleWait(const redis::Reply& waited, Answer* answer) const;
   // The answer a send's result gives, or nullopt when `pending` must be sent
   // again (after a drop, or as EVAL after NOSCRIPT).
   absl::optional<Answer> Settle(Pending& pending, io::Result result);

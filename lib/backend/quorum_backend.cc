@@ -99,7 +99,8 @@ std::vector<Answer> QuorumBackend::Run(size_t script,
                                        absl::Span<const absl::string_view> args,
                                        Deadline deadline, Resend resend,
                                        const Enough& enough,
-                                       const std::vector<bool>* only) {
+                                       const std::vector<bool>* only,
+                                       const WaitReplicas* wait) {
   auto abandon = std::make_shared<std::atomic<bool>>(false);
   const std::vector<size_t> order = Order();
   std::vector<Answer> answers = AwaitAnswers(
@@ -109,7 +110,7 @@ std::vector<Answer> QuorumBackend::Run(size_t script,
           return done(Answer{absl::CancelledError("not sent"), false});
         }
         nodes_[i]->RunOnNode(script, keys, args, resend, abandon,
-                             std::move(done));
+                             std::move(done), /*asking=*/false, wait);
       },
       [this](size_t i) { return node_name(i); }, &order);
   abandon->store(true, std::memory_order_relaxed);
@@ -120,9 +121,11 @@ void QuorumBackend::RunAsync(size_t script,
                              absl::Span<const absl::string_view> keys,
                              absl::Span<const absl::string_view> args,
                              Deadline deadline, Resend resend, Enough enough,
-                             AnswersDone done, const std::vector<bool>* only) {
+                             AnswersDone done, const std::vector<bool>* only,
+                             const WaitReplicas* wait) {
   NodeBackend::RunAsyncOn(Nodes(), Order(), script, keys, args, deadline,
-                          resend, std::move(enough), std::move(done), only);
+                          resend, std::move(enough), std::move(done), only,
+                          wait);
 }
 
 std::unique_ptr<Timer> QuorumBackend::NewTimer() {

@@ -37,11 +37,13 @@ class QuorumBackend : public Backend {
                           absl::Span<const absl::string_view> args,
                           Deadline deadline, Resend resend,
                           const Enough& enough = nullptr,
-                          const std::vector<bool>* only = nullptr) override;
+                          const std::vector<bool>* only = nullptr,
+                          const WaitReplicas* wait = nullptr) override;
   void RunAsync(size_t script, absl::Span<const absl::string_view> keys,
                 absl::Span<const absl::string_view> args, Deadline deadline,
                 Resend resend, Enough enough, AnswersDone done,
-                const std::vector<bool>* only = nullptr) override;
+                const std::vector<bool>* only = nullptr,
+                const WaitReplicas* wait = nullptr) override;
   std::unique_ptr<Timer> NewTimer() override;
   BatchReplies RunBatch(size_t script, const std::vector<Call>& calls,
                         Deadline deadline,

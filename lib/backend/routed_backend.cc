@@ -108,7 +108,8 @@ class RoutedBackend::AsyncCall
   AsyncCall(RoutedBackend* backend, size_t script,
             absl::Span<const absl::string_view> keys,
             absl::Span<const absl::string_view> args, Deadline deadline,
-            Resend resend, Enough enough, AnswersDone done)
+            Resend resend, Enough enough, AnswersDone done,
+            const WaitReplicas* wait)
       : backend_(backend),
         script_(script),
         keys_(keys.begin(), keys.end()),
@@ -116,6 +117,7 @@ class RoutedBackend::AsyncCall
         slot_(keys.empty() ? 0 : redis::KeySlot(keys[0])),
         deadline_(deadline),
         resend_(resend),
+        wait_(wait != nullptr ? absl::make_optional(*wait) : absl::nullopt),
         enough_(std::move(enough)),
         done_(std::move(done)) {}
 
@@ -132,12 +134,13 @@ class RoutedBackend::AsyncCall
     auto on_answers = [self](std::vector<Answer> answers) {
       self->OnAnswers(std::move(answers));
     };
+    const WaitReplicas* wait = wait_.has_value() ? &*wait_ : nullptr;
     if (asking_) {
       node_->RunAskingAsync(script_, keys, args, deadline_, resend_,
-                            std::move(on_answers));
+                            std::move(on_answers), wait);
     } else {
       node_->RunAsync(script_, keys, args, deadline_, resend_, nullptr,
-                      std::move(on_answers));
+                      std::move(on_answers), nullptr, wait);
     }
   }
 
@@ -201,6 +204,7 @@ class RoutedBackend::AsyncCall
   const int slot_;
   const Deadline deadline_;
   const Resend resend_;
+  const absl::optional<WaitReplicas> wait_;  // a copy: the caller's may go
   Enough enough_;
   AnswersDone done_;
   // Loop thread only (each step runs in a callback of the previous one).
@@ -395,7 +399,8 @@ std::vector<Answer> RoutedBackend::Run(size_t script,
                                        absl::Span<const absl::string_view> args,
                                        Deadline deadline, Resend resend,
                                        const Enough& enough,
-                                       const std::vector<bool>* only) {
+                                       const std::vector<bool>* only,
+                                       const WaitReplicas* wait) {
   if (only != nullptr && !(*only)[0]) {
     return OneAnswer(absl::CancelledError("not sent"));
   }
@@ -412,8 +417,10 @@ std::vector<Answer> RoutedBackend::Run(size_t script,
   absl::Time failing_since = absl::InfinitePast();
   while (true) {
     std::vector<Answer> answers =
-        asking ? node->RunAskingBlocking(script, keys, args, deadline, resend)
-               : node->Run(script, keys, args, deadline, resend);
+        asking ? node->RunAskingBlocking(script, keys, args, deadline, resend,
+                                         wait)
+               : node->Run(script, keys, args, deadline, resend, nullptr,
+                           nullptr, wait);
     const Verdict v = Judge(answers[0], node->endpoint(), resend);
     if (v.refresh) RefreshSoon();
     switch (v.next) {
@@ -457,7 +464,8 @@ void RoutedBackend::RunAsync(size_t script,
                              absl::Span<const absl::string_view> keys,
                              absl::Span<const absl::string_view> args,
                              Deadline deadline, Resend resend, Enough enough,
-                             AnswersDone done, const std::vector<bool>* only) {
+                             AnswersDone done, const std::vector<bool>* only,
+                             const WaitReplicas* wait) {
   if (only != nullptr && !(*only)[0]) {
     return done(OneAnswer(absl::CancelledError("not sent")));
   }
@@ -469,7 +477,7 @@ void RoutedBackend::RunAsync(size_t script,
                      " (or the client is closed)"))));
   }
   std::make_shared<AsyncCall>(this, script, keys, args, deadline, resend,
-                              std::move(enough), std::move(done))
+                              std::move(enough), std::move(done), wait)
       ->Start(node);
 }
 

@@ -27,7 +27,8 @@
 // not write (a script stops at its first write on a replica), so it is sent
 // again whatever its Resend says; at most kMaxRedirects redirections per
 // call. Refreshes run on the loop, one at a time, on errors and every
-// kRefreshInterval.
+// kRefreshInterval. A call's WAIT (Backend::Run's `wait`) goes with it to
+// every node it is sent to.
 //
 // Batches (RunBatch) go to each master at once, one pipelined round trip per
 // master (the caller groups keys by KeyGroup(), so that one call's keys share
@@ -94,11 +95,13 @@ class RoutedBackend : public Backend {
                           absl::Span<const absl::string_view> args,
                           Deadline deadline, Resend resend,
                           const Enough& enough = nullptr,
-                          const std::vector<bool>* only = nullptr) override;
+                          const std::vector<bool>* only = nullptr,
+                          const WaitReplicas* wait = nullptr) override;
   void RunAsync(size_t script, absl::Span<const absl::string_view> keys,
                 absl::Span<const absl::string_view> args, Deadline deadline,
                 Resend resend, Enough enough, AnswersDone done,
-                const std::vector<bool>* only = nullptr) override;
+                const std::vector<bool>* only = nullptr,
+                const WaitReplicas* wait = nullptr) override;
   std::unique_ptr<Timer> NewTimer() override;
   BatchReplies RunBatch(size_t script, const std::vector<Call>& calls,
                         Deadline deadline,

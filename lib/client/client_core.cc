@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "lib/backend/cluster_backend.h"
 #include "lib/backend/node_backend.h"
+#include "lib/backend/sentinel_backend.h"
 #include "lib/lock/owner.h"
 #include "lib/lock/reentrant_lock.h"
 #include "lib/redis/url.h"
@@ -41,9 +42,28 @@ absl::Status ValidateClientOptions(const ClientOptions& o) {
                        !tls.server_name.empty() ||
                        tls.dangerously_skip_verification;
   if (tls_set && !absl::StartsWith(o.url, "rediss://") &&
-      !absl::StartsWith(o.url, "rediss-cluster://")) {
+      !absl::StartsWith(o.url, "rediss-cluster://") &&
+      !absl::StartsWith(o.url, "rediss-sentinel://")) {
     return invalid(
-        "tls is set, but the url is not rediss:// or rediss-cluster:// (TLS)");
+        "tls is set, but the url is not rediss://, rediss-cluster:// or "
+        "rediss-sentinel:// (TLS)");
+  }
+  const bool sentinel_url = absl::StartsWith(o.url, "redis-sentinel://") ||
+                            absl::StartsWith(o.url, "rediss-sentinel://");
+  if (!sentinel_url &&
+      (o.sentinel.password.has_value() || !o.sentinel.username.empty())) {
+    return invalid(
+        "sentinel is set, but the url is not redis-sentinel:// or "
+        "rediss-sentinel://");
+  }
+  if (!o.sentinel.username.empty() &&
+      (!o.sentinel.password.has_value() || o.sentinel.password->empty())) {
+    return invalid("sentinel.username needs a sentinel.password");
+  }
+  if (absl::Status s =
+          lock::ValidateReplicaSync(o.replica_sync, o.command_timeout);
+      !s.ok()) {
+    return invalid(s.message());
   }
   if (o.lock_watchdog_timeout < absl::Milliseconds(30) ||
       o.lock_watchdog_timeout > absl::Hours(365 * 24)) {
@@ -56,6 +76,14 @@ absl::Status ValidateClientOptions(const ClientOptions& o) {
 }
 
 namespace {
+
+// A backend of some kind as the Backend the core keeps.
+template <typename T>
+absl::StatusOr<std::unique_ptr<backend::Backend>> Generic(
+    absl::StatusOr<std::unique_ptr<T>> made) {
+  if (!made.ok()) return made.status();
+  return std::unique_ptr<backend::Backend>(*std::move(made));
+}
 
 // Every live core, for the fork handlers. The mutex is held across fork()
 // (prepare .. parent/child), so the child finds the list consistent.
@@ -115,11 +143,6 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
   absl::StatusOr<redis::Topology> topology =
       redis::ParseTopologyUrl(options.url);
   if (!topology.ok()) return topology.status();
-  if (topology->kind == redis::Topology::Kind::kSentinel) {
-    return absl::UnimplementedError(
-        "redis-sentinel:// URLs are not supported yet (the Sentinel backend "
-        "is being built); connect to the current master with redis://");
-  }
   io::ConnectionOptions io_options;
   io_options.endpoint = topology->endpoints[0];
   io_options.tls = options.tls;
@@ -132,32 +155,48 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
   backend::NodeOptions node;
   node.connection = std::move(io_options);
   node.command_connections = options.command_connections;
-  if (topology->kind == redis::Topology::Kind::kCluster) {
-    backend::ClusterOptions cluster;
-    cluster.seeds = std::move(topology->endpoints);
-    cluster.node = std::move(node);
-    // One NodeBackend per master; borrowing the idle connection for blocking
-    // calls works there as on a single server.
-    return Create(
-        std::move(options), std::move(id), std::move(policy), "",
-        [&cluster](io::EventLoop* loop)
-            -> absl::StatusOr<std::unique_ptr<backend::Backend>> {
-          absl::StatusOr<std::unique_ptr<backend::ClusterBackend>> backend =
-              backend::ClusterBackend::Create(loop, std::move(cluster),
-                                              LockScripts());
-          if (!backend.ok()) return backend.status();
-          return std::unique_ptr<backend::Backend>(*std::move(backend));
-        });
+  BackendFactory make_backend;
+  switch (topology->kind) {
+    case redis::Topology::Kind::kSingle:
+      make_backend = [&node](io::EventLoop* loop) {
+        return Generic(
+            backend::NodeBackend::Create(loop, std::move(node), LockScripts()));
+      };
+      break;
+    case redis::Topology::Kind::kCluster:
+      // One NodeBackend per master; borrowing the idle connection for
+      // blocking calls works there as on a single server.
+      make_backend = [&node, &topology](io::EventLoop* loop) {
+        backend::ClusterOptions cluster;
+        cluster.seeds = std::move(topology->endpoints);
+        cluster.node = std::move(node);
+        return Generic(backend::ClusterBackend::Create(loop, std::move(cluster),
+                                                       LockScripts()));
+      };
+      break;
+    case redis::Topology::Kind::kSentinel:
+      make_backend = [&node, &topology,
+                      auth = options.sentinel](io::EventLoop* loop) {
+        backend::SentinelOptions sentinel;
+        sentinel.master_name = topology->master_name;
+        for (redis::Endpoint& ep : topology->endpoints) {
+          if (auth.password.has_value()) {
+            ep.username = auth.username;
+            ep.password = *auth.password;
+          }
+          sentinel.sentinels.push_back(std::move(ep));
+        }
+        // The data nodes: the URL's credentials, db and TLS setting (the
+        // address comes from the sentinels).
+        node.connection.endpoint.db = topology->db;
+        sentinel.node = std::move(node);
+        return Generic(backend::SentinelBackend::Create(
+            loop, std::move(sentinel), LockScripts()));
+      };
+      break;
   }
-  return Create(
-      std::move(options), std::move(id), std::move(policy), "",
-      [&node](io::EventLoop* loop)
-          -> absl::StatusOr<std::unique_ptr<backend::Backend>> {
-        absl::StatusOr<std::unique_ptr<backend::NodeBackend>> backend =
-            backend::NodeBackend::Create(loop, std::move(node), LockScripts());
-        if (!backend.ok()) return backend.status();
-        return std::unique_ptr<backend::Backend>(*std::move(backend));
-      });
+  return Create(std::move(options), std::move(id), std::move(policy), "",
+                make_backend);
 }
 
 absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(

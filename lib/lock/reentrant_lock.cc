@@ -69,16 +69,30 @@ absl::Status Unexpected(const redis::Reply& r, absl::string_view op) {
 // (TryAcquire(0) is one attempt, not none).
 constexpr absl::Duration kMinAttemptTime = absl::Milliseconds(100);
 
-// The deadline of one attempt's requests (see LockPolicy).
+// The replicas an acquire must wait for, as the backend takes them: null for
+// none.
+const backend::WaitReplicas* ReplicaWait(const backend::WaitReplicas& sync) {
+  return sync.replicas > 0 ? &sync : nullptr;
+}
+
+// How much longer than usual an attempt's requests (and their undo, queued
+// behind WAITs) may take: the WAIT's timeout.
+absl::Duration ReplicaTime(const backend::WaitReplicas* sync) {
+  return sync != nullptr ? sync->timeout : absl::ZeroDuration();
+}
+
+// The deadline of one attempt's requests (see LockPolicy), `extra` (the
+// replicas' time) beyond the usual.
 Deadline AttemptDeadline(const LockPolicy& policy, absl::Duration lease,
-                         Deadline wait) {
+                         Deadline wait, absl::Duration extra) {
   if (policy.attempt_timeout_factor > 0) {
     return Deadline::After(
         std::clamp(lease * policy.attempt_timeout_factor, absl::Milliseconds(2),
-                   std::max(absl::Milliseconds(2), policy.command_timeout)));
+                   std::max(absl::Milliseconds(2), policy.command_timeout)) +
+        extra);
   }
-  if (wait.Remaining() < kMinAttemptTime) {
-    return Deadline::After(kMinAttemptTime);
+  if (wait.Remaining() < kMinAttemptTime + extra) {
+    return Deadline::After(kMinAttemptTime + extra);
   }
   return wait;
 }
@@ -93,12 +107,22 @@ struct Attempt {
   bool took_some = false;  // held by others, yet it took (and undid) nodes
 };
 
+// Whether `answer` to the acquire script granted the lock: nil, and (with
+// `sync`) acknowledged by enough replicas.
+bool Granted(const backend::Answer& answer, const backend::WaitReplicas* sync) {
+  return answer.reply.ok() && answer.reply->is_nil() &&
+         (sync == nullptr || answer.acked >= sync->replicas);
+}
+
 // Policy::fail_fast: stop waiting once the attempt's outcome is certain.
-backend::Enough FailFast(const LockPolicy& policy, size_t n, size_t quorum) {
+backend::Enough FailFast(const LockPolicy& policy, size_t n, size_t quorum,
+                         const backend::WaitReplicas* sync) {
   if (!policy.fail_fast) return nullptr;
   auto counts = std::make_shared<std::pair<size_t, size_t>>(0, 0);
-  return [counts, n, quorum](size_t, const backend::Answer& answer) {
-    if (answer.reply.ok() && answer.reply->is_nil()) {
+  const absl::optional<backend::WaitReplicas> wait =
+      sync != nullptr ? absl::make_optional(*sync) : absl::nullopt;
+  return [counts, n, quorum, wait](size_t, const backend::Answer& answer) {
+    if (Granted(answer, wait.has_value() ? &*wait : nullptr)) {
       ++counts->first;
     } else {
       ++counts->second;
@@ -108,10 +132,13 @@ backend::Enough FailFast(const LockPolicy& policy, size_t n, size_t quorum) {
 }
 
 // What one attempt's answers mean. `*undo` is set to the nodes where what
-// the attempt may have taken must be undone (none when it acquired).
+// the attempt may have taken must be undone (none when it acquired). With
+// `sync`, a node that granted without enough replicas acknowledging counts
+// as not granted (Unavailable) and is undone.
 Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
                  SteadyClock::time_point start, absl::Duration lease,
-                 bool fresh, std::vector<bool>* undo) {
+                 bool fresh, const backend::WaitReplicas* sync,
+                 std::vector<bool>* undo) {
   backend::Backend& backend = env.backend();
   const LockPolicy& policy = env.policy();
   const size_t n = backend.nodes();
@@ -119,7 +146,8 @@ Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
   Attempt a;
   a.start = start;
   size_t granted = 0, errors = 0;
-  std::vector<bool> granted_at(n), unknown_at(n);
+  // unacked_at: granted, but too few replicas acknowledged it.
+  std::vector<bool> granted_at(n), unknown_at(n), unacked_at(n);
   std::vector<std::string> details;
   for (size_t i = 0; i < n; ++i) {
     const absl::StatusOr<redis::Reply>& r = answers[i].reply;
@@ -130,6 +158,16 @@ Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
       unknown_at[i] = true;  // the request may still run
       details.push_back(
           absl::StrCat(who, ": unavailable: ", r.status().message()));
+    } else if (r->is_nil() && !Granted(answers[i], sync)) {
+      unacked_at[i] = true;
+      const std::string unacked = absl::StrCat(
+          "only ", std::max<int64_t>(answers[i].acked, 0), " of the ",
+          sync->replicas, " required replicas acknowledged within ",
+          absl::FormatDuration(sync->timeout));
+      error = absl::UnavailableError(
+          absl::StrCat(unacked, " on ", who, "; the acquisition was undone"));
+      details.push_back(
+          absl::StrCat(who, ": acquired, but ", unacked, "; undone"));
     } else if (r->is_nil()) {
       ++granted;
       granted_at[i] = true;
@@ -174,7 +212,13 @@ Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
     if (a.kind == Attempt::kFailed && a.error.ok()) {
       a.error = absl::AbortedError(a.details);  // validity used up
     }
-    if (granted == 0) return a;
+    // Except: what the node took without its replicas' acknowledgement, and
+    // (with replica sync) a fresh acquire with an unknown outcome, since a
+    // WAIT that failed after the script ran makes it one.
+    if (granted == 0 && !unacked_at[0] &&
+        !(sync != nullptr && fresh && unknown_at[0])) {
+      return a;
+    }
   }
   // Undo what this attempt may have taken. A fresh acquire removes our owner
   // field wherever it may exist (granted, or outcome unknown); a re-entry
@@ -182,7 +226,7 @@ Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
   // attempt: an undo that does not land leaves a key that expires with the
   // lease.
   for (size_t i = 0; i < n; ++i) {
-    (*undo)[i] = granted_at[i] || (fresh && unknown_at[i]);
+    (*undo)[i] = granted_at[i] || unacked_at[i] || (fresh && unknown_at[i]);
   }
   a.took_some =
       a.kind == Attempt::kHeldByOther &&
@@ -219,11 +263,13 @@ void Undo(LockEnv& env, const std::string& name, const std::string& owner,
   }
 }
 
-// One attempt: the acquire script on every node at once. On fewer than a
-// quorum of grants (or no validity left), undoes what it may have taken.
-// `fresh`: the owner holds no hold of its own (see lua/acquire.lua).
+// One attempt: the acquire script on every node at once (each followed by
+// WAIT with `sync`). On fewer than a quorum of grants (or no validity left),
+// undoes what it may have taken. `fresh`: the owner holds no hold of its own
+// (see lua/acquire.lua).
 Attempt TryOnce(LockEnv& env, const std::string& name, const std::string& owner,
-                absl::Duration lease, bool fresh, Deadline wait) {
+                absl::Duration lease, bool fresh, Deadline wait,
+                const backend::WaitReplicas* sync) {
   backend::Backend& backend = env.backend();
   const LockPolicy& policy = env.policy();
   const std::string lease_ms = absl::StrCat(absl::ToInt64Milliseconds(lease));
@@ -233,14 +279,15 @@ Attempt TryOnce(LockEnv& env, const std::string& name, const std::string& owner,
   // outermost release.
   const absl::string_view keys[] = {name};
   const absl::string_view args[] = {lease_ms, owner, fresh ? "1" : "0"};
-  std::vector<backend::Answer> answers =
-      backend.Run(internal::kAcquireScript, keys, args,
-                  AttemptDeadline(policy, lease, wait), Resend::kIfDropped,
-                  FailFast(policy, backend.nodes(), backend.quorum()));
+  const absl::Duration extra = ReplicaTime(sync);
+  std::vector<backend::Answer> answers = backend.Run(
+      internal::kAcquireScript, keys, args,
+      AttemptDeadline(policy, lease, wait, extra), Resend::kIfDropped,
+      FailFast(policy, backend.nodes(), backend.quorum(), sync), nullptr, sync);
   std::vector<bool> undo;
-  Attempt a = Evaluate(env, answers, start, lease, fresh, &undo);
-  Undo(env, name, owner, fresh, undo, AttemptDeadline(policy, lease, wait),
-       /*async=*/false);
+  Attempt a = Evaluate(env, answers, start, lease, fresh, sync, &undo);
+  Undo(env, name, owner, fresh, undo,
+       AttemptDeadline(policy, lease, wait, extra), /*async=*/false);
   return a;
 }
 
@@ -352,6 +399,25 @@ void CountRenewals(const std::vector<absl::StatusOr<redis::Reply>>& replies,
 
 }  // namespace
 
+absl::Status ValidateReplicaSync(const ReplicaSync& sync,
+                                 absl::Duration command_timeout) {
+  if (sync.replicas < 0 || sync.replicas > 64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "replica_sync.replicas must be in [0, 64], not ", sync.replicas));
+  }
+  // Only with replicas: the default timeout (1s) must not make a short
+  // command_timeout invalid for clients that never wait.
+  if (sync.replicas > 0 && (sync.timeout < absl::Milliseconds(1) ||
+                            sync.timeout >= command_timeout)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("replica_sync.timeout must be at least 1ms and less than "
+                     "command_timeout (",
+                     absl::FormatDuration(command_timeout), "), not ",
+                     absl::FormatDuration(sync.timeout)));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateName(const std::string& name) {
   if (name.empty()) {
     return absl::InvalidArgumentError("lock name must not be empty");
@@ -373,10 +439,15 @@ struct AcquirePlan {
   bool fresh = true;
   bool watchdog = true;
   absl::Duration lease;
+  backend::WaitReplicas replica_sync;  // replicas == 0: no WAIT
+  const backend::WaitReplicas* sync() const {
+    return ReplicaWait(replica_sync);
+  }
 };
 absl::StatusOr<AcquirePlan> PlanAcquire(LockEnv& env, const std::string& name,
                                         const OwnerId& by,
-                                        absl::optional<absl::Duration> lease) {
+                                        absl::optional<absl::Duration> lease,
+                                        const AcquireOptions& options) {
   if (lease.has_value() && (*lease < kMinLease || *lease > kMaxLease)) {
     return absl::InvalidArgumentError(
         absl::StrCat("acquire lock ", QuoteName(name), ": lease ",
@@ -397,6 +468,7 @@ absl::StatusOr<AcquirePlan> PlanAcquire(LockEnv& env, const std::string& name,
   // explicit hold, the script keeps whichever lease ends later.
   plan.watchdog = !lease.has_value() || (!plan.fresh && held->watchdog);
   plan.lease = plan.watchdog ? env.watchdog_lease() : *lease;
+  plan.replica_sync = options.replica_sync;
   return plan;
 }
 
@@ -467,6 +539,7 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
         owner_(OwnerField(env.id(), by.number)),
         lease_(plan.lease),
         fresh_(plan.fresh),
+        replica_sync_(plan.replica_sync),
         deadline_(deadline),
         done_(std::move(done)),
         timer_(env.backend().NewTimer()) {}
@@ -505,23 +578,28 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
     const absl::string_view keys[] = {name_};
     const absl::string_view args[] = {lease_ms, owner_, fresh_ ? "1" : "0"};
     const SteadyClock::time_point start = SteadyClock::now();
-    backend.RunAsync(internal::kAcquireScript, keys, args,
-                     AttemptDeadline(policy, lease_, deadline_),
-                     Resend::kIfDropped,
-                     FailFast(policy, backend.nodes(), backend.quorum()),
-                     [self = shared_from_this(),
-                      start](const std::vector<backend::Answer>& answers) {
-                       self->OnAnswers(answers, start);
-                     });
+    const backend::WaitReplicas* sync = ReplicaWait(replica_sync_);
+    backend.RunAsync(
+        internal::kAcquireScript, keys, args,
+        AttemptDeadline(policy, lease_, deadline_, ReplicaTime(sync)),
+        Resend::kIfDropped,
+        FailFast(policy, backend.nodes(), backend.quorum(), sync),
+        [self = shared_from_this(),
+         start](const std::vector<backend::Answer>& answers) {
+          self->OnAnswers(answers, start);
+        },
+        nullptr, sync);
   }
 
   void OnAnswers(const std::vector<backend::Answer>& answers,
                  SteadyClock::time_point start) {
     if (phase_ == Phase::kDone) return;
     std::vector<bool> undo;
-    Attempt a = Evaluate(env_, answers, start, lease_, fresh_, &undo);
+    const backend::WaitReplicas* sync = ReplicaWait(replica_sync_);
+    Attempt a = Evaluate(env_, answers, start, lease_, fresh_, sync, &undo);
     Undo(env_, name_, owner_, fresh_, undo,
-         AttemptDeadline(env_.policy(), lease_, deadline_), /*async=*/true);
+         AttemptDeadline(env_.policy(), lease_, deadline_, ReplicaTime(sync)),
+         /*async=*/true);
     OnAttempt(std::move(a));
   }
 
@@ -671,6 +749,7 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
   const std::string owner_;
   const absl::Duration lease_;
   const bool fresh_;
+  const backend::WaitReplicas replica_sync_;
   const Deadline deadline_;
   Done done_;
   const std::unique_ptr<backend::Timer> timer_;
@@ -723,7 +802,8 @@ absl::Status AcquireLoop(LockEnv& env, const std::string& name,
                          Deadline deadline, SteadyClock::time_point* sent_at) {
   const std::string owner = OwnerField(env.id(), by.number);
   for (int failures = 0;;) {
-    Attempt a = TryOnce(env, name, owner, plan.lease, plan.fresh, deadline);
+    Attempt a = TryOnce(env, name, owner, plan.lease, plan.fresh, deadline,
+                        plan.sync());
     if (a.kind == Attempt::kAcquired) {
       *sent_at = a.start;
       return absl::OkStatus();
@@ -742,8 +822,9 @@ absl::Status AcquireLoop(LockEnv& env, const std::string& name,
 }  // namespace
 
 absl::Status Acquire(LockEnv& env, const std::string& name, const OwnerId& by,
-                     absl::optional<absl::Duration> lease, Deadline deadline) {
-  absl::StatusOr<AcquirePlan> plan = PlanAcquire(env, name, by, lease);
+                     absl::optional<absl::Duration> lease, Deadline deadline,
+                     const AcquireOptions& options) {
+  absl::StatusOr<AcquirePlan> plan = PlanAcquire(env, name, by, lease, options);
   if (!plan.ok()) return plan.status();
   SteadyClock::time_point sent_at;
   absl::Status s = AcquireLoop(env, name, by, *plan, deadline, &sent_at);
@@ -928,11 +1009,12 @@ absl::Status Release(LockEnv& env, const std::string& name, const OwnerId& by) {
 void AcquireAsync(LockEnv& env, std::shared_ptr<void> keep,
                   const std::string& name, const OwnerId& by,
                   absl::optional<absl::Duration> lease, Deadline deadline,
+                  const AcquireOptions& options,
                   std::function<void(absl::Status)> done) {
   if (absl::Status s = CheckAsyncOwner(env, name, by, "acquire"); !s.ok()) {
     return done(s);
   }
-  absl::StatusOr<AcquirePlan> plan = PlanAcquire(env, name, by, lease);
+  absl::StatusOr<AcquirePlan> plan = PlanAcquire(env, name, by, lease, options);
   if (!plan.ok()) return done(plan.status());
   std::make_shared<AcquireMachine>(
       env, name, by, *plan, deadline,
@@ -1018,7 +1100,8 @@ absl::Status Extend(LockEnv& env, const std::string& name, const OwnerId& by,
   const absl::string_view args[] = {lease_ms, hold->owner};
   std::vector<backend::Answer> answers = backend.Run(
       internal::kRenewScript, keys, args,
-      AttemptDeadline(policy, lease, Deadline::Never()), Resend::kIfDropped);
+      AttemptDeadline(policy, lease, Deadline::Never(), absl::ZeroDuration()),
+      Resend::kIfDropped);
   size_t renewed = 0, gone = 0;
   std::vector<std::string> details;
   for (size_t i = 0; i < n; ++i) {
@@ -1149,7 +1232,8 @@ watchdog::RenewResult RenewHolds(LockEnv& env,
   const std::string lease_ms = absl::StrCat(absl::ToInt64Milliseconds(lease));
   const Deadline deadline =
       env.policy().attempt_timeout_factor > 0
-          ? AttemptDeadline(env.policy(), lease, Deadline::Never())
+          ? AttemptDeadline(env.policy(), lease, Deadline::Never(),
+                            absl::ZeroDuration())
           : Deadline::Never();
   // Up to kRenewKeysPerCall locks per call, of one key group each (one hash
   // slot on a cluster, where a script's keys must share one).

@@ -16,16 +16,33 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
+#include "lib/backend/backend.h"
 #include "lib/common/deadline.h"
 #include "lib/lock/lock_env.h"
 #include "lib/lock/owner.h"
 #include "lib/watchdog/watchdog.h"
+#include "relock/options.h"
 
 namespace relock {
 namespace lock {
 
 // InvalidArgument for an empty or over-long name.
 absl::Status ValidateName(const std::string& name);
+
+// InvalidArgument, naming the field ("replica_sync.replicas ..."), unless
+// `sync` suits a client whose command_timeout is `command_timeout`.
+absl::Status ValidateReplicaSync(const ReplicaSync& sync,
+                                 absl::Duration command_timeout);
+
+// How one lock's acquires are sent (relock::LockOptions over the client's
+// defaults).
+struct AcquireOptions {
+  // With replicas > 0: each attempt's script is followed by this WAIT in the
+  // same round trip, and a node whose replicas did not acknowledge the
+  // acquire in time counts as not acquired: what it took is undone, and the
+  // node's error is Unavailable.
+  backend::WaitReplicas replica_sync;
+};
 
 // The algorithms below run on any backend: a call goes to every node, and
 // the answers are counted against the backend's quorum (one node: quorum 1).
@@ -36,7 +53,8 @@ absl::Status ValidateName(const std::string& name);
 // notification) until `deadline`. `lease`: explicit lease, or nullopt for
 // the watchdog lease. One owner's calls on one lock must not overlap.
 absl::Status Acquire(LockEnv& env, const std::string& name, const OwnerId& by,
-                     absl::optional<absl::Duration> lease, Deadline deadline);
+                     absl::optional<absl::Duration> lease, Deadline deadline,
+                     const AcquireOptions& options);
 absl::Status Release(LockEnv& env, const std::string& name, const OwnerId& by);
 
 // Acquire() and Release() without blocking, for an explicit owner (a thread
@@ -46,6 +64,7 @@ absl::Status Release(LockEnv& env, const std::string& name, const OwnerId& by);
 void AcquireAsync(LockEnv& env, std::shared_ptr<void> keep,
                   const std::string& name, const OwnerId& by,
                   absl::optional<absl::Duration> lease, Deadline deadline,
+                  const AcquireOptions& options,
                   std::function<void(absl::Status)> done);
 void ReleaseAsync(LockEnv& env, std::shared_ptr<void> keep,
                   const std::string& name, const OwnerId& by,

@@ -235,6 +235,16 @@ absl::StatusOr<SlotMap> SlotMap::FromSlots(ReplyView reply,
   return Build(std::move(ranges));
 }
 
+SlotMap SlotMap::OneMaster(const Endpoint& master) {
+  SlotMap map;
+  SlotRange all;
+  all.first = 0;
+  all.last = kClusterSlots - 1;
+  all.master.endpoint = master;
+  map.ranges_.push_back(std::move(all));
+  return map;
+}
+
 absl::StatusOr<SlotMap> SlotMap::Build(std::vector<SlotRange> ranges) {
   std::sort(
       ranges.begin(), ranges.end(),

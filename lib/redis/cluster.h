@@ -70,6 +70,9 @@ class SlotMap {
   // From the reply to CLUSTER SLOTS (every Redis with cluster support).
   static absl::StatusOr<SlotMap> FromSlots(ReplyView reply,
                                            const Endpoint& from);
+  // Every slot served by `master` (a master that Sentinel names: one
+  // server holds every key).
+  static SlotMap OneMaster(const Endpoint& master);
 
   // The range that holds `slot`, or nullptr if no node serves it.
   const SlotRange* Find(int slot) const;

@@ -1,0 +1,468 @@
+// Replica acknowledgement of acquires (ReplicaSync, LockOptions) on a real
+// primary with one real replica: the script and WAIT in one round trip, an
+// acquire the replica did not acknowledge undone without a trace (fresh, a
+// re-entry, asynchronous), per-lock overrides in both directions, Redlock
+// per master, and the validation of both option structs.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "relock/redlock.h"
+#include "relock/relock.h"
+#include "tests/test_util.h"
+
+namespace relock {
+namespace {
+
+using ::relock::testing::MustConnect;
+using ::relock::testing::RedisServer;
+using ::relock::testing::RedisServerOptions;
+using ::relock::testing::RedisValue;
+using ::relock::testing::SharedRedisServer;
+using ::relock::testing::TestLockName;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+// Polls `done` every 10 ms for up to `limit` (generous: a loaded machine).
+bool Eventually(const std::function<bool()>& done,
+                absl::Duration limit = absl::Seconds(30)) {
+  const absl::Time end = absl::Now() + limit;
+  while (!done()) {
+    if (absl::Now() > end) return false;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return true;
+}
+
+// The value of `field` in the INFO text `info` ("field:value" lines), or "".
+std::string InfoField(const std::string& info, absl::string_view field) {
+  for (absl::string_view line : absl::StrSplit(info, "\r\n")) {
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(line, absl::MaxSplits(':', 1));
+    if (kv.first == field) return std::string(kv.second);
+  }
+  return "";
+}
+
+std::string Info(RedisServer& server, const std::string& section) {
+  absl::StatusOr<RedisValue> info = server.Command({"INFO", section});
+  return info.ok() ? info->str : "";
+}
+
+// How many times `command` ran on `server` since the last CONFIG RESETSTAT
+// (INFO commandstats: "cmdstat_<command>:calls=N,usec=...").
+int64_t Calls(RedisServer& server, const std::string& command) {
+  const std::string stats =
+      InfoField(Info(server, "commandstats"), "cmdstat_" + command);
+  for (absl::string_view part : absl::StrSplit(stats, ',')) {
+    if (absl::ConsumePrefix(&part, "calls=")) {
+      int64_t calls = 0;
+      if (absl::SimpleAtoi(part, &calls)) return calls;
+    }
+  }
+  return 0;
+}
+
+int64_t Exists(RedisServer& server, const std::string& key) {
+  absl::StatusOr<RedisValue> r = server.Command({"EXISTS", key});
+  return r.ok() && r->is_integer() ? r->integer : -1;
+}
+
+ReplicaSync Sync(int replicas, absl::Duration timeout) {
+  ReplicaSync sync;
+  sync.replicas = replicas;
+  sync.timeout = timeout;
+  return sync;
+}
+
+LockOptions WithSync(int replicas, absl::Duration timeout) {
+  LockOptions options;
+  options.replica_sync = Sync(replicas, timeout);
+  return options;
+}
+
+// Pauses a server (SIGSTOP) for its scope; resumes it however the scope
+// ends, so that a failed assertion does not leave the replica stopped for
+// the next test.
+class Paused {
+ public:
+  explicit Paused(RedisServer& server) : server_(server) {
+    status_ = server_.Pause();
+  }
+  ~Paused() { Resume(); }
+  Paused(const Paused&) = delete;
+  Paused& operator=(const Paused&) = delete;
+  const absl::Status& status() const { return status_; }
+  void Resume() {
+    if (status_.ok() && !resumed_) {
+      resumed_ = true;
+      EXPECT_TRUE(server_.Resume().ok());
+    }
+  }
+
+ private:
+  RedisServer& server_;
+  absl::Status status_;
+  bool resumed_ = false;
+};
+
+// A primary and one replica of it, shared by the tests of this binary.
+class ReplicaSyncTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    RedisServerOptions primary_options;
+    // The replica's first sync starts at once (Redis 7 waits 5 s for more
+    // replicas to share a diskless transfer by default).
+    primary_options.extra_args = {"--repl-diskless-sync-delay", "0"};
+    absl::StatusOr<std::unique_ptr<RedisServer>> primary =
+        RedisServer::Start(primary_options);
+    ASSERT_TRUE(primary.ok()) << primary.status();
+    primary_ = primary->release();
+    RedisServerOptions replica_options;
+    replica_options.extra_args = {"--replicaof", RedisServer::kHost,
+                                  absl::StrCat(primary_->port())};
+    absl::StatusOr<std::unique_ptr<RedisServer>> replica =
+        RedisServer::Start(replica_options);
+    ASSERT_TRUE(replica.ok()) << replica.status();
+    replica_ = replica->release();
+  }
+  static void TearDownTestSuite() {
+    delete replica_;
+    replica_ = nullptr;
+    delete primary_;
+    primary_ = nullptr;
+  }
+
+  void SetUp() override {
+    ASSERT_NE(primary_, nullptr);
+    ASSERT_NE(replica_, nullptr);
+    ASSERT_TRUE(primary_->FlushAll().ok());
+    // The replica is linked and has caught up with the flush.
+    ASSERT_TRUE(Eventually([] {
+      absl::StatusOr<RedisValue> size = replica_->Command({"DBSIZE"});
+      return InfoField(Info(*replica_, "replication"), "master_link_status") ==
+                 "up" &&
+             size.ok() && size->is_integer() && size->integer == 0;
+    })) << "the replica did not come up: "
+        << Info(*replica_, "replication") << replica_->LogTail();
+    client_ = Connect(Sync(1, absl::Seconds(1)));
+    ASSERT_NE(client_, nullptr);
+  }
+
+  // A client of the primary with `sync` as its default.
+  static std::unique_ptr<Client> Connect(ReplicaSync sync) {
+    return MustConnect(primary_->url(),
+                       [&sync](ClientOptions& o) { o.replica_sync = sync; });
+  }
+
+  static RedisServer& primary() { return *primary_; }
+  static RedisServer& replica() { return *replica_; }
+
+  std::unique_ptr<Client> client_;  // replica_sync: 1 replica within 1 s
+
+ private:
+  static RedisServer* primary_;
+  static RedisServer* replica_;
+};
+
+RedisServer* ReplicaSyncTest::primary_ = nullptr;
+RedisServer* ReplicaSyncTest::replica_ = nullptr;
+
+TEST_F(ReplicaSyncTest, AcquireWaitsForOneReplicaInOneRoundTrip) {
+  Lock lock = client_->GetLock(TestLockName());
+  ASSERT_TRUE(primary().Command({"CONFIG", "RESETSTAT"}).ok());
+  ASSERT_TRUE(lock.Acquire().ok());
+  // One acquire script and one WAIT, and nothing else of ours: the two go
+  // in one write on one connection (no separate WAIT after the reply).
+  EXPECT_EQ(Calls(primary(), "evalsha"), 1);
+  EXPECT_EQ(Calls(primary(), "wait"), 1);
+  EXPECT_EQ(Calls(primary(), "eval"), 0);
+  EXPECT_EQ(Calls(primary(), "script|load"), 0);
+  // WAIT counted the replica: it has the owner field with count 1.
+  absl::StatusOr<RedisValue> on_primary =
+      primary().Command({"HGETALL", lock.name()});
+  absl::StatusOr<RedisValue> on_replica =
+      replica().Command({"HGETALL", lock.name()});
+  ASSERT_TRUE(on_primary.ok());
+  ASSERT_TRUE(on_replica.ok());
+  ASSERT_EQ(on_replica->elements.size(), 2u) << *on_replica;
+  EXPECT_THAT(on_replica->elements[0].str,
+              ::testing::StartsWith(client_->id()));
+  EXPECT_EQ(on_replica->elements[1].str, "1");
+  EXPECT_EQ(*on_replica, *on_primary);
+  // Releases send no WAIT.
+  ASSERT_TRUE(lock.Release().ok());
+  EXPECT_EQ(Calls(primary(), "wait"), 1);
+  EXPECT_EQ(Exists(primary(), lock.name()), 0);
+}
+
+TEST_F(ReplicaSyncTest, EvalAfterNoScriptIsFollowedByTheWaitToo) {
+  Lock lock = client_->GetLock(TestLockName());
+  ASSERT_TRUE(primary().Command({"SCRIPT", "FLUSH"}).ok());
+  ASSERT_TRUE(primary().Command({"CONFIG", "RESETSTAT"}).ok());
+  ASSERT_TRUE(lock.Acquire().ok());
+  // EVALSHA + WAIT met NOSCRIPT; EVAL + WAIT, sent again, ran.
+  EXPECT_EQ(Calls(primary(), "evalsha"), 1);
+  EXPECT_EQ(Calls(primary(), "eval"), 1);
+  EXPECT_EQ(Calls(primary(), "wait"), 2);
+  EXPECT_EQ(Exists(replica(), lock.name()), 1);
+  ASSERT_TRUE(lock.Release().ok());
+}
+
+TEST_F(ReplicaSyncTest, AcquireWhoseWaitIsRefusedFailsAndLeavesNoKey) {
+  // A user that may run everything but WAIT: the script runs and takes the
+  // lock, WAIT says NOPERM, and the acquire is undone.
+  ASSERT_TRUE(primary()
+                  .Command({"ACL", "SETUSER", "nowait", "on", ">pw", "~*", "&*",
+                            "+@all", "-wait"})
+                  .ok());
+  std::unique_ptr<Client> client = MustConnect(
+      absl::StrCat("redis://nowait:pw@127.0.0.1:", primary().port()),
+      [](ClientOptions& o) { o.replica_sync = Sync(1, absl::Seconds(1)); });
+  ASSERT_NE(client, nullptr);
+  Lock lock = client->GetLock(TestLockName());
+  absl::Status s = lock.Acquire();
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_THAT(s.message(),
+              AllOf(HasSubstr("WAIT after the call"), HasSubstr("NOPERM")));
+  EXPECT_EQ(Exists(primary(), lock.name()), 0);
+  EXPECT_FALSE(*lock.IsHeldByCurrentThread());
+  client.reset();
+  EXPECT_TRUE(primary().Command({"ACL", "DELUSER", "nowait"}).ok());
+}
+
+TEST_F(ReplicaSyncTest, AcquireWithPausedReplicaFailsAndLeavesNoKey) {
+  std::unique_ptr<Client> client = Connect(Sync(1, absl::Milliseconds(200)));
+  ASSERT_NE(client, nullptr);
+  Lock lock = client->GetLock(TestLockName());
+  Paused paused(replica());
+  ASSERT_TRUE(paused.status().ok()) << paused.status();
+  ASSERT_TRUE(primary().Command({"CONFIG", "RESETSTAT"}).ok());
+  // A blocking Acquire() with no deadline: it fails at once, not retried.
+  absl::Status s = lock.Acquire();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(
+      s.message(),
+      AllOf(HasSubstr(absl::StrCat("acquire lock \"", lock.name(), "\"")),
+            HasSubstr("only 0 of the 1 required replicas acknowledged "
+                      "within 200ms on 127.0.0.1:"),
+            HasSubstr("the acquisition was undone")));
+  EXPECT_EQ(Calls(primary(), "wait"), 1);
+  EXPECT_EQ(Calls(primary(), "evalsha"), 2);  // the acquire and its undo
+  // The undo ran before Acquire() returned.
+  EXPECT_EQ(Exists(primary(), lock.name()), 0);
+  EXPECT_FALSE(*lock.IsHeldByCurrentThread());
+  // Nothing is left to release, nor renewed.
+  EXPECT_EQ(lock.Release().code(), absl::StatusCode::kFailedPrecondition);
+  paused.Resume();
+  EXPECT_EQ(Exists(primary(), lock.name()), 0);
+  // Once the replica caught up, it has no key either.
+  EXPECT_TRUE(Eventually([&] {
+    return Exists(replica(), lock.name()) == 0 &&
+           InfoField(Info(replica(), "replication"), "master_link_status") ==
+               "up";
+  }));
+  // Another client takes it at once.
+  std::unique_ptr<Client> other = MustConnect(primary().url());
+  ASSERT_NE(other, nullptr);
+  Lock theirs = other->GetLock(lock.name());
+  EXPECT_TRUE(theirs.TryAcquire(absl::ZeroDuration()).ok());
+  EXPECT_TRUE(theirs.Release().ok());
+}
+
+TEST_F(ReplicaSyncTest, TryAcquireOfNoWaitStillWaitsForTheReplicas) {
+  // One attempt may take 100 ms + the replicas' timeout: a TryAcquire(0)
+  // hears the count (Unavailable), not its own deadline, and its undo
+  // lands.
+  std::unique_ptr<Client> client = Connect(Sync(1, absl::Milliseconds(300)));
+  ASSERT_NE(client, nullptr);
+  Lock lock = client->GetLock(TestLockName());
+  Paused paused(replica());
+  ASSERT_TRUE(paused.status().ok()) << paused.status();
+  absl::Status s = lock.TryAcquire(absl::ZeroDuration());
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(s.message(), HasSubstr("only 0 of the 1 required replicas "
+                                     "acknowledged within 300ms"));
+  EXPECT_EQ(Exists(primary(), lock.name()), 0);
+}
+
+TEST_F(ReplicaSyncTest, AsyncAcquireWithPausedReplicaFailsAndLeavesNoKey) {
+  std::unique_ptr<Client> client = Connect(Sync(1, absl::Milliseconds(200)));
+  ASSERT_NE(client, nullptr);
+  Lock lock = client->GetLock(TestLockName());
+  const Owner task = Owner::New();
+  // Live replica: acknowledged.
+  ASSERT_TRUE(lock.AcquireAsync(task).Get().ok());
+  EXPECT_EQ(Exists(replica(), lock.name()), 1);
+  ASSERT_TRUE(lock.ReleaseAsync(task).Get().ok());
+  // Paused replica: undone (sent without waiting for it), Unavailable.
+  Paused paused(replica());
+  ASSERT_TRUE(paused.status().ok()) << paused.status();
+  absl::Status s = lock.AcquireAsync(task).Get();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(s.message(), HasSubstr("only 0 of the 1 required replicas"));
+  EXPECT_TRUE(Eventually([&] { return Exists(primary(), lock.name()) == 0; }));
+  EXPECT_EQ(*lock.HoldCount(task), 0);
+}
+
+TEST_F(ReplicaSyncTest, UnacknowledgedReentryIsUndoneByOneCount) {
+  std::unique_ptr<Client> client = Connect(Sync(1, absl::Milliseconds(200)));
+  ASSERT_NE(client, nullptr);
+  Lock lock = client->GetLock(TestLockName());
+  ASSERT_TRUE(lock.Acquire().ok());  // acknowledged: count 1
+  {
+    Paused paused(replica());
+    ASSERT_TRUE(paused.status().ok()) << paused.status();
+    absl::Status s = lock.Acquire();  // a re-entry
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+    EXPECT_THAT(s.message(), HasSubstr("only 0 of the 1 required replicas"));
+    // The outer hold stays, with count 1 on Redis and here.
+    EXPECT_EQ(*lock.HoldCount(), 1);
+    EXPECT_TRUE(*lock.IsHeldByCurrentThread());
+  }
+  // One release frees it.
+  ASSERT_TRUE(lock.Release().ok());
+  EXPECT_EQ(Exists(primary(), lock.name()), 0);
+  EXPECT_EQ(lock.Release().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(ReplicaSyncTest, LockOptionsOverrideTheClientDefault) {
+  // The binary's shared server has no replica.
+  RedisServer& alone = SharedRedisServer();
+  ASSERT_TRUE(alone.FlushAll().ok());
+  // A client that does not wait, with one lock that does.
+  std::unique_ptr<Client> plain = MustConnect(alone.url());
+  ASSERT_NE(plain, nullptr);
+  Lock synced = plain->GetLock(TestLockName("synced"),
+                               WithSync(1, absl::Milliseconds(100)));
+  absl::Status s = synced.Acquire();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(s.message(), HasSubstr("only 0 of the 1 required replicas "
+                                     "acknowledged within 100ms"));
+  EXPECT_EQ(Exists(alone, synced.name()), 0);
+  Lock unsynced = plain->GetLock(TestLockName("unsynced"));
+  EXPECT_TRUE(unsynced.Acquire().ok());
+  EXPECT_TRUE(unsynced.Release().ok());
+  // A client that waits, with one lock that does not.
+  std::unique_ptr<Client> waiting =
+      MustConnect(alone.url(), [](ClientOptions& o) {
+        o.replica_sync = Sync(1, absl::Milliseconds(100));
+      });
+  ASSERT_NE(waiting, nullptr);
+  LockOptions no_wait;
+  no_wait.replica_sync = ReplicaSync();  // 0 replicas
+  Lock exempt = waiting->GetLock(TestLockName("exempt"), no_wait);
+  EXPECT_TRUE(exempt.Acquire().ok());
+  EXPECT_TRUE(exempt.Release().ok());
+  Lock by_default = waiting->GetLock(TestLockName("default"));
+  EXPECT_EQ(by_default.Acquire().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(Exists(alone, by_default.name()), 0);
+}
+
+TEST_F(ReplicaSyncTest, InvalidClientOptionsAreRejectedAtConnect) {
+  auto connect = [](const std::function<void(ClientOptions&)>& tweak) {
+    ClientOptions options;
+    options.url = primary().url();
+    tweak(options);
+    return Client::Connect(options).status();
+  };
+  absl::Status s = connect([](ClientOptions& o) {
+    o.command_timeout = absl::Seconds(1);
+    o.replica_sync = Sync(1, absl::Seconds(1));
+  });
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("replica_sync.timeout"));
+  s = connect([](ClientOptions& o) { o.replica_sync.replicas = -1; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("replica_sync.replicas"));
+  s = connect([](ClientOptions& o) { o.replica_sync.replicas = 65; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  s = connect(
+      [](ClientOptions& o) { o.replica_sync = Sync(1, absl::ZeroDuration()); });
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  // Without replicas the timeout is not used, so a command_timeout below
+  // its default stays valid.
+  s = connect(
+      [](ClientOptions& o) { o.command_timeout = absl::Milliseconds(500); });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST_F(ReplicaSyncTest, InvalidLockOptionsFailEveryCall) {
+  for (const LockOptions& bad :
+       {WithSync(-1, absl::Seconds(1)), WithSync(65, absl::Seconds(1)),
+        WithSync(1, absl::Seconds(2)) /* = the client's command_timeout */,
+        WithSync(1, absl::ZeroDuration())}) {
+    Lock lock = client_->GetLock(TestLockName(), bad);
+    const absl::Status s = lock.Acquire();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(s.message(), HasSubstr("LockOptions: replica_sync."));
+    EXPECT_EQ(lock.TryAcquire(absl::ZeroDuration()).code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(lock.Release().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(lock.IsLocked().status().code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(lock.HoldCount().status().code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(lock.RemainingLease().status().code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(lock.ForceRelease().status().code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(lock.SafeUntil().status().code(),
+              absl::StatusCode::kInvalidArgument);
+    const Owner task = Owner::New();
+    EXPECT_EQ(lock.AcquireAsync(task).Get().code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(lock.ReleaseAsync(task).Get().code(),
+              absl::StatusCode::kInvalidArgument);
+    try {
+      lock.lock();
+      ADD_FAILURE() << "lock() did not throw";
+    } catch (const LockError& e) {
+      EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
+    }
+    EXPECT_EQ(Exists(primary(), lock.name()), 0);
+  }
+}
+
+TEST_F(ReplicaSyncTest, RedlockAppliesReplicaSyncOnEachMaster) {
+  auto connect = [](const std::string& url) {
+    RedlockOptions options;
+    options.urls = {url};
+    options.connection.replica_sync = Sync(1, absl::Milliseconds(200));
+    return RedlockClient::Connect(options);
+  };
+  // A master with a replica: acquired.
+  absl::StatusOr<std::unique_ptr<RedlockClient>> with_replica =
+      connect(primary().url());
+  ASSERT_TRUE(with_replica.ok()) << with_replica.status();
+  RedlockLock lock = (*with_replica)->GetLock(TestLockName());
+  ASSERT_TRUE(lock.Acquire().ok());
+  EXPECT_EQ(Exists(replica(), lock.name()), 1);
+  ASSERT_TRUE(lock.Release().ok());
+  // A master without one: not acquired, nothing left.
+  RedisServer& alone = SharedRedisServer();
+  ASSERT_TRUE(alone.FlushAll().ok());
+  absl::StatusOr<std::unique_ptr<RedlockClient>> without = connect(alone.url());
+  ASSERT_TRUE(without.ok()) << without.status();
+  RedlockLock lonely = (*without)->GetLock(TestLockName());
+  absl::Status s = lonely.Acquire();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(s.message(), HasSubstr("only 0 of the 1 required replicas"));
+  EXPECT_TRUE(Eventually([&] { return Exists(alone, lonely.name()) == 0; }));
+}
+
+}  // namespace
+}  // namespace relock
