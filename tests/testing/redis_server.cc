@@ -647,6 +647,7 @@ absl::Status RedisServer::MakeTlsFiles(const std::string& openssl) const {
 }
 
 absl::Status RedisServer::StartProcessLocked() {
+  if (!options_.sentinel_config.empty()) return StartSentinelLocked();
   std::vector<std::string> argv = {binary_,
                                    "--port",
                                    absl::StrCat(port_),
@@ -696,7 +697,47 @@ absl::Status RedisServer::StartProcessLocked() {
   }
   argv.insert(argv.end(), options_.extra_args.begin(),
               options_.extra_args.end());
+  return SpawnLocked(argv);
+}
 
+absl::Status RedisServer::StartSentinelLocked() {
+  const std::string config = absl::StrCat(dir_, "/sentinel.conf");
+  if (access(config.c_str(), F_OK) != 0) {  // a restart keeps what it learnt
+    FILE* f = fopen(config.c_str(), "we");
+    if (f == nullptr) {
+      return ErrnoStatus(absl::StatusCode::kInternal,
+                         absl::StrCat("creating ", config), errno);
+    }
+    const std::string text = absl::StrCat(options_.sentinel_config, "\n");
+    const bool written = fwrite(text.data(), 1, text.size(), f) == text.size();
+    if (fclose(f) != 0 || !written) {
+      return absl::InternalError(absl::StrCat("writing ", config));
+    }
+  }
+  std::vector<std::string> argv = {binary_,
+                                   config,
+                                   "--sentinel",
+                                   "--port",
+                                   absl::StrCat(port_),
+                                   "--bind",
+                                   kHost,
+                                   "--dir",
+                                   dir_,
+                                   "--daemonize",
+                                   "no",
+                                   "--logfile",
+                                   log_path_,
+                                   "--protected-mode",
+                                   "no"};
+  if (!options_.requirepass.empty()) {
+    argv.insert(argv.end(), {"--requirepass", options_.requirepass});
+  }
+  argv.insert(argv.end(), options_.extra_args.begin(),
+              options_.extra_args.end());
+  return SpawnLocked(argv);
+}
+
+absl::Status RedisServer::SpawnLocked(const std::vector<std::string>& argv) {
   const int log_fd =
       open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (log_fd < 0) {

@@ -109,6 +109,13 @@ struct RedisServerOptions {
   // --cluster-node-timeout, with `cluster`: how long a node may be
   // unreachable before the others fail it over.
   absl::Duration cluster_node_timeout = absl::Seconds(2);
+  // Run as a Redis Sentinel (`redis-server <dir>/sentinel.conf --sentinel`)
+  // whose config file starts with these lines (`sentinel monitor ...`,
+  // `sentinel auth-pass ...`; the sentinel rewrites the file as it learns,
+  // and Restart() keeps it). Empty: a data node. With requirepass, the
+  // sentinel's own password. RedisSentinelGroup (redis_sentinel.h) starts
+  // such sentinels.
+  std::string sentinel_config;
   // Appended last (so they override the defaults), e.g.
   // {"--maxmemory", "10mb"}.
   std::vector<std::string> extra_args;
@@ -224,6 +231,10 @@ class RedisServer {
   absl::Status MakeTlsFiles(const std::string& openssl) const;
 
   absl::Status StartProcessLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status StartSentinelLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts `argv` with the log as stdout/stderr and waits until it answers.
+  absl::Status SpawnLocked(const std::vector<std::string>& argv)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status WaitUntilReadyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status StopLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReapIfExitedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
