@@ -347,7 +347,9 @@ TEST_F(ClusterFailoverTest, AHeldLockSurvivesItsMastersFailover) {
     EXPECT_TRUE(s.ok()) << s;
     waiter_got = s.ok();
     waiter_done = true;
-    if (s.ok()) EXPECT_TRUE(wanted.Release().ok());
+    if (s.ok()) {
+      EXPECT_TRUE(wanted.Release().ok());
+    }
   });
   absl::SleepFor(absl::Milliseconds(300));
   EXPECT_TRUE(c.Kill(0).ok());
@@ -597,6 +599,32 @@ TEST_F(ClusterBackendTest, AShardedSubscriptionIsDroppedWhenItsSlotMoves) {
   ASSERT_TRUE(cluster_->WaitUntilHealthy(absl::Seconds(30)).ok());
 }
 
+// Subscribes to `channel` on the node at `port` with `subscribe` (SUBSCRIBE
+// or SSUBSCRIBE), releases `lock` (held once) and expects the unlock message
+// as a `kind` push ("message" or "smessage").
+void ExpectReleaseIsHeard(Lock& lock, int port, const char* subscribe,
+                          const std::string& channel, const char* kind) {
+  timeval tv{5, 0};
+  redisContext* sub = redisConnectWithTimeout("127.0.0.1", port, tv);
+  ASSERT_TRUE(sub != nullptr && sub->err == 0);
+  redisSetTimeout(sub, tv);
+  const std::string command = absl::StrCat(subscribe, " %b");
+  redisReply* r = static_cast<redisReply*>(
+      redisCommand(sub, command.c_str(), channel.data(), channel.size()));
+  ASSERT_NE(r, nullptr);
+  freeReplyObject(r);
+  EXPECT_TRUE(lock.Release().ok());
+  void* raw = nullptr;
+  ASSERT_EQ(redisGetReply(sub, &raw), REDIS_OK);
+  r = static_cast<redisReply*>(raw);
+  ASSERT_EQ(r->type, REDIS_REPLY_ARRAY);
+  ASSERT_EQ(r->elements, 3u);
+  EXPECT_EQ(std::string(r->element[0]->str), kind);
+  EXPECT_EQ(std::string(r->element[2]->str), "0");
+  freeReplyObject(r);
+  redisFree(sub);
+}
+
 // Redisson's own lock and unlock scripts (3.x, the unlock publishing with the
 // command it is given: SPUBLISH on a Redis 7 cluster), run as a foreign
 // owner on the master of the lock's slot: Redisson and relock exclude each
@@ -634,7 +662,9 @@ TEST_F(ClusterTest, RedissonPeersShareLocksAndShardedWakeUps) {
   std::atomic<bool> got{false};
   std::thread waiter([&] {
     got = lock.TryAcquire(absl::Seconds(20)).ok();  // the lease is 30 s
-    if (got) EXPECT_TRUE(lock.Release().ok());
+    if (got) {
+      EXPECT_TRUE(lock.Release().ok());
+    }
   });
   absl::SleepFor(absl::Milliseconds(300));
   Stopwatch since_unlock;
@@ -653,24 +683,64 @@ TEST_F(ClusterTest, RedissonPeersShareLocksAndShardedWakeUps) {
       master.Command({"EVAL", kRedissonLock, "1", name, "30000", kPeer});
   ASSERT_TRUE(refused.ok()) << refused.status();
   EXPECT_TRUE(refused->is_integer()) << "Redisson got a held lock";
-  timeval tv{5, 0};
-  redisContext* sub = redisConnectWithTimeout("127.0.0.1", master.port(), tv);
-  ASSERT_TRUE(sub != nullptr && sub->err == 0);
-  redisSetTimeout(sub, tv);
-  redisReply* r = static_cast<redisReply*>(
-      redisCommand(sub, "SSUBSCRIBE %b", channel.data(), channel.size()));
-  ASSERT_NE(r, nullptr);
-  freeReplyObject(r);
-  ASSERT_TRUE(lock.Release().ok());
-  void* raw = nullptr;
-  ASSERT_EQ(redisGetReply(sub, &raw), REDIS_OK);
-  r = static_cast<redisReply*>(raw);
-  ASSERT_EQ(r->type, REDIS_REPLY_ARRAY);
-  ASSERT_EQ(r->elements, 3u);
-  EXPECT_EQ(std::string(r->element[0]->str), "smessage");
-  EXPECT_EQ(std::string(r->element[2]->str), "0");
-  freeReplyObject(r);
-  redisFree(sub);
+  ExpectReleaseIsHeard(lock, master.port(), "SSUBSCRIBE", channel, "smessage");
+}
+
+// ClusterPubSub::kClassic, for peers that only use classic pub/sub: a
+// relock waiter SUBSCRIBEs (on the slot's master), so a PUBLISH made through
+// any other node of the cluster wakes it, and relock's releases PUBLISH, so a
+// classic subscriber on any node hears them.
+TEST_F(ClusterTest, ClassicPubSubWhenAskedForReachesClassicPeers) {
+  const std::string name = TestLockName("classic");
+  const std::string channel =
+      absl::StrCat("redisson_lock__channel:{", name, "}");
+  absl::StatusOr<size_t> master = cluster_->NodeForKey(name);
+  ASSERT_TRUE(master.ok()) << master.status();
+  const size_t other = (*master + 1) % cluster_->masters();
+  ClientOptions options;
+  options.url = cluster_->url();
+  options.cluster_pubsub = ClusterPubSub::kClassic;
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  Lock lock = (*client)->GetLock(name);
+
+  // A foreign holder (30 s lease): only a message can wake the waiter.
+  constexpr char kPeer[] = "0b6b2f6e-1c54-4a3c-9d7e-3f1f0c2a9e11:78";
+  RedisServer& owner = cluster_->node(*master);
+  ASSERT_TRUE(owner.Command({"HSET", name, kPeer, "1"}).ok());
+  ASSERT_TRUE(owner.Command({"PEXPIRE", name, "30000"}).ok());
+  std::atomic<bool> got{false};
+  std::thread waiter([&] {
+    got = lock.TryAcquire(absl::Seconds(20)).ok();
+    if (got) {
+      EXPECT_TRUE(lock.Release().ok());
+    }
+  });
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_FALSE(got.load());
+  ASSERT_TRUE(owner.Command({"DEL", name}).ok());
+  Stopwatch since_unlock;
+  absl::StatusOr<RedisValue> published =
+      cluster_->node(other).Command({"PUBLISH", channel, "0"});
+  ASSERT_TRUE(published.ok()) << published.status();
+  waiter.join();
+  EXPECT_TRUE(got.load());
+  EXPECT_LT(since_unlock.Elapsed(), absl::Seconds(10));
+
+  // relock's release is a classic PUBLISH: heard on another node.
+  ASSERT_TRUE(lock.Acquire().ok());
+  ExpectReleaseIsHeard(lock, cluster_->node(other).port(), "SUBSCRIBE", channel,
+                       "message");
+}
+
+TEST_F(ClusterTest, ClusterPubSubWithoutAClusterUrlIsInvalid) {
+  ClientOptions options;
+  options.url = testing::SharedRedisServer().url();
+  options.cluster_pubsub = ClusterPubSub::kSharded;
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  ASSERT_FALSE(client.ok());
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(client.status().message(), HasSubstr("cluster_pubsub"));
 }
 
 TEST_F(ClusterTest, AClusterUrlToAStandaloneServerIsFailedPrecondition) {

@@ -95,7 +95,9 @@ TEST_F(SentinelTest, TwoClientsExcludeAndAReleaseWakesTheWaiter) {
     absl::Status s = wanted.TryAcquire(absl::Seconds(30));
     EXPECT_TRUE(s.ok()) << s;
     got = s.ok();
-    if (s.ok()) EXPECT_TRUE(wanted.Release().ok());
+    if (s.ok()) {
+      EXPECT_TRUE(wanted.Release().ok());
+    }
   });
   absl::SleepFor(absl::Milliseconds(300));
   EXPECT_FALSE(got.load());
@@ -226,7 +228,9 @@ TEST_F(SentinelFailoverTest, AReplicatedLockSurvivesSentinelFailover) {
     EXPECT_TRUE(s.ok()) << s;
     waiter_got = s.ok();
     waiter_done = true;
-    if (s.ok()) EXPECT_TRUE(wanted.Release().ok());
+    if (s.ok()) {
+      EXPECT_TRUE(wanted.Release().ok());
+    }
   });
   absl::SleepFor(absl::Milliseconds(300));
   absl::StatusOr<size_t> new_primary = g.Failover();
@@ -295,7 +299,9 @@ TEST_F(SentinelFailoverTest, AKilledPrimarysUnreplicatedLocksAreReportedLost) {
     absl::Status s = wanted.TryAcquire(absl::Seconds(50));
     EXPECT_TRUE(s.ok()) << s;
     waiter_got = s.ok();
-    if (s.ok()) EXPECT_TRUE(wanted.Release().ok());
+    if (s.ok()) {
+      EXPECT_TRUE(wanted.Release().ok());
+    }
   });
   absl::SleepFor(absl::Milliseconds(300));
   ASSERT_TRUE(primary.Kill().ok());

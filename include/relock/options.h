@@ -136,6 +136,26 @@ struct ReplicaSync {
   absl::Duration timeout = absl::Seconds(1);
 };
 
+// How the clients of a Redis Cluster are told that a lock was released
+// (ClientOptions::cluster_pubsub). Every client of one lock, relock or
+// Redisson, must use the same kind: a classic PUBLISH does not reach a
+// sharded subscriber, nor the reverse.
+enum class ClusterPubSub {
+  // Sharded pub/sub when the cluster has it (Redis >= 7, found by CLUSTER
+  // SHARDS), else classic. What Redisson does by default
+  // (shardedSubscriptionMode AUTO).
+  kAuto,
+  // Always sharded: waiters SSUBSCRIBE on the master of the lock's slot,
+  // releases SPUBLISH. Connect() fails with FailedPrecondition on a cluster
+  // without it (Redis < 7).
+  kSharded,
+  // Always classic: waiters SUBSCRIBE on the master of the lock's slot,
+  // releases PUBLISH (which a cluster passes to every node). For peers that
+  // only use classic pub/sub (Redisson with shardedSubscriptionMode OFF,
+  // older clients). Costs cluster bus traffic on every release.
+  kClassic,
+};
+
 struct ClientOptions {
   // Where Redis is:
   //   redis://[[user]:password@]host[:port][/db]   (port 6379, db 0 by default;
@@ -179,6 +199,11 @@ struct ClientOptions {
 
   // The sentinels' credentials, for a `redis-sentinel://` URL.
   SentinelOptions sentinel;
+
+  // Pub/sub on a Redis Cluster (see ClusterPubSub): kAuto (the default) is
+  // sharded on Redis >= 7. Any other value with a URL that is not
+  // `redis-cluster://` or `rediss-cluster://` is InvalidArgument.
+  ClusterPubSub cluster_pubsub = ClusterPubSub::kAuto;
 
   // Upper bound on establishing one connection (TCP/unix connect plus AUTH and
   // SELECT). Must be positive.

@@ -70,9 +70,15 @@ absl::StatusOr<std::unique_ptr<ClusterBackend>> ClusterBackend::Create(
         backend->RefreshFrom(raw, Deadline::After(raw->backstop()), &shards);
     if (s.ok()) {
       // CLUSTER SHARDS came with sharded pub/sub (Redis 7.0).
-      const ClusterOptions::PubSub mode = backend->pubsub_;
-      backend->set_sharded(mode == ClusterOptions::PubSub::kSharded ||
-                           (mode == ClusterOptions::PubSub::kAuto && shards));
+      const ClusterPubSub mode = backend->pubsub_;
+      if (mode == ClusterPubSub::kSharded && !shards) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            backend->name(),
+            ": sharded pub/sub was asked for (ClusterPubSub::kSharded), but "
+            "the cluster has no CLUSTER SHARDS (Redis < 7)"));
+      }
+      backend->set_sharded(mode == ClusterPubSub::kSharded ||
+                           (mode == ClusterPubSub::kAuto && shards));
       // The seed's subscriber is classic: made again when first needed.
       if (backend->sharded()) backend->Retire(seed);
       backend->ScheduleRefresh();

@@ -22,6 +22,7 @@
 #include "lib/redis/cluster.h"
 #include "lib/redis/script.h"
 #include "lib/redis/url.h"
+#include "relock/options.h"
 
 namespace relock {
 namespace backend {
@@ -32,13 +33,12 @@ struct ClusterOptions {
   // For every node (its connection's endpoint is the node's; its
   // pubsub_mode is set from `pubsub`).
   NodeOptions node;
-  // How waits listen and releases publish: kAuto is sharded pub/sub
-  // (SSUBSCRIBE / SPUBLISH, as Redisson does) when the cluster has it (Redis
-  // >= 7, which answers CLUSTER SHARDS), else classic. Every client of a
-  // lock must use the same kind: a classic PUBLISH does not reach a sharded
-  // subscriber, nor the reverse.
-  enum class PubSub { kAuto, kSharded, kClassic };
-  PubSub pubsub = PubSub::kAuto;
+  // How waits listen and releases publish (see relock::ClusterPubSub):
+  // kAuto is sharded pub/sub (SSUBSCRIBE / SPUBLISH, as Redisson does) when
+  // the cluster has it (Redis >= 7, which answers CLUSTER SHARDS), else
+  // classic; kSharded on a cluster without it fails Create() with
+  // FailedPrecondition.
+  ClusterPubSub pubsub = ClusterPubSub::kAuto;
 };
 
 class ClusterBackend final : public RoutedBackend {
@@ -77,7 +77,7 @@ class ClusterBackend final : public RoutedBackend {
                     NodeBackend* node);
 
   const std::vector<redis::Endpoint> seeds_;
-  const ClusterOptions::PubSub pubsub_;
+  const ClusterPubSub pubsub_;
 };
 
 }  // namespace backend

@@ -56,6 +56,13 @@ absl::Status ValidateClientOptions(const ClientOptions& o) {
         "sentinel is set, but the url is not redis-sentinel:// or "
         "rediss-sentinel://");
   }
+  const bool cluster_url = absl::StartsWith(o.url, "redis-cluster://") ||
+                           absl::StartsWith(o.url, "rediss-cluster://");
+  if (!cluster_url && o.cluster_pubsub != ClusterPubSub::kAuto) {
+    return invalid(
+        "cluster_pubsub is set, but the url is not redis-cluster:// or "
+        "rediss-cluster://");
+  }
   if (!o.sentinel.username.empty() &&
       (!o.sentinel.password.has_value() || o.sentinel.password->empty())) {
     return invalid("sentinel.username needs a sentinel.password");
@@ -166,10 +173,12 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
     case redis::Topology::Kind::kCluster:
       // One NodeBackend per master; borrowing the idle connection for
       // blocking calls works there as on a single server.
-      make_backend = [&node, &topology](io::EventLoop* loop) {
+      make_backend = [&node, &topology,
+                      pubsub = options.cluster_pubsub](io::EventLoop* loop) {
         backend::ClusterOptions cluster;
         cluster.seeds = std::move(topology->endpoints);
         cluster.node = std::move(node);
+        cluster.pubsub = pubsub;
         return Generic(backend::ClusterBackend::Create(loop, std::move(cluster),
                                                        LockScripts()));
       };
