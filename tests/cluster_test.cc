@@ -331,7 +331,8 @@ TEST(ClusterPausedMasterTest, OnlyTheLocksOnThePausedMasterAreLost) {
 // waiter on another client: the holder keeps the lock (its acquire reached
 // the replica: WAIT says so) and its watchdog renews it on the new master,
 // with no loss reported; the release works there and the waiter gets the
-// lock well before its deadline. A cluster of its own: this one loses a node.
+// lock well before its deadline; the dead master comes back as a replica
+// (RedisCluster::Revive). A cluster of its own: this one loses a node.
 TEST_F(ClusterFailoverTest, AHeldLockSurvivesItsMastersFailover) {
   RedisCluster& c = *cluster_;
   const std::string& name = name_;
@@ -382,6 +383,16 @@ TEST_F(ClusterFailoverTest, AHeldLockSurvivesItsMastersFailover) {
   // Woken by the unlock message, or at worst by its next look at the lease:
   // either way long before its 40 s deadline.
   EXPECT_LT(since_release.Elapsed(), kLease + absl::Seconds(6));
+
+  // The dead master comes back as a replica of the promoted one, and the
+  // slot keeps working.
+  ASSERT_TRUE(c.Revive(0).ok());
+  ASSERT_TRUE(c.WaitUntilHealthy(absl::Seconds(30)).ok());
+  absl::StatusOr<bool> master = c.IsMaster(0);
+  ASSERT_TRUE(master.ok()) << master.status();
+  EXPECT_FALSE(*master);
+  ASSERT_TRUE(held.Acquire().ok());
+  EXPECT_TRUE(held.Release().ok());
 }
 
 // The other outcome: the acquire never reached the replica (its link was

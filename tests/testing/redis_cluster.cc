@@ -96,7 +96,9 @@ RedisCluster::RedisCluster(RedisClusterOptions options,
     : options_(std::move(options)), nodes_(std::move(nodes)) {}
 
 RedisCluster::~RedisCluster() {
-  for (const int fd : reserved_fds_) close(fd);
+  for (const auto& [node, fds] : reserved_fds_) {
+    for (const int fd : fds) close(fd);
+  }
 }
 
 absl::Status RedisCluster::Kill(size_t i) {
@@ -120,9 +122,20 @@ absl::Status RedisCluster::Kill(size_t i) {
       return absl::InternalError(absl::StrCat(
           "RedisCluster::Kill: reserving port ", port, ": ", strerror(err)));
     }
-    reserved_fds_.push_back(fd);
+    reserved_fds_[i].push_back(fd);
   }
   return absl::OkStatus();
+}
+
+absl::Status RedisCluster::Revive(size_t i) {
+  auto reserved = reserved_fds_.find(i);
+  if (reserved == reserved_fds_.end()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("RedisCluster::Revive: node ", i, " was not killed"));
+  }
+  for (const int fd : reserved->second) close(fd);
+  reserved_fds_.erase(reserved);
+  return nodes_[i]->Restart();
 }
 
 absl::Status RedisCluster::Join() const {

@@ -30,6 +30,7 @@
 #define RELOCK_TESTS_TESTING_REDIS_CLUSTER_H_
 
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -97,6 +98,11 @@ class RedisCluster {
   // would make this cluster's nodes, still trying the dead node's address,
   // gossip with a foreign one.
   absl::Status Kill(size_t i);
+  // Starts killed node i again on its ports, with its cluster state
+  // (nodes.conf) but no data: it rejoins the cluster, as a replica of the
+  // replica promoted in its place if there was one. FailedPrecondition if it
+  // was not killed by Kill(). Does not wait: see WaitUntilHealthy().
+  absl::Status Revive(size_t i);
 
   // Moves `slot` to master `to` as `redis-cli --cluster reshard` does:
   // IMPORTING on `to`, MIGRATING on the owner, MIGRATE of the slot's keys
@@ -114,7 +120,8 @@ class RedisCluster {
 
   const RedisClusterOptions options_;
   const std::vector<std::unique_ptr<RedisServer>> nodes_;
-  std::vector<int> reserved_fds_;  // ports of killed nodes (see Kill())
+  // Per killed node, the sockets that reserve its ports (see Kill()).
+  std::map<size_t, std::vector<int>> reserved_fds_;
 };
 
 // The test binary's shared cluster (default options): started on first use
