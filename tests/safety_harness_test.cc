@@ -171,7 +171,71 @@ TEST(SafetyHarnessCheckerTest, MeasuresTheWaitAfterARelease) {
   EXPECT_TRUE(r.ok()) << r.text;
 }
 
-TEST(SafetyHarnessTest, ShortRunWithEveryFaultKeepsLocksExclusive) {
+// A restart of Redis over [from, to] ms hitting `locks` (empty: all).
+Fault RestartAt(int64_t from, int64_t to, std::vector<int> locks) {
+  Fault f;
+  f.kind = FaultKind::kRestart;
+  f.start = from * kMs;
+  f.end = to * kMs;
+  f.injected = true;
+  f.locks = std::move(locks);
+  return f;
+}
+
+// Cluster mode: a restart of the master of lock 1 asks nothing of lock 0's
+// holds (a hold of lock 0 across it need not be told), and lock 1's holds
+// that span it must be told.
+TEST(SafetyHarnessCheckerTest, AFaultOnOneMasterConcernsOnlyItsLocks) {
+  CheckInput in = Input(
+      {CleanHold(0, 0, 10, 3000, 0), CleanHold(1, 1, 10, 3000, 0)}, {1, 1});
+  in.faults.push_back(RestartAt(100, 200, {1}));
+  in.restart_resets_counters = false;
+  Report r = Check(std::move(in));
+  EXPECT_EQ(r.holds_spanning_losses, 1) << r.text;
+  EXPECT_EQ(r.unnotified_losses, 1);
+  ASSERT_EQ(r.unnotified_examples.size(), 1u);
+  EXPECT_EQ(r.unnotified_examples[0].rfind("lock 1:", 0), 0u)
+      << r.unnotified_examples[0];
+}
+
+// A waiter of lock 0 that waits through a fault on lock 1's master is not
+// excused by it; one of lock 1 is.
+TEST(SafetyHarnessCheckerTest, OnlyTheFaultedLocksWaitsAreExcused) {
+  for (const int faulted : {0, 1}) {
+    CheckInput in = Input({CleanHold(0, 0, 10, 20, 0)}, {1});
+    // Worker 1 waits from 15 ms to 4 s and gives up; the lock was free from
+    // 20 ms.
+    in.logs[1].failed.push_back(
+        FailedAttempt{0, 0, 15 * kMs, 4000 * kMs,
+                      static_cast<int>(absl::StatusCode::kDeadlineExceeded)});
+    in.faults.push_back(RestartAt(100, 200, {faulted}));
+    in.faults.back().kind = FaultKind::kPauseShort;
+    Report r = Check(std::move(in));
+    if (faulted == 0) {
+      EXPECT_EQ(r.max_waiter_wait_outside_faults_ns, 0) << r.text;
+    } else {
+      EXPECT_EQ(r.max_waiter_wait_outside_faults_ns, 3980 * kMs) << r.text;
+      EXPECT_FALSE(r.ok());
+    }
+  }
+}
+
+// In cluster mode the counters live apart: a restart does not reset them,
+// so the sections before it count.
+TEST(SafetyHarnessCheckerTest, ARestartResetsTheCountersOnlyWhereTheyLive) {
+  for (const bool resets : {true, false}) {
+    CheckInput in =
+        Input({CleanHold(0, 0, 10, 20, 0), CleanHold(1, 0, 300, 310, 1)}, {2});
+    in.faults.push_back(RestartAt(100, 200, {}));
+    in.restart_resets_counters = resets;
+    Report r = Check(std::move(in));
+    EXPECT_EQ(r.counters_ok, !resets) << r.text;
+  }
+}
+
+// The options of the short runs: 3 processes x 2 threads x 3 locks, lease
+// 1.5 s, every fault kind once.
+HarnessOptions ShortRunOptions() {
   HarnessOptions options;
   options.processes = 3;
   options.threads = 2;
@@ -188,6 +252,13 @@ TEST(SafetyHarnessTest, ShortRunWithEveryFaultKeepsLocksExclusive) {
   options.tolerate_ghost_holds =
       tolerate != nullptr && std::string(tolerate) == "1";
   options.lease = absl::Milliseconds(1500);
+  return options;
+}
+
+// Runs the harness and checks every part of its verdict, so that a failure
+// names what failed.
+void ExpectSafeRun(const HarnessOptions& options,
+                   const std::vector<FaultKind>& kinds) {
   absl::StatusOr<Report> report = RunHarness(options);
   ASSERT_TRUE(report.ok()) << report.status();
   std::cout << report->text << std::flush;
@@ -202,8 +273,8 @@ TEST(SafetyHarnessTest, ShortRunWithEveryFaultKeepsLocksExclusive) {
   EXPECT_EQ(report->sequence_breaks, 0)
       << absl::StrJoin(report->sequence_examples, "\n");
   EXPECT_TRUE(report->counters_ok);
-  for (int i = 0; i < kFaultKinds; ++i) {
-    const char* name = FaultKindName(static_cast<FaultKind>(i));
+  for (const FaultKind kind : kinds) {
+    const char* name = FaultKindName(kind);
     EXPECT_GE(report->faults[name], 1) << name << " was not injected";
   }
   ASSERT_FALSE(report->kill_reacquires.empty());
@@ -227,6 +298,19 @@ TEST(SafetyHarnessTest, ShortRunWithEveryFaultKeepsLocksExclusive) {
   EXPECT_TRUE(report->worker_failures.empty())
       << absl::StrJoin(report->worker_failures, "\n");
   EXPECT_TRUE(report->ok()) << absl::StrJoin(report->failures, "\n");
+}
+
+TEST(SafetyHarnessTest, ShortRunWithEveryFaultKeepsLocksExclusive) {
+  ExpectSafeRun(ShortRunOptions(), SingleNodeFaultKinds());
+}
+
+// Cluster mode: a 3-master, 3-replica cluster, the counters on a server of
+// their own; a master failed over (and back as a replica) and a lock's slot
+// resharded under traffic besides the other faults, which hit one master.
+TEST(SafetyHarnessTest, ShortClusterRunWithEveryFaultKeepsLocksExclusive) {
+  HarnessOptions options = ShortRunOptions();
+  options.cluster = true;
+  ExpectSafeRun(options, ClusterFaultKinds());
 }
 
 }  // namespace

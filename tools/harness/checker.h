@@ -17,8 +17,9 @@
 //               succeeded.
 //   maybe-wrote a hold that is not clean but may have written its counter
 //               (SET sent, or killed while holding).
-//   counter     after the last restart (which wipes it), with N clean
-//               sections that read after the restart and X maybe-wrote
+//   counter     after the last restart (which wipes it, unless the counters
+//               live on a server of their own, as in cluster mode), with N
+//               clean sections that read after the restart and X maybe-wrote
 //               sections that may have written after it began:
 //               N <= value <= N + X.
 //   sequence    consecutive clean sections of a lock, with no maybe-wrote
@@ -29,7 +30,9 @@
 //               "held by another owner": the lock is held by nobody's hold.
 //   told-must   a hold that began before a restart or a pause longer than
 //               the lease and ended more than a lease after it must have
-//               been told lost.
+//               been told lost (in cluster mode: a hold of a lock on the
+//               restarted or paused master). A failover asks nothing of it:
+//               a lock that reached the replica survives.
 //   wait        per waiter: from the first release (returned OK, by another
 //               owner) during its attempt to the attempt's end (acquired or
 //               gave up). A waiter that stays asleep while the lock is free,
@@ -39,8 +42,10 @@
 //               waiting: from the release call to the next acquisition of the
 //               lock by anyone.
 //               Waits and handoffs that touch a "disruptive" fault window (a
-//               Redis pause or restart, or a holder kill, from its start to
-//               its end plus one lease plus 1 s) are reported apart.
+//               Redis pause, restart or failover, or a holder kill, from its
+//               start to its end plus one lease plus 1 s) are reported apart;
+//               in cluster mode a fault on one master excuses only the locks
+//               on it.
 //
 // Header-only; part of tools/harness (see harness.h).
 
@@ -72,8 +77,26 @@ enum class FaultKind : int {
   kClientKillNormal = 4,  // CLIENT KILL of every relock pool connection
   kClientKillPubsub = 5,  // CLIENT KILL TYPE pubsub
   kScriptFlush = 6,       // SCRIPT FLUSH
+  // Cluster mode only:
+  kFailover = 7,  // SIGKILL of a master, its replica promoted, it rejoins
+  kReshard = 8,   // a lock's slot migrated to another master under traffic
 };
-inline constexpr int kFaultKinds = 7;
+inline constexpr int kFaultKinds = 9;
+
+// The kinds a run injects (each at least once): on a single redis-server,
+// and on a cluster (where pauses, restarts and failovers hit one master).
+inline std::vector<FaultKind> SingleNodeFaultKinds() {
+  return {FaultKind::kKillHolder,       FaultKind::kPauseShort,
+          FaultKind::kPauseLong,        FaultKind::kRestart,
+          FaultKind::kClientKillNormal, FaultKind::kClientKillPubsub,
+          FaultKind::kScriptFlush};
+}
+inline std::vector<FaultKind> ClusterFaultKinds() {
+  std::vector<FaultKind> kinds = SingleNodeFaultKinds();
+  kinds.push_back(FaultKind::kFailover);
+  kinds.push_back(FaultKind::kReshard);
+  return kinds;
+}
 
 inline const char* FaultKindName(FaultKind kind) {
   switch (kind) {
@@ -91,13 +114,18 @@ inline const char* FaultKindName(FaultKind kind) {
       return "client-kill-pubsub";
     case FaultKind::kScriptFlush:
       return "script-flush";
+    case FaultKind::kFailover:
+      return "failover";
+    case FaultKind::kReshard:
+      return "reshard";
   }
   return "?";
 }
 
 inline bool IsDisruptive(FaultKind kind) {
   return kind == FaultKind::kKillHolder || kind == FaultKind::kPauseShort ||
-         kind == FaultKind::kPauseLong || kind == FaultKind::kRestart;
+         kind == FaultKind::kPauseLong || kind == FaultKind::kRestart ||
+         kind == FaultKind::kFailover;
 }
 
 struct Fault {
@@ -106,7 +134,15 @@ struct Fault {
   int64_t end = 0;    // for a kill: the SIGKILL
   bool injected = false;
   int worker = -1;  // kKillHolder: the worker killed
+  // The locks whose Redis node the fault hit (a cluster's paused, restarted
+  // or failed-over master; a resharded lock); empty: every lock.
+  std::vector<int> locks;
   std::string detail;
+
+  bool Affects(int lock) const {
+    return locks.empty() ||
+           std::find(locks.begin(), locks.end(), lock) != locks.end();
+  }
 };
 
 struct CheckInput {
@@ -127,6 +163,12 @@ struct CheckInput {
   int64_t max_wait_outside_faults_ns = 3'000'000'000;
   int64_t max_kill_reacquire_extra_ns = 3'000'000'000;  // beyond one lease
   bool require_every_fault_kind = true;
+  // The kinds required; empty: SingleNodeFaultKinds().
+  std::vector<FaultKind> fault_kinds;
+  // Whether a restart wipes the counters (they live on the restarted
+  // server); false in cluster mode, where they live on a server of their
+  // own.
+  bool restart_resets_counters = true;
   // Ghost holds (see worker.h) fail the run unless tolerated.
   bool tolerate_ghost_holds = false;
 };
@@ -236,7 +278,11 @@ inline Report Check(CheckInput in) {
 
   // --- Faults.
   std::map<int, int64_t> kill_time;  // worker -> SIGKILL time
-  std::vector<std::pair<int64_t, int64_t>> disruptive, connection;
+  struct Window {
+    int64_t start, end;
+    const Fault* fault;
+  };
+  std::vector<Window> disruptive, connection;
   std::vector<const Fault*> restarts;
   const int64_t grace = in.lease_ns + 1'000'000'000;
   for (const Fault& f : in.faults) {
@@ -248,9 +294,11 @@ inline Report Check(CheckInput in) {
     if (f.kind == FaultKind::kKillHolder && f.worker >= 0) {
       kill_time[f.worker] = f.end;
     }
-    if (f.kind == FaultKind::kRestart) restarts.push_back(&f);
+    if (f.kind == FaultKind::kRestart && in.restart_resets_counters) {
+      restarts.push_back(&f);
+    }
     (IsDisruptive(f.kind) ? disruptive : connection)
-        .emplace_back(f.start, f.end + grace);
+        .push_back(Window{f.start, f.end + grace, &f});
   }
   rep.workers_killed = static_cast<int>(kill_time.size());
 
@@ -480,8 +528,9 @@ inline Report Check(CheckInput in) {
       ++rep.waits_measured;
       rep.max_wait_ns = std::max(rep.max_wait_ns, wait);
       bool in_fault = false;
-      for (const auto& [s, e] : disruptive) {
-        in_fault |= Intersects(free_at, next, s, e);
+      for (const Window& w : disruptive) {
+        in_fault |=
+            w.fault->Affects(k) && Intersects(free_at, next, w.start, w.end);
       }
       if (in_fault) continue;
       if (wait > rep.max_wait_outside_faults_ns) {
@@ -490,8 +539,8 @@ inline Report Check(CheckInput in) {
             absl::StrCat("lock ", k, " freed at +", rel(free_at));
       }
       rep.waits_over_1s_outside_faults += wait > 1'000'000'000;
-      for (const auto& [s, e] : connection) {
-        if (Intersects(free_at, next, s, e)) {
+      for (const Window& w : connection) {
+        if (Intersects(free_at, next, w.start, w.end)) {
           rep.max_wait_near_connection_faults_ns =
               std::max(rep.max_wait_near_connection_faults_ns, wait);
         }
@@ -520,8 +569,9 @@ inline Report Check(CheckInput in) {
         const int64_t wait = a.end - free_at;
         rep.max_wait_ns = std::max(rep.max_wait_ns, wait);
         bool in_fault = false;
-        for (const auto& [s, e] : disruptive) {
-          in_fault |= Intersects(free_at, a.end, s, e);
+        for (const Window& w : disruptive) {
+          in_fault |=
+              w.fault->Affects(k) && Intersects(free_at, a.end, w.start, w.end);
         }
         if (!in_fault && wait > rep.max_waiter_wait_outside_faults_ns) {
           rep.max_waiter_wait_outside_faults_ns = wait;
@@ -538,8 +588,9 @@ inline Report Check(CheckInput in) {
     for (const Hold* h : hs) {
       if (h->killed) continue;
       for (const Fault& f : in.faults) {
-        if (!f.injected || (f.kind != FaultKind::kRestart &&
-                            f.kind != FaultKind::kPauseLong)) {
+        if (!f.injected || !f.Affects(k) ||
+            (f.kind != FaultKind::kRestart &&
+             f.kind != FaultKind::kPauseLong)) {
           continue;
         }
         if (h->attempt_end >= f.start || h->end <= f.end + in.lease_ns) {
@@ -600,8 +651,9 @@ inline Report Check(CheckInput in) {
       fail.push_back(absl::StrCat("worker ", worker, " never acquired a lock"));
   }
   if (in.require_every_fault_kind) {
-    for (int i = 0; i < kFaultKinds; ++i) {
-      const char* name = FaultKindName(static_cast<FaultKind>(i));
+    for (const FaultKind kind :
+         in.fault_kinds.empty() ? SingleNodeFaultKinds() : in.fault_kinds) {
+      const char* name = FaultKindName(kind);
       if (rep.faults.count(name) == 0) {
         fail.push_back(absl::StrCat("fault ", name, " was never injected"));
       }
@@ -705,7 +757,7 @@ inline Report Check(CheckInput in) {
   absl::StrAppend(
       &t, "\nwaits:      longest a waiter waited after its lock was released: ",
       Ms(rep.max_waiter_wait_outside_faults_ns),
-      " outside pause/restart/kill windows",
+      " outside pause/restart/failover/kill windows",
       rep.max_waiter_wait_where.empty()
           ? ""
           : absl::StrCat(" (", rep.max_waiter_wait_where, ")"),
@@ -713,7 +765,7 @@ inline Report Check(CheckInput in) {
   absl::StrAppend(&t, "handoffs:   ", rep.waits_measured,
                   " frees with a waiter; longest until the next acquire: ",
                   Ms(rep.max_wait_outside_faults_ns),
-                  " outside pause/restart/kill windows",
+                  " outside pause/restart/failover/kill windows",
                   rep.max_wait_outside_where.empty()
                       ? ""
                       : absl::StrCat(" (", rep.max_wait_outside_where, ")"),

@@ -1,6 +1,7 @@
 // relock's safety harness: P worker processes x T threads contend K locks on
-// a private redis-server for a bounded time while faults are injected on a
-// schedule; then a checker verifies mutual exclusion and liveness from the
+// a private redis-server (or, in cluster mode, a private Redis Cluster of M
+// masters with a replica each) for a bounded time while faults are injected on
+// a schedule; then a checker verifies mutual exclusion and liveness from the
 // workers' records and prints a report.
 //
 //   worker.h   the worker process (a child routine) and its critical section
@@ -20,6 +21,22 @@
 //                       harness's own counter connections (relock's pools).
 //   client-kill-pubsub  CLIENT KILL TYPE pubsub (relock's subscribers).
 //   script-flush        SCRIPT FLUSH.
+//
+// In cluster mode the counters live on a redis-server of their own (the
+// protected resource, never faulted), the client kills and SCRIPT FLUSH hit
+// every node, the pauses and the restart hit the master of a random lock
+// (its locks must be told lost, the others must not stall), and two kinds
+// are added:
+//   failover            SIGKILL of the master of a random lock; its replica
+//                       is promoted (cluster-node-timeout + election), then
+//                       the dead node is started again and rejoins as a
+//                       replica. Locks that reached the replica survive;
+//                       the others must be reported lost.
+//   reshard             the slot of a random lock is migrated to another
+//                       master (MIGRATING/IMPORTING, MIGRATE, SETSLOT) under
+//                       traffic: no caller may see an error, no stall.
+// cluster-node-timeout defaults to the long pause + 2 s, so that a pause
+// never turns into a failover.
 //
 // Use from a binary that can run child routines (see
 // tests/testing/child_process.h):
@@ -62,10 +79,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "tests/testing/child_process.h"
+#include "tests/testing/redis_cluster.h"
 #include "tests/testing/redis_server.h"
 #include "tools/harness/checker.h"
 #include "tools/harness/record.h"
@@ -112,11 +131,18 @@ struct HarnessOptions {
   std::string work_dir;
   // Progress lines (faults as they happen); null = silent.
   std::ostream* progress = &std::cout;
+  // Cluster mode (see the top of this file): `cluster_masters` masters with
+  // one replica each; zero node timeout = long pause + 2 s.
+  bool cluster = false;
+  int cluster_masters = 3;
+  absl::Duration cluster_node_timeout = absl::ZeroDuration();
 };
 
 namespace internal_harness {
 
 using ::relock::testing::ChildProcess;
+using ::relock::testing::RedisCluster;
+using ::relock::testing::RedisClusterOptions;
 using ::relock::testing::RedisServer;
 using ::relock::testing::RedisValue;
 
@@ -149,21 +175,38 @@ class Coordinator {
     if (o_.seed == 0) o_.seed = std::random_device()() | 1;
     if (o_.short_pause <= absl::ZeroDuration()) o_.short_pause = o_.lease / 4;
     if (o_.long_pause <= absl::ZeroDuration()) o_.long_pause = o_.lease * 2;
+    if (o_.cluster_node_timeout <= absl::ZeroDuration()) {
+      o_.cluster_node_timeout = o_.long_pause + absl::Seconds(2);
+    }
     rng_.seed(o_.seed);
   }
 
   absl::StatusOr<Report> Run() {
-    if (o_.processes < 1 || o_.threads < 1 || o_.locks < 1) {
+    if (o_.processes < 1 || o_.threads < 1 || o_.locks < 1 ||
+        (o_.cluster && o_.cluster_masters < 2)) {
       return absl::InvalidArgumentError(
-          "processes, threads, locks must be >= 1");
+          "processes, threads, locks must be >= 1, cluster_masters >= 2");
     }
     absl::Status s = MakeWorkDir();
     if (!s.ok()) return s;
     absl::StatusOr<std::unique_ptr<RedisServer>> redis = RedisServer::Start();
     if (!redis.ok()) return redis.status();
     redis_ = *std::move(redis);
-    Progress(absl::StrCat("redis-server on ", redis_->url(), ", seed ", o_.seed,
-                          ", logs in ", dir_));
+    if (o_.cluster) {
+      RedisClusterOptions cluster_options;
+      cluster_options.masters = o_.cluster_masters;
+      cluster_options.replicas_per_master = 1;
+      cluster_options.node_timeout = o_.cluster_node_timeout;
+      absl::StatusOr<std::unique_ptr<RedisCluster>> cluster =
+          RedisCluster::Start(cluster_options);
+      if (!cluster.ok()) return cluster.status();
+      cluster_ = *std::move(cluster);
+    }
+    Progress(absl::StrCat(o_.cluster
+                              ? absl::StrCat("cluster ", cluster_->url(),
+                                             ", counters on ", redis_->url())
+                              : absl::StrCat("redis-server on ", redis_->url()),
+                          ", seed ", o_.seed, ", logs in ", dir_));
 
     run_start_ = MonotonicNanos();
     // Workers stop by themselves at this time even if never told to.
@@ -191,6 +234,8 @@ class Coordinator {
     in.max_kill_reacquire_extra_ns =
         absl::ToInt64Nanoseconds(o_.max_kill_reacquire_extra);
     in.tolerate_ghost_holds = o_.tolerate_ghost_holds;
+    in.fault_kinds = o_.cluster ? ClusterFaultKinds() : SingleNodeFaultKinds();
+    in.restart_resets_counters = !o_.cluster;
     for (int k = 0; k < o_.locks; ++k) {
       absl::StatusOr<RedisValue> v =
           redis_->Command({"GET", CounterName(kPrefix, k)});
@@ -204,7 +249,8 @@ class Coordinator {
     for (const WorkerProc& w : workers_) {
       in.logs.push_back(ParseWorkerLog(w.index, w.log_path));
     }
-    redis_.reset();  // stops the server
+    redis_.reset();  // stops the servers
+    cluster_.reset();
     Report report = Check(std::move(in));
     if (report.ok() && o_.work_dir.empty()) {
       for (const WorkerProc& w : workers_) unlink(w.log_path.c_str());
@@ -247,9 +293,14 @@ class Coordinator {
   absl::Status SpawnWorker() {
     WorkerConfig c;
     c.worker = static_cast<int>(workers_.size());
-    c.url = redis_->url();
+    c.url = o_.cluster ? cluster_->url() : redis_->url();
     c.host = RedisServer::kHost;
     c.port = redis_->port();
+    c.keys_host = RedisServer::kHost;
+    for (RedisServer* node : DataNodes()) {
+      c.keys_port = node->port();
+      break;
+    }
     c.threads = o_.threads;
     c.locks = o_.locks;
     c.prefix = kPrefix;
@@ -302,9 +353,14 @@ class Coordinator {
 
   // Asks every live worker to make one hold that begins in the next 300 ms
   // a long one, and waits that long.
-  void RequestLongHolds() {
+  // In cluster mode, only of one of `locks` (the faulted master's), so that
+  // the long hold does not stall a lock the fault does not excuse.
+  void RequestLongHolds(const std::vector<int>& locks) {
+    const std::string line =
+        locks.empty() ? std::string("long 300")
+                      : absl::StrCat("long 300 ", absl::StrJoin(locks, ","));
     for (WorkerProc& w : workers_) {
-      if (!w.killed) (void)w.child->WriteLine("long 300");
+      if (!w.killed) (void)w.child->WriteLine(line);
     }
     absl::SleepFor(absl::Milliseconds(300));
   }
@@ -312,7 +368,109 @@ class Coordinator {
   absl::Duration FaultLength(FaultKind kind) const {
     if (kind == FaultKind::kPauseShort) return o_.short_pause;
     if (kind == FaultKind::kPauseLong) return o_.long_pause;
+    if (kind == FaultKind::kFailover) {
+      return o_.cluster_node_timeout + absl::Seconds(5);  // about
+    }
     return absl::ZeroDuration();
+  }
+
+  // The servers that hold locks: the redis-server, or the cluster's running
+  // nodes.
+  std::vector<RedisServer*> DataNodes() const {
+    std::vector<RedisServer*> nodes;
+    if (!o_.cluster) {
+      nodes.push_back(redis_.get());
+      return nodes;
+    }
+    for (size_t i = 0; i < cluster_->size(); ++i) {
+      if (cluster_->node(i).running()) nodes.push_back(&cluster_->node(i));
+    }
+    return nodes;
+  }
+
+  // The server that holds lock k now; null if the cluster cannot say.
+  RedisServer* LockNode(int k) const {
+    if (!o_.cluster) return redis_.get();
+    absl::StatusOr<size_t> i = cluster_->NodeForKey(LockName(kPrefix, k));
+    return i.ok() ? &cluster_->node(*i) : nullptr;
+  }
+
+  // A fault's target: the redis-server, or the master of a random lock, with
+  // the locks it holds in f->locks and its index in *index. Null (and why in
+  // f->detail) if the cluster cannot say.
+  RedisServer* Target(Fault* f, size_t* index = nullptr) {
+    if (!o_.cluster) return redis_.get();
+    std::uniform_int_distribution<int> pick(0, o_.locks - 1);
+    absl::StatusOr<size_t> master =
+        cluster_->NodeForKey(LockName(kPrefix, pick(rng_)));
+    if (!master.ok()) {
+      f->detail = master.status().ToString();
+      return nullptr;
+    }
+    for (int k = 0; k < o_.locks; ++k) {
+      absl::StatusOr<size_t> node = cluster_->NodeForKey(LockName(kPrefix, k));
+      if (node.ok() && *node == *master) f->locks.push_back(k);
+    }
+    if (index != nullptr) *index = *master;
+    f->detail = absl::StrCat("master ", *master, " (port ",
+                             cluster_->node(*master).port(), ", locks ",
+                             absl::StrJoin(f->locks, ","), "): ");
+    return &cluster_->node(*master);
+  }
+
+  // Kills master i, waits for its replica's promotion, starts it again and
+  // waits until it has rejoined as a replica.
+  void Failover(size_t i, Fault* f) {
+    const int64_t start = MonotonicNanos();
+    absl::Status s = cluster_->Kill(i);
+    f->injected = s.ok();
+    if (s.ok()) s = cluster_->WaitUntilHealthy(absl::Seconds(60));
+    const int64_t promoted = MonotonicNanos();
+    if (s.ok()) s = cluster_->Revive(i);
+    if (s.ok()) s = cluster_->WaitUntilHealthy(absl::Seconds(60));
+    if (!s.ok()) {
+      absl::StrAppend(&f->detail, s.ToString());
+      return;
+    }
+    absl::StrAppend(
+        &f->detail, "SIGKILL; replica promoted after ",
+        absl::FormatDuration(absl::Nanoseconds(promoted - start)),
+        ", the node back as a replica after ",
+        absl::FormatDuration(absl::Nanoseconds(MonotonicNanos() - start)));
+  }
+
+  // Migrates the slot of a random lock to another master.
+  void Reshard(Fault* f) {
+    std::uniform_int_distribution<int> pick(0, o_.locks - 1);
+    const int k = pick(rng_);
+    const std::string name = LockName(kPrefix, k);
+    f->locks = {k};
+    absl::StatusOr<size_t> from = cluster_->NodeForKey(name);
+    absl::StatusOr<RedisValue> slot =
+        from.ok() ? cluster_->node(*from).Command({"CLUSTER", "KEYSLOT", name})
+                  : absl::StatusOr<RedisValue>(from.status());
+    if (!slot.ok() || !slot->is_integer()) {
+      f->detail = slot.ok() ? slot->DebugString() : slot.status().ToString();
+      return;
+    }
+    std::vector<size_t> others;
+    for (size_t i = 0; i < cluster_->size(); ++i) {
+      absl::StatusOr<bool> master = cluster_->IsMaster(i);
+      if (i != *from && cluster_->node(i).running() && master.ok() && *master) {
+        others.push_back(i);
+      }
+    }
+    if (others.empty()) {
+      f->detail = "no other master";
+      return;
+    }
+    std::uniform_int_distribution<size_t> to_pick(0, others.size() - 1);
+    const size_t to = others[to_pick(rng_)];
+    absl::Status s = cluster_->MigrateSlot(static_cast<int>(slot->integer), to);
+    f->injected = s.ok();
+    f->detail = absl::StrCat("slot ", slot->integer, " (lock ", k,
+                             ") from master ", *from, " to master ", to,
+                             s.ok() ? "" : absl::StrCat(": ", s.ToString()));
   }
 
   void RunSchedule() {
@@ -323,6 +481,11 @@ class Coordinator {
         FaultKind::kKillHolder,       FaultKind::kClientKillPubsub,
         FaultKind::kPauseShort,       FaultKind::kPauseLong,
         FaultKind::kRestart};
+    if (o_.cluster) {
+      // The reshard among the cheap ones, the failover before the restart.
+      cycle.insert(cycle.begin() + 2, FaultKind::kReshard);
+      cycle.insert(cycle.end() - 1, FaultKind::kFailover);
+    }
     size_t next = 0;
     bool first_cycle = true;
     int64_t at = Deadline(o_.warmup);
@@ -352,11 +515,23 @@ class Coordinator {
   }
 
   Fault Inject(FaultKind kind) {
-    if (kind == FaultKind::kPauseLong || kind == FaultKind::kRestart) {
-      RequestLongHolds();
-    }
     Fault f;
     f.kind = kind;
+    // The server that a pause, a restart or a failover hits.
+    RedisServer* target = nullptr;
+    size_t index = 0;
+    if (kind == FaultKind::kPauseShort || kind == FaultKind::kPauseLong ||
+        kind == FaultKind::kRestart || kind == FaultKind::kFailover) {
+      target = Target(&f, &index);
+      if (target == nullptr) {
+        f.start = f.end = MonotonicNanos();
+        return f;
+      }
+    }
+    if (kind == FaultKind::kPauseLong || kind == FaultKind::kRestart ||
+        kind == FaultKind::kFailover) {
+      RequestLongHolds(f.locks);
+    }
     f.start = MonotonicNanos();
     switch (kind) {
       case FaultKind::kKillHolder:
@@ -365,45 +540,67 @@ class Coordinator {
       case FaultKind::kPauseShort:
       case FaultKind::kPauseLong: {
         const absl::Duration d = FaultLength(kind);
-        absl::Status s = redis_->Pause();
+        absl::Status s = target->Pause();
         if (s.ok()) {
           absl::SleepFor(d);
-          s = redis_->Resume();
+          s = target->Resume();
         }
         f.injected = s.ok();
-        f.detail = s.ok()
-                       ? absl::StrCat("SIGSTOP for ", absl::FormatDuration(d))
-                       : s.ToString();
+        absl::StrAppend(
+            &f.detail,
+            s.ok() ? absl::StrCat("SIGSTOP for ", absl::FormatDuration(d))
+                   : s.ToString());
         break;
       }
       case FaultKind::kRestart: {
-        absl::Status s = redis_->Restart();
+        absl::Status s = target->Restart();
         f.injected = s.ok();
-        f.detail = s.ok() ? "restarted empty" : s.ToString();
+        absl::StrAppend(&f.detail, s.ok() ? "restarted empty" : s.ToString());
         break;
       }
+      case FaultKind::kFailover:
+        Failover(index, &f);
+        break;
+      case FaultKind::kReshard:
+        Reshard(&f);
+        break;
       case FaultKind::kClientKillNormal:
         KillPoolConnections(&f);
         break;
       case FaultKind::kClientKillPubsub: {
         // A relock subscriber is of type "pubsub" only while some thread
         // waits (is subscribed); retry briefly until one does.
-        absl::StatusOr<RedisValue> v;
-        for (int attempt = 0; attempt < 40; ++attempt) {
-          v = redis_->Command({"CLIENT", "KILL", "TYPE", "pubsub"});
-          if (!v.ok() || (v->is_integer() && v->integer > 0)) break;
-          absl::SleepFor(absl::Milliseconds(50));
+        int64_t killed = 0;
+        std::string error;
+        for (int attempt = 0; attempt < 40 && killed == 0; ++attempt) {
+          if (attempt > 0) absl::SleepFor(absl::Milliseconds(50));
+          for (RedisServer* node : DataNodes()) {
+            absl::StatusOr<RedisValue> v =
+                node->Command({"CLIENT", "KILL", "TYPE", "pubsub"});
+            if (v.ok() && v->is_integer()) killed += v->integer;
+            if (!v.ok()) error = v.status().ToString();
+          }
         }
-        f.injected = v.ok() && v->is_integer() && v->integer > 0;
-        f.detail = v.ok() ? absl::StrCat("killed ", v->DebugString(),
-                                         " pub/sub connections")
-                          : v.status().ToString();
+        f.injected = killed > 0;
+        f.detail = absl::StrCat("killed ", killed, " pub/sub connections",
+                                error.empty() ? "" : "; ", error);
         break;
       }
       case FaultKind::kScriptFlush: {
-        absl::StatusOr<RedisValue> v = redis_->Command({"SCRIPT", "FLUSH"});
-        f.injected = v.ok() && v->is_ok();
-        f.detail = v.ok() ? v->DebugString() : v.status().ToString();
+        int flushed = 0;
+        const std::vector<RedisServer*> nodes = DataNodes();
+        for (RedisServer* node : nodes) {
+          absl::StatusOr<RedisValue> v = node->Command({"SCRIPT", "FLUSH"});
+          flushed += v.ok() && v->is_ok();
+          if (!v.ok() || !v->is_ok()) {
+            absl::StrAppend(&f.detail,
+                            v.ok() ? v->DebugString() : v.status().ToString(),
+                            "; ");
+          }
+        }
+        f.injected = flushed == static_cast<int>(nodes.size());
+        absl::StrAppend(&f.detail, "flushed on ", flushed, " of ", nodes.size(),
+                        " servers");
         break;
       }
     }
@@ -412,13 +609,26 @@ class Coordinator {
   }
 
   void KillPoolConnections(Fault* f) {
+    int killed = 0, spared = 0;
+    for (RedisServer* node : DataNodes()) {
+      KillPoolConnectionsOn(*node, f, &killed, &spared);
+    }
+    f->injected = killed > 0;
+    absl::StrAppend(&f->detail, "killed ", killed,
+                    " relock pool connections (spared ", spared,
+                    " counter and lock-reading connections)");
+  }
+
+  void KillPoolConnectionsOn(RedisServer& node, Fault* f, int* killed,
+                             int* spared) {
     absl::StatusOr<RedisValue> list =
-        redis_->Command({"CLIENT", "LIST", "TYPE", "normal"});
+        node.Command({"CLIENT", "LIST", "TYPE", "normal"});
     if (!list.ok() || !list->is_string()) {
-      f->detail = list.ok() ? list->DebugString() : list.status().ToString();
+      absl::StrAppend(
+          &f->detail,
+          list.ok() ? list->DebugString() : list.status().ToString(), "; ");
       return;
     }
-    int killed = 0, spared = 0;
     for (absl::string_view line : absl::StrSplit(list->str, '\n')) {
       std::string id, name;
       for (absl::string_view field : absl::StrSplit(line, ' ')) {
@@ -429,17 +639,12 @@ class Coordinator {
       }
       if (id.empty()) continue;
       if (name == kRawClientName) {
-        ++spared;
+        ++*spared;
         continue;
       }
-      absl::StatusOr<RedisValue> r =
-          redis_->Command({"CLIENT", "KILL", "ID", id});
-      killed += r.ok() && r->is_integer() && r->integer == 1;
+      absl::StatusOr<RedisValue> r = node.Command({"CLIENT", "KILL", "ID", id});
+      *killed += r.ok() && r->is_integer() && r->integer == 1;
     }
-    f->injected = killed > 0;
-    f->detail =
-        absl::StrCat("killed ", killed, " relock pool connections (spared ",
-                     spared, " counter connections)");
   }
 
   // The worker whose client id owns field `owner` ("<client-id>:<n>").
@@ -455,8 +660,10 @@ class Coordinator {
 
   std::vector<std::string> Owners(int k) {
     std::vector<std::string> owners;
+    RedisServer* node = LockNode(k);
+    if (node == nullptr) return owners;
     absl::StatusOr<RedisValue> v =
-        redis_->Command({"HKEYS", LockName(kPrefix, k)});
+        node->Command({"HKEYS", LockName(kPrefix, k)});
     if (v.ok() && v->is_array()) {
       for (const RedisValue& e : v->elements) owners.push_back(e.str);
     }
@@ -541,7 +748,10 @@ class Coordinator {
   HarnessOptions o_;
   std::mt19937_64 rng_;
   std::string dir_;
+  // The redis-server: the locks' and the counters' (single mode), or the
+  // counters' only (cluster mode, where the locks are on cluster_).
   std::unique_ptr<RedisServer> redis_;
+  std::unique_ptr<RedisCluster> cluster_;
   std::vector<WorkerProc> workers_;
   std::vector<Fault> faults_;
   int64_t run_start_ = 0;

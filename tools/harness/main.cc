@@ -6,6 +6,7 @@
 //       [--warmup=2s] [--tail=3s] [--short_pause=0] [--long_pause=0]
 //       [--hold_min=1ms] [--hold_max=5ms] [--think_max=3ms]
 //       [--seed=0] [--work_dir=DIR] [--tolerate_ghost_holds] [--quiet]
+//       [--cluster] [--cluster_masters=3] [--cluster_node_timeout=D]
 //
 // Durations in absl::ParseDuration syntax ("90s", "1.5s", "2h30m"). Exits 0
 // when the run passes, 1 when the checker found a problem, 2 on bad usage or
@@ -35,7 +36,8 @@ int Usage(const std::string& bad) {
                "[--locks=N] [--duration=D] [--lease=D] [--wait=D] [--gap=D] "
                "[--warmup=D] [--tail=D] [--short_pause=D] [--long_pause=D] "
                "[--hold_min=D] [--hold_max=D] [--think_max=D] [--seed=N] "
-               "[--work_dir=DIR] [--tolerate_ghost_holds] [--quiet]\n";
+               "[--work_dir=DIR] [--tolerate_ghost_holds] [--quiet] "
+               "[--cluster] [--cluster_masters=N] [--cluster_node_timeout=D]\n";
   return 2;
 }
 
@@ -55,6 +57,10 @@ int main(int argc, char** argv) {
     }
     if (arg == "--tolerate_ghost_holds") {
       o.tolerate_ghost_holds = true;
+      continue;
+    }
+    if (arg == "--cluster") {
+      o.cluster = true;
       continue;
     }
     const size_t eq = arg.find('=');
@@ -99,6 +105,10 @@ int main(int argc, char** argv) {
       ok = absl::SimpleAtoi(value, &o.seed);
     } else if (key == "work_dir") {
       o.work_dir = value;
+    } else if (key == "cluster_masters") {
+      ok = absl::SimpleAtoi(value, &o.cluster_masters);
+    } else if (key == "cluster_node_timeout") {
+      duration(&o.cluster_node_timeout);
     } else {
       ok = false;
     }

@@ -11,7 +11,9 @@
 // tests/testing/child_process.h): the worker prints "ready <client-id>" once
 // connected, runs until it reads "stop" (or EOF, or its hard end time), then
 // prints "done" and exits 0. A line "long <ms>" makes one hold that begins
-// within <ms> a long one (long_hold_ms), to span a coming fault.
+// within <ms> a long one (long_hold_ms), to span a coming fault; "long <ms>
+// <k>,<k>..." the same, but only a hold of one of those locks (lock numbers
+// below 64).
 //
 // Header-only; part of tools/harness (see harness.h).
 
@@ -26,6 +28,7 @@
 #include <chrono>
 #include <cstdint>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -36,6 +39,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -62,7 +66,11 @@ struct WorkerConfig {
   int worker = 0;
   std::string url;  // for relock
   std::string host = "127.0.0.1";
-  int port = 0;  // for the raw connections
+  int port = 0;  // the counters' server (raw connections)
+  // Where the raw lock reads start (RawKeys): the lock's server, or on a
+  // cluster any node. 0: host:port.
+  std::string keys_host = "127.0.0.1";
+  int keys_port = 0;
   int threads = 2;
   int locks = 3;
   std::string prefix = "harness:";
@@ -84,6 +92,8 @@ struct WorkerConfig {
             absl::StrCat("url=", url),
             absl::StrCat("host=", host),
             absl::StrCat("port=", port),
+            absl::StrCat("keys_host=", keys_host),
+            absl::StrCat("keys_port=", keys_port),
             absl::StrCat("threads=", threads),
             absl::StrCat("locks=", locks),
             absl::StrCat("prefix=", prefix),
@@ -118,6 +128,10 @@ struct WorkerConfig {
         host = value;
       } else if (key == "port") {
         ok = absl::SimpleAtoi(value, &port);
+      } else if (key == "keys_host") {
+        keys_host = value;
+      } else if (key == "keys_port") {
+        ok = absl::SimpleAtoi(value, &keys_port);
       } else if (key == "threads") {
         ok = absl::SimpleAtoi(value, &threads);
       } else if (key == "locks") {
@@ -158,6 +172,10 @@ struct WorkerConfig {
     if (url.empty() || port <= 0 || threads < 1 || locks < 1 ||
         log_path.empty() || hold_max_us < hold_min_us) {
       return absl::InvalidArgumentError("incomplete worker arguments");
+    }
+    if (keys_port <= 0) {
+      keys_host = host;
+      keys_port = port;
     }
     return absl::OkStatus();
   }
@@ -204,13 +222,6 @@ class RawRedis {
     return ok;
   }
 
-  // HGET as an integer: nullopt on failure, 0 when absent.
-  absl::optional<int64_t> HGet(const std::string& key,
-                               const std::string& field) {
-    return IntegerOrZero(
-        Run("HGET %b %b", key.data(), key.size(), field.data(), field.size()));
-  }
-
   // A bulk-string integer reply as a number (nil: 0), freeing it; nullopt
   // for no reply or anything else.
   static absl::optional<int64_t> IntegerOrZero(redisReply* r) {
@@ -226,34 +237,29 @@ class RawRedis {
     return value;
   }
 
-  // PTTL; -3 on failure.
-  int64_t PTtl(const std::string& key) {
-    redisReply* r = Run("PTTL %b", key.data(), key.size());
-    if (r == nullptr) return -3;
-    const int64_t ttl = r->type == REDIS_REPLY_INTEGER ? r->integer : -3;
-    freeReplyObject(r);
-    return ttl;
-  }
-
-  // HKEYS; empty on failure.
-  std::vector<std::string> HKeys(const std::string& key) {
-    std::vector<std::string> keys;
-    redisReply* r = Run("HKEYS %b", key.data(), key.size());
-    if (r == nullptr) return keys;
-    if (r->type == REDIS_REPLY_ARRAY) {
-      for (size_t i = 0; i < r->elements; ++i) {
-        keys.emplace_back(r->element[i]->str, r->element[i]->len);
-      }
+  // Any command; the reply (the caller frees it) or null on failure.
+  redisReply* Command(const std::vector<std::string>& argv) {
+    std::vector<const char*> args;
+    std::vector<size_t> lens;
+    for (const std::string& a : argv) {
+      args.push_back(a.data());
+      lens.push_back(a.size());
     }
-    freeReplyObject(r);
-    return keys;
+    if (ctx_ == nullptr && !EnsureConnected()) return nullptr;
+    auto* r = static_cast<redisReply*>(redisCommandArgv(
+        ctx_, static_cast<int>(args.size()), args.data(), lens.data()));
+    return Checked(r);
   }
 
  private:
   template <class... Args>
   redisReply* Run(const char* format, Args... args) {
     if (ctx_ == nullptr && !EnsureConnected()) return nullptr;
-    auto* r = static_cast<redisReply*>(redisCommand(ctx_, format, args...));
+    return Checked(
+        static_cast<redisReply*>(redisCommand(ctx_, format, args...)));
+  }
+  // `r`, or null (and a reset connection) after a connection error.
+  redisReply* Checked(redisReply* r) {
     if (r == nullptr || ctx_->err != 0) {
       if (r != nullptr) freeReplyObject(r);
       Reset();
@@ -272,6 +278,97 @@ class RawRedis {
   redisContext* ctx_ = nullptr;
 };
 
+// Reads lock hashes where they live, on plain hiredis connections: on a
+// single server, that server; on a cluster, the node that serves the key's
+// slot, found by following MOVED and ASK replies from the seed (hiredis has
+// no cluster support). Failures (a node down, a paused one timing out) read
+// as "unknown".
+class RawKeys {
+ public:
+  RawKeys(std::string host, int port, absl::Duration timeout)
+      : seed_(absl::StrCat(host, ":", port)), timeout_(timeout) {}
+
+  // HGET as an integer: nullopt on failure, 0 when absent.
+  absl::optional<int64_t> HGet(const std::string& key,
+                               const std::string& field) {
+    return RawRedis::IntegerOrZero(Run(key, {"HGET", key, field}));
+  }
+
+  // PTTL; -3 on failure.
+  int64_t PTtl(const std::string& key) {
+    redisReply* r = Run(key, {"PTTL", key});
+    if (r == nullptr) return -3;
+    const int64_t ttl = r->type == REDIS_REPLY_INTEGER ? r->integer : -3;
+    freeReplyObject(r);
+    return ttl;
+  }
+
+  // HKEYS; empty on failure.
+  std::vector<std::string> HKeys(const std::string& key) {
+    std::vector<std::string> keys;
+    redisReply* r = Run(key, {"HKEYS", key});
+    if (r == nullptr) return keys;
+    if (r->type == REDIS_REPLY_ARRAY) {
+      for (size_t i = 0; i < r->elements; ++i) {
+        keys.emplace_back(r->element[i]->str, r->element[i]->len);
+      }
+    }
+    freeReplyObject(r);
+    return keys;
+  }
+
+ private:
+  // Runs `argv` on the node that serves `key` (the last one that did, or
+  // the seed), following up to 5 redirections; null on failure or on an
+  // error reply.
+  redisReply* Run(const std::string& key,
+                  const std::vector<std::string>& argv) {
+    auto known = where_.find(key);
+    std::string node = known == where_.end() ? seed_ : known->second;
+    bool asking = false;
+    for (int hop = 0; hop < 6; ++hop) {
+      RawRedis& conn = Node(node);
+      if (asking) {
+        redisReply* ok = conn.Command({"ASKING"});
+        if (ok == nullptr) return nullptr;
+        freeReplyObject(ok);
+      }
+      redisReply* r = conn.Command(argv);
+      if (r == nullptr) return nullptr;
+      if (r->type != REDIS_REPLY_ERROR) {
+        if (!asking) where_[key] = node;
+        return r;
+      }
+      // "MOVED <slot> <host>:<port>" or "ASK <slot> <host>:<port>".
+      std::vector<std::string> words =
+          absl::StrSplit(absl::string_view(r->str, r->len), ' ');
+      freeReplyObject(r);
+      if (words.size() != 3 || (words[0] != "MOVED" && words[0] != "ASK")) {
+        return nullptr;
+      }
+      asking = words[0] == "ASK";
+      node = words[2];
+    }
+    return nullptr;
+  }
+
+  RawRedis& Node(const std::string& node) {
+    std::unique_ptr<RawRedis>& conn = nodes_[node];
+    if (conn == nullptr) {
+      const size_t colon = node.rfind(':');
+      int port = 0;
+      (void)absl::SimpleAtoi(node.substr(colon + 1), &port);
+      conn = std::make_unique<RawRedis>(node.substr(0, colon), port, timeout_);
+    }
+    return *conn;
+  }
+
+  const std::string seed_;
+  const absl::Duration timeout_;
+  std::map<std::string, std::unique_ptr<RawRedis>> nodes_;  // "host:port"
+  std::map<std::string, std::string> where_;  // key -> the node serving it
+};
+
 class Worker {
  public:
   explicit Worker(WorkerConfig config) : config_(std::move(config)) {}
@@ -285,14 +382,28 @@ class Worker {
     }
     // Detached: it may still block on stdin when the hard end time ends the
     // run, so it shares the flag instead of referring to this object.
-    std::thread([stop = stop_, long_until = long_until_] {
+    std::thread([stop = stop_, long_until = long_until_,
+                 long_locks = long_locks_] {
       std::string line;
       while (std::getline(std::cin, line) && line != "stop") {
+        std::vector<absl::string_view> words = absl::StrSplit(line, ' ');
         int64_t ms = 0;
-        if (absl::StartsWith(line, "long ") &&
-            absl::SimpleAtoi(absl::string_view(line).substr(5), &ms)) {
-          long_until->store(MonotonicNanos() + ms * 1000000);
+        if (words.size() < 2 || words[0] != "long" ||
+            !absl::SimpleAtoi(words[1], &ms)) {
+          continue;
         }
+        uint64_t mask = ~uint64_t{0};
+        if (words.size() > 2) {
+          mask = 0;
+          for (absl::string_view k : absl::StrSplit(words[2], ',')) {
+            int lock = 0;
+            if (absl::SimpleAtoi(k, &lock) && lock >= 0 && lock < 64) {
+              mask |= uint64_t{1} << lock;
+            }
+          }
+        }
+        long_locks->store(mask);
+        long_until->store(MonotonicNanos() + ms * 1000000);
       }
       stop->store(true);
     }).detach();
@@ -395,14 +506,14 @@ class Worker {
 
   // Learns the caller's owner field: takes a private lock and reads the
   // field relock wrote.
-  std::string LearnOwner(Client& client, RawRedis& raw, const Caller& caller,
+  std::string LearnOwner(Client& client, RawKeys& keys, const Caller& caller,
                          int t) {
     const std::string name =
         absl::StrCat(config_.prefix, "probe:", config_.worker, ":", t);
     Lock probe = client.GetLock(name);
     while (!Stopping()) {
       if (caller.TryAcquire(probe, absl::Milliseconds(config_.wait_ms)).ok()) {
-        std::vector<std::string> fields = raw.HKeys(name);
+        std::vector<std::string> fields = keys.HKeys(name);
         absl::Status released = caller.Release(probe);
         (void)released;
         if (fields.size() == 1) {
@@ -419,8 +530,10 @@ class Worker {
     std::mt19937_64 rng(config_.seed * 1000003 + config_.worker * 1009 + t);
     RawRedis raw(config_.host, config_.port,
                  absl::Milliseconds(config_.raw_timeout_ms));
+    RawKeys keys(config_.keys_host, config_.keys_port,
+                 absl::Milliseconds(config_.raw_timeout_ms));
     const Caller caller = CallerFor(t);
-    const std::string owner = LearnOwner(client, raw, caller, t);
+    const std::string owner = LearnOwner(client, keys, caller, t);
     std::vector<Lock> locks;
     for (int k = 0; k < config_.locks; ++k) {
       locks.push_back(client.GetLock(LockName(config_.prefix, k)));
@@ -449,7 +562,7 @@ class Worker {
         }
         if (!absl::StrContains(s.message(), "held by another owner")) {
           // The acquire may have run on Redis without us hearing of it.
-          CheckNoGhost(lock, raw, caller, owner, t, k, "after-failed-acquire");
+          CheckNoGhost(lock, keys, caller, owner, t, k, "after-failed-acquire");
         }
         if (s.code() != absl::StatusCode::kDeadlineExceeded) {
           absl::SleepFor(absl::Milliseconds(20));  // Redis is unwell
@@ -469,7 +582,7 @@ class Worker {
         Anomaly(t, "Release", r);
       }
       if (r.ok()) {
-        CheckNoGhost(lock, raw, caller, owner, t, k, "after-release-ok");
+        CheckNoGhost(lock, keys, caller, owner, t, k, "after-release-ok");
       }
       Sleep(rng, 0, config_.think_max_us);
     }
@@ -487,16 +600,16 @@ class Worker {
   // To tell them apart, wait one lease (plus a margin; this thread acquires
   // nothing meanwhile) and look again. Records a "G" line: `where`, or
   // "orphan-expired"; frees a ghost by releasing as often as Redis counts.
-  void CheckNoGhost(Lock& lock, RawRedis& raw, const Caller& caller,
+  void CheckNoGhost(Lock& lock, RawKeys& keys, const Caller& caller,
                     const std::string& owner, int t, int k,
                     absl::string_view where) {
     if (owner.empty()) return;
-    absl::optional<int64_t> count = raw.HGet(lock.name(), owner);
+    absl::optional<int64_t> count = keys.HGet(lock.name(), owner);
     if (!count.has_value() || *count <= 0) return;
-    const int64_t pttl = raw.PTtl(lock.name());
+    const int64_t pttl = keys.PTtl(lock.name());
     const int64_t found_at = MonotonicNanos();
     absl::SleepFor(absl::Milliseconds(config_.lease_ms + 500));
-    absl::optional<int64_t> still = raw.HGet(lock.name(), owner);
+    absl::optional<int64_t> still = keys.HGet(lock.name(), owner);
     const bool ghost = still.has_value() && *still > 0;
     log_.Append(absl::StrCat("G ", t, " ", k, " ", found_at, " ", *count, " ",
                              pttl, " ", ghost ? where : "orphan-expired"));
@@ -520,7 +633,9 @@ class Worker {
     }
     h->read_value = *value;
     int64_t until = long_until_->load();
-    if (until > MonotonicNanos() &&
+    const bool long_lock =
+        h->lock < 64 && (long_locks_->load() >> h->lock & 1) != 0;
+    if (until > MonotonicNanos() && long_lock &&
         long_until_->compare_exchange_strong(until, 0)) {
       absl::SleepFor(absl::Milliseconds(config_.long_hold_ms));
     } else {
@@ -553,6 +668,9 @@ class Worker {
   // takes the request (resets it to 0).
   std::shared_ptr<std::atomic<int64_t>> long_until_ =
       std::make_shared<std::atomic<int64_t>>(0);
+  // The locks (bit k: lock k) whose holds may take that request.
+  std::shared_ptr<std::atomic<uint64_t>> long_locks_ =
+      std::make_shared<std::atomic<uint64_t>>(~uint64_t{0});
 };
 
 // The body of the worker child routine: RELOCK_CHILD_MAIN(SafetyHarnessWorker)
