@@ -13,7 +13,6 @@
 #include <sys/time.h>
 
 #include <atomic>
-#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -29,6 +28,7 @@
 #include "lib/lock/lock_scripts.h"
 #include "lib/pubsub/subscriber.h"
 #include "relock/relock.h"
+#include "tests/cluster_test_util.h"
 #include "tests/test_util.h"
 #include "tests/testing/redis_cluster.h"
 
@@ -51,26 +51,12 @@ class ClusterTest : public ::testing::Test {
 
   // The master that holds `key` now.
   static RedisServer& Owner(const std::string& key) {
-    absl::StatusOr<size_t> i = cluster_->NodeForKey(key);
-    EXPECT_TRUE(i.ok()) << i.status();
-    return cluster_->node(i.ok() ? *i : 0);
+    return testing::MasterOf(*cluster_, key);
   }
 
-  // Names with the test's prefix, at least `per_master` on each master.
+  // Names with the test's prefix, `per_master` on each master.
   static std::vector<std::string> NamesOnEveryMaster(int per_master) {
-    std::map<size_t, int> count;
-    std::vector<std::string> names;
-    for (int i = 0; count.size() < cluster_->masters() ||
-                    std::any_of(count.begin(), count.end(),
-                                [&](auto& c) { return c.second < per_master; });
-         ++i) {
-      const std::string name = TestLockName(absl::StrCat(i));
-      absl::StatusOr<size_t> node = cluster_->NodeForKey(name);
-      EXPECT_TRUE(node.ok()) << node.status();
-      if (!node.ok()) break;
-      if (count[*node]++ < per_master) names.push_back(name);
-    }
-    return names;
+    return testing::NamesOnEveryMaster(*cluster_, per_master);
   }
 
   static RedisCluster* cluster_;
@@ -82,50 +68,16 @@ TEST_F(ClusterTest, LocksOnEveryMasterLiveOnTheMasterOfTheirSlot) {
   std::unique_ptr<Client> client = MustConnect(cluster_->url());
   ASSERT_NE(client, nullptr);
   ASSERT_TRUE(client->Ping().ok());
-  for (const std::string& name : NamesOnEveryMaster(2)) {
-    Lock lock = client->GetLock(name);
-    ASSERT_TRUE(lock.Acquire().ok()) << name;
-    ASSERT_TRUE(lock.Acquire().ok()) << name;  // re-entry
-    absl::StatusOr<RedisValue> fields = Owner(name).Command({"HGETALL", name});
-    ASSERT_TRUE(fields.ok()) << fields.status();
-    ASSERT_EQ(fields->elements.size(), 2u) << name;
-    EXPECT_THAT(fields->elements[0].str, HasSubstr(client->id()));
-    EXPECT_EQ(fields->elements[1].str, "2");
-    EXPECT_EQ(lock.IsLocked().value_or(false), true);
-    EXPECT_EQ(lock.HoldCount().value_or(-1), 2);
-    ASSERT_TRUE(lock.Release().ok());
-    ASSERT_TRUE(lock.Release().ok());
-    absl::StatusOr<RedisValue> exists = Owner(name).Command({"EXISTS", name});
-    ASSERT_TRUE(exists.ok());
-    EXPECT_EQ(exists->integer, 0) << name;
-  }
+  testing::ExpectLocksLiveOnTheMasterOfTheirSlot(*cluster_, *client, 2);
 }
 
 TEST_F(ClusterTest, TwoClientsExcludeAndAReleaseWakesTheWaiter) {
   std::unique_ptr<Client> a = MustConnect(cluster_->url());
   std::unique_ptr<Client> b = MustConnect(cluster_->url());
   ASSERT_TRUE(a != nullptr && b != nullptr);
-  for (const std::string& name : NamesOnEveryMaster(1)) {
-    Lock held = a->GetLock(name);
-    Lock wanted = b->GetLock(name);
-    ASSERT_TRUE(held.Acquire().ok());
-    EXPECT_EQ(wanted.TryAcquire(absl::ZeroDuration()).code(),
-              absl::StatusCode::kDeadlineExceeded);
-    std::atomic<bool> got{false}, released{false};
-    std::thread waiter([&] {
-      // The lease is 30 s: only the unlock message can wake it in time.
-      got = wanted.TryAcquire(absl::Seconds(20)).ok();
-      if (got) released = wanted.Release().ok();
-    });
-    absl::SleepFor(absl::Milliseconds(200));
-    EXPECT_FALSE(got.load());
-    Stopwatch since_release;
-    ASSERT_TRUE(held.Release().ok());
-    waiter.join();
-    EXPECT_TRUE(got.load()) << name;
-    EXPECT_TRUE(released.load()) << name;
-    EXPECT_LT(since_release.Elapsed(), absl::Seconds(10)) << name;
-  }
+  testing::ExpectAReleaseWakesTheWaiter(
+      *cluster_, *a, *b,
+      [](const std::string&) { absl::SleepFor(absl::Milliseconds(200)); });
 }
 
 TEST_F(ClusterTest, HashTaggedNamesShareTheirTagsSlot) {

@@ -62,6 +62,12 @@ const RedisValue* Field(const RedisValue& v, absl::string_view name) {
   return nullptr;
 }
 
+// The port the node announces to the cluster, which the nodes connect to
+// (replication, MIGRATE): its TLS port with tls-cluster.
+int AnnouncedPort(const RedisServer& node) {
+  return node.tls_port() != 0 ? node.tls_port() : node.port();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RedisCluster>> RedisCluster::Start(
@@ -77,6 +83,7 @@ absl::StatusOr<std::unique_ptr<RedisCluster>> RedisCluster::Start(
   server.cluster = true;
   server.requirepass = options.requirepass;
   server.cluster_node_timeout = options.node_timeout;
+  server.tls = options.tls;
   const int total = options.masters * (1 + options.replicas_per_master);
   std::vector<std::unique_ptr<RedisServer>> nodes;
   for (int i = 0; i < total; ++i) {
@@ -84,6 +91,8 @@ absl::StatusOr<std::unique_ptr<RedisCluster>> RedisCluster::Start(
         RedisServer::Start(server);
     if (!node.ok()) return node.status();
     nodes.push_back(*std::move(node));
+    // One CA for all: the others copy node 0's certificates.
+    if (options.tls) server.tls_files_from = nodes[0]->dir();
   }
   std::unique_ptr<RedisCluster> cluster(
       new RedisCluster(std::move(options), std::move(nodes)));
@@ -103,7 +112,9 @@ RedisCluster::~RedisCluster() {
 
 absl::Status RedisCluster::Kill(size_t i) {
   if (absl::Status s = nodes_[i]->Kill(); !s.ok()) return s;
-  for (const int port : {nodes_[i]->port(), nodes_[i]->cluster_port()}) {
+  for (const int port :
+       {nodes_[i]->port(), nodes_[i]->tls_port(), nodes_[i]->cluster_port()}) {
+    if (port == 0) continue;  // no TLS port
     const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
       return absl::InternalError(
@@ -154,7 +165,7 @@ absl::Status RedisCluster::Join() const {
   for (size_t i = 1; i < nodes_.size(); ++i) {
     absl::StatusOr<RedisValue> v =
         Must(*nodes_[i], {"CLUSTER", "MEET", RedisServer::kHost,
-                          absl::StrCat(nodes_[0]->port()),
+                          absl::StrCat(AnnouncedPort(*nodes_[0])),
                           absl::StrCat(nodes_[0]->cluster_port())});
     if (!v.ok()) return v.status();
   }
@@ -186,6 +197,17 @@ std::string RedisCluster::url() const {
       "redis-cluster://", absl::StripPrefix(nodes_[0]->url(), "redis://"));
   for (size_t i = 1; i < nodes_.size(); ++i) {
     absl::StrAppend(&url, ",", RedisServer::kHost, ":", nodes_[i]->port());
+  }
+  return url;
+}
+
+std::string RedisCluster::tls_url() const {
+  if (!options_.tls) return "";
+  std::string url =
+      absl::StrCat("rediss-cluster://",
+                   absl::StripPrefix(nodes_[0]->tls_url(), "rediss://"));
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    absl::StrAppend(&url, ",", RedisServer::kHost, ":", nodes_[i]->tls_port());
   }
   return url;
 }
@@ -344,9 +366,12 @@ absl::Status RedisCluster::MigrateSlot(int slot, size_t to) const {
         source, {"CLUSTER", "GETKEYSINSLOT", s, absl::StrCat(kMigrateBatch)});
     if (!keys.ok()) return keys.status();
     if (keys->elements.empty()) break;
-    std::vector<std::string> migrate = {
-        "MIGRATE", RedisServer::kHost, absl::StrCat(target.port()), "", "0",
-        "5000"};
+    std::vector<std::string> migrate = {"MIGRATE",
+                                        RedisServer::kHost,
+                                        absl::StrCat(AnnouncedPort(target)),
+                                        "",
+                                        "0",
+                                        "5000"};
     if (!options_.requirepass.empty()) {
       migrate.insert(migrate.end(), {"AUTH", options_.requirepass});
     }

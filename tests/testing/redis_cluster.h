@@ -20,6 +20,21 @@
 // what now. The nodes stop when the RedisCluster is destroyed (and in every
 // other case RedisServer stops its servers: see redis_server.h).
 //
+// TLS (RedisClusterOptions::tls): every node also listens on a TLS port with
+// certificates from one CA (node 0 makes them, the others copy them: see
+// RedisServerOptions::tls_files_from), and the nodes talk to each other over
+// TLS only: the cluster bus (--tls-cluster yes), replication
+// (--tls-replication yes) and MIGRATE. Clients may use either kind: the
+// plaintext ports stay on (url(), RedisServer::Command() and every method
+// here use them), and the nodes name their TLS ports to TLS clients
+// (tls_url(), with ca_file()) and their plaintext ports to plaintext ones.
+//
+// clang-format off
+//   options.tls = true;  ...  RedisCluster::Start(options)
+//   client_options.url = (*cluster)->tls_url();  // "rediss-cluster://127.0.0.1:t0,..."
+//   client_options.tls.ca_file = (*cluster)->ca_file();
+// clang-format on
+//
 // Start() takes about 1-3 s for the default 6 nodes (the nodes must agree
 // through their gossip). Needs redis-server >= 7.0 (--cluster-port,
 // CLUSTER ADDSLOTSRANGE and CLUSTER SHARDS); FailedPrecondition otherwise.
@@ -53,6 +68,9 @@ struct RedisClusterOptions {
   absl::Duration node_timeout = absl::Seconds(2);
   // How long Start() and WaitUntilHealthy() wait for the nodes to agree.
   absl::Duration ready_timeout = absl::Seconds(30);
+  // Every node with a TLS port, the cluster bus and replication over TLS
+  // (see the top of this file). Needs what RedisServerOptions::tls needs.
+  bool tls = false;
 };
 
 class RedisCluster {
@@ -75,6 +93,13 @@ class RedisCluster {
   // "redis-cluster://127.0.0.1:<port of node 0>,...", every node as a seed
   // (with ":<pass>@" after the scheme when requirepass is set).
   std::string url() const;
+  // "rediss-cluster://127.0.0.1:<TLS port of node 0>,...", the same over
+  // TLS; empty without RedisClusterOptions::tls.
+  std::string tls_url() const;
+  // The CA that signed every node's certificate (node 0's ca_file(); each
+  // node has a copy), or empty without tls. node(i).other_ca_file() is one
+  // that signed none of them.
+  const std::string& ca_file() const { return nodes_[0]->ca_file(); }
 
   // The node's 40-character id (CLUSTER MYID).
   absl::StatusOr<std::string> NodeId(size_t i) const;
@@ -92,11 +117,11 @@ class RedisCluster {
   // knows size() - masters() replicas.
   absl::Status WaitUntilHealthy(absl::Duration timeout) const;
 
-  // Kills node i (SIGKILL) for good: its port and cluster bus port stay
-  // reserved (bound, not listening) until the cluster is destroyed, so that
-  // no server started meanwhile (another test's cluster) gets them, which
-  // would make this cluster's nodes, still trying the dead node's address,
-  // gossip with a foreign one.
+  // Kills node i (SIGKILL) for good: its ports (the TLS port and the cluster
+  // bus port too) stay reserved (bound, not listening) until the cluster is
+  // destroyed, so that no server started meanwhile (another test's cluster)
+  // gets them, which would make this cluster's nodes, still trying the dead
+  // node's address, gossip with a foreign one.
   absl::Status Kill(size_t i);
   // Starts killed node i again on its ports, with its cluster state
   // (nodes.conf) but no data: it rejoins the cluster, as a replica of the

@@ -226,6 +226,31 @@ absl::Status WriteFile(const std::string& path, absl::string_view contents) {
   return absl::OkStatus();
 }
 
+// The whole file; Internal naming it if it cannot be read.
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return ErrnoStatus(absl::StatusCode::kInternal,
+                       absl::StrCat("opening ", path), errno);
+  }
+  std::string contents;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      close(fd);
+      return ErrnoStatus(absl::StatusCode::kInternal,
+                         absl::StrCat("reading ", path), err);
+    }
+    if (n == 0) break;
+    contents.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return contents;
+}
+
 std::string ReadTail(const std::string& path, size_t max_bytes) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
@@ -531,10 +556,12 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
           absl::StrCat("RedisServer::Start: tls_auth_clients is \"", auth,
                        "\"; expected \"yes\", \"no\" or \"optional\""));
     }
-    absl::StatusOr<std::string> found =
-        FindTool("RELOCK_OPENSSL", "openssl", "openssl");
-    if (!found.ok()) return found.status();
-    openssl = *std::move(found);
+    if (options.tls_files_from.empty()) {
+      absl::StatusOr<std::string> found =
+          FindTool("RELOCK_OPENSSL", "openssl", "openssl");
+      if (!found.ok()) return found.status();
+      openssl = *std::move(found);
+    }
   }
   const int major_version = RedisMajorVersion(*binary);
   absl::Status last;
@@ -555,7 +582,9 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
     if (options.tls) {
       // Not retried: a new port does not help openssl. ~RedisServer removes
       // the dir.
-      absl::Status made = server->MakeTlsFiles(openssl);
+      absl::Status made = options.tls_files_from.empty()
+                              ? server->MakeTlsFiles(openssl)
+                              : server->CopyTlsFiles();
       if (!made.ok()) {
         return absl::Status(made.code(),
                             absl::StrCat("RedisServer::Start: making the TLS "
@@ -646,6 +675,26 @@ absl::Status RedisServer::MakeTlsFiles(const std::string& openssl) const {
   return absl::OkStatus();
 }
 
+absl::Status RedisServer::CopyTlsFiles() const {
+  const std::pair<const char*, const std::string&> files[] = {
+      {kCaCertName, ca_file_},
+      {kCaKeyName, ca_key_file_},
+      {kOtherCaCertName, other_ca_file_},
+      {kOtherCaKeyName, other_ca_key_file_},
+      {kServerCertName, server_cert_file_},
+      {kServerKeyName, server_key_file_},
+      {kClientCertName, client_cert_file_},
+      {kClientKeyName, client_key_file_},
+  };
+  for (const auto& [name, to] : files) {
+    const std::string from = absl::StrCat(options_.tls_files_from, "/", name);
+    absl::StatusOr<std::string> contents = ReadFile(from);
+    if (!contents.ok()) return contents.status();
+    if (absl::Status s = WriteFile(to, *contents); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RedisServer::StartProcessLocked() {
   if (!options_.sentinel_config.empty()) return StartSentinelLocked();
   std::vector<std::string> argv = {binary_,
@@ -693,6 +742,12 @@ absl::Status RedisServer::StartProcessLocked() {
          "--repl-diskless-sync-delay", "0"});
     if (!options_.requirepass.empty()) {
       argv.insert(argv.end(), {"--masterauth", options_.requirepass});
+    }
+    if (options_.tls) {  // the bus and replication too (see the header)
+      argv.insert(argv.end(),
+                  {"--tls-cluster", "yes", "--tls-replication", "yes",
+                   "--tls-client-cert-file", client_cert_file_,
+                   "--tls-client-key-file", client_key_file_});
     }
   }
   argv.insert(argv.end(), options_.extra_args.begin(),

@@ -36,7 +36,19 @@
 //
 // Their keys sit next to them (ca.key, server.key, ...), with openssl.cnf
 // and openssl.log. Restart() keeps them all. If openssl is missing or fails,
-// Start() fails (NotFound / Internal) and quotes its stderr.
+// Start() fails (NotFound / Internal) and quotes its stderr. With
+// RedisServerOptions::tls_files_from, Start() copies these eight files from
+// another server's dir() instead (no openssl run), so that both servers'
+// certificates come from one CA: a TLS cluster's nodes check each other's.
+//
+// A cluster node with TLS (`cluster` and `tls`) also runs its cluster bus
+// and its replication link over TLS (--tls-cluster yes, --tls-replication
+// yes; the bus port takes only TLS then) and shows client.crt when it
+// connects out (--tls-client-cert-file: the bus always asks for a client
+// certificate, and server.crt is for serverAuth only). Its TLS port is then
+// the one it announces to the cluster: CLUSTER SLOTS, CLUSTER SHARDS'
+// "tls-port" and MOVED/ASK name it to TLS clients, the plaintext port to
+// plaintext clients, and MIGRATE connects to the target's TLS port.
 //
 // Server states and operations (Start() leaves it Running):
 //
@@ -99,11 +111,16 @@ struct RedisServerOptions {
   // "yes" (one signed by ca_file() is required: client_cert_file()) or
   // "optional" (checked if sent). Anything else is InvalidArgument.
   std::string tls_auth_clients = "no";
+  // With `tls`: a dir() of another RedisServer started with tls whose TLS
+  // files this server copies into its own dir() instead of making new ones
+  // (see the top of this file). Empty: make new ones.
+  std::string tls_files_from;
   // Run as a Redis Cluster node (`--cluster-enabled yes`, its state in
   // <dir>/nodes.conf, which Restart() keeps) with its cluster bus on
   // cluster_port(), a free port of its own (not port + 10000, which may not
   // exist). With requirepass it also authenticates to its master
-  // (--masterauth). RedisCluster (redis_cluster.h) joins such nodes into a
+  // (--masterauth); with tls its bus and replication use TLS (see the top of
+  // this file). RedisCluster (redis_cluster.h) joins such nodes into a
   // cluster.
   bool cluster = false;
   // --cluster-node-timeout, with `cluster`: how long a node may be
@@ -229,6 +246,8 @@ class RedisServer {
 
   // Makes the TLS files in dir_ with `openssl` (see the top of this file).
   absl::Status MakeTlsFiles(const std::string& openssl) const;
+  // Copies them from options_.tls_files_from into dir_.
+  absl::Status CopyTlsFiles() const;
 
   absl::Status StartProcessLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status StartSentinelLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
