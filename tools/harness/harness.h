@@ -419,24 +419,32 @@ class Coordinator {
   }
 
   // Kills master i, waits for its replica's promotion, starts it again and
-  // waits until it has rejoined as a replica.
+  // waits until it has rejoined as a replica. The node is started again even
+  // if no replica took over (the fault then says so), so that the cluster
+  // heals for the rest of the run.
   void Failover(size_t i, Fault* f) {
     const int64_t start = MonotonicNanos();
     absl::Status s = cluster_->Kill(i);
     f->injected = s.ok();
-    if (s.ok()) s = cluster_->WaitUntilHealthy(absl::Seconds(60));
-    const int64_t promoted = MonotonicNanos();
-    if (s.ok()) s = cluster_->Revive(i);
-    if (s.ok()) s = cluster_->WaitUntilHealthy(absl::Seconds(60));
     if (!s.ok()) {
       absl::StrAppend(&f->detail, s.ToString());
       return;
     }
+    const absl::Status promoted = cluster_->WaitUntilHealthy(absl::Seconds(30));
+    const int64_t promoted_at = MonotonicNanos();
+    s = cluster_->Revive(i);
+    if (s.ok()) s = cluster_->WaitUntilHealthy(absl::Seconds(60));
+    auto secs = [start](int64_t t) {
+      return absl::FormatDuration(absl::Nanoseconds(t - start));
+    };
     absl::StrAppend(
-        &f->detail, "SIGKILL; replica promoted after ",
-        absl::FormatDuration(absl::Nanoseconds(promoted - start)),
-        ", the node back as a replica after ",
-        absl::FormatDuration(absl::Nanoseconds(MonotonicNanos() - start)));
+        &f->detail, "SIGKILL; ",
+        promoted.ok()
+            ? absl::StrCat("replica promoted after ", secs(promoted_at))
+            : absl::StrCat("NO REPLICA PROMOTED: ", promoted.ToString()),
+        s.ok() ? absl::StrCat(", the node back as a replica after ",
+                              secs(MonotonicNanos()))
+               : absl::StrCat(", the node NOT BACK: ", s.ToString()));
   }
 
   // Migrates the slot of a random lock to another master.
