@@ -1,6 +1,9 @@
 -- Acquire (or re-enter) a reentrant lock. Redisson-compatible: other owners
 -- see exactly Redisson's behaviour.
 -- KEYS[1]  lock name (a hash: field = owner, value = hold count)
+-- KEYS[2]  optional: the fencing token counter ("redisson_lock_token:{N}",
+--          Redisson's RFencedLock). When given, every acquisition (re-entries
+--          included, as in Redisson) increments it and returns the new value.
 -- ARGV[1]  lease in milliseconds (the key's new TTL)
 -- ARGV[2]  owner field "<client-id>:<thread-id>"
 -- ARGV[3]  "1" when the caller holds no hold of its own yet: the count is set
@@ -9,10 +12,15 @@
 --          absorbed instead of turning into a hold nobody releases.
 --          Anything else: increment (re-entry). A re-entry never shortens
 --          the lease in force: the TTL only grows to ARGV[1].
--- Returns nil when the caller now holds the lock, otherwise the holder's PTTL
--- in milliseconds (-1 when the holder's key has no TTL).
+-- Returns, without KEYS[2]: nil when the caller now holds the lock, otherwise
+-- the holder's PTTL in milliseconds (-1 when the holder's key has no TTL).
+-- With KEYS[2] (Redisson's fenced reply): {-1, token} when the caller now
+-- holds the lock, otherwise {PTTL, -1}.
 if (redis.call('exists', KEYS[1]) == 0)
     or (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
+  -- The token first: should the counter's key hold something else, INCR
+  -- fails the script before it wrote anything.
+  local token = KEYS[2] and redis.call('incr', KEYS[2])
   if ARGV[3] == '1' then
     redis.call('hset', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
@@ -25,6 +33,12 @@ if (redis.call('exists', KEYS[1]) == 0)
       redis.call('pexpire', KEYS[1], ARGV[1])
     end
   end
+  if token then
+    return {-1, token}
+  end
   return nil
+end
+if KEYS[2] then
+  return {redis.call('pttl', KEYS[1]), -1}
 end
 return redis.call('pttl', KEYS[1])

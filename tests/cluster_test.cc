@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -29,6 +30,7 @@
 #include "lib/pubsub/subscriber.h"
 #include "relock/relock.h"
 #include "tests/cluster_test_util.h"
+#include "tests/redisson_scripts.h"
 #include "tests/test_util.h"
 #include "tests/testing/redis_cluster.h"
 
@@ -36,6 +38,8 @@ namespace relock {
 namespace {
 
 using ::relock::testing::EventLog;
+using ::relock::testing::kRedissonLock;
+using ::relock::testing::kRedissonUnlock;
 using ::relock::testing::MustConnect;
 using ::relock::testing::RedisCluster;
 using ::relock::testing::RedisServer;
@@ -78,6 +82,34 @@ TEST_F(ClusterTest, TwoClientsExcludeAndAReleaseWakesTheWaiter) {
   testing::ExpectAReleaseWakesTheWaiter(
       *cluster_, *a, *b,
       [](const std::string&) { absl::SleepFor(absl::Milliseconds(200)); });
+}
+
+// A fenced lock's token counter shares its lock's slot (Redisson's
+// prefixName rule), so the acquire script's two keys never straddle slots:
+// on every master, and for a name with a hash tag of its own.
+TEST_F(ClusterTest, FencedLocksKeepTheirTokenCounterInTheLocksSlot) {
+  std::unique_ptr<Client> client = MustConnect(cluster_->url());
+  ASSERT_NE(client, nullptr);
+  std::vector<std::string> names = NamesOnEveryMaster(1);
+  names.push_back(TestLockName("fenced:{7}"));
+  for (const std::string& name : names) {
+    FencedLock lock = client->GetFencedLock(name);
+    absl::StatusOr<int64_t> first = lock.LockAndGetToken();
+    ASSERT_TRUE(first.ok()) << name << ": " << first.status();
+    absl::StatusOr<int64_t> second = lock.LockAndGetToken();
+    ASSERT_TRUE(second.ok()) << name << ": " << second.status();
+    EXPECT_GT(*second, *first);
+    EXPECT_EQ(lock.GetToken().value_or(-1), *second);
+    const std::string counter =
+        absl::StrContains(name, "{")
+            ? absl::StrCat("redisson_lock_token:", name)
+            : absl::StrCat("redisson_lock_token:{", name, "}");
+    absl::StatusOr<RedisValue> value = Owner(name).Command({"GET", counter});
+    ASSERT_TRUE(value.ok()) << value.status();
+    EXPECT_EQ(value->str, absl::StrCat(*second)) << name;
+    EXPECT_TRUE(lock.Release().ok());
+    EXPECT_TRUE(lock.Release().ok());
+  }
 }
 
 TEST_F(ClusterTest, HashTaggedNamesShareTheirTagsSlot) {
@@ -594,19 +626,6 @@ void ExpectReleaseIsHeard(Lock& lock, int port, const char* subscribe,
 // other, a Redisson unlock wakes a relock waiter, and a relock release
 // reaches a Redisson-style sharded subscriber.
 TEST_F(ClusterTest, RedissonPeersShareLocksAndShardedWakeUps) {
-  constexpr char kRedissonLock[] =
-      "if ((redis.call('exists', KEYS[1]) == 0) or "
-      "(redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then "
-      "redis.call('hincrby', KEYS[1], ARGV[2], 1); "
-      "redis.call('pexpire', KEYS[1], ARGV[1]); "
-      "return nil; end; "
-      "return redis.call('pttl', KEYS[1]);";
-  constexpr char kRedissonUnlock[] =
-      "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; "
-      "end; local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); "
-      "if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); "
-      "return 0; else redis.call('del', KEYS[1]); "
-      "redis.call(ARGV[4], KEYS[2], ARGV[1]); return 1; end; return nil;";
   constexpr char kPeer[] = "0b6b2f6e-1c54-4a3c-9d7e-3f1f0c2a9e11:77";
   const std::string name = TestLockName("redisson");
   const std::string channel =

@@ -20,25 +20,22 @@
 #include "gtest/gtest.h"
 #include "lib/lock/lock_scripts.h"
 #include "relock/relock.h"
+#include "tests/redisson_scripts.h"
 #include "tests/test_util.h"
 
 namespace relock {
 namespace {
 
+using ::relock::testing::kRedissonLock;
 using ::relock::testing::MustConnect;
 using ::relock::testing::RedisValue;
 using ::relock::testing::Stopwatch;
 using ::relock::testing::TestLockName;
 using ::testing::MatchesRegex;
 
-// Redisson 3.x RedissonLock scripts, reproduced as the interop peer.
-constexpr char kRedissonLock[] =
-    "if ((redis.call('exists', KEYS[1]) == 0) or "
-    "(redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then "
-    "redis.call('hincrby', KEYS[1], ARGV[2], 1); "
-    "redis.call('pexpire', KEYS[1], ARGV[1]); "
-    "return nil; end; "
-    "return redis.call('pttl', KEYS[1]);";
+// Redisson 3.x RedissonLock scripts as the interop peer: its lock script
+// (tests/redisson_scripts.h) and the older form of its unlock script, which
+// always PUBLISHes.
 constexpr char kRedissonUnlock[] =
     "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; "
     "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); "

@@ -53,6 +53,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "relock/fenced_lock.h"
 #include "relock/lock.h"
 #include "relock/options.h"
 
@@ -86,6 +87,11 @@ class Client {
   // InvalidArgument. Two handles of one name with different options are
   // still the same lock; the options only say how this handle acquires it.
   Lock GetLock(absl::string_view name, const LockOptions& options);
+  // A fenced lock (relock/fenced_lock.h): the same lock as GetLock(name),
+  // whose every acquisition also hands out a fencing token (Redisson's
+  // RFencedLock). Cheap; no I/O.
+  FencedLock GetFencedLock(absl::string_view name);
+  FencedLock GetFencedLock(absl::string_view name, const LockOptions& options);
 
   // This client's identity in lock owner fields.
   const std::string& id() const;

@@ -105,7 +105,8 @@
 // with asynchronous replication, a restart without persistence, or a process
 // pause can break it. ReplicaSync (relock/options.h) makes an acquire wait
 // until replicas received it, which narrows the failover case only. Protect
-// resources that must never see two writers with a fencing token as well.
+// resources that must never see two writers with a fencing token as well
+// (relock::FencedLock, relock/fenced_lock.h).
 //
 // Errors (absl::StatusCode):
 //   InvalidArgument     empty or over-long name, lease not in [1 ms, 365 d],
@@ -509,6 +510,7 @@ class Lock : public internal::LockableBase<Lock> {
 
  private:
   friend class Client;
+  friend class FencedLock;
   friend class internal::LockableBase<Lock>;
   Lock(std::shared_ptr<internal::ClientCore> core, std::string name,
        LockOptions options);
@@ -525,6 +527,9 @@ class Lock : public internal::LockableBase<Lock> {
   std::shared_ptr<internal::ClientCore> core_;
   std::string name_;
   LockOptions options_;
+  // A FencedLock's handle (relock/fenced_lock.h): every acquire also takes a
+  // fencing token.
+  bool fenced_ = false;
 };
 
 // RAII guard: acquires in the constructor, releases in the destructor. Neither

@@ -5,6 +5,9 @@
 //   relock/options.h  ClientOptions (every default documented), LockEvent.
 //   relock/client.h   Client: connects to Redis, hands out locks.
 //   relock/lock.h     Lock (reentrant, TimedLockable), LockGuard, LockError.
+//   relock/fenced_lock.h
+//                     FencedLock: a Lock whose acquisitions hand out fencing
+//                     tokens (Redisson's RFencedLock).
 //   relock/owner.h    Owner: an explicit owner token for code whose work
 //                     moves between threads.
 //   relock/future.h   Future: the result of an asynchronous call.
@@ -29,6 +32,7 @@
 
 #include "relock/backoff.h"
 #include "relock/client.h"
+#include "relock/fenced_lock.h"
 #include "relock/future.h"
 #include "relock/lock.h"
 #include "relock/options.h"

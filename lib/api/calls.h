@@ -56,7 +56,7 @@ inline absl::StatusOr<lock::OwnerId> CheckCall(const std::string& name,
 // defaults (checked at Connect). InvalidArgument for invalid per-lock
 // values.
 inline absl::StatusOr<lock::AcquireOptions> AcquireOptionsFor(
-    const ClientCore& core, const LockOptions& options) {
+    const ClientCore& core, const LockOptions& options, bool fenced = false) {
   const ReplicaSync& sync = options.replica_sync.has_value()
                                 ? *options.replica_sync
                                 : core.options().replica_sync;
@@ -71,22 +71,27 @@ inline absl::StatusOr<lock::AcquireOptions> AcquireOptionsFor(
   lock::AcquireOptions out;
   out.replica_sync.replicas = sync.replicas;
   out.replica_sync.timeout = sync.timeout;
+  out.fenced = fenced;
   return out;
 }
 
 // Lock/RedlockLock's AcquireFor, ReleaseFor, AcquireAsyncFor and
-// ReleaseAsyncFor, once the handle is known to be bound.
+// ReleaseAsyncFor, once the handle is known to be bound. `fenced`: a
+// FencedLock's acquire, whose token goes to `*token` (if given).
 inline absl::Status Acquire(const std::shared_ptr<ClientCore>& core,
                             const std::string& name, const Owner& owner,
                             absl::Duration wait,
                             absl::optional<absl::Duration> lease,
-                            const LockOptions& options) {
-  absl::StatusOr<lock::AcquireOptions> how = AcquireOptionsFor(*core, options);
+                            const LockOptions& options, bool fenced = false,
+                            int64_t* token = nullptr) {
+  absl::StatusOr<lock::AcquireOptions> how =
+      AcquireOptionsFor(*core, options, fenced);
   if (!how.ok()) return how.status();
   absl::StatusOr<lock::OwnerId> by = CheckCall(name, owner);
   if (!by.ok()) return by.status();
   if (absl::Status s = CheckMayBlock(*core); !s.ok()) return s;
-  return lock::Acquire(*core, name, *by, lease, Deadline::After(wait), *how);
+  return lock::Acquire(*core, name, *by, lease, Deadline::After(wait), *how,
+                       token);
 }
 inline absl::Status Release(const std::shared_ptr<ClientCore>& core,
                             const std::string& name, const Owner& owner) {
@@ -99,14 +104,26 @@ inline void AcquireAsync(const std::shared_ptr<ClientCore>& core,
                          const std::string& name, const Owner& owner,
                          absl::Duration wait,
                          absl::optional<absl::Duration> lease,
-                         const LockOptions& options,
-                         std::function<void(absl::Status)> done) {
-  absl::StatusOr<lock::AcquireOptions> how = AcquireOptionsFor(*core, options);
-  if (!how.ok()) return done(how.status());
+                         const LockOptions& options, bool fenced,
+                         lock::AcquireDone done) {
+  absl::StatusOr<lock::AcquireOptions> how =
+      AcquireOptionsFor(*core, options, fenced);
+  if (!how.ok()) return done(how.status(), -1);
   absl::StatusOr<lock::OwnerId> by = CheckCall(name, owner);
-  if (!by.ok()) return done(by.status());
+  if (!by.ok()) return done(by.status(), -1);
   lock::AcquireAsync(*core, core, name, *by, lease, Deadline::After(wait), *how,
                      std::move(done));
+}
+inline void AcquireAsync(const std::shared_ptr<ClientCore>& core,
+                         const std::string& name, const Owner& owner,
+                         absl::Duration wait,
+                         absl::optional<absl::Duration> lease,
+                         const LockOptions& options,
+                         std::function<void(absl::Status)> done) {
+  AcquireAsync(core, name, owner, wait, lease, options, /*fenced=*/false,
+               [done = std::move(done)](absl::Status s, int64_t) {
+                 done(std::move(s));
+               });
 }
 inline void ReleaseAsync(const std::shared_ptr<ClientCore>& core,
                          const std::string& name, const Owner& owner,

@@ -29,6 +29,15 @@ Lock Client::GetLock(absl::string_view name, const LockOptions& options) {
   return Lock(core_, std::string(name), options);
 }
 
+FencedLock Client::GetFencedLock(absl::string_view name) {
+  return FencedLock(core_, std::string(name), LockOptions());
+}
+
+FencedLock Client::GetFencedLock(absl::string_view name,
+                                 const LockOptions& options) {
+  return FencedLock(core_, std::string(name), options);
+}
+
 const std::string& Client::id() const { return core_->id(); }
 
 absl::Status Client::Ping() {

@@ -68,15 +68,17 @@ Lock::Lock(std::shared_ptr<internal::ClientCore> core, std::string name,
 absl::Status Lock::AcquireFor(const Owner& owner, absl::Duration wait,
                               absl::optional<absl::Duration> lease) {
   if (core_ == nullptr) return Unbound();
-  return internal::Acquire(core_, name_, owner, wait, lease, options_);
+  return internal::Acquire(core_, name_, owner, wait, lease, options_, fenced_);
 }
 
 void Lock::AcquireAsyncFor(const Owner& owner, absl::Duration wait,
                            absl::optional<absl::Duration> lease,
                            std::function<void(absl::Status)> done) {
   if (core_ == nullptr) return done(Unbound());
-  internal::AcquireAsync(core_, name_, owner, wait, lease, options_,
-                         std::move(done));
+  internal::AcquireAsync(core_, name_, owner, wait, lease, options_, fenced_,
+                         [done = std::move(done)](absl::Status s, int64_t) {
+                           done(std::move(s));
+                         });
 }
 
 void Lock::ReleaseAsyncFor(const Owner& owner,

@@ -12,6 +12,7 @@
 #include "lua/release.lua.h"
 #include "lua/release_all.lua.h"
 #include "lua/renew.lua.h"
+#include "lua/token.lua.h"
 
 namespace relock {
 namespace internal {
@@ -36,6 +37,7 @@ std::vector<redis::ScriptSource> LockScripts() {
       {"acquire", lua::kAcquire},    {"release", *kRelease},
       {"release_all", *kReleaseAll}, {"force_release", *kForceRelease},
       {"renew", lua::kRenew},        {"inspect", *kInspect},
+      {"token", lua::kToken},
   };
 }
 

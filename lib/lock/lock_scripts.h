@@ -23,6 +23,7 @@ enum ScriptId : size_t {
   kForceReleaseScript,
   kRenewScript,
   kInspectScript,
+  kTokenScript,
 };
 
 // The scripts, in ScriptId order; those that use lua/lock_lib.lua's helpers

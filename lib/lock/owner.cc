@@ -91,6 +91,10 @@ std::string UnlockChannel(absl::string_view lock_name) {
   return PrefixName("redisson_lock__channel", lock_name);
 }
 
+std::string TokenKey(absl::string_view lock_name) {
+  return PrefixName("redisson_lock_token", lock_name);
+}
+
 std::string QuoteName(absl::string_view lock_name) {
   constexpr size_t kShown = 100;
   if (lock_name.size() <= kShown) {

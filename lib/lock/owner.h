@@ -61,6 +61,10 @@ std::string PrefixName(absl::string_view prefix, absl::string_view name);
 // lock.
 std::string UnlockChannel(absl::string_view lock_name);
 
+// PrefixName("redisson_lock_token", name): a fenced lock's token counter
+// (Redisson's RFencedLock).
+std::string TokenKey(absl::string_view lock_name);
+
 // The unlock message published on that channel.
 inline constexpr absl::string_view kUnlockMessage = "0";
 

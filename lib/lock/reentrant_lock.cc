@@ -101,17 +101,63 @@ Deadline AttemptDeadline(const LockPolicy& policy, absl::Duration lease,
 struct Attempt {
   enum Kind { kAcquired, kHeldByOther, kFailed } kind = kFailed;
   SteadyClock::time_point start;  // when the requests were sent
+  int64_t token = -1;             // kAcquired, fenced: the fencing token
   int64_t min_pttl_ms = -1;       // shortest lease left among holders
   absl::Status error;             // kFailed on one node: that node's own error
   std::string details;            // each node's answer, on several nodes
   bool took_some = false;  // held by others, yet it took (and undid) nodes
 };
 
-// Whether `answer` to the acquire script granted the lock: nil, and (with
-// `sync`) acknowledged by enough replicas.
+// The acquire script's answer (lua/acquire.lua) in either form: granted
+// (nil; fenced: {-1, token}), held by another owner (the holder's PTTL;
+// fenced: {PTTL, -1}), or anything else.
+struct AcquireReply {
+  enum Kind { kGranted, kHeld, kOther } kind = kOther;
+  int64_t token = -1;  // kGranted, fenced (tokens start at 1)
+  int64_t pttl = -1;   // kHeld
+};
+AcquireReply ReadAcquireReply(const redis::Reply& r) {
+  AcquireReply out;
+  if (r.is_nil()) {
+    out.kind = AcquireReply::kGranted;
+  } else if (r.is_integer()) {
+    out.kind = AcquireReply::kHeld;
+    out.pttl = r.integer();
+  } else if (const redis::ReplyView v = r.view();
+             v.size() == 2 && v[0].is_integer() && v[1].is_integer()) {
+    // A held lock whose key has no TTL answers {-1, -1}: the token, never
+    // below 1, tells the two apart.
+    if (v[1].integer() > 0) {
+      out.kind = AcquireReply::kGranted;
+      out.token = v[1].integer();
+    } else {
+      out.kind = AcquireReply::kHeld;
+      out.pttl = v[0].integer();
+    }
+  }
+  return out;
+}
+
+// Whether `answer` to the acquire script granted the lock, and (with
+// `sync`) was acknowledged by enough replicas.
 bool Granted(const backend::Answer& answer, const backend::WaitReplicas* sync) {
-  return answer.reply.ok() && answer.reply->is_nil() &&
+  return answer.reply.ok() &&
+         ReadAcquireReply(*answer.reply).kind == AcquireReply::kGranted &&
          (sync == nullptr || answer.acked >= sync->replicas);
+}
+
+// What a successful acquire hands on: when the winning attempt was sent, and
+// its fencing token (-1 unless fenced).
+struct Grant {
+  SteadyClock::time_point sent_at;
+  int64_t token = -1;
+};
+
+// The acquire script's keys: the lock, and the token counter when fenced
+// (keys[1] not empty).
+absl::Span<const absl::string_view> AcquireKeys(
+    const absl::string_view (&keys)[2]) {
+  return absl::MakeConstSpan(keys, keys[1].empty() ? 1 : 2);
 }
 
 // Policy::fail_fast: stop waiting once the attempt's outcome is certain.
@@ -152,13 +198,15 @@ Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
   for (size_t i = 0; i < n; ++i) {
     const absl::StatusOr<redis::Reply>& r = answers[i].reply;
     const std::string& who = backend.node_name(i);
+    const AcquireReply reply = r.ok() ? ReadAcquireReply(*r) : AcquireReply{};
     absl::Status error;
     if (!r.ok()) {
       error = r.status();
       unknown_at[i] = true;  // the request may still run
       details.push_back(
           absl::StrCat(who, ": unavailable: ", r.status().message()));
-    } else if (r->is_nil() && !Granted(answers[i], sync)) {
+    } else if (reply.kind == AcquireReply::kGranted &&
+               !Granted(answers[i], sync)) {
       unacked_at[i] = true;
       const std::string unacked = absl::StrCat(
           "only ", std::max<int64_t>(answers[i].acked, 0), " of the ",
@@ -168,12 +216,13 @@ Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
           absl::StrCat(unacked, " on ", who, "; the acquisition was undone"));
       details.push_back(
           absl::StrCat(who, ": acquired, but ", unacked, "; undone"));
-    } else if (r->is_nil()) {
+    } else if (reply.kind == AcquireReply::kGranted) {
       ++granted;
       granted_at[i] = true;
+      if (a.token < 0) a.token = reply.token;
       details.push_back(absl::StrCat(who, ": acquired"));
-    } else if (r->is_integer()) {
-      const int64_t pttl = r->integer();
+    } else if (reply.kind == AcquireReply::kHeld) {
+      const int64_t pttl = reply.pttl;
       if (pttl >= 0 && (a.min_pttl_ms < 0 || pttl < a.min_pttl_ms)) {
         a.min_pttl_ms = pttl;
       }
@@ -269,19 +318,21 @@ void Undo(LockEnv& env, const std::string& name, const std::string& owner,
 // (see lua/acquire.lua).
 Attempt TryOnce(LockEnv& env, const std::string& name, const std::string& owner,
                 absl::Duration lease, bool fresh, Deadline wait,
-                const backend::WaitReplicas* sync) {
+                const backend::WaitReplicas* sync,
+                const std::string& token_key) {
   backend::Backend& backend = env.backend();
   const LockPolicy& policy = env.policy();
   const std::string lease_ms = absl::StrCat(absl::ToInt64Milliseconds(lease));
   const SteadyClock::time_point start = SteadyClock::now();
   // Safe to resend on a dropped connection: a fresh acquire that ran twice
   // sets the count to 1 twice; a re-entry counted twice is cleared at the
-  // outermost release.
-  const absl::string_view keys[] = {name};
+  // outermost release. (A fenced acquire that ran twice took two tokens:
+  // they still only grow.)
+  const absl::string_view keys[] = {name, token_key};
   const absl::string_view args[] = {lease_ms, owner, fresh ? "1" : "0"};
   const absl::Duration extra = ReplicaTime(sync);
   std::vector<backend::Answer> answers = backend.Run(
-      internal::kAcquireScript, keys, args,
+      internal::kAcquireScript, AcquireKeys(keys), args,
       AttemptDeadline(policy, lease, wait, extra), Resend::kIfDropped,
       FailFast(policy, backend.nodes(), backend.quorum(), sync), nullptr, sync);
   std::vector<bool> undo;
@@ -439,6 +490,7 @@ struct AcquirePlan {
   bool fresh = true;
   bool watchdog = true;
   absl::Duration lease;
+  std::string token_key;               // fenced: the token counter; else empty
   backend::WaitReplicas replica_sync;  // replicas == 0: no WAIT
   const backend::WaitReplicas* sync() const {
     return ReplicaWait(replica_sync);
@@ -469,6 +521,7 @@ absl::StatusOr<AcquirePlan> PlanAcquire(LockEnv& env, const std::string& name,
   plan.watchdog = !lease.has_value() || (!plan.fresh && held->watchdog);
   plan.lease = plan.watchdog ? env.watchdog_lease() : *lease;
   plan.replica_sync = options.replica_sync;
+  if (options.fenced) plan.token_key = TokenKey(name);
   return plan;
 }
 
@@ -529,8 +582,9 @@ absl::Status CheckAsyncOwner(LockEnv& env, const std::string& name,
 // no caller waits forever. It does not register the hold: `done` does.
 class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
  public:
-  // The outcome, unannotated; on success, when the winning acquire was sent.
-  using Done = std::function<void(absl::Status, SteadyClock::time_point)>;
+  // The outcome, unannotated; on success, when the winning acquire was sent
+  // and its fencing token.
+  using Done = std::function<void(absl::Status, const Grant&)>;
 
   AcquireMachine(LockEnv& env, std::string name, const OwnerId& by,
                  const AcquirePlan& plan, Deadline deadline, Done done)
@@ -540,6 +594,7 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
         lease_(plan.lease),
         fresh_(plan.fresh),
         replica_sync_(plan.replica_sync),
+        token_key_(plan.token_key),
         deadline_(deadline),
         done_(std::move(done)),
         timer_(env.backend().NewTimer()) {}
@@ -547,7 +602,7 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
   ~AcquireMachine() {
     if (done_) {
       done_(absl::CancelledError("the client was closed while waiting"),
-            SteadyClock::time_point());
+            Grant());
     }
   }
 
@@ -575,12 +630,12 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
     const LockPolicy& policy = env_.policy();
     const std::string lease_ms =
         absl::StrCat(absl::ToInt64Milliseconds(lease_));
-    const absl::string_view keys[] = {name_};
+    const absl::string_view keys[] = {name_, token_key_};
     const absl::string_view args[] = {lease_ms, owner_, fresh_ ? "1" : "0"};
     const SteadyClock::time_point start = SteadyClock::now();
     const backend::WaitReplicas* sync = ReplicaWait(replica_sync_);
     backend.RunAsync(
-        internal::kAcquireScript, keys, args,
+        internal::kAcquireScript, AcquireKeys(keys), args,
         AttemptDeadline(policy, lease_, deadline_, ReplicaTime(sync)),
         Resend::kIfDropped,
         FailFast(policy, backend.nodes(), backend.quorum(), sync),
@@ -606,7 +661,9 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
   void OnAttempt(Attempt a) {
     if (phase_ == Phase::kDone) return;
     const size_t n = env_.backend().nodes();
-    if (a.kind == Attempt::kAcquired) return Finish(absl::OkStatus(), a.start);
+    if (a.kind == Attempt::kAcquired) {
+      return Finish(absl::OkStatus(), Grant{a.start, a.token});
+    }
     if (a.kind == Attempt::kFailed) {
       if (sub_ != nullptr) sub_->PassOn();  // a wake-up we consumed goes on
       absl::StatusOr<absl::Duration> delay =
@@ -733,15 +790,14 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
 
   static Deadline Now() { return Deadline::After(absl::ZeroDuration()); }
 
-  void Finish(const absl::Status& s,
-              SteadyClock::time_point sent_at = SteadyClock::time_point()) {
+  void Finish(const absl::Status& s, const Grant& grant = Grant()) {
     if (phase_ == Phase::kDone) return;
     phase_ = Phase::kDone;
     timer_->Cancel();
     sub_ = nullptr;
     Done done = std::move(done_);
     done_ = nullptr;
-    done(s, sent_at);
+    done(s, grant);
   }
 
   LockEnv& env_;
@@ -750,6 +806,7 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
   const absl::Duration lease_;
   const bool fresh_;
   const backend::WaitReplicas replica_sync_;
+  const std::string token_key_;
   const Deadline deadline_;
   Done done_;
   const std::unique_ptr<backend::Timer> timer_;
@@ -764,25 +821,24 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
 
 // Waits for the lock that attempt `held` found held: the machine above
 // waits (notified) and makes the next attempts on the loop thread; this
-// thread blocks until it is done. On success, `*sent_at` is when the
-// winning acquire was sent.
+// thread blocks until it is done. On success, `*grant` is the winning
+// acquire's.
 absl::Status WaitForLock(LockEnv& env, const std::string& name,
                          const OwnerId& by, const AcquirePlan& plan,
-                         Deadline deadline, Attempt held,
-                         SteadyClock::time_point* sent_at) {
+                         Deadline deadline, Attempt held, Grant* grant) {
   struct Result {
     absl::Status status;
-    SteadyClock::time_point sent_at;
+    Grant grant;
   };
   backend::Gather<Result> gather(1);
   std::function<void(Result)> slot = gather.Slot(0);
   // The client outlives this call (its caller holds it): no keep-alive.
   std::make_shared<AcquireMachine>(
       env, name, by, plan, deadline,
-      [slot](const absl::Status& s, SteadyClock::time_point at) {
+      [slot](const absl::Status& s, const Grant& won) {
         // Unshared: the status crosses to the waiting thread (TSan cannot
         // follow absl::Status's shared text in Debian's Abseil).
-        slot(Result{absl::Status(s.code(), std::string(s.message())), at});
+        slot(Result{absl::Status(s.code(), std::string(s.message())), won});
       })
       ->WaitAfter(std::move(held));
   // The machine always ends: with the lock, at its deadline, or on Close()
@@ -790,27 +846,27 @@ absl::Status WaitForLock(LockEnv& env, const std::string& name,
   bool stopped = false;
   std::vector<absl::optional<Result>> got =
       gather.Wait(Deadline::Never(), nullptr, &stopped);
-  *sent_at = got[0]->sent_at;
+  *grant = got[0]->grant;
   return got[0]->status;
 }
 
-// On success, `*sent_at` is when the winning acquire was sent. The first
-// attempt runs on the calling thread (on an idle connection, with its own
-// I/O); a lock found held is waited for by WaitForLock().
+// On success, `*grant` is the winning acquire's. The first attempt runs on
+// the calling thread (on an idle connection, with its own I/O); a lock found
+// held is waited for by WaitForLock().
 absl::Status AcquireLoop(LockEnv& env, const std::string& name,
                          const OwnerId& by, const AcquirePlan& plan,
-                         Deadline deadline, SteadyClock::time_point* sent_at) {
+                         Deadline deadline, Grant* grant) {
   const std::string owner = OwnerField(env.id(), by.number);
   for (int failures = 0;;) {
     Attempt a = TryOnce(env, name, owner, plan.lease, plan.fresh, deadline,
-                        plan.sync());
+                        plan.sync(), plan.token_key);
     if (a.kind == Attempt::kAcquired) {
-      *sent_at = a.start;
+      *grant = Grant{a.start, a.token};
       return absl::OkStatus();
     }
     if (a.kind == Attempt::kHeldByOther) {
       if (deadline.Expired()) return HeldByOther(a, env.backend().nodes());
-      return WaitForLock(env, name, by, plan, deadline, std::move(a), sent_at);
+      return WaitForLock(env, name, by, plan, deadline, std::move(a), grant);
     }
     absl::StatusOr<absl::Duration> delay =
         RetryAfter(env.policy(), env.backend(), ++failures, a, deadline);
@@ -823,17 +879,19 @@ absl::Status AcquireLoop(LockEnv& env, const std::string& name,
 
 absl::Status Acquire(LockEnv& env, const std::string& name, const OwnerId& by,
                      absl::optional<absl::Duration> lease, Deadline deadline,
-                     const AcquireOptions& options) {
+                     const AcquireOptions& options, int64_t* token) {
   absl::StatusOr<AcquirePlan> plan = PlanAcquire(env, name, by, lease, options);
   if (!plan.ok()) return plan.status();
-  SteadyClock::time_point sent_at;
-  absl::Status s = AcquireLoop(env, name, by, *plan, deadline, &sent_at);
+  Grant grant;
+  absl::Status s = AcquireLoop(env, name, by, *plan, deadline, &grant);
   if (!s.ok()) return Annotate(s, "acquire", name, env.policy().noun);
   // Registered (and, for a watchdog lease, renewed from now on) before
   // Acquire() returns.
   if (plan->fresh && by.thread) env.OnFreshHold();
-  s = RegisterHold(env, name, by, *plan, sent_at, /*async=*/false);
-  return s.ok() ? s : Annotate(s, "acquire", name, env.policy().noun);
+  s = RegisterHold(env, name, by, *plan, grant.sent_at, /*async=*/false);
+  if (!s.ok()) return Annotate(s, "acquire", name, env.policy().noun);
+  if (token != nullptr) *token = grant.token;
+  return s;
 }
 
 namespace {
@@ -1009,24 +1067,22 @@ absl::Status Release(LockEnv& env, const std::string& name, const OwnerId& by) {
 void AcquireAsync(LockEnv& env, std::shared_ptr<void> keep,
                   const std::string& name, const OwnerId& by,
                   absl::optional<absl::Duration> lease, Deadline deadline,
-                  const AcquireOptions& options,
-                  std::function<void(absl::Status)> done) {
+                  const AcquireOptions& options, AcquireDone done) {
   if (absl::Status s = CheckAsyncOwner(env, name, by, "acquire"); !s.ok()) {
-    return done(s);
+    return done(s, -1);
   }
   absl::StatusOr<AcquirePlan> plan = PlanAcquire(env, name, by, lease, options);
-  if (!plan.ok()) return done(plan.status());
+  if (!plan.ok()) return done(plan.status(), -1);
   std::make_shared<AcquireMachine>(
       env, name, by, *plan, deadline,
       [&env, keep = std::move(keep), name, by, plan = *plan,
-       done = std::move(done)](const absl::Status& s,
-                               SteadyClock::time_point sent_at) {
+       done = std::move(done)](const absl::Status& s, const Grant& grant) {
         absl::Status result =
-            s.ok() ? RegisterHold(env, name, by, plan, sent_at, /*async=*/true)
+            s.ok() ? RegisterHold(env, name, by, plan, grant.sent_at,
+                                  /*async=*/true)
                    : s;
-        done(result.ok()
-                 ? result
-                 : Annotate(result, "acquire", name, env.policy().noun));
+        if (result.ok()) return done(result, grant.token);
+        done(Annotate(result, "acquire", name, env.policy().noun), -1);
       })
       ->Start();
 }
@@ -1222,6 +1278,20 @@ absl::StatusOr<absl::Duration> RemainingLease(LockEnv& env,
   }
   if (what->pttl_ms < 0) return absl::InfiniteDuration();
   return absl::Milliseconds(what->pttl_ms);
+}
+
+absl::StatusOr<int64_t> LastToken(LockEnv& env, const std::string& name) {
+  if (absl::Status s = env.CheckOpen(); !s.ok()) {
+    return Annotate(s, "query", name);
+  }
+  absl::StatusOr<redis::Reply> r =
+      RunScript(env, internal::kTokenScript, {TokenKey(name)}, {},
+                Deadline::Never(), Resend::kIfDropped);
+  if (!r.ok()) return Annotate(r.status(), "query", name);
+  if (!r->is_integer()) {
+    return Annotate(Unexpected(*r, "token script"), "query", name);
+  }
+  return r->integer();
 }
 
 watchdog::RenewResult RenewHolds(LockEnv& env,

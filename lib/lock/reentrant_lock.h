@@ -42,7 +42,15 @@ struct AcquireOptions {
   // acquire in time counts as not acquired: what it took is undone, and the
   // node's error is Unavailable.
   backend::WaitReplicas replica_sync;
+  // A fenced lock (Redisson's RFencedLock): every acquisition, re-entries
+  // included, also increments the counter TokenKey(name) in the same script
+  // and hands on its new value, the fencing token.
+  bool fenced = false;
 };
+
+// An acquire's outcome: its status and, for a fenced acquire that succeeded,
+// the fencing token (else -1).
+using AcquireDone = std::function<void(absl::Status, int64_t token)>;
 
 // The algorithms below run on any backend: a call goes to every node, and
 // the answers are counted against the backend's quorum (one node: quorum 1).
@@ -51,10 +59,11 @@ struct AcquireOptions {
 
 // Acquires `name` for `by` (a thread or an explicit owner), waiting (by
 // notification) until `deadline`. `lease`: explicit lease, or nullopt for
-// the watchdog lease. One owner's calls on one lock must not overlap.
+// the watchdog lease. One owner's calls on one lock must not overlap. A
+// fenced acquire that succeeds sets `*token` (if given) to its token.
 absl::Status Acquire(LockEnv& env, const std::string& name, const OwnerId& by,
                      absl::optional<absl::Duration> lease, Deadline deadline,
-                     const AcquireOptions& options);
+                     const AcquireOptions& options, int64_t* token = nullptr);
 absl::Status Release(LockEnv& env, const std::string& name, const OwnerId& by);
 
 // Acquire() and Release() without blocking, for an explicit owner (a thread
@@ -64,8 +73,7 @@ absl::Status Release(LockEnv& env, const std::string& name, const OwnerId& by);
 void AcquireAsync(LockEnv& env, std::shared_ptr<void> keep,
                   const std::string& name, const OwnerId& by,
                   absl::optional<absl::Duration> lease, Deadline deadline,
-                  const AcquireOptions& options,
-                  std::function<void(absl::Status)> done);
+                  const AcquireOptions& options, AcquireDone done);
 void ReleaseAsync(LockEnv& env, std::shared_ptr<void> keep,
                   const std::string& name, const OwnerId& by,
                   std::function<void(absl::Status)> done);
@@ -85,6 +93,8 @@ absl::StatusOr<int64_t> HoldCount(LockEnv& env, const std::string& name,
                                   const OwnerId& by);
 absl::StatusOr<absl::Duration> RemainingLease(LockEnv& env,
                                               const std::string& name);
+// The last fencing token handed out for `name` (0 if none yet).
+absl::StatusOr<int64_t> LastToken(LockEnv& env, const std::string& name);
 
 // Renews `items` with the watchdog lease: up to kRenewKeysPerCall locks of
 // one Backend::KeyGroup() per script call, all sent together to every node
