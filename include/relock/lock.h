@@ -511,6 +511,7 @@ class Lock : public internal::LockableBase<Lock> {
  private:
   friend class Client;
   friend class FencedLock;
+  friend class MultiLock;
   friend class internal::LockableBase<Lock>;
   Lock(std::shared_ptr<internal::ClientCore> core, std::string name,
        LockOptions options);

@@ -209,6 +209,7 @@ class RedlockLock : public internal::LockableBase<RedlockLock> {
 
  private:
   friend class RedlockClient;
+  friend class MultiLock;
   friend class internal::LockableBase<RedlockLock>;
   RedlockLock(std::shared_ptr<internal::ClientCore> core, std::string name);
   absl::Status AcquireFor(const Owner& owner, absl::Duration wait,

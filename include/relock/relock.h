@@ -8,6 +8,9 @@
 //   relock/fenced_lock.h
 //                     FencedLock: a Lock whose acquisitions hand out fencing
 //                     tokens (Redisson's RFencedLock).
+//   relock/multi_lock.h
+//                     MultiLock: several locks taken as one, all or
+//                     nothing, in a deadlock-free order.
 //   relock/owner.h    Owner: an explicit owner token for code whose work
 //                     moves between threads.
 //   relock/future.h   Future: the result of an asynchronous call.
@@ -35,6 +38,7 @@
 #include "relock/fenced_lock.h"
 #include "relock/future.h"
 #include "relock/lock.h"
+#include "relock/multi_lock.h"
 #include "relock/options.h"
 #include "relock/owner.h"
 #include "relock/redlock.h"

@@ -1,0 +1,281 @@
+// relock::MultiLock: all-or-nothing over several locks of any kind, taken in
+// one global order (see relock/multi_lock.h).
+
+#include "relock/multi_lock.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "lib/client/client_core.h"
+
+namespace relock {
+namespace internal {
+
+struct MultiLockPart {
+  std::string order;  // the global order: name, then the servers
+  std::string name;
+  std::function<absl::Status(const Owner&, absl::Duration,
+                             absl::optional<absl::Duration>)>
+      acquire;
+  std::function<absl::Status(const Owner&)> release;
+  std::function<void(const Owner&, absl::Duration,
+                     absl::optional<absl::Duration>,
+                     std::function<void(absl::Status)>)>
+      acquire_async;
+  std::function<void(const Owner&, std::function<void(absl::Status)>)>
+      release_async;
+  std::function<void(absl::Status)> report_unlock_failure;
+};
+
+}  // namespace internal
+
+namespace {
+
+using Part = internal::MultiLockPart;
+using Parts = std::vector<Part>;
+using SteadyClock = std::chrono::steady_clock;
+
+absl::Status NoLocks() {
+  return absl::InvalidArgumentError(
+      "MultiLock: the set has no locks (add some with Add() or the "
+      "constructor)");
+}
+
+// Where a lock lives, for the global order: its backend's nodes.
+std::string ServersOf(const std::shared_ptr<internal::ClientCore>& core) {
+  if (core == nullptr) return "";
+  backend::Backend& backend = core->backend();
+  std::string servers;
+  for (size_t i = 0; i < backend.nodes(); ++i) {
+    absl::StrAppend(&servers, i == 0 ? "" : ",", backend.node_name(i));
+  }
+  return servers;
+}
+
+// The time left until `deadline` (none: no limit).
+absl::Duration Left(absl::optional<SteadyClock::time_point> deadline) {
+  if (!deadline.has_value()) return absl::InfiniteDuration();
+  return std::max(absl::ZeroDuration(),
+                  absl::FromChrono(*deadline - SteadyClock::now()));
+}
+
+absl::optional<SteadyClock::time_point> DeadlineAfter(absl::Duration wait) {
+  if (wait == absl::InfiniteDuration()) return absl::nullopt;
+  return SteadyClock::now() + absl::ToChronoNanoseconds(wait);
+}
+
+// Adds why releasing the locks taken before failed, if it did.
+absl::Status WithUndo(absl::Status failure, const absl::Status& undo) {
+  if (undo.ok()) return failure;
+  return absl::Status(failure.code(),
+                      absl::StrCat(failure.message(),
+                                   "; releasing the locks taken before it "
+                                   "failed too (they free at their lease "
+                                   "end): ",
+                                   undo.message()));
+}
+
+}  // namespace
+
+template <class L>
+void MultiLock::AddLock(const L& handle) {
+  Part part;
+  part.name = handle.name();
+  part.order = absl::StrCat(handle.name(), std::string(1, '\0'),
+                            ServersOf(handle.core_));
+  // Copies of the handle (thread-safe, like the handle itself).
+  part.acquire = [lock = L(handle)](
+                     const Owner& owner, absl::Duration wait,
+                     absl::optional<absl::Duration> lease) mutable {
+    return lease.has_value() ? lock.TryAcquire(owner, wait, *lease)
+                             : lock.TryAcquire(owner, wait);
+  };
+  part.release = [lock = L(handle)](const Owner& owner) mutable {
+    return lock.Release(owner);
+  };
+  part.acquire_async = [lock = L(handle)](
+                           const Owner& owner, absl::Duration wait,
+                           absl::optional<absl::Duration> lease,
+                           std::function<void(absl::Status)> done) mutable {
+    lock.TryAcquireAsync(owner, wait, lease, std::move(done));
+  };
+  part.release_async = [lock = L(handle)](
+                           const Owner& owner,
+                           std::function<void(absl::Status)> done) mutable {
+    lock.ReleaseAsync(owner, std::move(done));
+  };
+  part.report_unlock_failure = [lock = L(handle)](absl::Status s) mutable {
+    lock.ReportUnlockFailure(std::move(s));
+  };
+  Insert(std::move(part));
+}
+
+MultiLock& MultiLock::Add(const Lock& lock) {
+  AddLock(lock);
+  return *this;
+}
+
+MultiLock& MultiLock::Add(const RedlockLock& lock) {
+  AddLock(lock);
+  return *this;
+}
+
+void MultiLock::Insert(Part part) {
+  auto parts = parts_ == nullptr ? std::make_shared<Parts>()
+                                 : std::make_shared<Parts>(*parts_);
+  auto at = std::upper_bound(
+      parts->begin(), parts->end(), part,
+      [](const Part& a, const Part& b) { return a.order < b.order; });
+  parts->insert(at, std::move(part));
+  parts_ = std::move(parts);
+}
+
+size_t MultiLock::size() const {
+  return parts_ == nullptr ? 0 : parts_->size();
+}
+
+std::vector<std::string> MultiLock::names() const {
+  std::vector<std::string> names;
+  if (parts_ == nullptr) return names;
+  for (const Part& part : *parts_) names.push_back(part.name);
+  return names;
+}
+
+absl::Status MultiLock::AcquireFor(const Owner& owner, absl::Duration wait,
+                                   absl::optional<absl::Duration> lease) {
+  if (size() == 0) return NoLocks();
+  const absl::optional<SteadyClock::time_point> deadline = DeadlineAfter(wait);
+  for (size_t i = 0; i < parts_->size(); ++i) {
+    absl::Status s = (*parts_)[i].acquire(owner, Left(deadline), lease);
+    if (!s.ok()) {
+      return WithUndo(std::move(s), ReleaseFirst(owner, i, /*report=*/false));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MultiLock::ReleaseFirst(const Owner& owner, size_t n,
+                                     bool report) {
+  absl::Status first;
+  for (size_t i = n; i-- > 0;) {
+    absl::Status s = (*parts_)[i].release(owner);
+    if (s.ok()) continue;
+    if (report) (*parts_)[i].report_unlock_failure(s);
+    if (first.ok()) first = std::move(s);
+  }
+  return first;
+}
+
+absl::Status MultiLock::ReleaseFor(const Owner& owner) {
+  if (size() == 0) return NoLocks();
+  return ReleaseFirst(owner, size(), /*report=*/false);
+}
+
+void MultiLock::unlock() noexcept {
+  (void)ReleaseFirst(Owner::ThisThread(), size(), /*report=*/true);
+}
+
+namespace {
+
+// Releases parts [0, n) asynchronously, all at once; `done` gets the first
+// failure (or OK) once every release has answered.
+void ReleaseAllAsync(const std::shared_ptr<const Parts>& parts,
+                     const Owner& owner, size_t n,
+                     std::function<void(absl::Status)> done) {
+  if (n == 0) return done(absl::OkStatus());
+  struct Tally {
+    std::mutex mu;
+    size_t left;
+    absl::Status first;
+    std::function<void(absl::Status)> done;
+  };
+  auto tally = std::make_shared<Tally>();
+  tally->left = n;
+  tally->done = std::move(done);
+  for (size_t i = n; i-- > 0;) {
+    (*parts)[i].release_async(owner, [tally](const absl::Status& s) {
+      std::function<void(absl::Status)> finish;
+      absl::Status result;
+      {
+        std::lock_guard<std::mutex> lock(tally->mu);
+        if (!s.ok() && tally->first.ok()) {
+          // Unshared text: the status may cross threads (clients' loops).
+          tally->first = absl::Status(s.code(), std::string(s.message()));
+        }
+        if (--tally->left > 0) return;
+        finish = std::move(tally->done);
+        result = tally->first;
+      }
+      finish(std::move(result));
+    });
+  }
+}
+
+// The asynchronous acquire: one part after the other, each from the
+// previous one's callback; on a failure, the parts taken are released
+// before `done` hears of it.
+class AsyncMultiAcquire
+    : public std::enable_shared_from_this<AsyncMultiAcquire> {
+ public:
+  AsyncMultiAcquire(std::shared_ptr<const Parts> parts, const Owner& owner,
+                    absl::Duration wait, absl::optional<absl::Duration> lease,
+                    std::function<void(absl::Status)> done)
+      : parts_(std::move(parts)),
+        owner_(owner),
+        deadline_(DeadlineAfter(wait)),
+        lease_(lease),
+        done_(std::move(done)) {}
+
+  void Step() {
+    if (next_ == parts_->size()) return done_(absl::OkStatus());
+    (*parts_)[next_].acquire_async(owner_, Left(deadline_), lease_,
+                                   [self = shared_from_this()](absl::Status s) {
+                                     self->OnPart(std::move(s));
+                                   });
+  }
+
+ private:
+  void OnPart(absl::Status s) {
+    if (s.ok()) {
+      ++next_;
+      return Step();
+    }
+    ReleaseAllAsync(parts_, owner_, next_,
+                    [failure = std::move(s), done = std::move(done_)](
+                        const absl::Status& undo) mutable {
+                      done(WithUndo(std::move(failure), undo));
+                    });
+  }
+
+  const std::shared_ptr<const Parts> parts_;
+  const Owner owner_;
+  const absl::optional<SteadyClock::time_point> deadline_;
+  const absl::optional<absl::Duration> lease_;
+  std::function<void(absl::Status)> done_;
+  size_t next_ = 0;
+};
+
+}  // namespace
+
+void MultiLock::AcquireAsyncFor(const Owner& owner, absl::Duration wait,
+                                absl::optional<absl::Duration> lease,
+                                std::function<void(absl::Status)> done) {
+  if (size() == 0) return done(NoLocks());
+  std::make_shared<AsyncMultiAcquire>(parts_, owner, wait, lease,
+                                      std::move(done))
+      ->Step();
+}
+
+void MultiLock::ReleaseAsyncFor(const Owner& owner,
+                                std::function<void(absl::Status)> done) {
+  if (size() == 0) return done(NoLocks());
+  ReleaseAllAsync(parts_, owner, size(), std::move(done));
+}
+
+}  // namespace relock
