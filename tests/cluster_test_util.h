@@ -53,15 +53,17 @@ inline std::vector<std::string> NamesOnEveryMaster(const RedisCluster& cluster,
 }
 
 // `per_master` locks on every master through `client`: each is acquired
-// twice (re-entry), its hash on the slot's master holds the client's owner
+// twice by an explicit owner (whose re-entries go to Redis; a thread's are
+// counted locally), its hash on the slot's master holds the client's owner
 // field with a count of 2, and two releases remove it.
 inline void ExpectLocksLiveOnTheMasterOfTheirSlot(const RedisCluster& cluster,
                                                   Client& client,
                                                   int per_master) {
   for (const std::string& name : NamesOnEveryMaster(cluster, per_master)) {
     Lock lock = client.GetLock(name);
-    ASSERT_TRUE(lock.Acquire().ok()) << name;
-    ASSERT_TRUE(lock.Acquire().ok()) << name;  // re-entry
+    const Owner owner = Owner::New();
+    ASSERT_TRUE(lock.Acquire(owner).ok()) << name;
+    ASSERT_TRUE(lock.Acquire(owner).ok()) << name;  // re-entry
     RedisServer& master = MasterOf(cluster, name);
     absl::StatusOr<RedisValue> fields = master.Command({"HGETALL", name});
     ASSERT_TRUE(fields.ok()) << fields.status();
@@ -69,9 +71,9 @@ inline void ExpectLocksLiveOnTheMasterOfTheirSlot(const RedisCluster& cluster,
     EXPECT_THAT(fields->elements[0].str, ::testing::HasSubstr(client.id()));
     EXPECT_EQ(fields->elements[1].str, "2");
     EXPECT_EQ(lock.IsLocked().value_or(false), true);
-    EXPECT_EQ(lock.HoldCount().value_or(-1), 2);
-    ASSERT_TRUE(lock.Release().ok());
-    ASSERT_TRUE(lock.Release().ok());
+    EXPECT_EQ(lock.HoldCount(owner).value_or(-1), 2);
+    ASSERT_TRUE(lock.Release(owner).ok());
+    ASSERT_TRUE(lock.Release(owner).ok());
     absl::StatusOr<RedisValue> exists = master.Command({"EXISTS", name});
     ASSERT_TRUE(exists.ok()) << exists.status();
     EXPECT_EQ(exists->integer, 0) << name;

@@ -78,12 +78,19 @@ class DataModelTest : public testing::RedisClientTest {
 TEST_F(DataModelTest, LockIsAHashWithOneOwnerFieldHoldingTheCount) {
   Lock lock = client_->GetLock(TestLockName());
   ASSERT_TRUE(lock.Acquire().ok());
+  // A thread's re-entry of its watchdog hold is counted in the client (no
+  // round trip): the hash still says 1, HoldCount() says 2.
   ASSERT_TRUE(lock.Acquire().ok());
   EXPECT_EQ(Must({"TYPE", lock.name()}).str, "hash");
   RedisValue all = Must({"HGETALL", lock.name()});
   ASSERT_EQ(all.elements.size(), 2u) << all.DebugString();
   const std::string field = all.elements[0].str;
-  EXPECT_EQ(all.elements[1].str, "2");
+  EXPECT_EQ(all.elements[1].str, "1");
+  EXPECT_EQ(lock.HoldCount().value_or(-1), 2);
+  // A re-entry with an explicit lease goes to Redis (HINCRBY).
+  ASSERT_TRUE(lock.Acquire(absl::Seconds(10)).ok());
+  EXPECT_EQ(Must({"HGET", lock.name(), field}).str, "2");
+  EXPECT_EQ(lock.HoldCount().value_or(-1), 3);
   std::vector<std::string> parts = absl::StrSplit(field, ':');
   ASSERT_EQ(parts.size(), 2u) << field;
   EXPECT_EQ(parts[0], client_->id());
@@ -93,6 +100,9 @@ TEST_F(DataModelTest, LockIsAHashWithOneOwnerFieldHoldingTheCount) {
   const int64_t pttl = Must({"PTTL", lock.name()}).integer;
   EXPECT_GT(pttl, 25000);
   EXPECT_LE(pttl, 30000);
+  // The local re-entry is released locally first, then Redis counts down.
+  ASSERT_TRUE(lock.Release().ok());
+  EXPECT_EQ(Must({"HGET", lock.name(), field}).str, "2");
   ASSERT_TRUE(lock.Release().ok());
   EXPECT_EQ(Must({"HGET", lock.name(), field}).str, "1");
   ASSERT_TRUE(lock.Release().ok());

@@ -80,6 +80,55 @@ class HoldRegistryTest : public ::testing::Test {
 
 // --- Explicit leases on the fake clock
 
+// --- Local re-entry
+
+TEST_F(HoldRegistryTest, ALiveWatchdogHoldIsReenteredAndReleasedLocally) {
+  const absl::Duration lease = absl::Seconds(30);
+  EXPECT_FALSE(holds_.TryLocalReentry("lock", kThread, clock_.Now(),
+                                      absl::Milliseconds(2)))
+      << "no hold yet";
+  AcquireWatchdog("lock", lease, clock_.Now());
+  ASSERT_TRUE(holds_.TryLocalReentry("lock", kThread, clock_.Now(),
+                                     absl::Milliseconds(2)));
+  ASSERT_TRUE(holds_.TryLocalReentry("lock", kThread, clock_.Now(),
+                                     absl::Milliseconds(2)));
+  EXPECT_EQ(MustFind("lock").count, 3);
+  EXPECT_EQ(MustFind("lock").local, 2);
+  // A re-entry through Redis counts there: local stays.
+  AcquireWatchdog("lock", lease, clock_.Now());
+  EXPECT_EQ(MustFind("lock").count, 4);
+  EXPECT_EQ(MustFind("lock").local, 2);
+  // Releases take the local ones first, never the last hold.
+  EXPECT_TRUE(holds_.TryLocalRelease("lock", kThread));
+  EXPECT_TRUE(holds_.TryLocalRelease("lock", kThread));
+  EXPECT_FALSE(holds_.TryLocalRelease("lock", kThread));
+  EXPECT_EQ(MustFind("lock").count, 2);
+  EXPECT_EQ(MustFind("lock").local, 0);
+}
+
+TEST_F(HoldRegistryTest, NoLocalReentryUnlessTheLeaseIsKnownCurrent) {
+  const absl::Duration lease = absl::Seconds(30);
+  const absl::Duration drift = absl::Milliseconds(302);
+  AcquireWatchdog("lock", lease, clock_.Now());
+  // The lease (less the drift allowance) ends at 29.698 s.
+  EXPECT_TRUE(
+      holds_.TryLocalReentry("lock", kThread, At(absl::Seconds(29)), drift));
+  EXPECT_FALSE(holds_.TryLocalReentry("lock", kThread,
+                                      At(absl::Milliseconds(29698)), drift));
+  // Explicit-lease holds, ended holds and final releases go to Redis.
+  AcquireExplicit("explicit", lease);
+  EXPECT_FALSE(holds_.TryLocalReentry("explicit", kThread, clock_.Now(),
+                                      absl::Milliseconds(2)));
+  AcquireWatchdog("releasing", lease, clock_.Now());
+  ASSERT_TRUE(holds_.BeginRelease("releasing", kThread).has_value());
+  EXPECT_FALSE(holds_.TryLocalReentry("releasing", kThread, clock_.Now(),
+                                      absl::Milliseconds(2)))
+      << "re-entered a hold whose final release is on its way";
+  AdvanceTo(lease + absl::Seconds(1));
+  EXPECT_TRUE(MustFind("explicit").expired);
+  EXPECT_FALSE(holds_.TryLocalRelease("explicit", kThread));
+}
+
 TEST_F(HoldRegistryTest, ExplicitLeaseEndMarksTheHoldExpired) {
   AcquireExplicit("a", absl::Seconds(10));
   Hold h = MustFind("a");

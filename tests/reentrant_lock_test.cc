@@ -162,6 +162,65 @@ TEST_F(ReentrantLockTest, ReentryAfterTheKeyVanishedSetsALease) {
   EXPECT_TRUE(lock.ForceRelease().ok());
 }
 
+// A thread's re-entries of its watchdog hold are counted in the client:
+// the nested chain of depth 5 (5 acquires, 5 releases) costs one acquire
+// and one release round trip, and HoldCount() still says how deep it is.
+TEST_F(ReentrantLockTest, NestedReentryCostsNoRoundTrips) {
+  Lock lock = client_->GetLock(TestLockName());
+  ASSERT_TRUE(redis().Command({"CONFIG", "RESETSTAT"}).ok());
+  for (int depth = 1; depth <= 5; ++depth) ASSERT_TRUE(lock.Acquire().ok());
+  EXPECT_EQ(testing::Calls(redis(), "evalsha"), 1);
+  EXPECT_EQ(redis().Command({"HVALS", lock.name()})->elements[0].str, "1");
+  EXPECT_EQ(lock.HoldCount().value_or(-1), 5);  // a query: one more script
+  const int64_t before = testing::Calls(redis(), "evalsha");
+  for (int depth = 5; depth >= 2; --depth) {
+    ASSERT_TRUE(lock.Release().ok());
+    EXPECT_EQ(redis().Command({"EXISTS", lock.name()})->integer, 1);
+  }
+  EXPECT_EQ(testing::Calls(redis(), "evalsha"), before);
+  ASSERT_TRUE(lock.Release().ok());  // the outermost: freed in Redis
+  EXPECT_EQ(redis().Command({"EXISTS", lock.name()})->integer, 0);
+  EXPECT_EQ(testing::Calls(redis(), "evalsha"), before + 1);
+  EXPECT_EQ(lock.Release().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// A hold re-entered locally is still reported lost when its key goes: the
+// release of the local re-entry says Aborted, not OK.
+TEST_F(ReentrantLockTest, ALostHoldIsLostForItsLocalReentriesToo) {
+  std::unique_ptr<Client> client =
+      MustConnect(redis().url(), [this](ClientOptions& o) {
+        o.lock_watchdog_timeout = absl::Milliseconds(900);
+        o.on_lock_event = events_.Callback();
+      });
+  ASSERT_NE(client, nullptr);
+  Lock lock = client->GetLock(TestLockName());
+  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_TRUE(lock.Acquire().ok());  // local
+  ASSERT_TRUE(redis().Command({"DEL", lock.name()}).ok());
+  LockEvent lost;
+  ASSERT_TRUE(
+      events_.WaitFor(LockEventType::kLockLost, absl::Seconds(20), &lost));
+  EXPECT_EQ(lost.lock_name, lock.name());
+  EXPECT_EQ(lock.Release().code(), absl::StatusCode::kAborted);
+  // A new acquisition starts afresh, in Redis.
+  ASSERT_TRUE(lock.Acquire().ok());
+  EXPECT_EQ(lock.HoldCount().value_or(-1), 1);
+  EXPECT_TRUE(lock.Release().ok());
+}
+
+// Explicit leases and explicit owners go to Redis as before.
+TEST_F(ReentrantLockTest, ExplicitLeasesAndOwnersReenterInRedis) {
+  Lock lock = client_->GetLock(TestLockName());
+  const Owner owner = Owner::New();
+  ASSERT_TRUE(lock.Acquire(owner).ok());
+  ASSERT_TRUE(lock.Acquire(owner).ok());
+  EXPECT_EQ(redis().Command({"HVALS", lock.name()})->elements[0].str, "2");
+  ASSERT_TRUE(lock.Acquire(owner, absl::Seconds(5)).ok());
+  EXPECT_EQ(redis().Command({"HVALS", lock.name()})->elements[0].str, "3");
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(lock.Release(owner).ok());
+  EXPECT_EQ(redis().Command({"EXISTS", lock.name()})->integer, 0);
+}
+
 TEST_F(ReentrantLockTest, ForceReleaseFreesAnotherOwnersLock) {
   Lock lock = client_->GetLock(TestLockName());
   ASSERT_TRUE(lock.Acquire().ok());

@@ -9,6 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "lib/common/mutex.h"
@@ -75,6 +79,35 @@ class Stopwatch {
  private:
   std::chrono::steady_clock::time_point start_;
 };
+
+// The value of `field` in the INFO text `info` ("field:value" lines), or "".
+inline std::string InfoField(const std::string& info, absl::string_view field) {
+  for (absl::string_view line : absl::StrSplit(info, "\r\n")) {
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(line, absl::MaxSplits(':', 1));
+    if (kv.first == field) return std::string(kv.second);
+  }
+  return "";
+}
+
+inline std::string Info(RedisServer& server, const std::string& section) {
+  absl::StatusOr<RedisValue> info = server.Command({"INFO", section});
+  return info.ok() ? info->str : "";
+}
+
+// How many times `command` ran on `server` since the last CONFIG RESETSTAT
+// (INFO commandstats: "cmdstat_<command>:calls=N,usec=...").
+inline int64_t Calls(RedisServer& server, const std::string& command) {
+  const std::string stats =
+      InfoField(Info(server, "commandstats"), "cmdstat_" + command);
+  for (absl::string_view part : absl::StrSplit(stats, ',')) {
+    if (absl::ConsumePrefix(&part, "calls=")) {
+      int64_t calls = 0;
+      if (absl::SimpleAtoi(part, &calls)) return calls;
+    }
+  }
+  return 0;
+}
 
 // A lock name unique to the running test.
 inline std::string TestLockName(const std::string& suffix = "") {

@@ -21,9 +21,17 @@
 // holder's lease or its own deadline, whichever comes first. One unlock
 // message wakes one waiting thread of each client. Nobody polls.
 //
-// Cost: an uncontended acquire is one round trip, a release another. A waiter
-// holds the lock about one pub/sub delivery plus one round trip after the
-// holder's release.
+// Cost: an uncontended acquire is one round trip, a release another. A
+// thread's re-entry of a lock it holds with the watchdog lease costs none:
+// while the hold's lease is known current (SafeUntil() ahead), the client
+// counts the re-entry itself, and the matching release is counted down
+// there too; only the outermost release goes to Redis. (Redis's hash then
+// shows count 1 where Redisson's would show the depth: the one difference
+// a Redisson peer could see; ownership and exclusion are the same.
+// HoldCount() includes the local re-entries. Re-entries with an explicit
+// lease, of a FencedLock, or by an explicit relock::Owner go to Redis.) A
+// waiter holds the lock about one pub/sub delivery plus one round trip
+// after the holder's release.
 //
 // Owners and reentrancy
 // ---------------------
@@ -487,7 +495,8 @@ class Lock : public internal::LockableBase<Lock> {
   ABSL_MUST_USE_RESULT absl::StatusOr<bool> IsHeldByCurrentThread() const;
   // Whether `owner` holds the lock.
   ABSL_MUST_USE_RESULT absl::StatusOr<bool> IsHeldBy(const Owner& owner) const;
-  // How many times the calling thread holds the lock (0 if not at all).
+  // How many times the calling thread holds the lock (0 if not at all):
+  // Redis's count plus the re-entries counted locally (see "Cost" above).
   ABSL_MUST_USE_RESULT absl::StatusOr<int64_t> HoldCount() const;
   // How many times `owner` holds the lock (0 if not at all).
   ABSL_MUST_USE_RESULT absl::StatusOr<int64_t> HoldCount(

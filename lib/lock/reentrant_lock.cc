@@ -882,6 +882,17 @@ absl::Status Acquire(LockEnv& env, const std::string& name, const OwnerId& by,
                      const AcquireOptions& options, int64_t* token) {
   absl::StatusOr<AcquirePlan> plan = PlanAcquire(env, name, by, lease, options);
   if (!plan.ok()) return plan.status();
+  // A thread's re-entry of its watchdog hold, while the hold's lease is
+  // known current, is counted here without a round trip: Redis keeps the
+  // count it has, and the outermost release frees the lock as always. (Not
+  // for an explicit lease, which must reach Redis, nor for a fenced lock,
+  // whose every acquisition takes a token; explicit owners always go to
+  // Redis, so that the asynchronous calls never complete without I/O.)
+  if (!plan->fresh && by.thread && !lease.has_value() && !options.fenced &&
+      env.holds().TryLocalReentry(name, by.number, SteadyClock::now(),
+                                  env.policy().Drift(env.watchdog_lease()))) {
+    return absl::OkStatus();
+  }
   Grant grant;
   absl::Status s = AcquireLoop(env, name, by, *plan, deadline, &grant);
   if (!s.ok()) return Annotate(s, "acquire", name, env.policy().noun);
@@ -1045,6 +1056,10 @@ absl::Status FinishRelease(LockEnv& env, const std::string& name,
 absl::Status Release(LockEnv& env, const std::string& name, const OwnerId& by) {
   if (absl::Status s = env.CheckOpen(); !s.ok()) {
     return Annotate(s, "release", name, env.policy().noun);
+  }
+  // A re-entry counted locally is released locally.
+  if (by.thread && env.holds().TryLocalRelease(name, by.number)) {
+    return absl::OkStatus();
   }
   const ReleaseCall call = BeginReleaseCall(env, name, by);
   const absl::string_view keys[] = {name, call.channel};
@@ -1262,6 +1277,11 @@ absl::StatusOr<int64_t> HoldCount(LockEnv& env, const std::string& name,
   absl::StatusOr<Inspection> what =
       Inspect(env, name, OwnerField(env.id(), by.number));
   if (!what.ok()) return Annotate(what.status(), "query", name);
+  // Redis's count, plus the re-entries counted locally.
+  const absl::optional<Hold> held = env.holds().Find(name, by.number);
+  if (what->count > 0 && held.has_value() && !held->ended()) {
+    return what->count + held->local;
+  }
   return what->count;
 }
 

@@ -62,6 +62,33 @@ void HoldRegistry::OnAcquired(const std::string& name, uint64_t thread,
   ArmLeaseEnd(key, h);
 }
 
+bool HoldRegistry::TryLocalReentry(const std::string& name, uint64_t thread,
+                                   SteadyClock::time_point safe_after,
+                                   absl::Duration drift) {
+  MutexLock lock(&mu_);
+  auto it = holds_.find(Key(name, thread));
+  if (it == holds_.end()) return false;
+  Hold& h = it->second;
+  if (h.count <= 0 || h.ended() || !h.watchdog || !h.renewing ||
+      h.lease_end() - absl::ToChronoNanoseconds(drift) <= safe_after) {
+    return false;
+  }
+  ++h.count;
+  ++h.local;
+  return true;
+}
+
+bool HoldRegistry::TryLocalRelease(const std::string& name, uint64_t thread) {
+  MutexLock lock(&mu_);
+  auto it = holds_.find(Key(name, thread));
+  if (it == holds_.end()) return false;
+  Hold& h = it->second;
+  if (h.ended() || h.local <= 0 || h.count <= 1) return false;
+  --h.count;
+  --h.local;
+  return true;
+}
+
 absl::optional<Hold> HoldRegistry::BeginRelease(const std::string& name,
                                                 uint64_t thread) {
   MutexLock lock(&mu_);

@@ -49,7 +49,10 @@ inline constexpr absl::Duration kExpiredHoldRetention = absl::Minutes(1);
 
 struct Hold {
   std::string owner;  // the owner field in Redis
-  int64_t count = 0;
+  int64_t count = 0;  // holds, as the client counts them
+  // Of those, re-entries taken locally (TryLocalReentry), which Redis does
+  // not count: Redis's count is count - local.
+  int64_t local = 0;
   bool watchdog = true;  // lease is lock_watchdog_timeout, renewed
   bool renewing = true;  // watchdog && not in its final release
   bool lost = false;     // reported lost; Release() says so
@@ -108,6 +111,18 @@ class HoldRegistry {
   void OnAcquired(const std::string& name, uint64_t thread,
                   const std::string& owner, bool watchdog, absl::Duration lease,
                   SteadyClock::time_point sent_at);
+  // A re-entry without a round trip: if `thread` has a live watchdog hold of
+  // `name` still being renewed whose lease is known to last beyond
+  // `safe_after` (acked_at + lease - drift), counts one more hold locally
+  // and returns true; else changes nothing and returns false (the caller
+  // goes to Redis).
+  bool TryLocalReentry(const std::string& name, uint64_t thread,
+                       SteadyClock::time_point safe_after,
+                       absl::Duration drift);
+  // A release without a round trip: if `thread`'s live hold of `name` has a
+  // local re-entry left (and another hold beside it), counts it down and
+  // returns true; else changes nothing and returns false.
+  bool TryLocalRelease(const std::string& name, uint64_t thread);
   // Before sending a release: returns the hold (if any) and, when this
   // release is the final one by the local count, stops its renewal first, so
   // no renewal is sent after the release.
