@@ -233,6 +233,26 @@ TEST(SafetyHarnessCheckerTest, ARestartResetsTheCountersOnlyWhereTheyLive) {
   }
 }
 
+// Fenced runs: a token not above the previous acquisition's is a failure,
+// unless a restart (which loses the counter) came between them.
+TEST(SafetyHarnessCheckerTest, TokensMustGrowExceptAcrossACounterLoss) {
+  for (const bool restarted : {false, true}) {
+    Hold first = CleanHold(0, 0, 10, 20, 0);
+    Hold second = CleanHold(1, 0, 300, 310, 1);
+    first.token = 7;
+    second.token = 3;
+    CheckInput in = Input({first, second}, {2});
+    in.fenced = true;
+    in.restart_resets_counters = false;
+    if (restarted) in.faults.push_back(RestartAt(100, 200, {}));
+    Report r = Check(std::move(in));
+    EXPECT_EQ(r.fenced_acquisitions, 2);
+    EXPECT_EQ(r.token_regressions, restarted ? 0 : 1) << r.text;
+    EXPECT_EQ(r.token_resets, restarted ? 1 : 0);
+    EXPECT_EQ(r.ok(), restarted) << r.text;
+  }
+}
+
 // The options of the short runs: 3 processes x 2 threads x 3 locks, lease
 // 1.5 s, every fault kind once.
 HarnessOptions ShortRunOptions() {
@@ -272,6 +292,11 @@ void ExpectSafeRun(const HarnessOptions& options,
   }
   EXPECT_EQ(report->sequence_breaks, 0)
       << absl::StrJoin(report->sequence_examples, "\n");
+  EXPECT_EQ(report->token_regressions, 0)
+      << absl::StrJoin(report->token_examples, "\n");
+  if (options.fenced) {
+    EXPECT_GT(report->fenced_acquisitions, 0);
+  }
   EXPECT_TRUE(report->counters_ok);
   for (const FaultKind kind : kinds) {
     const char* name = FaultKindName(kind);
@@ -302,6 +327,15 @@ void ExpectSafeRun(const HarnessOptions& options,
 
 TEST(SafetyHarnessTest, ShortRunWithEveryFaultKeepsLocksExclusive) {
   ExpectSafeRun(ShortRunOptions(), SingleNodeFaultKinds());
+}
+
+// FencedLocks under the same faults: the lock behaves as Lock does, and each
+// lock's fencing tokens grow in acquisition order (except across the
+// restart, which loses the counter).
+TEST(SafetyHarnessTest, ShortFencedRunKeepsTokensGrowing) {
+  HarnessOptions options = ShortRunOptions();
+  options.fenced = true;
+  ExpectSafeRun(options, SingleNodeFaultKinds());
 }
 
 // Cluster mode: a 3-master, 3-replica cluster, the counters on a server of

@@ -25,6 +25,9 @@
 //   sequence    consecutive clean sections of a lock, with no maybe-wrote
 //               section or restart between them, read consecutive values
 //               (no lost update).
+//   tokens      (fenced runs) in acquisition order, each lock's tokens
+//               strictly increase, except across a restart or failover of
+//               the Redis that holds its counter (which may lose it).
 //   ghost       a thread's owner field found in Redis (by the worker) after
 //               its Release() returned OK or its acquire failed without
 //               "held by another owner": the lock is held by nobody's hold.
@@ -169,6 +172,8 @@ struct CheckInput {
   // server); false in cluster mode, where they live on a server of their
   // own.
   bool restart_resets_counters = true;
+  // FencedLocks: every hold carries its token (Hold::token).
+  bool fenced = false;
   // Ghost holds (see worker.h) fail the run unless tolerated.
   bool tolerate_ghost_holds = false;
 };
@@ -209,6 +214,11 @@ struct Report {
   std::vector<std::string> overlap_examples;
   int64_t sequence_breaks = 0;
   std::vector<std::string> sequence_examples;
+  // Fenced runs: acquisitions with a token, tokens not above the previous
+  // acquisition's (regressions, must be 0; resets: across a counter loss).
+  bool fenced = false;
+  int64_t fenced_acquisitions = 0, token_regressions = 0, token_resets = 0;
+  std::vector<std::string> token_examples;
   std::vector<CounterCheck> counters;
   bool counters_ok = false;
   // Lost-lock reports.
@@ -270,6 +280,7 @@ inline Report Check(CheckInput in) {
   rep.processes = in.processes;
   rep.threads = in.threads;
   rep.locks = in.locks;
+  rep.fenced = in.fenced;
   rep.lease_ns = in.lease_ns;
   rep.seed = in.seed;
   rep.workers_started = static_cast<int>(in.logs.size());
@@ -443,6 +454,40 @@ inline Report Check(CheckInput in) {
         }
       }
       active.push_back(h);
+    }
+
+    // Tokens, in acquisition order.
+    if (in.fenced) {
+      const Hold* last = nullptr;
+      for (const Hold* h : hs) {
+        if (h->token < 1) {
+          rep.anomalies.push_back(absl::StrCat("lock ", k, ": ", describe(*h),
+                                               " has no fencing token"));
+          continue;
+        }
+        ++rep.fenced_acquisitions;
+        if (last != nullptr && h->token <= last->token) {
+          bool reset = false;
+          for (const Fault& f : in.faults) {
+            reset |=
+                f.injected && f.Affects(k) &&
+                (f.kind == FaultKind::kRestart ||
+                 f.kind == FaultKind::kFailover) &&
+                Intersects(last->attempt_end, h->attempt_end, f.start, f.end);
+          }
+          if (reset) {
+            ++rep.token_resets;
+          } else {
+            ++rep.token_regressions;
+            if (rep.token_examples.size() < 10) {
+              rep.token_examples.push_back(absl::StrCat(
+                  "lock ", k, ": ", describe(*last), " token ", last->token,
+                  ", then ", describe(*h), " token ", h->token));
+            }
+          }
+        }
+        last = h;
+      }
     }
 
     // Sequence of clean sections.
@@ -629,6 +674,11 @@ inline Report Check(CheckInput in) {
                                 " lost update(s) between clean sections"));
   }
   if (!rep.counters_ok) fail.push_back("a counter is out of bounds");
+  if (rep.token_regressions > 0) {
+    fail.push_back(absl::StrCat(rep.token_regressions,
+                                " fencing token(s) not above the previous "
+                                "acquisition's"));
+  }
   if (rep.unnotified_losses > 0) {
     fail.push_back(absl::StrCat(rep.unnotified_losses,
                                 " holder(s) never told their lock was lost"));
@@ -748,6 +798,16 @@ inline Report Check(CheckInput in) {
                   " lost updates between clean sections (must be 0)\n");
   for (const std::string& e : rep.sequence_examples) {
     absl::StrAppend(&t, "            LOST UPDATE ", e, "\n");
+  }
+  if (rep.fenced) {
+    absl::StrAppend(&t, "tokens:     ", rep.fenced_acquisitions,
+                    " fenced acquisitions; ", rep.token_regressions,
+                    " tokens not above the previous one (must be 0); ",
+                    rep.token_resets,
+                    " restarts across a counter loss (restart/failover)\n");
+    for (const std::string& e : rep.token_examples) {
+      absl::StrAppend(&t, "            TOKEN ", e, "\n");
+    }
   }
   absl::StrAppend(&t, "counters:  ");
   for (const CounterCheck& c : rep.counters) {

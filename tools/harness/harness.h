@@ -135,6 +135,9 @@ struct HarnessOptions {
   // one replica each; zero node timeout = long pause + 2 s.
   bool cluster = false;
   int cluster_masters = 3;
+  // FencedLocks instead of Locks: every acquisition logs its token, and the
+  // checker requires tokens to grow in acquisition order.
+  bool fenced = false;
   absl::Duration cluster_node_timeout = absl::ZeroDuration();
 };
 
@@ -236,6 +239,7 @@ class Coordinator {
     in.tolerate_ghost_holds = o_.tolerate_ghost_holds;
     in.fault_kinds = o_.cluster ? ClusterFaultKinds() : SingleNodeFaultKinds();
     in.restart_resets_counters = !o_.cluster;
+    in.fenced = o_.fenced;
     for (int k = 0; k < o_.locks; ++k) {
       absl::StatusOr<RedisValue> v =
           redis_->Command({"GET", CounterName(kPrefix, k)});
@@ -303,6 +307,7 @@ class Coordinator {
     }
     c.threads = o_.threads;
     c.locks = o_.locks;
+    c.fenced = o_.fenced;
     c.prefix = kPrefix;
     c.lease_ms = absl::ToInt64Milliseconds(o_.lease);
     c.wait_ms = absl::ToInt64Milliseconds(o_.acquire_wait);

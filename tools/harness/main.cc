@@ -7,6 +7,7 @@
 //       [--hold_min=1ms] [--hold_max=5ms] [--think_max=3ms]
 //       [--seed=0] [--work_dir=DIR] [--tolerate_ghost_holds] [--quiet]
 //       [--cluster] [--cluster_masters=3] [--cluster_node_timeout=D]
+//       [--fenced]
 //
 // Durations in absl::ParseDuration syntax ("90s", "1.5s", "2h30m"). Exits 0
 // when the run passes, 1 when the checker found a problem, 2 on bad usage or
@@ -37,7 +38,8 @@ int Usage(const std::string& bad) {
                "[--warmup=D] [--tail=D] [--short_pause=D] [--long_pause=D] "
                "[--hold_min=D] [--hold_max=D] [--think_max=D] [--seed=N] "
                "[--work_dir=DIR] [--tolerate_ghost_holds] [--quiet] "
-               "[--cluster] [--cluster_masters=N] [--cluster_node_timeout=D]\n";
+               "[--cluster] [--cluster_masters=N] [--cluster_node_timeout=D] "
+               "[--fenced]\n";
   return 2;
 }
 
@@ -61,6 +63,10 @@ int main(int argc, char** argv) {
     }
     if (arg == "--cluster") {
       o.cluster = true;
+      continue;
+    }
+    if (arg == "--fenced") {
+      o.fenced = true;
       continue;
     }
     const size_t eq = arg.find('=');

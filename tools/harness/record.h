@@ -88,6 +88,7 @@ struct Hold {
   int lock = 0;
   int64_t attempt_start = 0;
   int64_t attempt_end = 0;  // when TryAcquire returned: the hold's start
+  int64_t token = -1;       // a FencedLock's token (fenced runs), else -1
   // Filled from the "H" line; `open` while there is none.
   bool open = true;
   Outcome outcome = Outcome::kGetFailed;
@@ -178,9 +179,11 @@ class LogFile {
   int fd_ = -1;
 };
 
+// "A <thread> <lock> <start> <end>", plus " <token>" in fenced runs.
 inline std::string FormatAcquired(int thread, int lock, int64_t start,
-                                  int64_t end) {
-  return absl::StrCat("A ", thread, " ", lock, " ", start, " ", end);
+                                  int64_t end, int64_t token = -1) {
+  return absl::StrCat("A ", thread, " ", lock, " ", start, " ", end,
+                      token >= 0 ? absl::StrCat(" ", token) : "");
 }
 
 // Written just before Release() is called, so that the hold of a worker
@@ -265,13 +268,15 @@ inline WorkerLog ParseWorkerLog(int worker, const std::string& path) {
                                        static_cast<int>(v[1]), v[2], v[3], v[4],
                                        std::string(f[6])});
       }
-    } else if (kind == 'A' && f.size() == 5 && ParseInts(f, 1, &v)) {
+    } else if (kind == 'A' && (f.size() == 5 || f.size() == 6) &&
+               ParseInts(f, 1, &v)) {
       Hold h;
       h.worker = worker;
       h.thread = static_cast<int>(v[0]);
       h.lock = static_cast<int>(v[1]);
       h.attempt_start = v[2];
       h.attempt_end = v[3];
+      if (v.size() == 5) h.token = v[4];
       open[h.thread] = log.holds.size();
       log.holds.push_back(h);
       ok = true;

@@ -73,6 +73,8 @@ struct WorkerConfig {
   int keys_port = 0;
   int threads = 2;
   int locks = 3;
+  // FencedLocks (every acquisition logs its token) instead of Locks.
+  bool fenced = false;
   std::string prefix = "harness:";
   int64_t lease_ms = 1500;
   int64_t wait_ms = 2000;
@@ -96,6 +98,7 @@ struct WorkerConfig {
             absl::StrCat("keys_port=", keys_port),
             absl::StrCat("threads=", threads),
             absl::StrCat("locks=", locks),
+            absl::StrCat("fenced=", fenced ? 1 : 0),
             absl::StrCat("prefix=", prefix),
             absl::StrCat("lease_ms=", lease_ms),
             absl::StrCat("wait_ms=", wait_ms),
@@ -136,6 +139,9 @@ struct WorkerConfig {
         ok = absl::SimpleAtoi(value, &threads);
       } else if (key == "locks") {
         ok = absl::SimpleAtoi(value, &locks);
+      } else if (key == "fenced") {
+        fenced = value == "1";
+        ok = value == "0" || value == "1";
       } else if (key == "prefix") {
         prefix = value;
       } else if (key == "lease_ms") {
@@ -495,6 +501,15 @@ class Worker {
       return async ? lock.TryAcquireAsync(owner, wait).Get()
                    : lock.TryAcquire(owner, wait);
     }
+    // A fenced acquisition: its token in `*token`.
+    absl::Status TryAcquire(FencedLock& lock, absl::Duration wait,
+                            int64_t* token) const {
+      absl::StatusOr<int64_t> t =
+          async ? lock.TryLockAndGetTokenAsync(owner, wait).Get()
+                : lock.TryLockAndGetToken(owner, wait);
+      if (t.ok()) *token = *t;
+      return t.status();
+    }
     absl::Status Release(Lock& lock) const {
       return async ? lock.ReleaseAsync(owner).Get() : lock.Release(owner);
     }
@@ -534,9 +549,18 @@ class Worker {
                  absl::Milliseconds(config_.raw_timeout_ms));
     const Caller caller = CallerFor(t);
     const std::string owner = LearnOwner(client, keys, caller, t);
+    // In fenced runs, locks[k] is fenced[k] (a Lock handle of a fenced lock
+    // takes tokens too).
+    std::vector<FencedLock> fenced;
     std::vector<Lock> locks;
     for (int k = 0; k < config_.locks; ++k) {
-      locks.push_back(client.GetLock(LockName(config_.prefix, k)));
+      const std::string name = LockName(config_.prefix, k);
+      if (config_.fenced) {
+        fenced.push_back(client.GetFencedLock(name));
+        locks.push_back(fenced.back());
+      } else {
+        locks.push_back(client.GetLock(name));
+      }
     }
     const absl::Duration wait = absl::Milliseconds(config_.wait_ms);
     // Skip the SET unless the lease is safe for at least this long.
@@ -551,7 +575,9 @@ class Worker {
       h.thread = t;
       h.lock = k;
       h.attempt_start = MonotonicNanos();
-      absl::Status s = caller.TryAcquire(lock, wait);
+      absl::Status s = config_.fenced
+                           ? caller.TryAcquire(fenced[k], wait, &h.token)
+                           : caller.TryAcquire(lock, wait);
       h.attempt_end = MonotonicNanos();
       if (!s.ok()) {
         log_.Append(FormatFailed(FailedAttempt{
@@ -569,7 +595,8 @@ class Worker {
         }
         continue;
       }
-      log_.Append(FormatAcquired(t, k, h.attempt_start, h.attempt_end));
+      log_.Append(
+          FormatAcquired(t, k, h.attempt_start, h.attempt_end, h.token));
       CriticalSection(lock, raw, caller, rng, margin, &h);
       h.release_start = MonotonicNanos();
       log_.Append(FormatReleasing(t, k, h.release_start));
