@@ -37,6 +37,7 @@
 namespace relock {
 namespace {
 
+using ::relock::testing::BackgroundWaiter;
 using ::relock::testing::EventLog;
 using ::relock::testing::kRedissonLock;
 using ::relock::testing::kRedissonUnlock;
@@ -325,17 +326,7 @@ TEST_F(ClusterFailoverTest, AHeldLockSurvivesItsMastersFailover) {
   absl::StatusOr<RedisValue> acked = c.node(0).Command({"WAIT", "1", "2000"});
   ASSERT_TRUE(acked.ok() && acked->integer == 1) << "not replicated";
 
-  std::atomic<bool> waiter_done{false}, waiter_got{false};
-  std::thread waiter([&] {
-    Lock wanted = other_client_->GetLock(name);
-    absl::Status s = wanted.TryAcquire(absl::Seconds(40));
-    EXPECT_TRUE(s.ok()) << s;
-    waiter_got = s.ok();
-    waiter_done = true;
-    if (s.ok()) {
-      EXPECT_TRUE(wanted.Release().ok());
-    }
-  });
+  BackgroundWaiter waiter(other_client_->GetLock(name), absl::Seconds(40));
   absl::SleepFor(absl::Milliseconds(300));
   EXPECT_TRUE(c.Kill(0).ok());
   EXPECT_TRUE(c.WaitUntilHealthy(absl::Seconds(30)).ok());
@@ -354,7 +345,7 @@ TEST_F(ClusterFailoverTest, AHeldLockSurvivesItsMastersFailover) {
       EXPECT_THAT(fields->elements[0].str, HasSubstr(holder_client_->id()));
     }
   }
-  EXPECT_FALSE(waiter_done.load());
+  EXPECT_FALSE(waiter.done());
   for (const LockEvent& e : events_.events()) {
     ADD_FAILURE() << "event " << static_cast<int>(e.type) << " "
                   << e.status.ToString();
@@ -362,8 +353,7 @@ TEST_F(ClusterFailoverTest, AHeldLockSurvivesItsMastersFailover) {
 
   Stopwatch since_release;
   EXPECT_TRUE(held.Release().ok());
-  waiter.join();
-  EXPECT_TRUE(waiter_got.load());
+  EXPECT_TRUE(waiter.Join());
   // Woken by the unlock message, or at worst by its next look at the lease:
   // either way long before its 40 s deadline.
   EXPECT_LT(since_release.Elapsed(), kLease + absl::Seconds(6));
@@ -641,21 +631,14 @@ TEST_F(ClusterTest, RedissonPeersShareLocksAndShardedWakeUps) {
   ASSERT_TRUE(taken.ok() && taken->is_nil()) << taken.status();
   EXPECT_EQ(lock.TryAcquire(absl::ZeroDuration()).code(),
             absl::StatusCode::kDeadlineExceeded);
-  std::atomic<bool> got{false};
-  std::thread waiter([&] {
-    got = lock.TryAcquire(absl::Seconds(20)).ok();  // the lease is 30 s
-    if (got) {
-      EXPECT_TRUE(lock.Release().ok());
-    }
-  });
+  BackgroundWaiter waiter(lock, absl::Seconds(20));  // the lease is 30 s
   absl::SleepFor(absl::Milliseconds(300));
   Stopwatch since_unlock;
   absl::StatusOr<RedisValue> unlocked =
       master.Command({"EVAL", kRedissonUnlock, "2", name, channel, "0", "30000",
                       kPeer, "SPUBLISH"});
   ASSERT_TRUE(unlocked.ok() && unlocked->integer == 1) << unlocked.status();
-  waiter.join();
-  EXPECT_TRUE(got.load());
+  EXPECT_TRUE(waiter.Join());
   EXPECT_LT(since_unlock.Elapsed(), absl::Seconds(10));
 
   // relock holds: Redisson is refused, and relock's release reaches a
@@ -691,22 +674,15 @@ TEST_F(ClusterTest, ClassicPubSubWhenAskedForReachesClassicPeers) {
   RedisServer& owner = cluster_->node(*master);
   ASSERT_TRUE(owner.Command({"HSET", name, kPeer, "1"}).ok());
   ASSERT_TRUE(owner.Command({"PEXPIRE", name, "30000"}).ok());
-  std::atomic<bool> got{false};
-  std::thread waiter([&] {
-    got = lock.TryAcquire(absl::Seconds(20)).ok();
-    if (got) {
-      EXPECT_TRUE(lock.Release().ok());
-    }
-  });
+  BackgroundWaiter waiter(lock, absl::Seconds(20));
   absl::SleepFor(absl::Milliseconds(300));
-  EXPECT_FALSE(got.load());
+  EXPECT_FALSE(waiter.got());
   ASSERT_TRUE(owner.Command({"DEL", name}).ok());
   Stopwatch since_unlock;
   absl::StatusOr<RedisValue> published =
       cluster_->node(other).Command({"PUBLISH", channel, "0"});
   ASSERT_TRUE(published.ok()) << published.status();
-  waiter.join();
-  EXPECT_TRUE(got.load());
+  EXPECT_TRUE(waiter.Join());
   EXPECT_LT(since_unlock.Elapsed(), absl::Seconds(10));
 
   // relock's release is a classic PUBLISH: heard on another node.
@@ -719,31 +695,28 @@ TEST_F(ClusterTest, ClusterPubSubWithoutAClusterUrlIsInvalid) {
   ClientOptions options;
   options.url = testing::SharedRedisServer().url();
   options.cluster_pubsub = ClusterPubSub::kSharded;
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
-  ASSERT_FALSE(client.ok());
-  EXPECT_EQ(client.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(client.status().message(), HasSubstr("cluster_pubsub"));
+  const absl::Status s = testing::ConnectError(options);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("cluster_pubsub"));
 }
 
 TEST_F(ClusterTest, AClusterUrlToAStandaloneServerIsFailedPrecondition) {
   ClientOptions options;
   options.url = absl::StrCat("redis-cluster://127.0.0.1:",
                              testing::SharedRedisServer().port());
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
-  ASSERT_FALSE(client.ok());
-  EXPECT_EQ(client.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(client.status().message(), HasSubstr("not a Redis Cluster"));
+  const absl::Status s = testing::ConnectError(options);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("not a Redis Cluster"));
 }
 
 TEST_F(ClusterTest, NoSeedAnsweringIsUnavailableNamingThem) {
   ClientOptions options;
   options.url = "redis-cluster://127.0.0.1:1,127.0.0.1:2";
   options.connect_timeout = absl::Milliseconds(200);
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
-  ASSERT_FALSE(client.ok());
-  EXPECT_EQ(client.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(client.status().message(), HasSubstr("127.0.0.1:1"));
-  EXPECT_THAT(client.status().message(), HasSubstr("127.0.0.1:2"));
+  const absl::Status s = testing::ConnectError(options);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(s.message(), HasSubstr("127.0.0.1:1"));
+  EXPECT_THAT(s.message(), HasSubstr("127.0.0.1:2"));
 }
 
 }  // namespace

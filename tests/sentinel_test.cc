@@ -23,6 +23,7 @@
 namespace relock {
 namespace {
 
+using ::relock::testing::BackgroundWaiter;
 using ::relock::testing::EventLog;
 using ::relock::testing::MustConnect;
 using ::relock::testing::RedisSentinelGroup;
@@ -90,21 +91,12 @@ TEST_F(SentinelTest, TwoClientsExcludeAndAReleaseWakesTheWaiter) {
   Lock wanted = b->GetLock(name);
   EXPECT_EQ(wanted.TryAcquire(absl::ZeroDuration()).code(),
             absl::StatusCode::kDeadlineExceeded);
-  std::atomic<bool> got{false};
-  std::thread waiter([&] {
-    absl::Status s = wanted.TryAcquire(absl::Seconds(30));
-    EXPECT_TRUE(s.ok()) << s;
-    got = s.ok();
-    if (s.ok()) {
-      EXPECT_TRUE(wanted.Release().ok());
-    }
-  });
+  BackgroundWaiter waiter(wanted, absl::Seconds(30));
   absl::SleepFor(absl::Milliseconds(300));
-  EXPECT_FALSE(got.load());
+  EXPECT_FALSE(waiter.got());
   Stopwatch since_release;
   ASSERT_TRUE(held.Release().ok());
-  waiter.join();
-  EXPECT_TRUE(got.load());
+  EXPECT_TRUE(waiter.Join());
   EXPECT_LT(since_release.Elapsed(), absl::Seconds(20));
 }
 
@@ -123,32 +115,28 @@ TEST_F(SentinelTest, AnUnknownMasterNameIsNotFound) {
   ClientOptions options;
   const std::string url = group_->url();
   options.url = url.substr(0, url.find('#')) + "#no-such-master";
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
-  ASSERT_FALSE(client.ok());
-  EXPECT_EQ(client.status().code(), absl::StatusCode::kNotFound)
-      << client.status();
-  EXPECT_THAT(client.status().message(), HasSubstr("no-such-master"));
+  const absl::Status s = testing::ConnectError(options);
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+  EXPECT_THAT(s.message(), HasSubstr("no-such-master"));
 }
 
 TEST_F(SentinelTest, NoSentinelAnsweringIsUnavailableNamingThem) {
   ClientOptions options;
   options.url = "redis-sentinel://127.0.0.1:1,127.0.0.1:2#mymaster";
   options.connect_timeout = absl::Milliseconds(200);
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
-  ASSERT_FALSE(client.ok());
-  EXPECT_EQ(client.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(client.status().message(), HasSubstr("127.0.0.1:1"));
-  EXPECT_THAT(client.status().message(), HasSubstr("127.0.0.1:2"));
+  const absl::Status s = testing::ConnectError(options);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(s.message(), HasSubstr("127.0.0.1:1"));
+  EXPECT_THAT(s.message(), HasSubstr("127.0.0.1:2"));
 }
 
 TEST_F(SentinelTest, SentinelOptionsWithAnotherUrlAreInvalid) {
   ClientOptions options;
   options.url = "redis://127.0.0.1:1";
   options.sentinel.password = "x";
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
-  ASSERT_FALSE(client.ok());
-  EXPECT_EQ(client.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(client.status().message(), HasSubstr("sentinel"));
+  const absl::Status s = testing::ConnectError(options);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("sentinel"));
 }
 
 // Sentinels with a password of their own, data nodes with another one: the
@@ -221,17 +209,7 @@ TEST_F(SentinelFailoverTest, AReplicatedLockSurvivesSentinelFailover) {
       g.node(*old_primary).Command({"WAIT", "2", "5000"});
   ASSERT_TRUE(acked.ok() && acked->integer == 2) << "not replicated";
 
-  std::atomic<bool> waiter_done{false}, waiter_got{false};
-  std::thread waiter([&] {
-    Lock wanted = other_client_->GetLock(name);
-    absl::Status s = wanted.TryAcquire(absl::Seconds(60));
-    EXPECT_TRUE(s.ok()) << s;
-    waiter_got = s.ok();
-    waiter_done = true;
-    if (s.ok()) {
-      EXPECT_TRUE(wanted.Release().ok());
-    }
-  });
+  BackgroundWaiter waiter(other_client_->GetLock(name), absl::Seconds(60));
   absl::SleepFor(absl::Milliseconds(300));
   absl::StatusOr<size_t> new_primary = g.Failover();
   ASSERT_TRUE(new_primary.ok()) << new_primary.status();
@@ -245,15 +223,14 @@ TEST_F(SentinelFailoverTest, AReplicatedLockSurvivesSentinelFailover) {
   ASSERT_TRUE(fields.ok()) << fields.status();
   ASSERT_EQ(fields->elements.size(), 2u) << "the lock did not survive";
   EXPECT_THAT(fields->elements[0].str, HasSubstr(holder_client_->id()));
-  EXPECT_FALSE(waiter_done.load());
+  EXPECT_FALSE(waiter.done());
   for (const LockEvent& e : events_.events()) {
     ADD_FAILURE() << LockEventTypeName(e.type) << " " << e.lock_name << " "
                   << e.status.ToString();
   }
 
   EXPECT_TRUE(held.Release().ok());
-  waiter.join();
-  EXPECT_TRUE(waiter_got.load());
+  EXPECT_TRUE(waiter.Join());
 
   // A new lock goes to the new primary.
   const std::string fresh = TestLockName("fresh");
@@ -293,16 +270,7 @@ TEST_F(SentinelFailoverTest, AKilledPrimarysUnreplicatedLocksAreReportedLost) {
   Lock held_leased = holder_client_->GetLock(leased);
   ASSERT_TRUE(held_leased.Acquire(absl::Seconds(60)).ok());
 
-  std::atomic<bool> waiter_got{false};
-  std::thread waiter([&] {
-    Lock wanted = other_client_->GetLock(leased);
-    absl::Status s = wanted.TryAcquire(absl::Seconds(50));
-    EXPECT_TRUE(s.ok()) << s;
-    waiter_got = s.ok();
-    if (s.ok()) {
-      EXPECT_TRUE(wanted.Release().ok());
-    }
-  });
+  BackgroundWaiter waiter(other_client_->GetLock(leased), absl::Seconds(50));
   absl::SleepFor(absl::Milliseconds(300));
   ASSERT_TRUE(primary.Kill().ok());
   for (RedisServer* r : replicas) ASSERT_TRUE(r->Resume().ok());
@@ -322,8 +290,7 @@ TEST_F(SentinelFailoverTest, AKilledPrimarysUnreplicatedLocksAreReportedLost) {
 
   // Within its 50 s wait: the 60 s lease on the old primary would have
   // kept it out until the end.
-  waiter.join();
-  EXPECT_TRUE(waiter_got.load());
+  EXPECT_TRUE(waiter.Join());
   Lock other = other_client_->GetLock(watched);
   EXPECT_TRUE(other.TryAcquire(absl::Seconds(10)).ok());
   EXPECT_TRUE(other.Release().ok());

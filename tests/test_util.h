@@ -3,10 +3,12 @@
 #ifndef RELOCK_TESTS_TEST_UTIL_H_
 #define RELOCK_TESTS_TEST_UTIL_H_
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -108,6 +110,49 @@ inline int64_t Calls(RedisServer& server, const std::string& command) {
   }
   return 0;
 }
+
+// The error of a Connect() that must fail (a failure of the test, and
+// Unknown, if it succeeds).
+inline absl::Status ConnectError(const ClientOptions& options) {
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  EXPECT_FALSE(client.ok()) << "Connect succeeded";
+  return client.ok() ? absl::UnknownError("Connect succeeded")
+                     : client.status();
+}
+
+// A thread that waits for `lock` (TryAcquire(wait), as itself), expects to
+// get it, and releases it at once. The destructor joins.
+class BackgroundWaiter {
+ public:
+  BackgroundWaiter(Lock lock, absl::Duration wait)
+      : thread_([this, lock, wait]() mutable {
+          absl::Status s = lock.TryAcquire(wait);
+          EXPECT_TRUE(s.ok()) << lock.name() << ": " << s;
+          got_ = s.ok();
+          if (s.ok()) {
+            EXPECT_TRUE(lock.Release().ok());
+          }
+          done_ = true;
+        }) {}
+  BackgroundWaiter(const BackgroundWaiter&) = delete;
+  BackgroundWaiter& operator=(const BackgroundWaiter&) = delete;
+  ~BackgroundWaiter() { Join(); }
+
+  // Whether it got the lock (so far).
+  bool got() const { return got_.load(); }
+  // Whether it stopped waiting.
+  bool done() const { return done_.load(); }
+  // Waits for the thread; whether it got the lock.
+  bool Join() {
+    if (thread_.joinable()) thread_.join();
+    return got_.load();
+  }
+
+ private:
+  std::atomic<bool> got_{false};
+  std::atomic<bool> done_{false};
+  std::thread thread_;  // last: it starts once the flags exist
+};
 
 // A lock name unique to the running test.
 inline std::string TestLockName(const std::string& suffix = "") {

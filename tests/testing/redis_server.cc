@@ -695,25 +695,17 @@ absl::Status RedisServer::CopyTlsFiles() const {
   return absl::OkStatus();
 }
 
+void RedisServer::AppendCommonArgs(std::vector<std::string>* argv) const {
+  argv->insert(argv->end(), {"--port", absl::StrCat(port_), "--bind", kHost,
+                             "--dir", dir_, "--daemonize", "no", "--logfile",
+                             log_path_, "--protected-mode", "no"});
+}
+
 absl::Status RedisServer::StartProcessLocked() {
   if (!options_.sentinel_config.empty()) return StartSentinelLocked();
-  std::vector<std::string> argv = {binary_,
-                                   "--port",
-                                   absl::StrCat(port_),
-                                   "--bind",
-                                   kHost,
-                                   "--save",
-                                   "",
-                                   "--appendonly",
-                                   "no",
-                                   "--dir",
-                                   dir_,
-                                   "--daemonize",
-                                   "no",
-                                   "--logfile",
-                                   log_path_,
-                                   "--protected-mode",
-                                   "no"};
+  std::vector<std::string> argv = {binary_};
+  AppendCommonArgs(&argv);
+  argv.insert(argv.end(), {"--save", "", "--appendonly", "no"});
   if (major_version_ >= 7) {
     argv.insert(argv.end(), {"--enable-debug-command", "yes"});
   }
@@ -769,21 +761,8 @@ absl::Status RedisServer::StartSentinelLocked() {
       return absl::InternalError(absl::StrCat("writing ", config));
     }
   }
-  std::vector<std::string> argv = {binary_,
-                                   config,
-                                   "--sentinel",
-                                   "--port",
-                                   absl::StrCat(port_),
-                                   "--bind",
-                                   kHost,
-                                   "--dir",
-                                   dir_,
-                                   "--daemonize",
-                                   "no",
-                                   "--logfile",
-                                   log_path_,
-                                   "--protected-mode",
-                                   "no"};
+  std::vector<std::string> argv = {binary_, config, "--sentinel"};
+  AppendCommonArgs(&argv);
   if (!options_.requirepass.empty()) {
     argv.insert(argv.end(), {"--requirepass", options_.requirepass});
   }

@@ -251,6 +251,9 @@ class RedisServer {
 
   absl::Status StartProcessLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status StartSentinelLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The arguments every server and sentinel gets: port, loopback bind, dir,
+  // no daemon, log file, no protected mode.
+  void AppendCommonArgs(std::vector<std::string>* argv) const;
   // Starts `argv` with the log as stdout/stderr and waits until it answers.
   absl::Status SpawnLocked(const std::vector<std::string>& argv)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
