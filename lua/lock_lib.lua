@@ -51,3 +51,22 @@ local function publish_unlock(channel, message, command)
   end
   return nil
 end
+
+-- release_one(key, owner, lease_ms): counts one hold of `owner` down.
+-- Returns nil when `owner` does not hold the lock, 0 when holds remain (the
+-- lease set to `lease_ms`, unless it is "0": the TTL is kept), 1 when that
+-- was the last hold (the key is deleted; the caller tells the waiters).
+local function release_one(key, owner, lease_ms)
+  if redis.call('hexists', key, owner) == 0 then
+    return nil
+  end
+  local remaining = redis.call('hincrby', key, owner, -1)
+  if remaining > 0 then
+    if tonumber(lease_ms) > 0 then
+      redis.call('pexpire', key, lease_ms)
+    end
+    return 0
+  end
+  redis.call('del', key)
+  return 1
+end

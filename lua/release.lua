@@ -1,6 +1,6 @@
 -- Release one hold of a reentrant lock. Redisson-compatible.
--- Uses publish_command() and publish_unlock() from lock_lib.lua, prepended
--- when loaded.
+-- Uses publish_command(), publish_unlock() and release_one() from
+-- lock_lib.lua, prepended when loaded.
 -- KEYS[1]  lock name
 -- KEYS[2]  unlock channel "redisson_lock__channel:{<name>}" (or
 --          "redisson_lock__channel:<name>" when the name contains "{")
@@ -13,15 +13,8 @@
 -- an UNPUBLISHED error when the lock became free but the unlock message could
 -- not be published (e.g. the ACL user may not publish on the channel).
 local publish = publish_command(ARGV[4])  -- raises before any write
-if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
-  return nil
+local released = release_one(KEYS[1], ARGV[3], ARGV[2])
+if released ~= 1 then
+  return released
 end
-local remaining = redis.call('hincrby', KEYS[1], ARGV[3], -1)
-if remaining > 0 then
-  if tonumber(ARGV[2]) > 0 then
-    redis.call('pexpire', KEYS[1], ARGV[2])
-  end
-  return 0
-end
-redis.call('del', KEYS[1])
 return publish_unlock(KEYS[2], ARGV[1], publish) or 1

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -110,6 +111,55 @@ TEST_F(ClusterTest, FencedLocksKeepTheirTokenCounterInTheLocksSlot) {
     EXPECT_EQ(value->str, absl::StrCat(*second)) << name;
     EXPECT_TRUE(lock.Release().ok());
     EXPECT_TRUE(lock.Release().ok());
+  }
+}
+
+// Fair locks on a cluster: the queue and its deadlines share the lock's
+// slot, and the waiters, woken one at a time on their own (sharded)
+// channels, get the lock in the order they joined the queue, on every master
+// and for a name with a hash tag of its own.
+TEST_F(ClusterTest, FairLocksHandOffInArrivalOrderOnEveryMaster) {
+  std::unique_ptr<Client> a = MustConnect(cluster_->url());
+  std::unique_ptr<Client> b = MustConnect(cluster_->url());
+  ASSERT_TRUE(a != nullptr && b != nullptr);
+  std::vector<std::string> names = NamesOnEveryMaster(1);
+  names.push_back(TestLockName("fair:{9}"));
+  for (const std::string& name : names) {
+    const std::string queue =
+        absl::StrContains(name, "{")
+            ? absl::StrCat("redisson_lock_queue:", name)
+            : absl::StrCat("redisson_lock_queue:{", name, "}");
+    auto queued = [&] {
+      absl::StatusOr<RedisValue> n = Owner(name).Command({"LLEN", queue});
+      return n.ok() && n->is_integer() ? n->integer : -1;
+    };
+    FairLock lock = a->GetFairLock(name);
+    ASSERT_TRUE(lock.Acquire().ok()) << name;
+    constexpr int kWaiters = 3;
+    std::mutex mu;
+    std::vector<int> order;
+    std::vector<std::thread> waiters;
+    for (int i = 0; i < kWaiters; ++i) {
+      waiters.emplace_back([&, i] {
+        FairLock mine = b->GetFairLock(name);
+        absl::Status s = mine.TryAcquire(absl::Seconds(60));
+        ASSERT_TRUE(s.ok()) << name << ": " << s;
+        {
+          std::lock_guard<std::mutex> guard(mu);
+          order.push_back(i);
+        }
+        EXPECT_TRUE(mine.Release().ok());
+      });
+      const Stopwatch watch;
+      while (queued() != i + 1 && watch.Elapsed() < absl::Seconds(60)) {
+        absl::SleepFor(absl::Milliseconds(5));
+      }
+      ASSERT_EQ(queued(), i + 1) << name;
+    }
+    ASSERT_TRUE(lock.Release().ok());
+    for (std::thread& w : waiters) w.join();
+    EXPECT_EQ(order, (std::vector<int>{0, 1, 2})) << name;
+    EXPECT_EQ(queued(), 0) << name;
   }
 }
 

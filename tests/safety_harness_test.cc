@@ -338,6 +338,15 @@ TEST(SafetyHarnessTest, ShortFencedRunKeepsTokensGrowing) {
   ExpectSafeRun(options, SingleNodeFaultKinds());
 }
 
+// FairLocks under the same faults: queued waiters of killed and paused
+// workers are dropped at their deadline, and exclusion, hand-off and loss
+// reports hold as for Lock.
+TEST(SafetyHarnessTest, ShortFairRunKeepsLocksExclusive) {
+  HarnessOptions options = ShortRunOptions();
+  options.fair = true;
+  ExpectSafeRun(options, SingleNodeFaultKinds());
+}
+
 // Cluster mode: a 3-master, 3-replica cluster, the counters on a server of
 // their own; a master failed over (and back as a replica) and a lock's slot
 // resharded under traffic besides the other faults, which hit one master.

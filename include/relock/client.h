@@ -53,6 +53,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "relock/fair_lock.h"
 #include "relock/fenced_lock.h"
 #include "relock/lock.h"
 #include "relock/options.h"
@@ -92,6 +93,11 @@ class Client {
   // RFencedLock). Cheap; no I/O.
   FencedLock GetFencedLock(absl::string_view name);
   FencedLock GetFencedLock(absl::string_view name, const LockOptions& options);
+  // A fair lock (relock/fair_lock.h): the same lock as GetLock(name), taken
+  // by its waiters in arrival order (Redisson's RFairLock). Cheap; no I/O.
+  // Invalid options yield a handle whose calls fail with InvalidArgument.
+  FairLock GetFairLock(absl::string_view name);
+  FairLock GetFairLock(absl::string_view name, const FairLockOptions& options);
 
   // This client's identity in lock owner fields.
   const std::string& id() const;

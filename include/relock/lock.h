@@ -519,6 +519,7 @@ class Lock : public internal::LockableBase<Lock> {
 
  private:
   friend class Client;
+  friend class FairLock;
   friend class FencedLock;
   friend class MultiLock;
   friend class internal::LockableBase<Lock>;
@@ -533,6 +534,7 @@ class Lock : public internal::LockableBase<Lock> {
   void ReleaseAsyncFor(const Owner& owner,
                        std::function<void(absl::Status)> done);
   void ReportUnlockFailure(absl::Status status) noexcept;
+  absl::Status CheckUsable() const;
 
   std::shared_ptr<internal::ClientCore> core_;
   std::string name_;
@@ -540,6 +542,9 @@ class Lock : public internal::LockableBase<Lock> {
   // A FencedLock's handle (relock/fenced_lock.h): every acquire also takes a
   // fencing token.
   bool fenced_ = false;
+  // A FairLock's handle (relock/fair_lock.h) and its queue wait.
+  bool fair_ = false;
+  absl::Duration queue_wait_ = absl::Minutes(5);
 };
 
 // RAII guard: acquires in the constructor, releases in the destructor. Neither

@@ -5,6 +5,9 @@
 //   relock/options.h  ClientOptions (every default documented), LockEvent.
 //   relock/client.h   Client: connects to Redis, hands out locks.
 //   relock/lock.h     Lock (reentrant, TimedLockable), LockGuard, LockError.
+//   relock/fair_lock.h
+//                     FairLock: a Lock taken by its waiters in arrival
+//                     order (Redisson's RFairLock).
 //   relock/fenced_lock.h
 //                     FencedLock: a Lock whose acquisitions hand out fencing
 //                     tokens (Redisson's RFencedLock).
@@ -35,6 +38,7 @@
 
 #include "relock/backoff.h"
 #include "relock/client.h"
+#include "relock/fair_lock.h"
 #include "relock/fenced_lock.h"
 #include "relock/future.h"
 #include "relock/lock.h"

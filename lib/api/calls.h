@@ -52,11 +52,27 @@ inline absl::StatusOr<lock::OwnerId> CheckCall(const std::string& name,
   return CheckedOwner(owner);
 }
 
-// How a handle with `options` acquires: its own values over the client's
-// defaults (checked at Connect). InvalidArgument for invalid per-lock
-// values.
+inline lock::LockKind KindOf(bool fair) {
+  return fair ? lock::LockKind::kFair : lock::LockKind::kReentrant;
+}
+
+// A handle's lock type, as the algorithms take it (AcquireOptionsFor() adds
+// the handle's options).
+inline lock::AcquireOptions LockType(bool fenced, bool fair,
+                                     absl::Duration queue_wait) {
+  lock::AcquireOptions type;
+  type.fenced = fenced;
+  type.kind = KindOf(fair);
+  type.queue_wait = queue_wait;
+  return type;
+}
+
+// How a handle of lock type `type` with `options` acquires: its own values
+// over the client's defaults (checked at Connect). InvalidArgument for
+// invalid per-lock values.
 inline absl::StatusOr<lock::AcquireOptions> AcquireOptionsFor(
-    const ClientCore& core, const LockOptions& options, bool fenced = false) {
+    const ClientCore& core, const LockOptions& options,
+    lock::AcquireOptions type = {}) {
   const ReplicaSync& sync = options.replica_sync.has_value()
                                 ? *options.replica_sync
                                 : core.options().replica_sync;
@@ -68,24 +84,33 @@ inline absl::StatusOr<lock::AcquireOptions> AcquireOptionsFor(
           absl::StrCat("LockOptions: ", s.message()));
     }
   }
-  lock::AcquireOptions out;
+  if (type.kind == lock::LockKind::kFair &&
+      (type.queue_wait < absl::Milliseconds(1) ||
+       type.queue_wait > absl::Hours(365 * 24))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("FairLockOptions: queue_wait must be in [1ms, 8760h], "
+                     "not ",
+                     absl::FormatDuration(type.queue_wait)));
+  }
+  lock::AcquireOptions out = type;
   out.replica_sync.replicas = sync.replicas;
   out.replica_sync.timeout = sync.timeout;
-  out.fenced = fenced;
   return out;
 }
 
 // Lock/RedlockLock's AcquireFor, ReleaseFor, AcquireAsyncFor and
-// ReleaseAsyncFor, once the handle is known to be bound. `fenced`: a
-// FencedLock's acquire, whose token goes to `*token` (if given).
+// ReleaseAsyncFor, once the handle is known to be bound. `type`: the
+// handle's lock type (LockType()); a fenced acquire's token goes to `*token`
+// (if given).
 inline absl::Status Acquire(const std::shared_ptr<ClientCore>& core,
                             const std::string& name, const Owner& owner,
                             absl::Duration wait,
                             absl::optional<absl::Duration> lease,
-                            const LockOptions& options, bool fenced = false,
+                            const LockOptions& options,
+                            const lock::AcquireOptions& type = {},
                             int64_t* token = nullptr) {
   absl::StatusOr<lock::AcquireOptions> how =
-      AcquireOptionsFor(*core, options, fenced);
+      AcquireOptionsFor(*core, options, type);
   if (!how.ok()) return how.status();
   absl::StatusOr<lock::OwnerId> by = CheckCall(name, owner);
   if (!by.ok()) return by.status();
@@ -94,20 +119,22 @@ inline absl::Status Acquire(const std::shared_ptr<ClientCore>& core,
                        token);
 }
 inline absl::Status Release(const std::shared_ptr<ClientCore>& core,
-                            const std::string& name, const Owner& owner) {
+                            const std::string& name, const Owner& owner,
+                            lock::LockKind kind = lock::LockKind::kReentrant) {
   absl::StatusOr<lock::OwnerId> by = CheckCall(name, owner);
   if (!by.ok()) return by.status();
   if (absl::Status s = CheckMayBlock(*core); !s.ok()) return s;
-  return lock::Release(*core, name, *by);
+  return lock::Release(*core, name, *by, kind);
 }
 inline void AcquireAsync(const std::shared_ptr<ClientCore>& core,
                          const std::string& name, const Owner& owner,
                          absl::Duration wait,
                          absl::optional<absl::Duration> lease,
-                         const LockOptions& options, bool fenced,
+                         const LockOptions& options,
+                         const lock::AcquireOptions& type,
                          lock::AcquireDone done) {
   absl::StatusOr<lock::AcquireOptions> how =
-      AcquireOptionsFor(*core, options, fenced);
+      AcquireOptionsFor(*core, options, type);
   if (!how.ok()) return done(how.status(), -1);
   absl::StatusOr<lock::OwnerId> by = CheckCall(name, owner);
   if (!by.ok()) return done(by.status(), -1);
@@ -120,17 +147,18 @@ inline void AcquireAsync(const std::shared_ptr<ClientCore>& core,
                          absl::optional<absl::Duration> lease,
                          const LockOptions& options,
                          std::function<void(absl::Status)> done) {
-  AcquireAsync(core, name, owner, wait, lease, options, /*fenced=*/false,
+  AcquireAsync(core, name, owner, wait, lease, options, lock::AcquireOptions(),
                [done = std::move(done)](absl::Status s, int64_t) {
                  done(std::move(s));
                });
 }
 inline void ReleaseAsync(const std::shared_ptr<ClientCore>& core,
                          const std::string& name, const Owner& owner,
-                         std::function<void(absl::Status)> done) {
+                         std::function<void(absl::Status)> done,
+                         lock::LockKind kind = lock::LockKind::kReentrant) {
   absl::StatusOr<lock::OwnerId> by = CheckCall(name, owner);
   if (!by.ok()) return done(by.status());
-  lock::ReleaseAsync(*core, core, name, *by, std::move(done));
+  lock::ReleaseAsync(*core, core, name, *by, kind, std::move(done));
 }
 
 }  // namespace internal

@@ -38,6 +38,15 @@ FencedLock Client::GetFencedLock(absl::string_view name,
   return FencedLock(core_, std::string(name), options);
 }
 
+FairLock Client::GetFairLock(absl::string_view name) {
+  return FairLock(core_, std::string(name), FairLockOptions());
+}
+
+FairLock Client::GetFairLock(absl::string_view name,
+                             const FairLockOptions& options) {
+  return FairLock(core_, std::string(name), options);
+}
+
 const std::string& Client::id() const { return core_->id(); }
 
 absl::Status Client::Ping() {

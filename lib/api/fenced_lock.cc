@@ -56,8 +56,9 @@ absl::StatusOr<int64_t> FencedLock::AcquireWithToken(
   if (core_ == nullptr) return Unbound();
   if (wait < absl::ZeroDuration()) return NegativeWait(wait);
   int64_t token = -1;
-  absl::Status s = internal::Acquire(core_, name_, owner, wait, lease, options_,
-                                     /*fenced=*/true, &token);
+  absl::Status s = internal::Acquire(
+      core_, name_, owner, wait, lease, options_,
+      internal::LockType(/*fenced=*/true, /*fair=*/false, queue_wait_), &token);
   return TokenOf(std::move(s), token);
 }
 
@@ -67,7 +68,8 @@ void FencedLock::AcquireWithTokenAsync(const Owner& owner, absl::Duration wait,
   if (wait < absl::ZeroDuration()) return done(NegativeWait(wait));
   internal::AcquireAsync(
       core_, name_, owner, wait, absl::nullopt, options_,
-      /*fenced=*/true, [done = std::move(done)](absl::Status s, int64_t token) {
+      internal::LockType(/*fenced=*/true, /*fair=*/false, queue_wait_),
+      [done = std::move(done)](absl::Status s, int64_t token) {
         done(TokenOf(std::move(s), token));
       });
 }

@@ -42,14 +42,6 @@ absl::Status Unbound() {
       "or moved-from); get one from Client::GetLock()");
 }
 
-// Whether a handle can make calls other than acquires (which check their
-// options themselves): bound, with valid LockOptions.
-absl::Status Usable(const std::shared_ptr<internal::ClientCore>& core,
-                    const LockOptions& options) {
-  if (core == nullptr) return Unbound();
-  return internal::AcquireOptionsFor(*core, options).status();
-}
-
 }  // namespace
 
 namespace internal {
@@ -65,17 +57,28 @@ Lock::Lock(std::shared_ptr<internal::ClientCore> core, std::string name,
            LockOptions options)
     : core_(std::move(core)), name_(std::move(name)), options_(options) {}
 
+// Whether the handle can make calls other than acquires (which check their
+// options themselves): bound, with valid options.
+absl::Status Lock::CheckUsable() const {
+  if (core_ == nullptr) return Unbound();
+  return internal::AcquireOptionsFor(
+             *core_, options_, internal::LockType(fenced_, fair_, queue_wait_))
+      .status();
+}
+
 absl::Status Lock::AcquireFor(const Owner& owner, absl::Duration wait,
                               absl::optional<absl::Duration> lease) {
   if (core_ == nullptr) return Unbound();
-  return internal::Acquire(core_, name_, owner, wait, lease, options_, fenced_);
+  return internal::Acquire(core_, name_, owner, wait, lease, options_,
+                           internal::LockType(fenced_, fair_, queue_wait_));
 }
 
 void Lock::AcquireAsyncFor(const Owner& owner, absl::Duration wait,
                            absl::optional<absl::Duration> lease,
                            std::function<void(absl::Status)> done) {
   if (core_ == nullptr) return done(Unbound());
-  internal::AcquireAsync(core_, name_, owner, wait, lease, options_, fenced_,
+  internal::AcquireAsync(core_, name_, owner, wait, lease, options_,
+                         internal::LockType(fenced_, fair_, queue_wait_),
                          [done = std::move(done)](absl::Status s, int64_t) {
                            done(std::move(s));
                          });
@@ -83,8 +86,9 @@ void Lock::AcquireAsyncFor(const Owner& owner, absl::Duration wait,
 
 void Lock::ReleaseAsyncFor(const Owner& owner,
                            std::function<void(absl::Status)> done) {
-  if (absl::Status s = Usable(core_, options_); !s.ok()) return done(s);
-  internal::ReleaseAsync(core_, name_, owner, std::move(done));
+  if (absl::Status s = CheckUsable(); !s.ok()) return done(s);
+  internal::ReleaseAsync(core_, name_, owner, std::move(done),
+                         internal::KindOf(fair_));
 }
 
 void Lock::ReportUnlockFailure(absl::Status status) noexcept {
@@ -94,18 +98,18 @@ void Lock::ReportUnlockFailure(absl::Status status) noexcept {
 }
 
 absl::Status Lock::ReleaseFor(const Owner& owner) {
-  if (absl::Status s = Usable(core_, options_); !s.ok()) return s;
-  return internal::Release(core_, name_, owner);
+  if (absl::Status s = CheckUsable(); !s.ok()) return s;
+  return internal::Release(core_, name_, owner, internal::KindOf(fair_));
 }
 
 absl::StatusOr<bool> Lock::ForceRelease() {
-  if (absl::Status s = Usable(core_, options_); !s.ok()) return s;
+  if (absl::Status s = CheckUsable(); !s.ok()) return s;
   if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
-  return lock::ForceRelease(*core_, name_);
+  return lock::ForceRelease(*core_, name_, internal::KindOf(fair_));
 }
 
 absl::StatusOr<bool> Lock::IsLocked() const {
-  if (absl::Status s = Usable(core_, options_); !s.ok()) return s;
+  if (absl::Status s = CheckUsable(); !s.ok()) return s;
   if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
   return lock::IsLocked(*core_, name_);
 }
@@ -125,14 +129,14 @@ absl::StatusOr<int64_t> Lock::HoldCount() const {
 }
 
 absl::StatusOr<int64_t> Lock::HoldCount(const Owner& owner) const {
-  if (absl::Status s = Usable(core_, options_); !s.ok()) return s;
+  if (absl::Status s = CheckUsable(); !s.ok()) return s;
   absl::StatusOr<lock::OwnerId> by = internal::CheckCall(name_, owner);
   if (!by.ok()) return by.status();
   return lock::HoldCount(*core_, name_, *by);
 }
 
 absl::StatusOr<absl::Duration> Lock::RemainingLease() const {
-  if (absl::Status s = Usable(core_, options_); !s.ok()) return s;
+  if (absl::Status s = CheckUsable(); !s.ok()) return s;
   if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
   return lock::RemainingLease(*core_, name_);
 }
@@ -143,7 +147,7 @@ absl::StatusOr<std::chrono::steady_clock::time_point> Lock::SafeUntil() const {
 
 absl::StatusOr<std::chrono::steady_clock::time_point> Lock::SafeUntil(
     const Owner& owner) const {
-  if (absl::Status s = Usable(core_, options_); !s.ok()) return s;
+  if (absl::Status s = CheckUsable(); !s.ok()) return s;
   absl::StatusOr<lock::OwnerId> by = internal::CheckCall(name_, owner);
   if (!by.ok()) return by.status();
   return lock::SafeUntil(*core_, name_, *by);

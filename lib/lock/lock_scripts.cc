@@ -6,6 +6,12 @@
 #include "absl/strings/str_cat.h"
 #include "lib/redis/errors.h"
 #include "lua/acquire.lua.h"
+#include "lua/fair_acquire.lua.h"
+#include "lua/fair_force_release.lua.h"
+#include "lua/fair_leave.lua.h"
+#include "lua/fair_lib.lua.h"
+#include "lua/fair_release.lua.h"
+#include "lua/fair_release_all.lua.h"
 #include "lua/force_release.lua.h"
 #include "lua/inspect.lua.h"
 #include "lua/lock_lib.lua.h"
@@ -32,12 +38,31 @@ std::vector<redis::ScriptSource> LockScripts() {
       new std::string(absl::StrCat(lua::kLockLib, lua::kForceRelease));
   static const std::string* const kInspect =
       new std::string(absl::StrCat(lua::kLockLib, lua::kInspect));
+  // The fair lock's, with both libraries.
+  static const std::string* const kFairAcquire = new std::string(
+      absl::StrCat(lua::kLockLib, lua::kFairLib, lua::kFairAcquire));
+  static const std::string* const kFairRelease = new std::string(
+      absl::StrCat(lua::kLockLib, lua::kFairLib, lua::kFairRelease));
+  static const std::string* const kFairReleaseAll = new std::string(
+      absl::StrCat(lua::kLockLib, lua::kFairLib, lua::kFairReleaseAll));
+  static const std::string* const kFairLeave = new std::string(
+      absl::StrCat(lua::kLockLib, lua::kFairLib, lua::kFairLeave));
+  static const std::string* const kFairForceRelease = new std::string(
+      absl::StrCat(lua::kLockLib, lua::kFairLib, lua::kFairForceRelease));
   // Order matches ScriptId.
   return {
-      {"acquire", lua::kAcquire},    {"release", *kRelease},
-      {"release_all", *kReleaseAll}, {"force_release", *kForceRelease},
-      {"renew", lua::kRenew},        {"inspect", *kInspect},
+      {"acquire", lua::kAcquire},
+      {"release", *kRelease},
+      {"release_all", *kReleaseAll},
+      {"force_release", *kForceRelease},
+      {"renew", lua::kRenew},
+      {"inspect", *kInspect},
       {"token", lua::kToken},
+      {"fair_acquire", *kFairAcquire},
+      {"fair_release", *kFairRelease},
+      {"fair_release_all", *kFairReleaseAll},
+      {"fair_leave", *kFairLeave},
+      {"fair_force_release", *kFairForceRelease},
   };
 }
 

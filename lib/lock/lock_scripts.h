@@ -24,10 +24,15 @@ enum ScriptId : size_t {
   kRenewScript,
   kInspectScript,
   kTokenScript,
+  kFairAcquireScript,
+  kFairReleaseScript,
+  kFairReleaseAllScript,
+  kFairLeaveScript,
+  kFairForceReleaseScript,
 };
 
 // The scripts, in ScriptId order; those that use lua/lock_lib.lua's helpers
-// have it prepended.
+// have it prepended (the fair lock's, lua/fair_lib.lua after it).
 std::vector<redis::ScriptSource> LockScripts();
 
 // Whether a release script freed the lock but Redis refused to publish the

@@ -153,13 +153,6 @@ struct Grant {
   int64_t token = -1;
 };
 
-// The acquire script's keys: the lock, and the token counter when fenced
-// (keys[1] not empty).
-absl::Span<const absl::string_view> AcquireKeys(
-    const absl::string_view (&keys)[2]) {
-  return absl::MakeConstSpan(keys, keys[1].empty() ? 1 : 2);
-}
-
 // Policy::fail_fast: stop waiting once the attempt's outcome is certain.
 backend::Enough FailFast(const LockPolicy& policy, size_t n, size_t quorum,
                          const backend::WaitReplicas* sync) {
@@ -285,59 +278,53 @@ Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
 
 // The undo of an attempt on the nodes in `undo`: blocking until `deadline`,
 // or (with `async`) sent without waiting for its answers.
-void Undo(LockEnv& env, const std::string& name, const std::string& owner,
-          bool fresh, const std::vector<bool>& undo, Deadline deadline,
-          bool async) {
+void Undo(LockEnv& env, const LockModel& model, const std::string& name,
+          const std::string& owner, bool fresh, const std::vector<bool>& undo,
+          Deadline deadline, bool async) {
   if (std::none_of(undo.begin(), undo.end(), [](bool b) { return b; })) {
     return;
   }
   backend::Backend& backend = env.backend();
-  const std::string channel = UnlockChannel(name);
-  const absl::string_view undo_keys[] = {name, channel};
-  const absl::string_view all_args[] = {kUnlockMessage, owner,
-                                        backend.publish_command()};
-  const absl::string_view one_args[] = {kUnlockMessage, "0", owner,
-                                        backend.publish_command()};
-  const size_t script =
-      fresh ? internal::kReleaseAllScript : internal::kReleaseScript;
-  const absl::Span<const absl::string_view> args =
-      fresh ? absl::MakeConstSpan(all_args) : absl::MakeConstSpan(one_args);
+  const Step step =
+      fresh ? model.ReleaseAll(name, owner, backend.publish_command())
+            : model.Release(name, owner, "0", backend.publish_command());
+  const backend::Call call = step.Views();
   if (async) {
     backend.RunAsync(
-        script, undo_keys, args, deadline, Resend::kNever, nullptr,
+        step.script, call.keys, call.args, deadline, Resend::kNever, nullptr,
         [](const std::vector<backend::Answer>&) {}, &undo);
   } else {
-    backend.Run(script, undo_keys, args, deadline, Resend::kNever, nullptr,
-                &undo);
+    backend.Run(step.script, call.keys, call.args, deadline, Resend::kNever,
+                nullptr, &undo);
   }
 }
 
 // One attempt: the acquire script on every node at once (each followed by
 // WAIT with `sync`). On fewer than a quorum of grants (or no validity left),
 // undoes what it may have taken. `fresh`: the owner holds no hold of its own
-// (see lua/acquire.lua).
-Attempt TryOnce(LockEnv& env, const std::string& name, const std::string& owner,
-                absl::Duration lease, bool fresh, Deadline wait,
-                const backend::WaitReplicas* sync,
-                const std::string& token_key) {
+// (see lua/acquire.lua); `queue`: the caller waits if it does not get the
+// lock (see LockModel::Acquire).
+Attempt TryOnce(LockEnv& env, const LockModel& model,
+                const AcquireOptions& options, const std::string& name,
+                const std::string& owner, absl::Duration lease, bool fresh,
+                bool queue, Deadline wait, const backend::WaitReplicas* sync) {
   backend::Backend& backend = env.backend();
   const LockPolicy& policy = env.policy();
-  const std::string lease_ms = absl::StrCat(absl::ToInt64Milliseconds(lease));
   const SteadyClock::time_point start = SteadyClock::now();
   // Safe to resend on a dropped connection: a fresh acquire that ran twice
   // sets the count to 1 twice; a re-entry counted twice is cleared at the
   // outermost release. (A fenced acquire that ran twice took two tokens:
   // they still only grow.)
-  const absl::string_view keys[] = {name, token_key};
-  const absl::string_view args[] = {lease_ms, owner, fresh ? "1" : "0"};
+  const Step step = model.Acquire(name, owner, lease, fresh, queue, options);
+  const backend::Call call = step.Views();
   const absl::Duration extra = ReplicaTime(sync);
   std::vector<backend::Answer> answers = backend.Run(
-      internal::kAcquireScript, AcquireKeys(keys), args,
+      step.script, call.keys, call.args,
       AttemptDeadline(policy, lease, wait, extra), Resend::kIfDropped,
       FailFast(policy, backend.nodes(), backend.quorum(), sync), nullptr, sync);
   std::vector<bool> undo;
   Attempt a = Evaluate(env, answers, start, lease, fresh, sync, &undo);
-  Undo(env, name, owner, fresh, undo,
+  Undo(env, model, name, owner, fresh, undo,
        AttemptDeadline(policy, lease, wait, extra), /*async=*/false);
   return a;
 }
@@ -490,10 +477,10 @@ struct AcquirePlan {
   bool fresh = true;
   bool watchdog = true;
   absl::Duration lease;
-  std::string token_key;               // fenced: the token counter; else empty
-  backend::WaitReplicas replica_sync;  // replicas == 0: no WAIT
+  AcquireOptions options;
+  const LockModel* model = &ReentrantModel();
   const backend::WaitReplicas* sync() const {
-    return ReplicaWait(replica_sync);
+    return ReplicaWait(options.replica_sync);
   }
 };
 absl::StatusOr<AcquirePlan> PlanAcquire(LockEnv& env, const std::string& name,
@@ -510,6 +497,11 @@ absl::StatusOr<AcquirePlan> PlanAcquire(LockEnv& env, const std::string& name,
   if (absl::Status s = env.CheckOpen(); !s.ok()) {
     return Annotate(s, "acquire", name);
   }
+  if (options.kind != LockKind::kReentrant && env.backend().nodes() > 1) {
+    return Annotate(absl::UnimplementedError(
+                        "this lock type has no form on several masters"),
+                    "acquire", name, env.policy().noun);
+  }
   // Only this owner changes its own hold (its calls on one lock do not
   // overlap), so this stays true for the call.
   const absl::optional<Hold> held = env.holds().Find(name, by.number);
@@ -520,8 +512,8 @@ absl::StatusOr<AcquirePlan> PlanAcquire(LockEnv& env, const std::string& name,
   // explicit hold, the script keeps whichever lease ends later.
   plan.watchdog = !lease.has_value() || (!plan.fresh && held->watchdog);
   plan.lease = plan.watchdog ? env.watchdog_lease() : *lease;
-  plan.replica_sync = options.replica_sync;
-  if (options.fenced) plan.token_key = TokenKey(name);
+  plan.options = options;
+  plan.model = &ModelOf(options.kind);
   return plan;
 }
 
@@ -534,21 +526,20 @@ absl::Status RegisterHold(LockEnv& env, const std::string& name,
                           SteadyClock::time_point sent_at, bool async) {
   const std::string owner = OwnerField(env.id(), by.number);
   env.holds().OnAcquired(name, by.number, owner, plan.watchdog, plan.lease,
-                         sent_at);
+                         sent_at, static_cast<uint8_t>(plan.model->kind()));
   if (plan.watchdog) env.ActivateWatchdog();
   if (!env.closed()) return absl::OkStatus();
   env.holds().Forget(name, by.number);
-  const std::string channel = UnlockChannel(name);
-  const absl::string_view keys[] = {name, channel};
-  const absl::string_view args[] = {kUnlockMessage, owner,
-                                    env.backend().publish_command()};
+  const Step step =
+      plan.model->ReleaseAll(name, owner, env.backend().publish_command());
+  const backend::Call call = step.Views();
   const Deadline deadline = Deadline::After(env.confirm_timeout());
   if (async) {
-    env.backend().RunAsync(internal::kReleaseAllScript, keys, args, deadline,
+    env.backend().RunAsync(step.script, call.keys, call.args, deadline,
                            Resend::kNever, nullptr,
                            [](const std::vector<backend::Answer>&) {});
   } else {
-    env.backend().Run(internal::kReleaseAllScript, keys, args, deadline,
+    env.backend().Run(step.script, call.keys, call.args, deadline,
                       Resend::kNever);
   }
   return absl::CancelledError("the client was closed");
@@ -593,9 +584,10 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
         owner_(OwnerField(env.id(), by.number)),
         lease_(plan.lease),
         fresh_(plan.fresh),
-        replica_sync_(plan.replica_sync),
-        token_key_(plan.token_key),
+        model_(*plan.model),
+        options_(plan.options),
         deadline_(deadline),
+        queue_(!deadline.Expired()),
         done_(std::move(done)),
         timer_(env.backend().NewTimer()) {}
 
@@ -628,14 +620,13 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
     phase_ = Phase::kAttempting;
     backend::Backend& backend = env_.backend();
     const LockPolicy& policy = env_.policy();
-    const std::string lease_ms =
-        absl::StrCat(absl::ToInt64Milliseconds(lease_));
-    const absl::string_view keys[] = {name_, token_key_};
-    const absl::string_view args[] = {lease_ms, owner_, fresh_ ? "1" : "0"};
+    const Step step =
+        model_.Acquire(name_, owner_, lease_, fresh_, queue_, options_);
+    const backend::Call call = step.Views();
     const SteadyClock::time_point start = SteadyClock::now();
-    const backend::WaitReplicas* sync = ReplicaWait(replica_sync_);
+    const backend::WaitReplicas* sync = ReplicaWait(options_.replica_sync);
     backend.RunAsync(
-        internal::kAcquireScript, AcquireKeys(keys), args,
+        step.script, call.keys, call.args,
         AttemptDeadline(policy, lease_, deadline_, ReplicaTime(sync)),
         Resend::kIfDropped,
         FailFast(policy, backend.nodes(), backend.quorum(), sync),
@@ -650,9 +641,9 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
                  SteadyClock::time_point start) {
     if (phase_ == Phase::kDone) return;
     std::vector<bool> undo;
-    const backend::WaitReplicas* sync = ReplicaWait(replica_sync_);
+    const backend::WaitReplicas* sync = ReplicaWait(options_.replica_sync);
     Attempt a = Evaluate(env_, answers, start, lease_, fresh_, sync, &undo);
-    Undo(env_, name_, owner_, fresh_, undo,
+    Undo(env_, model_, name_, owner_, fresh_, undo,
          AttemptDeadline(env_.policy(), lease_, deadline_, ReplicaTime(sync)),
          /*async=*/true);
     OnAttempt(std::move(a));
@@ -697,10 +688,12 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
     absl::Duration sleep = absl::Milliseconds(last_.min_pttl_ms + 1);
     if (last_.min_pttl_ms < 0) {
       // No lease: a lock set by hand, or not a lock at all (bounded either
-      // way: FailedPrecondition, or a re-check every kNoLeaseRecheck).
+      // way: FailedPrecondition, or a re-check every kNoLeaseRecheck); or
+      // (a queue) nothing else to wait for.
       sleep = kNoLeaseRecheck;
       if (n == 1) CheckIsALock();
     }
+    sleep = std::min(sleep, model_.max_sleep());
     phase_ = Phase::kWaiting;
     timer_->At(Earliest(deadline_, Deadline::After(sleep)),
                [self = shared_from_this()] {
@@ -712,7 +705,7 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
   void Subscribe() {
     std::weak_ptr<AcquireMachine> weak = weak_from_this();
     sub_ = env_.backend().Subscribe(
-        UnlockChannel(name_), pubsub::WakePolicy::kWakeOne, /*waiter=*/"",
+        model_.WaitChannel(name_, owner_), model_.wake_policy(), /*waiter=*/"",
         [weak] {
           if (std::shared_ptr<AcquireMachine> self = weak.lock()) self->Look();
         });
@@ -805,9 +798,10 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
   const std::string owner_;
   const absl::Duration lease_;
   const bool fresh_;
-  const backend::WaitReplicas replica_sync_;
-  const std::string token_key_;
+  const LockModel& model_;
+  const AcquireOptions options_;
   const Deadline deadline_;
+  const bool queue_;  // the caller may wait (see LockModel::Acquire)
   Done done_;
   const std::unique_ptr<backend::Timer> timer_;
   std::unique_ptr<backend::Waiter> sub_;
@@ -852,14 +846,14 @@ absl::Status WaitForLock(LockEnv& env, const std::string& name,
 
 // On success, `*grant` is the winning acquire's. The first attempt runs on
 // the calling thread (on an idle connection, with its own I/O); a lock found
-// held is waited for by WaitForLock().
+// held is waited for by WaitForLock(). `queue`: the caller may wait.
 absl::Status AcquireLoop(LockEnv& env, const std::string& name,
                          const OwnerId& by, const AcquirePlan& plan,
-                         Deadline deadline, Grant* grant) {
+                         Deadline deadline, bool queue, Grant* grant) {
   const std::string owner = OwnerField(env.id(), by.number);
   for (int failures = 0;;) {
-    Attempt a = TryOnce(env, name, owner, plan.lease, plan.fresh, deadline,
-                        plan.sync(), plan.token_key);
+    Attempt a = TryOnce(env, *plan.model, plan.options, name, owner, plan.lease,
+                        plan.fresh, queue, deadline, plan.sync());
     if (a.kind == Attempt::kAcquired) {
       *grant = Grant{a.start, a.token};
       return absl::OkStatus();
@@ -872,6 +866,27 @@ absl::Status AcquireLoop(LockEnv& env, const std::string& name,
         RetryAfter(env.policy(), env.backend(), ++failures, a, deadline);
     if (!delay.ok()) return delay.status();
     absl::SleepFor(*delay);
+  }
+}
+
+// A waiter that gave up leaves the lock's queue, if its type has one: sent
+// at once, and (`wait`) awaited for at most kMinAttemptTime, so that the
+// queue no longer holds it when the failed call returns.
+void LeaveQueue(LockEnv& env, const std::string& name, const OwnerId& by,
+                const AcquirePlan& plan, bool wait) {
+  const absl::optional<Step> step =
+      plan.model->Leave(name, OwnerField(env.id(), by.number), plan.options,
+                        env.backend().publish_command());
+  if (!step.has_value()) return;
+  const backend::Call call = step->Views();
+  const Deadline deadline = Deadline::After(kMinAttemptTime);
+  if (wait) {
+    env.backend().Run(step->script, call.keys, call.args, deadline,
+                      Resend::kIfDropped);
+  } else {
+    env.backend().RunAsync(step->script, call.keys, call.args, deadline,
+                           Resend::kIfDropped, nullptr,
+                           [](const std::vector<backend::Answer>&) {});
   }
 }
 
@@ -894,8 +909,13 @@ absl::Status Acquire(LockEnv& env, const std::string& name, const OwnerId& by,
     return absl::OkStatus();
   }
   Grant grant;
-  absl::Status s = AcquireLoop(env, name, by, *plan, deadline, &grant);
-  if (!s.ok()) return Annotate(s, "acquire", name, env.policy().noun);
+  // A call that may not wait leaves no trace in a queue.
+  const bool queue = !deadline.Expired();
+  absl::Status s = AcquireLoop(env, name, by, *plan, deadline, queue, &grant);
+  if (!s.ok()) {
+    if (queue) LeaveQueue(env, name, by, *plan, /*wait=*/true);
+    return Annotate(s, "acquire", name, env.policy().noun);
+  }
   // Registered (and, for a watchdog lease, renewed from now on) before
   // Acquire() returns.
   if (plan->fresh && by.thread) env.OnFreshHold();
@@ -911,7 +931,7 @@ namespace {
 struct ReleaseCall {
   std::string owner;
   std::string lease_ms;
-  std::string channel;
+  const LockModel* model = nullptr;
   absl::optional<Hold> hold;
   bool outermost = false;
   Deadline deadline = Deadline::Never();
@@ -920,7 +940,7 @@ struct ReleaseCall {
 
 // Starts a release (stops renewal of a final one): what to send.
 ReleaseCall BeginReleaseCall(LockEnv& env, const std::string& name,
-                             const OwnerId& by) {
+                             const OwnerId& by, LockKind kind) {
   ReleaseCall c;
   c.owner = OwnerField(env.id(), by.number);
   // A final release stops renewal before the script is sent, whatever its
@@ -937,7 +957,9 @@ ReleaseCall BeginReleaseCall(LockEnv& env, const std::string& name,
   // one may not (counting down twice would free the lock early).
   c.outermost = c.hold.has_value() && c.hold->count <= 1;
   c.resend = c.outermost ? Resend::kIfDropped : Resend::kNever;
-  c.channel = UnlockChannel(name);
+  // The hold's own lock type, should the handle's differ.
+  c.model =
+      &ModelOf(c.hold.has_value() ? static_cast<LockKind>(c.hold->kind) : kind);
   c.deadline = env.backend().nodes() == 1
                    ? Deadline::Never()
                    : Deadline::After(env.policy().command_timeout);
@@ -1053,7 +1075,8 @@ absl::Status FinishRelease(LockEnv& env, const std::string& name,
 
 }  // namespace
 
-absl::Status Release(LockEnv& env, const std::string& name, const OwnerId& by) {
+absl::Status Release(LockEnv& env, const std::string& name, const OwnerId& by,
+                     LockKind kind) {
   if (absl::Status s = env.CheckOpen(); !s.ok()) {
     return Annotate(s, "release", name, env.policy().noun);
   }
@@ -1061,20 +1084,21 @@ absl::Status Release(LockEnv& env, const std::string& name, const OwnerId& by) {
   if (by.thread && env.holds().TryLocalRelease(name, by.number)) {
     return absl::OkStatus();
   }
-  const ReleaseCall call = BeginReleaseCall(env, name, by);
-  const absl::string_view keys[] = {name, call.channel};
-  const absl::string_view args[] = {kUnlockMessage, call.lease_ms, call.owner,
-                                    env.backend().publish_command()};
+  const ReleaseCall call = BeginReleaseCall(env, name, by, kind);
+  const absl::string_view publish = env.backend().publish_command();
+  const Step step =
+      call.model->Release(name, call.owner, call.lease_ms, publish);
+  const backend::Call views = step.Views();
   std::vector<backend::Answer> answers = env.backend().Run(
-      internal::kReleaseScript, keys, args, call.deadline, call.resend);
+      step.script, views.keys, views.args, call.deadline, call.resend);
   bool release_all = false, freed_all = false;
   absl::Status s =
       JudgeRelease(env, name, by, call, answers, &release_all, &freed_all);
   if (!release_all) return s;
-  const absl::string_view all_args[] = {kUnlockMessage, call.owner,
-                                        env.backend().publish_command()};
+  const Step all_step = call.model->ReleaseAll(name, call.owner, publish);
+  const backend::Call all_views = all_step.Views();
   std::vector<backend::Answer> all =
-      env.backend().Run(internal::kReleaseAllScript, keys, all_args,
+      env.backend().Run(all_step.script, all_views.keys, all_views.args,
                         call.deadline, Resend::kNever);
   return FinishRelease(env, name, by, all, freed_all);
 }
@@ -1091,7 +1115,9 @@ void AcquireAsync(LockEnv& env, std::shared_ptr<void> keep,
   std::make_shared<AcquireMachine>(
       env, name, by, *plan, deadline,
       [&env, keep = std::move(keep), name, by, plan = *plan,
+       queue = !deadline.Expired(),
        done = std::move(done)](const absl::Status& s, const Grant& grant) {
+        if (!s.ok() && queue) LeaveQueue(env, name, by, plan, /*wait=*/false);
         absl::Status result =
             s.ok() ? RegisterHold(env, name, by, plan, grant.sent_at,
                                   /*async=*/true)
@@ -1103,7 +1129,7 @@ void AcquireAsync(LockEnv& env, std::shared_ptr<void> keep,
 }
 
 void ReleaseAsync(LockEnv& env, std::shared_ptr<void> keep,
-                  const std::string& name, const OwnerId& by,
+                  const std::string& name, const OwnerId& by, LockKind kind,
                   std::function<void(absl::Status)> done) {
   if (absl::Status s = CheckAsyncOwner(env, name, by, "release"); !s.ok()) {
     return done(s);
@@ -1111,13 +1137,13 @@ void ReleaseAsync(LockEnv& env, std::shared_ptr<void> keep,
   if (absl::Status s = env.CheckOpen(); !s.ok()) {
     return done(Annotate(s, "release", name, env.policy().noun));
   }
-  auto call =
-      std::make_shared<const ReleaseCall>(BeginReleaseCall(env, name, by));
-  const absl::string_view keys[] = {name, call->channel};
-  const absl::string_view args[] = {kUnlockMessage, call->lease_ms, call->owner,
-                                    env.backend().publish_command()};
+  auto call = std::make_shared<const ReleaseCall>(
+      BeginReleaseCall(env, name, by, kind));
+  const Step step = call->model->Release(name, call->owner, call->lease_ms,
+                                         env.backend().publish_command());
+  const backend::Call views = step.Views();
   env.backend().RunAsync(
-      internal::kReleaseScript, keys, args, call->deadline, call->resend,
+      step.script, views.keys, views.args, call->deadline, call->resend,
       nullptr,
       [&env, keep = std::move(keep), name, by, call,
        done = std::move(done)](const std::vector<backend::Answer>& answers) {
@@ -1125,11 +1151,11 @@ void ReleaseAsync(LockEnv& env, std::shared_ptr<void> keep,
         absl::Status s = JudgeRelease(env, name, by, *call, answers,
                                       &release_all, &freed_all);
         if (!release_all) return done(s);
-        const absl::string_view keys[] = {name, call->channel};
-        const absl::string_view all_args[] = {kUnlockMessage, call->owner,
-                                              env.backend().publish_command()};
+        const Step all_step = call->model->ReleaseAll(
+            name, call->owner, env.backend().publish_command());
+        const backend::Call all_views = all_step.Views();
         env.backend().RunAsync(
-            internal::kReleaseAllScript, keys, all_args, call->deadline,
+            all_step.script, all_views.keys, all_views.args, call->deadline,
             Resend::kNever, nullptr,
             [&env, keep, name, by, freed_all,
              done](const std::vector<backend::Answer>& all) {
@@ -1241,13 +1267,19 @@ absl::StatusOr<SteadyClock::time_point> SafeUntil(LockEnv& env,
   return safe_until;
 }
 
-absl::StatusOr<bool> ForceRelease(LockEnv& env, const std::string& name) {
+absl::StatusOr<bool> ForceRelease(LockEnv& env, const std::string& name,
+                                  LockKind kind) {
   if (absl::Status s = env.CheckOpen(); !s.ok()) {
     return Annotate(s, "force-release", name);
   }
+  const Step step =
+      ModelOf(kind).ForceRelease(name, env.backend().publish_command());
+  const backend::Call views = step.Views();
   absl::StatusOr<redis::Reply> r =
-      RunScript(env, internal::kForceReleaseScript, {name, UnlockChannel(name)},
-                {kUnlockMessage, env.backend().publish_command()});
+      std::move(env.backend()
+                    .Run(step.script, views.keys, views.args, Deadline::Never(),
+                         Resend::kNever)[0]
+                    .reply);
   if (!r.ok()) return Annotate(r.status(), "force-release", name);
   if (internal::IsUnpublished(*r)) {
     return Annotate(internal::UnpublishedStatus("force_release script", *r),
@@ -1386,50 +1418,62 @@ watchdog::RenewResult RenewHolds(LockEnv& env,
   return out;
 }
 
+namespace {
+
+// Call `i` of a release-all batch, over every node: OK on a quorum, else the
+// error (on several nodes, where it was released and what the others said).
+absl::Status ReleaseResult(backend::Backend& backend,
+                           const backend::BatchReplies& batches, size_t i) {
+  const size_t n = backend.nodes();
+  size_t released = 0;
+  std::vector<std::string> failures;
+  absl::Status first;
+  for (size_t node = 0; node < n; ++node) {
+    absl::Status s =
+        batches[node][i].ok()
+            ? internal::ReleaseAllResult(*batches[node][i], "release on close")
+            : batches[node][i].status();
+    if (s.ok()) {
+      ++released;
+    } else {
+      failures.push_back(
+          absl::StrCat(backend.node_name(node), ": ", s.message()));
+      if (first.ok()) first = std::move(s);
+    }
+  }
+  if (released >= backend.quorum()) return absl::OkStatus();
+  if (n == 1) return first;
+  return absl::UnavailableError(
+      absl::StrCat("released on only ", released,
+                   " masters: ", absl::StrJoin(failures, "; ")));
+}
+
+}  // namespace
+
 std::vector<absl::Status> ReleaseHolds(
     LockEnv& env, const std::vector<std::pair<HoldRegistry::Key, Hold>>& held,
     Deadline deadline) {
   backend::Backend& backend = env.backend();
-  std::vector<std::string> channels;
-  channels.reserve(held.size());
-  std::vector<backend::Call> calls(held.size());
-  for (size_t i = 0; i < held.size(); ++i) {
-    const std::string& name = held[i].first.first;
-    channels.push_back(UnlockChannel(name));
-    calls[i].keys = {name, channels.back()};
-    calls[i].args = {kUnlockMessage, held[i].second.owner,
-                     backend.publish_command()};
-  }
-  std::vector<absl::Status> out;
-  if (held.empty()) return out;
-  const backend::BatchReplies batches =
-      backend.RunBatch(internal::kReleaseAllScript, calls, deadline);
-  const size_t n = backend.nodes();
-  for (size_t i = 0; i < held.size(); ++i) {
-    size_t released = 0;
-    std::vector<std::string> failures;
-    absl::Status first;
-    for (size_t node = 0; node < n; ++node) {
-      absl::Status s = batches[node][i].ok()
-                           ? internal::ReleaseAllResult(*batches[node][i],
-                                                        "release on close")
-                           : batches[node][i].status();
-      if (s.ok()) {
-        ++released;
-      } else {
-        failures.push_back(
-            absl::StrCat(backend.node_name(node), ": ", s.message()));
-        if (first.ok()) first = std::move(s);
-      }
+  std::vector<absl::Status> out(held.size());
+  // One batch per lock type: release_all's script differs.
+  for (const LockKind kind : {LockKind::kReentrant, LockKind::kFair}) {
+    std::vector<size_t> which;  // indexes into `held`
+    std::vector<Step> steps;
+    std::vector<backend::Call> calls;
+    for (size_t i = 0; i < held.size(); ++i) {
+      if (static_cast<LockKind>(held[i].second.kind) != kind) continue;
+      which.push_back(i);
+      steps.push_back(ModelOf(kind).ReleaseAll(held[i].first.first,
+                                               held[i].second.owner,
+                                               backend.publish_command()));
     }
-    if (released >= backend.quorum()) {
-      out.push_back(absl::OkStatus());
-    } else if (n == 1) {
-      out.push_back(std::move(first));
-    } else {
-      out.push_back(absl::UnavailableError(
-          absl::StrCat("released on only ", released,
-                       " masters: ", absl::StrJoin(failures, "; "))));
+    if (steps.empty()) continue;
+    calls.reserve(steps.size());
+    for (const Step& step : steps) calls.push_back(step.Views());
+    const backend::BatchReplies batches =
+        backend.RunBatch(steps[0].script, calls, deadline);
+    for (size_t k = 0; k < which.size(); ++k) {
+      out[which[k]] = ReleaseResult(backend, batches, k);
     }
   }
   return out;

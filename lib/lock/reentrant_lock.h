@@ -19,6 +19,7 @@
 #include "lib/backend/backend.h"
 #include "lib/common/deadline.h"
 #include "lib/lock/lock_env.h"
+#include "lib/lock/lock_model.h"
 #include "lib/lock/owner.h"
 #include "lib/watchdog/watchdog.h"
 #include "relock/options.h"
@@ -33,20 +34,6 @@ absl::Status ValidateName(const std::string& name);
 // `sync` suits a client whose command_timeout is `command_timeout`.
 absl::Status ValidateReplicaSync(const ReplicaSync& sync,
                                  absl::Duration command_timeout);
-
-// How one lock's acquires are sent (relock::LockOptions over the client's
-// defaults).
-struct AcquireOptions {
-  // With replicas > 0: each attempt's script is followed by this WAIT in the
-  // same round trip, and a node whose replicas did not acknowledge the
-  // acquire in time counts as not acquired: what it took is undone, and the
-  // node's error is Unavailable.
-  backend::WaitReplicas replica_sync;
-  // A fenced lock (Redisson's RFencedLock): every acquisition, re-entries
-  // included, also increments the counter TokenKey(name) in the same script
-  // and hands on its new value, the fencing token.
-  bool fenced = false;
-};
 
 // An acquire's outcome: its status and, for a fenced acquire that succeeded,
 // the fencing token (else -1).
@@ -64,7 +51,9 @@ using AcquireDone = std::function<void(absl::Status, int64_t token)>;
 absl::Status Acquire(LockEnv& env, const std::string& name, const OwnerId& by,
                      absl::optional<absl::Duration> lease, Deadline deadline,
                      const AcquireOptions& options, int64_t* token = nullptr);
-absl::Status Release(LockEnv& env, const std::string& name, const OwnerId& by);
+// `kind`: the handle's lock type (a hold's own type takes precedence).
+absl::Status Release(LockEnv& env, const std::string& name, const OwnerId& by,
+                     LockKind kind = LockKind::kReentrant);
 
 // Acquire() and Release() without blocking, for an explicit owner (a thread
 // owner is InvalidArgument): `done` runs once, on the client's event loop
@@ -75,13 +64,14 @@ void AcquireAsync(LockEnv& env, std::shared_ptr<void> keep,
                   absl::optional<absl::Duration> lease, Deadline deadline,
                   const AcquireOptions& options, AcquireDone done);
 void ReleaseAsync(LockEnv& env, std::shared_ptr<void> keep,
-                  const std::string& name, const OwnerId& by,
+                  const std::string& name, const OwnerId& by, LockKind kind,
                   std::function<void(absl::Status)> done);
 // Sets `by`'s hold of `name` to a new explicit lease on a quorum of nodes
 // (Redlock's Extend); the watchdog stops renewing it.
 absl::Status Extend(LockEnv& env, const std::string& name, const OwnerId& by,
                     absl::Duration lease);
-absl::StatusOr<bool> ForceRelease(LockEnv& env, const std::string& name);
+absl::StatusOr<bool> ForceRelease(LockEnv& env, const std::string& name,
+                                  LockKind kind = LockKind::kReentrant);
 // Until when `by` may assume it holds `name` (see Lock::SafeUntil()).
 absl::StatusOr<SteadyClock::time_point> SafeUntil(LockEnv& env,
                                                   const std::string& name,

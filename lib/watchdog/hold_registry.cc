@@ -39,7 +39,7 @@ void HoldRegistry::OnTimer(const Key& key, uint64_t hold_id) {
 void HoldRegistry::OnAcquired(const std::string& name, uint64_t thread,
                               const std::string& owner, bool watchdog,
                               absl::Duration lease,
-                              SteadyClock::time_point sent_at) {
+                              SteadyClock::time_point sent_at, uint8_t kind) {
   const Key key(name, thread);
   MutexLock lock(&mu_);
   Hold& h = holds_[key];
@@ -49,6 +49,7 @@ void HoldRegistry::OnAcquired(const std::string& name, uint64_t thread,
     h = Hold();
     h.owner = owner;
     h.hold_id = next_hold_id_++;
+    h.kind = kind;
   }
   ++h.count;
   const SteadyClock::time_point end =

@@ -58,6 +58,9 @@ struct Hold {
   bool lost = false;     // reported lost; Release() says so
   bool expired = false;  // explicit lease ran out; Release() says so
   uint64_t hold_id = 0;  // changes whenever a hold starts from zero
+  // The lock type (lib/lock/lock_model.h's LockKind), opaque here: which
+  // scripts release the hold.
+  uint8_t kind = 0;
   absl::Duration lease;
   SteadyClock::time_point acked_at;
   timer::TimerId timer = 0;  // explicit holds: lease end, then retention end
@@ -110,7 +113,7 @@ class HoldRegistry {
   // ended one) or adds to the existing one (see the lease rules above).
   void OnAcquired(const std::string& name, uint64_t thread,
                   const std::string& owner, bool watchdog, absl::Duration lease,
-                  SteadyClock::time_point sent_at);
+                  SteadyClock::time_point sent_at, uint8_t kind = 0);
   // A re-entry without a round trip: if `thread` has a live watchdog hold of
   // `name` still being renewed whose lease is known to last beyond
   // `safe_after` (acked_at + lease - drift), counts one more hold locally

@@ -138,6 +138,9 @@ struct HarnessOptions {
   // FencedLocks instead of Locks: every acquisition logs its token, and the
   // checker requires tokens to grow in acquisition order.
   bool fenced = false;
+  // FairLocks instead of Locks (the same checks: exclusion, hand-off, loss
+  // reports).
+  bool fair = false;
   absl::Duration cluster_node_timeout = absl::ZeroDuration();
 };
 
@@ -308,6 +311,7 @@ class Coordinator {
     c.threads = o_.threads;
     c.locks = o_.locks;
     c.fenced = o_.fenced;
+    c.fair = o_.fair;
     c.prefix = kPrefix;
     c.lease_ms = absl::ToInt64Milliseconds(o_.lease);
     c.wait_ms = absl::ToInt64Milliseconds(o_.acquire_wait);

@@ -75,6 +75,8 @@ struct WorkerConfig {
   int locks = 3;
   // FencedLocks (every acquisition logs its token) instead of Locks.
   bool fenced = false;
+  // FairLocks (relock/fair_lock.h) instead of Locks.
+  bool fair = false;
   std::string prefix = "harness:";
   int64_t lease_ms = 1500;
   int64_t wait_ms = 2000;
@@ -99,6 +101,7 @@ struct WorkerConfig {
             absl::StrCat("threads=", threads),
             absl::StrCat("locks=", locks),
             absl::StrCat("fenced=", fenced ? 1 : 0),
+            absl::StrCat("fair=", fair ? 1 : 0),
             absl::StrCat("prefix=", prefix),
             absl::StrCat("lease_ms=", lease_ms),
             absl::StrCat("wait_ms=", wait_ms),
@@ -141,6 +144,9 @@ struct WorkerConfig {
         ok = absl::SimpleAtoi(value, &locks);
       } else if (key == "fenced") {
         fenced = value == "1";
+        ok = value == "0" || value == "1";
+      } else if (key == "fair") {
+        fair = value == "1";
         ok = value == "0" || value == "1";
       } else if (key == "prefix") {
         prefix = value;
@@ -558,6 +564,13 @@ class Worker {
       if (config_.fenced) {
         fenced.push_back(client.GetFencedLock(name));
         locks.push_back(fenced.back());
+      } else if (config_.fair) {
+        // A queue wait of two leases: a killed worker's queued waiters hold
+        // the queue up that long past their turn at most (the default, 5
+        // minutes, would stall the run).
+        FairLockOptions fair;
+        fair.queue_wait = absl::Milliseconds(2 * config_.lease_ms);
+        locks.push_back(client.GetFairLock(name, fair));  // a Lock handle
       } else {
         locks.push_back(client.GetLock(name));
       }

@@ -1,0 +1,103 @@
+#include "lib/lock/fair_lock.h"
+
+#include "absl/strings/str_cat.h"
+#include "lib/lock/owner.h"
+
+namespace relock {
+namespace lock {
+namespace {
+
+// A waiter re-checks at least this often even when no message came and the
+// waiter ahead of it is not due yet: a waiter that moved up to the head
+// while it slept (its hint was the deadline of the waiter ahead) notices a
+// holder that crashed (its lease ends without an unlock message) within it.
+constexpr absl::Duration kMaxFairSleep = absl::Seconds(30);
+
+std::string Millis(absl::Duration d) {
+  return absl::StrCat(absl::ToInt64Milliseconds(d));
+}
+
+class Fair final : public LockModel {
+ public:
+  LockKind kind() const override { return LockKind::kFair; }
+
+  Step Acquire(const std::string& name, const std::string& owner,
+               absl::Duration lease, bool fresh, bool queue,
+               const AcquireOptions& options) const override {
+    return Step{internal::kFairAcquireScript,
+                {name, FairQueueKey(name), FairTimeoutKey(name)},
+                {Millis(lease), owner, Millis(options.queue_wait),
+                 fresh ? "1" : "0", queue ? "1" : "0"}};
+  }
+
+  Step Release(const std::string& name, const std::string& owner,
+               const std::string& lease_ms,
+               absl::string_view publish) const override {
+    return Step{
+        internal::kFairReleaseScript,
+        Keys(name),
+        {std::string(kUnlockMessage), lease_ms, owner, std::string(publish)}};
+  }
+
+  Step ReleaseAll(const std::string& name, const std::string& owner,
+                  absl::string_view publish) const override {
+    return Step{internal::kFairReleaseAllScript,
+                Keys(name),
+                {std::string(kUnlockMessage), owner, std::string(publish)}};
+  }
+
+  Step ForceRelease(const std::string& name,
+                    absl::string_view publish) const override {
+    return Step{internal::kFairForceReleaseScript,
+                Keys(name),
+                {std::string(kUnlockMessage), std::string(publish)}};
+  }
+
+  absl::optional<Step> Leave(const std::string& name, const std::string& owner,
+                             const AcquireOptions& options,
+                             absl::string_view publish) const override {
+    return Step{internal::kFairLeaveScript,
+                Keys(name),
+                {owner, Millis(options.queue_wait), std::string(kUnlockMessage),
+                 std::string(publish)}};
+  }
+
+  std::string WaitChannel(const std::string& name,
+                          const std::string& owner) const override {
+    return FairWaitChannel(name, owner);
+  }
+  pubsub::WakePolicy wake_policy() const override {
+    return pubsub::WakePolicy::kWakeOne;
+  }
+  absl::Duration max_sleep() const override { return kMaxFairSleep; }
+
+ private:
+  // The lock, its queue, its deadlines and its unlock channel.
+  static std::vector<std::string> Keys(const std::string& name) {
+    return {name, FairQueueKey(name), FairTimeoutKey(name),
+            UnlockChannel(name)};
+  }
+};
+
+}  // namespace
+
+std::string FairQueueKey(absl::string_view lock_name) {
+  return PrefixName("redisson_lock_queue", lock_name);
+}
+
+std::string FairTimeoutKey(absl::string_view lock_name) {
+  return PrefixName("redisson_lock_timeout", lock_name);
+}
+
+std::string FairWaitChannel(absl::string_view lock_name,
+                            absl::string_view owner) {
+  return absl::StrCat(UnlockChannel(lock_name), ":", owner);
+}
+
+const LockModel& FairModel() {
+  static const Fair* const kModel = new Fair();
+  return *kModel;
+}
+
+}  // namespace lock
+}  // namespace relock

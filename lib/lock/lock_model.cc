@@ -1,0 +1,91 @@
+#include "lib/lock/lock_model.h"
+
+#include "absl/strings/str_cat.h"
+#include "lib/lock/fair_lock.h"
+#include "lib/lock/owner.h"
+
+namespace relock {
+namespace lock {
+namespace {
+
+// Redisson's RLock: the hash, and one channel whose unlock message wakes one
+// waiter per client.
+class Reentrant final : public LockModel {
+ public:
+  LockKind kind() const override { return LockKind::kReentrant; }
+
+  Step Acquire(const std::string& name, const std::string& owner,
+               absl::Duration lease, bool fresh, bool /*queue*/,
+               const AcquireOptions& options) const override {
+    Step step{internal::kAcquireScript, {name}, {}};
+    if (options.fenced) step.keys.push_back(TokenKey(name));
+    step.args = {absl::StrCat(absl::ToInt64Milliseconds(lease)), owner,
+                 fresh ? "1" : "0"};
+    return step;
+  }
+
+  Step Release(const std::string& name, const std::string& owner,
+               const std::string& lease_ms,
+               absl::string_view publish) const override {
+    return Step{
+        internal::kReleaseScript,
+        {name, UnlockChannel(name)},
+        {std::string(kUnlockMessage), lease_ms, owner, std::string(publish)}};
+  }
+
+  Step ReleaseAll(const std::string& name, const std::string& owner,
+                  absl::string_view publish) const override {
+    return Step{internal::kReleaseAllScript,
+                {name, UnlockChannel(name)},
+                {std::string(kUnlockMessage), owner, std::string(publish)}};
+  }
+
+  Step ForceRelease(const std::string& name,
+                    absl::string_view publish) const override {
+    return Step{internal::kForceReleaseScript,
+                {name, UnlockChannel(name)},
+                {std::string(kUnlockMessage), std::string(publish)}};
+  }
+
+  absl::optional<Step> Leave(const std::string&, const std::string&,
+                             const AcquireOptions&,
+                             absl::string_view) const override {
+    return absl::nullopt;  // no queue
+  }
+
+  std::string WaitChannel(const std::string& name,
+                          const std::string& /*owner*/) const override {
+    return UnlockChannel(name);
+  }
+  pubsub::WakePolicy wake_policy() const override {
+    return pubsub::WakePolicy::kWakeOne;
+  }
+  absl::Duration max_sleep() const override { return absl::InfiniteDuration(); }
+};
+
+}  // namespace
+
+backend::Call Step::Views() const {
+  backend::Call call;
+  call.keys.assign(keys.begin(), keys.end());
+  call.args.assign(args.begin(), args.end());
+  return call;
+}
+
+const LockModel& ReentrantModel() {
+  static const Reentrant* const kModel = new Reentrant();
+  return *kModel;
+}
+
+const LockModel& ModelOf(LockKind kind) {
+  switch (kind) {
+    case LockKind::kFair:
+      return FairModel();
+    case LockKind::kReentrant:
+      break;
+  }
+  return ReentrantModel();
+}
+
+}  // namespace lock
+}  // namespace relock

@@ -1,0 +1,115 @@
+// What one lock type sends to Redis: the script call of each step of the
+// algorithms in lib/lock/reentrant_lock.cc (acquire, release, release all,
+// force release, leaving a queue) and where its waiters listen. The
+// algorithms (attempts, notified waits, hand-off, undo, local re-entry, the
+// watchdog's renewals, loss reports) are shared by every lock type; a lock
+// type is its scripts (lua/) plus one LockModel.
+//
+//   type       | model                    | scripts
+//   -----------+--------------------------+---------------------------------
+//   reentrant  | ReentrantModel() (here)  | acquire, release, release_all,
+//              |                          | force_release
+//   fair       | FairModel() (fair_lock)  | fair_acquire, fair_release,
+//              |                          | fair_release_all, fair_leave,
+//              |                          | fair_force_release
+
+#ifndef RELOCK_LIB_LOCK_LOCK_MODEL_H_
+#define RELOCK_LIB_LOCK_LOCK_MODEL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/optional.h"
+#include "lib/backend/backend.h"
+#include "lib/lock/lock_scripts.h"
+#include "lib/pubsub/subscriber.h"
+
+namespace relock {
+namespace lock {
+
+// The lock types; a hold remembers its type (Hold::kind) so that a closing
+// client releases it with the right script.
+enum class LockKind : uint8_t {
+  kReentrant = 0,  // relock::Lock, FencedLock (Redisson's RLock)
+  kFair = 1,       // relock::FairLock (Redisson's RFairLock)
+};
+
+// Redisson's default threadWaitTime: how long past its expected turn a fair
+// lock's waiter keeps its place in the queue.
+inline constexpr absl::Duration kDefaultQueueWait = absl::Minutes(5);
+
+// How one lock's acquires are sent (relock::LockOptions over the client's
+// defaults).
+struct AcquireOptions {
+  // With replicas > 0: each attempt's script is followed by this WAIT in the
+  // same round trip, and a node whose replicas did not acknowledge the
+  // acquire in time counts as not acquired: what it took is undone, and the
+  // node's error is Unavailable.
+  backend::WaitReplicas replica_sync;
+  // A fenced lock (Redisson's RFencedLock): every acquisition, re-entries
+  // included, also increments the counter TokenKey(name) in the same script
+  // and hands on its new value, the fencing token. Reentrant locks only.
+  bool fenced = false;
+  LockKind kind = LockKind::kReentrant;
+  // A fair lock's queue wait (see relock/fair_lock.h).
+  absl::Duration queue_wait = kDefaultQueueWait;
+};
+
+// One script call: the script and its keys and arguments.
+struct Step {
+  internal::ScriptId script;
+  std::vector<std::string> keys;
+  std::vector<std::string> args;
+
+  // Views of the keys and arguments, as the backend takes them; valid while
+  // this step lives.
+  backend::Call Views() const;
+};
+
+class LockModel {
+ public:
+  virtual ~LockModel() = default;
+
+  virtual LockKind kind() const = 0;
+  // One acquire attempt by `owner`. `fresh`: the owner holds no hold of its
+  // own yet. `queue`: the caller will wait if it does not get the lock (a
+  // queueing lock type then keeps its place; else the attempt leaves no
+  // trace).
+  virtual Step Acquire(const std::string& name, const std::string& owner,
+                       absl::Duration lease, bool fresh, bool queue,
+                       const AcquireOptions& options) const = 0;
+  // One release by `owner`; `lease_ms`: the lease to set when holds remain
+  // ("0": keep the TTL).
+  virtual Step Release(const std::string& name, const std::string& owner,
+                       const std::string& lease_ms,
+                       absl::string_view publish) const = 0;
+  // Every hold of `owner` (a closing client; an undo).
+  virtual Step ReleaseAll(const std::string& name, const std::string& owner,
+                          absl::string_view publish) const = 0;
+  // Frees the lock whoever holds it.
+  virtual Step ForceRelease(const std::string& name,
+                            absl::string_view publish) const = 0;
+  // What a waiter that gives up sends, if the lock type queues its waiters.
+  virtual absl::optional<Step> Leave(const std::string& name,
+                                     const std::string& owner,
+                                     const AcquireOptions& options,
+                                     absl::string_view publish) const = 0;
+  // The channel `owner`'s wait listens on, and how its messages wake.
+  virtual std::string WaitChannel(const std::string& name,
+                                  const std::string& owner) const = 0;
+  virtual pubsub::WakePolicy wake_policy() const = 0;
+  // The longest a waiter that no message woke sleeps before it re-checks
+  // (besides the holder's lease end, which it always re-checks at).
+  virtual absl::Duration max_sleep() const = 0;
+};
+
+const LockModel& ReentrantModel();
+const LockModel& ModelOf(LockKind kind);
+
+}  // namespace lock
+}  // namespace relock
+
+#endif  // RELOCK_LIB_LOCK_LOCK_MODEL_H_

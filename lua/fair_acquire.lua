@@ -1,0 +1,96 @@
+-- Acquire (or re-enter) a fair lock: the lock goes to its waiters in the
+-- order they arrived. Redisson's RFairLock model (see lua/fair_lib.lua,
+-- prepended with lua/lock_lib.lua when the script is loaded): Redisson fair
+-- lock clients and relock share one queue.
+-- KEYS[1]  lock name (a hash: field = owner, value = hold count)
+-- KEYS[2]  queue "redisson_lock_queue:{N}" (a list of owners)
+-- KEYS[3]  deadlines "redisson_lock_timeout:{N}" (a sorted set)
+-- ARGV[1]  lease in milliseconds
+-- ARGV[2]  owner field "<client-id>:<thread-id>"
+-- ARGV[3]  queue wait in milliseconds (Redisson's threadWaitTime)
+-- ARGV[4]  "1" when the caller holds no hold of its own yet (as in
+--          lua/acquire.lua: the count is set to 1, absorbing a count left by
+--          an attempt whose reply was lost); else a re-entry
+-- ARGV[5]  "1": join the queue (or keep the caller's place in it) when the
+--          lock is not the caller's to take; anything else: one attempt that
+--          leaves no trace (try-lock without waiting)
+-- Returns nil when the caller now holds the lock. Otherwise how long, in
+-- milliseconds, the caller may sleep before it re-checks should no unlock
+-- message reach it: at the head of the queue, the holder's PTTL; further
+-- back, the time until the deadline of the waiter ahead; -1 when there is
+-- nothing to wait for (no TTL, or the waiter ahead is overdue).
+local now = now_ms()
+local wait = tonumber(ARGV[3])
+drop_stale(KEYS[2], KEYS[3], now)
+
+if redis.call('exists', KEYS[1]) == 0 then
+  local head = redis.call('lindex', KEYS[2], 0)
+  if (not head) or head == ARGV[2] then
+    -- The caller's turn: leave the queue, and everyone behind moves up.
+    if head then
+      redis.call('lpop', KEYS[2])
+    end
+    redis.call('zrem', KEYS[3], ARGV[2])
+    local waiters = redis.call('zrange', KEYS[3], 0, -1)
+    for i = 1, #waiters do
+      redis.call('zincrby', KEYS[3], -wait, waiters[i])
+    end
+    redis.call('hset', KEYS[1], ARGV[2], 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return nil
+  end
+elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  if ARGV[4] == '1' then
+    redis.call('hset', KEYS[1], ARGV[2], 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+  else
+    redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+      redis.call('pexpire', KEYS[1], ARGV[1])
+    end
+  end
+  return nil
+end
+
+-- Not the caller's turn. The hint: the holder's PTTL at the head (it is held:
+-- a free lock with the caller at the head was taken above), else the time
+-- until the deadline of the waiter ahead.
+local function hint(ahead)
+  local left
+  if ahead then
+    left = tonumber(redis.call('zscore', KEYS[3], ahead) or '0') - now
+  else
+    left = redis.call('pttl', KEYS[1])
+  end
+  if left <= 0 then
+    return -1
+  end
+  return left
+end
+
+if ARGV[5] ~= '1' then
+  if redis.call('exists', KEYS[1]) == 1 then
+    return hint(nil)
+  end
+  return hint(redis.call('lindex', KEYS[2], -1) or nil)
+end
+
+local place = redis.call('lpos', KEYS[2], ARGV[2])
+if place and redis.call('zscore', KEYS[3], ARGV[2]) then
+  -- Queued already: keep the place.
+  if place == 0 then
+    return hint(nil)
+  end
+  return hint(redis.call('lindex', KEYS[2], place - 1))
+end
+-- Join at the tail, with the deadline of the waiter ahead (or the holder's
+-- lease end) plus the queue wait.
+leave(KEYS[2], KEYS[3], ARGV[2], nil)  -- a half entry, should there be one
+local last = redis.call('lindex', KEYS[2], -1)
+local expected = now + math.max(redis.call('pttl', KEYS[1]), 0)
+if last then
+  expected = tonumber(redis.call('zscore', KEYS[3], last) or now)
+end
+redis.call('zadd', KEYS[3], expected + wait, ARGV[2])
+redis.call('rpush', KEYS[2], ARGV[2])
+return hint(last or nil)

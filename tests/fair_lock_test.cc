@@ -1,0 +1,468 @@
+// relock::FairLock on a real redis-server: strict arrival order across 3
+// processes x 4 threads; one release wakes exactly one waiter; a killed
+// queued waiter holds up the queue only until its deadline; a waiter that
+// gives up leaves the queue at once; try_lock never queues; Redisson's own
+// fair lock scripts as a peer in the same queue (exclusion and wake-ups both
+// ways); the asynchronous calls; bad input.
+
+#include <hiredis/hiredis.h>
+
+#include <atomic>
+#include <chrono>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "relock/relock.h"
+#include "tests/redisson_scripts.h"
+#include "tests/test_util.h"
+#include "tests/testing/child_process.h"
+
+namespace relock {
+namespace {
+
+using ::relock::testing::Calls;
+using ::relock::testing::ChildProcess;
+using ::relock::testing::kRedissonFairAcquire;
+using ::relock::testing::kRedissonFairAcquireFailed;
+using ::relock::testing::kRedissonFairUnlock;
+using ::relock::testing::MustConnect;
+using ::relock::testing::RedisValue;
+using ::relock::testing::Stopwatch;
+using ::relock::testing::TestLockName;
+using ::testing::HasSubstr;
+
+std::string QueueKey(const std::string& name) {
+  return absl::StrCat("redisson_lock_queue:{", name, "}");
+}
+std::string TimeoutKey(const std::string& name) {
+  return absl::StrCat("redisson_lock_timeout:{", name, "}");
+}
+std::string Channel(const std::string& name) {
+  return absl::StrCat("redisson_lock__channel:{", name, "}");
+}
+
+// Waits (polling Redis) until `ready` holds, at most `timeout`.
+template <class Ready>
+bool Eventually(Ready ready, absl::Duration timeout = absl::Seconds(60)) {
+  const absl::Time end = absl::Now() + timeout;
+  while (absl::Now() < end) {
+    if (ready()) return true;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return ready();
+}
+
+class FairLockTest : public testing::RedisTest {
+ protected:
+  int64_t Integer(std::vector<std::string> argv) {
+    absl::StatusOr<RedisValue> v = redis().Command(std::move(argv));
+    return v.ok() && v->is_integer() ? v->integer : -1;
+  }
+  int64_t QueueLength(const std::string& name) {
+    return Integer({"LLEN", QueueKey(name)});
+  }
+  std::vector<std::string> List(const std::string& key) {
+    std::vector<std::string> out;
+    absl::StatusOr<RedisValue> v = redis().Command({"LRANGE", key, "0", "-1"});
+    if (v.ok()) {
+      for (const RedisValue& e : v->elements) out.push_back(e.str);
+    }
+    return out;
+  }
+  int64_t Score(const std::string& name, const std::string& owner) {
+    absl::StatusOr<RedisValue> v =
+        redis().Command({"ZSCORE", TimeoutKey(name), owner});
+    int64_t n = -1;
+    if (v.ok() && v->is_string()) (void)absl::SimpleAtoi(v->str, &n);
+    return n;
+  }
+  // The futile attempts so far: the fair acquire script calls LPOS once in
+  // each attempt that did not get the lock (and in no other case).
+  int64_t FutileAttempts() { return Calls(redis(), "lpos"); }
+};
+
+// A child: `threads` threads each take the fair lock once with lock(),
+// append their owner field (read from the lock's hash while holding it) to
+// the list `order_key`, and unlock.
+RELOCK_CHILD_MAIN(FairWaiters) {
+  int port = 0, threads = 0;
+  if (args.size() != 5 || !absl::SimpleAtoi(args[1], &port) ||
+      !absl::SimpleAtoi(args[4], &threads)) {
+    return 2;
+  }
+  ClientOptions options;
+  options.url = args[0];
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  if (!client.ok()) return 3;
+  FairLock lock = (*client)->GetFairLock(args[2]);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&] {
+      std::lock_guard<FairLock> guard(lock);
+      absl::StatusOr<RedisValue> fields =
+          testing::CommandOnPort(port, {"HKEYS", args[2]});
+      if (!fields.ok() || fields->elements.size() != 1) {
+        ++failures;
+        return;
+      }
+      if (!testing::CommandOnPort(port,
+                                  {"RPUSH", args[3], fields->elements[0].str})
+               .ok()) {
+        ++failures;
+      }
+      absl::SleepFor(absl::Milliseconds(2));
+    });
+  }
+  for (std::thread& w : workers) w.join();
+  std::cout << "done" << std::endl;
+  return failures.load() == 0 ? 0 : 4;
+}
+
+// Twelve waiters in three processes queue behind a holder; once it
+// releases, they get the lock in exactly the order in which they joined the
+// queue, and each release wakes exactly one waiter, which takes the lock:
+// no waiter makes an attempt in vain.
+TEST_F(FairLockTest, StrictArrivalOrderAcrossProcessesOneWakeUpPerRelease) {
+  constexpr int kChildren = 3;
+  constexpr int kThreads = 4;
+  constexpr int kWaiters = kChildren * kThreads;
+  std::unique_ptr<Client> client = MustConnect(redis().url());
+  ASSERT_NE(client, nullptr);
+  const std::string name = TestLockName();
+  const std::string order_key = TestLockName("order");
+  FairLock lock = client->GetFairLock(name);
+  ASSERT_TRUE(lock.Acquire().ok());
+  const int64_t futile_before = FutileAttempts();
+  std::vector<std::unique_ptr<ChildProcess>> children;
+  for (int i = 0; i < kChildren; ++i) {
+    absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Spawn(
+        "FairWaiters", {redis().url(), absl::StrCat(redis().port()), name,
+                        order_key, absl::StrCat(kThreads)});
+    ASSERT_TRUE(child.ok()) << child.status();
+    children.push_back(*std::move(child));
+  }
+  // Every waiter joined the queue (one futile attempt) and, once its
+  // subscription was confirmed, re-checked (another): then all of them sleep.
+  ASSERT_TRUE(Eventually([&] {
+    return FutileAttempts() - futile_before == 2 * kWaiters;
+  })) << FutileAttempts() - futile_before;
+  const std::vector<std::string> arrival = List(QueueKey(name));
+  ASSERT_EQ(arrival.size(), size_t{kWaiters});
+  ASSERT_TRUE(lock.Release().ok());
+  for (auto& child : children) {
+    absl::StatusOr<std::string> line = child->ReadLine(absl::Seconds(120));
+    ASSERT_TRUE(line.ok()) << line.status();
+    EXPECT_EQ(*line, "done");
+    absl::StatusOr<int> code = child->Wait(absl::Seconds(30));
+    ASSERT_TRUE(code.ok()) << code.status();
+    EXPECT_EQ(*code, 0);
+  }
+  EXPECT_EQ(List(order_key), arrival);
+  // Each of the 12 releases woke exactly the next waiter, whose one attempt
+  // took the lock (a waiter woken in vain would have made a futile one).
+  EXPECT_EQ(FutileAttempts() - futile_before, 2 * kWaiters);
+  EXPECT_EQ(QueueLength(name), 0);
+  EXPECT_EQ(Integer({"EXISTS", TimeoutKey(name)}), 0);
+  EXPECT_FALSE(lock.IsLocked().value_or(true));
+}
+
+// A child that queues for the fair lock (queue wait `args[2]` ms) and never
+// gets it before it is killed.
+RELOCK_CHILD_MAIN(FairQueuedWaiter) {
+  int64_t wait_ms = 0;
+  if (args.size() != 3 || !absl::SimpleAtoi(args[2], &wait_ms)) return 2;
+  ClientOptions options;
+  options.url = args[0];
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  if (!client.ok()) return 3;
+  FairLockOptions fair;
+  fair.queue_wait = absl::Milliseconds(wait_ms);
+  FairLock lock = (*client)->GetFairLock(args[1], fair);
+  std::cout << "waiting" << std::endl;
+  return lock.Acquire().ok() ? 0 : 4;
+}
+
+// A queued waiter is killed while the lock is held: once the holder
+// releases (waking the dead waiter), the waiter behind it gets the lock at
+// the dead one's deadline (the holder's lease end plus the queue wait, as it
+// was when it joined), on its own re-check.
+TEST_F(FairLockTest, AKilledQueuedWaiterHoldsUpTheQueueOnlyUntilItsDeadline) {
+  std::unique_ptr<Client> client = MustConnect(redis().url());
+  ASSERT_NE(client, nullptr);
+  const std::string name = TestLockName();
+  FairLockOptions fair;
+  fair.queue_wait = absl::Seconds(1);
+  FairLock lock = client->GetFairLock(name, fair);
+  ASSERT_TRUE(lock.Acquire(absl::Seconds(8)).ok());
+  absl::StatusOr<std::unique_ptr<ChildProcess>> dead =
+      ChildProcess::Spawn("FairQueuedWaiter", {redis().url(), name, "1000"});
+  ASSERT_TRUE(dead.ok()) << dead.status();
+  ASSERT_TRUE(Eventually([&] { return QueueLength(name) == 1; }));
+  const std::string dead_owner = List(QueueKey(name)).at(0);
+  ASSERT_TRUE((*dead)->Signal(SIGKILL).ok());
+  ASSERT_TRUE((*dead)->Wait(absl::Seconds(30)).ok());
+  // Its deadline: at most the lease left (8 s) plus the queue wait (1 s)
+  // after it joined.
+  const int64_t deadline_ms = Score(name, dead_owner);
+  ASSERT_GT(deadline_ms, 0);
+
+  testing::BackgroundWaiter behind(client->GetFairLock(name, fair),
+                                   absl::Seconds(60));
+  ASSERT_TRUE(Eventually([&] { return QueueLength(name) == 2; }));
+  ASSERT_TRUE(lock.Release().ok());  // wakes the dead waiter only
+  EXPECT_TRUE(behind.Join());
+  // Not before the dead waiter's deadline (on the server's clock, which the
+  // deadline is on: now is past it).
+  absl::StatusOr<RedisValue> time = redis().Command({"TIME"});
+  ASSERT_TRUE(time.ok() && time->elements.size() == 2);
+  int64_t seconds = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(time->elements[0].str, &seconds));
+  EXPECT_GE(seconds * 1000 + 1000, deadline_ms);
+  EXPECT_EQ(QueueLength(name), 0);
+}
+
+// A waiter whose wait runs out leaves the queue before TryAcquire returns;
+// the waiter behind it moves up a place (its deadline one queue wait
+// earlier). try_lock() and TryAcquire(0) fail while others wait, even on a
+// free lock, and do not queue.
+TEST_F(FairLockTest, AWaiterThatGivesUpLeavesAtOnceAndTryLockNeverQueues) {
+  std::unique_ptr<Client> client = MustConnect(redis().url());
+  ASSERT_NE(client, nullptr);
+  const std::string name = TestLockName();
+  FairLock lock = client->GetFairLock(name);
+  ASSERT_TRUE(lock.Acquire().ok());
+
+  std::thread first([&] {
+    FairLock mine = client->GetFairLock(name);
+    absl::Status s = mine.TryAcquire(absl::Seconds(5));
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+    // Gone from the queue by the time TryAcquire returned.
+    EXPECT_EQ(QueueLength(name), 1);
+  });
+  ASSERT_TRUE(Eventually([&] { return QueueLength(name) == 1; }));
+  const std::string first_owner = List(QueueKey(name)).at(0);
+  testing::BackgroundWaiter second(client->GetFairLock(name),
+                                   absl::Seconds(60));
+  ASSERT_TRUE(Eventually([&] { return QueueLength(name) == 2; }));
+  const std::string second_owner = List(QueueKey(name)).at(1);
+  const int64_t before = Score(name, second_owner);
+  first.join();
+  EXPECT_EQ(List(QueueKey(name)), std::vector<std::string>{second_owner});
+  EXPECT_EQ(Score(name, first_owner), -1);
+  EXPECT_EQ(Score(name, second_owner),
+            before - absl::ToInt64Milliseconds(absl::Minutes(5)));
+
+  // Held, with a waiter: the one-attempt calls fail and leave no trace.
+  std::thread try_locker([&] {
+    FairLock mine = client->GetFairLock(name);
+    EXPECT_FALSE(mine.try_lock());
+    EXPECT_EQ(mine.TryAcquire(absl::ZeroDuration()).code(),
+              absl::StatusCode::kDeadlineExceeded);
+  });
+  try_locker.join();
+  EXPECT_EQ(QueueLength(name), 1);
+  ASSERT_TRUE(lock.Release().ok());
+  EXPECT_TRUE(second.Join());
+  EXPECT_EQ(QueueLength(name), 0);
+}
+
+// The holder re-enters without queueing; the std surface; queries.
+TEST_F(FairLockTest, ReentersAndWorksWithTheStdSurface) {
+  std::unique_ptr<Client> client = MustConnect(redis().url());
+  ASSERT_NE(client, nullptr);
+  const std::string name = TestLockName();
+  FairLock lock = client->GetFairLock(name);
+  {
+    std::lock_guard<FairLock> outer(lock);
+    std::unique_lock<FairLock> inner(lock);
+    EXPECT_TRUE(lock.try_lock());
+    EXPECT_EQ(lock.HoldCount().value_or(-1), 3);
+    EXPECT_TRUE(lock.IsHeldByCurrentThread().value_or(false));
+    lock.unlock();
+    EXPECT_EQ(QueueLength(name), 0);
+  }
+  EXPECT_FALSE(lock.IsLocked().value_or(true));
+  EXPECT_EQ(lock.Release().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// The asynchronous calls queue and hand off in order too.
+TEST_F(FairLockTest, AsynchronousWaitersGetTheLockInArrivalOrder) {
+  std::unique_ptr<Client> client = MustConnect(redis().url());
+  ASSERT_NE(client, nullptr);
+  const std::string name = TestLockName();
+  FairLock lock = client->GetFairLock(name);
+  ASSERT_TRUE(lock.Acquire().ok());
+  constexpr int kWaiters = 5;
+  std::vector<Owner> owners;
+  std::vector<Future<absl::Status>> done;
+  for (int i = 0; i < kWaiters; ++i) {
+    owners.push_back(Owner::New());
+    done.push_back(lock.AcquireAsync(owners.back()));
+    ASSERT_TRUE(Eventually([&] { return QueueLength(name) == i + 1; }));
+  }
+  ASSERT_TRUE(lock.Release().ok());
+  for (int i = 0; i < kWaiters; ++i) {
+    ASSERT_TRUE(done[i].WaitFor(absl::Seconds(60))) << i;
+    EXPECT_TRUE(done[i].Get().ok()) << done[i].Get();
+    EXPECT_TRUE(lock.IsHeldBy(owners[i]).value_or(false)) << i;
+    // The next one waits for this one's release.
+    if (i + 1 < kWaiters) {
+      EXPECT_FALSE(done[i + 1].WaitFor(absl::ZeroDuration()));
+    }
+    ASSERT_TRUE(lock.Release(owners[i]).ok());
+  }
+  EXPECT_EQ(QueueLength(name), 0);
+}
+
+// Redisson's own fair lock scripts, run with EVAL as a foreign owner, share
+// the queue with relock: a Redisson waiter that joined first gets the lock
+// first (woken on its own channel by relock's release), and its release
+// wakes the relock waiter behind it.
+TEST_F(FairLockTest, RedissonsFairScriptsShareTheQueueInOrder) {
+  std::unique_ptr<Client> client = MustConnect(redis().url());
+  ASSERT_NE(client, nullptr);
+  const std::string name = TestLockName();
+  const std::string redisson = "7f1c0d52-redisson:42";
+  const std::string wait_ms = "300000";
+  auto now_ms = [] { return absl::StrCat(absl::ToUnixMillis(absl::Now())); };
+  auto redisson_acquire = [&] {
+    return redis().Command({"EVAL", kRedissonFairAcquire, "3", name,
+                            QueueKey(name), TimeoutKey(name), "30000", redisson,
+                            wait_ms, now_ms()});
+  };
+  FairLock lock = client->GetFairLock(name);
+  ASSERT_TRUE(lock.Acquire().ok());
+
+  // The Redisson owner queues first and listens on its own channel.
+  timeval tv{10, 0};
+  redisContext* sub = redisConnectWithTimeout("127.0.0.1", redis().port(), tv);
+  ASSERT_TRUE(sub != nullptr && sub->err == 0);
+  redisSetTimeout(sub, tv);
+  const std::string redisson_channel = Channel(name) + ":" + redisson;
+  redisReply* r = static_cast<redisReply*>(redisCommand(
+      sub, "SUBSCRIBE %b", redisson_channel.data(), redisson_channel.size()));
+  ASSERT_NE(r, nullptr);
+  freeReplyObject(r);
+  absl::StatusOr<RedisValue> queued = redisson_acquire();
+  ASSERT_TRUE(queued.ok() && queued->is_integer()) << queued.status();
+
+  // A relock waiter queues behind it.
+  auto steady_ms = [] {
+    return absl::ToInt64Milliseconds(
+        absl::FromChrono(std::chrono::steady_clock::now().time_since_epoch()));
+  };
+  std::atomic<bool> relock_got{false};
+  std::atomic<int64_t> redisson_released_at{0}, relock_got_at{0};
+  std::thread relock_waiter([&] {
+    FairLock mine = client->GetFairLock(name);
+    relock_got = mine.TryAcquire(absl::Seconds(90)).ok();
+    relock_got_at = steady_ms();
+    // Exclusion: never before the Redisson owner let go.
+    EXPECT_NE(redisson_released_at.load(), 0);
+    if (relock_got) {
+      EXPECT_TRUE(mine.Release().ok());
+    }
+  });
+  ASSERT_TRUE(Eventually([&] { return QueueLength(name) == 2; }));
+  EXPECT_EQ(List(QueueKey(name)).at(0), redisson);
+
+  // relock's release wakes the Redisson owner (the head) on its channel...
+  ASSERT_TRUE(lock.Release().ok());
+  void* raw = nullptr;
+  ASSERT_EQ(redisGetReply(sub, &raw), REDIS_OK);
+  r = static_cast<redisReply*>(raw);
+  ASSERT_EQ(r->type, REDIS_REPLY_ARRAY);
+  ASSERT_EQ(r->elements, 3u);
+  EXPECT_EQ(std::string(r->element[1]->str, r->element[1]->len),
+            redisson_channel);
+  EXPECT_EQ(std::string(r->element[2]->str), "0");
+  freeReplyObject(r);
+  redisFree(sub);
+  // ... which takes it (the relock waiter, behind it, does not).
+  absl::StatusOr<RedisValue> taken = redisson_acquire();
+  ASSERT_TRUE(taken.ok() && taken->is_nil()) << taken.status();
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_FALSE(relock_got.load());
+
+  // The Redisson owner's release wakes the relock waiter on its channel: it
+  // takes the lock well within its 30 s re-check (the wake-up did it).
+  redisson_released_at = steady_ms();
+  absl::StatusOr<RedisValue> released = redis().Command(
+      {"EVAL", kRedissonFairUnlock, "4", name, QueueKey(name), TimeoutKey(name),
+       Channel(name), "0", "30000", redisson, now_ms()});
+  ASSERT_TRUE(released.ok() && released->is_integer() && released->integer == 1)
+      << released.status();
+  relock_waiter.join();
+  EXPECT_TRUE(relock_got.load());
+  EXPECT_LT(relock_got_at.load() - redisson_released_at.load(), 20000);
+  EXPECT_EQ(QueueLength(name), 0);
+
+  // A Redisson waiter that gives up (acquireFailed) leaves relock's queue
+  // consistent: relock takes the lock at once afterwards.
+  ASSERT_TRUE(redis().Command({"HSET", name, "someone-else:1", "1"}).ok());
+  ASSERT_TRUE(redisson_acquire().ok());
+  ASSERT_EQ(QueueLength(name), 1);
+  ASSERT_TRUE(
+      redis()
+          .Command({"EVAL", kRedissonFairAcquireFailed, "2", QueueKey(name),
+                    TimeoutKey(name), redisson, wait_ms})
+          .ok());
+  EXPECT_EQ(QueueLength(name), 0);
+  ASSERT_TRUE(redis().Command({"DEL", name}).ok());
+  EXPECT_TRUE(lock.try_lock());
+  lock.unlock();
+}
+
+// ForceRelease frees the lock and wakes the head waiter; the queue stays.
+TEST_F(FairLockTest, ForceReleaseWakesTheHeadWaiter) {
+  std::unique_ptr<Client> client = MustConnect(redis().url());
+  ASSERT_NE(client, nullptr);
+  const std::string name = TestLockName();
+  FairLock lock = client->GetFairLock(name);
+  ASSERT_TRUE(redis().Command({"HSET", name, "gone-client:7", "1"}).ok());
+  ASSERT_TRUE(redis().Command({"PEXPIRE", name, "120000"}).ok());
+  testing::BackgroundWaiter waiter(client->GetFairLock(name),
+                                   absl::Seconds(60));
+  ASSERT_TRUE(Eventually([&] { return QueueLength(name) == 1; }));
+  Stopwatch watch;
+  EXPECT_TRUE(lock.ForceRelease().value_or(false));
+  EXPECT_TRUE(waiter.Join());
+  // The holder's lease had 2 minutes left: only the wake-up could end the
+  // wait this soon (re-checks without a message come every 30 s).
+  EXPECT_LT(watch.Elapsed(), absl::Seconds(20));
+}
+
+TEST_F(FairLockTest, BadInput) {
+  std::unique_ptr<Client> client = MustConnect(redis().url());
+  ASSERT_NE(client, nullptr);
+  FairLockOptions bad;
+  bad.queue_wait = absl::ZeroDuration();
+  FairLock lock = client->GetFairLock(TestLockName(), bad);
+  absl::Status s = lock.Acquire();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("queue_wait"));
+  EXPECT_EQ(lock.IsLocked().status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(client->GetFairLock("").Acquire().code(),
+            absl::StatusCode::kInvalidArgument);
+  FairLock unbound;
+  EXPECT_EQ(unbound.Acquire().code(), absl::StatusCode::kFailedPrecondition);
+  // The queue's key holding something else: a clear error, nothing touched.
+  const std::string name = TestLockName("wrongtype");
+  ASSERT_TRUE(redis().Command({"SET", QueueKey(name), "x"}).ok());
+  ASSERT_TRUE(redis().Command({"HSET", name, "other:1", "1"}).ok());
+  s = client->GetFairLock(name).TryAcquire(absl::Milliseconds(100));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+}
+
+}  // namespace
+}  // namespace relock
