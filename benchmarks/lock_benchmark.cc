@@ -1051,14 +1051,16 @@ class HandOffRound {
   std::vector<int64_t> samples_ ABSL_GUARDED_BY(mu_);
 };
 
-void BM_HandOffLatency(benchmark::State& state) {
+// BM_HandOffLatency's and BM_FairHandOffLatency's rounds, on the lock
+// `get(client, threads)` hands out.
+template <class GetLock>
+void HandOffRounds(benchmark::State& state, GetLock get) {
   BenchEnv* env = EnvOrSkip(state);
   if (env == nullptr) return;
   absl::optional<double> rtt = RttNsOrSkip(state, *env);
   if (!rtt.has_value()) return;
   const int threads = static_cast<int>(state.range(0));
-  Lock lock =
-      env->client->GetLock(Key(*env, absl::StrCat("handoff-", threads)));
+  Lock lock = get(*env, threads);
   std::vector<int64_t> all;
   for (auto _ : state) {
     HandOffRound round(lock, threads, HandOffsPerIteration(),
@@ -1076,8 +1078,28 @@ void BM_HandOffLatency(benchmark::State& state) {
     state.counters["p50_ratio_vs_raw"] = p50 / raw;
   }
 }
+
+void BM_HandOffLatency(benchmark::State& state) {
+  HandOffRounds(state, [](BenchEnv& env, int threads) {
+    return env.client->GetLock(Key(env, absl::StrCat("handoff-", threads)));
+  });
+}
 BENCHMARK(BM_HandOffLatency)
     ->Arg(2)
+    ->Arg(4)
+    ->UseManualTime()
+    ->Iterations(SmokeMode() ? 1 : 5)
+    ->Unit(benchmark::kMicrosecond);
+
+// The same rounds on a FairLock (relock/fair_lock.h): each release publishes
+// on the head waiter's own channel, and only that waiter makes an attempt.
+void BM_FairHandOffLatency(benchmark::State& state) {
+  HandOffRounds(state, [](BenchEnv& env, int threads) -> Lock {
+    return env.client->GetFairLock(
+        Key(env, absl::StrCat("fair-handoff-", threads)));
+  });
+}
+BENCHMARK(BM_FairHandOffLatency)
     ->Arg(4)
     ->UseManualTime()
     ->Iterations(SmokeMode() ? 1 : 5)

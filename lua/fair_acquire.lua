@@ -5,6 +5,7 @@
 -- KEYS[1]  lock name (a hash: field = owner, value = hold count)
 -- KEYS[2]  queue "redisson_lock_queue:{N}" (a list of owners)
 -- KEYS[3]  deadlines "redisson_lock_timeout:{N}" (a sorted set)
+-- KEYS[4]  unlock channel (the waiters' channels are "<KEYS[4]>:<owner>")
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner field "<client-id>:<thread-id>"
 -- ARGV[3]  queue wait in milliseconds (Redisson's threadWaitTime)
@@ -14,14 +15,16 @@
 -- ARGV[5]  "1": join the queue (or keep the caller's place in it) when the
 --          lock is not the caller's to take; anything else: one attempt that
 --          leaves no trace (try-lock without waiting)
+-- ARGV[6]  publish command: "publish" (also when absent) or "spublish"
 -- Returns nil when the caller now holds the lock. Otherwise how long, in
 -- milliseconds, the caller may sleep before it re-checks should no unlock
 -- message reach it: at the head of the queue, the holder's PTTL; further
 -- back, the time until the deadline of the waiter ahead; -1 when there is
 -- nothing to wait for (no TTL, or the waiter ahead is overdue).
+local publish = publish_command(ARGV[6])  -- raises before any write
 local now = now_ms()
 local wait = tonumber(ARGV[3])
-drop_stale(KEYS[2], KEYS[3], now)
+local dropped = drop_stale(KEYS[2], KEYS[3], now)
 
 if redis.call('exists', KEYS[1]) == 0 then
   local head = redis.call('lindex', KEYS[2], 0)
@@ -38,6 +41,11 @@ if redis.call('exists', KEYS[1]) == 0 then
     redis.call('hset', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     return nil
+  end
+  if dropped then
+    -- Free, and a waiter that was not at the head a moment ago is now: it
+    -- may be asleep until the deadline of the one dropped; wake it.
+    wake_next(KEYS[2], KEYS[4], '0', publish)
   end
 elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   if ARGV[4] == '1' then

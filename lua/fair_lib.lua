@@ -21,19 +21,22 @@ end
 
 -- drop_stale(queue, timeouts, now): removes the waiters at the head of the
 -- queue whose deadline has passed (or that have none, a queue out of step
--- with its set), until the head is a waiter still in time.
+-- with its set), until the head is a waiter still in time. Returns whether
+-- it removed any (a new waiter is at the head: wake it if the lock is free).
 local function drop_stale(queue, timeouts, now)
+  local dropped = false
   while true do
     local first = redis.call('lindex', queue, 0)
     if not first then
-      return
+      return dropped
     end
     local deadline = tonumber(redis.call('zscore', timeouts, first))
     if deadline and deadline > now then
-      return
+      return dropped
     end
     redis.call('zrem', timeouts, first)
     redis.call('lpop', queue)
+    dropped = true
   end
 end
 

@@ -13,9 +13,18 @@
 -- else 0; an UNPUBLISHED error when it was freed but the unlock message could
 -- not be published.
 local publish = publish_command(ARGV[3])  -- raises before any write
+local was_head = redis.call('lindex', KEYS[2], 0) == ARGV[2]
 leave(KEYS[2], KEYS[3], ARGV[2], nil)
-drop_stale(KEYS[2], KEYS[3], now_ms())
+local dropped = drop_stale(KEYS[2], KEYS[3], now_ms())
 if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+  -- Not a holder. Should it have been next in line for a free lock (a
+  -- release may have woken it), the new head waiter is woken instead.
+  if (was_head or dropped) and redis.call('exists', KEYS[1]) == 0 then
+    local unpublished = wake_next(KEYS[2], KEYS[4], ARGV[1], publish)
+    if unpublished then
+      return unpublished
+    end
+  end
   return 0
 end
 redis.call('del', KEYS[1])

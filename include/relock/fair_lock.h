@@ -44,8 +44,10 @@
 //
 // A waiter that gives up (TryAcquire's wait runs out, the client closes, an
 // error) leaves the queue at once, and those behind it move up; if the lock
-// was free and it was next in line, the new head waiter is woken. Should it
-// leave no trace (Redis unreachable), its deadline removes it as above.
+// was free and it was next in line, the new head waiter is woken. (The call
+// waits at most 100 ms for Redis to confirm; should the leave not land, Redis
+// unreachable or the client closing, its deadline removes it as above.) A
+// waiter that dropped stale waiters ahead of a free lock wakes the new head.
 //
 // Clocks: deadlines are taken from the Redis server's clock (TIME), in the
 // scripts; Redisson's clients use their own clocks. In a mixed deployment,
@@ -73,7 +75,8 @@
 // deadline of the waiter ahead, and at least every 30 s.
 //
 // Topologies: a single Redis, Sentinel and Redis Cluster (sharded pub/sub as
-// for relock::Lock). There is no Redlock form.
+// for relock::Lock), Redis 6.0.6 or later (the scripts use LPOS). There is no
+// Redlock form.
 //
 // Errors: as relock::Lock (relock/lock.h); also InvalidArgument for a
 // queue_wait outside [1 ms, 365 d] (every call of the handle), and

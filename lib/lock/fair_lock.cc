@@ -23,11 +23,12 @@ class Fair final : public LockModel {
 
   Step Acquire(const std::string& name, const std::string& owner,
                absl::Duration lease, bool fresh, bool queue,
-               const AcquireOptions& options) const override {
+               const AcquireOptions& options,
+               absl::string_view publish) const override {
     return Step{internal::kFairAcquireScript,
-                {name, FairQueueKey(name), FairTimeoutKey(name)},
+                Keys(name),
                 {Millis(lease), owner, Millis(options.queue_wait),
-                 fresh ? "1" : "0", queue ? "1" : "0"}};
+                 fresh ? "1" : "0", queue ? "1" : "0", std::string(publish)}};
   }
 
   Step Release(const std::string& name, const std::string& owner,
@@ -54,12 +55,12 @@ class Fair final : public LockModel {
   }
 
   absl::optional<Step> Leave(const std::string& name, const std::string& owner,
-                             const AcquireOptions& options,
+                             const AcquireOptions& options, bool fresh,
                              absl::string_view publish) const override {
     return Step{internal::kFairLeaveScript,
                 Keys(name),
                 {owner, Millis(options.queue_wait), std::string(kUnlockMessage),
-                 std::string(publish)}};
+                 std::string(publish), fresh ? "1" : "0"}};
   }
 
   std::string WaitChannel(const std::string& name,

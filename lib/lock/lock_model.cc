@@ -16,7 +16,8 @@ class Reentrant final : public LockModel {
 
   Step Acquire(const std::string& name, const std::string& owner,
                absl::Duration lease, bool fresh, bool /*queue*/,
-               const AcquireOptions& options) const override {
+               const AcquireOptions& options,
+               absl::string_view /*publish*/) const override {
     Step step{internal::kAcquireScript, {name}, {}};
     if (options.fenced) step.keys.push_back(TokenKey(name));
     step.args = {absl::StrCat(absl::ToInt64Milliseconds(lease)), owner,
@@ -48,7 +49,7 @@ class Reentrant final : public LockModel {
   }
 
   absl::optional<Step> Leave(const std::string&, const std::string&,
-                             const AcquireOptions&,
+                             const AcquireOptions&, bool,
                              absl::string_view) const override {
     return absl::nullopt;  // no queue
   }

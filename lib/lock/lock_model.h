@@ -80,7 +80,8 @@ class LockModel {
   // trace).
   virtual Step Acquire(const std::string& name, const std::string& owner,
                        absl::Duration lease, bool fresh, bool queue,
-                       const AcquireOptions& options) const = 0;
+                       const AcquireOptions& options,
+                       absl::string_view publish) const = 0;
   // One release by `owner`; `lease_ms`: the lease to set when holds remain
   // ("0": keep the TTL).
   virtual Step Release(const std::string& name, const std::string& owner,
@@ -93,9 +94,11 @@ class LockModel {
   virtual Step ForceRelease(const std::string& name,
                             absl::string_view publish) const = 0;
   // What a waiter that gives up sends, if the lock type queues its waiters.
+  // `fresh`: it held no hold of its own (a field of its own at the lock is
+  // then an orphan of an attempt whose reply was lost, and goes too).
   virtual absl::optional<Step> Leave(const std::string& name,
                                      const std::string& owner,
-                                     const AcquireOptions& options,
+                                     const AcquireOptions& options, bool fresh,
                                      absl::string_view publish) const = 0;
   // The channel `owner`'s wait listens on, and how its messages wake.
   virtual std::string WaitChannel(const std::string& name,

@@ -315,7 +315,8 @@ Attempt TryOnce(LockEnv& env, const LockModel& model,
   // sets the count to 1 twice; a re-entry counted twice is cleared at the
   // outermost release. (A fenced acquire that ran twice took two tokens:
   // they still only grow.)
-  const Step step = model.Acquire(name, owner, lease, fresh, queue, options);
+  const Step step = model.Acquire(name, owner, lease, fresh, queue, options,
+                                  backend.publish_command());
   const backend::Call call = step.Views();
   const absl::Duration extra = ReplicaTime(sync);
   std::vector<backend::Answer> answers = backend.Run(
@@ -620,8 +621,8 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
     phase_ = Phase::kAttempting;
     backend::Backend& backend = env_.backend();
     const LockPolicy& policy = env_.policy();
-    const Step step =
-        model_.Acquire(name_, owner_, lease_, fresh_, queue_, options_);
+    const Step step = model_.Acquire(name_, owner_, lease_, fresh_, queue_,
+                                     options_, backend.publish_command());
     const backend::Call call = step.Views();
     const SteadyClock::time_point start = SteadyClock::now();
     const backend::WaitReplicas* sync = ReplicaWait(options_.replica_sync);
@@ -876,7 +877,7 @@ void LeaveQueue(LockEnv& env, const std::string& name, const OwnerId& by,
                 const AcquirePlan& plan, bool wait) {
   const absl::optional<Step> step =
       plan.model->Leave(name, OwnerField(env.id(), by.number), plan.options,
-                        env.backend().publish_command());
+                        plan.fresh, env.backend().publish_command());
   if (!step.has_value()) return;
   const backend::Call call = step->Views();
   const Deadline deadline = Deadline::After(kMinAttemptTime);
