@@ -138,7 +138,8 @@ TEST_F(ClusterTest, FairLocksHandOffInArrivalOrderOnEveryMaster) {
     constexpr int kWaiters = 3;
     std::mutex mu;
     std::vector<int> order;
-    std::vector<std::thread> waiters;
+    std::vector<testing::JoiningThread> waiters;
+    waiters.reserve(kWaiters);
     for (int i = 0; i < kWaiters; ++i) {
       waiters.emplace_back([&, i] {
         FairLock mine = b->GetFairLock(name);
@@ -157,7 +158,7 @@ TEST_F(ClusterTest, FairLocksHandOffInArrivalOrderOnEveryMaster) {
       ASSERT_EQ(queued(), i + 1) << name;
     }
     ASSERT_TRUE(lock.Release().ok());
-    for (std::thread& w : waiters) w.join();
+    for (testing::JoiningThread& w : waiters) w.join();
     EXPECT_EQ(order, (std::vector<int>{0, 1, 2})) << name;
     EXPECT_EQ(queued(), 0) << name;
   }

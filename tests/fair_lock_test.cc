@@ -249,7 +249,7 @@ TEST_F(FairLockTest, AWaiterThatGivesUpLeavesAtOnceAndTryLockNeverQueues) {
   FairLock lock = client->GetFairLock(name);
   ASSERT_TRUE(lock.Acquire().ok());
 
-  std::thread first([&] {
+  testing::JoiningThread first([&] {
     FairLock mine = client->GetFairLock(name);
     absl::Status s = mine.TryAcquire(absl::Seconds(10));
     EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
@@ -272,7 +272,7 @@ TEST_F(FairLockTest, AWaiterThatGivesUpLeavesAtOnceAndTryLockNeverQueues) {
             before - absl::ToInt64Milliseconds(absl::Minutes(5)));
 
   // Held, with a waiter: the one-attempt calls fail and leave no trace.
-  std::thread try_locker([&] {
+  testing::JoiningThread try_locker([&] {
     FairLock mine = client->GetFairLock(name);
     EXPECT_FALSE(mine.try_lock());
     EXPECT_EQ(mine.TryAcquire(absl::ZeroDuration()).code(),
@@ -372,7 +372,7 @@ TEST_F(FairLockTest, RedissonsFairScriptsShareTheQueueInOrder) {
   };
   std::atomic<bool> relock_got{false};
   std::atomic<int64_t> redisson_released_at{0}, relock_got_at{0};
-  std::thread relock_waiter([&] {
+  testing::JoiningThread relock_waiter([&] {
     FairLock mine = client->GetFairLock(name);
     relock_got = mine.TryAcquire(absl::Seconds(90)).ok();
     relock_got_at = steady_ms();

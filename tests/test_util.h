@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -119,6 +120,24 @@ inline absl::Status ConnectError(const ClientOptions& options) {
   return client.ok() ? absl::UnknownError("Connect succeeded")
                      : client.status();
 }
+
+// A std::thread that is joined when it goes out of scope, so that a failed
+// ASSERT in the test body ends the test with a report instead of
+// std::terminate (the thread's own waits must be bounded).
+class JoiningThread {
+ public:
+  template <class Fn>
+  explicit JoiningThread(Fn fn) : thread_(std::move(fn)) {}
+  JoiningThread(JoiningThread&&) = default;
+  JoiningThread& operator=(JoiningThread&&) = delete;
+  ~JoiningThread() { join(); }
+  void join() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::thread thread_;
+};
 
 // A thread that waits for `lock` (TryAcquire(wait), as itself), expects to
 // get it, and releases it at once. The destructor joins.
