@@ -82,8 +82,10 @@ class Waiter {
   virtual void PassOn() = 0;
 };
 
-// One script call: its keys and arguments.
+// One script call: the script (an index into the backend's script set; in
+// a batch, each call names its own), its keys and arguments.
 struct Call {
+  size_t script = 0;
   std::vector<absl::string_view> keys;
   std::vector<absl::string_view> args;
 };
@@ -180,13 +182,13 @@ class Backend {
   // A timer on the loop that RunAsync's and Subscribe's callbacks run on.
   virtual std::unique_ptr<Timer> NewTimer() = 0;
 
-  // Runs `calls` of one script, sent together to every node (one round trip
-  // per node, plus one if a node lost its script cache; on a cluster, one
-  // per master). Per node, per call: the reply, or why there is none (the
-  // node's batch failed: every call of it gets the error). `*round_trips`,
-  // if given, counts the batches sent.
+  // Runs `calls` (each its own script), sent together to every node (one
+  // round trip per node, plus one if a node lost its script cache; on a
+  // cluster, one per master). Per node, per call: the reply, or why there is
+  // none (the node's batch failed: every call of it gets the error).
+  // `*round_trips`, if given, counts the batches sent.
   virtual BatchReplies RunBatch(
-      size_t script, const std::vector<Call>& calls, Deadline deadline,
+      const std::vector<Call>& calls, Deadline deadline,
       std::atomic<uint64_t>* round_trips = nullptr) = 0;
 
   // Any command (PING, ...) on every node; resent if dropped.

@@ -420,7 +420,7 @@ std::vector<Answer> NodeBackend::Command(
 }
 
 void NodeBackend::RunBatchAsync(
-    size_t script, const std::vector<Call>& calls,
+    const std::vector<Call>& calls,
     const std::shared_ptr<std::atomic<bool>>& abandon, BatchDone done) {
   // One round trip with EVALSHA of every call; a second, with EVAL of the
   // source, for the calls that met NOSCRIPT (after SCRIPT FLUSH or a
@@ -429,6 +429,7 @@ void NodeBackend::RunBatchAsync(
   struct Batch {
     std::vector<redis::Reply> replies;
     std::vector<std::string> evalshas;
+    std::vector<size_t> scripts;  // each call's
     BatchDone done;
   };
   auto batch = std::make_shared<Batch>();
@@ -437,13 +438,15 @@ void NodeBackend::RunBatchAsync(
   auto request = std::make_shared<io::Request>();
   request->commands = calls.size();
   batch->evalshas.resize(calls.size());
+  batch->scripts.reserve(calls.size());
   for (size_t i = 0; i < calls.size(); ++i) {
-    scripts_.AppendEvalsha(script, calls[i].keys, calls[i].args,
+    scripts_.AppendEvalsha(calls[i].script, calls[i].keys, calls[i].args,
                            &batch->evalshas[i]);
+    batch->scripts.push_back(calls[i].script);
     request->wire += batch->evalshas[i];
   }
   if (abandon != nullptr) request->abandoned = abandon;
-  request->done = [this, batch, abandon, script](io::Result r) {
+  request->done = [this, batch, abandon](io::Result r) {
     if (!r.status.ok()) return batch->done(std::move(r.status));
     batch->replies = std::move(r.replies);
     std::vector<size_t> noscript;
@@ -455,7 +458,8 @@ void NodeBackend::RunBatchAsync(
     if (noscript.empty()) return batch->done(std::move(batch->replies));
     auto again = std::make_shared<io::Request>();
     for (size_t i : noscript) {
-      again->wire += scripts_.EvalFromEvalsha(script, batch->evalshas[i]);
+      again->wire +=
+          scripts_.EvalFromEvalsha(batch->scripts[i], batch->evalshas[i]);
     }
     again->commands = noscript.size();
     if (abandon != nullptr) again->abandoned = abandon;
@@ -471,18 +475,16 @@ void NodeBackend::RunBatchAsync(
   Pick().Submit(std::move(request));
 }
 
-BatchReplies NodeBackend::RunBatch(size_t script,
-                                   const std::vector<Call>& calls,
+BatchReplies NodeBackend::RunBatch(const std::vector<Call>& calls,
                                    Deadline deadline,
                                    std::atomic<uint64_t>* round_trips) {
   NodeBackend* self = this;
-  return RunBatchOn(absl::MakeConstSpan(&self, 1), {0}, script, calls, deadline,
+  return RunBatchOn(absl::MakeConstSpan(&self, 1), {0}, calls, deadline,
                     round_trips);
 }
 
 BatchReplies NodeBackend::RunBatchOn(absl::Span<NodeBackend* const> nodes,
                                      const std::vector<size_t>& order,
-                                     size_t script,
                                      const std::vector<Call>& calls,
                                      Deadline deadline,
                                      std::atomic<uint64_t>* round_trips) {
@@ -493,7 +495,7 @@ BatchReplies NodeBackend::RunBatchOn(absl::Span<NodeBackend* const> nodes,
   auto abandon = std::make_shared<std::atomic<bool>>(false);
   Gather<Replies> gather(nodes.size());
   for (size_t i : order) {
-    nodes[i]->RunBatchAsync(script, calls, abandon, gather.Slot(i));
+    nodes[i]->RunBatchAsync(calls, abandon, gather.Slot(i));
   }
   bool stopped = false;
   std::vector<absl::optional<Replies>> got =

@@ -80,8 +80,7 @@ class NodeBackend : public Backend {
                 const std::vector<bool>* only = nullptr,
                 const WaitReplicas* wait = nullptr) override;
   std::unique_ptr<Timer> NewTimer() override;
-  BatchReplies RunBatch(size_t script, const std::vector<Call>& calls,
-                        Deadline deadline,
+  BatchReplies RunBatch(const std::vector<Call>& calls, Deadline deadline,
                         std::atomic<uint64_t>* round_trips = nullptr) override;
   std::vector<Answer> Command(absl::Span<const absl::string_view> argv,
                               Deadline deadline) override;
@@ -118,14 +117,14 @@ class NodeBackend : public Backend {
   // thread, with one reply per call or the error that failed the batch.
   using BatchDone =
       std::function<void(absl::StatusOr<std::vector<redis::Reply>>)>;
-  void RunBatchAsync(size_t script, const std::vector<Call>& calls,
+  void RunBatchAsync(const std::vector<Call>& calls,
                      const std::shared_ptr<std::atomic<bool>>& abandon,
                      BatchDone done);
   // RunBatch() on several nodes at once (started in `order`), each within
   // `deadline`: one result per node.
   static BatchReplies RunBatchOn(absl::Span<NodeBackend* const> nodes,
                                  const std::vector<size_t>& order,
-                                 size_t script, const std::vector<Call>& calls,
+                                 const std::vector<Call>& calls,
                                  Deadline deadline,
                                  std::atomic<uint64_t>* round_trips);
   // RunAsync() on several nodes at once (started in `order`): one answer

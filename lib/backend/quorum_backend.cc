@@ -132,11 +132,10 @@ std::unique_ptr<Timer> QuorumBackend::NewTimer() {
   return nodes_[0]->NewTimer();
 }
 
-BatchReplies QuorumBackend::RunBatch(size_t script,
-                                     const std::vector<Call>& calls,
+BatchReplies QuorumBackend::RunBatch(const std::vector<Call>& calls,
                                      Deadline deadline,
                                      std::atomic<uint64_t>* round_trips) {
-  return NodeBackend::RunBatchOn(Nodes(), Order(), script, calls, deadline,
+  return NodeBackend::RunBatchOn(Nodes(), Order(), calls, deadline,
                                  round_trips);
 }
 

@@ -45,8 +45,7 @@ class QuorumBackend : public Backend {
                 const std::vector<bool>* only = nullptr,
                 const WaitReplicas* wait = nullptr) override;
   std::unique_ptr<Timer> NewTimer() override;
-  BatchReplies RunBatch(size_t script, const std::vector<Call>& calls,
-                        Deadline deadline,
+  BatchReplies RunBatch(const std::vector<Call>& calls, Deadline deadline,
                         std::atomic<uint64_t>* round_trips = nullptr) override;
   std::vector<Answer> Command(absl::Span<const absl::string_view> argv,
                               Deadline deadline) override;

@@ -485,8 +485,7 @@ std::unique_ptr<Timer> RoutedBackend::NewTimer() {
   return std::make_unique<LoopTimer>(loop_);
 }
 
-BatchReplies RoutedBackend::RunBatch(size_t script,
-                                     const std::vector<Call>& calls,
+BatchReplies RoutedBackend::RunBatch(const std::vector<Call>& calls,
                                      Deadline deadline,
                                      std::atomic<uint64_t>* round_trips) {
   // Per call: the reply or why there is none. One "node": the cluster.
@@ -537,7 +536,7 @@ BatchReplies RoutedBackend::RunBatch(size_t script,
     backstop = std::max(backstop, masters[g]->backstop());
     if (round_trips != nullptr) round_trips->fetch_add(1);
     masters[g]->RunBatchAsync(
-        script, group, abandon,
+        group, abandon,
         [state, g](absl::StatusOr<std::vector<redis::Reply>> r) {
           MutexLock lock(&state->mu);
           state->results[g] = std::move(r);
@@ -576,7 +575,8 @@ BatchReplies RoutedBackend::RunBatch(size_t script,
       }
       if (reply.ok() && reply->is_error() && DidNotRun(reply->str())) {
         std::vector<Answer> again =
-            Run(script, calls[i].keys, calls[i].args, deadline, Resend::kNever);
+            Run(calls[i].script, calls[i].keys, calls[i].args, deadline,
+                Resend::kNever);
         replies[i] = std::move(again[0].reply);
       } else {
         replies[i] = std::move(reply);

@@ -103,8 +103,7 @@ class RoutedBackend : public Backend {
                 const std::vector<bool>* only = nullptr,
                 const WaitReplicas* wait = nullptr) override;
   std::unique_ptr<Timer> NewTimer() override;
-  BatchReplies RunBatch(size_t script, const std::vector<Call>& calls,
-                        Deadline deadline,
+  BatchReplies RunBatch(const std::vector<Call>& calls, Deadline deadline,
                         std::atomic<uint64_t>* round_trips = nullptr) override;
   // Runs `argv` on every master of the slot map; the first failure (or
   // error reply), else the first master's answer.

@@ -68,6 +68,7 @@ class Reentrant final : public LockModel {
 
 backend::Call Step::Views() const {
   backend::Call call;
+  call.script = script;
   call.keys.assign(keys.begin(), keys.end());
   call.args.assign(args.begin(), args.end());
   return call;

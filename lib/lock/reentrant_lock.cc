@@ -1376,6 +1376,7 @@ watchdog::RenewResult RenewHolds(LockEnv& env,
     if (calls.empty() || call_items.back().size() == kRenewKeysPerCall ||
         group[call_items.back().front()] != group[i]) {
       calls.emplace_back();
+      calls.back().script = internal::kRenewScript;
       calls.back().args.push_back(lease_ms);
       call_items.emplace_back();
     }
@@ -1384,7 +1385,7 @@ watchdog::RenewResult RenewHolds(LockEnv& env,
     call_items.back().push_back(i);
   }
   const backend::BatchReplies batches =
-      backend.RunBatch(internal::kRenewScript, calls, deadline, round_trips);
+      backend.RunBatch(calls, deadline, round_trips);
   const size_t n = backend.nodes();
   const size_t quorum = backend.quorum();
   // Per item: nodes that renewed it, and nodes where its owner field is gone.
@@ -1454,28 +1455,23 @@ absl::Status ReleaseResult(backend::Backend& backend,
 std::vector<absl::Status> ReleaseHolds(
     LockEnv& env, const std::vector<std::pair<HoldRegistry::Key, Hold>>& held,
     Deadline deadline) {
+  if (held.empty()) return {};
   backend::Backend& backend = env.backend();
+  // One batch (each hold with its own type's release-all script).
+  std::vector<Step> steps;
+  steps.reserve(held.size());
+  for (const auto& [key, hold] : held) {
+    steps.push_back(
+        ModelOf(static_cast<LockKind>(hold.kind))
+            .ReleaseAll(key.first, hold.owner, backend.publish_command()));
+  }
+  std::vector<backend::Call> calls;
+  calls.reserve(steps.size());
+  for (const Step& step : steps) calls.push_back(step.Views());
+  const backend::BatchReplies batches = backend.RunBatch(calls, deadline);
   std::vector<absl::Status> out(held.size());
-  // One batch per lock type: release_all's script differs.
-  for (const LockKind kind : {LockKind::kReentrant, LockKind::kFair}) {
-    std::vector<size_t> which;  // indexes into `held`
-    std::vector<Step> steps;
-    std::vector<backend::Call> calls;
-    for (size_t i = 0; i < held.size(); ++i) {
-      if (static_cast<LockKind>(held[i].second.kind) != kind) continue;
-      which.push_back(i);
-      steps.push_back(ModelOf(kind).ReleaseAll(held[i].first.first,
-                                               held[i].second.owner,
-                                               backend.publish_command()));
-    }
-    if (steps.empty()) continue;
-    calls.reserve(steps.size());
-    for (const Step& step : steps) calls.push_back(step.Views());
-    const backend::BatchReplies batches =
-        backend.RunBatch(steps[0].script, calls, deadline);
-    for (size_t k = 0; k < which.size(); ++k) {
-      out[which[k]] = ReleaseResult(backend, batches, k);
-    }
+  for (size_t i = 0; i < held.size(); ++i) {
+    out[i] = ReleaseResult(backend, batches, i);
   }
   return out;
 }
