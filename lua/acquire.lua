@@ -16,8 +16,11 @@
 -- the holder's PTTL in milliseconds (-1 when the holder's key has no TTL).
 -- With KEYS[2] (Redisson's fenced reply): {-1, token} when the caller now
 -- holds the lock, otherwise {PTTL, -1}.
+-- A read-write lock of the same name (its hash has a "mode" field) is
+-- another owner's, even where its reader field is ours.
 if (redis.call('exists', KEYS[1]) == 0)
-    or (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
+    or (redis.call('hexists', KEYS[1], ARGV[2]) == 1
+        and redis.call('hexists', KEYS[1], 'mode') == 0) then
   -- The token first: should the counter's key hold something else, INCR
   -- fails the script before it wrote anything.
   local token = KEYS[2] and redis.call('incr', KEYS[2])

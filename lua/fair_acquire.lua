@@ -47,7 +47,8 @@ if redis.call('exists', KEYS[1]) == 0 then
     -- may be asleep until the deadline of the one dropped; wake it.
     wake_next(KEYS[2], KEYS[4], '0', publish)
   end
-elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1
+    and redis.call('hexists', KEYS[1], 'mode') == 0 then
   if ARGV[4] == '1' then
     redis.call('hset', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])

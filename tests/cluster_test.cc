@@ -164,6 +164,69 @@ TEST_F(ClusterTest, FairLocksHandOffInArrivalOrderOnEveryMaster) {
   }
 }
 
+// Read-write locks on every master (and a hash-tagged name): readers in
+// two clients share, a waiting writer is woken by the last read release
+// (sharded pub/sub), a waiting reader by the write release; the watchdog
+// renews a read hold and its lease key (built in the script, in the name's
+// slot).
+TEST_F(ClusterTest, ReadWriteLocksShareExcludeAndWakeOnEveryMaster) {
+  std::unique_ptr<Client> a =
+      MustConnect(cluster_->url(), [](ClientOptions& o) {
+        o.lock_watchdog_timeout = absl::Milliseconds(900);
+      });
+  std::unique_ptr<Client> b = MustConnect(cluster_->url());
+  ASSERT_TRUE(a != nullptr && b != nullptr);
+  std::vector<std::string> names = NamesOnEveryMaster(1);
+  names.push_back(TestLockName("rw:{7}"));
+  for (const std::string& name : names) {
+    ReadWriteLock ra = a->GetReadWriteLock(name);
+    ReadWriteLock rb = b->GetReadWriteLock(name);
+    ASSERT_TRUE(ra.ReadLock().Acquire().ok()) << name;
+    const relock::Owner reader_b = relock::Owner::New();
+    ASSERT_TRUE(rb.ReadLock().TryAcquire(reader_b, absl::ZeroDuration()).ok())
+        << name;
+    // Renewed past several 900 ms leases, lease key included.
+    absl::SleepFor(absl::Milliseconds(2500));
+    absl::StatusOr<RedisValue> keys =
+        Owner(name).Command({"KEYS", "*rwlock_timeout*"});
+    ASSERT_TRUE(keys.ok()) << keys.status();
+    bool live_lease_key = false;
+    for (const RedisValue& k : keys->elements) {
+      absl::StatusOr<RedisValue> ttl = Owner(name).Command({"PTTL", k.str});
+      if (ttl.ok() && ttl->is_integer() && ttl->integer > 0 &&
+          absl::StrContains(k.str, a->id())) {
+        live_lease_key = true;
+      }
+    }
+    EXPECT_TRUE(live_lease_key) << name;
+    {
+      testing::BackgroundWaiter writer(rb.WriteLock(), absl::Seconds(60));
+      absl::SleepFor(absl::Milliseconds(200));
+      EXPECT_FALSE(writer.done()) << name;
+      // b's reader still reads: a's release alone does not free the lock.
+      ASSERT_TRUE(ra.ReadLock().Release().ok()) << name;
+      absl::StatusOr<RedisValue> fields = Owner(name).Command({"HLEN", name});
+      ASSERT_TRUE(fields.ok());
+      EXPECT_EQ(fields->integer, 2) << name;  // mode, b's reader
+      EXPECT_FALSE(writer.done()) << name;
+      const Stopwatch watch;
+      ASSERT_TRUE(rb.ReadLock().Release(reader_b).ok()) << name;
+      EXPECT_TRUE(writer.Join()) << name;
+      EXPECT_LT(watch.Elapsed(), absl::Seconds(20)) << name;
+    }
+    ASSERT_TRUE(rb.WriteLock().Acquire().ok()) << name;
+    {
+      testing::BackgroundWaiter reader(ra.ReadLock(), absl::Seconds(60));
+      absl::SleepFor(absl::Milliseconds(200));
+      EXPECT_FALSE(reader.done()) << name;
+      const Stopwatch watch;
+      ASSERT_TRUE(rb.WriteLock().Release().ok()) << name;
+      EXPECT_TRUE(reader.Join()) << name;
+      EXPECT_LT(watch.Elapsed(), absl::Seconds(20)) << name;
+    }
+  }
+}
+
 TEST_F(ClusterTest, HashTaggedNamesShareTheirTagsSlot) {
   std::unique_ptr<Client> client = MustConnect(cluster_->url());
   ASSERT_NE(client, nullptr);

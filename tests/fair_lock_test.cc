@@ -31,6 +31,7 @@ namespace {
 
 using ::relock::testing::Calls;
 using ::relock::testing::ChildProcess;
+using ::relock::testing::Eventually;
 using ::relock::testing::kRedissonFairAcquire;
 using ::relock::testing::kRedissonFairAcquireFailed;
 using ::relock::testing::kRedissonFairUnlock;
@@ -48,17 +49,6 @@ std::string TimeoutKey(const std::string& name) {
 }
 std::string Channel(const std::string& name) {
   return absl::StrCat("redisson_lock__channel:{", name, "}");
-}
-
-// Waits (polling Redis) until `ready` holds, at most `timeout`.
-template <class Ready>
-bool Eventually(Ready ready, absl::Duration timeout = absl::Seconds(60)) {
-  const absl::Time end = absl::Now() + timeout;
-  while (absl::Now() < end) {
-    if (ready()) return true;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return ready();
 }
 
 class FairLockTest : public testing::RedisTest {

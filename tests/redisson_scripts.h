@@ -1,5 +1,6 @@
 // Redisson's own lock scripts, reproduced from its source (redisson/redisson:
-// RedissonLock, RedissonFencedLock, RedissonFairLock; the 3.2x forms whose
+// RedissonLock, RedissonFencedLock, RedissonFairLock, RedissonReadLock,
+// RedissonWriteLock; the 3.2x forms whose
 // unlock takes the publish command as an argument) so that tests can run them
 // with EVAL as a foreign owner next to relock on the same lock.
 // tests/data_model_test.cc keeps the older form, whose unlock always PUBLISHes.
@@ -134,6 +135,102 @@ inline constexpr char kRedissonFairAcquireFailed[] =
     "i = i + 1; end;"
     "redis.call('zrem', KEYS[2], ARGV[1]);"
     "redis.call('lrem', KEYS[1], 0, ARGV[1]);";
+
+// RReadWriteLock's read lock acquire. KEYS[1] lock, KEYS[2] the reader's
+// lease key prefix "{N}:<reader field>:rwlock_timeout"; ARGV[1] lease ms,
+// ARGV[2] reader field, ARGV[3] its writer field ("<reader>:write"). nil when
+// taken, else the holder's PTTL.
+inline constexpr char kRedissonReadLock[] =
+    "local mode = redis.call('hget', KEYS[1], 'mode'); "
+    "if (mode == false) then "
+    "redis.call('hset', KEYS[1], 'mode', 'read'); "
+    "redis.call('hset', KEYS[1], ARGV[2], 1); "
+    "redis.call('set', KEYS[2] .. ':1', 1); "
+    "redis.call('pexpire', KEYS[2] .. ':1', ARGV[1]); "
+    "redis.call('pexpire', KEYS[1], ARGV[1]); "
+    "return nil; end; "
+    "if (mode == 'read') or (mode == 'write' and "
+    "redis.call('hexists', KEYS[1], ARGV[3]) == 1) then "
+    "local ind = redis.call('hincrby', KEYS[1], ARGV[2], 1); "
+    "local key = KEYS[2] .. ':' .. ind;"
+    "redis.call('set', key, 1); "
+    "redis.call('pexpire', key, ARGV[1]); "
+    "local remainTime = redis.call('pttl', KEYS[1]); "
+    "redis.call('pexpire', KEYS[1], math.max(remainTime, ARGV[1])); "
+    "return nil; end;"
+    "return redis.call('pttl', KEYS[1]);";
+
+// RReadWriteLock's read unlock (without the unlock-latch key, which only
+// deduplicates Redisson's own retries). KEYS[1] lock, KEYS[2] channel,
+// KEYS[3] the reader's lease key prefix, KEYS[4] the key prefix "{N}";
+// ARGV[1] unlock message ("0"), ARGV[2] reader field, ARGV[3] publish
+// command. nil when not a reader, 0 when still held, 1 when freed.
+inline constexpr char kRedissonReadUnlock[] =
+    "local mode = redis.call('hget', KEYS[1], 'mode'); "
+    "if (mode == false) then "
+    "redis.call(ARGV[3], KEYS[2], ARGV[1]); return 1; end; "
+    "local lockExists = redis.call('hexists', KEYS[1], ARGV[2]); "
+    "if (lockExists == 0) then return nil; end; "
+    "local counter = redis.call('hincrby', KEYS[1], ARGV[2], -1); "
+    "if (counter == 0) then redis.call('hdel', KEYS[1], ARGV[2]); end;"
+    "redis.call('del', KEYS[3] .. ':' .. (counter+1)); "
+    "if (redis.call('hlen', KEYS[1]) > 1) then "
+    "local maxRemainTime = -3; "
+    "local keys = redis.call('hkeys', KEYS[1]); "
+    "for n, key in ipairs(keys) do "
+    "counter = tonumber(redis.call('hget', KEYS[1], key)); "
+    "if type(counter) == 'number' then "
+    "for i=counter, 1, -1 do "
+    "local remainTime = redis.call('pttl', KEYS[4] .. ':' .. key .. "
+    "':rwlock_timeout:' .. i); "
+    "maxRemainTime = math.max(remainTime, maxRemainTime);"
+    "end; end; end; "
+    "if maxRemainTime > 0 then "
+    "redis.call('pexpire', KEYS[1], maxRemainTime); return 0; end;"
+    "if mode == 'write' then return 0; end; end; "
+    "redis.call('del', KEYS[1]); "
+    "redis.call(ARGV[3], KEYS[2], ARGV[1]); "
+    "return 1; ";
+
+// RReadWriteLock's write lock acquire. KEYS[1] lock; ARGV[1] lease ms,
+// ARGV[2] writer field "<id>:<thread>:write". nil when taken, else the
+// holder's PTTL.
+inline constexpr char kRedissonWriteLock[] =
+    "local mode = redis.call('hget', KEYS[1], 'mode'); "
+    "if (mode == false) then "
+    "redis.call('hset', KEYS[1], 'mode', 'write'); "
+    "redis.call('hset', KEYS[1], ARGV[2], 1); "
+    "redis.call('pexpire', KEYS[1], ARGV[1]); "
+    "return nil; end; "
+    "if (mode == 'write') then "
+    "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then "
+    "redis.call('hincrby', KEYS[1], ARGV[2], 1); "
+    "local currentExpire = redis.call('pttl', KEYS[1]); "
+    "redis.call('pexpire', KEYS[1], currentExpire + ARGV[1]); "
+    "return nil; end; end;"
+    "return redis.call('pttl', KEYS[1]);";
+
+// RReadWriteLock's write unlock (without the unlock-latch key). KEYS[1]
+// lock, KEYS[2] channel; ARGV[1] read-unlock message ("1"), ARGV[2] lease
+// ms, ARGV[3] writer field, ARGV[4] publish command. nil when not the
+// writer, 0 when holds remain, 1 when its last hold went.
+inline constexpr char kRedissonWriteUnlock[] =
+    "local mode = redis.call('hget', KEYS[1], 'mode'); "
+    "if (mode == false) then "
+    "redis.call(ARGV[4], KEYS[2], ARGV[1]); return 1; end;"
+    "if (mode == 'write') then "
+    "local lockExists = redis.call('hexists', KEYS[1], ARGV[3]); "
+    "if (lockExists == 0) then return nil; "
+    "else local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); "
+    "if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); "
+    "return 0; "
+    "else redis.call('hdel', KEYS[1], ARGV[3]); "
+    "if (redis.call('hlen', KEYS[1]) == 1) then "
+    "redis.call('del', KEYS[1]); "
+    "redis.call(ARGV[4], KEYS[2], ARGV[1]); "
+    "else redis.call('hset', KEYS[1], 'mode', 'read'); end; "
+    "return 1; end; end; end; "
+    "return nil;";
 
 }  // namespace testing
 }  // namespace relock

@@ -28,6 +28,7 @@ namespace relock {
 namespace {
 
 using ::relock::testing::Calls;
+using ::relock::testing::Eventually;
 using ::relock::testing::Info;
 using ::relock::testing::InfoField;
 using ::relock::testing::MustConnect;
@@ -38,17 +39,6 @@ using ::relock::testing::SharedRedisServer;
 using ::relock::testing::TestLockName;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
-
-// Polls `done` every 10 ms for up to `limit` (generous: a loaded machine).
-bool Eventually(const std::function<bool()>& done,
-                absl::Duration limit = absl::Seconds(30)) {
-  const absl::Time end = absl::Now() + limit;
-  while (!done()) {
-    if (absl::Now() > end) return false;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return true;
-}
 
 int64_t Exists(RedisServer& server, const std::string& key) {
   absl::StatusOr<RedisValue> r = server.Command({"EXISTS", key});

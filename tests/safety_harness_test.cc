@@ -347,6 +347,15 @@ TEST(SafetyHarnessTest, ShortFairRunKeepsLocksExclusive) {
   ExpectSafeRun(options, SingleNodeFaultKinds());
 }
 
+// ReadWriteLocks under the same faults: the write locks keep exclusion,
+// hand-off and loss reports as Lock does, and read holds taken between
+// them never see a write while they are safe.
+TEST(SafetyHarnessTest, ShortReadWriteRunKeepsWritersExclusive) {
+  HarnessOptions options = ShortRunOptions();
+  options.rw = true;
+  ExpectSafeRun(options, SingleNodeFaultKinds());
+}
+
 // Cluster mode: a 3-master, 3-replica cluster, the counters on a server of
 // their own; a master failed over (and back as a replica) and a lock's slot
 // resharded under traffic besides the other faults, which hit one master.

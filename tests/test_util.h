@@ -121,6 +121,21 @@ inline absl::Status ConnectError(const ClientOptions& options) {
                      : client.status();
 }
 
+// Polls `ready` every `poll` until it holds (true) or `limit` passed (one
+// last look). For conditions on Redis or on other threads that come true by
+// themselves; a failure means the limit, generous by design, was reached.
+template <class Ready>
+bool Eventually(Ready ready, absl::Duration limit = absl::Seconds(60),
+                absl::Duration poll = absl::Milliseconds(5)) {
+  const auto end =
+      std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(limit);
+  while (std::chrono::steady_clock::now() < end) {
+    if (ready()) return true;
+    absl::SleepFor(poll);
+  }
+  return ready();
+}
+
 // A std::thread that is joined when it goes out of scope, so that a failed
 // ASSERT in the test body ends the test with a report instead of
 // std::terminate (the thread's own waits must be bounded).

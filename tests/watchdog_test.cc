@@ -58,12 +58,7 @@ using ::testing::HasSubstr;
 // is no timing assertion.
 bool Eventually(const std::function<bool()>& done,
                 absl::Duration limit = absl::Seconds(60)) {
-  const Deadline hang = Deadline::After(limit);
-  while (!done()) {
-    if (hang.Expired()) return false;
-    absl::SleepFor(absl::Microseconds(100));
-  }
-  return true;
+  return testing::Eventually(done, limit, absl::Microseconds(100));
 }
 
 // --- On a fake clock ---------------------------------------------------------

@@ -57,6 +57,7 @@
 #include "relock/fenced_lock.h"
 #include "relock/lock.h"
 #include "relock/options.h"
+#include "relock/read_write_lock.h"
 
 namespace relock {
 
@@ -98,6 +99,12 @@ class Client {
   // Invalid options yield a handle whose calls fail with InvalidArgument.
   FairLock GetFairLock(absl::string_view name);
   FairLock GetFairLock(absl::string_view name, const FairLockOptions& options);
+  // A read-write lock (relock/read_write_lock.h) on `name` (Redisson's
+  // RReadWriteLock; not the same lock as GetLock(name)): ReadLock() is
+  // shared, WriteLock() exclusive. Cheap; no I/O. `options` apply to both.
+  ReadWriteLock GetReadWriteLock(absl::string_view name);
+  ReadWriteLock GetReadWriteLock(absl::string_view name,
+                                 const LockOptions& options);
 
   // This client's identity in lock owner fields.
   const std::string& id() const;

@@ -108,7 +108,7 @@ class FairLock : public Lock {
  public:
   // A handle that refers to no client: every call fails with
   // FailedPrecondition. Get real ones from `Client::GetFairLock()`.
-  FairLock() { fair_ = true; }
+  FairLock() { kind_ = 1; }
 
   // Everything else is relock::Lock's: lock(), try_lock*(), unlock(),
   // Acquire(), TryAcquire(), Release(), the asynchronous calls, the queries

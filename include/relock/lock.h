@@ -522,6 +522,7 @@ class Lock : public internal::LockableBase<Lock> {
   friend class FairLock;
   friend class FencedLock;
   friend class MultiLock;
+  friend class ReadWriteLock;
   friend class internal::LockableBase<Lock>;
   Lock(std::shared_ptr<internal::ClientCore> core, std::string name,
        LockOptions options);
@@ -542,8 +543,11 @@ class Lock : public internal::LockableBase<Lock> {
   // A FencedLock's handle (relock/fenced_lock.h): every acquire also takes a
   // fencing token.
   bool fenced_ = false;
-  // A FairLock's handle (relock/fair_lock.h) and its queue wait.
-  bool fair_ = false;
+  // The lock type (lib/lock/lock_model.h's LockKind): 0 plain or fenced, 1
+  // a FairLock (relock/fair_lock.h), 2 and 3 a ReadWriteLock's read and
+  // write locks (relock/read_write_lock.h).
+  uint8_t kind_ = 0;
+  // A FairLock's queue wait.
   absl::Duration queue_wait_ = absl::Minutes(5);
 };
 

@@ -11,6 +11,9 @@
 //   relock/fenced_lock.h
 //                     FencedLock: a Lock whose acquisitions hand out fencing
 //                     tokens (Redisson's RFencedLock).
+//   relock/read_write_lock.h
+//                     ReadWriteLock: a shared ReadLock() and an exclusive
+//                     WriteLock() on one name (Redisson's RReadWriteLock).
 //   relock/multi_lock.h
 //                     MultiLock: several locks taken as one, all or
 //                     nothing, in a deadlock-free order.
@@ -45,6 +48,7 @@
 #include "relock/multi_lock.h"
 #include "relock/options.h"
 #include "relock/owner.h"
+#include "relock/read_write_lock.h"
 #include "relock/redlock.h"
 
 namespace relock {

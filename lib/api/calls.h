@@ -45,24 +45,29 @@ inline absl::Status CheckMayBlock(const ClientCore& core) {
 }
 
 // The checks every lock call of a bound handle makes: the name and the
-// owner.
-inline absl::StatusOr<lock::OwnerId> CheckCall(const std::string& name,
-                                               const Owner& owner) {
+// owner. Returns the OwnerId under which the owner holds a lock of type
+// `kind` (lock::HolderOf).
+inline absl::StatusOr<lock::OwnerId> CheckCall(
+    const std::string& name, const Owner& owner,
+    lock::LockKind kind = lock::LockKind::kReentrant) {
   if (absl::Status s = lock::ValidateName(name); !s.ok()) return s;
-  return CheckedOwner(owner);
+  absl::StatusOr<lock::OwnerId> by = CheckedOwner(owner);
+  if (!by.ok()) return by.status();
+  return lock::HolderOf(*by, kind);
 }
 
-inline lock::LockKind KindOf(bool fair) {
-  return fair ? lock::LockKind::kFair : lock::LockKind::kReentrant;
+// A handle's lock type (Lock::kind_).
+inline lock::LockKind KindOf(uint8_t kind) {
+  return static_cast<lock::LockKind>(kind);
 }
 
 // A handle's lock type, as the algorithms take it (AcquireOptionsFor() adds
 // the handle's options).
-inline lock::AcquireOptions LockType(bool fenced, bool fair,
+inline lock::AcquireOptions LockType(bool fenced, uint8_t kind,
                                      absl::Duration queue_wait) {
   lock::AcquireOptions type;
   type.fenced = fenced;
-  type.kind = KindOf(fair);
+  type.kind = KindOf(kind);
   type.queue_wait = queue_wait;
   return type;
 }
@@ -112,7 +117,7 @@ inline absl::Status Acquire(const std::shared_ptr<ClientCore>& core,
   absl::StatusOr<lock::AcquireOptions> how =
       AcquireOptionsFor(*core, options, type);
   if (!how.ok()) return how.status();
-  absl::StatusOr<lock::OwnerId> by = CheckCall(name, owner);
+  absl::StatusOr<lock::OwnerId> by = CheckCall(name, owner, how->kind);
   if (!by.ok()) return by.status();
   if (absl::Status s = CheckMayBlock(*core); !s.ok()) return s;
   return lock::Acquire(*core, name, *by, lease, Deadline::After(wait), *how,
@@ -121,7 +126,7 @@ inline absl::Status Acquire(const std::shared_ptr<ClientCore>& core,
 inline absl::Status Release(const std::shared_ptr<ClientCore>& core,
                             const std::string& name, const Owner& owner,
                             lock::LockKind kind = lock::LockKind::kReentrant) {
-  absl::StatusOr<lock::OwnerId> by = CheckCall(name, owner);
+  absl::StatusOr<lock::OwnerId> by = CheckCall(name, owner, kind);
   if (!by.ok()) return by.status();
   if (absl::Status s = CheckMayBlock(*core); !s.ok()) return s;
   return lock::Release(*core, name, *by, kind);
@@ -136,7 +141,7 @@ inline void AcquireAsync(const std::shared_ptr<ClientCore>& core,
   absl::StatusOr<lock::AcquireOptions> how =
       AcquireOptionsFor(*core, options, type);
   if (!how.ok()) return done(how.status(), -1);
-  absl::StatusOr<lock::OwnerId> by = CheckCall(name, owner);
+  absl::StatusOr<lock::OwnerId> by = CheckCall(name, owner, how->kind);
   if (!by.ok()) return done(by.status(), -1);
   lock::AcquireAsync(*core, core, name, *by, lease, Deadline::After(wait), *how,
                      std::move(done));
@@ -156,7 +161,7 @@ inline void ReleaseAsync(const std::shared_ptr<ClientCore>& core,
                          const std::string& name, const Owner& owner,
                          std::function<void(absl::Status)> done,
                          lock::LockKind kind = lock::LockKind::kReentrant) {
-  absl::StatusOr<lock::OwnerId> by = CheckCall(name, owner);
+  absl::StatusOr<lock::OwnerId> by = CheckCall(name, owner, kind);
   if (!by.ok()) return done(by.status());
   lock::ReleaseAsync(*core, core, name, *by, kind, std::move(done));
 }

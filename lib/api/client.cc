@@ -47,6 +47,15 @@ FairLock Client::GetFairLock(absl::string_view name,
   return FairLock(core_, std::string(name), options);
 }
 
+ReadWriteLock Client::GetReadWriteLock(absl::string_view name) {
+  return ReadWriteLock(core_, std::string(name), LockOptions());
+}
+
+ReadWriteLock Client::GetReadWriteLock(absl::string_view name,
+                                       const LockOptions& options) {
+  return ReadWriteLock(core_, std::string(name), options);
+}
+
 const std::string& Client::id() const { return core_->id(); }
 
 absl::Status Client::Ping() {

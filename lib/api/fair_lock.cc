@@ -5,12 +5,14 @@
 
 #include <utility>
 
+#include "lib/lock/lock_model.h"
+
 namespace relock {
 
 FairLock::FairLock(std::shared_ptr<internal::ClientCore> core, std::string name,
                    const FairLockOptions& options)
     : Lock(std::move(core), std::move(name), options) {
-  fair_ = true;
+  kind_ = static_cast<uint8_t>(lock::LockKind::kFair);
   queue_wait_ = options.queue_wait;
 }
 

@@ -62,7 +62,7 @@ Lock::Lock(std::shared_ptr<internal::ClientCore> core, std::string name,
 absl::Status Lock::CheckUsable() const {
   if (core_ == nullptr) return Unbound();
   return internal::AcquireOptionsFor(
-             *core_, options_, internal::LockType(fenced_, fair_, queue_wait_))
+             *core_, options_, internal::LockType(fenced_, kind_, queue_wait_))
       .status();
 }
 
@@ -70,7 +70,7 @@ absl::Status Lock::AcquireFor(const Owner& owner, absl::Duration wait,
                               absl::optional<absl::Duration> lease) {
   if (core_ == nullptr) return Unbound();
   return internal::Acquire(core_, name_, owner, wait, lease, options_,
-                           internal::LockType(fenced_, fair_, queue_wait_));
+                           internal::LockType(fenced_, kind_, queue_wait_));
 }
 
 void Lock::AcquireAsyncFor(const Owner& owner, absl::Duration wait,
@@ -78,7 +78,7 @@ void Lock::AcquireAsyncFor(const Owner& owner, absl::Duration wait,
                            std::function<void(absl::Status)> done) {
   if (core_ == nullptr) return done(Unbound());
   internal::AcquireAsync(core_, name_, owner, wait, lease, options_,
-                         internal::LockType(fenced_, fair_, queue_wait_),
+                         internal::LockType(fenced_, kind_, queue_wait_),
                          [done = std::move(done)](absl::Status s, int64_t) {
                            done(std::move(s));
                          });
@@ -88,7 +88,7 @@ void Lock::ReleaseAsyncFor(const Owner& owner,
                            std::function<void(absl::Status)> done) {
   if (absl::Status s = CheckUsable(); !s.ok()) return done(s);
   internal::ReleaseAsync(core_, name_, owner, std::move(done),
-                         internal::KindOf(fair_));
+                         internal::KindOf(kind_));
 }
 
 void Lock::ReportUnlockFailure(absl::Status status) noexcept {
@@ -99,19 +99,19 @@ void Lock::ReportUnlockFailure(absl::Status status) noexcept {
 
 absl::Status Lock::ReleaseFor(const Owner& owner) {
   if (absl::Status s = CheckUsable(); !s.ok()) return s;
-  return internal::Release(core_, name_, owner, internal::KindOf(fair_));
+  return internal::Release(core_, name_, owner, internal::KindOf(kind_));
 }
 
 absl::StatusOr<bool> Lock::ForceRelease() {
   if (absl::Status s = CheckUsable(); !s.ok()) return s;
   if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
-  return lock::ForceRelease(*core_, name_, internal::KindOf(fair_));
+  return lock::ForceRelease(*core_, name_, internal::KindOf(kind_));
 }
 
 absl::StatusOr<bool> Lock::IsLocked() const {
   if (absl::Status s = CheckUsable(); !s.ok()) return s;
   if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
-  return lock::IsLocked(*core_, name_);
+  return lock::IsLocked(*core_, name_, internal::KindOf(kind_));
 }
 
 absl::StatusOr<bool> Lock::IsHeldByCurrentThread() const {
@@ -130,15 +130,16 @@ absl::StatusOr<int64_t> Lock::HoldCount() const {
 
 absl::StatusOr<int64_t> Lock::HoldCount(const Owner& owner) const {
   if (absl::Status s = CheckUsable(); !s.ok()) return s;
-  absl::StatusOr<lock::OwnerId> by = internal::CheckCall(name_, owner);
+  absl::StatusOr<lock::OwnerId> by =
+      internal::CheckCall(name_, owner, internal::KindOf(kind_));
   if (!by.ok()) return by.status();
-  return lock::HoldCount(*core_, name_, *by);
+  return lock::HoldCount(*core_, name_, *by, internal::KindOf(kind_));
 }
 
 absl::StatusOr<absl::Duration> Lock::RemainingLease() const {
   if (absl::Status s = CheckUsable(); !s.ok()) return s;
   if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
-  return lock::RemainingLease(*core_, name_);
+  return lock::RemainingLease(*core_, name_, internal::KindOf(kind_));
 }
 
 absl::StatusOr<std::chrono::steady_clock::time_point> Lock::SafeUntil() const {
@@ -148,7 +149,8 @@ absl::StatusOr<std::chrono::steady_clock::time_point> Lock::SafeUntil() const {
 absl::StatusOr<std::chrono::steady_clock::time_point> Lock::SafeUntil(
     const Owner& owner) const {
   if (absl::Status s = CheckUsable(); !s.ok()) return s;
-  absl::StatusOr<lock::OwnerId> by = internal::CheckCall(name_, owner);
+  absl::StatusOr<lock::OwnerId> by =
+      internal::CheckCall(name_, owner, internal::KindOf(kind_));
   if (!by.ok()) return by.status();
   return lock::SafeUntil(*core_, name_, *by);
 }

@@ -249,7 +249,13 @@ void ClientCore::OnFreshHold() {
 
 void ClientCore::OnThreadExit(uint64_t thread_number) {
   if (forked_child_.load(std::memory_order_acquire) || closed()) return;
-  for (auto& [key, hold] : holds_.TakeThread(thread_number)) {
+  // Its read-write locks' write holds too (registered under kWriteHoldBit).
+  std::vector<std::pair<watchdog::HoldRegistry::Key, watchdog::Hold>> held =
+      holds_.TakeThread(thread_number);
+  for (auto& entry : holds_.TakeThread(thread_number | lock::kWriteHoldBit)) {
+    held.push_back(std::move(entry));
+  }
+  for (auto& [key, hold] : held) {
     PostEvent(LockEvent{
         LockEventType::kOwnerThreadExited, key.first,
         absl::AbortedError(absl::StrCat(

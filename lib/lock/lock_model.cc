@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/lock/fair_lock.h"
 #include "lib/lock/owner.h"
+#include "lib/lock/rw_lock.h"
 
 namespace relock {
 namespace lock {
@@ -48,12 +49,6 @@ class Reentrant final : public LockModel {
                 {std::string(kUnlockMessage), std::string(publish)}};
   }
 
-  absl::optional<Step> Leave(const std::string&, const std::string&,
-                             const AcquireOptions&, bool,
-                             absl::string_view) const override {
-    return absl::nullopt;  // no queue
-  }
-
   std::string WaitChannel(const std::string& name,
                           const std::string& /*owner*/) const override {
     return UnlockChannel(name);
@@ -61,10 +56,14 @@ class Reentrant final : public LockModel {
   pubsub::WakePolicy wake_policy() const override {
     return pubsub::WakePolicy::kWakeOne;
   }
-  absl::Duration max_sleep() const override { return absl::InfiniteDuration(); }
 };
 
 }  // namespace
+
+Step LockModel::Inspect(const std::string& name,
+                        const std::string& owner) const {
+  return Step{internal::kInspectScript, {name}, {owner}};
+}
 
 backend::Call Step::Views() const {
   backend::Call call;
@@ -83,6 +82,10 @@ const LockModel& ModelOf(LockKind kind) {
   switch (kind) {
     case LockKind::kFair:
       return FairModel();
+    case LockKind::kRead:
+      return ReadModel();
+    case LockKind::kWrite:
+      return WriteModel();
     case LockKind::kReentrant:
       break;
   }

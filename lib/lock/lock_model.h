@@ -12,6 +12,12 @@
 //   fair       | FairModel() (fair_lock)  | fair_acquire, fair_release,
 //              |                          | fair_release_all, fair_leave,
 //              |                          | fair_force_release
+//   read       | ReadModel() (rw_lock)    | read_acquire, read_release,
+//              |                          | rw_release_all, read_renew,
+//              |                          | rw_inspect, rw_force_release
+//   write      | WriteModel() (rw_lock)   | write_acquire, write_release,
+//              |                          | rw_release_all, rw_inspect,
+//              |                          | rw_force_release
 
 #ifndef RELOCK_LIB_LOCK_LOCK_MODEL_H_
 #define RELOCK_LIB_LOCK_LOCK_MODEL_H_
@@ -25,6 +31,7 @@
 #include "absl/types/optional.h"
 #include "lib/backend/backend.h"
 #include "lib/lock/lock_scripts.h"
+#include "lib/lock/owner.h"
 #include "lib/pubsub/subscriber.h"
 
 namespace relock {
@@ -35,7 +42,16 @@ namespace lock {
 enum class LockKind : uint8_t {
   kReentrant = 0,  // relock::Lock, FencedLock (Redisson's RLock)
   kFair = 1,       // relock::FairLock (Redisson's RFairLock)
+  kRead = 2,       // ReadWriteLock::ReadLock() (Redisson's RReadWriteLock)
+  kWrite = 3,      // ReadWriteLock::WriteLock()
 };
+
+// The OwnerId under which `by` holds a lock of type `kind` (a write hold:
+// under its number with kWriteHoldBit).
+inline OwnerId HolderOf(OwnerId by, LockKind kind) {
+  if (kind == LockKind::kWrite) by.number |= kWriteHoldBit;
+  return by;
+}
 
 // Redisson's default threadWaitTime: how long past its expected turn a fair
 // lock's waiter keeps its place in the queue.
@@ -93,23 +109,38 @@ class LockModel {
   // Frees the lock whoever holds it.
   virtual Step ForceRelease(const std::string& name,
                             absl::string_view publish) const = 0;
-  // What a waiter that gives up sends, if the lock type queues its waiters.
-  // `fresh`: it held no hold of its own (a field of its own at the lock is
-  // then an orphan of an attempt whose reply was lost, and goes too).
-  virtual absl::optional<Step> Leave(const std::string& name,
-                                     const std::string& owner,
-                                     const AcquireOptions& options, bool fresh,
-                                     absl::string_view publish) const = 0;
+  // What a waiter that gives up sends, if the lock type queues its waiters
+  // (none by default). `fresh`: it held no hold of its own (a field of its
+  // own at the lock is then an orphan of an attempt whose reply was lost,
+  // and goes too).
+  virtual absl::optional<Step> Leave(const std::string& /*name*/,
+                                     const std::string& /*owner*/,
+                                     const AcquireOptions& /*options*/,
+                                     bool /*fresh*/,
+                                     absl::string_view /*publish*/) const {
+    return absl::nullopt;
+  }
   // The channel `owner`'s wait listens on, and how its messages wake.
   virtual std::string WaitChannel(const std::string& name,
                                   const std::string& owner) const = 0;
   virtual pubsub::WakePolicy wake_policy() const = 0;
+  // What is at the lock for `owner` (lua/inspect.lua's reply: {held, pttl,
+  // count}, or a NOTALOCK error for a key that is not this type's lock).
+  virtual Step Inspect(const std::string& name, const std::string& owner) const;
+  // The watchdog's batched renewal (lua/renew.lua's calling convention).
+  virtual internal::ScriptId renew_script() const {
+    return internal::kRenewScript;
+  }
   // The longest a waiter that no message woke sleeps before it re-checks
-  // (besides the holder's lease end, which it always re-checks at).
-  virtual absl::Duration max_sleep() const = 0;
+  // (besides the holder's lease end, which it always re-checks at); no
+  // limit by default.
+  virtual absl::Duration max_sleep() const { return absl::InfiniteDuration(); }
 };
 
 const LockModel& ReentrantModel();
+// The read and write locks of a read-write lock (lib/lock/rw_lock.cc).
+const LockModel& ReadModel();
+const LockModel& WriteModel();
 const LockModel& ModelOf(LockKind kind);
 
 }  // namespace lock

@@ -15,10 +15,19 @@
 #include "lua/force_release.lua.h"
 #include "lua/inspect.lua.h"
 #include "lua/lock_lib.lua.h"
+#include "lua/read_acquire.lua.h"
+#include "lua/read_release.lua.h"
+#include "lua/read_renew.lua.h"
 #include "lua/release.lua.h"
 #include "lua/release_all.lua.h"
 #include "lua/renew.lua.h"
+#include "lua/rw_force_release.lua.h"
+#include "lua/rw_inspect.lua.h"
+#include "lua/rw_lib.lua.h"
+#include "lua/rw_release_all.lua.h"
 #include "lua/token.lua.h"
+#include "lua/write_acquire.lua.h"
+#include "lua/write_release.lua.h"
 
 namespace relock {
 namespace internal {
@@ -49,6 +58,21 @@ std::vector<redis::ScriptSource> LockScripts() {
       absl::StrCat(lua::kLockLib, lua::kFairLib, lua::kFairLeave));
   static const std::string* const kFairForceRelease = new std::string(
       absl::StrCat(lua::kLockLib, lua::kFairLib, lua::kFairForceRelease));
+  // The read-write lock's, with lock_lib and rw_lib.
+  static const std::string* const kReadAcquire =
+      new std::string(absl::StrCat(lua::kRwLib, lua::kReadAcquire));
+  static const std::string* const kReadRelease = new std::string(
+      absl::StrCat(lua::kLockLib, lua::kRwLib, lua::kReadRelease));
+  static const std::string* const kWriteRelease = new std::string(
+      absl::StrCat(lua::kLockLib, lua::kRwLib, lua::kWriteRelease));
+  static const std::string* const kRwReleaseAll = new std::string(
+      absl::StrCat(lua::kLockLib, lua::kRwLib, lua::kRwReleaseAll));
+  static const std::string* const kReadRenew =
+      new std::string(absl::StrCat(lua::kRwLib, lua::kReadRenew));
+  static const std::string* const kRwInspect =
+      new std::string(absl::StrCat(lua::kRwLib, lua::kRwInspect));
+  static const std::string* const kRwForceRelease = new std::string(
+      absl::StrCat(lua::kLockLib, lua::kRwLib, lua::kRwForceRelease));
   // Order matches ScriptId.
   return {
       {"acquire", lua::kAcquire},
@@ -63,6 +87,14 @@ std::vector<redis::ScriptSource> LockScripts() {
       {"fair_release_all", *kFairReleaseAll},
       {"fair_leave", *kFairLeave},
       {"fair_force_release", *kFairForceRelease},
+      {"read_acquire", *kReadAcquire},
+      {"write_acquire", lua::kWriteAcquire},
+      {"read_release", *kReadRelease},
+      {"write_release", *kWriteRelease},
+      {"rw_release_all", *kRwReleaseAll},
+      {"read_renew", *kReadRenew},
+      {"rw_inspect", *kRwInspect},
+      {"rw_force_release", *kRwForceRelease},
   };
 }
 

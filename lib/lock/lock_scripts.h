@@ -29,10 +29,19 @@ enum ScriptId : size_t {
   kFairReleaseAllScript,
   kFairLeaveScript,
   kFairForceReleaseScript,
+  kReadAcquireScript,
+  kWriteAcquireScript,
+  kReadReleaseScript,
+  kWriteReleaseScript,
+  kRwReleaseAllScript,
+  kReadRenewScript,
+  kRwInspectScript,
+  kRwForceReleaseScript,
 };
 
 // The scripts, in ScriptId order; those that use lua/lock_lib.lua's helpers
-// have it prepended (the fair lock's, lua/fair_lib.lua after it).
+// have it prepended (the fair lock's, lua/fair_lib.lua after it; the
+// read-write lock's, lua/rw_lib.lua).
 std::vector<redis::ScriptSource> LockScripts();
 
 // Whether a release script freed the lock but Redis refused to publish the

@@ -79,6 +79,10 @@ std::string NewClientId() {
 }
 
 std::string OwnerField(absl::string_view client_id, uint64_t thread_number) {
+  if ((thread_number & kWriteHoldBit) != 0) {
+    return absl::StrCat(client_id, ":", thread_number & ~kWriteHoldBit,
+                        ":write");
+  }
   return absl::StrCat(client_id, ":", thread_number);
 }
 

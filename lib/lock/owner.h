@@ -47,7 +47,15 @@ void NotifyOnThreadExit(const std::weak_ptr<ThreadExitListener>& listener);
 // A random (version 4) UUID, the default client id.
 std::string NewClientId();
 
-// "<client-id>:<thread-number>": the hash field that names a lock's owner.
+// An owner's write hold of a read-write lock is registered (HoldRegistry)
+// under its number with this bit set, beside its read hold under the plain
+// number (a downgrade holds both). Thread and relock::Owner numbers come from
+// a counter that never reaches it.
+inline constexpr uint64_t kWriteHoldBit = uint64_t{1} << 63;
+
+// "<client-id>:<thread-number>": the hash field that names a lock's owner;
+// for a number with kWriteHoldBit, the writer's field of the owner's number
+// without it, "<client-id>:<number>:write" (Redisson's).
 std::string OwnerField(absl::string_view client_id, uint64_t thread_number);
 
 // The name of a companion key or channel of `name` (Redisson's

@@ -50,11 +50,30 @@ absl::Status Annotate(absl::Status s, absl::string_view op,
 // Who a call was for, in messages.
 std::string Whom(const OwnerId& by) {
   return by.thread ? std::string("this thread")
-                   : absl::StrCat("relock::Owner ", by.number);
+                   : absl::StrCat("relock::Owner ", by.number & ~kWriteHoldBit);
 }
 
 std::string Details(const std::vector<std::string>& details) {
   return absl::StrJoin(details, "; ");
+}
+
+// A read-write lock's hash is another data model than a lock's (a plain,
+// fenced or fair one, which share theirs): an owner's hold of one name is
+// of one of the two. FailedPrecondition when `held` (the owner's hold of
+// `name`, if any) is of the other model than `kind`.
+bool IsReadWrite(LockKind kind) {
+  return kind == LockKind::kRead || kind == LockKind::kWrite;
+}
+absl::Status CheckModel(const absl::optional<Hold>& held, LockKind kind) {
+  if (!held.has_value() || held->ended() ||
+      IsReadWrite(static_cast<LockKind>(held->kind)) == IsReadWrite(kind)) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "this owner holds the name as ",
+      IsReadWrite(kind) ? "a lock" : "a read-write lock's read lock",
+      ", not as ", IsReadWrite(kind) ? "a read-write lock" : "a lock",
+      "; one name is one lock type"));
 }
 
 // A reply that is not what the script returns means a foreign value at the
@@ -350,12 +369,16 @@ absl::StatusOr<Inspection> ParseInspection(const redis::Reply& r) {
   }
   return Inspection{v[0].integer() == 1, v[1].integer(), v[2].integer()};
 }
-absl::StatusOr<Inspection> Inspect(LockEnv& env, const std::string& name,
-                                   const std::string& owner,
-                                   Deadline deadline = Deadline::Never()) {
+absl::StatusOr<Inspection> Inspect(LockEnv& env, const LockModel& model,
+                                   const std::string& name,
+                                   const std::string& owner) {
+  const Step step = model.Inspect(name, owner);
+  const backend::Call call = step.Views();
   absl::StatusOr<redis::Reply> r =
-      RunScript(env, internal::kInspectScript, {name}, {owner}, deadline,
-                Resend::kIfDropped);
+      std::move(env.backend()
+                    .Run(step.script, call.keys, call.args, Deadline::Never(),
+                         Resend::kIfDropped)[0]
+                    .reply);
   if (!r.ok()) return r.status();
   return ParseInspection(*r);
 }
@@ -506,8 +529,25 @@ absl::StatusOr<AcquirePlan> PlanAcquire(LockEnv& env, const std::string& name,
   // Only this owner changes its own hold (its calls on one lock do not
   // overlap), so this stays true for the call.
   const absl::optional<Hold> held = env.holds().Find(name, by.number);
+  if (absl::Status s = CheckModel(held, options.kind); !s.ok()) {
+    return Annotate(s, "acquire", name, env.policy().noun);
+  }
   AcquirePlan plan;
   plan.fresh = !held.has_value() || held->ended();
+  if (options.kind == LockKind::kWrite && plan.fresh) {
+    // No upgrade: the write lock waits for every reader, this owner too, so
+    // the wait could only end at its deadline (Redisson's would hang).
+    const absl::optional<Hold> read =
+        env.holds().Find(name, by.number & ~kWriteHoldBit);
+    if (read.has_value() && !read->ended()) {
+      return Annotate(
+          absl::FailedPreconditionError(absl::StrCat(
+              Whom(by),
+              " holds the read lock; a read hold cannot be upgraded "
+              "to the write lock (release the read lock first)")),
+          "acquire", name, env.policy().noun);
+    }
+  }
   // A re-entry never shortens a hold: on a watchdog hold, a re-entry with an
   // explicit lease only counts (the watchdog keeps renewing the hold); on an
   // explicit hold, the script keeps whichever lease ends later.
@@ -714,9 +754,9 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
 
   // The inspect script: a key that holds anything but a lock ends the wait.
   void CheckIsALock() {
-    const absl::string_view keys[] = {name_};
-    const absl::string_view args[] = {owner_};
-    env_.backend().RunAsync(internal::kInspectScript, keys, args, deadline_,
+    const Step step = model_.Inspect(name_, owner_);
+    const backend::Call call = step.Views();
+    env_.backend().RunAsync(step.script, call.keys, call.args, deadline_,
                             Resend::kIfDropped, nullptr,
                             [self = shared_from_this()](
                                 const std::vector<backend::Answer>& answers) {
@@ -1081,6 +1121,10 @@ absl::Status Release(LockEnv& env, const std::string& name, const OwnerId& by,
   if (absl::Status s = env.CheckOpen(); !s.ok()) {
     return Annotate(s, "release", name, env.policy().noun);
   }
+  if (absl::Status s = CheckModel(env.holds().Find(name, by.number), kind);
+      !s.ok()) {
+    return Annotate(s, "release", name, env.policy().noun);
+  }
   // A re-entry counted locally is released locally.
   if (by.thread && env.holds().TryLocalRelease(name, by.number)) {
     return absl::OkStatus();
@@ -1136,6 +1180,10 @@ void ReleaseAsync(LockEnv& env, std::shared_ptr<void> keep,
     return done(s);
   }
   if (absl::Status s = env.CheckOpen(); !s.ok()) {
+    return done(Annotate(s, "release", name, env.policy().noun));
+  }
+  if (absl::Status s = CheckModel(env.holds().Find(name, by.number), kind);
+      !s.ok()) {
     return done(Annotate(s, "release", name, env.policy().noun));
   }
   auto call = std::make_shared<const ReleaseCall>(
@@ -1293,22 +1341,23 @@ absl::StatusOr<bool> ForceRelease(LockEnv& env, const std::string& name,
   return r->integer() == 1;
 }
 
-absl::StatusOr<bool> IsLocked(LockEnv& env, const std::string& name) {
+absl::StatusOr<bool> IsLocked(LockEnv& env, const std::string& name,
+                              LockKind kind) {
   if (absl::Status s = env.CheckOpen(); !s.ok()) {
     return Annotate(s, "query", name);
   }
-  absl::StatusOr<Inspection> what = Inspect(env, name, "");
+  absl::StatusOr<Inspection> what = Inspect(env, ModelOf(kind), name, "");
   if (!what.ok()) return Annotate(what.status(), "query", name);
   return what->held;
 }
 
 absl::StatusOr<int64_t> HoldCount(LockEnv& env, const std::string& name,
-                                  const OwnerId& by) {
+                                  const OwnerId& by, LockKind kind) {
   if (absl::Status s = env.CheckOpen(); !s.ok()) {
     return Annotate(s, "query", name);
   }
   absl::StatusOr<Inspection> what =
-      Inspect(env, name, OwnerField(env.id(), by.number));
+      Inspect(env, ModelOf(kind), name, OwnerField(env.id(), by.number));
   if (!what.ok()) return Annotate(what.status(), "query", name);
   // Redis's count, plus the re-entries counted locally.
   const absl::optional<Hold> held = env.holds().Find(name, by.number);
@@ -1319,11 +1368,12 @@ absl::StatusOr<int64_t> HoldCount(LockEnv& env, const std::string& name,
 }
 
 absl::StatusOr<absl::Duration> RemainingLease(LockEnv& env,
-                                              const std::string& name) {
+                                              const std::string& name,
+                                              LockKind kind) {
   if (absl::Status s = env.CheckOpen(); !s.ok()) {
     return Annotate(s, "query", name);
   }
-  absl::StatusOr<Inspection> what = Inspect(env, name, "");
+  absl::StatusOr<Inspection> what = Inspect(env, ModelOf(kind), name, "");
   if (!what.ok()) return Annotate(what.status(), "query", name);
   if (!what->held) {
     return absl::NotFoundError(
@@ -1359,12 +1409,14 @@ watchdog::RenewResult RenewHolds(LockEnv& env,
                             absl::ZeroDuration())
           : Deadline::Never();
   // Up to kRenewKeysPerCall locks per call, of one key group each (one hash
-  // slot on a cluster, where a script's keys must share one).
+  // slot on a cluster, where a script's keys must share one) and one renew
+  // script (per lock type).
   std::vector<size_t> order(items.size());
-  std::vector<int> group(items.size());
+  std::vector<std::pair<int, size_t>> group(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
     order[i] = i;
-    group[i] = backend.KeyGroup(items[i].name);
+    group[i] = {backend.KeyGroup(items[i].name),
+                ModelOf(static_cast<LockKind>(items[i].kind)).renew_script()};
   }
   std::stable_sort(order.begin(), order.end(), [&group](size_t a, size_t b) {
     return group[a] < group[b];
@@ -1376,7 +1428,7 @@ watchdog::RenewResult RenewHolds(LockEnv& env,
     if (calls.empty() || call_items.back().size() == kRenewKeysPerCall ||
         group[call_items.back().front()] != group[i]) {
       calls.emplace_back();
-      calls.back().script = internal::kRenewScript;
+      calls.back().script = group[i].second;
       calls.back().args.push_back(lease_ms);
       call_items.emplace_back();
     }

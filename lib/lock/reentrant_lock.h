@@ -77,12 +77,17 @@ absl::StatusOr<SteadyClock::time_point> SafeUntil(LockEnv& env,
                                                   const std::string& name,
                                                   const OwnerId& by);
 
-absl::StatusOr<bool> IsLocked(LockEnv& env, const std::string& name);
-// How many times `by` holds `name`, as Redis counts.
+// The queries ask with `kind`'s inspect script (see LockModel::Inspect).
+absl::StatusOr<bool> IsLocked(LockEnv& env, const std::string& name,
+                              LockKind kind = LockKind::kReentrant);
+// How many times `by` holds `name`, as Redis counts (plus the re-entries
+// counted locally).
 absl::StatusOr<int64_t> HoldCount(LockEnv& env, const std::string& name,
-                                  const OwnerId& by);
-absl::StatusOr<absl::Duration> RemainingLease(LockEnv& env,
-                                              const std::string& name);
+                                  const OwnerId& by,
+                                  LockKind kind = LockKind::kReentrant);
+absl::StatusOr<absl::Duration> RemainingLease(
+    LockEnv& env, const std::string& name,
+    LockKind kind = LockKind::kReentrant);
 // The last fencing token handed out for `name` (0 if none yet).
 absl::StatusOr<int64_t> LastToken(LockEnv& env, const std::string& name);
 

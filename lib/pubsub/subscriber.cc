@@ -17,6 +17,9 @@ namespace {
 constexpr absl::Duration kMaxSleepSlice = absl::Seconds(1);
 // Unlock message payload (Redisson's LockPubSub.UNLOCK_MESSAGE).
 constexpr absl::string_view kUnlockMessage = "0";
+// Read-unlock message payload (Redisson's LockPubSub.READ_UNLOCK_MESSAGE,
+// which a write lock's release publishes): wakes every kReadWrite waiter.
+constexpr absl::string_view kReadUnlockMessage = "1";
 
 absl::Duration SliceUntil(Deadline deadline) {
   return std::min(deadline.Remaining(), kMaxSleepSlice);
@@ -52,6 +55,7 @@ Subscription::~Subscription() {
     // A permit this waiter was told of and leaves unconsumed goes on.
     if (armable() && channel_->permits > 0) channel_->NotifyPermit(&tell);
     if (policy_ == WakePolicy::kWakeAll) --channel_->wake_all;
+    if (policy_ == WakePolicy::kReadWrite) --channel_->read_write;
     if (policy_ == WakePolicy::kWakeNamed &&
         --channel_->named[waiter_].subscriptions == 0) {
       channel_->named.erase(waiter_);
@@ -126,7 +130,10 @@ WakeReason Subscription::WaitLocked(Deadline deadline) {
         seen_messages_ = count;
         return WakeReason::kNotified;
       }
-    } else if (channel_->permits > 0) {
+    }
+    if ((policy_ == WakePolicy::kWakeOne ||
+         policy_ == WakePolicy::kReadWrite) &&
+        channel_->permits > 0) {
       --channel_->permits;
       return WakeReason::kNotified;
     }
@@ -137,6 +144,7 @@ WakeReason Subscription::WaitLocked(Deadline deadline) {
 
 uint64_t Subscription::Count() const {
   if (policy_ == WakePolicy::kWakeAll) return channel_->messages;
+  if (policy_ == WakePolicy::kReadWrite) return channel_->read_unlocks;
   auto it = channel_->named.find(waiter_);
   return it == channel_->named.end() ? 0 : it->second.messages;
 }
@@ -290,6 +298,7 @@ std::unique_ptr<Subscription> Subscriber::Subscribe(
                                std::move(waiter), std::move(shared_listener)));
     if (sub->listener_ != nullptr) c->listening.push_back(sub.get());
     if (policy == WakePolicy::kWakeAll) ++c->wake_all;
+    if (policy == WakePolicy::kReadWrite) ++c->read_write;
     if (policy == WakePolicy::kWakeNamed)
       ++c->named[sub->waiter_].subscriptions;
     if (c->refs++ == 0) {
@@ -403,6 +412,10 @@ void Subscriber::OnMessage(absl::string_view channel, absl::string_view text,
   if (c.refs == 0) return;
   ++c.messages;
   bool all = c.wake_all > 0;
+  if (text == kReadUnlockMessage) {
+    ++c.read_unlocks;
+    if (c.read_write > 0) all = true;
+  }
   if (auto named = c.named.find(text); named != c.named.end()) {
     ++named->second.messages;
     all = true;

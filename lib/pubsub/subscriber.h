@@ -85,6 +85,9 @@ enum class WakePolicy {
                // (Redisson's read-lock release)
   kWakeNamed,  // a message whose text is the subscription's name wakes it
                // (and any other of that name): a waiter named in the queue
+  kReadWrite,  // an unlock message ("0") wakes one waiting subscription, as
+               // kWakeOne; a read-unlock message ("1") wakes every one
+               // (Redisson's read-write lock channel)
 };
 
 // Told, on the loop thread, that a subscription's wait may be over (a
@@ -150,8 +153,9 @@ class Subscription {
   // while armed: its last Wait() found no permit (no herd: one message tells
   // one waiter). Caller holds the subscriber's mutex.
   bool armable() const {
-    return policy_ == WakePolicy::kWakeOne && signal_ == nullptr &&
-           listener_ != nullptr;
+    return (policy_ == WakePolicy::kWakeOne ||
+            policy_ == WakePolicy::kReadWrite) &&
+           signal_ == nullptr && listener_ != nullptr;
   }
   void Disarm();
   WakeReason WaitLocked(Deadline deadline);
@@ -164,16 +168,19 @@ class Subscription {
   const std::string waiter_;  // kWakeNamed: the name
   const std::shared_ptr<const Listener> listener_;
   uint64_t seen_generation_ = 0;
-  uint64_t seen_moved_ = 0;     // channel_->moved at the last confirmation
-  uint64_t seen_messages_ = 0;  // kWakeAll / kWakeNamed: count seen
-  bool armed_ = false;          // in channel_->armed (subscriber's mutex)
+  uint64_t seen_moved_ = 0;  // channel_->moved at the last confirmation
+  // kWakeAll / kWakeNamed / kReadWrite: Count() seen.
+  uint64_t seen_messages_ = 0;
+  bool armed_ = false;  // in channel_->armed (subscriber's mutex)
 };
 
 struct Subscription::Channel {
   int refs = 0;
   int64_t permits = 0;
-  uint64_t messages = 0;  // messages received (kWakeAll)
-  int wake_all = 0;       // subscriptions with WakePolicy::kWakeAll
+  uint64_t messages = 0;      // messages received (kWakeAll)
+  int wake_all = 0;           // subscriptions with WakePolicy::kWakeAll
+  uint64_t read_unlocks = 0;  // read-unlock messages received (kReadWrite)
+  int read_write = 0;         // subscriptions with WakePolicy::kReadWrite
   // kWakeNamed: per name with subscriptions, messages naming it and the
   // subscriptions of that name.
   struct Named {

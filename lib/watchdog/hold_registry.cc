@@ -202,7 +202,7 @@ size_t HoldRegistry::Sweep(SteadyClock::time_point now,
     }
     ++renewing;
     if (all || h.acked_at + period_ns <= due_by) {
-      due->push_back({key.first, h.owner, key.second, h.hold_id});
+      due->push_back({key.first, h.owner, key.second, h.hold_id, h.kind});
     }
   }
   return renewing;

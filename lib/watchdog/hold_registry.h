@@ -78,6 +78,7 @@ struct RenewItem {
   std::string owner;
   uint64_t thread = 0;
   uint64_t hold_id = 0;
+  uint8_t kind = 0;  // Hold::kind: which script renews it
 };
 
 // What a renewal found for one hold: its owner field was there and the lease

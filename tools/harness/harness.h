@@ -141,6 +141,9 @@ struct HarnessOptions {
   // FairLocks instead of Locks (the same checks: exclusion, hand-off, loss
   // reports).
   bool fair = false;
+  // ReadWriteLocks: the write locks under the same checks, and read holds
+  // between them that must see no write (relock/read_write_lock.h).
+  bool rw = false;
   absl::Duration cluster_node_timeout = absl::ZeroDuration();
 };
 
@@ -312,6 +315,7 @@ class Coordinator {
     c.locks = o_.locks;
     c.fenced = o_.fenced;
     c.fair = o_.fair;
+    c.rw = o_.rw;
     c.prefix = kPrefix;
     c.lease_ms = absl::ToInt64Milliseconds(o_.lease);
     c.wait_ms = absl::ToInt64Milliseconds(o_.acquire_wait);
@@ -682,7 +686,14 @@ class Coordinator {
     absl::StatusOr<RedisValue> v =
         node->Command({"HKEYS", LockName(kPrefix, k)});
     if (v.ok() && v->is_array()) {
-      for (const RedisValue& e : v->elements) owners.push_back(e.str);
+      for (const RedisValue& e : v->elements) {
+        std::string owner = e.str;
+        // rw runs: the writers (whose holds the workers record), under the
+        // thread's own field; not "mode" nor the readers.
+        if (o_.rw && !absl::EndsWith(owner, ":write")) continue;
+        if (o_.rw) owner.resize(owner.size() - std::string(":write").size());
+        owners.push_back(std::move(owner));
+      }
     }
     return owners;
   }

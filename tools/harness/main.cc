@@ -7,7 +7,7 @@
 //       [--hold_min=1ms] [--hold_max=5ms] [--think_max=3ms]
 //       [--seed=0] [--work_dir=DIR] [--tolerate_ghost_holds] [--quiet]
 //       [--cluster] [--cluster_masters=3] [--cluster_node_timeout=D]
-//       [--fenced] [--fair]
+//       [--fenced] [--fair] [--rw]
 //
 // Durations in absl::ParseDuration syntax ("90s", "1.5s", "2h30m"). Exits 0
 // when the run passes, 1 when the checker found a problem, 2 on bad usage or
@@ -39,7 +39,7 @@ int Usage(const std::string& bad) {
                "[--hold_min=D] [--hold_max=D] [--think_max=D] [--seed=N] "
                "[--work_dir=DIR] [--tolerate_ghost_holds] [--quiet] "
                "[--cluster] [--cluster_masters=N] [--cluster_node_timeout=D] "
-               "[--fenced] [--fair]\n";
+               "[--fenced] [--fair] [--rw]\n";
   return 2;
 }
 
@@ -71,6 +71,10 @@ int main(int argc, char** argv) {
     }
     if (arg == "--fair") {
       o.fair = true;
+      continue;
+    }
+    if (arg == "--rw") {
+      o.rw = true;
       continue;
     }
     const size_t eq = arg.find('=');

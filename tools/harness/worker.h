@@ -77,6 +77,10 @@ struct WorkerConfig {
   bool fenced = false;
   // FairLocks (relock/fair_lock.h) instead of Locks.
   bool fair = false;
+  // ReadWriteLocks (relock/read_write_lock.h): the write lock instead of a
+  // Lock, and every other round a read hold that checks no write happened
+  // under it.
+  bool rw = false;
   std::string prefix = "harness:";
   int64_t lease_ms = 1500;
   int64_t wait_ms = 2000;
@@ -102,6 +106,7 @@ struct WorkerConfig {
             absl::StrCat("locks=", locks),
             absl::StrCat("fenced=", fenced ? 1 : 0),
             absl::StrCat("fair=", fair ? 1 : 0),
+            absl::StrCat("rw=", rw ? 1 : 0),
             absl::StrCat("prefix=", prefix),
             absl::StrCat("lease_ms=", lease_ms),
             absl::StrCat("wait_ms=", wait_ms),
@@ -147,6 +152,9 @@ struct WorkerConfig {
         ok = value == "0" || value == "1";
       } else if (key == "fair") {
         fair = value == "1";
+        ok = value == "0" || value == "1";
+      } else if (key == "rw") {
+        rw = value == "1";
         ok = value == "0" || value == "1";
       } else if (key == "prefix") {
         prefix = value;
@@ -480,6 +488,12 @@ class Worker {
     }
     LostEvent lost;
     lost.owner = e.owner;
+    if (config_.rw) {
+      // The checker follows the write holds (under the thread's field):
+      // a read hold's loss excuses none of them.
+      if (!absl::EndsWith(lost.owner, ":write")) return;
+      lost.owner.resize(lost.owner.size() - std::string(":write").size());
+    }
     lost.lock = LockIndex(e.lock_name);
     lost.time = MonotonicNanos();
     lost.code = static_cast<int>(e.status.code());
@@ -559,11 +573,16 @@ class Worker {
     // takes tokens too).
     std::vector<FencedLock> fenced;
     std::vector<Lock> locks;
+    std::vector<Lock> reads;  // rw runs: locks[k]'s read lock
     for (int k = 0; k < config_.locks; ++k) {
       const std::string name = LockName(config_.prefix, k);
       if (config_.fenced) {
         fenced.push_back(client.GetFencedLock(name));
         locks.push_back(fenced.back());
+      } else if (config_.rw) {
+        ReadWriteLock rw = client.GetReadWriteLock(name);
+        locks.push_back(rw.WriteLock());
+        reads.push_back(rw.ReadLock());
       } else if (config_.fair) {
         // A queue wait of two leases: a killed worker's queued waiters hold
         // the queue up that long past their turn at most (the default, 5
@@ -580,9 +599,16 @@ class Worker {
     const absl::Duration margin = std::max(
         absl::Milliseconds(50), absl::Milliseconds(config_.lease_ms) / 10);
     std::uniform_int_distribution<int> pick(0, config_.locks - 1);
+    // The write lock's holds have their own field.
+    const std::string field =
+        config_.rw && !owner.empty() ? owner + ":write" : owner;
     while (!Stopping()) {
       const int k = pick(rng);
       Lock& lock = locks[k];
+      if (config_.rw && (rng() & 1) == 0) {
+        ReadRound(reads[k], raw, caller, rng, margin, t, k);
+        continue;
+      }
       Hold h;
       h.worker = config_.worker;
       h.thread = t;
@@ -601,7 +627,7 @@ class Worker {
         }
         if (!absl::StrContains(s.message(), "held by another owner")) {
           // The acquire may have run on Redis without us hearing of it.
-          CheckNoGhost(lock, keys, caller, owner, t, k, "after-failed-acquire");
+          CheckNoGhost(lock, keys, caller, field, t, k, "after-failed-acquire");
         }
         if (s.code() != absl::StatusCode::kDeadlineExceeded) {
           absl::SleepFor(absl::Milliseconds(20));  // Redis is unwell
@@ -622,7 +648,7 @@ class Worker {
         Anomaly(t, "Release", r);
       }
       if (r.ok()) {
-        CheckNoGhost(lock, keys, caller, owner, t, k, "after-release-ok");
+        CheckNoGhost(lock, keys, caller, field, t, k, "after-release-ok");
       }
       Sleep(rng, 0, config_.think_max_us);
     }
@@ -655,6 +681,49 @@ class Worker {
                              pttl, " ", ghost ? where : "orphan-expired"));
     for (int64_t i = 0; ghost && i < std::min<int64_t>(*still, 10); ++i) {
       if (!caller.Release(lock).ok()) break;
+    }
+  }
+
+  // A read hold of lock k (rw runs): reads the counter, waits, reads it
+  // again; while the read hold was safe throughout, no writer may have
+  // changed it (an "E" line, an anomaly, if one did).
+  void ReadRound(Lock& read, RawRedis& raw, const Caller& caller,
+                 std::mt19937_64& rng, absl::Duration margin, int t, int k) {
+    const absl::Status s =
+        caller.TryAcquire(read, absl::Milliseconds(config_.wait_ms));
+    if (!s.ok()) {
+      if (s.code() != absl::StatusCode::kDeadlineExceeded &&
+          s.code() != absl::StatusCode::kUnavailable) {
+        Anomaly(t, "TryAcquire(read)", s);
+      }
+      if (s.code() != absl::StatusCode::kDeadlineExceeded) {
+        absl::SleepFor(absl::Milliseconds(20));  // Redis is unwell
+      }
+      return;
+    }
+    const std::string counter = CounterName(config_.prefix, k);
+    absl::optional<int64_t> before, after;
+    if (raw.EnsureConnected()) before = raw.Get(counter);
+    Sleep(rng, config_.hold_min_us, config_.hold_max_us);
+    if (before.has_value()) after = raw.Get(counter);
+    absl::StatusOr<std::chrono::steady_clock::time_point> safe =
+        read.SafeUntil(caller.owner);
+    if (!safe.ok() && safe.status().code() != absl::StatusCode::kAborted) {
+      Anomaly(t, "SafeUntil(read)", safe.status());
+    }
+    if (safe.ok() && *safe - std::chrono::steady_clock::now() >=
+                         absl::ToChronoNanoseconds(margin)) {
+      if (before.has_value() && after.has_value() && *before != *after) {
+        Anomaly(t, absl::StrCat("read hold of lock ", k),
+                absl::InternalError(absl::StrCat(
+                    "a write happened under a safe read hold: ", *before,
+                    " -> ", *after)));
+      }
+    }
+    const absl::Status r = caller.Release(read);
+    if (!r.ok() && r.code() != absl::StatusCode::kAborted &&
+        r.code() != absl::StatusCode::kUnavailable) {
+      Anomaly(t, "Release(read)", r);
     }
   }
 

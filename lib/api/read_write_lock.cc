@@ -1,0 +1,25 @@
+// relock::ReadWriteLock: two relock::Lock handles on one name, whose calls
+// use the read and write models (lib/lock/rw_lock.h).
+
+#include "relock/read_write_lock.h"
+
+#include <utility>
+
+#include "lib/lock/lock_model.h"
+
+namespace relock {
+
+ReadWriteLock::ReadWriteLock() {
+  read_.kind_ = static_cast<uint8_t>(lock::LockKind::kRead);
+  write_.kind_ = static_cast<uint8_t>(lock::LockKind::kWrite);
+}
+
+ReadWriteLock::ReadWriteLock(std::shared_ptr<internal::ClientCore> core,
+                             std::string name, const LockOptions& options)
+    : read_(core, name, options),
+      write_(std::move(core), std::move(name), options) {
+  read_.kind_ = static_cast<uint8_t>(lock::LockKind::kRead);
+  write_.kind_ = static_cast<uint8_t>(lock::LockKind::kWrite);
+}
+
+}  // namespace relock

@@ -1,0 +1,108 @@
+#include "lib/lock/rw_lock.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "lib/lock/owner.h"
+
+namespace relock {
+namespace lock {
+namespace {
+
+// The read lock or the write lock: the same hash and channel; the scripts
+// and the message that tells the waiters differ.
+class ReadWrite final : public LockModel {
+ public:
+  explicit ReadWrite(bool write) : write_(write) {}
+
+  LockKind kind() const override {
+    return write_ ? LockKind::kWrite : LockKind::kRead;
+  }
+
+  Step Acquire(const std::string& name, const std::string& owner,
+               absl::Duration lease, bool fresh, bool /*queue*/,
+               const AcquireOptions& /*options*/,
+               absl::string_view /*publish*/) const override {
+    return Step{
+        write_ ? internal::kWriteAcquireScript : internal::kReadAcquireScript,
+        {name},
+        {absl::StrCat(absl::ToInt64Milliseconds(lease)), owner,
+         fresh ? "1" : "0"}};
+  }
+
+  Step Release(const std::string& name, const std::string& owner,
+               const std::string& lease_ms,
+               absl::string_view publish) const override {
+    return Step{
+        write_ ? internal::kWriteReleaseScript : internal::kReadReleaseScript,
+        {name, ReadWriteChannel(name)},
+        {std::string(Message()), lease_ms, owner, std::string(publish)}};
+  }
+
+  Step ReleaseAll(const std::string& name, const std::string& owner,
+                  absl::string_view publish) const override {
+    return Step{internal::kRwReleaseAllScript,
+                {name, ReadWriteChannel(name)},
+                {std::string(Message()), owner, std::string(publish)}};
+  }
+
+  Step ForceRelease(const std::string& name,
+                    absl::string_view publish) const override {
+    return Step{internal::kRwForceReleaseScript,
+                {name, ReadWriteChannel(name)},
+                {write_ ? "write" : "read", std::string(Message()),
+                 std::string(publish)}};
+  }
+
+  std::string WaitChannel(const std::string& name,
+                          const std::string& /*owner*/) const override {
+    return ReadWriteChannel(name);
+  }
+  pubsub::WakePolicy wake_policy() const override {
+    return pubsub::WakePolicy::kReadWrite;
+  }
+
+  Step Inspect(const std::string& name,
+               const std::string& owner) const override {
+    return Step{
+        internal::kRwInspectScript, {name}, {owner, write_ ? "write" : "read"}};
+  }
+  internal::ScriptId renew_script() const override {
+    // A write hold is one field of the hash, as a reentrant lock's; read
+    // holds have lease keys too.
+    return write_ ? internal::kRenewScript : internal::kReadRenewScript;
+  }
+
+ private:
+  absl::string_view Message() const {
+    return write_ ? kReadUnlockMessage : kUnlockMessage;
+  }
+
+  const bool write_;
+};
+
+}  // namespace
+
+std::string ReadWriteChannel(absl::string_view lock_name) {
+  return PrefixName("redisson_rwlock", lock_name);
+}
+
+std::string ReadLeaseKey(absl::string_view lock_name, absl::string_view reader,
+                         int64_t i) {
+  const std::string prefix = absl::StrContains(lock_name, '{')
+                                 ? std::string(lock_name)
+                                 : absl::StrCat("{", lock_name, "}");
+  return absl::StrCat(prefix, ":", reader, ":rwlock_timeout:", i);
+}
+
+const LockModel& ReadModel() {
+  static const ReadWrite* const kModel = new ReadWrite(/*write=*/false);
+  return *kModel;
+}
+
+const LockModel& WriteModel() {
+  static const ReadWrite* const kModel = new ReadWrite(/*write=*/true);
+  return *kModel;
+}
+
+}  // namespace lock
+}  // namespace relock

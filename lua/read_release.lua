@@ -1,0 +1,35 @@
+-- Release one read hold of a read-write lock. Redisson-compatible. Uses
+-- lua/lock_lib.lua and lua/rw_lib.lua, prepended when loaded.
+-- KEYS[1]  lock name N
+-- KEYS[2]  channel "redisson_rwlock:{N}"
+-- ARGV[1]  unlock message ("0": wakes one waiter per client)
+-- ARGV[2]  lease in milliseconds for the caller's remaining read holds; "0"
+--          keeps their leases
+-- ARGV[3]  reader field "<client-id>:<thread-id>"
+-- ARGV[4]  publish command: "publish" (also when absent) or "spublish"
+-- Returns nil when the caller holds no read hold, 0 when it still holds
+-- some, 1 when that was its last (the lock may still be held by other
+-- readers or by the caller's write hold). When the lock became free (see
+-- read_settle()), the unlock message is published; an UNPUBLISHED error when
+-- Redis refused that.
+local publish = publish_command(ARGV[4])  -- raises before any write
+if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+  return nil
+end
+local left = redis.call('hincrby', KEYS[1], ARGV[3], -1)
+redis.call('del', read_timeout_key(KEYS[1], ARGV[3], left + 1))
+if left <= 0 then
+  redis.call('hdel', KEYS[1], ARGV[3])
+elseif tonumber(ARGV[2]) > 0 then
+  for j = left, 1, -1 do
+    redis.call('pexpire', read_timeout_key(KEYS[1], ARGV[3], j), ARGV[2])
+  end
+end
+local result = 0
+if left <= 0 then
+  result = 1
+end
+if read_settle(KEYS[1]) then
+  return publish_unlock(KEYS[2], ARGV[1], publish) or result
+end
+return result

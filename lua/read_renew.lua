@@ -1,0 +1,27 @@
+-- Renew the leases of many read holds in one call (the watchdog's batch for
+-- read locks). Uses lua/rw_lib.lua, prepended when loaded.
+-- KEYS[i]  lock name i
+-- ARGV[1]  lease in milliseconds
+-- ARGV[i+1] reader field for KEYS[i]
+-- Per reader: the leases of its read holds are set to ARGV[1] and the
+-- hash's TTL grows to at least that. (Redisson renews every reader's holds;
+-- a dead reader's holds here end with their own leases.)
+-- Returns an array: element i is 1 when reader i still holds lock i, 0 when
+-- its field is gone (the hold is lost).
+local renewed = {}
+for i = 1, #KEYS do
+  local count = tonumber(redis.call('hget', KEYS[i], ARGV[i + 1]))
+  if count == nil then
+    renewed[i] = 0
+  else
+    for j = count, 1, -1 do
+      redis.call('pexpire', read_timeout_key(KEYS[i], ARGV[i + 1], j),
+          ARGV[1])
+    end
+    if redis.call('pttl', KEYS[i]) < tonumber(ARGV[1]) then
+      redis.call('pexpire', KEYS[i], ARGV[1])
+    end
+    renewed[i] = 1
+  end
+end
+return renewed

@@ -1,0 +1,113 @@
+-- Helpers of the read-write lock's scripts, prepended after lock_lib.lua.
+--
+-- Redisson's RReadWriteLock data model. The lock is one hash N:
+--   'mode'                        'read' or 'write'
+--   '<client-id>:<thread-id>'     a reader's read hold count
+--   '<client-id>:<thread-id>:write'  the writer's write hold count
+-- Read hold i of a reader also has its own lease, the key
+-- '{N}:<reader field>:rwlock_timeout:<i>' ('N:...' when N contains '{', so
+-- that it shares N's cluster slot), and in read mode the hash lives as long
+-- as the longest of them. Readers share the lock in read mode; in write mode
+-- only the writer holds it, and may take read holds too (a downgrade).
+
+-- rw_prefix(name): Redisson's suffixName() prefix of N's companion keys.
+local function rw_prefix(name)
+  if string.find(name, '{', 1, true) then
+    return name
+  end
+  return '{' .. name .. '}'
+end
+
+-- read_timeout_key(name, reader, i): the lease key of `reader`'s read hold i.
+local function read_timeout_key(name, reader, i)
+  return rw_prefix(name) .. ':' .. reader .. ':rwlock_timeout:' .. i
+end
+
+-- is_rwlock(key): 'free' when the key does not exist, 'rwlock' when it holds
+-- a read-write lock (a 'mode' of read or write, and owner fields with
+-- positive counts), else 'other'.
+local function is_rwlock(key)
+  local kind = redis.call('type', key).ok
+  if kind == 'none' then
+    return 'free'
+  end
+  if kind ~= 'hash' then
+    return 'other'
+  end
+  local fields = redis.call('hgetall', key)
+  local mode = nil
+  for i = 1, #fields, 2 do
+    local field, value = fields[i], fields[i + 1]
+    if field == 'mode' then
+      if value ~= 'read' and value ~= 'write' then
+        return 'other'
+      end
+      mode = value
+    elseif not (string.find(field, ':%d+$') or
+                string.find(field, ':%d+:write$'))
+        or not string.find(value, '^[1-9]%d*$') then
+      return 'other'
+    end
+  end
+  if mode == nil then
+    return 'other'
+  end
+  return 'rwlock'
+end
+
+-- read_settle(key): after a read hold ended. In read mode the hash lives as
+-- long as its longest read lease; with none left (every reader released, or
+-- the leases of dead readers ran out) it is deleted. In write mode the
+-- writer's lease governs. Returns true when the key was deleted (the lock is
+-- free: the caller tells the waiters).
+local function read_settle(key)
+  if redis.call('hget', key, 'mode') == 'write' then
+    return false
+  end
+  local longest = -2
+  local fields = redis.call('hgetall', key)
+  for i = 1, #fields, 2 do
+    local field = fields[i]
+    if field ~= 'mode' and not string.find(field, ':write$') then
+      for j = tonumber(fields[i + 1]) or 0, 1, -1 do
+        longest = math.max(longest,
+            redis.call('pttl', read_timeout_key(key, field, j)))
+      end
+    end
+  end
+  if longest > 0 then
+    redis.call('pexpire', key, longest)
+    return false
+  end
+  redis.call('del', key)
+  return true
+end
+
+-- read_drop(key, reader): removes every read hold of `reader`. Returns
+-- whether it had any.
+local function read_drop(key, reader)
+  local count = tonumber(redis.call('hget', key, reader))
+  if count == nil then
+    return false
+  end
+  redis.call('hdel', key, reader)
+  for j = count, 1, -1 do
+    redis.call('del', read_timeout_key(key, reader, j))
+  end
+  return true
+end
+
+-- write_drop(key, writer): removes the write holds of `writer`. With read
+-- holds of its own left (a downgrade), the lock turns to read mode. Returns
+-- nil when it held none, else true when the key was deleted.
+local function write_drop(key, writer)
+  if redis.call('hdel', key, writer) == 0 then
+    return nil
+  end
+  if redis.call('hlen', key) <= 1 then
+    redis.call('del', key)
+    return true
+  end
+  redis.call('hset', key, 'mode', 'read')
+  return read_settle(key)
+end

@@ -1,0 +1,34 @@
+-- Acquire (or re-enter) the write lock of a read-write lock. Redisson-
+-- compatible (RedissonWriteLock).
+-- KEYS[1]  lock name N
+-- ARGV[1]  lease in milliseconds
+-- ARGV[2]  writer field "<client-id>:<thread-id>:write"
+-- ARGV[3]  "1" when the caller holds no write hold of its own yet: the count
+--          is set to 1 rather than incremented (as lua/acquire.lua).
+-- Granted on a free lock, or to the writer itself (re-entry); never in read
+-- mode, not even to a reader that is the only one (no upgrade). The hash's
+-- TTL only grows.
+-- Returns nil when the caller now holds the write lock, else the PTTL of the
+-- holder's key (-1: no TTL). A key that is not a read-write lock is never
+-- written: it answers as held.
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false then
+  if redis.call('exists', KEYS[1]) == 1 then
+    return redis.call('pttl', KEYS[1])
+  end
+  redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return nil
+end
+if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  if ARGV[3] == '1' then
+    redis.call('hset', KEYS[1], ARGV[2], 1)
+  else
+    redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  end
+  if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+    redis.call('pexpire', KEYS[1], ARGV[1])
+  end
+  return nil
+end
+return redis.call('pttl', KEYS[1])
