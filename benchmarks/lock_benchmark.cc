@@ -14,6 +14,9 @@
 //                               divides by.
 //   BM_UncontendedLockUnlock    Acquire() + Release(), one thread, one key.
 //                               Floor: 2 RTT (`ratio_vs_2rtt`).
+//   BM_UncontendedReadWriteLockUnlock/0|1
+//                               the same on a ReadWriteLock's read lock (0)
+//                               and write lock (1).
 //   BM_NestedChainDepth5        5 re-entrant Acquire()s + 5 Release()s.
 //                               Floor: 10 RTT (`ratio_vs_10rtt`).
 //                               Both also run as many raw round trips in the
@@ -717,6 +720,26 @@ void BM_UncontendedLockUnlock(benchmark::State& state) {
                      });
 }
 BENCHMARK(BM_UncontendedLockUnlock)->UseManualTime();
+
+// The same pair on a read-write lock's read lock and write lock
+// (relock/read_write_lock.h). Their scripts do more work in Redis (a read
+// hold also writes and deletes its lease key), so `paired_ratio` (against
+// one-read round trips) is their figure; `same_script_ratio` compares with
+// the plain lock's scripts.
+void BM_UncontendedReadWriteLockUnlock(benchmark::State& state) {
+  BenchEnv* env = EnvOrSkip(state);
+  if (env == nullptr) return;
+  ReadWriteLock rw = env->client->GetReadWriteLock(Key(
+      *env, state.range(0) == 0 ? "uncontended-read" : "uncontended-write"));
+  Lock& lock = state.range(0) == 0 ? rw.ReadLock() : rw.WriteLock();
+  state.SetLabel(state.range(0) == 0 ? "read" : "write");
+  RunWithPairedRatio(state, *env, 2, "ratio_vs_2rtt", "us_per_pair",
+                     [&]() -> absl::Status {
+                       if (absl::Status s = lock.Acquire(); !s.ok()) return s;
+                       return lock.Release();
+                     });
+}
+BENCHMARK(BM_UncontendedReadWriteLockUnlock)->Arg(0)->Arg(1)->UseManualTime();
 
 void BM_NestedChainDepth5(benchmark::State& state) {
   constexpr int kDepth = 5;
