@@ -13,7 +13,9 @@
 -- read_settle()), the unlock message is published; an UNPUBLISHED error when
 -- Redis refused that.
 local publish = publish_command(ARGV[4])  -- raises before any write
-if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+-- Not a read-write lock (no "mode"): not a read hold of ours either.
+if redis.call('hget', KEYS[1], 'mode') == false
+    or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
   return nil
 end
 local left = redis.call('hincrby', KEYS[1], ARGV[3], -1)
@@ -22,7 +24,7 @@ if left <= 0 then
   redis.call('hdel', KEYS[1], ARGV[3])
 elseif tonumber(ARGV[2]) > 0 then
   for j = left, 1, -1 do
-    redis.call('pexpire', read_timeout_key(KEYS[1], ARGV[3], j), ARGV[2])
+    redis.call('set', read_timeout_key(KEYS[1], ARGV[3], j), 1, 'px', ARGV[2])
   end
 end
 local result = 0

@@ -3,9 +3,11 @@
 -- KEYS[i]  lock name i
 -- ARGV[1]  lease in milliseconds
 -- ARGV[i+1] reader field for KEYS[i]
--- Per reader: the leases of its read holds are set to ARGV[1] and the
--- hash's TTL grows to at least that. (Redisson renews every reader's holds;
--- a dead reader's holds here end with their own leases.)
+-- Per reader: the leases of its read holds are set to ARGV[1] (a lease key
+-- that expired meanwhile is made again: the reader's field is still there,
+-- so no writer entered) and the hash's TTL grows to at least that.
+-- (Redisson renews every reader's holds, with PEXPIRE; a dead reader's
+-- holds here end with their own leases.)
 -- Returns an array: element i is 1 when reader i still holds lock i, 0 when
 -- its field is gone (the hold is lost).
 local renewed = {}
@@ -15,8 +17,8 @@ for i = 1, #KEYS do
     renewed[i] = 0
   else
     for j = count, 1, -1 do
-      redis.call('pexpire', read_timeout_key(KEYS[i], ARGV[i + 1], j),
-          ARGV[1])
+      redis.call('set', read_timeout_key(KEYS[i], ARGV[i + 1], j), 1,
+          'px', ARGV[1])
     end
     if redis.call('pttl', KEYS[i]) < tonumber(ARGV[1]) then
       redis.call('pexpire', KEYS[i], ARGV[1])

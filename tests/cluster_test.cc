@@ -170,35 +170,38 @@ TEST_F(ClusterTest, FairLocksHandOffInArrivalOrderOnEveryMaster) {
 // renews a read hold and its lease key (built in the script, in the name's
 // slot).
 TEST_F(ClusterTest, ReadWriteLocksShareExcludeAndWakeOnEveryMaster) {
-  std::unique_ptr<Client> a =
-      MustConnect(cluster_->url(), [](ClientOptions& o) {
-        o.lock_watchdog_timeout = absl::Milliseconds(900);
-      });
+  std::unique_ptr<Client> a = MustConnect(
+      cluster_->url(),
+      [](ClientOptions& o) { o.lock_watchdog_timeout = absl::Seconds(3); });
   std::unique_ptr<Client> b = MustConnect(cluster_->url());
   ASSERT_TRUE(a != nullptr && b != nullptr);
   std::vector<std::string> names = NamesOnEveryMaster(1);
   names.push_back(TestLockName("rw:{7}"));
+  // a reads every lock; renewed past two 3 s leases, lease keys included.
   for (const std::string& name : names) {
-    ReadWriteLock ra = a->GetReadWriteLock(name);
-    ReadWriteLock rb = b->GetReadWriteLock(name);
-    ASSERT_TRUE(ra.ReadLock().Acquire().ok()) << name;
-    const relock::Owner reader_b = relock::Owner::New();
-    ASSERT_TRUE(rb.ReadLock().TryAcquire(reader_b, absl::ZeroDuration()).ok())
-        << name;
-    // Renewed past several 900 ms leases, lease key included.
-    absl::SleepFor(absl::Milliseconds(2500));
+    ASSERT_TRUE(a->GetReadWriteLock(name).ReadLock().Acquire().ok()) << name;
+  }
+  absl::SleepFor(absl::Seconds(7));
+  for (const std::string& name : names) {
     absl::StatusOr<RedisValue> keys =
         Owner(name).Command({"KEYS", "*rwlock_timeout*"});
     ASSERT_TRUE(keys.ok()) << keys.status();
     bool live_lease_key = false;
     for (const RedisValue& k : keys->elements) {
       absl::StatusOr<RedisValue> ttl = Owner(name).Command({"PTTL", k.str});
-      if (ttl.ok() && ttl->is_integer() && ttl->integer > 0 &&
-          absl::StrContains(k.str, a->id())) {
+      if (absl::StrContains(k.str, name) && absl::StrContains(k.str, a->id()) &&
+          ttl.ok() && ttl->is_integer() && ttl->integer > 0) {
         live_lease_key = true;
       }
     }
     EXPECT_TRUE(live_lease_key) << name;
+  }
+  for (const std::string& name : names) {
+    ReadWriteLock ra = a->GetReadWriteLock(name);
+    ReadWriteLock rb = b->GetReadWriteLock(name);
+    const relock::Owner reader_b = relock::Owner::New();
+    ASSERT_TRUE(rb.ReadLock().TryAcquire(reader_b, absl::ZeroDuration()).ok())
+        << name;
     {
       testing::BackgroundWaiter writer(rb.WriteLock(), absl::Seconds(60));
       absl::SleepFor(absl::Milliseconds(200));

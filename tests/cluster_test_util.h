@@ -53,9 +53,10 @@ inline std::vector<std::string> NamesOnEveryMaster(const RedisCluster& cluster,
 }
 
 // `per_master` locks on every master through `client`: each is acquired
-// twice by an explicit owner (whose re-entries go to Redis; a thread's are
-// counted locally), its hash on the slot's master holds the client's owner
-// field with a count of 2, and two releases remove it.
+// twice by an explicit owner, the second time with an explicit lease (which
+// goes to Redis; a re-entry of a watchdog hold is counted locally), its hash
+// on the slot's master holds the client's owner field with a count of 2,
+// and two releases remove it.
 inline void ExpectLocksLiveOnTheMasterOfTheirSlot(const RedisCluster& cluster,
                                                   Client& client,
                                                   int per_master) {
@@ -63,7 +64,7 @@ inline void ExpectLocksLiveOnTheMasterOfTheirSlot(const RedisCluster& cluster,
     Lock lock = client.GetLock(name);
     const Owner owner = Owner::New();
     ASSERT_TRUE(lock.Acquire(owner).ok()) << name;
-    ASSERT_TRUE(lock.Acquire(owner).ok()) << name;  // re-entry
+    ASSERT_TRUE(lock.Acquire(owner, absl::Seconds(30)).ok()) << name;
     RedisServer& master = MasterOf(cluster, name);
     absl::StatusOr<RedisValue> fields = master.Command({"HGETALL", name});
     ASSERT_TRUE(fields.ok()) << fields.status();

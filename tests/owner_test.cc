@@ -66,6 +66,51 @@ TEST_F(OwnerTest, ATokenReentersFromAnyThread) {
   EXPECT_EQ(lock.Release(task).code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// A token's re-entries of its watchdog hold, blocking or asynchronous, are
+// counted in the client: Redis sees one acquire and one release script for
+// a nested chain of depth 5 (Redis's count stays 1), and the asynchronous
+// ones still complete on the event loop thread, not the caller's.
+TEST_F(OwnerTest, ATokenReentersWithoutARoundTrip) {
+  // A lease long enough that no renewal runs during the test.
+  std::unique_ptr<Client> client = testing::MustConnect(
+      redis().url(),
+      [](ClientOptions& o) { o.lock_watchdog_timeout = absl::Minutes(10); });
+  ASSERT_NE(client, nullptr);
+  Lock lock = client->GetLock(TestLockName());
+  const Owner task = Owner::New();
+  ASSERT_TRUE(redis().Command({"CONFIG", "RESETSTAT"}).ok());
+  ASSERT_TRUE(lock.Acquire(task).ok());
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(lock.Acquire(task).ok());
+  const std::thread::id caller = std::this_thread::get_id();
+  for (int i = 0; i < 2; ++i) {
+    // The callbacks: each on the loop thread, never the caller's.
+    std::atomic<int> done{0}, on_caller{0};
+    auto callback = [&](absl::Status s) {
+      EXPECT_TRUE(s.ok()) << s;
+      on_caller += std::this_thread::get_id() == caller ? 1 : 0;
+      ++done;
+    };
+    lock.AcquireAsync(task, callback);
+    ASSERT_TRUE(testing::Eventually([&] { return done.load() == 1; }));
+    lock.ReleaseAsync(task, callback);
+    ASSERT_TRUE(testing::Eventually([&] { return done.load() == 2; }));
+    lock.AcquireAsync(task, callback);
+    ASSERT_TRUE(testing::Eventually([&] { return done.load() == 3; }));
+    EXPECT_EQ(on_caller.load(), 0);
+  }
+  EXPECT_EQ(*lock.HoldCount(task), 5);
+  absl::StatusOr<testing::RedisValue> count = redis().Command(
+      {"HGET", lock.name(), absl::StrCat(client->id(), ":", task.number())});
+  ASSERT_TRUE(count.ok());
+  EXPECT_EQ(count->str, "1");
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(lock.Release(task).ok());
+  EXPECT_TRUE(*lock.IsLocked());
+  ASSERT_TRUE(lock.ReleaseAsync(task).Get().ok());
+  EXPECT_FALSE(*lock.IsLocked());
+  // One acquire and one release script in all (plus the queries).
+  EXPECT_EQ(testing::Calls(redis(), "evalsha"), 2 + 3);
+}
+
 TEST_F(OwnerTest, TokensAndTheCallingThreadExcludeEachOther) {
   Lock lock = client_->GetLock(TestLockName());
   const Owner first = Owner::New();

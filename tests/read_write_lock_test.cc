@@ -82,51 +82,52 @@ std::string OnlyReader(testing::RedisServer& redis, const std::string& name) {
 }
 
 // Eight threads hold the read lock at the same time (each waits until all
-// eight hold it); the hash then has one field per reader and a lease key per
-// hold, and once they all released, nothing is left in Redis.
+// eight hold it, and until the checks below are done); the hash then has one
+// field per reader and a lease key per hold, no writer gets in, and once
+// they all released, nothing is left in Redis.
 TEST_F(ReadWriteLockTest, ManyReadersShareTheLock) {
   std::unique_ptr<Client> client = MustConnect(redis().url());
   ASSERT_NE(client, nullptr);
   const std::string name = TestLockName();
   constexpr int kReaders = 8;
-  std::atomic<int> holding{0}, released{0};
-  std::atomic<bool> all_held{false};
+  std::atomic<int> holding{0};
+  std::atomic<bool> go{false};
   std::vector<JoiningThread> readers;
   for (int i = 0; i < kReaders; ++i) {
     readers.emplace_back([&] {
       ReadWriteLock rw = client->GetReadWriteLock(name);
-      ASSERT_TRUE(rw.ReadLock().TryAcquire(absl::Seconds(30)).ok());
+      const absl::Status s = rw.ReadLock().TryAcquire(absl::Seconds(30));
       ++holding;
-      // Until every reader holds it: proof that they share it.
-      if (Eventually([&] { return holding.load() == kReaders; },
-                     absl::Seconds(60))) {
-        all_held = true;
-      }
-      EXPECT_TRUE(Eventually([&] { return all_held.load(); }));
+      ASSERT_TRUE(s.ok()) << s;
+      EXPECT_TRUE(Eventually([&] { return go.load(); }));
       EXPECT_TRUE(rw.ReadLock().IsHeldByCurrentThread().value_or(false));
       EXPECT_TRUE(rw.ReadLock().Release().ok());
-      ++released;
     });
   }
-  ASSERT_TRUE(Eventually([&] { return all_held.load(); }));
-  // While they all hold it (before any released: the readers wait for
-  // `all_held` before releasing, and it was set after all of them held).
+  const bool all_tried = Eventually([&] { return holding.load() == kReaders; });
+  // Every reader holds it now (a failed one failed its ASSERT above).
+  EXPECT_TRUE(all_tried);
+  EXPECT_EQ(Mode(name), "read");
+  EXPECT_EQ(Integer({"HLEN", name}), kReaders + 1);  // mode + one per reader
+  absl::StatusOr<RedisValue> leases =
+      redis().Command({"KEYS", "*:rwlock_timeout:*"});
+  ASSERT_TRUE(leases.ok());
+  EXPECT_EQ(leases->elements.size(), size_t{kReaders});
   ReadWriteLock rw = client->GetReadWriteLock(name);
-  if (released.load() == 0) {
-    EXPECT_EQ(Mode(name), "read");
-    EXPECT_FALSE(rw.WriteLock().try_lock());
-  }
+  EXPECT_EQ(
+      rw.WriteLock().TryAcquire(Owner::New(), absl::ZeroDuration()).code(),
+      absl::StatusCode::kDeadlineExceeded);
+  go = true;
   for (JoiningThread& t : readers) t.join();
-  EXPECT_EQ(holding.load(), kReaders);
   EXPECT_EQ(Integer({"EXISTS", name}), 0);
   absl::StatusOr<RedisValue> keys = redis().Command({"KEYS", "*"});
   ASSERT_TRUE(keys.ok());
-  EXPECT_TRUE(keys->elements.empty())
-      << keys->elements.size() << " keys left, e.g. " << keys->elements[0].str;
+  EXPECT_TRUE(keys->elements.empty()) << keys->elements.size() << " keys left";
 }
 
 // Under load, from 2 clients: writers never overlap each other or a
-// reader; readers do overlap each other.
+// reader. (That readers overlap is shown above; here the largest overlap
+// seen is printed.)
 TEST_F(ReadWriteLockTest, AWriterIsAloneReadersOverlap) {
   std::unique_ptr<Client> a = MustConnect(redis().url());
   std::unique_ptr<Client> b = MustConnect(redis().url());
@@ -370,7 +371,7 @@ TEST_F(ReadWriteLockTest, WatchdogRenewsReadAndWriteHoldsAndReportsLoss) {
   EventLog events;
   std::unique_ptr<Client> client =
       MustConnect(redis().url(), [&](ClientOptions& o) {
-        o.lock_watchdog_timeout = absl::Milliseconds(900);
+        o.lock_watchdog_timeout = absl::Seconds(3);
         o.on_lock_event = events.Callback();
       });
   ASSERT_NE(client, nullptr);
@@ -380,8 +381,8 @@ TEST_F(ReadWriteLockTest, WatchdogRenewsReadAndWriteHoldsAndReportsLoss) {
   ASSERT_TRUE(rw.ReadLock().Acquire().ok());
   const std::string reader = OnlyReader(redis(), name);
   ASSERT_FALSE(reader.empty());
-  // Several leases later, both holds live, and so does the read lease key.
-  absl::SleepFor(absl::Seconds(3));
+  // Over two leases later, both holds live, and so does the read lease key.
+  absl::SleepFor(absl::Seconds(7));
   EXPECT_EQ(Integer({"HEXISTS", name, reader}), 1);
   EXPECT_EQ(Integer({"HEXISTS", name, reader + ":write"}), 1);
   EXPECT_GT(Integer({"PTTL", ReadLeaseKey(name, reader, 1)}), 0);
@@ -610,6 +611,25 @@ TEST_F(ReadWriteLockTest, MixingLockTypesAndForceReleaseAndBadInput) {
   EXPECT_EQ(other.code(), absl::StatusCode::kDeadlineExceeded) << other;
   EXPECT_EQ(Integer({"HLEN", name}), 2);  // mode, this thread's read hold
   ASSERT_TRUE(rw.ReadLock().Release().ok());
+
+  // The same with the write lock, both ways round (the write hold is
+  // registered apart from the owner's other holds).
+  ASSERT_TRUE(rw.WriteLock().Acquire().ok());
+  const absl::Status w = plain.TryAcquire(absl::Seconds(10));
+  EXPECT_EQ(w.code(), absl::StatusCode::kFailedPrecondition) << w;
+  EXPECT_THAT(w.message(), HasSubstr("one name is one lock type"));
+  FairLock fair = client->GetFairLock(name);
+  EXPECT_EQ(fair.TryAcquire(absl::Seconds(10)).code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(rw.WriteLock().Release().ok());
+  ASSERT_TRUE(plain.Acquire().ok());
+  const absl::Status up = rw.WriteLock().TryAcquire(absl::Seconds(10));
+  EXPECT_EQ(up.code(), absl::StatusCode::kFailedPrecondition) << up;
+  EXPECT_THAT(up.message(), HasSubstr("one name is one lock type"));
+  EXPECT_EQ(rw.ReadLock().TryAcquire(absl::Seconds(10)).code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(plain.Release().ok());
+  EXPECT_EQ(Integer({"EXISTS", name}), 0);
 
   ReadWriteLock unbound;
   EXPECT_EQ(unbound.ReadLock().Acquire().code(),

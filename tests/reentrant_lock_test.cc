@@ -208,15 +208,18 @@ TEST_F(ReentrantLockTest, ALostHoldIsLostForItsLocalReentriesToo) {
   EXPECT_TRUE(lock.Release().ok());
 }
 
-// Explicit leases and explicit owners go to Redis as before.
-TEST_F(ReentrantLockTest, ExplicitLeasesAndOwnersReenterInRedis) {
+// An explicit owner re-enters its watchdog hold locally too; a re-entry
+// with an explicit lease goes to Redis as before.
+TEST_F(ReentrantLockTest, ExplicitLeasesReenterInRedisOwnersLocally) {
   Lock lock = client_->GetLock(TestLockName());
   const Owner owner = Owner::New();
   ASSERT_TRUE(lock.Acquire(owner).ok());
   ASSERT_TRUE(lock.Acquire(owner).ok());
-  EXPECT_EQ(redis().Command({"HVALS", lock.name()})->elements[0].str, "2");
+  EXPECT_EQ(redis().Command({"HVALS", lock.name()})->elements[0].str, "1");
+  EXPECT_EQ(lock.HoldCount(owner).value_or(-1), 2);
   ASSERT_TRUE(lock.Acquire(owner, absl::Seconds(5)).ok());
-  EXPECT_EQ(redis().Command({"HVALS", lock.name()})->elements[0].str, "3");
+  EXPECT_EQ(redis().Command({"HVALS", lock.name()})->elements[0].str, "2");
+  EXPECT_EQ(lock.HoldCount(owner).value_or(-1), 3);
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(lock.Release(owner).ok());
   EXPECT_EQ(redis().Command({"EXISTS", lock.name()})->integer, 0);
 }

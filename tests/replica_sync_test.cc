@@ -286,14 +286,14 @@ TEST_F(ReplicaSyncTest, UnacknowledgedReentryIsUndoneByOneCount) {
   std::unique_ptr<Client> client = Connect(Sync(1, absl::Milliseconds(200)));
   ASSERT_NE(client, nullptr);
   Lock lock = client->GetLock(TestLockName());
-  // An explicit owner: its re-entries go to Redis (a thread's re-entry of a
+  // A re-entry with an explicit lease goes to Redis (a re-entry of a
   // watchdog hold is counted locally and writes nothing to acknowledge).
   const Owner owner = Owner::New();
   ASSERT_TRUE(lock.Acquire(owner).ok());  // acknowledged: count 1
   {
     Paused paused(replica());
     ASSERT_TRUE(paused.status().ok()) << paused.status();
-    absl::Status s = lock.Acquire(owner);  // a re-entry
+    absl::Status s = lock.Acquire(owner, absl::Seconds(30));  // a re-entry
     EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
     EXPECT_THAT(s.message(), HasSubstr("only 0 of the 1 required replicas"));
     // The outer hold stays, with count 1 on Redis and here.

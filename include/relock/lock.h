@@ -21,15 +21,17 @@
 // holder's lease or its own deadline, whichever comes first. One unlock
 // message wakes one waiting thread of each client. Nobody polls.
 //
-// Cost: an uncontended acquire is one round trip, a release another. A
-// thread's re-entry of a lock it holds with the watchdog lease costs none:
+// Cost: an uncontended acquire is one round trip, a release another. An
+// owner's re-entry (a thread's, or an explicit relock::Owner's, blocking or
+// asynchronous) of a lock it holds with the watchdog lease costs none:
 // while the hold's lease is known current (SafeUntil() ahead), the client
 // counts the re-entry itself, and the matching release is counted down
 // there too; only the outermost release goes to Redis. (Redis's hash then
 // shows count 1 where Redisson's would show the depth: the one difference
 // a Redisson peer could see; ownership and exclusion are the same.
-// HoldCount() includes the local re-entries. Re-entries with an explicit
-// lease, of a FencedLock, or by an explicit relock::Owner go to Redis.) A
+// HoldCount() includes the local re-entries. An asynchronous call that
+// re-enters or releases locally still completes on the event loop thread.
+// Re-entries with an explicit lease or of a FencedLock go to Redis.) A
 // waiter holds the lock about one pub/sub delivery plus one round trip
 // after the holder's release.
 //

@@ -125,7 +125,7 @@ struct SentinelOptions {
 // attempt waits, including one that finds the lock held by another owner
 // and one that re-checks after a wait, since the WAIT is sent with the
 // script; one TryAcquire attempt may then take up to 100 ms + `timeout`.
-// Renewals (the watchdog) and releases send no WAIT, nor does a thread's
+// Renewals (the watchdog) and releases send no WAIT, nor does an owner's
 // re-entry of a watchdog hold counted without a round trip (relock/lock.h):
 // it writes nothing, and the hold it re-enters was acknowledged.
 struct ReplicaSync {

@@ -52,6 +52,16 @@
 //   hangs there). Release the read lock first.
 // - Both locks are reentrant per owner; the holds of one owner are counted
 //   separately for reading and writing.
+// - One name is one lock type: an owner that holds N's read or write lock
+//   gets FailedPrecondition from a relock::Lock or FairLock of the same name
+//   (and the other way round); other owners' plain locks of N find it held.
+//
+// Leases: every hold has its lease as for relock::Lock. The read and write
+// holds of one lock share the hash's TTL (a read hold's own lease is its
+// lease key), so after a downgrade, renewals of the writer's watchdog read
+// hold also keep an explicit write lease alive in Redis past its end (the
+// client still treats the write hold as ended then: SafeUntil() and
+// Release() say so), as in Redisson.
 //
 // Writer starvation: writers CAN starve. The read lock is granted in read
 // mode whoever waits, so a stream of readers whose holds overlap keeps the

@@ -93,7 +93,10 @@ void Lock::ReleaseAsyncFor(const Owner& owner,
 
 void Lock::ReportUnlockFailure(absl::Status status) noexcept {
   if (core_ != nullptr) {
-    core_->Report(LockEventType::kUnlockFailed, name_, std::move(status));
+    // unlock() acts for the calling thread: its hold of this handle's type.
+    core_->Report(
+        LockEventType::kUnlockFailed, name_, std::move(status),
+        lock::HolderOf(lock::ThisThread(), internal::KindOf(kind_)).number);
   }
 }
 

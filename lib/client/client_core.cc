@@ -278,9 +278,11 @@ watchdog::RenewResult ClientCore::RenewBatch(
 }
 
 void ClientCore::Report(LockEventType type, absl::string_view lock_name,
-                        absl::Status status) {
-  Deliver(LockEvent{type, std::string(lock_name), std::move(status),
-                    lock::OwnerField(id_, lock::CurrentThreadNumber())});
+                        absl::Status status, uint64_t owner_number) {
+  Deliver(LockEvent{
+      type, std::string(lock_name), std::move(status),
+      lock::OwnerField(id_, owner_number != 0 ? owner_number
+                                              : lock::CurrentThreadNumber())});
 }
 
 void ClientCore::PostEvent(LockEvent event) {

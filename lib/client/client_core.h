@@ -103,9 +103,11 @@ class ClientCore final : public std::enable_shared_from_this<ClientCore>,
     return renew_round_trips_.load(std::memory_order_relaxed);
   }
   // Delivers an event to options().on_lock_event (or stderr) on the calling
-  // thread; PostEvent() queues it for the event thread instead.
+  // thread, for the hold of the calling thread as the owner numbered
+  // `owner_number` (0: the thread's own number; a write hold's has
+  // lock::kWriteHoldBit); PostEvent() queues it for the event thread instead.
   void Report(LockEventType type, absl::string_view lock_name,
-              absl::Status status);
+              absl::Status status, uint64_t owner_number = 0);
   void PostEvent(LockEvent event);
 
   // See relock::Client::Close(). Idempotent.

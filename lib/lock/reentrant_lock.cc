@@ -64,16 +64,24 @@ std::string Details(const std::vector<std::string>& details) {
 bool IsReadWrite(LockKind kind) {
   return kind == LockKind::kRead || kind == LockKind::kWrite;
 }
-absl::Status CheckModel(const absl::optional<Hold>& held, LockKind kind) {
-  if (!held.has_value() || held->ended() ||
-      IsReadWrite(static_cast<LockKind>(held->kind)) == IsReadWrite(kind)) {
-    return absl::OkStatus();
+// FailedPrecondition when owner `by` (as HolderOf() gives it for `kind`)
+// holds `name` as the other model than `kind`: under its number, or under
+// its number with or without kWriteHoldBit (a read-write lock's write hold).
+absl::Status CheckModel(LockEnv& env, const std::string& name,
+                        const OwnerId& by, LockKind kind) {
+  for (const uint64_t number : {by.number, by.number ^ kWriteHoldBit}) {
+    const absl::optional<Hold> held = env.holds().Find(name, number);
+    if (!held.has_value() || held->ended() ||
+        IsReadWrite(static_cast<LockKind>(held->kind)) == IsReadWrite(kind)) {
+      continue;
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this owner holds the name as ",
+        IsReadWrite(kind) ? "a lock" : "a read-write lock", ", not as ",
+        IsReadWrite(kind) ? "a read-write lock" : "a lock",
+        "; one name is one lock type"));
   }
-  return absl::FailedPreconditionError(absl::StrCat(
-      "this owner holds the name as ",
-      IsReadWrite(kind) ? "a lock" : "a read-write lock's read lock",
-      ", not as ", IsReadWrite(kind) ? "a read-write lock" : "a lock",
-      "; one name is one lock type"));
+  return absl::OkStatus();
 }
 
 // A reply that is not what the script returns means a foreign value at the
@@ -528,10 +536,10 @@ absl::StatusOr<AcquirePlan> PlanAcquire(LockEnv& env, const std::string& name,
   }
   // Only this owner changes its own hold (its calls on one lock do not
   // overlap), so this stays true for the call.
-  const absl::optional<Hold> held = env.holds().Find(name, by.number);
-  if (absl::Status s = CheckModel(held, options.kind); !s.ok()) {
+  if (absl::Status s = CheckModel(env, name, by, options.kind); !s.ok()) {
     return Annotate(s, "acquire", name, env.policy().noun);
   }
+  const absl::optional<Hold> held = env.holds().Find(name, by.number);
   AcquirePlan plan;
   plan.fresh = !held.has_value() || held->ended();
   if (options.kind == LockKind::kWrite && plan.fresh) {
@@ -539,7 +547,8 @@ absl::StatusOr<AcquirePlan> PlanAcquire(LockEnv& env, const std::string& name,
     // the wait could only end at its deadline (Redisson's would hang).
     const absl::optional<Hold> read =
         env.holds().Find(name, by.number & ~kWriteHoldBit);
-    if (read.has_value() && !read->ended()) {
+    if (read.has_value() && !read->ended() &&
+        static_cast<LockKind>(read->kind) == LockKind::kRead) {
       return Annotate(
           absl::FailedPreconditionError(absl::StrCat(
               Whom(by),
@@ -585,6 +594,47 @@ absl::Status RegisterHold(LockEnv& env, const std::string& name,
   }
   return absl::CancelledError("the client was closed");
 }
+
+// A re-entry of the owner's watchdog hold (a thread's or an explicit
+// owner's), while the hold's lease is known current, is counted in the
+// registry without a round trip: Redis keeps the count it has, and the
+// outermost release frees the lock as always. Not for an explicit lease,
+// which must reach Redis, nor for a fenced lock, whose every acquisition
+// takes a token. Returns whether it was counted.
+bool TryLocalReentry(LockEnv& env, const std::string& name, const OwnerId& by,
+                     const AcquirePlan& plan,
+                     const absl::optional<absl::Duration>& lease) {
+  return !plan.fresh && !lease.has_value() && !plan.options.fenced &&
+         env.holds().TryLocalReentry(name, by.number, SteadyClock::now(),
+                                     env.policy().Drift(env.watchdog_lease()));
+}
+
+// Completes an asynchronous call that needed no I/O (a local re-entry or
+// release) on the client's event loop thread, where every asynchronous call
+// completes: `done` runs there with OK, or with Cancelled should the loop
+// drop it unrun (the client closed; Close() then released the hold).
+class LoopCompletion : public std::enable_shared_from_this<LoopCompletion> {
+ public:
+  static void Post(LockEnv& env, std::function<void(absl::Status)> done) {
+    std::shared_ptr<LoopCompletion> c(
+        new LoopCompletion(env.backend().NewTimer(), std::move(done)));
+    c->timer_->At(Deadline::After(absl::ZeroDuration()), [c] {
+      std::function<void(absl::Status)> done = std::move(c->done_);
+      c->done_ = nullptr;
+      done(absl::OkStatus());
+    });
+  }
+  ~LoopCompletion() {
+    if (done_) done_(absl::CancelledError("the client was closed"));
+  }
+
+ private:
+  LoopCompletion(std::unique_ptr<backend::Timer> timer,
+                 std::function<void(absl::Status)> done)
+      : timer_(std::move(timer)), done_(std::move(done)) {}
+  const std::unique_ptr<backend::Timer> timer_;
+  std::function<void(absl::Status)> done_;
+};
 
 // The asynchronous calls act for explicit owners only.
 absl::Status CheckAsyncOwner(LockEnv& env, const std::string& name,
@@ -938,17 +988,7 @@ absl::Status Acquire(LockEnv& env, const std::string& name, const OwnerId& by,
                      const AcquireOptions& options, int64_t* token) {
   absl::StatusOr<AcquirePlan> plan = PlanAcquire(env, name, by, lease, options);
   if (!plan.ok()) return plan.status();
-  // A thread's re-entry of its watchdog hold, while the hold's lease is
-  // known current, is counted here without a round trip: Redis keeps the
-  // count it has, and the outermost release frees the lock as always. (Not
-  // for an explicit lease, which must reach Redis, nor for a fenced lock,
-  // whose every acquisition takes a token; explicit owners always go to
-  // Redis, so that the asynchronous calls never complete without I/O.)
-  if (!plan->fresh && by.thread && !lease.has_value() && !options.fenced &&
-      env.holds().TryLocalReentry(name, by.number, SteadyClock::now(),
-                                  env.policy().Drift(env.watchdog_lease()))) {
-    return absl::OkStatus();
-  }
+  if (TryLocalReentry(env, name, by, *plan, lease)) return absl::OkStatus();
   Grant grant;
   // A call that may not wait leaves no trace in a queue.
   const bool queue = !deadline.Expired();
@@ -1121,12 +1161,11 @@ absl::Status Release(LockEnv& env, const std::string& name, const OwnerId& by,
   if (absl::Status s = env.CheckOpen(); !s.ok()) {
     return Annotate(s, "release", name, env.policy().noun);
   }
-  if (absl::Status s = CheckModel(env.holds().Find(name, by.number), kind);
-      !s.ok()) {
+  if (absl::Status s = CheckModel(env, name, by, kind); !s.ok()) {
     return Annotate(s, "release", name, env.policy().noun);
   }
   // A re-entry counted locally is released locally.
-  if (by.thread && env.holds().TryLocalRelease(name, by.number)) {
+  if (env.holds().TryLocalRelease(name, by.number)) {
     return absl::OkStatus();
   }
   const ReleaseCall call = BeginReleaseCall(env, name, by, kind);
@@ -1157,6 +1196,12 @@ void AcquireAsync(LockEnv& env, std::shared_ptr<void> keep,
   }
   absl::StatusOr<AcquirePlan> plan = PlanAcquire(env, name, by, lease, options);
   if (!plan.ok()) return done(plan.status(), -1);
+  if (TryLocalReentry(env, name, by, *plan, lease)) {
+    return LoopCompletion::Post(
+        env, [keep = std::move(keep), done = std::move(done)](absl::Status s) {
+          done(std::move(s), -1);
+        });
+  }
   std::make_shared<AcquireMachine>(
       env, name, by, *plan, deadline,
       [&env, keep = std::move(keep), name, by, plan = *plan,
@@ -1182,9 +1227,15 @@ void ReleaseAsync(LockEnv& env, std::shared_ptr<void> keep,
   if (absl::Status s = env.CheckOpen(); !s.ok()) {
     return done(Annotate(s, "release", name, env.policy().noun));
   }
-  if (absl::Status s = CheckModel(env.holds().Find(name, by.number), kind);
-      !s.ok()) {
+  if (absl::Status s = CheckModel(env, name, by, kind); !s.ok()) {
     return done(Annotate(s, "release", name, env.policy().noun));
+  }
+  // A re-entry counted locally is released locally.
+  if (env.holds().TryLocalRelease(name, by.number)) {
+    return LoopCompletion::Post(
+        env, [keep = std::move(keep), done = std::move(done)](absl::Status s) {
+          done(std::move(s));
+        });
   }
   auto call = std::make_shared<const ReleaseCall>(
       BeginReleaseCall(env, name, by, kind));
