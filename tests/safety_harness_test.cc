@@ -356,6 +356,15 @@ TEST(SafetyHarnessTest, ShortReadWriteRunKeepsWritersExclusive) {
   ExpectSafeRun(options, SingleNodeFaultKinds());
 }
 
+// MultiLocks under the same faults: every other round takes two locks at
+// once; their holds are checked like the others, and a failed MultiLock
+// acquire leaves neither lock held.
+TEST(SafetyHarnessTest, ShortMultiLockRunKeepsLocksExclusive) {
+  HarnessOptions options = ShortRunOptions();
+  options.multi = true;
+  ExpectSafeRun(options, SingleNodeFaultKinds());
+}
+
 // Cluster mode: a 3-master, 3-replica cluster, the counters on a server of
 // their own; a master failed over (and back as a replica) and a lock's slot
 // resharded under traffic besides the other faults, which hit one master.

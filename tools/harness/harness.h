@@ -144,6 +144,9 @@ struct HarnessOptions {
   // ReadWriteLocks: the write locks under the same checks, and read holds
   // between them that must see no write (relock/read_write_lock.h).
   bool rw = false;
+  // Every other round takes two locks at once with a MultiLock (not with
+  // `fenced`).
+  bool multi = false;
   absl::Duration cluster_node_timeout = absl::ZeroDuration();
 };
 
@@ -316,6 +319,7 @@ class Coordinator {
     c.fenced = o_.fenced;
     c.fair = o_.fair;
     c.rw = o_.rw;
+    c.multi = o_.multi;
     c.prefix = kPrefix;
     c.lease_ms = absl::ToInt64Milliseconds(o_.lease);
     c.wait_ms = absl::ToInt64Milliseconds(o_.acquire_wait);

@@ -7,7 +7,7 @@
 //       [--hold_min=1ms] [--hold_max=5ms] [--think_max=3ms]
 //       [--seed=0] [--work_dir=DIR] [--tolerate_ghost_holds] [--quiet]
 //       [--cluster] [--cluster_masters=3] [--cluster_node_timeout=D]
-//       [--fenced] [--fair] [--rw]
+//       [--fenced] [--fair] [--rw] [--multi]
 //
 // Durations in absl::ParseDuration syntax ("90s", "1.5s", "2h30m"). Exits 0
 // when the run passes, 1 when the checker found a problem, 2 on bad usage or
@@ -39,7 +39,7 @@ int Usage(const std::string& bad) {
                "[--hold_min=D] [--hold_max=D] [--think_max=D] [--seed=N] "
                "[--work_dir=DIR] [--tolerate_ghost_holds] [--quiet] "
                "[--cluster] [--cluster_masters=N] [--cluster_node_timeout=D] "
-               "[--fenced] [--fair] [--rw]\n";
+               "[--fenced] [--fair] [--rw] [--multi]\n";
   return 2;
 }
 
@@ -75,6 +75,10 @@ int main(int argc, char** argv) {
     }
     if (arg == "--rw") {
       o.rw = true;
+      continue;
+    }
+    if (arg == "--multi") {
+      o.multi = true;
       continue;
     }
     const size_t eq = arg.find('=');

@@ -81,6 +81,9 @@ struct WorkerConfig {
   // Lock, and every other round a read hold that checks no write happened
   // under it.
   bool rw = false;
+  // Every other round takes two of the locks at once with a MultiLock
+  // (relock/multi_lock.h); not in fenced runs.
+  bool multi = false;
   std::string prefix = "harness:";
   int64_t lease_ms = 1500;
   int64_t wait_ms = 2000;
@@ -107,6 +110,7 @@ struct WorkerConfig {
             absl::StrCat("fenced=", fenced ? 1 : 0),
             absl::StrCat("fair=", fair ? 1 : 0),
             absl::StrCat("rw=", rw ? 1 : 0),
+            absl::StrCat("multi=", multi ? 1 : 0),
             absl::StrCat("prefix=", prefix),
             absl::StrCat("lease_ms=", lease_ms),
             absl::StrCat("wait_ms=", wait_ms),
@@ -155,6 +159,9 @@ struct WorkerConfig {
         ok = value == "0" || value == "1";
       } else if (key == "rw") {
         rw = value == "1";
+        ok = value == "0" || value == "1";
+      } else if (key == "multi") {
+        multi = value == "1";
         ok = value == "0" || value == "1";
       } else if (key == "prefix") {
         prefix = value;
@@ -609,6 +616,11 @@ class Worker {
         ReadRound(reads[k], raw, caller, rng, margin, t, k);
         continue;
       }
+      if (config_.multi && !config_.fenced && config_.locks >= 2 &&
+          (rng() & 1) == 0) {
+        MultiRound(locks, raw, keys, caller, rng, margin, t, field);
+        continue;
+      }
       Hold h;
       h.worker = config_.worker;
       h.thread = t;
@@ -681,6 +693,78 @@ class Worker {
                              pttl, " ", ghost ? where : "orphan-expired"));
     for (int64_t i = 0; ghost && i < std::min<int64_t>(*still, 10); ++i) {
       if (!caller.Release(lock).ok()) break;
+    }
+  }
+
+  // A MultiLock round (multi runs): two distinct locks taken as one, then
+  // each held and checked as a single round's lock is, and released one by
+  // one (so each release's own outcome is recorded). Both holds are recorded
+  // from the moment the MultiLock's acquire returned, and its waits are not
+  // recorded as attempts: a MultiLock waiting for one lock does not take
+  // another that is free meanwhile, which the checker's measure of waits
+  // on free locks would count against it. A failed acquire must leave
+  // neither lock held (the ghost checks).
+  void MultiRound(std::vector<Lock>& locks, RawRedis& raw, RawKeys& keys,
+                  const Caller& caller, std::mt19937_64& rng,
+                  absl::Duration margin, int t, const std::string& field) {
+    const int n = config_.locks;
+    const int k1 = std::uniform_int_distribution<int>(0, n - 1)(rng);
+    const int k2 =
+        (k1 + 1 + std::uniform_int_distribution<int>(0, n - 2)(rng)) % n;
+    MultiLock multi(locks[k1], locks[k2]);
+    const absl::Duration wait = absl::Milliseconds(config_.wait_ms);
+    const absl::Status s = caller.async
+                               ? multi.TryAcquireAsync(caller.owner, wait).Get()
+                               : multi.TryAcquire(caller.owner, wait);
+    const int64_t acquired_at = MonotonicNanos();
+    if (!s.ok()) {
+      if (s.code() != absl::StatusCode::kDeadlineExceeded &&
+          s.code() != absl::StatusCode::kUnavailable) {
+        Anomaly(t, "TryAcquire(multi)", s);
+      }
+      if (!absl::StrContains(s.message(), "held by another owner")) {
+        CheckNoGhost(locks[k1], keys, caller, field, t, k1,
+                     "after-failed-multi-acquire");
+        CheckNoGhost(locks[k2], keys, caller, field, t, k2,
+                     "after-failed-multi-acquire");
+      }
+      if (s.code() != absl::StatusCode::kDeadlineExceeded) {
+        absl::SleepFor(absl::Milliseconds(20));  // Redis is unwell
+      }
+      return;
+    }
+    Hold holds[2];
+    const int which[2] = {k1, k2};
+    for (int i = 0; i < 2; ++i) {
+      holds[i].worker = config_.worker;
+      holds[i].thread = t;
+      holds[i].lock = which[i];
+      holds[i].attempt_start = acquired_at;
+      holds[i].attempt_end = acquired_at;
+    }
+    // The log knows one open hold per thread: k1's is recorded now (a kill
+    // finds it), k2's once k1's is closed.
+    log_.Append(FormatAcquired(t, k1, acquired_at, acquired_at));
+    for (Hold& h : holds) {
+      CriticalSection(locks[h.lock], raw, caller, rng, margin, &h);
+    }
+    for (int i = 0; i < 2; ++i) {
+      Hold& h = holds[i];
+      Lock& lock = locks[h.lock];
+      if (i == 1) log_.Append(FormatAcquired(t, k2, acquired_at, acquired_at));
+      h.release_start = MonotonicNanos();
+      log_.Append(FormatReleasing(t, h.lock, h.release_start));
+      const absl::Status r = caller.Release(lock);
+      h.release_end = MonotonicNanos();
+      h.release_code = static_cast<int>(r.code());
+      log_.Append(FormatHold(h));
+      if (!r.ok() && r.code() != absl::StatusCode::kAborted &&
+          r.code() != absl::StatusCode::kUnavailable) {
+        Anomaly(t, "Release(multi part)", r);
+      }
+      if (r.ok()) {
+        CheckNoGhost(lock, keys, caller, field, t, h.lock, "after-release-ok");
+      }
     }
   }
 
