@@ -230,6 +230,60 @@ TEST_F(ClusterTest, ReadWriteLocksShareExcludeAndWakeOnEveryMaster) {
   }
 }
 
+// A MultiLock over locks on every master (one a read-write lock's write
+// lock): all or nothing, and two overlapping MultiLocks given in different
+// orders from several threads never deadlock and exclude each other.
+TEST_F(ClusterTest, MultiLocksSpanEveryMasterAllOrNothing) {
+  std::unique_ptr<Client> a = MustConnect(cluster_->url());
+  std::unique_ptr<Client> b = MustConnect(cluster_->url());
+  ASSERT_TRUE(a != nullptr && b != nullptr);
+  const std::vector<std::string> names = NamesOnEveryMaster(1);
+  ASSERT_GE(names.size(), 3u);
+  auto exists = [&](const std::string& name) {
+    absl::StatusOr<RedisValue> n = Owner(name).Command({"EXISTS", name});
+    return n.ok() && n->is_integer() ? n->integer : -1;
+  };
+  // All or nothing: b holds the last lock; a's MultiLock takes none.
+  Lock blocker = b->GetLock(names.back());
+  ASSERT_TRUE(blocker.Acquire().ok());
+  MultiLock all(a->GetLock(names[0]), a->GetReadWriteLock(names[1]).WriteLock(),
+                a->GetLock(names.back()));
+  const absl::Status s = all.TryAcquire(absl::Milliseconds(300));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_EQ(exists(names[0]), 0);
+  EXPECT_EQ(exists(names[1]), 0);
+  ASSERT_TRUE(blocker.Release().ok());
+  ASSERT_TRUE(all.Acquire().ok());
+  for (const std::string& name : names) EXPECT_EQ(exists(name), 1) << name;
+  ASSERT_TRUE(all.Release().ok());
+  for (const std::string& name : names) EXPECT_EQ(exists(name), 0) << name;
+
+  // Overlapping sets in different orders, from threads of two clients.
+  std::atomic<int> inside{0}, overlaps{0}, rounds{0};
+  std::vector<testing::JoiningThread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      Client& c = t % 2 == 0 ? *a : *b;
+      MultiLock m = t % 2 == 0
+                        ? MultiLock(c.GetLock(names[0]), c.GetLock(names[1]))
+                        : MultiLock(c.GetLock(names[1]), c.GetLock(names[2]),
+                                    c.GetLock(names[0]));
+      for (int i = 0; i < 10; ++i) {
+        const absl::Status got = m.TryAcquire(absl::Seconds(60));
+        ASSERT_TRUE(got.ok()) << got;
+        if (++inside != 1) ++overlaps;
+        absl::SleepFor(absl::Milliseconds(1));
+        --inside;
+        EXPECT_TRUE(m.Release().ok());
+        ++rounds;
+      }
+    });
+  }
+  for (testing::JoiningThread& t : threads) t.join();
+  EXPECT_EQ(rounds.load(), 40);
+  EXPECT_EQ(overlaps.load(), 0);
+}
+
 TEST_F(ClusterTest, HashTaggedNamesShareTheirTagsSlot) {
   std::unique_ptr<Client> client = MustConnect(cluster_->url());
   ASSERT_NE(client, nullptr);

@@ -634,21 +634,35 @@ void Connection::StartWrite() {
 
 void Connection::DoWrite() {
   writing_ = true;
-  transport_->Write(
-      asio::buffer(write_buf_), [self = shared_from_this(), attempt = attempt_](
-                                    const asio::error_code& ec, size_t /*n*/) {
-        if (attempt != self->attempt_) return;
-        self->writing_ = false;
-        if (ec) {
-          self->Fail(
-              absl::UnavailableError(absl::StrCat(
-                  "write to Redis at ", self->options_.endpoint.ToString(),
-                  " failed: ", ec.message())),
-              /*resendable=*/true);
-          return;
-        }
-        self->StartWrite();
-      });
+  transport_->Write(asio::buffer(write_buf_), [self = shared_from_this(),
+                                               attempt = attempt_](
+                                                  const asio::error_code& ec,
+                                                  size_t /*n*/) {
+    if (attempt != self->attempt_) return;
+    self->writing_ = false;
+    if (ec && self->state_ == State::kConnecting && self->tls_ != nullptr) {
+      // A TLS 1.3 server refuses a client (no or a wrong client
+      // certificate) with an alert after the handshake, and closes. If
+      // our first command reaches the closed socket before we read the
+      // alert, its reset discards the alert: the refusal is all we see.
+      return self->FinishConnect(
+          attempt,
+          absl::UnauthenticatedError(absl::StrCat(
+              "TLS connection to Redis at ", self->options_.endpoint.ToString(),
+              " refused by the server right after the handshake (",
+              ec.message(),
+              "); a server with tls-auth-clients refuses clients "
+              "without a valid certificate (TlsOptions::cert_file)")));
+    }
+    if (ec) {
+      self->Fail(absl::UnavailableError(absl::StrCat(
+                     "write to Redis at ", self->options_.endpoint.ToString(),
+                     " failed: ", ec.message())),
+                 /*resendable=*/true);
+      return;
+    }
+    self->StartWrite();
+  });
 }
 
 void Connection::StartRead() {
