@@ -640,11 +640,16 @@ void Connection::DoWrite() {
                                                   size_t /*n*/) {
     if (attempt != self->attempt_) return;
     self->writing_ = false;
-    if (ec && self->state_ == State::kConnecting && self->tls_ != nullptr) {
+    if ((ec == asio::error::connection_reset ||
+         ec == asio::error::broken_pipe) &&
+        self->state_ == State::kConnecting && self->tls_ != nullptr &&
+        self->connects_.load(std::memory_order_relaxed) == 0) {
       // A TLS 1.3 server refuses a client (no or a wrong client
       // certificate) with an alert after the handshake, and closes. If
       // our first command reaches the closed socket before we read the
       // alert, its reset discards the alert: the refusal is all we see.
+      // (Only on a first connection: a reconnect that meets a reset is a
+      // server going away, Unavailable as below.)
       return self->FinishConnect(
           attempt,
           absl::UnauthenticatedError(absl::StrCat(

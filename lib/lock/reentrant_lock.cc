@@ -613,11 +613,13 @@ bool TryLocalReentry(LockEnv& env, const std::string& name, const OwnerId& by,
 // release) on the client's event loop thread, where every asynchronous call
 // completes: `done` runs there with OK, or with Cancelled should the loop
 // drop it unrun (the client closed; Close() then released the hold).
-class LoopCompletion : public std::enable_shared_from_this<LoopCompletion> {
+class LoopCompletion {
  public:
-  static void Post(LockEnv& env, std::function<void(absl::Status)> done) {
-    std::shared_ptr<LoopCompletion> c(
-        new LoopCompletion(env.backend().NewTimer(), std::move(done)));
+  // `keep`: the client, held until the completion is gone.
+  static void Post(LockEnv& env, std::shared_ptr<void> keep,
+                   std::function<void(absl::Status)> done) {
+    std::shared_ptr<LoopCompletion> c(new LoopCompletion(
+        std::move(keep), env.backend().NewTimer(), std::move(done)));
     c->timer_->At(Deadline::After(absl::ZeroDuration()), [c] {
       std::function<void(absl::Status)> done = std::move(c->done_);
       c->done_ = nullptr;
@@ -629,9 +631,15 @@ class LoopCompletion : public std::enable_shared_from_this<LoopCompletion> {
   }
 
  private:
-  LoopCompletion(std::unique_ptr<backend::Timer> timer,
+  LoopCompletion(std::shared_ptr<void> keep,
+                 std::unique_ptr<backend::Timer> timer,
                  std::function<void(absl::Status)> done)
-      : timer_(std::move(timer)), done_(std::move(done)) {}
+      : keep_(std::move(keep)),
+        timer_(std::move(timer)),
+        done_(std::move(done)) {}
+  // Declared first, destroyed last: the timer's destruction reaches the
+  // client's loop.
+  const std::shared_ptr<void> keep_;
   const std::unique_ptr<backend::Timer> timer_;
   std::function<void(absl::Status)> done_;
 };
@@ -668,9 +676,12 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
   // and its fencing token.
   using Done = std::function<void(absl::Status, const Grant&)>;
 
-  AcquireMachine(LockEnv& env, std::string name, const OwnerId& by,
-                 const AcquirePlan& plan, Deadline deadline, Done done)
-      : env_(env),
+  // `keep` (may be null): held until the machine is gone (see keep_).
+  AcquireMachine(LockEnv& env, std::shared_ptr<void> keep, std::string name,
+                 const OwnerId& by, const AcquirePlan& plan, Deadline deadline,
+                 Done done)
+      : keep_(std::move(keep)),
+        env_(env),
         name_(std::move(name)),
         owner_(OwnerField(env.id(), by.number)),
         lease_(plan.lease),
@@ -884,6 +895,10 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
     done(s, grant);
   }
 
+  // The client, for an asynchronous acquire: declared first, so destroyed
+  // last, after timer_, whose destruction still reaches the client's loop
+  // (`done`, which holds the client too, may drop its reference first).
+  const std::shared_ptr<void> keep_;
   LockEnv& env_;
   const std::string name_;
   const std::string owner_;
@@ -919,7 +934,7 @@ absl::Status WaitForLock(LockEnv& env, const std::string& name,
   std::function<void(Result)> slot = gather.Slot(0);
   // The client outlives this call (its caller holds it): no keep-alive.
   std::make_shared<AcquireMachine>(
-      env, name, by, plan, deadline,
+      env, /*keep=*/nullptr, name, by, plan, deadline,
       [slot](const absl::Status& s, const Grant& won) {
         // Unshared: the status crosses to the waiting thread (TSan cannot
         // follow absl::Status's shared text in Debian's Abseil).
@@ -1198,14 +1213,12 @@ void AcquireAsync(LockEnv& env, std::shared_ptr<void> keep,
   if (!plan.ok()) return done(plan.status(), -1);
   if (TryLocalReentry(env, name, by, *plan, lease)) {
     return LoopCompletion::Post(
-        env, [keep = std::move(keep), done = std::move(done)](absl::Status s) {
-          done(std::move(s), -1);
-        });
+        env, std::move(keep),
+        [done = std::move(done)](absl::Status s) { done(std::move(s), -1); });
   }
   std::make_shared<AcquireMachine>(
-      env, name, by, *plan, deadline,
-      [&env, keep = std::move(keep), name, by, plan = *plan,
-       queue = !deadline.Expired(),
+      env, keep, name, by, *plan, deadline,
+      [&env, keep, name, by, plan = *plan, queue = !deadline.Expired(),
        done = std::move(done)](const absl::Status& s, const Grant& grant) {
         if (!s.ok() && queue) LeaveQueue(env, name, by, plan, /*wait=*/false);
         absl::Status result =
@@ -1232,10 +1245,7 @@ void ReleaseAsync(LockEnv& env, std::shared_ptr<void> keep,
   }
   // A re-entry counted locally is released locally.
   if (env.holds().TryLocalRelease(name, by.number)) {
-    return LoopCompletion::Post(
-        env, [keep = std::move(keep), done = std::move(done)](absl::Status s) {
-          done(std::move(s));
-        });
+    return LoopCompletion::Post(env, std::move(keep), std::move(done));
   }
   auto call = std::make_shared<const ReleaseCall>(
       BeginReleaseCall(env, name, by, kind));
