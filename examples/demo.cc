@@ -299,6 +299,9 @@ int main(int argc, char** argv) {
             << "\n\n";
   OrderService service(**client, workers);
   int rc = service.Run(requests, /*orders=*/3);
+  // What the client counted, as a server would expose it on /metrics.
+  std::cout << "\nthe client's metrics (relock::PrometheusText):\n"
+            << relock::PrometheusText((*client)->Metrics());
   client->reset();
   return rc;
 }

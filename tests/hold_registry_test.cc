@@ -441,6 +441,68 @@ TEST_F(HoldRegistryTest, AnUndecidedRenewalLeavesTheHoldAsItWas) {
   EXPECT_FALSE(a.lost);
 }
 
+// Loss callbacks: handed out once, in the LostHold that reports the loss.
+TEST_F(HoldRegistryTest, LossCallbacksGoOutOnceWithTheLoss) {
+  int called = 0;
+  auto count = [&called](const absl::Status&) { ++called; };
+  AcquireWatchdog("swept", absl::Seconds(10), At(absl::Seconds(0)));
+  AcquireWatchdog("gone", absl::Seconds(30), At(absl::Seconds(0)));
+  ASSERT_TRUE(holds_.AddLossCallback("swept", kThread, count).ok());
+  ASSERT_TRUE(holds_.AddLossCallback("swept", kThread, count).ok());
+  ASSERT_TRUE(holds_.AddLossCallback("gone", kThread, count).ok());
+
+  std::vector<RenewItem> due;
+  std::vector<LostHold> lost;
+  holds_.Sweep(At(absl::Seconds(10)), At(absl::Seconds(12)), absl::Seconds(3),
+               /*all=*/true, &due, &lost);
+  ASSERT_EQ(lost.size(), 1u);
+  ASSERT_NE(lost[0].on_lost, nullptr);
+  EXPECT_EQ(lost[0].on_lost->size(), 2u);
+  for (const LossFn& fn : *lost[0].on_lost) fn(absl::OkStatus());
+  EXPECT_EQ(called, 2);
+  // A lost hold takes no more.
+  EXPECT_EQ(holds_.AddLossCallback("swept", kThread, count).code(),
+            absl::StatusCode::kAborted);
+
+  ASSERT_EQ(due.size(), 1u);  // "gone"
+  lost.clear();
+  holds_.ApplyRenewals(due, {Renewal::kGone}, At(absl::Seconds(10)), &lost);
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].name, "gone");
+  ASSERT_NE(lost[0].on_lost, nullptr);
+  EXPECT_EQ(lost[0].on_lost->size(), 1u);
+  EXPECT_EQ(MustFind("gone").on_lost, nullptr);  // handed out, not kept
+}
+
+TEST_F(HoldRegistryTest, AnExplicitLeaseEndGoesToTheExpiryHandler) {
+  std::vector<std::string> expired;
+  holds_.set_expiry_handler([&expired](const LostHold& hold) {
+    expired.push_back(hold.name);
+    EXPECT_NE(hold.on_lost, nullptr);
+  });
+  AcquireExplicit("watched", absl::Seconds(10));
+  AcquireExplicit("unwatched", absl::Seconds(10));
+  AcquireExplicit("released", absl::Seconds(5));
+  auto nothing = [](const absl::Status&) {};
+  ASSERT_TRUE(holds_.AddLossCallback("watched", kThread, nothing).ok());
+  ASSERT_TRUE(holds_.AddLossCallback("released", kThread, nothing).ok());
+  ASSERT_TRUE(holds_.BeginRelease("released", kThread).has_value());
+  holds_.OnReleased("released", kThread, /*freed=*/true);
+
+  AdvanceTo(absl::Seconds(10));
+  // The timer thread ran the handler before the barriers.
+  EXPECT_EQ(expired, std::vector<std::string>{"watched"});
+  EXPECT_TRUE(MustFind("watched").expired);
+  EXPECT_EQ(holds_.AddLossCallback("watched", kThread, nothing).code(),
+            absl::StatusCode::kAborted);
+  EXPECT_EQ(holds_.AddLossCallback("released", kThread, nothing).code(),
+            absl::StatusCode::kFailedPrecondition);
+  // A fresh hold over the expired one starts without callbacks.
+  AcquireExplicit("watched", absl::Seconds(10));
+  EXPECT_EQ(MustFind("watched").on_lost, nullptr);
+  EXPECT_EQ(holds_.live(), 1u);  // "unwatched" expired too
+}
+
 }  // namespace
 }  // namespace watchdog
 }  // namespace relock

@@ -56,6 +56,7 @@
 #include "relock/fair_lock.h"
 #include "relock/fenced_lock.h"
 #include "relock/lock.h"
+#include "relock/metrics.h"
 #include "relock/options.h"
 #include "relock/read_write_lock.h"
 
@@ -111,6 +112,11 @@ class Client {
 
   // One PING round trip on the command connection.
   ABSL_MUST_USE_RESULT absl::Status Ping();
+
+  // What the client has done so far (relock/metrics.h): counters since
+  // Connect(), gauges as of now. Local, no round trip; works after Close()
+  // too. For a Prometheus page: PrometheusText(client->Metrics()).
+  ClientMetrics Metrics() const;
 
   // Closes the client (see the banner). Idempotent.
   void Close();

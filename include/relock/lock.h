@@ -519,6 +519,35 @@ class Lock : public internal::LockableBase<Lock> {
   ABSL_MUST_USE_RESULT absl::StatusOr<std::chrono::steady_clock::time_point>
   SafeUntil(const Owner& owner) const;
 
+  // --- Loss callbacks (local, no round trip).
+
+  // Registers `callback` for the calling thread's current hold of this lock.
+  // It runs at most once, on the client's event thread, with a kLockLost
+  // LockEvent, if the hold ends without being released:
+  //   - a watchdog hold: the watchdog found its owner field gone (deleted,
+  //     force-released, lost in a failover), or could not renew it before
+  //     its lease ran out; the client-wide on_lock_event gets the same
+  //     event first;
+  //   - an explicit-lease hold: its lease ran out before its final release
+  //     (status DeadlineExceeded); this one is not sent to on_lock_event,
+  //     since letting an explicit lease run out may be the plan.
+  // It never runs for a hold that was released (by Release(), unlock() or
+  // Close()), nor for one dropped because its thread exited. Callbacks run in
+  // the order registered, after LockOptions::on_lost; they must not throw and
+  // may close the client. A hold's callbacks end with the hold: a new hold
+  // (after the last release) starts with none. Use it to stop work that
+  // must not go on unprotected, e.g. by cancelling a request or setting a
+  // flag that the work checks.
+  // Errors: FailedPrecondition if the thread does not hold the lock (or the
+  // client is closed); Aborted if its hold was lost or its lease ran out
+  // already (the callback is not registered: act at once); InvalidArgument
+  // for an empty callback.
+  ABSL_MUST_USE_RESULT absl::Status OnLost(
+      std::function<void(const LockEvent&)> callback);
+  // The same for `owner`'s hold.
+  ABSL_MUST_USE_RESULT absl::Status OnLost(
+      const Owner& owner, std::function<void(const LockEvent&)> callback);
+
  private:
   friend class Client;
   friend class FairLock;

@@ -17,7 +17,9 @@
 #include <functional>
 #include <string>
 
+#include "absl/base/log_severity.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
 
@@ -247,8 +249,23 @@ struct ClientOptions {
   // not throw. The callback may close or destroy the client (e.g. shut down
   // when a lock is lost); the event thread then finishes the queued events
   // and exits on its own. Empty (the default) writes one line per event to
-  // stderr.
+  // `logger` (whose default writes it to stderr).
   std::function<void(const LockEvent&)> on_lock_event;
+
+  // Receives the client's log messages, one line each without a trailing
+  // newline, so that a server can route them into its own logging (with
+  // Abseil >= 20230125: `ABSL_LOG(LEVEL(severity)) << message`). Messages:
+  //   kError    a lock lost (the LockEvent line, when on_lock_event is empty)
+  //   kWarning  the other LockEvents (when on_lock_event is empty); a
+  //             connection to a node lost (once per loss, with why)
+  //   kInfo     a lost connection open again; a Sentinel failover followed
+  // It may run on any of the client's threads (the event loop's, the event
+  // thread, a caller's), concurrently; it must be quick, must not throw and
+  // must not call into the client. Empty (the default): messages of
+  // severity kWarning and above are written to stderr as "relock: <message>"
+  // (kInfo is dropped).
+  std::function<void(absl::LogSeverity severity, absl::string_view message)>
+      logger;
 };
 
 // Settings of one lock handle (Client::GetLock(name, options)); every unset
@@ -259,6 +276,15 @@ struct LockOptions {
   // the client's command_timeout); a handle with invalid values fails every
   // call with InvalidArgument.
   absl::optional<ReplicaSync> replica_sync;
+
+  // Called when a hold taken through this handle is lost: once per hold, on
+  // the client's event thread (after the client-wide on_lock_event event),
+  // with the LockEvent (type kLockLost). Registered for the hold when this
+  // handle takes it from zero (a re-entry through another handle does not
+  // add it); Lock::OnLost() registers one for a hold taken otherwise. Must
+  // not throw; may close the client. See Lock::OnLost() for when a hold
+  // counts as lost. Empty (the default): none.
+  std::function<void(const LockEvent&)> on_lost;
 };
 
 }  // namespace relock

@@ -90,6 +90,7 @@
 #include "absl/time/time.h"
 #include "relock/backoff.h"
 #include "relock/lock.h"
+#include "relock/metrics.h"
 #include "relock/options.h"
 
 namespace relock {
@@ -165,6 +166,9 @@ class RedlockClient {
   const std::string& id() const;
   // N/2 + 1.
   int quorum() const;
+  // Counters and gauges over all masters (relock/metrics.h; see
+  // Client::Metrics()).
+  ClientMetrics Metrics() const;
   void Close();
 
  private:

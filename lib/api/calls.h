@@ -77,7 +77,7 @@ inline lock::AcquireOptions LockType(bool fenced, uint8_t kind,
 // invalid per-lock values.
 inline absl::StatusOr<lock::AcquireOptions> AcquireOptionsFor(
     const ClientCore& core, const LockOptions& options,
-    lock::AcquireOptions type = {}) {
+    const lock::AcquireOptions& type = {}) {
   const ReplicaSync& sync = options.replica_sync.has_value()
                                 ? *options.replica_sync
                                 : core.options().replica_sync;
@@ -98,6 +98,7 @@ inline absl::StatusOr<lock::AcquireOptions> AcquireOptionsFor(
                      absl::FormatDuration(type.queue_wait)));
   }
   lock::AcquireOptions out = type;
+  out.on_lost = options.on_lost;
   out.replica_sync.replicas = sync.replicas;
   out.replica_sync.timeout = sync.timeout;
   return out;

@@ -72,6 +72,8 @@ absl::Status Client::Ping() {
   return absl::OkStatus();
 }
 
+ClientMetrics Client::Metrics() const { return core_->Snapshot(); }
+
 void Client::Close() {
   // A kReleasedOnClose callback may destroy this Client during Close(): keep
   // the core alive until Close() returns.

@@ -46,7 +46,7 @@ Future<absl::StatusOr<int64_t>> PromisedToken(Start start) {
 
 FencedLock::FencedLock(std::shared_ptr<internal::ClientCore> core,
                        std::string name, LockOptions options)
-    : Lock(std::move(core), std::move(name), options) {
+    : Lock(std::move(core), std::move(name), std::move(options)) {
   fenced_ = true;
 }
 

@@ -55,7 +55,9 @@ LockError::LockError(absl::Status status)
 
 Lock::Lock(std::shared_ptr<internal::ClientCore> core, std::string name,
            LockOptions options)
-    : core_(std::move(core)), name_(std::move(name)), options_(options) {}
+    : core_(std::move(core)),
+      name_(std::move(name)),
+      options_(std::move(options)) {}
 
 // Whether the handle can make calls other than acquires (which check their
 // options themselves): bound, with valid options.
@@ -156,6 +158,19 @@ absl::StatusOr<std::chrono::steady_clock::time_point> Lock::SafeUntil(
       internal::CheckCall(name_, owner, internal::KindOf(kind_));
   if (!by.ok()) return by.status();
   return lock::SafeUntil(*core_, name_, *by);
+}
+
+absl::Status Lock::OnLost(std::function<void(const LockEvent&)> callback) {
+  return OnLost(Owner::ThisThread(), std::move(callback));
+}
+
+absl::Status Lock::OnLost(const Owner& owner,
+                          std::function<void(const LockEvent&)> callback) {
+  if (absl::Status s = CheckUsable(); !s.ok()) return s;
+  absl::StatusOr<lock::OwnerId> by =
+      internal::CheckCall(name_, owner, internal::KindOf(kind_));
+  if (!by.ok()) return by.status();
+  return lock::OnLost(*core_, name_, *by, std::move(callback));
 }
 
 LockGuard::LockGuard(Lock& lock) : lock_(lock) {

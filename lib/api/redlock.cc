@@ -41,6 +41,7 @@ const std::string& RedlockClient::id() const { return core_->id(); }
 int RedlockClient::quorum() const {
   return static_cast<int>(core_->backend().quorum());
 }
+ClientMetrics RedlockClient::Metrics() const { return core_->Snapshot(); }
 void RedlockClient::Close() { core_->Close(); }
 
 RedlockLock::RedlockLock(std::shared_ptr<internal::ClientCore> core,

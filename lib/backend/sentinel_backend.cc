@@ -239,6 +239,14 @@ void SentinelBackend::Confirm(redis::Endpoint master, size_t asked) {
           return RefreshStep(asked + 1);
         }
         preferred_.store((preferred_.load() + asked) % sentinels_.size());
+        const std::string before = this->master();
+        if (!before.empty() && before != master.ToString() &&
+            node_options().connection.observer != nullptr) {
+          node_options().connection.observer->Log(
+              absl::LogSeverity::kInfo,
+              absl::StrCat("Sentinel master \"", master_name_, "\" moved from ",
+                           before, " to ", master.ToString()));
+        }
         Install(redis::SlotMap::OneMaster(master));
         RefreshDone();
       });

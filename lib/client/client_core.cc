@@ -137,10 +137,14 @@ void RegisterLiveCore(const std::shared_ptr<ClientCore>& core) {
 ClientCore::ClientCore(ClientOptions options, std::string id,
                        lock::LockPolicy policy, const std::string& event_prefix)
     : options_(std::move(options)),
-      deliver_(EventDeliverer(options_.on_lock_event, event_prefix)),
+      observer_(std::make_shared<Observer>()),
+      deliver_(EventDeliverer(options_.on_lock_event, Logger(options_.logger),
+                              event_prefix)),
       id_(std::move(id)),
       policy_(std::move(policy)),
-      holds_(&timers_) {}
+      holds_(&timers_) {
+  observer_->log = Logger(options_.logger);
+}
 
 ClientCore::~ClientCore() { Close(); }
 
@@ -165,7 +169,9 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
   BackendFactory make_backend;
   switch (topology->kind) {
     case redis::Topology::Kind::kSingle:
-      make_backend = [&node](io::EventLoop* loop) {
+      make_backend = [&node](io::EventLoop* loop,
+                             const std::shared_ptr<Observer>& observer) {
+        node.connection.observer = observer;
         return Generic(
             backend::NodeBackend::Create(loop, std::move(node), LockScripts()));
       };
@@ -173,8 +179,10 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
     case redis::Topology::Kind::kCluster:
       // One NodeBackend per master; borrowing the idle connection for
       // blocking calls works there as on a single server.
-      make_backend = [&node, &topology,
-                      pubsub = options.cluster_pubsub](io::EventLoop* loop) {
+      make_backend = [&node, &topology, pubsub = options.cluster_pubsub](
+                         io::EventLoop* loop,
+                         const std::shared_ptr<Observer>& observer) {
+        node.connection.observer = observer;
         backend::ClusterOptions cluster;
         cluster.seeds = std::move(topology->endpoints);
         cluster.node = std::move(node);
@@ -184,8 +192,10 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
       };
       break;
     case redis::Topology::Kind::kSentinel:
-      make_backend = [&node, &topology,
-                      auth = options.sentinel](io::EventLoop* loop) {
+      make_backend = [&node, &topology, auth = options.sentinel](
+                         io::EventLoop* loop,
+                         const std::shared_ptr<Observer>& observer) {
+        node.connection.observer = observer;
         backend::SentinelOptions sentinel;
         sentinel.master_name = topology->master_name;
         for (redis::Endpoint& ep : topology->endpoints) {
@@ -214,7 +224,7 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
   std::shared_ptr<ClientCore> core(new ClientCore(
       std::move(options), std::move(id), std::move(policy), event_prefix));
   absl::StatusOr<std::unique_ptr<backend::Backend>> backend =
-      make_backend(&core->loop_);
+      make_backend(&core->loop_, core->observer_);
   if (!backend.ok()) return backend.status();
   core->backend_ = *std::move(backend);
   ClientCore* raw = core.get();
@@ -225,9 +235,22 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
         return raw->RenewBatch(items);
       },
       [raw](const watchdog::LostHold& hold, const absl::Status& why) {
-        raw->PostEvent(LockEvent{LockEventType::kLockLost, hold.name, why,
-                                 lock::OwnerField(raw->id_, hold.thread)});
+        raw->observer_->metrics.locks_lost.Add();
+        raw->events_->Post(LockEvent{LockEventType::kLockLost, hold.name, why,
+                                     lock::OwnerField(raw->id_, hold.thread)},
+                           hold.on_lost);
       });
+  // An explicit lease that ran out before its release: news for the hold's
+  // loss callbacks only (letting an explicit lease run out may be meant).
+  core->holds_.set_expiry_handler([raw](const watchdog::LostHold& hold) {
+    raw->events_->PostToHolder(
+        LockEvent{LockEventType::kLockLost, hold.name,
+                  absl::DeadlineExceededError(
+                      "the hold's explicit lease ran out before it was "
+                      "released"),
+                  lock::OwnerField(raw->id_, hold.thread)},
+        hold.on_lost);
+  });
   RegisterLiveCore(core);
   return core;
 }
@@ -274,7 +297,18 @@ void ClientCore::BecomeInertInForkedChild() {
 
 watchdog::RenewResult ClientCore::RenewBatch(
     const std::vector<watchdog::RenewItem>& items) {
-  return lock::RenewHolds(*this, items, &renew_round_trips_);
+  watchdog::RenewResult result =
+      lock::RenewHolds(*this, items, &renew_round_trips_);
+  observer_->metrics.renew_rounds.Add();
+  if (!result.error.ok()) observer_->metrics.renew_failures.Add();
+  return result;
+}
+
+ClientMetrics ClientCore::Snapshot() const {
+  ClientMetrics m = observer_->metrics.Snapshot();
+  m.renew_round_trips = renew_round_trips();
+  m.held_locks = static_cast<int64_t>(holds_.live());
+  return m;
 }
 
 void ClientCore::Report(LockEventType type, absl::string_view lock_name,

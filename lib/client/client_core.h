@@ -21,6 +21,7 @@
 #include "absl/strings/string_view.h"
 #include "lib/backend/node_backend.h"
 #include "lib/client/event_queue.h"
+#include "lib/common/observer.h"
 #include "lib/io/event_loop.h"
 #include "lib/lock/lock_env.h"
 #include "lib/lock/lock_scripts.h"
@@ -59,11 +60,13 @@ class ClientCore final : public std::enable_shared_from_this<ClientCore>,
 
   // A client whose backend `make_backend` builds on the core's event loop
   // (Redlock's masters), with `id` (non-empty), the lock `policy`, and
-  // `event_prefix` in front of event lines written to stderr. `options`
+  // `event_prefix` in front of event lines written to the logger. `options`
   // must be valid; its url is not used.
+  // The factory gives every connection it makes `observer` (its
+  // ConnectionOptions::observer).
   using BackendFactory =
       std::function<absl::StatusOr<std::unique_ptr<backend::Backend>>(
-          io::EventLoop* loop)>;
+          io::EventLoop* loop, const std::shared_ptr<Observer>& observer)>;
   static absl::StatusOr<std::shared_ptr<ClientCore>> Create(
       ClientOptions options, std::string id, lock::LockPolicy policy,
       const std::string& event_prefix, const BackendFactory& make_backend);
@@ -90,6 +93,7 @@ class ClientCore final : public std::enable_shared_from_this<ClientCore>,
     return options_.connect_timeout + options_.command_timeout;
   }
   void OnFreshHold() override;
+  Metrics& metrics() override { return observer_->metrics; }
   void ActivateWatchdog() override { watchdog_->Activate(); }
 
   void OnThreadExit(uint64_t thread_number) override;
@@ -101,6 +105,12 @@ class ClientCore final : public std::enable_shared_from_this<ClientCore>,
   // Pipelined flushes (round trips) made by RenewBatch so far.
   uint64_t renew_round_trips() const {
     return renew_round_trips_.load(std::memory_order_relaxed);
+  }
+  // See relock::Client::Metrics().
+  ClientMetrics Snapshot() const;
+  // Logs through options().logger (or its default).
+  void Log(absl::LogSeverity severity, absl::string_view message) const {
+    observer_->Log(severity, message);
   }
   // Delivers an event to options().on_lock_event (or stderr) on the calling
   // thread, for the hold of the calling thread as the owner numbered
@@ -122,8 +132,10 @@ class ClientCore final : public std::enable_shared_from_this<ClientCore>,
   void Deliver(const LockEvent& event) const { deliver_(event); }
 
   const ClientOptions options_;
-  // options_.on_lock_event, or a writer to stderr; self-contained, so the
-  // event thread may keep it after this core is gone.
+  // Counters and the logger, shared with the connections.
+  const std::shared_ptr<Observer> observer_;
+  // options_.on_lock_event, or a writer to the logger; self-contained, so
+  // the event thread may keep it after this core is gone.
   const std::function<void(const LockEvent&)> deliver_;
   const std::string id_;
   const lock::LockPolicy policy_;

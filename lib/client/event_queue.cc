@@ -3,18 +3,32 @@
 #include <iostream>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "lib/lock/owner.h"
 
 namespace relock {
 namespace internal {
 
 std::function<void(const LockEvent&)> EventDeliverer(
-    std::function<void(const LockEvent&)> callback, std::string prefix) {
+    std::function<void(const LockEvent&)> callback, LogFn log,
+    std::string prefix) {
   if (callback) return callback;
-  return [prefix = std::move(prefix)](const LockEvent& event) {
-    std::cerr << "relock: " << LockEventTypeName(event.type) << " " << prefix
-              << lock::QuoteName(event.lock_name) << ": " << event.status
-              << "\n";
+  return [log = std::move(log),
+          prefix = std::move(prefix)](const LockEvent& event) {
+    log(event.type == LockEventType::kLockLost ? absl::LogSeverity::kError
+                                               : absl::LogSeverity::kWarning,
+        absl::StrCat(LockEventTypeName(event.type), " ", prefix,
+                     lock::QuoteName(event.lock_name), ": ",
+                     event.status.ToString()));
+  };
+}
+
+LogFn Logger(LogFn logger) {
+  if (logger) return logger;
+  return [](absl::LogSeverity severity, absl::string_view message) {
+    if (severity < absl::LogSeverity::kWarning) return;
+    // One write per line, so that concurrent lines do not interleave.
+    std::cerr << absl::StrCat("relock: ", message, "\n") << std::flush;
   };
 }
 
@@ -26,10 +40,20 @@ EventQueue::EventQueue(std::function<void(const LockEvent&)> deliver)
 
 EventQueue::~EventQueue() { Stop(); }
 
-void EventQueue::Post(LockEvent event) {
+void EventQueue::Post(LockEvent event,
+                      std::shared_ptr<watchdog::LossFns> on_lost) {
+  Push(Item{std::move(event), true, std::move(on_lost)});
+}
+
+void EventQueue::PostToHolder(LockEvent event,
+                              std::shared_ptr<watchdog::LossFns> on_lost) {
+  Push(Item{std::move(event), false, std::move(on_lost)});
+}
+
+void EventQueue::Push(Item item) {
   MutexLock lock(&state_->mu);
   if (state_->stop) return;
-  state_->queue.push_back(std::move(event));
+  state_->queue.push_back(std::move(item));
 }
 
 void EventQueue::Stop() {
@@ -48,7 +72,7 @@ void EventQueue::Stop() {
 
 void EventQueue::Run(const std::shared_ptr<State>& state) {
   while (true) {
-    LockEvent event;
+    Item item;
     {
       MutexLock lock(&state->mu);
       auto ready = [&state]() ABSL_SHARED_LOCKS_REQUIRED(state->mu) {
@@ -56,10 +80,13 @@ void EventQueue::Run(const std::shared_ptr<State>& state) {
       };
       state->mu.Await(absl::Condition(&ready));
       if (state->queue.empty()) return;  // stopped and drained
-      event = std::move(state->queue.front());
+      item = std::move(state->queue.front());
       state->queue.pop_front();
     }
-    state->deliver(event);
+    if (item.deliver) state->deliver(item.event);
+    if (item.on_lost != nullptr) {
+      for (const watchdog::LossFn& fn : *item.on_lost) fn(item.event.status);
+    }
   }
 }
 

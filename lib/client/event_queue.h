@@ -19,16 +19,24 @@
 
 #include "absl/base/thread_annotations.h"
 #include "lib/common/mutex.h"
+#include "lib/common/observer.h"
+#include "lib/watchdog/hold_registry.h"
 #include "relock/options.h"
 
 namespace relock {
 namespace internal {
 
-// `callback`, or (when empty) a writer of one line per event to stderr,
-// "relock: <type> <prefix><quoted name>: <status>". Self-contained: it does
-// not refer to the client, so the event thread may outlive the client.
+// `callback`, or (when empty) a writer of one line per event to `log`,
+// "<type> <prefix><quoted name>: <status>" (kError for a lost lock, else
+// kWarning). Self-contained: it does not refer to the client, so the event
+// thread may outlive the client.
 std::function<void(const LockEvent&)> EventDeliverer(
-    std::function<void(const LockEvent&)> callback, std::string prefix = "");
+    std::function<void(const LockEvent&)> callback, LogFn log,
+    std::string prefix = "");
+
+// ClientOptions::logger, or (when empty) a writer of messages of severity
+// kWarning and above to stderr, "relock: <message>".
+LogFn Logger(LogFn logger);
 
 class EventQueue {
  public:
@@ -38,19 +46,30 @@ class EventQueue {
   EventQueue(const EventQueue&) = delete;
   EventQueue& operator=(const EventQueue&) = delete;
 
-  // Queues `event`; dropped after Stop().
-  void Post(LockEvent event);
+  // Queues `event` for `deliver`, then (if given) for each of a hold's loss
+  // callbacks; dropped after Stop().
+  void Post(LockEvent event,
+            std::shared_ptr<watchdog::LossFns> on_lost = nullptr);
+  // Queues `event` for the loss callbacks `on_lost` only.
+  void PostToHolder(LockEvent event,
+                    std::shared_ptr<watchdog::LossFns> on_lost);
   // Delivers what is queued, then ends the thread: joins it, or, when called
   // from the event thread (a callback), detaches it. Idempotent.
   void Stop();
 
  private:
+  struct Item {
+    LockEvent event;
+    bool deliver = true;  // to `deliver`, before the callbacks
+    std::shared_ptr<watchdog::LossFns> on_lost;
+  };
+  void Push(Item item);
   struct State {
     explicit State(std::function<void(const LockEvent&)> d)
         : deliver(std::move(d)) {}
     const std::function<void(const LockEvent&)> deliver;
     Mutex mu;
-    std::deque<LockEvent> queue ABSL_GUARDED_BY(mu);
+    std::deque<Item> queue ABSL_GUARDED_BY(mu);
     bool stop ABSL_GUARDED_BY(mu) = false;
   };
   static void Run(const std::shared_ptr<State>& state);

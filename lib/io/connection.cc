@@ -142,9 +142,9 @@ absl::optional<Result> Connection::TryDirect(absl::string_view wire,
     back.resendable = true;
   } else {
     direct_calls_.fetch_add(1, std::memory_order_relaxed);
-    outstanding_.fetch_add(1, std::memory_order_relaxed);
+    Outstanding(1);
     back = DirectIo(fd, wire, commands, deadline, &result);
-    outstanding_.fetch_sub(1, std::memory_order_relaxed);
+    Outstanding(-1);
   }
   // The loop's own reference keeps the socket open from here on (while
   // owner_ is kCaller, nothing on the loop drops it): do not let this
@@ -335,7 +335,7 @@ void Connection::Adopt(const Handback& back) {
       auto rest = std::make_shared<Request>();
       rest->commands = back.remaining;
       rest->abandoned->store(true, std::memory_order_relaxed);
-      outstanding_.fetch_add(1, std::memory_order_relaxed);
+      Outstanding(1);
       written_.push_front(std::move(rest));
       progress_at_ = back.progress_at;
       ArmStallTimer();
@@ -379,7 +379,7 @@ bool Connection::Unpark(int fd) {
 }
 
 void Connection::Submit(std::shared_ptr<Request> request) {
-  outstanding_.fetch_add(1, std::memory_order_relaxed);
+  Outstanding(1);
   bool post = false;
   {
     MutexLock lock(&mu_);
@@ -578,7 +578,7 @@ void Connection::OnTransportConnected(uint64_t attempt,
   handshake_ = handshake;
   written_.push_front(std::move(handshake));
   write_buf_ = handshake_->wire;
-  outstanding_.fetch_add(1, std::memory_order_relaxed);
+  Outstanding(1);
   StartRead();
   DoWrite();
 }
@@ -590,7 +590,14 @@ void Connection::FinishConnect(uint64_t attempt, const absl::Status& status) {
     handshake_ = nullptr;
     state_ = State::kReady;
     reconnect_failures_ = 0;
-    connects_.fetch_add(1, std::memory_order_relaxed);
+    if (connects_.fetch_add(1, std::memory_order_relaxed) > 0 &&
+        options_.observer != nullptr) {
+      options_.observer->metrics.reconnects.Add();
+      options_.observer->Log(
+          absl::LogSeverity::kInfo,
+          absl::StrCat("connection to Redis at ", options_.endpoint.ToString(),
+                       " open again"));
+    }
     if (state_handler_) state_handler_(true, status);
     StartWrite();
     return;
@@ -748,7 +755,7 @@ void Connection::OnReply(redis::Reply reply) {
 
 void Connection::Complete(const std::shared_ptr<Request>& request,
                           Result result) {
-  outstanding_.fetch_sub(1, std::memory_order_relaxed);
+  Outstanding(-1);
   if (request->done) request->done(std::move(result));
 }
 
@@ -764,6 +771,12 @@ void Connection::FailAll(std::deque<std::shared_ptr<Request>>* requests,
 void Connection::Fail(const absl::Status& why, bool resendable) {
   if (state_ == State::kConnecting) return FinishConnect(attempt_, why);
   if (state_ != State::kReady) return;
+  if (options_.observer != nullptr) {
+    options_.observer->Log(
+        absl::LogSeverity::kWarning,
+        absl::StrCat("connection to Redis at ", options_.endpoint.ToString(),
+                     " lost: ", why.message()));
+  }
   ++attempt_;
   state_ = State::kIdle;
   stall_timer_.cancel();

@@ -74,6 +74,7 @@
 #include "asio/steady_timer.hpp"
 #include "lib/common/deadline.h"
 #include "lib/common/mutex.h"
+#include "lib/common/observer.h"
 #include "lib/io/event_loop.h"
 #include "lib/io/transport.h"
 #include "lib/redis/reply.h"
@@ -101,6 +102,9 @@ struct ConnectionOptions {
   // all go through the loop anyway (Redlock's fan-outs): parking and taking
   // the socket back would only cost them syscalls.
   bool direct_calls = false;
+  // The client's counters (reconnects, pending requests) and log; null:
+  // none.
+  std::shared_ptr<Observer> observer;
 };
 
 using redis::AppendCommand;
@@ -236,6 +240,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
                     Deadline deadline, Result* result);
 
   EventLoop* const loop_;
+  // outstanding_ += delta (+1 or -1), and the observer's pending requests.
+  void Outstanding(int delta) {
+    if (delta > 0) {
+      outstanding_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      outstanding_.fetch_sub(1, std::memory_order_relaxed);
+    }
+    if (options_.observer != nullptr) {
+      options_.observer->metrics.pending_requests.Add(delta);
+    }
+  }
+
   const ConnectionOptions options_;
   const std::shared_ptr<TlsContext> tls_;
   std::function<bool(const redis::Reply&)> push_handler_;

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "lib/backend/backend.h"
+#include "lib/common/observer.h"
 #include "lib/watchdog/hold_registry.h"
 #include "relock/backoff.h"
 
@@ -71,6 +72,8 @@ class LockEnv {
   virtual void OnFreshHold() = 0;
   // A watchdog hold was registered: make sure renewal rounds run.
   virtual void ActivateWatchdog() = 0;
+  // The client's counters (relock/metrics.h).
+  virtual Metrics& metrics() = 0;
 
  protected:
   ~LockEnv() = default;

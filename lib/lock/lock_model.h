@@ -23,6 +23,7 @@
 #define RELOCK_LIB_LOCK_LOCK_MODEL_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,7 @@
 #include "lib/lock/lock_scripts.h"
 #include "lib/lock/owner.h"
 #include "lib/pubsub/subscriber.h"
+#include "relock/options.h"
 
 namespace relock {
 namespace lock {
@@ -72,6 +74,8 @@ struct AcquireOptions {
   LockKind kind = LockKind::kReentrant;
   // A fair lock's queue wait (see relock/fair_lock.h).
   absl::Duration queue_wait = kDefaultQueueWait;
+  // LockOptions::on_lost: registered for a hold this acquire starts.
+  std::function<void(const LockEvent&)> on_lost;
 };
 
 // One script call: the script and its keys and arguments.

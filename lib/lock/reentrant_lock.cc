@@ -180,6 +180,38 @@ struct Grant {
   int64_t token = -1;
 };
 
+// Counts an acquire that ended with `s` (see relock/metrics.h): `fresh`, a
+// hold from zero (else a re-entry); `waited`, it found the lock held and
+// waited, since `start`.
+void CountAcquire(LockEnv& env, const absl::Status& s, bool fresh, bool waited,
+                  SteadyClock::time_point start) {
+  Metrics& m = env.metrics();
+  if (waited) {
+    m.waits.Add();
+    m.wait_time.Observe(absl::FromChrono(SteadyClock::now() - start));
+  }
+  if (s.ok()) {
+    m.acquisitions.Add();
+    if (!fresh) m.reentries.Add();
+    if (waited) m.handoffs.Add();
+  } else if (s.code() == absl::StatusCode::kDeadlineExceeded) {
+    m.acquire_timeouts.Add();
+  } else {
+    m.acquire_failures.Add();
+  }
+}
+
+void CountLocalReentry(LockEnv& env) {
+  Metrics& m = env.metrics();
+  m.acquisitions.Add();
+  m.reentries.Add();
+  m.local_reentries.Add();
+}
+
+void CountRelease(Metrics& m, const absl::Status& s) {
+  (s.ok() ? m.releases : m.unlock_failures).Add();
+}
+
 // Policy::fail_fast: stop waiting once the attempt's outcome is certain.
 backend::Enough FailFast(const LockPolicy& policy, size_t n, size_t quorum,
                          const backend::WaitReplicas* sync) {
@@ -577,6 +609,13 @@ absl::Status RegisterHold(LockEnv& env, const std::string& name,
   const std::string owner = OwnerField(env.id(), by.number);
   env.holds().OnAcquired(name, by.number, owner, plan.watchdog, plan.lease,
                          sent_at, static_cast<uint8_t>(plan.model->kind()));
+  if (plan.fresh && plan.options.on_lost) {
+    // The hold is this owner's alone (its calls do not overlap): it is there.
+    env.holds()
+        .AddLossCallback(name, by.number,
+                         LossCallback(name, owner, plan.options.on_lost))
+        .IgnoreError();
+  }
   if (plan.watchdog) env.ActivateWatchdog();
   if (!env.closed()) return absl::OkStatus();
   env.holds().Forget(name, by.number);
@@ -673,8 +712,9 @@ absl::Status CheckAsyncOwner(LockEnv& env, const std::string& name,
 class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
  public:
   // The outcome, unannotated; on success, when the winning acquire was sent
-  // and its fencing token.
-  using Done = std::function<void(absl::Status, const Grant&)>;
+  // and its fencing token; whether the machine waited (found the lock held
+  // before its deadline).
+  using Done = std::function<void(absl::Status, const Grant&, bool waited)>;
 
   // `keep` (may be null): held until the machine is gone (see keep_).
   AcquireMachine(LockEnv& env, std::shared_ptr<void> keep, std::string name,
@@ -696,7 +736,7 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
   ~AcquireMachine() {
     if (done_) {
       done_(absl::CancelledError("the client was closed while waiting"),
-            Grant());
+            Grant(), waited_);
     }
   }
 
@@ -768,6 +808,7 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
       return;
     }
     if (deadline_.Expired()) return Finish(HeldByOther(a, n));
+    waited_ = true;
     const bool split = a.took_some;
     last_ = std::move(a);
     if (sub_ == nullptr) Subscribe();
@@ -892,7 +933,7 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
     sub_ = nullptr;
     Done done = std::move(done_);
     done_ = nullptr;
-    done(s, grant);
+    done(s, grant, waited_);
   }
 
   // The client, for an asynchronous acquire: declared first, so destroyed
@@ -917,6 +958,7 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
   Attempt last_;  // the latest attempt that found the lock held
   Deadline confirm_by_ = Deadline::Never();
   int splits_ = 0;  // split votes so far
+  bool waited_ = false;
 };
 
 // Waits for the lock that attempt `held` found held: the machine above
@@ -935,7 +977,7 @@ absl::Status WaitForLock(LockEnv& env, const std::string& name,
   // The client outlives this call (its caller holds it): no keep-alive.
   std::make_shared<AcquireMachine>(
       env, /*keep=*/nullptr, name, by, plan, deadline,
-      [slot](const absl::Status& s, const Grant& won) {
+      [slot](const absl::Status& s, const Grant& won, bool /*waited*/) {
         // Unshared: the status crosses to the waiting thread (TSan cannot
         // follow absl::Status's shared text in Debian's Abseil).
         slot(Result{absl::Status(s.code(), std::string(s.message())), won});
@@ -952,10 +994,12 @@ absl::Status WaitForLock(LockEnv& env, const std::string& name,
 
 // On success, `*grant` is the winning acquire's. The first attempt runs on
 // the calling thread (on an idle connection, with its own I/O); a lock found
-// held is waited for by WaitForLock(). `queue`: the caller may wait.
+// held is waited for by WaitForLock() (`*waited` is then set). `queue`: the
+// caller may wait.
 absl::Status AcquireLoop(LockEnv& env, const std::string& name,
                          const OwnerId& by, const AcquirePlan& plan,
-                         Deadline deadline, bool queue, Grant* grant) {
+                         Deadline deadline, bool queue, Grant* grant,
+                         bool* waited) {
   const std::string owner = OwnerField(env.id(), by.number);
   for (int failures = 0;;) {
     Attempt a = TryOnce(env, *plan.model, plan.options, name, owner, plan.lease,
@@ -966,6 +1010,7 @@ absl::Status AcquireLoop(LockEnv& env, const std::string& name,
     }
     if (a.kind == Attempt::kHeldByOther) {
       if (deadline.Expired()) return HeldByOther(a, env.backend().nodes());
+      *waited = true;
       return WaitForLock(env, name, by, plan, deadline, std::move(a), grant);
     }
     absl::StatusOr<absl::Duration> delay =
@@ -1001,21 +1046,31 @@ void LeaveQueue(LockEnv& env, const std::string& name, const OwnerId& by,
 absl::Status Acquire(LockEnv& env, const std::string& name, const OwnerId& by,
                      absl::optional<absl::Duration> lease, Deadline deadline,
                      const AcquireOptions& options, int64_t* token) {
+  const SteadyClock::time_point start = SteadyClock::now();
   absl::StatusOr<AcquirePlan> plan = PlanAcquire(env, name, by, lease, options);
-  if (!plan.ok()) return plan.status();
-  if (TryLocalReentry(env, name, by, *plan, lease)) return absl::OkStatus();
+  if (!plan.ok()) {
+    CountAcquire(env, plan.status(), true, false, start);
+    return plan.status();
+  }
+  if (TryLocalReentry(env, name, by, *plan, lease)) {
+    CountLocalReentry(env);
+    return absl::OkStatus();
+  }
   Grant grant;
   // A call that may not wait leaves no trace in a queue.
   const bool queue = !deadline.Expired();
-  absl::Status s = AcquireLoop(env, name, by, *plan, deadline, queue, &grant);
-  if (!s.ok()) {
-    if (queue) LeaveQueue(env, name, by, *plan, /*wait=*/true);
-    return Annotate(s, "acquire", name, env.policy().noun);
+  bool waited = false;
+  absl::Status s =
+      AcquireLoop(env, name, by, *plan, deadline, queue, &grant, &waited);
+  if (s.ok()) {
+    // Registered (and, for a watchdog lease, renewed from now on) before
+    // Acquire() returns.
+    if (plan->fresh && by.thread) env.OnFreshHold();
+    s = RegisterHold(env, name, by, *plan, grant.sent_at, /*async=*/false);
+  } else if (queue) {
+    LeaveQueue(env, name, by, *plan, /*wait=*/true);
   }
-  // Registered (and, for a watchdog lease, renewed from now on) before
-  // Acquire() returns.
-  if (plan->fresh && by.thread) env.OnFreshHold();
-  s = RegisterHold(env, name, by, *plan, grant.sent_at, /*async=*/false);
+  CountAcquire(env, s, plan->fresh, waited, start);
   if (!s.ok()) return Annotate(s, "acquire", name, env.policy().noun);
   if (token != nullptr) *token = grant.token;
   return s;
@@ -1171,8 +1226,10 @@ absl::Status FinishRelease(LockEnv& env, const std::string& name,
 
 }  // namespace
 
-absl::Status Release(LockEnv& env, const std::string& name, const OwnerId& by,
-                     LockKind kind) {
+namespace {
+
+absl::Status ReleaseOnce(LockEnv& env, const std::string& name,
+                         const OwnerId& by, LockKind kind) {
   if (absl::Status s = env.CheckOpen(); !s.ok()) {
     return Annotate(s, "release", name, env.policy().noun);
   }
@@ -1202,6 +1259,15 @@ absl::Status Release(LockEnv& env, const std::string& name, const OwnerId& by,
   return FinishRelease(env, name, by, all, freed_all);
 }
 
+}  // namespace
+
+absl::Status Release(LockEnv& env, const std::string& name, const OwnerId& by,
+                     LockKind kind) {
+  absl::Status s = ReleaseOnce(env, name, by, kind);
+  CountRelease(env.metrics(), s);
+  return s;
+}
+
 void AcquireAsync(LockEnv& env, std::shared_ptr<void> keep,
                   const std::string& name, const OwnerId& by,
                   absl::optional<absl::Duration> lease, Deadline deadline,
@@ -1209,22 +1275,29 @@ void AcquireAsync(LockEnv& env, std::shared_ptr<void> keep,
   if (absl::Status s = CheckAsyncOwner(env, name, by, "acquire"); !s.ok()) {
     return done(s, -1);
   }
+  const SteadyClock::time_point start = SteadyClock::now();
   absl::StatusOr<AcquirePlan> plan = PlanAcquire(env, name, by, lease, options);
-  if (!plan.ok()) return done(plan.status(), -1);
+  if (!plan.ok()) {
+    CountAcquire(env, plan.status(), true, false, start);
+    return done(plan.status(), -1);
+  }
   if (TryLocalReentry(env, name, by, *plan, lease)) {
+    CountLocalReentry(env);
     return LoopCompletion::Post(
         env, std::move(keep),
         [done = std::move(done)](absl::Status s) { done(std::move(s), -1); });
   }
   std::make_shared<AcquireMachine>(
       env, keep, name, by, *plan, deadline,
-      [&env, keep, name, by, plan = *plan, queue = !deadline.Expired(),
-       done = std::move(done)](const absl::Status& s, const Grant& grant) {
+      [&env, keep, name, by, plan = *plan, queue = !deadline.Expired(), start,
+       done = std::move(done)](const absl::Status& s, const Grant& grant,
+                               bool waited) {
         if (!s.ok() && queue) LeaveQueue(env, name, by, plan, /*wait=*/false);
         absl::Status result =
             s.ok() ? RegisterHold(env, name, by, plan, grant.sent_at,
                                   /*async=*/true)
                    : s;
+        CountAcquire(env, result, plan.fresh, waited, start);
         if (result.ok()) return done(result, grant.token);
         done(Annotate(result, "acquire", name, env.policy().noun), -1);
       })
@@ -1237,6 +1310,11 @@ void ReleaseAsync(LockEnv& env, std::shared_ptr<void> keep,
   if (absl::Status s = CheckAsyncOwner(env, name, by, "release"); !s.ok()) {
     return done(s);
   }
+  // Counted as it completes (the client outlives the call: `keep`).
+  done = [metrics = &env.metrics(), done = std::move(done)](absl::Status s) {
+    CountRelease(*metrics, s);
+    done(std::move(s));
+  };
   if (absl::Status s = env.CheckOpen(); !s.ok()) {
     return done(Annotate(s, "release", name, env.policy().noun));
   }
@@ -1341,6 +1419,33 @@ absl::Status Extend(LockEnv& env, const std::string& name, const OwnerId& by,
   return Annotate(absl::UnavailableError(absl::StrCat(
                       "no quorum extended in time: ", Details(details))),
                   "extend", name, noun);
+}
+
+watchdog::LossFn LossCallback(const std::string& name, const std::string& owner,
+                              std::function<void(const LockEvent&)> fn) {
+  return [name, owner, fn = std::move(fn)](const absl::Status& why) {
+    fn(LockEvent{LockEventType::kLockLost, name, why, owner});
+  };
+}
+
+absl::Status OnLost(LockEnv& env, const std::string& name, const OwnerId& by,
+                    std::function<void(const LockEvent&)> fn) {
+  if (!fn) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("on lost ", QuoteName(name), ": the callback is empty"));
+  }
+  if (absl::Status s = env.CheckOpen(); !s.ok()) {
+    return Annotate(s, "on lost", name, env.policy().noun);
+  }
+  absl::Status s = env.holds().AddLossCallback(
+      name, by.number,
+      LossCallback(name, OwnerField(env.id(), by.number), std::move(fn)));
+  if (!s.ok()) {
+    return Annotate(
+        absl::Status(s.code(), absl::StrCat(Whom(by), ": ", s.message())),
+        "on lost", name, env.policy().noun);
+  }
+  return s;
 }
 
 absl::StatusOr<SteadyClock::time_point> SafeUntil(LockEnv& env,

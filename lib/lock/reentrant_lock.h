@@ -72,6 +72,15 @@ absl::Status Extend(LockEnv& env, const std::string& name, const OwnerId& by,
                     absl::Duration lease);
 absl::StatusOr<bool> ForceRelease(LockEnv& env, const std::string& name,
                                   LockKind kind = LockKind::kReentrant);
+// A loss callback of the registry (watchdog::LossFn) that calls `fn` with
+// the kLockLost LockEvent of `owner`'s hold of `name`.
+watchdog::LossFn LossCallback(const std::string& name, const std::string& owner,
+                              std::function<void(const LockEvent&)> fn);
+// Registers `fn` for `by`'s current hold of `name` (see Lock::OnLost()):
+// FailedPrecondition if it holds none, Aborted if the hold ended,
+// InvalidArgument for an empty `fn`.
+absl::Status OnLost(LockEnv& env, const std::string& name, const OwnerId& by,
+                    std::function<void(const LockEvent&)> fn);
 // Until when `by` may assume it holds `name` (see Lock::SafeUntil()).
 absl::StatusOr<SteadyClock::time_point> SafeUntil(LockEnv& env,
                                                   const std::string& name,

@@ -86,12 +86,14 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ConnectRedlock(
   return ClientCore::Create(
       std::move(options.connection), std::move(id), std::move(policy),
       "redlock ",
-      [&masters, shuffle](io::EventLoop* loop)
+      [&masters, shuffle](io::EventLoop* loop,
+                          const std::shared_ptr<Observer>& observer)
           -> absl::StatusOr<std::unique_ptr<backend::Backend>> {
         std::vector<std::unique_ptr<backend::NodeBackend>> nodes;
         size_t reachable = 0;
         absl::Status first_error;
         for (backend::NodeOptions& m : masters) {
+          m.connection.observer = observer;
           absl::StatusOr<std::unique_ptr<backend::NodeBackend>> node =
               backend::NodeBackend::Create(loop, std::move(m), LockScripts());
           if (!node.ok()) return node.status();

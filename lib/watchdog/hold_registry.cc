@@ -19,21 +19,51 @@ void HoldRegistry::Disarm(Hold& h) {
 }
 
 void HoldRegistry::OnTimer(const Key& key, uint64_t hold_id) {
-  MutexLock lock(&mu_);
-  auto it = holds_.find(key);
-  if (it == holds_.end() || it->second.hold_id != hold_id) return;
-  Hold& h = it->second;
-  h.timer = 0;
-  if (h.expired) {  // the retention ended
-    holds_.erase(it);
-    return;
+  LostHold expired;
+  {
+    MutexLock lock(&mu_);
+    auto it = holds_.find(key);
+    if (it == holds_.end() || it->second.hold_id != hold_id) return;
+    Hold& h = it->second;
+    h.timer = 0;
+    if (h.expired) {  // the retention ended
+      holds_.erase(it);
+      return;
+    }
+    if (h.watchdog || h.lost) return;
+    h.expired = true;
+    h.renewing = false;
+    h.timer = timers_->ScheduleAt(
+        h.lease_end() + absl::ToChronoNanoseconds(retention_),
+        [this, key, hold_id] { OnTimer(key, hold_id); });
+    if (h.on_lost == nullptr || !on_expired_) return;
+    expired = {key.first, key.second, h.acked_at, std::move(h.on_lost)};
   }
-  if (h.watchdog || h.lost) return;
-  h.expired = true;
-  h.renewing = false;
-  h.timer =
-      timers_->ScheduleAt(h.lease_end() + absl::ToChronoNanoseconds(retention_),
-                          [this, key, hold_id] { OnTimer(key, hold_id); });
+  on_expired_(expired);
+}
+
+absl::Status HoldRegistry::AddLossCallback(const std::string& name,
+                                           uint64_t thread, LossFn fn) {
+  MutexLock lock(&mu_);
+  auto it = holds_.find(Key(name, thread));
+  if (it == holds_.end() || it->second.count <= 0) {
+    return absl::FailedPreconditionError("the owner does not hold the lock");
+  }
+  Hold& h = it->second;
+  if (h.ended()) {
+    return absl::AbortedError(h.lost ? "the hold was lost already"
+                                     : "the hold's lease ran out already");
+  }
+  if (h.on_lost == nullptr) h.on_lost = std::make_shared<LossFns>();
+  h.on_lost->push_back(std::move(fn));
+  return absl::OkStatus();
+}
+
+size_t HoldRegistry::live() const {
+  MutexLock lock(&mu_);
+  return static_cast<size_t>(
+      std::count_if(holds_.begin(), holds_.end(),
+                    [](const auto& e) { return !e.second.ended(); }));
 }
 
 void HoldRegistry::OnAcquired(const std::string& name, uint64_t thread,
@@ -197,7 +227,8 @@ size_t HoldRegistry::Sweep(SteadyClock::time_point now,
     if (now >= h.lease_end()) {
       h.lost = true;
       h.renewing = false;
-      lost->push_back({key.first, key.second, h.acked_at});
+      lost->push_back(
+          {key.first, key.second, h.acked_at, std::move(h.on_lost)});
       continue;
     }
     ++renewing;
@@ -223,7 +254,8 @@ void HoldRegistry::ApplyRenewals(const std::vector<RenewItem>& due,
     } else if (renewed[i] == Renewal::kGone && h.renewing) {
       h.lost = true;
       h.renewing = false;
-      lost->push_back({due[i].name, due[i].thread, h.acked_at});
+      lost->push_back(
+          {due[i].name, due[i].thread, h.acked_at, std::move(h.on_lost)});
     }
   }
 }

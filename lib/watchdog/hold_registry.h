@@ -28,12 +28,15 @@
 #define RELOCK_LIB_WATCHDOG_HOLD_REGISTRY_H_
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
 #include "lib/common/deadline.h"
@@ -46,6 +49,11 @@ namespace watchdog {
 // How long an expired explicit-lease hold is remembered (so that Release()
 // can say "lease ran out") before it is dropped.
 inline constexpr absl::Duration kExpiredHoldRetention = absl::Minutes(1);
+
+// Called once when a hold is lost (see HoldRegistry::AddLossCallback), with
+// why.
+using LossFn = std::function<void(const absl::Status& why)>;
+using LossFns = std::vector<LossFn>;
 
 struct Hold {
   std::string owner;  // the owner field in Redis
@@ -64,6 +72,9 @@ struct Hold {
   absl::Duration lease;
   SteadyClock::time_point acked_at;
   timer::TimerId timer = 0;  // explicit holds: lease end, then retention end
+  // Called when the hold is lost (null: none); handed out, at most once, in
+  // the LostHold that reports the loss.
+  std::shared_ptr<LossFns> on_lost;
 
   // Whether the hold ended without a release (lost or expired).
   bool ended() const { return lost || expired; }
@@ -92,7 +103,12 @@ struct LostHold {
   std::string name;
   uint64_t thread = 0;
   SteadyClock::time_point acked_at;
+  std::shared_ptr<LossFns> on_lost;  // the hold's loss callbacks, if any
 };
+
+// Told of explicit-lease holds whose lease ran out before their release
+// (see HoldRegistry::set_expiry_handler).
+using ExpiryFn = std::function<void(const LostHold& hold)>;
 
 class HoldRegistry {
  public:
@@ -138,6 +154,20 @@ class HoldRegistry {
   // Returns false if there is no live hold.
   bool OnExtended(const std::string& name, uint64_t thread,
                   absl::Duration lease, SteadyClock::time_point sent_at);
+  // Registers `fn` for `thread`'s hold of `name`: it is handed out once, in
+  // the LostHold that reports the hold lost (by Sweep(), ApplyRenewals(),
+  // or, for an explicit lease that runs out before its release, to the
+  // expiry handler). Dropped with the hold otherwise (released, forgotten,
+  // taken). FailedPrecondition if there is no such hold; Aborted if it has
+  // ended (lost, or its explicit lease ran out).
+  absl::Status AddLossCallback(const std::string& name, uint64_t thread,
+                               LossFn fn);
+  // Called on the timer thread, outside the registry's lock, for each
+  // explicit-lease hold with loss callbacks whose lease runs out before its
+  // release. Set before the first hold is registered.
+  void set_expiry_handler(ExpiryFn fn) { on_expired_ = std::move(fn); }
+  // Live holds (not ended), for the held_locks gauge.
+  size_t live() const;
   // Removes the entry; returns it if there was one.
   absl::optional<Hold> Forget(const std::string& name, uint64_t thread);
   absl::optional<Hold> Find(const std::string& name, uint64_t thread) const;
@@ -178,6 +208,7 @@ class HoldRegistry {
   std::vector<std::pair<Key, Hold>> TakeIf(Pred take);
 
   timer::TimerThread* const timers_;
+  ExpiryFn on_expired_;
   const absl::Duration retention_;
   mutable Mutex mu_;
   absl::flat_hash_map<Key, Hold> holds_ ABSL_GUARDED_BY(mu_);
