@@ -419,6 +419,26 @@ std::vector<Answer> NodeBackend::Command(
   return CallBlocking(p, deadline, nullptr);
 }
 
+absl::StatusOr<std::vector<std::string>> NodeBackend::Masters() {
+  return std::vector<std::string>{name_};
+}
+
+Answer NodeBackend::CommandOn(absl::string_view master,
+                              absl::Span<const absl::string_view> argv,
+                              Deadline deadline) {
+  if (master != name_) {
+    return Answer{absl::NotFoundError(absl::StrCat(
+        "no master ", master, " here (the server is ", name_, ")"))};
+  }
+  return std::move(Command(argv, deadline)[0]);
+}
+
+Answer NodeBackend::CommandForKey(absl::string_view /*key*/,
+                                  absl::Span<const absl::string_view> argv,
+                                  Deadline deadline) {
+  return std::move(Command(argv, deadline)[0]);
+}
+
 void NodeBackend::RunBatchAsync(
     const std::vector<Call>& calls,
     const std::shared_ptr<std::atomic<bool>>& abandon, BatchDone done) {

@@ -37,6 +37,8 @@ enum ScriptId : size_t {
   kReadRenewScript,
   kRwInspectScript,
   kRwForceReleaseScript,
+  kLockInfoScript,
+  kClientInfoScript,
 };
 
 // The scripts, in ScriptId order; those that use lua/lock_lib.lua's helpers
