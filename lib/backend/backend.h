@@ -199,7 +199,8 @@ class Backend {
   // aimed at one master of a deployment whose keys are spread over several
   // (a cluster), where Command() would send them to all.
   //
-  //   backend         Masters()              CommandOn / CommandForKey
+  //   backend         Masters()              CommandOn / CommandForKey /
+  //                                          SendForKey
   //   NodeBackend     {its server}           that server
   //   RoutedBackend   the slot map's masters that master / the master of
   //                   (Sentinel: the one)    the key's slot
@@ -223,6 +224,16 @@ class Backend {
   virtual Answer CommandForKey(absl::string_view key,
                                absl::Span<const absl::string_view> argv,
                                Deadline deadline) = 0;
+  // Sends `commands` (each an argv) to the master that serves `key`, written
+  // together on one connection (one round trip; not atomic), without
+  // waiting: `done`, if given, gets OK once every command succeeded, else the
+  // first failure or error reply, on the loop thread (or on the calling
+  // thread when nothing could be sent). Never resent: for best-effort writes
+  // that the caller repeats anyway (the client info record). Bounded by the
+  // connection's command_timeout.
+  virtual void SendForKey(absl::string_view key,
+                          std::vector<std::vector<std::string>> commands,
+                          std::function<void(absl::Status)> done) = 0;
 
   // A wait on `channel`: one unlock message wakes one waiter (kWakeOne,
   // Redisson's lock channel), any message every waiter (kWakeAll, Redisson's

@@ -182,6 +182,13 @@ Answer QuorumBackend::CommandForKey(
   return Answer{NotForRedlock()};
 }
 
+void QuorumBackend::SendForKey(
+    absl::string_view /*key*/,
+    std::vector<std::vector<std::string>> /*commands*/,
+    std::function<void(absl::Status)> done) {
+  if (done != nullptr) done(NotForRedlock());
+}
+
 std::unique_ptr<Waiter> QuorumBackend::Subscribe(const std::string& channel,
                                                  pubsub::WakePolicy policy,
                                                  const std::string& waiter,

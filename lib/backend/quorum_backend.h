@@ -56,6 +56,9 @@ class QuorumBackend : public Backend {
   Answer CommandForKey(absl::string_view key,
                        absl::Span<const absl::string_view> argv,
                        Deadline deadline) override;
+  void SendForKey(absl::string_view key,
+                  std::vector<std::vector<std::string>> commands,
+                  std::function<void(absl::Status)> done) override;
   std::unique_ptr<Waiter> Subscribe(const std::string& channel,
                                     pubsub::WakePolicy policy,
                                     const std::string& waiter,

@@ -655,6 +655,21 @@ Answer RoutedBackend::CommandForKey(absl::string_view key,
   return Settled(std::move(node->Command(argv, deadline)[0]));
 }
 
+void RoutedBackend::SendForKey(absl::string_view key,
+                               std::vector<std::vector<std::string>> commands,
+                               std::function<void(absl::Status)> done) {
+  NodeBackend* node = MasterOf(redis::KeySlot(key));
+  if (node == nullptr) {
+    if (!closed()) RefreshSoon();
+    if (done != nullptr) {
+      done(absl::UnavailableError(
+          absl::StrCat(name_, ": no master is known for the slot of ", key)));
+    }
+    return;
+  }
+  node->SendForKey(key, std::move(commands), std::move(done));
+}
+
 Answer RoutedBackend::Settled(Answer answer) {
   // A redirection or an unreachable master: the map may be stale.
   if (!answer.reply.ok() ||

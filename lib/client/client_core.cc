@@ -210,8 +210,7 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
   if (core.ok() && (*core)->options_.publish_client_info) {
     ClientCore& c = **core;
     c.info_ = std::make_unique<ClientInfoPublisher>(
-        c.backend_.get(), &c.timers_, c.id_, connected,
-        c.options_.command_timeout);
+        c.backend_.get(), &c.timers_, c.id_, connected);
     c.info_->Start();
   }
   return core;

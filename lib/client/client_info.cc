@@ -9,7 +9,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "lib/lock/inspect.h"
-#include "lib/lock/lock_scripts.h"
 #include "relock/relock.h"
 
 namespace relock {
@@ -27,21 +26,15 @@ std::string HostName() {
 ClientInfoPublisher::ClientInfoPublisher(backend::Backend* backend,
                                          timer::TimerThread* timers,
                                          const std::string& client_id,
-                                         absl::Time started,
-                                         absl::Duration command_timeout)
+                                         absl::Time started)
     : backend_(backend),
       timers_(timers),
       key_(lock::ClientInfoKey(client_id)),
-      command_timeout_(command_timeout),
-      args_{absl::StrCat(absl::ToInt64Milliseconds(kTtl)),
-            "host",
-            HostName(),
-            "pid",
-            absl::StrCat(getpid()),
-            "started",
-            absl::StrCat(absl::ToUnixMillis(started)),
-            "version",
-            kVersionString} {}
+      write_{{"HSET", key_, "host", HostName(), "pid", absl::StrCat(getpid()),
+              "started", absl::StrCat(absl::ToUnixMillis(started)), "version",
+              kVersionString},
+             {"PEXPIRE", key_, absl::StrCat(absl::ToInt64Milliseconds(kTtl))}} {
+}
 
 ClientInfoPublisher::~ClientInfoPublisher() {
   MutexLock lock(&mu_);
@@ -57,16 +50,11 @@ void ClientInfoPublisher::Publish() {
     if (stopped_) return;
     next_ = timers_->ScheduleAfter(kPeriod, [this] { Publish(); });
   }
-  const absl::string_view keys[] = {key_};
-  std::vector<absl::string_view> args(args_.begin(), args_.end());
-  backend_->RunAsync(
-      internal::kClientInfoScript, keys, args,
-      Deadline::After(command_timeout_), backend::Resend::kIfDropped, nullptr,
-      [written = written_](const std::vector<backend::Answer>& answers) {
-        for (const backend::Answer& a : answers) {
-          if (a.reply.ok() && !a.reply->is_error()) written->store(true);
-        }
-      });
+  last_write_->store(kPending);
+  backend_->SendForKey(key_, write_,
+                       [last = last_write_](const absl::Status& status) {
+                         last->store(status.ok() ? kWritten : kFailed);
+                       });
 }
 
 void ClientInfoPublisher::Stop(Deadline deadline) {
@@ -76,7 +64,10 @@ void ClientInfoPublisher::Stop(Deadline deadline) {
     stopped_ = true;
     if (next_ != 0) timers_->Cancel(next_);
   }
-  if (!written_->load()) return;
+  // A record that may exist (written, or a write in flight on the
+  // connection the DEL follows); none when Redis refused or was gone.
+  const int last = last_write_->load();
+  if (last != kPending && last != kWritten) return;
   const absl::string_view argv[] = {"DEL", key_};
   // Best effort: a record left behind ends with its TTL.
   (void)backend_->CommandForKey(key_, argv, deadline);

@@ -7,8 +7,10 @@
 //   version  relock::kVersionString
 //
 // and a TTL of kTtl, written when the client connects and again every
-// kPeriod (one script call, HSET + PEXPIRE, one round trip) on the client's
-// timer thread, and deleted by Stop() (Client::Close()). Lock inspection
+// kPeriod (HSET + PEXPIRE, pipelined: one round trip; plain commands, so
+// that the client's own traffic adds no script calls to what an operator or
+// a test counts) on the client's timer thread, and deleted by Stop()
+// (Client::Close()). Lock inspection
 // (relock::Client::InspectLock, `relock status`) joins a holder's owner field
 // "<client-id>:<thread>" to it to say which host and process hold a lock,
 // without changing the locks' Redisson data model.
@@ -25,6 +27,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
@@ -44,8 +47,7 @@ class ClientInfoPublisher {
   // `backend` and `timers` must outlive Stop(). `started` is when the client
   // connected.
   ClientInfoPublisher(backend::Backend* backend, timer::TimerThread* timers,
-                      const std::string& client_id, absl::Time started,
-                      absl::Duration command_timeout);
+                      const std::string& client_id, absl::Time started);
   ClientInfoPublisher(const ClientInfoPublisher&) = delete;
   ClientInfoPublisher& operator=(const ClientInfoPublisher&) = delete;
   ~ClientInfoPublisher();
@@ -63,14 +65,15 @@ class ClientInfoPublisher {
   backend::Backend* const backend_;
   timer::TimerThread* const timers_;
   const std::string key_;
-  const absl::Duration command_timeout_;
-  // The script's arguments: the TTL, then field, value, ...
-  std::vector<std::string> args_;
-  // Whether a write landed, so that Stop() only deletes what exists (and a
-  // client whose Redis is gone does not wait for a DEL at Close()). Shared
-  // with the writes in flight, which may complete after this object is gone.
-  const std::shared_ptr<std::atomic<bool>> written_ =
-      std::make_shared<std::atomic<bool>>(false);
+  // The two commands of each write.
+  const std::vector<std::vector<std::string>> write_;
+  // How the last write went, so that Stop() deletes only a record that may
+  // exist (and a client whose Redis is gone does not wait for a DEL at
+  // Close()). Shared with the writes in flight, which may complete after
+  // this object is gone.
+  enum LastWrite : int { kNone, kPending, kWritten, kFailed };
+  const std::shared_ptr<std::atomic<int>> last_write_ =
+      std::make_shared<std::atomic<int>>(kNone);
   Mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   timer::TimerId next_ ABSL_GUARDED_BY(mu_) = 0;

@@ -6,7 +6,6 @@
 #include "absl/strings/str_cat.h"
 #include "lib/redis/errors.h"
 #include "lua/acquire.lua.h"
-#include "lua/client_info.lua.h"
 #include "lua/fair_acquire.lua.h"
 #include "lua/fair_force_release.lua.h"
 #include "lua/fair_leave.lua.h"
@@ -101,7 +100,6 @@ std::vector<redis::ScriptSource> LockScripts() {
       {"rw_inspect", *kRwInspect},
       {"rw_force_release", *kRwForceRelease},
       {"lock_info", *kLockInfo},
-      {"client_info", lua::kClientInfo},
   };
 }
 

@@ -38,7 +38,6 @@ enum ScriptId : size_t {
   kRwInspectScript,
   kRwForceReleaseScript,
   kLockInfoScript,
-  kClientInfoScript,
 };
 
 // The scripts, in ScriptId order; those that use lua/lock_lib.lua's helpers
