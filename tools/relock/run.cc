@@ -276,6 +276,205 @@ void Drain(int event_fd) {
   }
 }
 
+// One `relock run`: its descriptors, client, lock and child, and the
+// phases that use them.
+class Runner {
+ public:
+  explicit Runner(RunFlags flags) : flags_(std::move(flags)) {}
+
+  // Blocks the signals relock handles (before the client starts any thread,
+  // so that only the signalfd gets them) and makes the descriptors.
+  absl::Status Prepare() {
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t handled;
+    sigemptyset(&handled);
+    for (int sig : kForwarded) sigaddset(&handled, sig);
+    sigaddset(&handled, SIGCHLD);
+    pthread_sigmask(SIG_BLOCK, &handled, &original_mask_);
+    signals_ = std::make_unique<Fd>(
+        signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK));
+    events_ = std::make_unique<Fd>(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (signals_->get() < 0 || events_->get() < 0) {
+      return absl::InternalError(
+          absl::StrCat("signalfd/eventfd: ", ErrnoText(errno)));
+    }
+    news_ = std::make_shared<News>(events_->get());
+    return absl::OkStatus();
+  }
+
+  // Connects with `options` (whose lock events now reach this runner).
+  int Connect(ClientOptions options) {
+    options.on_lock_event = [news = news_,
+                             name = flags_.name](const LockEvent& e) {
+      if (e.type != LockEventType::kLockLost || e.lock_name != name) return;
+      {
+        absl::MutexLock lock(&news->mu);
+        news->lost_why = std::string(e.status.message());
+      }
+      news->lost.store(true);
+      news->Wake();
+    };
+    int exit_code = kExitOk;
+    client_ = ConnectOrReport(std::move(options), &exit_code);
+    if (client_ != nullptr) lock_ = client_->GetLock(flags_.name);
+    return exit_code;
+  }
+
+  // Takes the lock (on a helper thread, so that a signal can end the wait:
+  // Close() cancels it). kExitOk once held.
+  int Acquire() {
+    absl::Status acquired;
+    std::thread acquirer([&] {
+      acquired = flags_.lease.has_value()
+                     ? lock_.TryAcquire(owner_, flags_.wait, *flags_.lease)
+                     : lock_.TryAcquire(owner_, flags_.wait);
+      news_->acquired_done.store(true);
+      news_->Wake();
+    });
+    int caught = 0;
+    while (!news_->acquired_done.load() && caught == 0) {
+      Poll(-1);
+      for (int sig : ReadSignals()) caught = sig;
+    }
+    if (caught != 0) client_->Close();  // cancels the wait
+    acquirer.join();
+    if (caught != 0) return 128 + caught;  // Close() released a late hold
+    if (acquired.code() == absl::StatusCode::kDeadlineExceeded) {
+      return Fail(
+          kExitBusy,
+          absl::StrCat(
+              "lock \"", flags_.name, "\" is busy",
+              flags_.wait == absl::ZeroDuration()
+                  ? ""
+                  : absl::StrCat(" (waited ", absl::FormatDuration(flags_.wait),
+                                 ")")));
+    }
+    if (!acquired.ok()) return Fail(ExitCodeFor(acquired), acquired.message());
+    // An explicit lease is safe until SafeUntil(); the watchdog's is renewed
+    // and its loss reported as an event.
+    if (flags_.lease.has_value()) {
+      absl::StatusOr<Steady::time_point> safe = lock_.SafeUntil(owner_);
+      lease_end_ = safe.ok() ? *safe : Steady::now();
+    }
+    return kExitOk;
+  }
+
+  // Runs CMD until it exits, forwarding signals and acting on a loss;
+  // releases the lock. The exit code.
+  int Supervise() {
+    int exit_code = kExitOk;
+    child_ = StartCommand(flags_.command,
+                          flags_.on_lost == OnLost::kTerm ? SIGTERM : SIGKILL,
+                          original_mask_, &exit_code);
+    if (child_ < 0) {
+      // Best effort: the lease frees the lock otherwise.
+      absl::Status released = lock_.Release(owner_);
+      (void)released;
+      return exit_code;
+    }
+    int status = 0;
+    while (true) {
+      Poll(PollTimeout(lost_ ? kill_at_ : lease_end_));
+      for (int sig : ReadSignals(/*from_terminal_too=*/false)) {
+        kill(child_, sig);
+      }
+      if (waitpid(child_, &status, WNOHANG) == child_) break;
+      const bool lease_over =
+          lease_end_.has_value() && Steady::now() >= *lease_end_;
+      if (!lost_ && (news_->lost.load() || lease_over)) OnLost();
+      if (kill_at_.has_value() && Steady::now() >= *kill_at_) {
+        kill(child_, SIGKILL);
+        kill_at_.reset();
+      }
+    }
+    if (lost_) return kExitLost;
+    absl::Status released = lock_.Release(owner_);
+    if (released.code() == absl::StatusCode::kAborted) {
+      return Fail(kExitLost, absl::StrCat("lost lock \"", flags_.name,
+                                          "\" before the command finished: ",
+                                          released.message()));
+    }
+    if (!released.ok()) {
+      Fail(kExitOk,
+           absl::StrCat("warning: ", released.message(),
+                        " (the lock frees itself when its lease ends)"));
+    }
+    return ExitCodeOf(status);
+  }
+
+ private:
+  // Waits for a signal, the client's news, or `timeout_ms`.
+  void Poll(int timeout_ms) {
+    pollfd fds[2] = {{signals_->get(), POLLIN, 0}, {events_->get(), POLLIN, 0}};
+    (void)poll(fds, 2, timeout_ms);  // EINTR: look again
+    Drain(events_->get());
+  }
+
+  // The signals received (not SIGCHLD, which only wakes the loop). Without
+  // `from_terminal_too`, a terminal's ^C or ^\ is left out: it went to the
+  // whole foreground process group, CMD included.
+  std::vector<int> ReadSignals(bool from_terminal_too = true) {
+    std::vector<int> sigs;
+    signalfd_siginfo info;
+    while (read(signals_->get(), &info, sizeof(info)) == sizeof(info)) {
+      const int sig = static_cast<int>(info.ssi_signo);
+      const bool from_terminal =
+          info.ssi_code == SI_KERNEL && (sig == SIGINT || sig == SIGQUIT);
+      if (sig != SIGCHLD && (from_terminal_too || !from_terminal)) {
+        sigs.push_back(sig);
+      }
+    }
+    return sigs;
+  }
+
+  // The lock is lost while CMD runs: do as --on-lost says, in one line.
+  void OnLost() {
+    lost_ = true;
+    std::string why;
+    if (news_->lost.load()) {
+      absl::MutexLock l(&news_->mu);
+      why = news_->lost_why;
+    } else {
+      why = absl::StrCat("its lease of ", absl::FormatDuration(*flags_.lease),
+                         " ran out before the command finished");
+    }
+    std::string action;
+    switch (flags_.on_lost) {
+      case OnLost::kTerm:
+        kill(child_, SIGTERM);
+        kill_at_ = Steady::now() + absl::ToChronoNanoseconds(flags_.grace);
+        action = absl::StrCat("sent SIGTERM to the command (pid ", child_,
+                              "), SIGKILL follows in ",
+                              absl::FormatDuration(flags_.grace));
+        break;
+      case OnLost::kKill:
+        kill(child_, SIGKILL);
+        action = absl::StrCat("sent SIGKILL to the command (pid ", child_, ")");
+        break;
+      case OnLost::kIgnore:
+        action = absl::StrCat("the command (pid ", child_,
+                              ") runs on (--on-lost ignore)");
+        break;
+    }
+    Fail(kExitLost,
+         absl::StrCat("lost lock \"", flags_.name, "\": ", why, "; ", action));
+  }
+
+  const RunFlags flags_;
+  sigset_t original_mask_{};
+  // Declared before the client, so that they outlive its event thread.
+  std::unique_ptr<Fd> signals_;
+  std::unique_ptr<Fd> events_;
+  std::shared_ptr<News> news_;
+  std::unique_ptr<Client> client_;
+  Lock lock_;
+  const Owner owner_ = Owner::New();
+  pid_t child_ = -1;
+  bool lost_ = false;
+  absl::optional<Steady::time_point> lease_end_;  // with --lease
+  absl::optional<Steady::time_point> kill_at_;    // SIGKILL after the grace
+};
+
 }  // namespace
 
 int Run(const std::vector<std::string>& raw) {
@@ -301,170 +500,15 @@ int Run(const std::vector<std::string>& raw) {
   if (absl::Status s = ParseRunFlags(*args, &flags, &options); !s.ok()) {
     return Fail(kExitUsage, s.message());
   }
-
-  // Before any thread starts: the forwarded signals and SIGCHLD go to the
-  // signalfd only; CMD gets the mask relock started with.
-  signal(SIGPIPE, SIG_IGN);
-  sigset_t handled;
-  sigemptyset(&handled);
-  for (int sig : kForwarded) sigaddset(&handled, sig);
-  sigaddset(&handled, SIGCHLD);
-  sigset_t original;
-  pthread_sigmask(SIG_BLOCK, &handled, &original);
-  Fd signals(signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK));
-  Fd events(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (signals.get() < 0 || events.get() < 0) {
-    return Fail(kExitUnavailable,
-                absl::StrCat("signalfd/eventfd: ", ErrnoText(errno)));
+  Runner runner(std::move(flags));
+  if (absl::Status s = runner.Prepare(); !s.ok()) {
+    return Fail(kExitUnavailable, s.message());
   }
-
-  auto news = std::make_shared<News>(events.get());
-  options.on_lock_event = [news, name = flags.name](const LockEvent& e) {
-    if (e.type == LockEventType::kLockLost && e.lock_name == name) {
-      {
-        absl::MutexLock lock(&news->mu);
-        news->lost_why = std::string(e.status.message());
-      }
-      news->lost.store(true);
-      news->Wake();
-    }
-  };
-  int exit_code = kExitOk;
-  std::unique_ptr<Client> client = ConnectOrReport(options, &exit_code);
-  if (client == nullptr) return exit_code;
-
-  Lock lock = client->GetLock(flags.name);
-  const Owner owner = Owner::New();
-  absl::Status acquired;
-  std::thread acquirer([&] {
-    acquired = flags.lease.has_value()
-                   ? lock.TryAcquire(owner, flags.wait, *flags.lease)
-                   : lock.TryAcquire(owner, flags.wait);
-    news->acquired_done.store(true);
-    news->Wake();
-  });
-  pollfd fds[2] = {{signals.get(), POLLIN, 0}, {events.get(), POLLIN, 0}};
-  int caught = 0;
-  while (!news->acquired_done.load() && caught == 0) {
-    if (poll(fds, 2, -1) < 0 && errno != EINTR) break;
-    Drain(events.get());
-    signalfd_siginfo info;
-    while (read(signals.get(), &info, sizeof(info)) == sizeof(info)) {
-      if (static_cast<int>(info.ssi_signo) != SIGCHLD) {
-        caught = static_cast<int>(info.ssi_signo);
-      }
-    }
+  if (int code = runner.Connect(std::move(options)); code != kExitOk) {
+    return code;
   }
-  if (caught != 0) client->Close();  // cancels the wait
-  acquirer.join();
-  if (caught != 0) return 128 + caught;  // Close() released a late hold
-  if (!acquired.ok()) {
-    if (acquired.code() == absl::StatusCode::kDeadlineExceeded) {
-      return Fail(
-          kExitBusy,
-          absl::StrCat(
-              "lock \"", flags.name, "\" is busy",
-              flags.wait == absl::ZeroDuration()
-                  ? ""
-                  : absl::StrCat(" (waited ", absl::FormatDuration(flags.wait),
-                                 ")")));
-    }
-    return Fail(ExitCodeFor(acquired), acquired.message());
-  }
-  // An explicit lease is safe until SafeUntil(); the watchdog's is renewed
-  // and its loss reported as an event.
-  absl::optional<Steady::time_point> lease_end;
-  if (flags.lease.has_value()) {
-    absl::StatusOr<Steady::time_point> safe = lock.SafeUntil(owner);
-    lease_end = safe.ok() ? *safe : Steady::now();
-  }
-
-  const pid_t child = StartCommand(
-      flags.command, flags.on_lost == OnLost::kTerm ? SIGTERM : SIGKILL,
-      original, &exit_code);
-  if (child < 0) {
-    absl::Status released = lock.Release(owner);
-    (void)released;  // the exit code says what matters; Close() retries
-    return exit_code;
-  }
-
-  bool lost = false;
-  bool exited = false;
-  int status = 0;
-  absl::optional<Steady::time_point> kill_at;
-  while (!exited) {
-    absl::optional<Steady::time_point> next = lost ? kill_at : lease_end;
-    if (poll(fds, 2, PollTimeout(next)) < 0 && errno != EINTR) break;
-    Drain(events.get());
-    signalfd_siginfo info;
-    while (read(signals.get(), &info, sizeof(info)) == sizeof(info)) {
-      const int sig = static_cast<int>(info.ssi_signo);
-      if (sig == SIGCHLD) continue;
-      // A terminal's ^C / ^\ went to the whole foreground process group,
-      // CMD included: not again.
-      const bool from_terminal =
-          info.ssi_code == SI_KERNEL && (sig == SIGINT || sig == SIGQUIT);
-      if (!from_terminal) kill(child, sig);
-    }
-    if (waitpid(child, &status, WNOHANG) == child) {
-      exited = true;
-      break;
-    }
-    const bool lease_over =
-        lease_end.has_value() && Steady::now() >= *lease_end;
-    if (!lost && (news->lost.load() || lease_over)) {
-      lost = true;
-      std::string why;
-      if (news->lost.load()) {
-        absl::MutexLock l(&news->mu);
-        why = news->lost_why;
-      } else {
-        why = absl::StrCat("its lease of ", absl::FormatDuration(*flags.lease),
-                           " ran out before the command finished");
-      }
-      std::string action;
-      switch (flags.on_lost) {
-        case OnLost::kTerm:
-          kill(child, SIGTERM);
-          kill_at = Steady::now() + absl::ToChronoNanoseconds(flags.grace);
-          action = absl::StrCat("sent SIGTERM to the command (pid ", child,
-                                "), SIGKILL follows in ",
-                                absl::FormatDuration(flags.grace));
-          break;
-        case OnLost::kKill:
-          kill(child, SIGKILL);
-          action =
-              absl::StrCat("sent SIGKILL to the command (pid ", child, ")");
-          break;
-        case OnLost::kIgnore:
-          action = absl::StrCat("the command (pid ", child,
-                                ") runs on (--on-lost ignore)");
-          break;
-      }
-      Fail(kExitLost,
-           absl::StrCat("lost lock \"", flags.name, "\": ", why, "; ", action));
-    }
-    if (kill_at.has_value() && Steady::now() >= *kill_at) {
-      kill(child, SIGKILL);
-      kill_at.reset();
-    }
-  }
-  if (!exited) {  // poll failed: wait for CMD without watching
-    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
-    }
-  }
-  if (lost) return kExitLost;
-  absl::Status released = lock.Release(owner);
-  if (released.code() == absl::StatusCode::kAborted) {
-    return Fail(kExitLost, absl::StrCat("lost lock \"", flags.name,
-                                        "\" before the command finished: ",
-                                        released.message()));
-  }
-  if (!released.ok()) {
-    Fail(kExitOk, absl::StrCat("warning: ", released.message(),
-                               " (the lock frees itself when its lease ends)"));
-  }
-  return ExitCodeOf(status);
+  if (int code = runner.Acquire(); code != kExitOk) return code;
+  return runner.Supervise();
 }
 
 }  // namespace cli
