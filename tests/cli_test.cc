@@ -79,17 +79,28 @@ class Relock {
  public:
   static std::unique_ptr<Relock> Start(const std::string& dir,
                                        const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {"relock"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return StartProgram(dir, RELOCK_CLI_PATH, argv, "", /*argv0_given=*/true);
+  }
+  // Another program (`path` with `args`, its stdin from `input`), watched
+  // the same way.
+  static std::unique_ptr<Relock> StartProgram(
+      const std::string& dir, const std::string& path,
+      const std::vector<std::string>& args, const std::string& input = "",
+      bool argv0_given = false) {
     static int serial = 0;
     const std::string base = absl::StrCat(dir, "/relock-", ++serial);
     auto r = std::unique_ptr<Relock>(new Relock(base + ".out", base + ".err"));
-    const int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    const int in =
+        open(input.empty() ? "/dev/null" : input.c_str(), O_RDONLY | O_CLOEXEC);
     const int out =
         open(r->out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     const int err =
         open(r->err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     spawn::SpawnOptions options;
-    options.path = RELOCK_CLI_PATH;
-    options.argv.push_back("relock");
+    options.path = path;
+    if (!argv0_given) options.argv.push_back(path);
     options.argv.insert(options.argv.end(), args.begin(), args.end());
     options.stdin_fd = in;
     options.stdout_fd = out;
@@ -414,6 +425,35 @@ TEST_F(CliTest, ForcedUnlockFreesTheLockAndWakesAWaitingRun) {
   EXPECT_EQ(holder.Wait(absl::Seconds(30)), 76) << holder.err();
   Relock& again = RunToEnd({"unlock", "--force", "--yes", name_});
   EXPECT_EQ(again.out(), "lock " + name_ + " was not held\n");
+}
+
+// The question on a terminal: script(1) (util-linux, in every Debian) gives
+// relock a pseudo-terminal and types what the answer file holds.
+TEST_F(CliTest, UnlockAsksOnATerminal) {
+  if (access("/usr/bin/script", X_OK) != 0) GTEST_SKIP() << "no script(1)";
+  Relock& holder = Start(RunArgs({}, WaitForGo("a")));
+  CommandPid("a");
+  auto ask = [&](const std::string& answer) -> Relock& {
+    const std::string input = Path("answer");
+    std::ofstream(input) << answer << "\n";
+    const std::string command = absl::StrCat(
+        RELOCK_CLI_PATH, " --url ", redis().url(), " unlock --force ", name_);
+    runs_.push_back(Relock::StartProgram(
+        dir_, "/usr/bin/script", {"-qec", command, "/dev/null"}, input));
+    EXPECT_GE(runs_.back()->Wait(), 0);
+    return *runs_.back();
+  };
+  Relock& no = ask("n");
+  EXPECT_EQ(no.Wait(), 1) << no.out();
+  EXPECT_THAT(no.out(), HasSubstr("Force-release lock " + name_ + " held by "));
+  EXPECT_THAT(no.out(), HasSubstr("not released"));
+  EXPECT_TRUE(Exists(name_));
+  Relock& yes = ask("y");
+  EXPECT_EQ(yes.Wait(), 0) << yes.out();
+  EXPECT_THAT(yes.out(), HasSubstr("released lock " + name_));
+  EXPECT_FALSE(Exists(name_));
+  Touch(Path("a.go"));
+  EXPECT_EQ(holder.Wait(), 76) << holder.err();  // its release finds it gone
 }
 
 TEST_F(CliTest, UsageErrorsExit2WithOneLine) {
