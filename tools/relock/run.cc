@@ -32,6 +32,7 @@
 #include <cstring>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -39,7 +40,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
 #include "relock/client.h"
@@ -100,8 +100,10 @@ struct News {
   const int event_fd;
   std::atomic<bool> lost{false};
   std::atomic<bool> acquired_done{false};
-  absl::Mutex mu;
-  std::string lost_why ABSL_GUARDED_BY(mu);
+  // std::mutex, not absl::Mutex: Debian's Abseil is not instrumented for
+  // TSan (lib/common/mutex.h), and this is no place for relock's shim.
+  std::mutex mu;
+  std::string lost_why;  // guarded by mu
 };
 
 // A file descriptor closed on scope exit.
@@ -308,7 +310,7 @@ class Runner {
                              name = flags_.name](const LockEvent& e) {
       if (e.type != LockEventType::kLockLost || e.lock_name != name) return;
       {
-        absl::MutexLock lock(&news->mu);
+        std::lock_guard<std::mutex> lock(news->mu);
         news->lost_why = std::string(e.status.message());
       }
       news->lost.store(true);
@@ -432,7 +434,7 @@ class Runner {
     lost_ = true;
     std::string why;
     if (news_->lost.load()) {
-      absl::MutexLock l(&news_->mu);
+      std::lock_guard<std::mutex> lock(news_->mu);
       why = news_->lost_why;
     } else {
       why = absl::StrCat("its lease of ", absl::FormatDuration(*flags_.lease),
