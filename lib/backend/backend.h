@@ -206,9 +206,10 @@ class Backend {
   //                   (Sentinel: the one)    the key's slot
   //   QuorumBackend   Unimplemented          Unimplemented
   //
-  // Each command is sent once more if its connection dropped (use them for
-  // commands harmless to run twice). A redirection (MOVED, ASK) comes back
-  // as the error reply it is; the backend then reads its slot map again.
+  // CommandOn() and CommandForKey() are sent again when their connection
+  // dropped (as Command(): use them for commands harmless to run twice).
+  // A redirection (MOVED, ASK) comes back as the error reply it is; the
+  // backend then reads its slot map again.
 
   // The masters that serve keys now, as "host:port" names for CommandOn().
   // FailedPrecondition once closed; Unimplemented where a key lives on
