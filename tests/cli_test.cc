@@ -401,6 +401,13 @@ TEST_F(CliTest, StatusAndListShowTheHolderHostPidAndWaiters) {
   EXPECT_EQ(empty.out(), "");
 }
 
+TEST_F(CliTest, JsonEscapesNames) {
+  const std::string name = "we\"ird\\name\tx";
+  Relock& r = RunToEnd({"status", "--json", name});
+  EXPECT_EQ(r.Wait(), 0) << r.err();
+  EXPECT_THAT(r.out(), StartsWith("[{\"name\":\"we\\\"ird\\\\name\\tx\","));
+}
+
 TEST_F(CliTest, ForcedUnlockFreesTheLockAndWakesAWaitingRun) {
   Relock& holder = Start(RunArgs({"--watchdog-timeout", "2s"}, WaitForGo("a")));
   CommandPid("a");
