@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs a configured-and-built CMake tree into a temporary prefix, then
-# builds and runs two consumers of the installed relock:
+# runs the installed relock command, and builds and runs two consumers of the
+# installed library:
 #   1. tests/install_consumer via find_package(relock CONFIG REQUIRED);
 #   2. the same main.cc compiled with `pkg-config --cflags --libs relock`.
 #
@@ -24,6 +25,10 @@ cmake --install "$build_dir" --prefix "$prefix" >"$work/install.log" || {
   cat "$work/install.log"
   exit 1
 }
+
+echo "--- the relock command (bin/relock)"
+"$prefix/bin/relock" --version
+echo "ok: relock installed and ran"
 
 echo "--- consumer 1: find_package(relock CONFIG)"
 generator=()

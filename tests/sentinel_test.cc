@@ -13,9 +13,11 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "lib/common/mutex.h"
 #include "relock/relock.h"
 #include "tests/test_util.h"
 #include "tests/testing/redis_sentinel.h"
@@ -182,14 +184,29 @@ class SentinelFailoverTest : public ::testing::Test {
       o.connect_timeout = absl::Milliseconds(500);
       o.command_timeout = absl::Milliseconds(500);
       o.on_lock_event = events_.Callback();
+      o.logger = [this](absl::LogSeverity severity, absl::string_view m) {
+        MutexLock lock(&log_mu_);
+        log_.push_back(absl::StrCat(absl::LogSeverityName(severity), " ", m));
+      };
     };
     holder_client_ = MustConnect(group_->url(), options);
     other_client_ = MustConnect(group_->url(), options);
     ASSERT_TRUE(holder_client_ != nullptr && other_client_ != nullptr);
   }
 
+  // Whether the clients logged a line with `text`.
+  bool Logged(const std::string& text) {
+    MutexLock lock(&log_mu_);
+    for (const std::string& line : log_) {
+      if (absl::StrContains(line, text)) return true;
+    }
+    return false;
+  }
+
   std::unique_ptr<RedisSentinelGroup> group_;
   EventLog events_;
+  Mutex log_mu_;
+  std::vector<std::string> log_ ABSL_GUARDED_BY(log_mu_);
   std::unique_ptr<Client> holder_client_;
   std::unique_ptr<Client> other_client_;
 };
@@ -231,6 +248,11 @@ TEST_F(SentinelFailoverTest, AReplicatedLockSurvivesSentinelFailover) {
 
   EXPECT_TRUE(held.Release().ok());
   EXPECT_TRUE(waiter.Join());
+  // The clients told their logger (kInfo) that the master moved.
+  EXPECT_TRUE(Logged(
+      absl::StrCat("INFO Sentinel master \"", g.master_name(),
+                   "\" moved from 127.0.0.1:", g.node(*old_primary).port(),
+                   " to 127.0.0.1:", g.node(*new_primary).port())));
 
   // A new lock goes to the new primary.
   const std::string fresh = TestLockName("fresh");

@@ -188,6 +188,20 @@ class BackgroundWaiter {
   std::thread thread_;  // last: it starts once the flags exist
 };
 
+// The keys on `server` but the clients' info records ("relock:client:<id>",
+// ClientOptions::publish_client_info), which live as long as their client:
+// what the locks left behind.
+inline std::vector<std::string> KeysButClientRecords(RedisServer& server) {
+  std::vector<std::string> keys;
+  absl::StatusOr<RedisValue> all = server.Command({"KEYS", "*"});
+  EXPECT_TRUE(all.ok()) << all.status();
+  if (!all.ok()) return keys;
+  for (const RedisValue& key : all->elements) {
+    if (!absl::StartsWith(key.str, "relock:client:")) keys.push_back(key.str);
+  }
+  return keys;
+}
+
 // A lock name unique to the running test.
 inline std::string TestLockName(const std::string& suffix = "") {
   const ::testing::TestInfo* info =

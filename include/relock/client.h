@@ -15,7 +15,9 @@
 //   - one pub/sub connection on the same event loop, which carries the unlock
 //     notifications that wake waiting threads;
 //   - its identity, a random UUID, which with the thread number forms the
-//     owner field of every lock it takes.
+//     owner field of every lock it takes;
+//   - its info record in Redis (host, pid, start time), which lock
+//     inspection shows beside its holds (ClientOptions::publish_client_info).
 //
 // States:
 //
@@ -32,7 +34,10 @@
 // LockEventType::kReleasedOnClose event is sent for each; if Redis is paused
 // or unreachable the event carries the error and the lock frees itself when
 // its lease runs out. Close() returns within about 2 x command_timeout +
-// connect_timeout in all (a renewal round in flight, the release round).
+// connect_timeout in all (a renewal round in flight, the release round),
+// plus one command_timeout for deleting the client's info record
+// (ClientOptions::publish_client_info) when Redis accepted it but is now
+// slow.
 // Holds whose explicit lease already ran out are neither released nor
 // reported. Lock handles may outlive the client; they then fail with
 // FailedPrecondition. The client may be closed or destroyed from inside its
@@ -48,6 +53,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/attributes.h"
 #include "absl/status/status.h"
@@ -56,6 +62,7 @@
 #include "relock/fair_lock.h"
 #include "relock/fenced_lock.h"
 #include "relock/lock.h"
+#include "relock/lock_info.h"
 #include "relock/metrics.h"
 #include "relock/options.h"
 #include "relock/read_write_lock.h"
@@ -117,6 +124,36 @@ class Client {
   // Connect(), gauges as of now. Local, no round trip; works after Close()
   // too. For a Prometheus page: PrometheusText(client->Metrics()).
   ClientMetrics Metrics() const;
+
+  // --- Inspection, for operators and tools (relock/lock_info.h; the
+  // `relock` command). Read-only; the answers may be stale at once. Not
+  // for deciding who holds a lock in code: use the lock handles for that.
+
+  // The lock named `name` as Redis holds it now: free, a lock (plain,
+  // fenced or fair) or a read-write lock; its holders with their hold
+  // counts and (where they publish one) their client's host, pid and start
+  // time; the remaining lease; the waiters; the fair queue's length.
+  // A few round trips (one script, PUBSUB, one HGETALL per holder client).
+  // Errors: InvalidArgument (empty or over-long name); FailedPrecondition
+  // when the key holds anything but a lock (the message names its type),
+  // or the client is closed; Unavailable / DeadlineExceeded (Redis
+  // unreachable or slow); PermissionDenied (an ACL user without the
+  // commands). A holder client's record that cannot be read is left out.
+  ABSL_MUST_USE_RESULT absl::StatusOr<LockInfo> InspectLock(
+      absl::string_view name);
+  // Every held lock whose name matches the glob `pattern` (SCAN MATCH
+  // syntax: "*", "order:*", "job:[0-9]*"), sorted by name, each as
+  // InspectLock() gives it. SCAN (TYPE hash, COUNT 1000) runs on every
+  // master (each master of a cluster); hashes that are not locks (a client
+  // info record among them) and locks released during the listing are left
+  // out. Costs a round trip per 1000 keys of each master plus InspectLock()
+  // per hash found: for a person looking, not for a loop. Errors:
+  // InvalidArgument (empty pattern), FailedPrecondition (closed),
+  // Unavailable / DeadlineExceeded, PermissionDenied; a cluster whose
+  // masters changed during the scan may give Unavailable or NotFound (call
+  // again). Requires Redis >= 6 (SCAN TYPE).
+  ABSL_MUST_USE_RESULT absl::StatusOr<std::vector<LockInfo>> ListLocks(
+      absl::string_view pattern = "*");
 
   // Closes the client (see the banner). Idempotent.
   void Close();

@@ -266,6 +266,16 @@ struct ClientOptions {
   // (kInfo is dropped).
   std::function<void(absl::LogSeverity severity, absl::string_view message)>
       logger;
+
+  // Publish this client's info record, so that lock inspection
+  // (Client::InspectLock, `relock status`) can say which host and process
+  // hold a lock: the hash "relock:client:<client_id>" with the fields host,
+  // pid, started (unix ms) and version, a TTL of 30 s, written at Connect()
+  // and every 10 s (one round trip, in the background) and deleted by
+  // Close(). Writing it never fails Connect() or a lock call (an ACL user
+  // that may not write the key simply has no record). true (the default):
+  // publish; false: no record, no writes. Not used by RedlockClient.
+  bool publish_client_info = true;
 };
 
 // Settings of one lock handle (Client::GetLock(name, options)); every unset

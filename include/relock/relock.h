@@ -45,6 +45,7 @@
 #include "relock/fenced_lock.h"
 #include "relock/future.h"
 #include "relock/lock.h"
+#include "relock/lock_info.h"
 #include "relock/metrics.h"
 #include "relock/multi_lock.h"
 #include "relock/options.h"

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "lib/client/client_core.h"
+#include "lib/lock/inspect.h"
 #include "lib/redis/errors.h"
 
 namespace relock {
@@ -73,6 +74,15 @@ absl::Status Client::Ping() {
 }
 
 ClientMetrics Client::Metrics() const { return core_->Snapshot(); }
+
+absl::StatusOr<LockInfo> Client::InspectLock(absl::string_view name) {
+  return lock::InspectLock(*core_, name);
+}
+
+absl::StatusOr<std::vector<LockInfo>> Client::ListLocks(
+    absl::string_view pattern) {
+  return lock::ListLocks(*core_, pattern);
+}
 
 void Client::Close() {
   // A kReleasedOnClose callback may destroy this Client during Close(): keep

@@ -195,6 +195,47 @@ class Backend {
   virtual std::vector<Answer> Command(absl::Span<const absl::string_view> argv,
                                       Deadline deadline) = 0;
 
+  // --- Administration (lock inspection, the client info record): commands
+  // aimed at one master of a deployment whose keys are spread over several
+  // (a cluster), where Command() would send them to all.
+  //
+  //   backend         Masters()              CommandOn / CommandForKey /
+  //                                          SendForKey
+  //   NodeBackend     {its server}           that server
+  //   RoutedBackend   the slot map's masters that master / the master of
+  //                   (Sentinel: the one)    the key's slot
+  //   QuorumBackend   Unimplemented          Unimplemented
+  //
+  // CommandOn() and CommandForKey() are sent again when their connection
+  // dropped (as Command(): use them for commands harmless to run twice).
+  // A redirection (MOVED, ASK) comes back as the error reply it is; the
+  // backend then reads its slot map again.
+
+  // The masters that serve keys now, as "host:port" names for CommandOn().
+  // FailedPrecondition once closed; Unimplemented where a key lives on
+  // several independent masters at once (Redlock).
+  virtual absl::StatusOr<std::vector<std::string>> Masters() = 0;
+  // Runs `argv` on the master named `master` (from Masters()). NotFound when
+  // no such master is known now (the map changed: call Masters() again).
+  virtual Answer CommandOn(absl::string_view master,
+                           absl::Span<const absl::string_view> argv,
+                           Deadline deadline) = 0;
+  // Runs `argv` on the master that serves `key` (a key or a channel: on a
+  // cluster, the master of its hash slot).
+  virtual Answer CommandForKey(absl::string_view key,
+                               absl::Span<const absl::string_view> argv,
+                               Deadline deadline) = 0;
+  // Sends `commands` (each an argv) to the master that serves `key`, written
+  // together on one connection (one round trip; not atomic), without
+  // waiting: `done`, if given, gets OK once every command succeeded, else the
+  // first failure or error reply, on the loop thread (or on the calling
+  // thread when nothing could be sent). Never resent: for best-effort writes
+  // that the caller repeats anyway (the client info record). Bounded by the
+  // connection's command_timeout.
+  virtual void SendForKey(absl::string_view key,
+                          std::vector<std::vector<std::string>> commands,
+                          std::function<void(absl::Status)> done) = 0;
+
   // A wait on `channel`: one unlock message wakes one waiter (kWakeOne,
   // Redisson's lock channel), any message every waiter (kWakeAll, Redisson's
   // read-lock release), or a message naming it the waiter called `waiter`

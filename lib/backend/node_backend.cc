@@ -419,6 +419,48 @@ std::vector<Answer> NodeBackend::Command(
   return CallBlocking(p, deadline, nullptr);
 }
 
+absl::StatusOr<std::vector<std::string>> NodeBackend::Masters() {
+  return std::vector<std::string>{name_};
+}
+
+Answer NodeBackend::CommandOn(absl::string_view master,
+                              absl::Span<const absl::string_view> argv,
+                              Deadline deadline) {
+  if (master != name_) {
+    return Answer{absl::NotFoundError(absl::StrCat(
+        "no master ", master, " here (the server is ", name_, ")"))};
+  }
+  return std::move(Command(argv, deadline)[0]);
+}
+
+Answer NodeBackend::CommandForKey(absl::string_view /*key*/,
+                                  absl::Span<const absl::string_view> argv,
+                                  Deadline deadline) {
+  return std::move(Command(argv, deadline)[0]);
+}
+
+void NodeBackend::SendForKey(absl::string_view /*key*/,
+                             std::vector<std::vector<std::string>> commands,
+                             std::function<void(absl::Status)> done) {
+  auto request = std::make_shared<io::Request>();
+  request->commands = commands.size();
+  for (const std::vector<std::string>& argv : commands) {
+    const std::vector<absl::string_view> views(argv.begin(), argv.end());
+    redis::AppendCommand(views, &request->wire);
+  }
+  request->done = [done = std::move(done)](const io::Result& result) {
+    if (done == nullptr) return;
+    if (!result.status.ok()) return done(result.status);
+    for (const redis::Reply& reply : result.replies) {
+      if (reply.is_error()) {
+        return done(redis::ErrorReplyToStatus("command", reply.str()));
+      }
+    }
+    done(absl::OkStatus());
+  };
+  Pick().Submit(std::move(request));
+}
+
 void NodeBackend::RunBatchAsync(
     const std::vector<Call>& calls,
     const std::shared_ptr<std::atomic<bool>>& abandon, BatchDone done) {

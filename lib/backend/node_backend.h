@@ -84,6 +84,16 @@ class NodeBackend : public Backend {
                         std::atomic<uint64_t>* round_trips = nullptr) override;
   std::vector<Answer> Command(absl::Span<const absl::string_view> argv,
                               Deadline deadline) override;
+  absl::StatusOr<std::vector<std::string>> Masters() override;
+  Answer CommandOn(absl::string_view master,
+                   absl::Span<const absl::string_view> argv,
+                   Deadline deadline) override;
+  Answer CommandForKey(absl::string_view key,
+                       absl::Span<const absl::string_view> argv,
+                       Deadline deadline) override;
+  void SendForKey(absl::string_view key,
+                  std::vector<std::vector<std::string>> commands,
+                  std::function<void(absl::Status)> done) override;
   std::unique_ptr<Waiter> Subscribe(const std::string& channel,
                                     pubsub::WakePolicy policy,
                                     const std::string& waiter,

@@ -155,6 +155,40 @@ std::vector<Answer> QuorumBackend::Command(
   return answers;
 }
 
+// A Redlock's lock lives on every master at once, and its masters are not
+// one deployment: administration goes to each of them through a client of
+// its own.
+namespace {
+absl::Status NotForRedlock() {
+  return absl::UnimplementedError(
+      "lock administration (inspection, listing) is not available on a "
+      "Redlock client: connect a relock::Client to each master instead");
+}
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> QuorumBackend::Masters() {
+  return NotForRedlock();
+}
+
+Answer QuorumBackend::CommandOn(absl::string_view /*master*/,
+                                absl::Span<const absl::string_view> /*argv*/,
+                                Deadline /*deadline*/) {
+  return Answer{NotForRedlock()};
+}
+
+Answer QuorumBackend::CommandForKey(
+    absl::string_view /*key*/, absl::Span<const absl::string_view> /*argv*/,
+    Deadline /*deadline*/) {
+  return Answer{NotForRedlock()};
+}
+
+void QuorumBackend::SendForKey(
+    absl::string_view /*key*/,
+    std::vector<std::vector<std::string>> /*commands*/,
+    std::function<void(absl::Status)> done) {
+  if (done != nullptr) done(NotForRedlock());
+}
+
 std::unique_ptr<Waiter> QuorumBackend::Subscribe(const std::string& channel,
                                                  pubsub::WakePolicy policy,
                                                  const std::string& waiter,

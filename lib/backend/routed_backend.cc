@@ -606,6 +606,79 @@ std::vector<Answer> RoutedBackend::Command(
   return first;
 }
 
+absl::StatusOr<std::vector<std::string>> RoutedBackend::Masters() {
+  if (closed()) return absl::FailedPreconditionError("the client is closed");
+  std::vector<std::string> names;
+  if (std::shared_ptr<const redis::SlotMap> map = slot_map()) {
+    for (const redis::ClusterNode& m : map->Masters()) {
+      names.push_back(m.endpoint.ToString());
+    }
+  }
+  if (names.empty()) {
+    return absl::UnavailableError(
+        absl::StrCat(name_, ": no master is known (no slot map yet)"));
+  }
+  return names;
+}
+
+Answer RoutedBackend::CommandOn(absl::string_view master,
+                                absl::Span<const absl::string_view> argv,
+                                Deadline deadline) {
+  NodeBackend* node = nullptr;
+  if (std::shared_ptr<const redis::SlotMap> map = slot_map()) {
+    for (const redis::ClusterNode& m : map->Masters()) {
+      if (m.endpoint.ToString() == master) node = NodeAt(m.endpoint);
+    }
+  }
+  if (node == nullptr) {
+    if (closed()) {
+      return Answer{absl::FailedPreconditionError("the client is closed")};
+    }
+    return Answer{absl::NotFoundError(
+        absl::StrCat(name_, ": ", master, " is not a master now"))};
+  }
+  return Settled(std::move(node->Command(argv, deadline)[0]));
+}
+
+Answer RoutedBackend::CommandForKey(absl::string_view key,
+                                    absl::Span<const absl::string_view> argv,
+                                    Deadline deadline) {
+  NodeBackend* node = MasterOf(redis::KeySlot(key));
+  if (node == nullptr) {
+    if (closed()) {
+      return Answer{absl::FailedPreconditionError("the client is closed")};
+    }
+    RefreshSoon();
+    return Answer{absl::UnavailableError(
+        absl::StrCat(name_, ": no master is known for the slot of ", key))};
+  }
+  return Settled(std::move(node->Command(argv, deadline)[0]));
+}
+
+void RoutedBackend::SendForKey(absl::string_view key,
+                               std::vector<std::vector<std::string>> commands,
+                               std::function<void(absl::Status)> done) {
+  NodeBackend* node = MasterOf(redis::KeySlot(key));
+  if (node == nullptr) {
+    if (!closed()) RefreshSoon();
+    if (done != nullptr) {
+      done(absl::UnavailableError(
+          absl::StrCat(name_, ": no master is known for the slot of ", key)));
+    }
+    return;
+  }
+  node->SendForKey(key, std::move(commands), std::move(done));
+}
+
+Answer RoutedBackend::Settled(Answer answer) {
+  // A redirection or an unreachable master: the map may be stale.
+  if (!answer.reply.ok() ||
+      (answer.reply->is_error() && DidNotRun(answer.reply->str()))) {
+    RefreshSoon();
+  }
+  return answer;
+}
+
 std::unique_ptr<Waiter> RoutedBackend::Subscribe(const std::string& channel,
                                                  pubsub::WakePolicy policy,
                                                  const std::string& waiter,

@@ -109,6 +109,16 @@ class RoutedBackend : public Backend {
   // error reply), else the first master's answer.
   std::vector<Answer> Command(absl::Span<const absl::string_view> argv,
                               Deadline deadline) override;
+  absl::StatusOr<std::vector<std::string>> Masters() override;
+  Answer CommandOn(absl::string_view master,
+                   absl::Span<const absl::string_view> argv,
+                   Deadline deadline) override;
+  Answer CommandForKey(absl::string_view key,
+                       absl::Span<const absl::string_view> argv,
+                       Deadline deadline) override;
+  void SendForKey(absl::string_view key,
+                  std::vector<std::vector<std::string>> commands,
+                  std::function<void(absl::Status)> done) override;
   std::unique_ptr<Waiter> Subscribe(const std::string& channel,
                                     pubsub::WakePolicy policy,
                                     const std::string& waiter,
@@ -166,6 +176,9 @@ class RoutedBackend : public Backend {
  private:
   class AsyncCall;
   class RoutedWaiter;
+  // An administrative command's answer, as it is; an error that says the
+  // map may be stale (unreachable, MOVED, CLUSTERDOWN...) refreshes it.
+  Answer Settled(Answer answer);
   // A wait's slot and listener, for telling it that its slot moved.
   struct Watch {
     int slot = 0;

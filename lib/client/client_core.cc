@@ -214,8 +214,16 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
       };
       break;
   }
-  return Create(std::move(options), std::move(id), std::move(policy), "",
-                make_backend);
+  const absl::Time connected = absl::Now();
+  absl::StatusOr<std::shared_ptr<ClientCore>> core = Create(
+      std::move(options), std::move(id), std::move(policy), "", make_backend);
+  if (core.ok() && (*core)->options_.publish_client_info) {
+    ClientCore& c = **core;
+    c.info_ = std::make_unique<ClientInfoPublisher>(
+        c.backend_.get(), &c.timers_, c.id_, connected);
+    c.info_->Start();
+  }
+  return core;
 }
 
 absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
@@ -342,6 +350,9 @@ void ClientCore::Close() {
   for (size_t i = 0; i < held.size(); ++i) {
     Deliver(LockEvent{LockEventType::kReleasedOnClose, held[i].first.first,
                       std::move(released[i]), held[i].second.owner});
+  }
+  if (info_ != nullptr) {
+    info_->Stop(Deadline::After(options_.command_timeout));
   }
   timers_.Shutdown();
   if (events_ != nullptr) events_->Stop();  // delivers queued events first

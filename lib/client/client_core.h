@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "lib/backend/node_backend.h"
+#include "lib/client/client_info.h"
 #include "lib/client/event_queue.h"
 #include "lib/common/observer.h"
 #include "lib/io/event_loop.h"
@@ -146,6 +147,9 @@ class ClientCore final : public std::enable_shared_from_this<ClientCore>,
   timer::TimerThread timers_;
   std::unique_ptr<EventQueue> events_;
   std::unique_ptr<watchdog::Watchdog> watchdog_;
+  // The client info record (ClientOptions::publish_client_info); null
+  // without one.
+  std::unique_ptr<ClientInfoPublisher> info_;
   std::atomic<uint64_t> renew_round_trips_{0};
   std::atomic<bool> closed_{false};
   std::atomic<bool> forked_child_{false};

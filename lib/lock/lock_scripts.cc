@@ -14,6 +14,7 @@
 #include "lua/fair_release_all.lua.h"
 #include "lua/force_release.lua.h"
 #include "lua/inspect.lua.h"
+#include "lua/lock_info.lua.h"
 #include "lua/lock_lib.lua.h"
 #include "lua/read_acquire.lua.h"
 #include "lua/read_release.lua.h"
@@ -73,6 +74,9 @@ std::vector<redis::ScriptSource> LockScripts() {
       new std::string(absl::StrCat(lua::kRwLib, lua::kRwInspect));
   static const std::string* const kRwForceRelease = new std::string(
       absl::StrCat(lua::kLockLib, lua::kRwLib, lua::kRwForceRelease));
+  // Inspection reads both shapes.
+  static const std::string* const kLockInfo =
+      new std::string(absl::StrCat(lua::kLockLib, lua::kRwLib, lua::kLockInfo));
   // Order matches ScriptId.
   return {
       {"acquire", lua::kAcquire},
@@ -95,6 +99,7 @@ std::vector<redis::ScriptSource> LockScripts() {
       {"read_renew", *kReadRenew},
       {"rw_inspect", *kRwInspect},
       {"rw_force_release", *kRwForceRelease},
+      {"lock_info", *kLockInfo},
   };
 }
 

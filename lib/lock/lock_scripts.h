@@ -37,6 +37,7 @@ enum ScriptId : size_t {
   kReadRenewScript,
   kRwInspectScript,
   kRwForceReleaseScript,
+  kLockInfoScript,
 };
 
 // The scripts, in ScriptId order; those that use lua/lock_lib.lua's helpers

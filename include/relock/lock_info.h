@@ -1,0 +1,106 @@
+// relock/lock_info.h
+//
+// `relock::LockInfo`: what Client::InspectLock() and Client::ListLocks()
+// (relock/client.h) report about a lock, for operators and tools (the
+// `relock status` and `relock list` commands): whether it is held, by whom
+// (owner field, hold count, and the holder's host and process where the
+// holder is a relock client that publishes its info record), for how much
+// longer, and who waits for it.
+//
+// Everything is read from Redis as it is at the moment of the call and may
+// be stale at once; it is for looking, never for deciding who holds a lock.
+//
+// The info record of a client (ClientOptions::publish_client_info) is the
+// hash "relock:client:<client-id>" with the fields host, pid, started (unix
+// time in ms) and version, and a TTL of 30 s that the client renews every
+// 10 s and deletes on Close(). It sits beside the locks: the locks keep
+// Redisson's data model, and a holder without a record (a Redisson client,
+// a relock client that does not publish) is shown without host and pid.
+
+#ifndef RELOCK_LOCK_INFO_H_
+#define RELOCK_LOCK_INFO_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "absl/types/optional.h"
+
+namespace relock {
+
+// What a lock's key holds.
+enum class LockShape {
+  // The key does not exist: nobody holds the lock.
+  kFree,
+  // A lock, plain, fenced or fair (relock::Lock, FencedLock, FairLock): a
+  // hash whose every field is an owner "<client-id>:<thread>" and whose
+  // value is that owner's hold count.
+  kLock,
+  // A read-write lock (relock::ReadWriteLock): a hash with a "mode" field
+  // ("read" or "write"), the readers' owner fields and the writer's
+  // "<client-id>:<thread>:write" field, each with its hold count.
+  kReadWriteLock,
+};
+
+// Returns "free", "lock" or "read-write".
+const char* LockShapeName(LockShape shape);
+
+// The info record of the client a holder belongs to.
+struct HolderClient {
+  // The host the client runs on (gethostname()).
+  std::string host;
+  // Its process id.
+  int64_t pid = 0;
+  // When it connected (its wall clock); absl::InfinitePast() if the record
+  // does not say.
+  absl::Time started = absl::InfinitePast();
+  // The relock version it runs; empty if the record does not say.
+  std::string version;
+};
+
+// One owner of a held lock.
+struct LockHolder {
+  // The owner field as it is in Redis: "<client-id>:<thread>", with
+  // ":write" after it for a read-write lock's writer.
+  std::string owner;
+  // The client id part of `owner` (before the first ':').
+  std::string client_id;
+  // Its hold count (Redis's; a relock holder's re-entries of a watchdog hold
+  // are counted in its process, not here: see relock/lock.h).
+  int64_t hold_count = 0;
+  // For a read-write lock: true for the writer's field, false for a
+  // reader's. Always false for a lock.
+  bool write = false;
+  // The holder client's info record, if it has one.
+  absl::optional<HolderClient> client;
+};
+
+// A lock as Redis holds it now.
+struct LockInfo {
+  // The lock's name (its Redis key).
+  std::string name;
+  LockShape shape = LockShape::kFree;
+  // A read-write lock's mode: "read" or "write"; empty otherwise.
+  std::string mode;
+  // Its owners, sorted by owner field; empty when free.
+  std::vector<LockHolder> holders;
+  // The key's remaining TTL (the lease); absl::InfiniteDuration() if it has
+  // none (set by hand); zero when free.
+  absl::Duration remaining_lease = absl::ZeroDuration();
+  // Clients subscribed to the lock's unlock channel
+  // ("redisson_lock__channel:{N}" for a lock, "redisson_rwlock:{N}" for a
+  // read-write lock, the sum of both when free), counting classic and
+  // sharded subscribers; on a cluster, those on the master of the channel's
+  // slot, where waiters listen. A relock client counts once however many of
+  // its threads wait; waiters of a fair lock listen on channels of their
+  // own and are counted by `queue_length` instead.
+  int64_t waiters = 0;
+  // The length of the fair lock's queue ("redisson_lock_queue:{N}"): the
+  // owners waiting for a FairLock, in order. 0 for other locks.
+  int64_t queue_length = 0;
+};
+
+}  // namespace relock
+
+#endif  // RELOCK_LOCK_INFO_H_
