@@ -1,6 +1,5 @@
 #include "lib/lock/rw_lock.h"
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "lib/lock/owner.h"
 
@@ -84,14 +83,6 @@ class ReadWrite final : public LockModel {
 
 std::string ReadWriteChannel(absl::string_view lock_name) {
   return PrefixName("redisson_rwlock", lock_name);
-}
-
-std::string ReadLeaseKey(absl::string_view lock_name, absl::string_view reader,
-                         int64_t i) {
-  const std::string prefix = absl::StrContains(lock_name, '{')
-                                 ? std::string(lock_name)
-                                 : absl::StrCat("{", lock_name, "}");
-  return absl::StrCat(prefix, ":", reader, ":rwlock_timeout:", i);
 }
 
 const LockModel& ReadModel() {

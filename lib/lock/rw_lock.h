@@ -19,11 +19,6 @@ namespace lock {
 // announce it (Redisson's).
 std::string ReadWriteChannel(absl::string_view lock_name);
 
-// The lease key of `reader`'s read hold `i` (1-based):
-// "{N}:<reader>:rwlock_timeout:<i>" ("N:..." when N contains "{").
-std::string ReadLeaseKey(absl::string_view lock_name, absl::string_view reader,
-                         int64_t i);
-
 // The messages on that channel: a read lock's release that frees the lock
 // wakes one waiter per client (kUnlockMessage, "0"); a write lock's release
 // wakes every waiter ("1", Redisson's READ_UNLOCK_MESSAGE).
