@@ -503,6 +503,31 @@ TEST_F(HoldRegistryTest, AnExplicitLeaseEndGoesToTheExpiryHandler) {
   EXPECT_EQ(holds_.live(), 1u);  // "unwatched" expired too
 }
 
+TEST_F(HoldRegistryTest, ALeaseEndDuringTheFinalReleaseCallsNoCallback) {
+  std::vector<std::string> expired;
+  holds_.set_expiry_handler(
+      [&expired](const LostHold& hold) { expired.push_back(hold.name); });
+  int called = 0;
+  // Installed with the hold, before its lease timer can fire.
+  holds_.OnAcquired("x", kThread, kOwner, /*watchdog=*/false, absl::Seconds(10),
+                    clock_.Now(), /*kind=*/0,
+                    [&called](const absl::Status&) { ++called; });
+  ASSERT_NE(MustFind("x").on_lost, nullptr);
+  // A re-entry's callback is ignored (the hold has its own).
+  holds_.OnAcquired("x", kThread, kOwner, /*watchdog=*/false, absl::Seconds(10),
+                    clock_.Now(), /*kind=*/0,
+                    [&called](const absl::Status&) { called += 100; });
+  EXPECT_EQ(MustFind("x").on_lost->size(), 1u);
+  ASSERT_TRUE(holds_.BeginRelease("x", kThread).has_value());
+  holds_.OnReleased("x", kThread, /*freed=*/false);            // 2 -> 1
+  ASSERT_TRUE(holds_.BeginRelease("x", kThread).has_value());  // the final
+  AdvanceTo(absl::Seconds(10));  // the lease ends while it is under way
+  EXPECT_TRUE(expired.empty());
+  EXPECT_TRUE(MustFind("x").expired);
+  EXPECT_EQ(MustFind("x").on_lost, nullptr);
+  EXPECT_EQ(called, 0);
+}
+
 }  // namespace
 }  // namespace watchdog
 }  // namespace relock

@@ -156,7 +156,9 @@ TEST_F(ObservabilityTest, AWatchdogLossReachesTheHoldsCallbacksOnce) {
   Recorder lost;
   std::unique_ptr<Client> client =
       MustConnect(redis().url(), [&](ClientOptions& o) {
-        o.lock_watchdog_timeout = absl::Milliseconds(600);
+        // Renewed every second: a stall of the test long enough to lose the
+        // hold before the DEL would take seconds.
+        o.lock_watchdog_timeout = absl::Seconds(3);
         o.on_lock_event = events.Callback();
       });
   ASSERT_NE(client, nullptr);
@@ -198,13 +200,13 @@ TEST_F(ObservabilityTest, AnExplicitLeaseRunningOutReachesOnlyTheHold) {
   ASSERT_NE(client, nullptr);
   Lock released = client->GetLock(TestLockName("released"));
   Lock expiring = client->GetLock(TestLockName("expiring"));
-  // Registered, then released in time: never called.
-  ASSERT_TRUE(released.Acquire(absl::Milliseconds(100)).ok());
+  // Registered, then released in time (seconds to spare): never called.
+  ASSERT_TRUE(released.Acquire(absl::Seconds(2)).ok());
   ASSERT_TRUE(released.OnLost(lost.Callback("released")).ok());
   ASSERT_TRUE(released.Release().ok());
   // Its lease ends later than the released one's would have, on the same
   // timer thread: once it is reported, the other would have been too.
-  ASSERT_TRUE(expiring.Acquire(absl::Milliseconds(300)).ok());
+  ASSERT_TRUE(expiring.Acquire(absl::Milliseconds(2500)).ok());
   ASSERT_TRUE(expiring.OnLost(lost.Callback("expiring")).ok());
   ASSERT_TRUE(lost.WaitFor("expiring"));
   const std::vector<std::string> seen = lost.seen();

@@ -531,10 +531,15 @@ class Lock : public internal::LockableBase<Lock> {
   //   - an explicit-lease hold: its lease ran out before its final release
   //     (status DeadlineExceeded); this one is not sent to on_lock_event,
   //     since letting an explicit lease run out may be the plan.
-  // It never runs for a hold that was released (by Release(), unlock() or
-  // Close()), nor for one dropped because its thread exited. Callbacks run in
-  // the order registered, after LockOptions::on_lost; they must not throw and
-  // may close the client. A hold's callbacks end with the hold: a new hold
+  // It never runs for a hold whose release succeeded (by Release(), unlock()
+  // or Close()), nor for one dropped because its thread exited; when the
+  // lease ends while the final release is under way, the release's answer
+  // (OK or Aborted) tells instead. It runs on another thread: it may still
+  // be running, or not have run yet, when a Release() that returned Aborted
+  // returns, so it must not refer to anything the holder may destroy by
+  // then (capture by value or shared_ptr). Callbacks run in the order
+  // registered, after LockOptions::on_lost; they must not throw and may
+  // close the client. A hold's callbacks end with the hold: a new hold
   // (after the last release) starts with none. Use it to stop work that
   // must not go on unprotected, e.g. by cancelling a request or setting a
   // flag that the work checks.

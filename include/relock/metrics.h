@@ -8,7 +8,7 @@
 // Counters only grow; a snapshot is a consistent reading of each counter but
 // not of all of them at one instant (a count read while a call finishes may
 // be one ahead of another). Recording costs a few relaxed atomic additions
-// per call: no locks, no allocation.
+// per call, and takes no lock.
 //
 // What counts, per call on any lock type of the client (plain, fenced, fair,
 // read-write, a MultiLock's parts, a Redlock's locks):
@@ -18,25 +18,29 @@
 //   acquisitions       | acquires that succeeded (re-entries included)
 //   reentries          | of those, re-entries of a hold the owner had
 //   local_reentries    | of those, counted without a round trip
-//   acquire_timeouts   | acquires that failed with DeadlineExceeded (the
-//                      | lock stayed held; try_lock() returning false)
+//   acquire_timeouts   | acquires that failed with DeadlineExceeded: the
+//                      | lock stayed held (try_lock() returning false), or
+//                      | Redis did not answer within the wait
 //   acquire_failures   | acquires that failed otherwise (a bad lease
 //                      | included; not calls refused before that: an
 //                      | unbound handle, a bad name or owner)
 //   waits              | acquires that found the lock held and waited
 //   handoffs           | of those, waits that ended with the lock
-//   releases           | releases that succeeded (one hold each)
+//   releases           | releases that succeeded (one hold each; not
+//                      | what Close() releases)
 //   unlock_failures    | releases that failed (any error)
 //   renew_rounds       | watchdog renewal rounds that sent renewals
 //   renew_round_trips  | round trips those rounds took
 //   renew_failures     | rounds in which some renewal got no answer
-//   locks_lost         | holds reported lost (LockEventType::kLockLost)
+//   locks_lost         | holds reported lost to on_lock_event
+//                      | (kLockLost; not explicit leases that ran out)
 //   reconnects         | connections opened again after they failed
 //
-// Gauges: `pending_requests` (requests written to Redis and not answered
-// yet, pub/sub included) and `held_locks` (holds the client renews or tracks
-// now). Histogram: `wait_time`, how long each acquire that waited waited
-// (from its call to its outcome, success or not).
+// Gauges: `pending_requests` (requests submitted to Redis and not answered
+// yet, queued or written, connection handshakes and pub/sub included) and
+// `held_locks` (holds the client renews or tracks now). Histogram: `wait_time`,
+// how long each acquire that waited waited (from its call to its outcome,
+// success or not).
 
 #ifndef RELOCK_METRICS_H_
 #define RELOCK_METRICS_H_
@@ -90,8 +94,8 @@ struct ClientMetrics {
 // prefixed `relock_` (counters end in `_total`; the histogram is
 // `relock_wait_seconds` with `_bucket{le="..."}`, `_sum` and `_count`).
 // `labels` (name, value) are added to every sample, e.g. {{"client",
-// "orders"}}; names must be valid Prometheus label names (not checked),
-// values are escaped.
+// "orders"}}; names must be valid Prometheus label names other than "le"
+// (not checked), values are escaped.
 std::string PrometheusText(
     const ClientMetrics& metrics,
     const std::vector<std::pair<std::string, std::string>>& labels = {});

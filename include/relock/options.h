@@ -257,8 +257,11 @@ struct ClientOptions {
   // Abseil >= 20230125: `ABSL_LOG(LEVEL(severity)) << message`). Messages:
   //   kError    a lock lost (the LockEvent line, when on_lock_event is empty)
   //   kWarning  the other LockEvents (when on_lock_event is empty); a
-  //             connection to a node lost (once per loss, with why)
-  //   kInfo     a lost connection open again; a Sentinel failover followed
+  //             connection to a node lost with requests in flight (once
+  //             per loss, with why)
+  //   kInfo     an idle connection lost (e.g. closed by the server's
+  //             `timeout`); a lost connection open again; a Sentinel
+  //             failover followed
   // It may run on any of the client's threads (the event loop's, the event
   // thread, a caller's), concurrently; it must be quick, must not throw and
   // must not call into the client. Empty (the default): messages of
@@ -293,7 +296,8 @@ struct LockOptions {
   // handle takes it from zero (a re-entry through another handle does not
   // add it); Lock::OnLost() registers one for a hold taken otherwise. Must
   // not throw; may close the client. See Lock::OnLost() for when a hold
-  // counts as lost. Empty (the default): none.
+  // counts as lost and what the callback may capture. Empty (the default):
+  // none.
   std::function<void(const LockEvent&)> on_lost;
 };
 

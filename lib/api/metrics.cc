@@ -125,7 +125,7 @@ std::string PrometheusText(
             m.local_reentries);
   w.Counter("relock_acquire_timeouts_total",
             "Acquires that failed with DeadlineExceeded (the lock stayed "
-            "held).",
+            "held, or Redis did not answer in time).",
             m.acquire_timeouts);
   w.Counter("relock_acquire_failures_total",
             "Acquires that failed with another error.", m.acquire_failures);
@@ -138,7 +138,8 @@ std::string PrometheusText(
   w.Histogram("relock_wait_seconds",
               "How long acquires that waited waited, until their outcome.",
               m.wait_time);
-  w.Counter("relock_releases_total", "Releases that succeeded.", m.releases);
+  w.Counter("relock_releases_total",
+            "Releases that succeeded (not those of Close()).", m.releases);
   w.Counter("relock_unlock_failures_total", "Releases that failed.",
             m.unlock_failures);
   w.Counter("relock_renew_rounds_total",
@@ -150,12 +151,14 @@ std::string PrometheusText(
             "Renewal rounds in which some renewal got no answer.",
             m.renew_failures);
   w.Counter("relock_locks_lost_total",
-            "Holds reported lost (lease ran out or owner field gone).",
+            "Holds reported lost by the watchdog (owner field gone, or not "
+            "renewed before the lease ran out).",
             m.locks_lost);
   w.Counter("relock_reconnects_total",
             "Connections opened again after they failed.", m.reconnects);
   w.Gauge("relock_pending_requests",
-          "Requests sent to Redis and not answered yet.", m.pending_requests);
+          "Requests submitted to Redis and not answered yet.",
+          m.pending_requests);
   w.Gauge("relock_held_locks", "Holds the client tracks now.", m.held_locks);
   return w.Take();
 }

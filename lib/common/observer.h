@@ -53,21 +53,23 @@ class WaitHistogram {
     size_t i = 0;
     while (i < kWaitTimeBounds.size() && seconds > kWaitTimeBounds[i]) ++i;
     buckets_[i].Add();
-    count_.Add();
     sum_ns_.Add(static_cast<uint64_t>(absl::ToInt64Nanoseconds(d)));
   }
   HistogramSnapshot Snapshot() const {
     HistogramSnapshot s;
     s.upper_bounds.assign(kWaitTimeBounds.begin(), kWaitTimeBounds.end());
-    for (const Counter& b : buckets_) s.counts.push_back(b.Get());
-    s.count = count_.Get();
+    // count is the buckets' sum, so that it always equals the +Inf bucket
+    // (an Observe() between the reads would make them differ).
+    for (const Counter& b : buckets_) {
+      s.counts.push_back(b.Get());
+      s.count += s.counts.back();
+    }
     s.sum = absl::Nanoseconds(sum_ns_.Get());
     return s;
   }
 
  private:
   std::array<Counter, kWaitTimeBounds.size() + 1> buckets_;
-  Counter count_;
   Counter sum_ns_;
 };
 

@@ -772,8 +772,11 @@ void Connection::Fail(const absl::Status& why, bool resendable) {
   if (state_ == State::kConnecting) return FinishConnect(attempt_, why);
   if (state_ != State::kReady) return;
   if (options_.observer != nullptr) {
+    // An idle connection that the server closed (its `timeout` setting)
+    // lost nothing: news, not a warning.
     options_.observer->Log(
-        absl::LogSeverity::kWarning,
+        written_.empty() ? absl::LogSeverity::kInfo
+                         : absl::LogSeverity::kWarning,
         absl::StrCat("connection to Redis at ", options_.endpoint.ToString(),
                      " lost: ", why.message()));
   }

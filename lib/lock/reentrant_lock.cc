@@ -608,14 +608,10 @@ absl::Status RegisterHold(LockEnv& env, const std::string& name,
                           SteadyClock::time_point sent_at, bool async) {
   const std::string owner = OwnerField(env.id(), by.number);
   env.holds().OnAcquired(name, by.number, owner, plan.watchdog, plan.lease,
-                         sent_at, static_cast<uint8_t>(plan.model->kind()));
-  if (plan.fresh && plan.options.on_lost) {
-    // The hold is this owner's alone (its calls do not overlap): it is there.
-    env.holds()
-        .AddLossCallback(name, by.number,
-                         LossCallback(name, owner, plan.options.on_lost))
-        .IgnoreError();
-  }
+                         sent_at, static_cast<uint8_t>(plan.model->kind()),
+                         plan.fresh && plan.options.on_lost
+                             ? LossCallback(name, owner, plan.options.on_lost)
+                             : nullptr);
   if (plan.watchdog) env.ActivateWatchdog();
   if (!env.closed()) return absl::OkStatus();
   env.holds().Forget(name, by.number);

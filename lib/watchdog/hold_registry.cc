@@ -31,6 +31,9 @@ void HoldRegistry::OnTimer(const Key& key, uint64_t hold_id) {
       return;
     }
     if (h.watchdog || h.lost) return;
+    // A final release under way when the lease ends: its answer tells the
+    // holder (OK if it beat the lease, Aborted if not); no callback.
+    if (h.releasing) h.on_lost = nullptr;
     h.expired = true;
     h.renewing = false;
     h.timer = timers_->ScheduleAt(
@@ -69,7 +72,8 @@ size_t HoldRegistry::live() const {
 void HoldRegistry::OnAcquired(const std::string& name, uint64_t thread,
                               const std::string& owner, bool watchdog,
                               absl::Duration lease,
-                              SteadyClock::time_point sent_at, uint8_t kind) {
+                              SteadyClock::time_point sent_at, uint8_t kind,
+                              LossFn on_lost) {
   const Key key(name, thread);
   MutexLock lock(&mu_);
   Hold& h = holds_[key];
@@ -80,6 +84,10 @@ void HoldRegistry::OnAcquired(const std::string& name, uint64_t thread,
     h.owner = owner;
     h.hold_id = next_hold_id_++;
     h.kind = kind;
+    if (on_lost) {
+      h.on_lost = std::make_shared<LossFns>();
+      h.on_lost->push_back(std::move(on_lost));
+    }
   }
   ++h.count;
   const SteadyClock::time_point end =
@@ -126,7 +134,10 @@ absl::optional<Hold> HoldRegistry::BeginRelease(const std::string& name,
   auto it = holds_.find(Key(name, thread));
   if (it == holds_.end()) return absl::nullopt;
   Hold before = it->second;
-  if (it->second.count <= 1) it->second.renewing = false;
+  if (it->second.count <= 1) {
+    it->second.renewing = false;
+    it->second.releasing = true;
+  }
   return before;
 }
 
@@ -145,6 +156,7 @@ void HoldRegistry::OnReleased(const std::string& name, uint64_t thread,
   // if BeginRelease stopped it on a stale count.
   h.count = std::max<int64_t>(1, h.count - 1);
   h.renewing = h.watchdog && !h.ended();
+  h.releasing = false;
 }
 
 bool HoldRegistry::OnExtended(const std::string& name, uint64_t thread,

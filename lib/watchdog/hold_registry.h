@@ -65,6 +65,9 @@ struct Hold {
   bool renewing = true;  // watchdog && not in its final release
   bool lost = false;     // reported lost; Release() says so
   bool expired = false;  // explicit lease ran out; Release() says so
+  // The final release is under way (BeginRelease): a lease end meanwhile
+  // calls no loss callback (the release's answer tells the holder).
+  bool releasing = false;
   uint64_t hold_id = 0;  // changes whenever a hold starts from zero
   // The lock type (lib/lock/lock_model.h's LockKind), opaque here: which
   // scripts release the hold.
@@ -128,9 +131,13 @@ class HoldRegistry {
 
   // An acquire sent at `sent_at` succeeded. Starts a new hold (also over an
   // ended one) or adds to the existing one (see the lease rules above).
+  // `on_lost`, if given, becomes a new hold's first loss callback (see
+  // AddLossCallback), installed before its lease timer can fire; ignored by
+  // a re-entry.
   void OnAcquired(const std::string& name, uint64_t thread,
                   const std::string& owner, bool watchdog, absl::Duration lease,
-                  SteadyClock::time_point sent_at, uint8_t kind = 0);
+                  SteadyClock::time_point sent_at, uint8_t kind = 0,
+                  LossFn on_lost = nullptr);
   // A re-entry without a round trip: if `thread` has a live watchdog hold of
   // `name` still being renewed whose lease is known to last beyond
   // `safe_after` (acked_at + lease - drift), counts one more hold locally
