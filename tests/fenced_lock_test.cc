@@ -6,6 +6,7 @@
 // calls; bad input.
 
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -317,12 +318,119 @@ TEST_F(FencedLockTest, BadInputIsRefusedClearly) {
   // A counter key that holds something else.
   ASSERT_TRUE(redis().Command({"SET", TokenKey(name), "not-a-number"}).ok());
   absl::StatusOr<int64_t> token = lock.GetToken();
-  EXPECT_FALSE(token.ok());
-  EXPECT_THAT(token.status().message(), HasSubstr("not a fencing token"));
+  EXPECT_EQ(token.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(token.status().message(), HasSubstr("not a count in"));
   absl::StatusOr<int64_t> acquired = lock.TryLockAndGetToken(absl::Seconds(1));
-  EXPECT_FALSE(acquired.ok()) << "acquired with a broken counter";
+  EXPECT_EQ(acquired.status().code(), absl::StatusCode::kFailedPrecondition)
+      << "acquired with a broken counter";
   EXPECT_FALSE(lock.IsLocked().value_or(true))
       << "a failed fenced acquire left the lock held";
+}
+
+// Issue 23, defect 2: the acquire script returned the token as a Lua number
+// (a double), so tokens beyond 2^53 were rounded: four acquisitions from a
+// counter at 1.7e18 all returned the same token, and GetToken() at INT64_MAX
+// returned INT64_MIN.
+TEST_F(FencedLockTest, TokensBeyond2To53RepeatedAndTheLastOneWrapped) {
+  std::unique_ptr<Client> a = MustConnect(redis().url());
+  std::unique_ptr<Client> b = MustConnect(redis().url());
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  const std::string name = TestLockName();
+  FencedLock on_a = a->GetFencedLock(name);
+  FencedLock on_b = b->GetFencedLock(name);
+  // From a clock-seeded counter: four acquisitions, two per client.
+  ASSERT_TRUE(
+      redis().Command({"SET", TokenKey(name), "1700000000000000000"}).ok());
+  for (int64_t i = 1; i <= 4; ++i) {
+    FencedLock& lock = i % 2 == 1 ? on_a : on_b;
+    absl::StatusOr<int64_t> token = lock.TryLockAndGetToken(absl::Seconds(10));
+    ASSERT_TRUE(token.ok()) << token.status();
+    EXPECT_EQ(*token, int64_t{1700000000000000000} + i);
+    EXPECT_EQ(lock.GetToken().value_or(-1), *token);
+    ASSERT_TRUE(lock.Release().ok());
+  }
+  // 2^53 + 1, the first integer a double cannot hold; then the last tokens
+  // of the int64 range, and the counter exhausted.
+  const int64_t kLast = std::numeric_limits<int64_t>::max();
+  for (const int64_t before : {(int64_t{1} << 53), kLast - 2}) {
+    ASSERT_TRUE(
+        redis().Command({"SET", TokenKey(name), absl::StrCat(before)}).ok());
+    absl::StatusOr<int64_t> token = on_a.LockAndGetToken();
+    ASSERT_TRUE(token.ok()) << token.status();
+    EXPECT_EQ(*token, before + 1);
+    absl::StatusOr<int64_t> again = on_a.LockAndGetToken();  // re-entry
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ(*again, before + 2);
+    EXPECT_EQ(on_a.GetToken().value_or(-1), before + 2);
+    ASSERT_TRUE(on_a.Release().ok());
+    ASSERT_TRUE(on_a.Release().ok());
+  }
+  EXPECT_EQ(on_a.GetToken().value_or(-1), kLast);
+  // No token is left: nothing is taken, and the counter stays.
+  absl::StatusOr<int64_t> none = on_b.TryLockAndGetToken(absl::Seconds(1));
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kFailedPrecondition)
+      << none.status();
+  EXPECT_THAT(none.status().message(), HasSubstr("9223372036854775807"));
+  EXPECT_EQ(redis().Command({"EXISTS", name})->integer, 0);
+  EXPECT_EQ(redis().Command({"GET", TokenKey(name)})->str, absl::StrCat(kLast));
+}
+
+// Issue 23, defect 3: with a negative counter (someone's SET ... -3) the
+// acquire took the lock, read the token -2 as "held by another owner" and
+// said DeadlineExceeded, leaving our hold behind until its lease ended; the
+// asynchronous form reported that hold lost later, and LockAndGetToken()
+// spun while holding it. A counter outside [0, 2^63 - 2] is refused before
+// the script writes anything.
+TEST_F(FencedLockTest, ANegativeCounterLeftAHoldBehindAFailedAcquire) {
+  testing::EventLog events;
+  std::unique_ptr<Client> client =
+      MustConnect(redis().url(), [&](ClientOptions& options) {
+        options.on_lock_event = events.Callback();
+      });
+  ASSERT_NE(client, nullptr);
+  const std::string name = TestLockName();
+  FencedLock lock = client->GetFencedLock(name);
+  for (const char* bad : {"-3", "-1", "007", "9223372036854775807",
+                          "99999999999999999999", "1e3", ""}) {
+    SCOPED_TRACE(absl::StrCat("counter \"", bad, "\""));
+    ASSERT_TRUE(redis().Command({"SET", TokenKey(name), bad}).ok());
+    absl::StatusOr<int64_t> once =
+        lock.TryLockAndGetToken(absl::ZeroDuration());
+    EXPECT_EQ(once.status().code(), absl::StatusCode::kFailedPrecondition)
+        << once.status();
+    EXPECT_THAT(once.status().message(), HasSubstr(TokenKey(name)));
+    Stopwatch watch;
+    absl::StatusOr<int64_t> blocking = lock.LockAndGetToken();
+    EXPECT_EQ(blocking.status().code(), absl::StatusCode::kFailedPrecondition)
+        << blocking.status();
+    EXPECT_LT(watch.Elapsed(), absl::Seconds(10)) << "spun instead of failing";
+    // The inherited Lock calls take a token too.
+    EXPECT_EQ(lock.TryAcquire(absl::ZeroDuration()).code(),
+              absl::StatusCode::kFailedPrecondition);
+    const Owner owner = Owner::New();
+    absl::StatusOr<int64_t> async =
+        lock.TryLockAndGetTokenAsync(owner, absl::ZeroDuration()).Get();
+    EXPECT_EQ(async.status().code(), absl::StatusCode::kFailedPrecondition)
+        << async.status();
+    EXPECT_EQ(redis().Command({"EXISTS", name})->integer, 0)
+        << "a failed acquire left a hold behind";
+    EXPECT_EQ(redis().Command({"GET", TokenKey(name)})->str, bad);
+    EXPECT_EQ(lock.HoldCount().value_or(-1), 0);
+    EXPECT_EQ(lock.HoldCount(owner).value_or(-1), 0);
+  }
+  // A plain lock of the name does not use the counter: it still works.
+  Lock plain = client->GetLock(name);
+  ASSERT_TRUE(plain.TryAcquire(absl::ZeroDuration()).ok());
+  EXPECT_TRUE(plain.Release().ok());
+  // Repaired, the counter hands out tokens again.
+  ASSERT_TRUE(redis().Command({"SET", TokenKey(name), "0"}).ok());
+  EXPECT_EQ(lock.TryLockAndGetToken(absl::ZeroDuration()).value_or(-1), 1);
+  EXPECT_TRUE(lock.Release().ok());
+  for (const LockEvent& e : events.events()) {
+    ADD_FAILURE() << "unexpected lock event for " << e.lock_name << ": "
+                  << static_cast<int>(e.type);
+  }
 }
 
 }  // namespace

@@ -56,9 +56,23 @@
 // that window. A token is only as ordered as the counter on one Redis: a
 // FencedLock has no Redlock form.
 //
-// Errors: as relock::Lock (relock/lock.h). GetToken(): FailedPrecondition
-// (WRONGTYPE) or Internal (NOTATOKEN) when the counter's key holds something
-// else.
+// The counter's valid range. Tokens are int64 values from 1 to 2^63 - 1,
+// handed out exactly over the whole range (never rounded: an application
+// may seed the counter from a clock, e.g. at 1.7e18). Before an
+// acquisition, the counter must be absent or hold a decimal count in
+// [0, 2^63 - 2]; anything else (a negative number such as someone's
+// "SET ... -3", text, a key of another type, or 2^63 - 1, after which no
+// larger token exists) is no valid counter: every acquisition through this
+// FencedLock then fails with FailedPrecondition naming the counter and its
+// value, and takes nothing: no hold, no increment (the script checks the
+// counter before it writes). Plain relock::Lock calls on the same name do
+// not touch the counter and still work. Repair it (DEL it, or SET it to a
+// count not below the largest token any resource has accepted) to go on.
+//
+// Errors: as relock::Lock (relock/lock.h), plus FailedPrecondition for an
+// invalid counter (above). GetToken(): FailedPrecondition when the counter's
+// key holds anything but a count in [0, 2^63 - 1] (it returns 2^63 - 1
+// itself exactly).
 //
 // Thread-safety: as relock::Lock; a FencedLock is a cheap, copyable handle.
 

@@ -99,7 +99,10 @@
 //     clients. Every call on them in the child fails with FailedPrecondition,
 //     and destroying them (or exit()) in the child releases nothing and
 //     touches no socket; the parent keeps its locks. Connect a new client in
-//     the child.
+//     the child: its id is its own (ids are drawn from the kernel on each
+//     Connect, never from a generator whose state fork() copied), so
+//     children of one parent, and the parent's later clients, never share
+//     an owner field.
 //   - The library never raises SIGPIPE in its host process.
 //   - Waiting needs SUBSCRIBE on the lock's channel and releasing needs
 //     PUBLISH on it (see ClientOptions::url for ACL users). Without them the

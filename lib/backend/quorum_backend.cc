@@ -4,8 +4,8 @@
 #include <numeric>
 #include <utility>
 
-#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "lib/common/random.h"
 #include "lib/redis/resp.h"
 
 namespace relock {
@@ -88,8 +88,7 @@ std::vector<size_t> QuorumBackend::Order() const {
   std::vector<size_t> order(nodes_.size());
   std::iota(order.begin(), order.end(), 0);
   if (shuffle_) {
-    thread_local absl::BitGen gen;
-    std::shuffle(order.begin(), order.end(), gen);
+    std::shuffle(order.begin(), order.end(), ThreadBitGen());
   }
   return order;
 }

@@ -14,6 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "lib/common/deadline.h"
+#include "lib/common/random.h"
 
 namespace relock {
 
@@ -176,8 +177,8 @@ absl::Duration ApplyJitter(absl::Duration base, double jitter) {
   if (base == absl::InfiniteDuration()) return base;
   if (!(jitter > 0.0)) return base;  // also NaN
   jitter = std::min(jitter, 1.0);
-  thread_local absl::BitGen gen;
-  const double u = absl::Uniform(absl::IntervalClosedOpen, gen, 0.0, 1.0);
+  const double u =
+      absl::Uniform(absl::IntervalClosedOpen, ThreadBitGen(), 0.0, 1.0);
   const absl::Duration d = base * (1.0 - jitter * u);
   return std::clamp(d, absl::ZeroDuration(), base);
 }

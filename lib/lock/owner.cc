@@ -8,11 +8,11 @@
 #include <memory>
 #include <vector>
 
-#include "absl/random/random.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "lib/common/random.h"
 
 namespace relock {
 namespace lock {
@@ -68,9 +68,10 @@ void NotifyOnThreadExit(const std::weak_ptr<ThreadExitListener>& listener) {
 }
 
 std::string NewClientId() {
-  absl::BitGen gen;
-  uint64_t hi = absl::Uniform<uint64_t>(gen);
-  uint64_t lo = absl::Uniform<uint64_t>(gen);
+  // From the kernel on every call, never from a generator whose state a
+  // fork() copies: a parent and its children must never share an id.
+  uint64_t hi = OsRandom64();
+  uint64_t lo = OsRandom64();
   hi = (hi & ~uint64_t{0xF000}) | uint64_t{0x4000};            // version 4
   lo = (lo & ~(uint64_t{0xC} << 60)) | (uint64_t{0x8} << 60);  // variant 10
   return absl::StrFormat("%08x-%04x-%04x-%04x-%012x", hi >> 32,

@@ -5,9 +5,11 @@
 #include <utility>
 
 #include "absl/random/random.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "lib/backend/gather.h"
+#include "lib/common/random.h"
 #include "lib/lock/lock_scripts.h"
 #include "lib/lock/owner.h"
 #include "lib/redis/errors.h"
@@ -151,13 +153,15 @@ AcquireReply ReadAcquireReply(const redis::Reply& r) {
     out.kind = AcquireReply::kHeld;
     out.pttl = r.integer();
   } else if (const redis::ReplyView v = r.view();
-             v.size() == 2 && v[0].is_integer() && v[1].is_integer()) {
-    // A held lock whose key has no TTL answers {-1, -1}: the token, never
-    // below 1, tells the two apart.
-    if (v[1].integer() > 0) {
+             v.size() == 2 && v[0].is_integer()) {
+    // Granted: {-1, "token"}, the token as a string (exact over the whole
+    // int64 range), never below 1. Held: {PTTL, -1}, also when the holder's
+    // key has no TTL ({-1, -1}).
+    int64_t token = 0;
+    if (v[1].is_string() && absl::SimpleAtoi(v[1].str(), &token) && token > 0) {
       out.kind = AcquireReply::kGranted;
-      out.token = v[1].integer();
-    } else {
+      out.token = token;
+    } else if (v[1].is_integer() && v[1].integer() == -1) {
       out.kind = AcquireReply::kHeld;
       out.pttl = v[0].integer();
     }
@@ -814,11 +818,11 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
       // again, every contender at once (a livelock); as Redlock prescribes,
       // back off for a random time first, longer after each split.
       phase_ = Phase::kBackingOff;
-      thread_local absl::BitGen gen;  // the loop thread's
       const int64_t max_ms = int64_t{1} << std::min(++splits_, 7);
       timer_->At(
-          Earliest(deadline_, Deadline::After(absl::Milliseconds(
-                                  absl::Uniform<int64_t>(gen, 1, max_ms + 1)))),
+          Earliest(deadline_,
+                   Deadline::After(absl::Milliseconds(
+                       absl::Uniform<int64_t>(ThreadBitGen(), 1, max_ms + 1)))),
           [self = shared_from_this()] { self->Confirm(); });
       return;
     }
@@ -1553,10 +1557,14 @@ absl::StatusOr<int64_t> LastToken(LockEnv& env, const std::string& name) {
       RunScript(env, internal::kTokenScript, {TokenKey(name)}, {},
                 Deadline::Never(), Resend::kIfDropped);
   if (!r.ok()) return Annotate(r.status(), "query", name);
-  if (!r->is_integer()) {
+  // 0 (no token yet) as an integer, else the counter's exact string.
+  int64_t token = 0;
+  if (r->is_integer()) return r->integer();
+  if (!r->view().is_string() || !absl::SimpleAtoi(r->str(), &token) ||
+      token < 0) {
     return Annotate(Unexpected(*r, "token script"), "query", name);
   }
-  return r->integer();
+  return token;
 }
 
 watchdog::RenewResult RenewHolds(LockEnv& env,

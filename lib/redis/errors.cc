@@ -28,7 +28,7 @@ absl::Status ErrorReplyToStatus(absl::string_view what,
   if (starts("NOPERM") || starts("ERR The user executing the script can't")) {
     return absl::PermissionDeniedError(msg);
   }
-  if (starts("WRONGTYPE") || starts("NOTALOCK")) {
+  if (starts("WRONGTYPE") || starts("NOTALOCK") || starts("NOTATOKEN")) {
     return absl::FailedPreconditionError(msg);
   }
   if (starts("OOM")) return absl::ResourceExhaustedError(msg);
