@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -488,6 +489,106 @@ TEST_F(CliTest, UsageErrorsExit2WithOneLine) {
   }
   // The library's bounds: a lease over 365 days.
   EXPECT_EQ(RunToEnd(RunArgs({"--lease", "10000h"}, {"true"})).Wait(), 2);
+}
+
+// Issue 23, defect 14: `relock run -- -NAME -- CMD`, the only way to pass a
+// name that starts with "-", ran "--" as the command (exit 127).
+TEST_F(CliTest, DashNameAfterDoubleDashRanTheDoubleDashAsTheCommand) {
+  const std::string name = "-" + name_;
+  Relock& r =
+      Start({"run", "--", name, "--", "sh", "-c",
+             absl::StrCat("echo $$ > ", Path("a.pid"), "; while [ ! -e ",
+                          Path("a.go"), " ]; do sleep 0.02; done")});
+  CommandPid("a");
+  EXPECT_TRUE(Exists(name)) << r.err();
+  Touch(Path("a.go"));
+  EXPECT_EQ(r.Wait(), 0) << r.err();
+  EXPECT_FALSE(Exists(name));
+  // Without the second "--" the command follows the name directly.
+  Relock& plain = RunToEnd({"run", "--", name, "sh", "-c", "exit 4"});
+  EXPECT_EQ(plain.Wait(), 4) << plain.err();
+}
+
+// Issue 23, defect 15: `--grace inf` (or 3000000h) overflowed the SIGKILL
+// time into the past, so the command was killed at once, and the message
+// said "SIGKILL follows in inf". Now such a grace never sends SIGKILL.
+TEST_F(CliTest, InfiniteGraceSentSigkillAtOnce) {
+  for (const char* grace : {"inf", "3000000h"}) {
+    SCOPED_TRACE(grace);
+    const std::string tag = absl::StrCat("g", grace);
+    const std::string log = Path(tag + ".log");
+    // A command that notes SIGTERM and runs on until told to stop.
+    Relock& r = Start(RunArgs(
+        {"--lease", "1s", "--grace", grace},
+        {"sh", "-c",
+         absl::StrCat("trap 'echo term >> ", log, "' TERM; echo $$ > ",
+                      Path(tag + ".pid"), "; while [ ! -e ", Path(tag + ".go"),
+                      " ]; do sleep 0.02; done; echo end >> ", log)}));
+    const pid_t command = CommandPid(tag);
+    // Had SIGKILL followed SIGTERM at once, the trap would never run.
+    EXPECT_TRUE(Eventually([&] { return ReadFile(log) == "term\n"; },
+                           absl::Seconds(30)))
+        << r.err();
+    EXPECT_THAT(r.err(), HasSubstr("no SIGKILL follows"));
+    EXPECT_FALSE(Gone(command));
+    Touch(Path(tag + ".go"));
+    EXPECT_EQ(r.Wait(), 76) << r.err();
+    EXPECT_EQ(ReadFile(log), "term\nend\n");
+  }
+}
+
+// Whether `s` is well-formed UTF-8 with no raw control characters: what
+// RFC 8259 asks of a JSON text (outside strings, only " \t\n\r" appear).
+bool ValidJsonText(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80                 ? 1
+               : c >= 0xC2 && c <= 0xDF ? 2
+               : c >= 0xE0 && c <= 0xEF ? 3
+               : c >= 0xF0 && c <= 0xF4 ? 4
+                                        : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    if (n == 1 && c < 0x20 && c != '\n' && c != '\t' && c != '\r') return false;
+    for (size_t k = 1; k < n; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
+    }
+    i += n;
+  }
+  return true;
+}
+
+// Issue 23, defect 16: `list --json` wrote a name with byte 0xff as it was,
+// so the output was not valid UTF-8, hence not JSON. Bytes that are not
+// UTF-8 become U+FFFD, and name_base64 carries the exact name.
+TEST_F(CliTest, NonUtf8NameMadeListJsonInvalid) {
+  const std::string name =
+      name_ + "\xff\xc3(\xe2\x82\xac";  // 0xff, a bad pair, a euro sign
+  std::unique_ptr<Client> client = testing::MustConnect(redis().url());
+  ASSERT_NE(client, nullptr);
+  Lock lock = client->GetLock(name);
+  ASSERT_TRUE(lock.Acquire().ok());
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"list", "--json", name_ + "*"},
+                                             {"status", "--json", name}}) {
+    Relock& r = RunToEnd(args);
+    EXPECT_EQ(r.Wait(), 0) << r.err();
+    const std::string out = r.out();
+    EXPECT_TRUE(ValidJsonText(out)) << out;
+    EXPECT_THAT(out, HasSubstr(absl::StrCat("\"name\":\"", name_,
+                                            "\\ufffd\\ufffd(\xe2\x82\xac\"")));
+    EXPECT_THAT(out, HasSubstr(absl::StrCat("\"name_base64\":\"",
+                                            absl::Base64Escape(name), "\"")));
+  }
+  EXPECT_TRUE(lock.Release().ok());
+}
+
+// Issue 23, defect 17: `relock status` with a 100 KB name exited 1 ("not a
+// lock") instead of 2 (bad input).
+TEST_F(CliTest, HugeNameExitedOneInsteadOfTwo) {
+  Relock& r = RunToEnd({"status", std::string(100 * 1024, 'x'), name_});
+  EXPECT_EQ(r.Wait(), 2) << r.err();
+  EXPECT_EQ(Lines(r.err()).size(), 1u);
+  EXPECT_EQ(r.out(), "");
 }
 
 TEST_F(CliTest, HelpAndVersion) {

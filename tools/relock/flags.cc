@@ -33,6 +33,14 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
     return nullptr;
   };
   ParsedArgs parsed;
+  // With `stop_at_positional`: the first positional argument (at `at`) ends
+  // the options; a "--" right after it separates it from the rest.
+  auto take_rest_after = [&](size_t at) {
+    parsed.positional.push_back(args[at]);
+    size_t next = at + 1;
+    if (next < args.size() && args[next] == "--") ++next;
+    parsed.rest.assign(args.begin() + static_cast<ptrdiff_t>(next), args.end());
+  };
   size_t i = 0;
   for (; i < args.size(); ++i) {
     absl::string_view arg = args[i];
@@ -41,14 +49,11 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
       break;
     }
     if (!absl::StartsWith(arg, "-") || arg == "-") {
-      parsed.positional.push_back(args[i]);
       if (stop_at_positional) {
-        ++i;
-        if (i < args.size() && args[i] == "--") ++i;
-        parsed.rest.assign(args.begin() + static_cast<ptrdiff_t>(i),
-                           args.end());
+        take_rest_after(i);
         return parsed;
       }
+      parsed.positional.push_back(args[i]);
       continue;
     }
     absl::string_view name = arg;
@@ -76,15 +81,12 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
     }
     parsed.options[std::string(name)] = std::string(value);
   }
-  for (; i < args.size(); ++i) {
-    if (stop_at_positional && parsed.positional.empty()) {
-      parsed.positional.push_back(args[i]);
-      parsed.rest.assign(args.begin() + static_cast<ptrdiff_t>(i) + 1,
-                         args.end());
-      return parsed;
-    }
-    parsed.positional.push_back(args[i]);
+  // After "--": positional arguments only (a name may start with "-").
+  if (stop_at_positional && i < args.size()) {
+    take_rest_after(i);
+    return parsed;
   }
+  for (; i < args.size(); ++i) parsed.positional.push_back(args[i]);
   return parsed;
 }
 

@@ -65,7 +65,9 @@ struct ParsedArgs {
 
 // Parses `args` (after the subcommand) against `spec` plus
 // ConnectionOptions(). "--" ends the options. With `stop_at_positional`, the
-// first positional argument ends them too (relock run NAME -- CMD...).
+// first positional argument ends them too, and one "--" right after it is
+// dropped: `relock run NAME -- CMD...`, and `relock run -- -NAME -- CMD...`
+// for a NAME that starts with "-".
 // InvalidArgument naming the flag for an unknown one or a missing value.
 absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
                                      const std::vector<OptionSpec>& spec,

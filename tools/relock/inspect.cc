@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -32,9 +33,14 @@ flags:
   --json    one JSON array with an object per NAME
   --url URL, --tls-ca FILE, --tls-cert FILE, --tls-key FILE
 
+JSON: strings are UTF-8; a byte of a name, owner or client id that is not
+part of well-formed UTF-8 shows as U+FFFD, and the object then also has
+name_base64 (owner_base64, client_id_base64): the exact bytes in base64.
+
 Exit: 0 when every NAME was shown (held or free); 1 when a NAME holds
 something that is not a lock (a line on stderr says so; the others are still
-shown); 69 when Redis cannot be asked.
+shown); 2 for a NAME no lock can have (empty, or longer than the library
+allows; nothing is shown); 69 when Redis cannot be asked.
 )";
 
 const char kListUsage[] =
@@ -46,7 +52,8 @@ cluster, with the same fields as relock status. Hashes that are not locks are
 left out. Meant for a person looking: it scans the whole keyspace.
 
 flags:
-  --json    one JSON array with an object per lock
+  --json    one JSON array with an object per lock (strings as for relock
+            status --json: see relock status --help)
   --url URL, --tls-ca FILE, --tls-cert FILE, --tls-key FILE
 
 Exit: 0, or 69 when Redis cannot be asked.
@@ -167,9 +174,59 @@ void Print(const std::vector<LockInfo>& locks, bool json) {
 
 }  // namespace
 
-std::string JsonString(const std::string& s) {
+namespace {
+
+// The length of the well-formed UTF-8 sequence at the start of `s` (RFC 3629:
+// no overlong forms, no surrogates, nothing above U+10FFFF), or 0.
+size_t Utf8SequenceLength(absl::string_view s) {
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+  const auto continuation = [&](size_t i, unsigned char lo = 0x80,
+                                unsigned char hi = 0xBF) {
+    return i < s.size() && byte(i) >= lo && byte(i) <= hi;
+  };
+  const unsigned char c = byte(0);
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return continuation(1) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    const unsigned char lo = c == 0xE0 ? 0xA0 : 0x80;  // overlong
+    const unsigned char hi = c == 0xED ? 0x9F : 0xBF;  // surrogates
+    return continuation(1, lo, hi) && continuation(2) ? 3 : 0;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    const unsigned char lo = c == 0xF0 ? 0x90 : 0x80;  // overlong
+    const unsigned char hi = c == 0xF4 ? 0x8F : 0xBF;  // above U+10FFFF
+    return continuation(1, lo, hi) && continuation(2) && continuation(3) ? 4
+                                                                         : 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
+bool IsUtf8(absl::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = Utf8SequenceLength(s.substr(i));
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+std::string JsonString(absl::string_view s) {
   std::string out = "\"";
-  for (unsigned char c : s) {
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = Utf8SequenceLength(s.substr(i));
+    if (n == 0) {
+      out += "\\ufffd";  // a byte that is not UTF-8
+      ++i;
+      continue;
+    }
+    if (n > 1) {
+      out.append(s.data() + i, n);
+      i += n;
+      continue;
+    }
+    const unsigned char c = static_cast<unsigned char>(s[i++]);
     switch (c) {
       case '"':
         out += "\\\"";
@@ -190,11 +247,20 @@ std::string JsonString(const std::string& s) {
         if (c < 0x20 || c == 0x7f) {
           out += absl::StrFormat("\\u%04x", c);
         } else {
-          out += static_cast<char>(c);  // UTF-8 passes through
+          out += static_cast<char>(c);
         }
     }
   }
   return out + "\"";
+}
+
+std::string JsonBytesField(absl::string_view key, absl::string_view bytes) {
+  std::string out = absl::StrCat("\"", key, "\":", JsonString(bytes));
+  if (!IsUtf8(bytes)) {
+    absl::StrAppend(&out, ",\"", key, "_base64\":\"", absl::Base64Escape(bytes),
+                    "\"");
+  }
+  return out;
 }
 
 std::string LockText(const LockInfo& info) {
@@ -221,8 +287,8 @@ std::string LockJson(const LockInfo& info) {
   const bool free = info.shape == LockShape::kFree;
   std::vector<std::string> holders;
   for (const LockHolder& h : info.holders) {
-    std::string o = absl::StrCat("{\"owner\":", JsonString(h.owner),
-                                 ",\"client_id\":", JsonString(h.client_id),
+    std::string o = absl::StrCat("{", JsonBytesField("owner", h.owner), ",",
+                                 JsonBytesField("client_id", h.client_id),
                                  ",\"hold_count\":", h.hold_count,
                                  ",\"write\":", h.write ? "true" : "false");
     if (h.client.has_value()) {
@@ -243,7 +309,7 @@ std::string LockJson(const LockInfo& info) {
     holders.push_back(o + "}");
   }
   return absl::StrCat(
-      "{\"name\":", JsonString(info.name),
+      "{", JsonBytesField("name", info.name),
       ",\"state\":", free ? "\"free\"" : "\"held\"",
       ",\"type\":", free ? "null" : JsonString(LockShapeName(info.shape)),
       ",\"mode\":", info.mode.empty() ? "null" : JsonString(info.mode),
@@ -271,8 +337,10 @@ int Status(const std::vector<std::string>& raw) {
     absl::StatusOr<LockInfo> info = client->InspectLock(name);
     if (info.ok()) {
       locks.push_back(*std::move(info));
-    } else if (info.status().code() == absl::StatusCode::kFailedPrecondition ||
-               info.status().code() == absl::StatusCode::kInvalidArgument) {
+    } else if (info.status().code() == absl::StatusCode::kInvalidArgument) {
+      // A NAME no lock can have (empty, too long): bad input, nothing shown.
+      return Fail(kExitUsage, info.status().message());
+    } else if (info.status().code() == absl::StatusCode::kFailedPrecondition) {
       exit_code = Fail(kExitFailure, info.status().message());
     } else {
       return Fail(kExitUnavailable, info.status().message());

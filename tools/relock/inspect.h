@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "relock/lock_info.h"
 
 namespace relock {
@@ -25,8 +26,16 @@ int Unlock(const std::vector<std::string>& args);
 std::string LockText(const LockInfo& info);
 // `info` as a JSON object.
 std::string LockJson(const LockInfo& info);
-// `s` as a JSON string literal, quotes included.
-std::string JsonString(const std::string& s);
+// Whether `s` is well-formed UTF-8.
+bool IsUtf8(absl::string_view s);
+// `s` as a JSON string literal, quotes included: valid JSON (RFC 8259) for
+// any bytes. UTF-8 passes through, control characters, '"' and '\' are
+// escaped, and each byte that is not part of well-formed UTF-8 becomes
+// U+FFFD ("\ufffd").
+std::string JsonString(absl::string_view s);
+// `"key":"<JsonString(bytes)>"`, followed by `,"key_base64":"..."` (the
+// exact bytes, RFC 4648 base64) when `bytes` is not well-formed UTF-8.
+std::string JsonBytesField(absl::string_view key, absl::string_view bytes);
 
 }  // namespace cli
 }  // namespace relock

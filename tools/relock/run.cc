@@ -69,7 +69,8 @@ flags:
                         SIGTERM, then SIGKILL after --grace), kill (SIGKILL),
                         ignore (let CMD finish); relock then exits 76 however
                         CMD ends
-  --grace D             time between SIGTERM and SIGKILL (default 10s)
+  --grace D             time between SIGTERM and SIGKILL (default 10s;
+                        inf: never SIGKILL, wait for CMD to end)
   --url URL, --tls-ca FILE, --tls-cert FILE, --tls-key FILE
                         where Redis is (see relock --help)
 
@@ -78,7 +79,9 @@ are passed on to CMD (a SIGINT or SIGQUIT from the terminal already reached CMD
 and is not sent twice). While relock still waits for the lock they end it
 (exit 128+N). If relock is killed, CMD gets SIGTERM (--on-lost term) or SIGKILL.
 
-Durations: 500ms, 10s, 2m, 1h. Exit codes: see relock --help.
+A NAME that starts with "-" follows "--": relock run [flags] -- -NAME -- CMD.
+
+Durations: 500ms, 10s, 2m, 1h, inf. Exit codes: see relock --help.
 )";
 
 namespace {
@@ -263,6 +266,18 @@ using Steady = std::chrono::steady_clock;
 // poll() waits at most this long at a time (an int of milliseconds).
 constexpr int64_t kMaxPollMs = int64_t{3600} * 1000;
 
+// The steady time `d` from now; nullopt for never (an infinite `d`, or one
+// beyond what the clock can represent: absl's conversion saturates, and
+// adding the saturated value would wrap into the past).
+absl::optional<Steady::time_point> SteadyAfter(absl::Duration d) {
+  const Steady::time_point now = Steady::now();
+  if (d == absl::InfiniteDuration() ||
+      d >= absl::FromChrono(Steady::time_point::max() - now)) {
+    return absl::nullopt;
+  }
+  return now + absl::ToChronoNanoseconds(d);
+}
+
 int PollTimeout(absl::optional<Steady::time_point> when) {
   if (!when.has_value()) return -1;
   const absl::Duration left = absl::FromChrono(*when - Steady::now());
@@ -444,10 +459,14 @@ class Runner {
     switch (flags_.on_lost) {
       case OnLost::kTerm:
         kill(child_, SIGTERM);
-        kill_at_ = Steady::now() + absl::ToChronoNanoseconds(flags_.grace);
-        action = absl::StrCat("sent SIGTERM to the command (pid ", child_,
-                              "), SIGKILL follows in ",
-                              absl::FormatDuration(flags_.grace));
+        kill_at_ = SteadyAfter(flags_.grace);
+        action = absl::StrCat(
+            "sent SIGTERM to the command (pid ", child_, "), ",
+            kill_at_.has_value()
+                ? absl::StrCat("SIGKILL follows in ",
+                               absl::FormatDuration(flags_.grace))
+                : absl::StrCat("no SIGKILL follows (--grace ",
+                               absl::FormatDuration(flags_.grace), ")"));
         break;
       case OnLost::kKill:
         kill(child_, SIGKILL);
