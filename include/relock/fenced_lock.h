@@ -58,7 +58,8 @@
 //
 // Errors: as relock::Lock (relock/lock.h). GetToken(): FailedPrecondition
 // (WRONGTYPE) or Internal (NOTATOKEN) when the counter's key holds something
-// else.
+// else, or when called on the client's event loop thread (a round trip:
+// like every blocking call, refused in a callback of an asynchronous call).
 //
 // Thread-safety: as relock::Lock; a FencedLock is a cheap, copyable handle.
 
@@ -83,6 +84,8 @@
 namespace relock {
 
 // The callback of an asynchronous token acquire: the token, or the error.
+// Runs as relock::StatusCallback (relock/lock.h): on the event loop thread,
+// must not block; what it throws is caught, logged and dropped.
 using TokenCallback = std::function<void(absl::StatusOr<int64_t>)>;
 
 class FencedLock : public Lock {
