@@ -52,8 +52,9 @@
 // released (kReleasedOnClose events, on that thread), the info record is
 // deleted, the client's threads end. The client's resources live until then
 // even if it was destroyed. So the releases come after Close() returns
-// there: a callback that must know them done waits for the
-// kReleasedOnClose events instead (not in the callback).
+// there: code that must know them done waits for the kReleasedOnClose
+// events (not in the callback); a process that exits first leaves its
+// locks to free themselves at the end of their leases.
 //
 // Blocking calls (Ping, InspectLock, ListLocks, and the lock handles'
 // acquires, releases and queries) made on the client's event loop thread
