@@ -43,6 +43,27 @@
 // FailedPrecondition. The client may be closed or destroyed from inside its
 // own on_lock_event callback.
 //
+// Closing on the event loop thread (in a callback of an asynchronous call):
+// Close() and the destructor cannot wait there for the release round's
+// answers, which only that thread reads, so they do not wait. Close() marks
+// the client closed (new calls fail with FailedPrecondition at once) and
+// returns; a thread of its own then closes as above once the callback has
+// returned to the loop: waits end with Cancelled, every held lock is
+// released (kReleasedOnClose events, on that thread), the info record is
+// deleted, the client's threads end. The client's resources live until then
+// even if it was destroyed. So the releases come after Close() returns
+// there: code that must know them done waits for the kReleasedOnClose
+// events (not in the callback); a process that exits first leaves its
+// locks to free themselves at the end of their leases.
+//
+// Blocking calls (Ping, InspectLock, ListLocks, and the lock handles'
+// acquires, releases and queries) made on the client's event loop thread
+// fail at once with FailedPrecondition: they would wait for answers only
+// that thread can deliver. Metrics(), id() and the GetLock family are local
+// and work there. Callbacks given to the client (on_lock_event, the logger,
+// loss callbacks, the asynchronous calls' callbacks) should not throw; what
+// they throw is caught, logged at kError and dropped (relock/options.h).
+//
 // fork(): in a child process the parent's clients are inert (every call is
 // FailedPrecondition; destroying them releases nothing). See relock/lock.h.
 //
@@ -117,7 +138,8 @@ class Client {
   // This client's identity in lock owner fields.
   const std::string& id() const;
 
-  // One PING round trip on the command connection.
+  // One PING round trip on the command connection. FailedPrecondition when
+  // closed or on the client's event loop thread (see the banner).
   ABSL_MUST_USE_RESULT absl::Status Ping();
 
   // What the client has done so far (relock/metrics.h): counters since
@@ -138,7 +160,8 @@ class Client {
   // when the key holds anything but a lock (the message names its type),
   // or the client is closed; Unavailable / DeadlineExceeded (Redis
   // unreachable or slow); PermissionDenied (an ACL user without the
-  // commands). A holder client's record that cannot be read is left out.
+  // commands); FailedPrecondition on the client's event loop thread (see
+  // the banner). A holder client's record that cannot be read is left out.
   ABSL_MUST_USE_RESULT absl::StatusOr<LockInfo> InspectLock(
       absl::string_view name);
   // Every held lock whose name matches the glob `pattern` (SCAN MATCH
@@ -148,14 +171,16 @@ class Client {
   // info record among them) and locks released during the listing are left
   // out. Costs a round trip per 1000 keys of each master plus InspectLock()
   // per hash found: for a person looking, not for a loop. Errors:
-  // InvalidArgument (empty pattern), FailedPrecondition (closed),
+  // InvalidArgument (empty pattern), FailedPrecondition (closed, or on the
+  // event loop thread),
   // Unavailable / DeadlineExceeded, PermissionDenied; a cluster whose
   // masters changed during the scan may give Unavailable or NotFound (call
   // again). Requires Redis >= 6 (SCAN TYPE).
   ABSL_MUST_USE_RESULT absl::StatusOr<std::vector<LockInfo>> ListLocks(
       absl::string_view pattern = "*");
 
-  // Closes the client (see the banner). Idempotent.
+  // Closes the client (see the banner; on the event loop thread it returns
+  // before the releases). Idempotent.
   void Close();
 
  private:

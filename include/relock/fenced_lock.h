@@ -72,7 +72,9 @@
 // Errors: as relock::Lock (relock/lock.h), plus FailedPrecondition for an
 // invalid counter (above). GetToken(): FailedPrecondition when the counter's
 // key holds anything but a count in [0, 2^63 - 1] (it returns 2^63 - 1
-// itself exactly).
+// itself exactly), or when called on the client's event loop thread (a
+// round trip: like every blocking call, refused in a callback of an
+// asynchronous call).
 //
 // Thread-safety: as relock::Lock; a FencedLock is a cheap, copyable handle.
 
@@ -97,6 +99,8 @@
 namespace relock {
 
 // The callback of an asynchronous token acquire: the token, or the error.
+// Runs as relock::StatusCallback (relock/lock.h): on the event loop thread,
+// must not block; what it throws is caught, logged and dropped.
 using TokenCallback = std::function<void(absl::StatusOr<int64_t>)>;
 
 class FencedLock : public Lock {

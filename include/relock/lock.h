@@ -131,6 +131,13 @@
 //                       child; the key holds anything but a lock (a string,
 //                       list, or a hash whose fields are not owner counts):
 //                       acquire, queries and ForceRelease never touch it.
+//                       Any blocking call (one that waits for Redis: the
+//                       acquires and releases, ForceRelease, the queries
+//                       but SafeUntil) made on the client's event loop
+//                       thread, i.e. in a callback of an asynchronous call:
+//                       it fails at once instead of waiting for answers
+//                       that only that thread can deliver. The local calls
+//                       (SafeUntil, OnLost, name()) work there.
 //   Aborted             Release of a hold whose lease had been lost or had
 //                       run out; SafeUntil() once the lease may have ended.
 //   Unavailable         Redis unreachable, timed out or failing; retry later.
@@ -182,7 +189,12 @@
 namespace relock {
 
 // The callback of an asynchronous call (Lock::AcquireAsync & co.): runs
-// once, with the call's result.
+// once, with the call's result, on the client's event loop thread (or on the
+// calling thread when the call fails at once). It must not block (blocking
+// relock calls fail there with FailedPrecondition) and should not throw:
+// what it throws is caught, logged at kError through ClientOptions::logger
+// (std::cerr for an unbound handle or a negative wait) and dropped
+// (relock/future.h).
 using StatusCallback = std::function<void(absl::Status)>;
 
 namespace internal {
@@ -359,7 +371,8 @@ class LockableBase {
   // --- Results as for the blocking calls; a wait is notified (the unlock
   // --- message), never polled; Close() ends pending ones with Cancelled.
   // --- Callbacks must not block (blocking relock calls fail there with
-  // --- FailedPrecondition) and may start other asynchronous calls.
+  // --- FailedPrecondition) and may start other asynchronous calls; what
+  // --- they throw is caught and logged (StatusCallback above).
   Future<absl::Status> AcquireAsync(const Owner& owner) {
     return Promised(
         [&](StatusCallback done) { AcquireAsync(owner, std::move(done)); });
@@ -388,9 +401,14 @@ class LockableBase {
                        absl::optional<absl::Duration> lease,
                        StatusCallback done) {
     if (wait < absl::ZeroDuration()) {
-      return done(absl::InvalidArgumentError(
-          "acquire: wait must not be negative, got " +
-          absl::FormatDuration(wait)));
+      try {  // as relock calls every callback (relock/future.h)
+        done(absl::InvalidArgumentError(
+            "acquire: wait must not be negative, got " +
+            absl::FormatDuration(wait)));
+      } catch (...) {
+        ReportCallbackException("the callback of an asynchronous call");
+      }
+      return;
     }
     self().AcquireAsyncFor(owner, wait, lease, std::move(done));
   }
@@ -492,7 +510,8 @@ class Lock : public internal::LockableBase<Lock> {
   // was held. For administration and recovery; the holder is not told.
   ABSL_MUST_USE_RESULT absl::StatusOr<bool> ForceRelease();
 
-  // --- Queries (one round trip each; the answer may be stale at once).
+  // --- Queries (one round trip each, so FailedPrecondition on the event
+  // --- loop thread; the answer may be stale at once).
 
   // Whether any owner holds the lock.
   ABSL_MUST_USE_RESULT absl::StatusOr<bool> IsLocked() const;
@@ -513,7 +532,7 @@ class Lock : public internal::LockableBase<Lock> {
   // Until when (steady clock) the calling thread may safely assume it holds
   // the lock: the send time of the last acknowledged acquire or renewal plus
   // the lease, minus a drift allowance of 1% of the lease + 2 ms. Local, no
-  // round trip. FailedPrecondition if this thread does not hold it; Aborted
+  // round trip (so it works on the event loop thread too). FailedPrecondition if this thread does not hold it; Aborted
   // if its lease was lost. Check it before an action that must not overlap
   // with another holder (or better, use a fencing token).
   ABSL_MUST_USE_RESULT absl::StatusOr<std::chrono::steady_clock::time_point>
@@ -541,8 +560,9 @@ class Lock : public internal::LockableBase<Lock> {
   // be running, or not have run yet, when a Release() that returned Aborted
   // returns, so it must not refer to anything the holder may destroy by
   // then (capture by value or shared_ptr). Callbacks run in the order
-  // registered, after LockOptions::on_lost; they must not throw and may
-  // close the client. A hold's callbacks end with the hold: a new hold
+  // registered, after LockOptions::on_lost; they should not throw (what one
+  // throws is caught, logged at kError through ClientOptions::logger and
+  // dropped; the next callback still runs) and may close the client. A hold's callbacks end with the hold: a new hold
   // (after the last release) starts with none. Use it to stop work that
   // must not go on unprotected, e.g. by cancelling a request or setting a
   // flag that the work checks.

@@ -42,8 +42,9 @@
 //
 // Errors: InvalidArgument for a MultiLock without locks (every call) and a
 // negative wait; otherwise the failing component's status, with its lock's
-// name (and for the blocking calls on the client's event loop thread,
-// FailedPrecondition). unlock() never throws: a failed release of a
+// name (and for the blocking calls on the event loop thread of a
+// component's client, FailedPrecondition). The asynchronous calls' callbacks
+// follow relock/lock.h's rules (StatusCallback). unlock() never throws: a failed release of a
 // component becomes a kUnlockFailed LockEvent on that lock's client.
 //
 // Cost: N locks take N acquire round trips one after the other (N release

@@ -245,8 +245,10 @@ struct ClientOptions {
   // Receives `LockEvent`s: kUnlockFailed on the thread calling `unlock()`,
   // kReleasedOnClose on the thread closing the client, kLockLost and
   // kOwnerThreadExited on the client's event thread (one at a time, in
-  // order; a slow callback delays later events but never the watchdog). Must
-  // not throw. The callback may close or destroy the client (e.g. shut down
+  // order; a slow callback delays later events but never the watchdog).
+  // Should not throw: what it throws is caught, logged at kError through
+  // `logger` and dropped (the thread goes on; unlock() stays noexcept). The
+  // callback may close or destroy the client (e.g. shut down
   // when a lock is lost); the event thread then finishes the queued events
   // and exits on its own. Empty (the default) writes one line per event to
   // `logger` (whose default writes it to stderr).
@@ -263,8 +265,9 @@ struct ClientOptions {
   //             `timeout`); a lost connection open again; a Sentinel
   //             failover followed
   // It may run on any of the client's threads (the event loop's, the event
-  // thread, a caller's), concurrently; it must be quick, must not throw and
-  // must not call into the client. Empty (the default): messages of
+  // thread, a caller's), concurrently; it must be quick and must not call
+  // into the client. It should not throw: what it throws is written to
+  // stderr with the line and dropped. Empty (the default): messages of
   // severity kWarning and above are written to stderr as "relock: <message>"
   // (kInfo is dropped).
   std::function<void(absl::LogSeverity severity, absl::string_view message)>
@@ -294,8 +297,9 @@ struct LockOptions {
   // the client's event thread (after the client-wide on_lock_event event),
   // with the LockEvent (type kLockLost). Registered for the hold when this
   // handle takes it from zero (a re-entry through another handle does not
-  // add it); Lock::OnLost() registers one for a hold taken otherwise. Must
-  // not throw; may close the client. See Lock::OnLost() for when a hold
+  // add it); Lock::OnLost() registers one for a hold taken otherwise.
+  // Should not throw (what it throws is caught, logged at kError through
+  // ClientOptions::logger and dropped); may close the client. See Lock::OnLost() for when a hold
   // counts as lost and what the callback may capture. Empty (the default):
   // none.
   std::function<void(const LockEvent&)> on_lost;

@@ -159,7 +159,9 @@ class RedlockClient {
   RedlockClient(const RedlockClient&) = delete;
   RedlockClient& operator=(const RedlockClient&) = delete;
   // Closes, as relock::Client (waiters Cancelled, held locks released on
-  // every reachable master and reported as kReleasedOnClose).
+  // every reachable master and reported as kReleasedOnClose; on the client's
+  // event loop thread it returns at once and a thread of its own does that
+  // once the callback has returned).
   ~RedlockClient();
 
   RedlockLock GetLock(absl::string_view name);
@@ -194,7 +196,8 @@ class RedlockLock : public internal::LockableBase<RedlockLock> {
   // relock::Lock (internal::LockableBase in lock.h).
 
   // Sets the calling thread's hold to a fresh `lease` on every master (a
-  // quorum must confirm within the new validity). FailedPrecondition if this
+  // quorum must confirm within the new validity). FailedPrecondition on the
+  // client's event loop thread (as every blocking call), or if this
   // thread does not hold it; Aborted if it was lost. A watchdog hold becomes
   // an explicit-lease hold.
   ABSL_MUST_USE_RESULT absl::Status Extend(absl::Duration lease);

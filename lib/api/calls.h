@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
 #include "lib/client/client_core.h"
+#include "lib/common/contain.h"
 #include "lib/common/deadline.h"
 #include "lib/lock/owner.h"
 #include "lib/lock/reentrant_lock.h"
@@ -34,14 +35,25 @@ inline absl::StatusOr<lock::OwnerId> CheckedOwner(const Owner& owner) {
   return lock::OwnerId{owner.number(), owner.is_thread()};
 }
 
-// A blocking call from the client's event loop thread (a callback of an
-// asynchronous call) would wait for that very thread: FailedPrecondition.
-inline absl::Status CheckMayBlock(const ClientCore& core) {
-  if (!core.InLoopThread()) return absl::OkStatus();
-  return absl::FailedPreconditionError(
-      "a blocking relock call from the client's event loop thread (in a "
-      "callback of an asynchronous call) would wait for that thread; use "
-      "the asynchronous calls there");
+// `done` (a callback of an asynchronous call, or the setter of its
+// Future, which runs the Future's Then() callback) as relock calls it: what
+// it throws is logged at kError through `core`'s logger (std::cerr when
+// `core` is null: an unbound handle) and dropped (lib/common/contain.h).
+// Every asynchronous call of the public classes wraps its `done` with this
+// first, so that no callback can throw through the event loop thread.
+template <class... Args>
+std::function<void(Args...)> Contained(const std::shared_ptr<ClientCore>& core,
+                                       std::function<void(Args...)> done) {
+  std::shared_ptr<Observer> observer =
+      core == nullptr ? nullptr : core->observer();
+  return [observer = std::move(observer),
+          done = std::move(done)](Args... args) {
+    static const LogFn kToStderr;
+    CallContained(observer != nullptr ? observer->log : kToStderr,
+                  "the callback of an asynchronous call (or its Future's "
+                  "Then())",
+                  done, std::move(args)...);
+  };
 }
 
 // The checks every lock call of a bound handle makes: the name and the
@@ -120,7 +132,6 @@ inline absl::Status Acquire(const std::shared_ptr<ClientCore>& core,
   if (!how.ok()) return how.status();
   absl::StatusOr<lock::OwnerId> by = CheckCall(name, owner, how->kind);
   if (!by.ok()) return by.status();
-  if (absl::Status s = CheckMayBlock(*core); !s.ok()) return s;
   return lock::Acquire(*core, name, *by, lease, Deadline::After(wait), *how,
                        token);
 }
@@ -129,7 +140,6 @@ inline absl::Status Release(const std::shared_ptr<ClientCore>& core,
                             lock::LockKind kind = lock::LockKind::kReentrant) {
   absl::StatusOr<lock::OwnerId> by = CheckCall(name, owner, kind);
   if (!by.ok()) return by.status();
-  if (absl::Status s = CheckMayBlock(*core); !s.ok()) return s;
   return lock::Release(*core, name, *by, kind);
 }
 inline void AcquireAsync(const std::shared_ptr<ClientCore>& core,

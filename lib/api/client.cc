@@ -60,7 +60,7 @@ ReadWriteLock Client::GetReadWriteLock(absl::string_view name,
 const std::string& Client::id() const { return core_->id(); }
 
 absl::Status Client::Ping() {
-  if (absl::Status s = core_->CheckOpen(); !s.ok()) return s;
+  if (absl::Status s = core_->CheckBlockingCall(); !s.ok()) return s;
   const absl::string_view ping[] = {"PING"};
   std::vector<backend::Answer> answers =
       core_->backend().Command(ping, Deadline::Never());

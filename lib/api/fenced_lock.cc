@@ -64,6 +64,7 @@ absl::StatusOr<int64_t> FencedLock::AcquireWithToken(
 
 void FencedLock::AcquireWithTokenAsync(const Owner& owner, absl::Duration wait,
                                        TokenCallback done) {
+  done = internal::Contained(core_, std::move(done));
   if (core_ == nullptr) return done(Unbound());
   if (wait < absl::ZeroDuration()) return done(NegativeWait(wait));
   internal::AcquireAsync(

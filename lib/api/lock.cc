@@ -78,6 +78,7 @@ absl::Status Lock::AcquireFor(const Owner& owner, absl::Duration wait,
 void Lock::AcquireAsyncFor(const Owner& owner, absl::Duration wait,
                            absl::optional<absl::Duration> lease,
                            std::function<void(absl::Status)> done) {
+  done = internal::Contained(core_, std::move(done));
   if (core_ == nullptr) return done(Unbound());
   internal::AcquireAsync(core_, name_, owner, wait, lease, options_,
                          internal::LockType(fenced_, kind_, queue_wait_),
@@ -88,6 +89,7 @@ void Lock::AcquireAsyncFor(const Owner& owner, absl::Duration wait,
 
 void Lock::ReleaseAsyncFor(const Owner& owner,
                            std::function<void(absl::Status)> done) {
+  done = internal::Contained(core_, std::move(done));
   if (absl::Status s = CheckUsable(); !s.ok()) return done(s);
   internal::ReleaseAsync(core_, name_, owner, std::move(done),
                          internal::KindOf(kind_));

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "lib/api/calls.h"
 #include "lib/client/client_core.h"
 
 namespace relock {
@@ -266,7 +267,9 @@ class AsyncMultiAcquire
 void MultiLock::AcquireAsyncFor(const Owner& owner, absl::Duration wait,
                                 absl::optional<absl::Duration> lease,
                                 std::function<void(absl::Status)> done) {
-  if (size() == 0) return done(NoLocks());
+  // (Later failures and successes reach `done` inside a part's callback,
+  // which Contained() wraps with that part's client's logger.)
+  if (size() == 0) return internal::Contained(nullptr, std::move(done))(NoLocks());
   std::make_shared<AsyncMultiAcquire>(parts_, owner, wait, lease,
                                       std::move(done))
       ->Step();
@@ -274,7 +277,7 @@ void MultiLock::AcquireAsyncFor(const Owner& owner, absl::Duration wait,
 
 void MultiLock::ReleaseAsyncFor(const Owner& owner,
                                 std::function<void(absl::Status)> done) {
-  if (size() == 0) return done(NoLocks());
+  if (size() == 0) return internal::Contained(nullptr, std::move(done))(NoLocks());
   ReleaseAllAsync(parts_, owner, size(), std::move(done));
 }
 

@@ -58,6 +58,7 @@ absl::Status RedlockLock::AcquireFor(const Owner& owner, absl::Duration wait,
 void RedlockLock::AcquireAsyncFor(const Owner& owner, absl::Duration wait,
                                   absl::optional<absl::Duration> lease,
                                   std::function<void(absl::Status)> done) {
+  done = internal::Contained(core_, std::move(done));
   if (core_ == nullptr) return done(Unbound());
   internal::AcquireAsync(core_, name_, owner, wait, lease, LockOptions(),
                          std::move(done));
@@ -65,6 +66,7 @@ void RedlockLock::AcquireAsyncFor(const Owner& owner, absl::Duration wait,
 
 void RedlockLock::ReleaseAsyncFor(const Owner& owner,
                                   std::function<void(absl::Status)> done) {
+  done = internal::Contained(core_, std::move(done));
   if (core_ == nullptr) return done(Unbound());
   internal::ReleaseAsync(core_, name_, owner, std::move(done));
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <iostream>
 #include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -236,7 +237,8 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
   if (!backend.ok()) return backend.status();
   core->backend_ = *std::move(backend);
   ClientCore* raw = core.get();
-  core->events_ = std::make_unique<EventQueue>(core->deliver_);
+  core->events_ =
+      std::make_unique<EventQueue>(core->deliver_, core->observer_->log);
   core->watchdog_ = std::make_unique<watchdog::Watchdog>(
       core->options_.lock_watchdog_timeout, &core->holds_, &core->timers_,
       [raw](const std::vector<watchdog::RenewItem>& items) {
@@ -271,6 +273,15 @@ absl::Status ClientCore::CheckOpen() const {
   }
   if (closed()) return absl::FailedPreconditionError("the client is closed");
   return absl::OkStatus();
+}
+
+absl::Status ClientCore::CheckBlockingCall() const {
+  if (absl::Status s = CheckOpen(); !s.ok()) return s;
+  if (!InLoopThread()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      "a blocking relock call from the client's event loop thread (in a "
+      "callback of an asynchronous call) would wait for that thread; use "
+      "the asynchronous calls there");
 }
 
 void ClientCore::OnFreshHold() {
@@ -334,6 +345,21 @@ void ClientCore::PostEvent(LockEvent event) {
 void ClientCore::Close() {
   // In a fork()ed child closed_ is already set: nothing here runs there.
   if (closed_.exchange(true, std::memory_order_acq_rel)) return;
+  if (InLoopThread()) {
+    // Waiting here for the releases' answers would wait for this very
+    // thread. A thread of its own finishes the close once the callback
+    // returns to the loop; it keeps the core (and so the loop) alive until
+    // then. (From the destructor there is no owner left to keep it: that
+    // close waits, as before, and its releases time out.)
+    if (std::shared_ptr<ClientCore> core = weak_from_this().lock()) {
+      std::thread([core = std::move(core)] { core->FinishClose(); }).detach();
+      return;
+    }
+  }
+  FinishClose();
+}
+
+void ClientCore::FinishClose() {
   // No renewal after this point, so none can land after the releases below.
   if (watchdog_ != nullptr) watchdog_->Stop();
   if (backend_ != nullptr) backend_->CancelWaits();

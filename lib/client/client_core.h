@@ -85,6 +85,7 @@ class ClientCore final : public std::enable_shared_from_this<ClientCore>,
     return closed_.load(std::memory_order_acquire);
   }
   absl::Status CheckOpen() const override;
+  absl::Status CheckBlockingCall() const override;
   // Whether the calling thread is this client's event loop thread.
   bool InLoopThread() const { return loop_.InLoopThread(); }
   absl::Duration watchdog_lease() const override {
@@ -109,6 +110,8 @@ class ClientCore final : public std::enable_shared_from_this<ClientCore>,
   }
   // See relock::Client::Metrics().
   ClientMetrics Snapshot() const;
+  // The counters and the logger (shared with the connections).
+  const std::shared_ptr<Observer>& observer() const { return observer_; }
   // Logs through options().logger (or its default).
   void Log(absl::LogSeverity severity, absl::string_view message) const {
     observer_->Log(severity, message);
@@ -121,7 +124,11 @@ class ClientCore final : public std::enable_shared_from_this<ClientCore>,
               absl::Status status, uint64_t owner_number = 0);
   void PostEvent(LockEvent event);
 
-  // See relock::Client::Close(). Idempotent.
+  // See relock::Client::Close(). Idempotent. On the loop thread (a
+  // callback), it marks the core closed and hands the rest (FinishClose) to
+  // a thread of its own, which keeps the core alive until it is done: the
+  // releases need answers that only the loop thread, once the callback has
+  // returned, can deliver.
   void Close();
 
   // In a fork()ed child: makes this core inert (see above).
@@ -131,6 +138,11 @@ class ClientCore final : public std::enable_shared_from_this<ClientCore>,
   ClientCore(ClientOptions options, std::string id, lock::LockPolicy policy,
              const std::string& event_prefix);
   void Deliver(const LockEvent& event) const { deliver_(event); }
+  // Close() after closed_ is set: stops renewal and waits, releases what is
+  // held, deletes the info record, stops the threads. Waits for answers
+  // that the loop thread reads: on that thread only from the destructor of
+  // a core nobody closed (its releases then time out).
+  void FinishClose();
 
   const ClientOptions options_;
   // Counters and the logger, shared with the connections.

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "lib/common/contain.h"
 #include "lib/lock/owner.h"
 
 namespace relock {
@@ -12,7 +13,12 @@ namespace internal {
 std::function<void(const LockEvent&)> EventDeliverer(
     std::function<void(const LockEvent&)> callback, LogFn log,
     std::string prefix) {
-  if (callback) return callback;
+  if (callback) {
+    return [callback = std::move(callback),
+            log = std::move(log)](const LockEvent& event) {
+      CallContained(log, "the on_lock_event callback", callback, event);
+    };
+  }
   return [log = std::move(log),
           prefix = std::move(prefix)](const LockEvent& event) {
     log(event.type == LockEventType::kLockLost ? absl::LogSeverity::kError
@@ -24,16 +30,28 @@ std::function<void(const LockEvent&)> EventDeliverer(
 }
 
 LogFn Logger(LogFn logger) {
-  if (logger) return logger;
+  if (logger) {
+    // A logger that throws: the line and the exception go to stderr.
+    return [logger = std::move(logger)](absl::LogSeverity severity,
+                                        absl::string_view message) {
+      try {
+        logger(severity, message);
+      } catch (...) {
+        WriteToStderr(
+            absl::StrCat(ThrownLine("the logger"), "; its line: ", message));
+      }
+    };
+  }
   return [](absl::LogSeverity severity, absl::string_view message) {
     if (severity < absl::LogSeverity::kWarning) return;
     // One write per line, so that concurrent lines do not interleave.
-    std::cerr << absl::StrCat("relock: ", message, "\n") << std::flush;
+    WriteToStderr(message);
   };
 }
 
-EventQueue::EventQueue(std::function<void(const LockEvent&)> deliver)
-    : state_(std::make_shared<State>(std::move(deliver))) {
+EventQueue::EventQueue(std::function<void(const LockEvent&)> deliver,
+                       LogFn log)
+    : state_(std::make_shared<State>(std::move(deliver), std::move(log))) {
   MutexLock lock(&join_mu_);
   thread_ = std::thread([state = state_] { Run(state); });
 }
@@ -85,7 +103,10 @@ void EventQueue::Run(const std::shared_ptr<State>& state) {
     }
     if (item.deliver) state->deliver(item.event);
     if (item.on_lost != nullptr) {
-      for (const watchdog::LossFn& fn : *item.on_lost) fn(item.event.status);
+      for (const watchdog::LossFn& fn : *item.on_lost) {
+        CallContained(state->log, "an on_lost callback", fn,
+                      item.event.status);
+      }
     }
   }
 }

@@ -28,20 +28,23 @@ namespace internal {
 
 // `callback`, or (when empty) a writer of one line per event to `log`,
 // "<type> <prefix><quoted name>: <status>" (kError for a lost lock, else
-// kWarning). Self-contained: it does not refer to the client, so the event
+// kWarning). A callback that throws has the exception logged to `log` (at
+// kError) and dropped. Self-contained: it does not refer to the client, so the event
 // thread may outlive the client.
 std::function<void(const LockEvent&)> EventDeliverer(
     std::function<void(const LockEvent&)> callback, LogFn log,
     std::string prefix = "");
 
 // ClientOptions::logger, or (when empty) a writer of messages of severity
-// kWarning and above to stderr, "relock: <message>".
+// kWarning and above to stderr, "relock: <message>". What the logger throws
+// goes to stderr, with the message, and is dropped.
 LogFn Logger(LogFn logger);
 
 class EventQueue {
  public:
-  // `deliver` must not refer to the queue's owner: it may outlive it.
-  explicit EventQueue(std::function<void(const LockEvent&)> deliver);
+  // `deliver` and `log` must not refer to the queue's owner: they may
+  // outlive it. `log` gets what a loss callback throws (see contain.h).
+  EventQueue(std::function<void(const LockEvent&)> deliver, LogFn log);
   ~EventQueue();
   EventQueue(const EventQueue&) = delete;
   EventQueue& operator=(const EventQueue&) = delete;
@@ -65,9 +68,10 @@ class EventQueue {
   };
   void Push(Item item);
   struct State {
-    explicit State(std::function<void(const LockEvent&)> d)
-        : deliver(std::move(d)) {}
+    State(std::function<void(const LockEvent&)> d, LogFn l)
+        : deliver(std::move(d)), log(std::move(l)) {}
     const std::function<void(const LockEvent&)> deliver;
+    const LogFn log;
     Mutex mu;
     std::deque<Item> queue ABSL_GUARDED_BY(mu);
     bool stop ABSL_GUARDED_BY(mu) = false;

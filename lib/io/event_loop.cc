@@ -6,12 +6,18 @@
 
 namespace relock {
 namespace io {
+namespace {
+thread_local bool tls_loop_thread = false;
+}  // namespace
 
 EventLoop::EventLoop()
     : context_(std::make_shared<asio::io_context>(1)),
       work_(asio::make_work_guard(*context_)) {
   MutexLock lock(&mu_);
-  thread_ = std::thread([context = context_] { context->run(); });
+  thread_ = std::thread([context = context_] {
+    tls_loop_thread = true;
+    context->run();
+  });
   thread_id_ = thread_.get_id();
 }
 
@@ -28,6 +34,8 @@ void EventLoop::Dispatch(std::function<void()> fn) {
     Post(std::move(fn));
   }
 }
+
+bool EventLoop::InAnyLoopThread() { return tls_loop_thread; }
 
 bool EventLoop::InLoopThread() const {
   return std::this_thread::get_id() == thread_id_;

@@ -5,7 +5,7 @@
 // loop thread one at a time, so state touched only by handlers needs no
 // mutex. Stop() lets the handlers already posted run, then ends the thread
 // and joins it (or detaches when called from the loop thread itself, e.g. by
-// a callback that destroys the client). Idempotent.
+// a handler that drops the last reference to a closed client). Idempotent.
 
 #ifndef RELOCK_LIB_IO_EVENT_LOOP_H_
 #define RELOCK_LIB_IO_EVENT_LOOP_H_
@@ -37,6 +37,8 @@ class EventLoop {
   void Dispatch(std::function<void()> fn);
   // Whether the calling thread is the loop thread.
   bool InLoopThread() const;
+  // Whether the calling thread is the loop thread of any EventLoop.
+  static bool InAnyLoopThread();
   void Stop();
 
  private:

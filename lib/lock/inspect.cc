@@ -109,7 +109,7 @@ std::string ClientInfoKey(absl::string_view client_id) {
 }
 
 absl::StatusOr<LockInfo> InspectLock(LockEnv& env, absl::string_view name) {
-  if (absl::Status s = env.CheckOpen(); !s.ok()) return s;
+  if (absl::Status s = env.CheckBlockingCall(); !s.ok()) return s;
   const std::string key(name);
   if (absl::Status s = ValidateName(key); !s.ok()) return s;
   const std::string what = absl::StrCat("inspect lock \"", name, "\"");
@@ -198,7 +198,7 @@ absl::StatusOr<LockInfo> InspectLock(LockEnv& env, absl::string_view name) {
 
 absl::StatusOr<std::vector<LockInfo>> ListLocks(LockEnv& env,
                                                 absl::string_view pattern) {
-  if (absl::Status s = env.CheckOpen(); !s.ok()) return s;
+  if (absl::Status s = env.CheckBlockingCall(); !s.ok()) return s;
   const std::string what = absl::StrCat("list locks \"", pattern, "\"");
   if (pattern.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(

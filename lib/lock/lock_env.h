@@ -61,6 +61,12 @@ class LockEnv {
   virtual const std::string& id() const = 0;
   // FailedPrecondition once the client is closed (or in a fork()ed child).
   virtual absl::Status CheckOpen() const = 0;
+  // CheckOpen(), and FailedPrecondition on the client's event loop thread
+  // (in a callback of an asynchronous call), where a blocking call would
+  // wait for answers that only that thread can deliver. Every blocking
+  // operation (one that waits for Redis) checks this first; the local ones
+  // (SafeUntil, OnLost) and the asynchronous ones check CheckOpen().
+  virtual absl::Status CheckBlockingCall() const = 0;
   virtual bool closed() const = 0;
   virtual HoldRegistry& holds() = 0;
   // The lease of watchdog holds (ClientOptions::lock_watchdog_timeout).

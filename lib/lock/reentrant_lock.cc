@@ -1047,6 +1047,12 @@ absl::Status Acquire(LockEnv& env, const std::string& name, const OwnerId& by,
                      absl::optional<absl::Duration> lease, Deadline deadline,
                      const AcquireOptions& options, int64_t* token) {
   const SteadyClock::time_point start = SteadyClock::now();
+  // (Counted as a failed acquire, as PlanAcquire's failures are.)
+  if (absl::Status s = env.CheckBlockingCall(); !s.ok()) {
+    s = Annotate(s, "acquire", name, env.policy().noun);
+    CountAcquire(env, s, true, false, start);
+    return s;
+  }
   absl::StatusOr<AcquirePlan> plan = PlanAcquire(env, name, by, lease, options);
   if (!plan.ok()) {
     CountAcquire(env, plan.status(), true, false, start);
@@ -1230,7 +1236,7 @@ namespace {
 
 absl::Status ReleaseOnce(LockEnv& env, const std::string& name,
                          const OwnerId& by, LockKind kind) {
-  if (absl::Status s = env.CheckOpen(); !s.ok()) {
+  if (absl::Status s = env.CheckBlockingCall(); !s.ok()) {
     return Annotate(s, "release", name, env.policy().noun);
   }
   if (absl::Status s = CheckModel(env, name, by, kind); !s.ok()) {
@@ -1362,7 +1368,7 @@ absl::Status Extend(LockEnv& env, const std::string& name, const OwnerId& by,
                         absl::FormatDuration(kMaxLease), "]")),
                     "extend", name, noun);
   }
-  if (absl::Status s = env.CheckOpen(); !s.ok()) {
+  if (absl::Status s = env.CheckBlockingCall(); !s.ok()) {
     return Annotate(s, "extend", name, noun);
   }
   backend::Backend& backend = env.backend();
@@ -1484,7 +1490,7 @@ absl::StatusOr<SteadyClock::time_point> SafeUntil(LockEnv& env,
 
 absl::StatusOr<bool> ForceRelease(LockEnv& env, const std::string& name,
                                   LockKind kind) {
-  if (absl::Status s = env.CheckOpen(); !s.ok()) {
+  if (absl::Status s = env.CheckBlockingCall(); !s.ok()) {
     return Annotate(s, "force-release", name);
   }
   const Step step =
@@ -1509,7 +1515,7 @@ absl::StatusOr<bool> ForceRelease(LockEnv& env, const std::string& name,
 
 absl::StatusOr<bool> IsLocked(LockEnv& env, const std::string& name,
                               LockKind kind) {
-  if (absl::Status s = env.CheckOpen(); !s.ok()) {
+  if (absl::Status s = env.CheckBlockingCall(); !s.ok()) {
     return Annotate(s, "query", name);
   }
   absl::StatusOr<Inspection> what = Inspect(env, ModelOf(kind), name, "");
@@ -1519,7 +1525,7 @@ absl::StatusOr<bool> IsLocked(LockEnv& env, const std::string& name,
 
 absl::StatusOr<int64_t> HoldCount(LockEnv& env, const std::string& name,
                                   const OwnerId& by, LockKind kind) {
-  if (absl::Status s = env.CheckOpen(); !s.ok()) {
+  if (absl::Status s = env.CheckBlockingCall(); !s.ok()) {
     return Annotate(s, "query", name);
   }
   absl::StatusOr<Inspection> what =
@@ -1536,7 +1542,7 @@ absl::StatusOr<int64_t> HoldCount(LockEnv& env, const std::string& name,
 absl::StatusOr<absl::Duration> RemainingLease(LockEnv& env,
                                               const std::string& name,
                                               LockKind kind) {
-  if (absl::Status s = env.CheckOpen(); !s.ok()) {
+  if (absl::Status s = env.CheckBlockingCall(); !s.ok()) {
     return Annotate(s, "query", name);
   }
   absl::StatusOr<Inspection> what = Inspect(env, ModelOf(kind), name, "");
@@ -1550,7 +1556,7 @@ absl::StatusOr<absl::Duration> RemainingLease(LockEnv& env,
 }
 
 absl::StatusOr<int64_t> LastToken(LockEnv& env, const std::string& name) {
-  if (absl::Status s = env.CheckOpen(); !s.ok()) {
+  if (absl::Status s = env.CheckBlockingCall(); !s.ok()) {
     return Annotate(s, "query", name);
   }
   absl::StatusOr<redis::Reply> r =
