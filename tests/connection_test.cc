@@ -138,6 +138,22 @@ TEST(ConnectTest, AclUserAuthAndAUserWithoutScripting) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("SCRIPT LOAD"));
 }
 
+// Issue 23 item 18: a malformed URL failed Connect with the same generic
+// "expected redis://, ..." whatever was wrong; now the part and its text.
+TEST(ConnectTest, AMalformedUrlSaysWhichPartIsWrong) {
+  ClientOptions options;
+  options.url = "redis://127.0.0.1:99999";
+  absl::Status s = Client::Connect(options).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("port \"99999\" is out of range 1..65535"));
+  options.url = "redis://127.0.0.1/0?timeout=5";
+  s = Client::Connect(options).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("unknown query parameter \"timeout\""));
+}
+
 TEST(ConnectTest, UnixSocket) {
   RedisServerOptions options;
   options.unix_socket = true;
