@@ -11,10 +11,12 @@
 #include "gtest/gtest.h"
 #include "relock/relock.h"
 #include "tests/test_util.h"
+#include "tests/testing/fake_server.h"
 
 namespace relock {
 namespace {
 
+using ::relock::testing::FakeServer;
 using ::relock::testing::MustConnect;
 using ::relock::testing::RedisServer;
 using ::relock::testing::RedisServerOptions;
@@ -152,6 +154,24 @@ TEST(ConnectTest, AMalformedUrlSaysWhichPartIsWrong) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(std::string(s.message()),
               HasSubstr("unknown query parameter \"timeout\""));
+}
+
+// Issue 23 item 19, for Sentinel: a sentinel address where something else
+// answers is named as such (it was "sent a malformed reply: Protocol
+// error").
+TEST(ConnectTest, ASentinelThatSpeaksAnotherProtocolIsNamed) {
+  absl::StatusOr<std::unique_ptr<FakeServer>> http = FakeServer::Start();
+  ASSERT_TRUE(http.ok()) << http.status();
+  ClientOptions options;
+  options.url = absl::StrCat("redis-sentinel://", (*http)->address(), "#m");
+  options.connect_timeout = absl::Seconds(20);
+  Stopwatch watch;
+  const absl::Status s = Client::Connect(options).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr(absl::StrCat("the server at ", (*http)->address(),
+                                     " does not speak the Redis protocol")));
+  EXPECT_LT(watch.Elapsed(), absl::Seconds(10));
 }
 
 TEST(ConnectTest, UnixSocket) {
