@@ -719,6 +719,15 @@ void Connection::OnRead(const asio::error_code& ec, size_t n) {
     const bool eof =
         ec == asio::error::eof || ec == asio::ssl::error::stream_truncated;
     std::string why = eof ? "server closed the connection" : ec.message();
+    if ((eof || ec == asio::error::connection_reset) &&
+        state_ == State::kConnecting && tls_ == nullptr &&
+        options_.endpoint.kind == redis::Endpoint::Kind::kTcp) {
+      // A TLS port drops a plaintext client (Redis resets the connection)
+      // without a word.
+      absl::StrAppend(&why,
+                      " before answering (if that port expects TLS, use a "
+                      "rediss:// URL)");
+    }
     if (state_ == State::kConnecting &&
         ec.category() == asio::error::get_ssl_category()) {
       // A TLS server that refuses the client (no or a wrong client
