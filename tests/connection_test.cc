@@ -174,6 +174,64 @@ TEST(ConnectTest, ASentinelThatSpeaksAnotherProtocolIsNamed) {
   EXPECT_LT(watch.Elapsed(), absl::Seconds(10));
 }
 
+// Issue 23 item 21: connecting to a read-only replica succeeded, and every
+// later call failed (READONLY).
+TEST(ConnectTest, AReadOnlyReplicaIsRefusedNamingItsMaster) {
+  std::unique_ptr<RedisServer> master = MustStart();
+  ASSERT_NE(master, nullptr);
+  std::unique_ptr<RedisServer> replica = MustStart();
+  ASSERT_NE(replica, nullptr);
+  ASSERT_TRUE(replica
+                  ->Command({"REPLICAOF", RedisServer::kHost,
+                             absl::StrCat(master->port())})
+                  .ok());
+  ClientOptions options;
+  options.url = replica->url();
+  const absl::Status s = Client::Connect(options).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(
+      std::string(s.message()),
+      HasSubstr(absl::StrCat("is a replica of ", RedisServer::kHost,
+                             ":", master->port(), " (ROLE)")));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("connect to the master"));
+  // The master itself is fine.
+  std::unique_ptr<Client> client = MustConnect(master->url());
+  ASSERT_NE(client, nullptr);
+  EXPECT_TRUE(RoundTrip(*client, "master-lock").ok());
+}
+
+// Issue 23 item 21: a user without EVALSHA (or EVAL) connected, and every
+// later call failed with NOPERM. A server that denies the check's own
+// command (ROLE) is not refused for it.
+TEST(ConnectTest, AUserWithoutEvalshaIsRefusedNamingTheCommand) {
+  std::unique_ptr<RedisServer> server = MustStart();
+  ASSERT_NE(server, nullptr);
+  for (const char* denied : {"-evalsha", "-eval", "-role"}) {
+    ASSERT_TRUE(
+        server
+            ->Command({"ACL", "SETUSER",
+                       absl::StrCat("no", absl::string_view(denied).substr(1)),
+                       "on", ">pw", "~*", "&*", "+@all", denied})
+            .ok());
+  }
+  const std::string base = absl::StrCat("@127.0.0.1:", server->port());
+  ClientOptions options;
+  options.url = absl::StrCat("redis://noevalsha:pw", base);
+  absl::Status s = Client::Connect(options).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("user \"noevalsha\" may not run EVALSHA"));
+  options.url = absl::StrCat("redis://noeval:pw", base);
+  s = Client::Connect(options).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("user \"noeval\" may not run EVAL,"));
+  std::unique_ptr<Client> client =
+      MustConnect(absl::StrCat("redis://norole:pw", base));
+  ASSERT_NE(client, nullptr);
+  EXPECT_TRUE(RoundTrip(*client, "norole-lock").ok());
+}
+
 TEST(ConnectTest, UnixSocket) {
   RedisServerOptions options;
   options.unix_socket = true;
