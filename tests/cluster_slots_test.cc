@@ -16,13 +16,17 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "lib/redis/cluster.h"
+#include "relock/relock.h"
 #include "tests/test_util.h"
+#include "tests/testing/fake_server.h"
 #include "tests/testing/redis_cluster.h"
 
 namespace relock {
 namespace redis {
 namespace {
 
+using ::relock::testing::FakeServer;
+using ::relock::testing::FakeServerOptions;
 using ::relock::testing::RedisCluster;
 using ::relock::testing::RedisValue;
 using ::testing::HasSubstr;
@@ -346,6 +350,56 @@ TEST_F(RealClusterTest, ShardsAndSlotsAgreeAndCoverEverySlot) {
     EXPECT_EQ(from_slots->Find(slot)->master.endpoint.port,
               cluster_->node(*owner).port())
         << slot;
+  }
+}
+
+// Issue 23 item 19: a seed that answers in another protocol (an HTTP server)
+// failed Connect with Internal "Protocol error" without trying the next,
+// healthy seed. It is skipped like a dead one now, whether it closes the
+// connection after its answer or keeps it open.
+TEST_F(RealClusterTest, ASeedThatSpeaksAnotherProtocolIsSkippedLikeADeadOne) {
+  ASSERT_NE(cluster_, nullptr);
+  absl::StatusOr<std::unique_ptr<FakeServer>> closes = FakeServer::Start();
+  ASSERT_TRUE(closes.ok()) << closes.status();
+  FakeServerOptions open_options;
+  open_options.close_after_answer = false;
+  absl::StatusOr<std::unique_ptr<FakeServer>> stays =
+      FakeServer::Start(open_options);
+  ASSERT_TRUE(stays.ok()) << stays.status();
+  ClientOptions options;
+  options.url = absl::StrCat("redis-cluster://", (*closes)->address(), ",",
+                             (*stays)->address(),
+                             ",127.0.0.1:", cluster_->node(0).port());
+  // Long, so that a seed waited out (rather than skipped) is unmistakable.
+  options.connect_timeout = absl::Seconds(20);
+  testing::Stopwatch watch;
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_TRUE((*client)->Ping().ok());
+  EXPECT_LT(watch.Elapsed(), absl::Seconds(10));
+  EXPECT_GE((*closes)->accepted(), 1);
+  EXPECT_GE((*stays)->accepted(), 1);
+}
+
+// When no seed is usable, the error names each seed and its reason.
+TEST(ClusterSeedTest, SeedsThatAllSpeakAnotherProtocolAreEachNamed) {
+  absl::StatusOr<std::unique_ptr<FakeServer>> a = FakeServer::Start();
+  ASSERT_TRUE(a.ok()) << a.status();
+  absl::StatusOr<std::unique_ptr<FakeServer>> b = FakeServer::Start();
+  ASSERT_TRUE(b.ok()) << b.status();
+  ClientOptions options;
+  options.url =
+      absl::StrCat("redis-cluster://", (*a)->address(), ",", (*b)->address());
+  options.connect_timeout = absl::Seconds(20);
+  const absl::Status s = Client::Connect(options).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  for (const std::string& where : {(*a)->address(), (*b)->address()}) {
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr(absl::StrCat("the server at ", where,
+                                       " does not speak the Redis protocol "
+                                       "(RESP): it answered \"HTTP/1.1 400 "
+                                       "Bad Request\" (an HTTP server)")))
+        << s;
   }
 }
 

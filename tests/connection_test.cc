@@ -11,10 +11,12 @@
 #include "gtest/gtest.h"
 #include "relock/relock.h"
 #include "tests/test_util.h"
+#include "tests/testing/fake_server.h"
 
 namespace relock {
 namespace {
 
+using ::relock::testing::FakeServer;
 using ::relock::testing::MustConnect;
 using ::relock::testing::RedisServer;
 using ::relock::testing::RedisServerOptions;
@@ -136,6 +138,98 @@ TEST(ConnectTest, AclUserAuthAndAUserWithoutScripting) {
   absl::Status s = Client::Connect(refused).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("SCRIPT LOAD"));
+}
+
+// Issue 23 item 18: a malformed URL failed Connect with the same generic
+// "expected redis://, ..." whatever was wrong; now the part and its text.
+TEST(ConnectTest, AMalformedUrlSaysWhichPartIsWrong) {
+  ClientOptions options;
+  options.url = "redis://127.0.0.1:99999";
+  absl::Status s = Client::Connect(options).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("port \"99999\" is out of range 1..65535"));
+  options.url = "redis://127.0.0.1/0?timeout=5";
+  s = Client::Connect(options).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("unknown query parameter \"timeout\""));
+}
+
+// Issue 23 item 19, for Sentinel: a sentinel address where something else
+// answers is named as such (it was "sent a malformed reply: Protocol
+// error").
+TEST(ConnectTest, ASentinelThatSpeaksAnotherProtocolIsNamed) {
+  absl::StatusOr<std::unique_ptr<FakeServer>> http = FakeServer::Start();
+  ASSERT_TRUE(http.ok()) << http.status();
+  ClientOptions options;
+  options.url = absl::StrCat("redis-sentinel://", (*http)->address(), "#m");
+  options.connect_timeout = absl::Seconds(20);
+  Stopwatch watch;
+  const absl::Status s = Client::Connect(options).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr(absl::StrCat("the server at ", (*http)->address(),
+                                     " does not speak the Redis protocol")));
+  EXPECT_LT(watch.Elapsed(), absl::Seconds(10));
+}
+
+// Issue 23 item 21: connecting to a read-only replica succeeded, and every
+// later call failed (READONLY).
+TEST(ConnectTest, AReadOnlyReplicaIsRefusedNamingItsMaster) {
+  std::unique_ptr<RedisServer> master = MustStart();
+  ASSERT_NE(master, nullptr);
+  std::unique_ptr<RedisServer> replica = MustStart();
+  ASSERT_NE(replica, nullptr);
+  ASSERT_TRUE(replica
+                  ->Command({"REPLICAOF", RedisServer::kHost,
+                             absl::StrCat(master->port())})
+                  .ok());
+  ClientOptions options;
+  options.url = replica->url();
+  const absl::Status s = Client::Connect(options).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(
+      std::string(s.message()),
+      HasSubstr(absl::StrCat("is a replica of ", RedisServer::kHost,
+                             ":", master->port(), " (ROLE)")));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("connect to the master"));
+  // The master itself is fine.
+  std::unique_ptr<Client> client = MustConnect(master->url());
+  ASSERT_NE(client, nullptr);
+  EXPECT_TRUE(RoundTrip(*client, "master-lock").ok());
+}
+
+// Issue 23 item 21: a user without EVALSHA (or EVAL) connected, and every
+// later call failed with NOPERM. A server that denies the check's own
+// command (ROLE) is not refused for it.
+TEST(ConnectTest, AUserWithoutEvalshaIsRefusedNamingTheCommand) {
+  std::unique_ptr<RedisServer> server = MustStart();
+  ASSERT_NE(server, nullptr);
+  for (const char* denied : {"-evalsha", "-eval", "-role"}) {
+    ASSERT_TRUE(
+        server
+            ->Command({"ACL", "SETUSER",
+                       absl::StrCat("no", absl::string_view(denied).substr(1)),
+                       "on", ">pw", "~*", "&*", "+@all", denied})
+            .ok());
+  }
+  const std::string base = absl::StrCat("@127.0.0.1:", server->port());
+  ClientOptions options;
+  options.url = absl::StrCat("redis://noevalsha:pw", base);
+  absl::Status s = Client::Connect(options).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("user \"noevalsha\" may not run EVALSHA"));
+  options.url = absl::StrCat("redis://noeval:pw", base);
+  s = Client::Connect(options).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("user \"noeval\" may not run EVAL,"));
+  std::unique_ptr<Client> client =
+      MustConnect(absl::StrCat("redis://norole:pw", base));
+  ASSERT_NE(client, nullptr);
+  EXPECT_TRUE(RoundTrip(*client, "norole-lock").ok());
 }
 
 TEST(ConnectTest, UnixSocket) {

@@ -3,6 +3,11 @@
 // notification, renew, and the refusals (wrong CA, wrong name, missing client
 // certificate), each with a precise status.
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -12,11 +17,13 @@
 #include "gtest/gtest.h"
 #include "relock/relock.h"
 #include "tests/test_util.h"
+#include "tests/testing/fake_server.h"
 #include "tests/testing/notification.h"
 
 namespace relock {
 namespace {
 
+using ::relock::testing::FakeServer;
 using ::relock::testing::Notification;
 using ::relock::testing::RedisServer;
 using ::relock::testing::RedisServerOptions;
@@ -171,6 +178,98 @@ TEST_F(TlsTest, PlainUrlToTheTlsPortFailsWithinTheTimeouts) {
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(o);
   EXPECT_FALSE(client.ok());
   EXPECT_LT(watch.Elapsed(), absl::Seconds(5));
+}
+
+// Issue 23 item 20: a nonexistent ca_dir was accepted, and the handshake
+// failed later as "self-signed certificate in chain".
+TEST_F(TlsTest, MissingCaDirIsInvalidArgumentNamingIt) {
+  StartServer("no");
+  ClientOptions o = Options();
+  o.tls.ca_file.clear();
+  o.tls.ca_dir = server_->dir() + "/no-such-dir";
+  absl::Status s = Client::Connect(o).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr(absl::StrCat("ClientOptions.tls.ca_dir \"",
+                                     o.tls.ca_dir, "\": No such file")));
+  o.tls.ca_dir = server_->ca_file();  // a file, not a directory
+  s = Client::Connect(o).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("not a directory"));
+}
+
+// Issue 23 item 20: a FIFO as ca_file hung Connect past its timeout (OpenSSL
+// blocks opening it for reading until a writer comes).
+TEST_F(TlsTest, FifoAsCaFileFailsAtOnceInsteadOfHanging) {
+  StartServer("no");
+  const std::string fifo = server_->dir() + "/ca.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  ClientOptions o = Options();
+  o.tls.ca_file = fifo;
+  o.connect_timeout = absl::Seconds(20);
+  // Should Connect block on the FIFO, a writer frees it after a generous
+  // bound, so that the test fails rather than hangs.
+  std::atomic<bool> done{false};
+  std::thread unblock([&] {
+    Stopwatch waited;
+    while (!done.load() && waited.Elapsed() < absl::Seconds(10)) {
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    if (fd >= 0) ::close(fd);
+  });
+  Stopwatch watch;
+  const absl::Status s = Client::Connect(o).status();
+  const absl::Duration took = watch.Elapsed();
+  done.store(true);
+  unblock.join();
+  ::unlink(fifo.c_str());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr(absl::StrCat("ClientOptions.tls.ca_file \"", fifo,
+                                     "\": is a FIFO")));
+  EXPECT_LT(took, absl::Seconds(10));
+}
+
+// Issue 23 item 20: rediss:// to a plaintext port took the whole connect
+// timeout (a plaintext Redis never answers a ClientHello) and never
+// mentioned TLS; an HTTP server there was a "wrong version number".
+TEST_F(TlsTest, RedissToAPlaintextPortFailsFastNamingTls) {
+  StartServer("no");
+  ClientOptions o = Options();
+  o.url = absl::StrCat("rediss://127.0.0.1:", server_->port());
+  o.connect_timeout = absl::Seconds(20);
+  Stopwatch watch;
+  absl::Status s = Client::Connect(o).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr(absl::StrCat("the server at 127.0.0.1:",
+                                     server_->port(), " does not speak TLS")));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("use a redis:// URL"));
+  EXPECT_LT(watch.Elapsed(), absl::Seconds(10));
+
+  absl::StatusOr<std::unique_ptr<FakeServer>> http = FakeServer::Start();
+  ASSERT_TRUE(http.ok()) << http.status();
+  o.url = absl::StrCat("rediss://", (*http)->address());
+  s = Client::Connect(o).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr(absl::StrCat("the server at ", (*http)->address(),
+                                     " does not speak TLS")));
+  EXPECT_LT(watch.Elapsed(), absl::Seconds(20));
+}
+
+// The reverse: redis:// to a TLS port names TLS as the likely reason.
+TEST_F(TlsTest, PlainUrlToTheTlsPortNamesTls) {
+  StartServer("no");
+  ClientOptions o;
+  o.url = absl::StrCat("redis://127.0.0.1:", server_->tls_port());
+  o.connect_timeout = absl::Seconds(20);
+  Stopwatch watch;
+  const absl::Status s = Client::Connect(o).status();
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.message()), HasSubstr("rediss://")) << s;
+  EXPECT_LT(watch.Elapsed(), absl::Seconds(10));
 }
 
 }  // namespace

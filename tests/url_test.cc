@@ -16,6 +16,26 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
+// Each URL of `cases` is InvalidArgument with a message that contains its
+// reason and never "hunter2" (every password in these cases); the plain
+// parser (Redlock's URLs) says the same of the single-server forms.
+void ExpectEachInvalidSaying(
+    const std::vector<std::pair<std::string, std::string>>& cases) {
+  for (const auto& [url, why] : cases) {
+    absl::StatusOr<Topology> t = ParseTopologyUrl(url);
+    ASSERT_FALSE(t.ok()) << url;
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << url;
+    EXPECT_THAT(std::string(t.status().message()), HasSubstr(why)) << url;
+    EXPECT_THAT(std::string(t.status().message()), Not(HasSubstr("hunter2")))
+        << url;
+    if (url.rfind("redis://", 0) == 0 || url.rfind("unix://", 0) == 0) {
+      EXPECT_THAT(std::string(ParseRedisUrl(url).status().message()),
+                  HasSubstr(why))
+          << url;
+    }
+  }
+}
+
 TEST(ParseRedisUrlTest, HostOnlyUsesDefaults) {
   absl::StatusOr<Endpoint> ep = ParseRedisUrl("redis://example.com");
   ASSERT_TRUE(ep.ok()) << ep.status();
@@ -94,9 +114,13 @@ TEST(ParseRedisUrlTest, RedissIsTcpWithTls) {
 }
 
 TEST(ParseRedisUrlTest, ErrorsNeverEchoThePassword) {
-  for (const char* url : {"redis://bob:hunter2@h:notaport",
-                          "unix:///tmp/redis.sock?password=hunter2&db=x",
-                          "redis://h:6379/0?password=hunter2&x=1"}) {
+  for (const char* url :
+       {"redis://bob:hunter2@h:notaport",
+        "unix:///tmp/redis.sock?password=hunter2&db=x",
+        "redis://h:6379/0?password=hunter2&x=1",
+        // An unencoded '?' in the password: the "port"
+        // would be the password's head.
+        "redis://:hunter2?tail@h", "redis://:h/hunter2?x@h"}) {
     absl::StatusOr<Endpoint> ep = ParseRedisUrl(url);
     ASSERT_FALSE(ep.ok()) << url;
     EXPECT_THAT(std::string(ep.status().message()), Not(HasSubstr("hunter2")))
@@ -158,21 +182,75 @@ TEST(ParseTopologyUrlTest, BadUrlsSayWhatIsWrongWithoutThePassword) {
       {"redis-cluster://h1,,h2", "address 2 is empty"},
       {"redis-cluster://", "address 1 is empty"},
       {"redis-cluster://:hunter2@h1:notaport", "address 1"},
-      {"redis-cluster://u:hunter2%zz@h1", "percent-encoding"},
+      {"redis-cluster://u:hunter2%zz@h1", "bad percent-escape"},
       {"redis-sentinel://:hunter2@s1", "#master-name"},
       {"redis-sentinel://s1#", "#master-name"},
-      {"redis-sentinel://s1/x#m", "database"},
+      {"redis-sentinel://s1/x#m", "db \"x\" is not a number"},
       {"redis-sentinel://s1:0#m", "address 1"},
       {"http://h", "expected redis://"},
   };
-  for (const auto& [url, why] : cases) {
-    absl::StatusOr<Topology> t = ParseTopologyUrl(url);
-    ASSERT_FALSE(t.ok()) << url;
-    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << url;
-    EXPECT_THAT(std::string(t.status().message()), HasSubstr(why)) << url;
-    EXPECT_THAT(std::string(t.status().message()), Not(HasSubstr("hunter2")))
-        << url;
-  }
+  ExpectEachInvalidSaying(cases);
+}
+
+// Issue 23 item 18: port 99999, db -1, a bad percent-escape and an unknown
+// query parameter all failed Connect with the same "expected redis://, ..."
+// (ParseTopologyUrl() replaced the single-node parser's reason).
+TEST(ParseTopologyUrlTest, MalformedSingleNodeUrlsSayWhichPartIsWrong) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"redis://h:99999", "port \"99999\" is out of range 1..65535"},
+      {"redis://h:99999999999999", "port \"99999999999999\" is out of range"},
+      {"redis://h:12ab", "port \"12ab\" is not a number"},
+      {"redis://h:", "port is empty"},
+      {"redis://h/-1", "db \"-1\" is negative"},
+      {"redis://h/x", "db \"x\" is not a number"},
+      {"redis://h/2000000", "db \"2000000\" is out of range"},
+      {"redis://h?db=-3", "db \"-3\" is negative"},
+      {"unix:///s?db=x", "db \"x\" is not a number"},
+      {"redis://al%zzce:hunter2@h",
+       "bad percent-escape \"%zz\" at character 3 of the user"},
+      {"redis://u:hunter2%4@h", "at character 8 of the password"},
+      {"redis://h?user=%g1",
+       "\"%g1\" at character 1 of the query parameter "
+       "\"user\""},
+      {"redis://h?color=red",
+       "unknown query parameter \"color\" (known: db, password, user, "
+       "username)"},
+      {"unix:///s?colour=red", "unknown query parameter \"colour\""},
+      {"redis://alice:@h", "user \"alice\" has no password"},
+      {"redis://[::1", "no closing ']'"},
+      {"redis://[::1]x", "expected ':port' after the IPv6 address"},
+      {"redis://::1", "write an IPv6 address in brackets"},
+      {"redis://:6379", "host is empty"},
+      {"redis://h1,h2:6379", "redis-cluster://"},
+      {"redis://h#m", "#fragment"},
+      {"unix://relative.sock", "\"relative.sock\" is not absolute"},
+      {"http://h", "unknown scheme \"http://\"; expected redis://"},
+      {"localhost:6379", "no scheme; expected redis://"},
+  };
+  ExpectEachInvalidSaying(cases);
+}
+
+// The same for each part of a cluster or Sentinel URL: the address that is
+// wrong, and what is wrong with it.
+TEST(ParseTopologyUrlTest, MalformedClusterAndSentinelPartsSayWhichIsWrong) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"redis-cluster://h1:7000,h2:99999",
+       "address 2 (\"h2:99999\"): port \"99999\" is out of range 1..65535"},
+      {"redis-cluster://h1,[::1", "address 2 (\"[::1\"): IPv6 address"},
+      {"redis-cluster://u:hunter2%q1@h1", "at character 8 of the password"},
+      {"redis-cluster://u%q1:hunter2@h1", "\"%q1\" at character 2 of the user"},
+      {"redis-cluster://h1/3", "only db 0 (found \"/3\")"},
+      {"redis-cluster://h1?db=2", "no ?query (found \"?db=2\")"},
+      {"redis-sentinel://s1/-1#m", "db \"-1\" is negative"},
+      {"redis-sentinel://s1:0#m",
+       "address 1 (\"s1:0\"): port \"0\" is out "
+       "of range"},
+      {"redis-sentinel://s1#my%2master",
+       "\"%2m\" at character 3 of the master name"},
+      {"redis-sentinel://s1?password=hunter2#m", "no ?query"},
+      {"rediss-sentinel://alice:@s1#m", "user \"alice\" has no password"},
+  };
+  ExpectEachInvalidSaying(cases);
 }
 
 }  // namespace

@@ -96,11 +96,35 @@ struct ClientAccess;
 
 class Client {
  public:
-  // Connects to Redis: opens one command connection (AUTH, SELECT), loads the
-  // lock scripts and opens the pub/sub connection. Fails with
-  // InvalidArgument (bad options or URL), Unavailable (Redis unreachable
-  // within connect_timeout), Unauthenticated (wrong password or user),
-  // PermissionDenied (the user may not run the commands relock needs).
+  // Connects to Redis: opens one command connection (AUTH, SELECT), checks
+  // that the server takes writes (ROLE) and that the user may run what
+  // relock needs, loads the lock scripts and opens the pub/sub connection.
+  // Each error's message names the part, the address and the Redis error:
+  //
+  //   code                when
+  //   InvalidArgument     bad options; a malformed URL (the port, db,
+  //                       percent-escape, query parameter or list address
+  //                       that is wrong); a TLS file that is missing,
+  //                       unreadable or not a regular file, a ca_dir that is
+  //                       not a directory; a db the server does not have
+  //   Unavailable         Redis unreachable or silent within
+  //                       connect_timeout; something else than Redis at the
+  //                       address (an HTTP server); no usable cluster seed,
+  //                       sentinel or master (each named with its reason)
+  //   Unauthenticated     wrong password or user; a TLS certificate check
+  //                       that failed, on either side
+  //   PermissionDenied    the user may not run SCRIPT LOAD, EVALSHA or EVAL
+  //   FailedPrecondition  a replica ("is a replica of h:p") or a
+  //                       Sentinel at a redis:// URL; TLS on one side only
+  //                       (rediss:// to a plaintext port, a TLS answer to
+  //                       redis://); redis-cluster:// to a server without
+  //                       cluster support; ClusterPubSub::kSharded on
+  //                       Redis < 7
+  //   NotFound            Sentinel: the sentinels know no such master
+  //   Internal            an answer relock does not understand
+  //
+  // A check whose own command the server refuses (ROLE denied or renamed,
+  // as some managed services do) is skipped, not failed.
   ABSL_MUST_USE_RESULT static absl::StatusOr<std::unique_ptr<Client>> Connect(
       ClientOptions options = {});
 

@@ -65,7 +65,10 @@ struct LockEvent {
 // PEM. The server's certificate is verified by default: its chain must lead
 // to a CA in `ca_file` / `ca_dir` (or, when both are empty, the system's
 // default trust store), and it must name `server_name` (or the URL's host: a
-// DNS name, or an IP address in its subjectAltName).
+// DNS name, or an IP address in its subjectAltName). Connect() checks the
+// paths first: each file must be a regular file it can read (never a FIFO,
+// which would block it), `ca_dir` a directory; otherwise InvalidArgument
+// naming the option and the path.
 struct TlsOptions {
   // CA certificates that may sign the server's certificate (a PEM bundle).
   std::string ca_file;

@@ -52,6 +52,7 @@ absl::StatusOr<std::unique_ptr<ClusterBackend>> ClusterBackend::Create(
     NodeOptions node = backend->node_options();
     node.connection.endpoint = seed;
     node.connect_now = true;
+    node.require_master = false;  // a replica gives the slot map too
     absl::StatusOr<std::unique_ptr<NodeBackend>> made =
         NodeBackend::Create(loop, std::move(node), backend->scripts());
     if (!made.ok()) {

@@ -42,6 +42,12 @@ struct NodeOptions {
   // cannot be used; otherwise connect in the background (Redlock masters
   // that may be down at start).
   bool connect_now = true;
+  // Probe() refuses a replica (ROLE; a server that will not answer ROLE is
+  // taken as it is). Off where a replica is fine or judged elsewhere:
+  // cluster seeds (any node gives the slot map), the master the sentinels
+  // name (SentinelBackend asks ROLE itself: a replica there is a failover
+  // in progress, Unavailable).
+  bool require_master = true;
   // Blocking calls may do their own I/O on an idle command connection
   // (ConnectionOptions::direct_calls). Off for Redlock masters.
   bool direct_calls = true;
@@ -147,7 +153,10 @@ class NodeBackend : public Backend {
                          AnswersDone done, const std::vector<bool>* only,
                          const WaitReplicas* wait = nullptr);
   // SCRIPT LOAD of every script: connects, and says now whether this server
-  // can be used (Unavailable, Unauthenticated, PermissionDenied...).
+  // can be used: Unavailable, Unauthenticated, FailedPrecondition (a
+  // replica, with require_master; a Sentinel), PermissionDenied (the user
+  // may not run SCRIPT LOAD, EVALSHA or EVAL)... A check whose own command
+  // the server refuses (ROLE denied or renamed) is skipped.
   absl::Status Probe(Deadline deadline);
   // How long a call may wait for the transport before giving up on it
   // (connect_timeout + command_timeout).

@@ -99,6 +99,7 @@ absl::StatusOr<std::unique_ptr<SentinelBackend>> SentinelBackend::Create(
     NodeOptions node = backend->node_options();
     node.connection.endpoint = *at;
     node.connect_now = true;
+    node.require_master = false;  // CheckMaster() below: Unavailable
     absl::StatusOr<std::unique_ptr<NodeBackend>> master =
         NodeBackend::Create(loop, std::move(node), backend->scripts());
     if (!master.ok()) {

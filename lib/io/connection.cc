@@ -11,6 +11,7 @@
 #include <system_error>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "asio/error.hpp"
@@ -66,6 +67,32 @@ absl::Status CheckParked(int fd, const redis::Endpoint& endpoint) {
   }
   return absl::UnavailableError(absl::StrCat(
       "Redis at ", where, " sent data while no request was outstanding"));
+}
+
+// Why a connect failed when the server's first answer was not RESP (the
+// reader refused it): `answer` is what it sent. A TLS record (a plaintext
+// client at a TLS port) is a wrong setting, FailedPrecondition; anything
+// else (an HTTP server, a wrong port) makes the address unusable,
+// Unavailable, so that a cluster or Sentinel client tries the next one.
+absl::Status NotRedis(const redis::Endpoint& endpoint, bool tls,
+                      absl::string_view answer) {
+  const std::string where = endpoint.ToString();
+  if (!tls && answer.size() >= 2 && (answer[0] == 0x15 || answer[0] == 0x16) &&
+      answer[1] == 0x03) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the server at ", where,
+        " speaks TLS (it answered with a TLS record): use a rediss:// URL "
+        "and ClientOptions::tls for a TLS port"));
+  }
+  absl::string_view line = answer.substr(0, answer.find_first_of("\r\n"));
+  const bool more = line.size() > 60;
+  line = line.substr(0, 60);
+  return absl::UnavailableError(
+      absl::StrCat("the server at ", where,
+                   " does not speak the Redis protocol (RESP): it answered \"",
+                   absl::CHexEscape(line), more ? "..." : "", "\"",
+                   absl::StartsWith(answer, "HTTP/") ? " (an HTTP server)" : "",
+                   "; is the address right?"));
 }
 
 // Waits until `fd` is ready for `events` (or has failed) or `until`
@@ -692,6 +719,15 @@ void Connection::OnRead(const asio::error_code& ec, size_t n) {
     const bool eof =
         ec == asio::error::eof || ec == asio::ssl::error::stream_truncated;
     std::string why = eof ? "server closed the connection" : ec.message();
+    if ((eof || ec == asio::error::connection_reset) &&
+        state_ == State::kConnecting && tls_ == nullptr &&
+        options_.endpoint.kind == redis::Endpoint::Kind::kTcp) {
+      // A TLS port drops a plaintext client (Redis resets the connection)
+      // without a word.
+      absl::StrAppend(&why,
+                      " before answering (if that port expects TLS, use a "
+                      "rediss:// URL)");
+    }
     if (state_ == State::kConnecting &&
         ec.category() == asio::error::get_ssl_category()) {
       // A TLS server that refuses the client (no or a wrong client
@@ -713,6 +749,12 @@ void Connection::OnRead(const asio::error_code& ec, size_t n) {
   while (attempt == attempt_) {
     void* raw = nullptr;
     if (redisReaderGetReply(reader_, &raw) != REDIS_OK) {
+      if (state_ == State::kConnecting) {
+        // The first answer is not RESP: not a Redis server.
+        return FinishConnect(attempt,
+                             NotRedis(options_.endpoint, tls_ != nullptr,
+                                      absl::string_view(read_buf_.data(), n)));
+      }
       Fail(absl::InternalError(
                absl::StrCat("Redis at ", options_.endpoint.ToString(),
                             " sent a malformed reply: ", reader_->errstr)),

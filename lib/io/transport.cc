@@ -1,9 +1,17 @@
 #include "lib/io/transport.h"
 
+#include <fcntl.h>
+#include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <system_error>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -12,8 +20,10 @@
 #include "asio/ip/tcp.hpp"
 #include "asio/local/stream_protocol.hpp"
 #include "asio/ssl/context.hpp"
+#include "asio/ssl/error.hpp"
 #include "asio/ssl/host_name_verification.hpp"
 #include "asio/ssl/stream.hpp"
+#include "asio/steady_timer.hpp"
 #include "asio/write.hpp"
 
 namespace relock {
@@ -24,6 +34,65 @@ bool IsIpLiteral(const std::string& host) {
   asio::error_code ec;
   asio::ip::make_address(host, ec);
   return !ec;
+}
+
+// What kind of file `mode` is, for messages.
+const char* FileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a regular file";
+}
+
+// ClientOptions.tls.<option> must name a regular file this process can read,
+// or (`directory`) a directory it can search: checked before OpenSSL opens
+// it, since OpenSSL would block on a FIFO and looks into a ca_dir only at
+// the handshake (a missing one then reads as "self-signed certificate in
+// chain").
+absl::Status CheckPath(absl::string_view option, const std::string& path,
+                       bool directory) {
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ClientOptions.tls.", option, " \"", path, "\": ", why));
+  };
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    return bad(std::error_code(errno, std::system_category()).message());
+  }
+  if (directory) {
+    if (!S_ISDIR(st.st_mode)) {
+      return bad(absl::StrCat("is ", FileKind(st.st_mode),
+                              ", not a directory of CA certificates"));
+    }
+    if (::access(path.c_str(), R_OK | X_OK) != 0) {
+      return bad(std::error_code(errno, std::system_category()).message());
+    }
+    return absl::OkStatus();
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return bad(absl::StrCat("is ", FileKind(st.st_mode),
+                            ", not a regular (PEM) file"));
+  }
+  // Readable? (Non-blocking, should it have become a FIFO meanwhile.)
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    return bad(std::error_code(errno, std::system_category()).message());
+  }
+  ::close(fd);
+  return absl::OkStatus();
+}
+
+// Whether a failed client handshake met an answer that is not TLS at all
+// (a plaintext server, an HTTP server): OpenSSL's record layer says so.
+bool NotTlsAnswer(const asio::error_code& ec) {
+  if (ec.category() != asio::error::get_ssl_category()) return false;
+  const int reason = ERR_GET_REASON(static_cast<unsigned long>(ec.value()));
+  return reason == SSL_R_WRONG_VERSION_NUMBER ||
+         reason == SSL_R_PACKET_LENGTH_TOO_LONG ||
+         reason == SSL_R_UNKNOWN_PROTOCOL ||
+         reason == SSL_R_RECORD_LENGTH_MISMATCH || reason == SSL_R_HTTP_REQUEST;
 }
 
 absl::Status ConnectError(const redis::Endpoint& ep, absl::string_view step,
@@ -64,6 +133,7 @@ class StreamTransport : public Transport {
     stream_.lowest_layer().close(ignored);
     if (parked_fd_ >= 0) ::close(parked_fd_);
     parked_fd_ = -1;
+    StopProbe();
   }
   int Park() override;
   void Unpark() override;
@@ -85,6 +155,7 @@ class StreamTransport : public Transport {
               [this, self, done, then](const asio::error_code& ec2,
                                        const asio::ip::tcp::endpoint& to) {
                 if (ec2) return done(ConnectError(ep_, "connect to", ec2));
+                peer_ = to;
                 ipv6_ = to.address().is_v6();
                 asio::error_code ignored;
                 stream_.lowest_layer().set_option(asio::ip::tcp::no_delay(true),
@@ -96,6 +167,18 @@ class StreamTransport : public Transport {
         });
   }
   void Handshake(std::function<void(absl::Status)> done);
+  // TLS: a handshake without an answer may be a plaintext Redis, which
+  // waits for a line the ClientHello never ends (its NUL bytes stop the
+  // inline parser), so the handshake would take the whole connect_timeout.
+  // After kPlaintextProbeAfter without an answer, a second connection sends
+  // the inline command PING; a RESP answer ('+' or '-') proves a plaintext
+  // port, and `finish` fails the handshake at once. A TLS server drops it.
+  void StartProbe(const std::function<void(absl::Status)>& finish);
+  void StopProbe() {
+    asio::error_code ignored;
+    if (probe_timer_ != nullptr) probe_timer_->cancel();
+    if (probe_ != nullptr) probe_->close(ignored);
+  }
 
   // Park() for plain sockets: `protocol` rebuilds the socket in Unpark().
   int ParkSocket() {
@@ -122,7 +205,14 @@ class StreamTransport : public Transport {
   Stream stream_;
   int parked_fd_ = -1;
   bool ipv6_ = false;  // TCP: the connected socket's family (for Unpark)
+  asio::ip::tcp::endpoint peer_;  // TCP: the address connected to
+  // TLS: the plaintext probe (see StartProbe()).
+  std::unique_ptr<asio::steady_timer> probe_timer_;
+  std::unique_ptr<asio::ip::tcp::socket> probe_;
+  std::array<char, 64> probe_answer_{};
 };
+
+constexpr std::chrono::milliseconds kPlaintextProbeAfter{250};
 
 using TcpTransport = StreamTransport<asio::ip::tcp::socket>;
 using UnixTransport = StreamTransport<asio::local::stream_protocol::socket>;
@@ -176,6 +266,36 @@ void UnixTransport::Open(std::function<void(absl::Status)> done) {
 }
 
 template <>
+void TlsTransport::StartProbe(const std::function<void(absl::Status)>& finish) {
+  probe_ = std::make_unique<asio::ip::tcp::socket>(stream_.get_executor());
+  probe_->async_connect(peer_, [this, self = shared_from_this(),
+                                finish](const asio::error_code& ec) {
+    if (ec) return;  // no verdict: the handshake decides
+    static constexpr char kPing[] = "PING\r\n";
+    asio::async_write(
+        *probe_, asio::buffer(kPing, sizeof(kPing) - 1),
+        [this, self, finish](const asio::error_code& ec2, size_t /*n*/) {
+          if (ec2) return;
+          probe_->async_read_some(
+              asio::buffer(probe_answer_),
+              [this, self, finish](const asio::error_code& ec3, size_t n) {
+                if (ec3 || n == 0 ||
+                    (probe_answer_[0] != '+' && probe_answer_[0] != '-')) {
+                  return;
+                }
+                asio::error_code ignored;
+                stream_.lowest_layer().close(ignored);
+                finish(absl::FailedPreconditionError(absl::StrCat(
+                    "the server at ", ep_.ToString(),
+                    " does not speak TLS (it did not answer the TLS "
+                    "handshake, and answers plaintext Redis commands); is "
+                    "it a plaintext port? use a redis:// URL")));
+              });
+        });
+  });
+}
+
+template <>
 void TlsTransport::Handshake(std::function<void(absl::Status)> done) {
   const std::string& name = tls_->server_name();
   // SNI carries DNS names only (RFC 6066).
@@ -188,11 +308,34 @@ void TlsTransport::Handshake(std::function<void(absl::Status)> done) {
   } else {
     stream_.set_verify_mode(asio::ssl::verify_none);
   }
+  // Once, by the handshake or by the probe, whichever ends first.
+  auto finished = std::make_shared<bool>(false);
+  std::function<void(absl::Status)> finish =
+      [this, self = shared_from_this(), finished,
+       done = std::move(done)](absl::Status s) {
+        if (*finished) return;
+        *finished = true;
+        StopProbe();
+        done(std::move(s));
+      };
+  probe_timer_ = std::make_unique<asio::steady_timer>(stream_.get_executor());
+  probe_timer_->expires_after(kPlaintextProbeAfter);
+  probe_timer_->async_wait([this, self = shared_from_this(), finished,
+                            finish](const asio::error_code& ec) {
+    if (!ec && !*finished) StartProbe(finish);
+  });
   stream_.async_handshake(
       asio::ssl::stream_base::client,
       [this, self = shared_from_this(),
-       done = std::move(done)](const asio::error_code& ec) {
+       done = std::move(finish)](const asio::error_code& ec) {
         if (!ec) return done(absl::OkStatus());
+        if (NotTlsAnswer(ec)) {
+          return done(absl::FailedPreconditionError(absl::StrCat(
+              "the server at ", ep_.ToString(),
+              " does not speak TLS (its answer to the TLS handshake is not "
+              "TLS: ",
+              ec.message(), "); is it a plaintext port? use a redis:// URL")));
+        }
         std::string why = ec.message();
         const long verify =  // NOLINT(google-runtime-int): OpenSSL's type
             SSL_get_verify_result(stream_.native_handle());
@@ -235,6 +378,21 @@ absl::StatusOr<std::shared_ptr<TlsContext>> TlsContext::Create(
           asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
           asio::ssl::context::no_tlsv1_1,
       ec);
+  if (options.cert_file.empty() != options.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "ClientOptions.tls: cert_file and key_file go together (mutual TLS "
+        "needs both)");
+  }
+  for (const auto& [option, path, directory] :
+       {std::make_tuple("ca_file", &options.ca_file, false),
+        std::make_tuple("ca_dir", &options.ca_dir, true),
+        std::make_tuple("cert_file", &options.cert_file, false),
+        std::make_tuple("key_file", &options.key_file, false)}) {
+    if (path->empty()) continue;
+    if (absl::Status s = CheckPath(option, *path, directory); !s.ok()) {
+      return s;
+    }
+  }
   if (!options.ca_file.empty()) {
     ctx.load_verify_file(options.ca_file, ec);
     if (ec) {
@@ -255,11 +413,6 @@ absl::StatusOr<std::shared_ptr<TlsContext>> TlsContext::Create(
           "store cannot be used: ",
           ec.message()));
     }
-  }
-  if (options.cert_file.empty() != options.key_file.empty()) {
-    return absl::InvalidArgumentError(
-        "ClientOptions.tls: cert_file and key_file go together (mutual TLS "
-        "needs both)");
   }
   if (!options.cert_file.empty()) {
     ctx.use_certificate_chain_file(options.cert_file, ec);
