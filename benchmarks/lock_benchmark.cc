@@ -115,6 +115,7 @@
 #include "absl/types/optional.h"
 #include "benchmark/benchmark.h"
 #include "lib/common/mutex.h"
+#include "lib/lock/fair_lock.h"
 #include "lib/lock/lock_scripts.h"
 #include "lib/lock/owner.h"
 #include "lib/redis/script.h"
@@ -472,7 +473,8 @@ absl::StatusOr<PipelinedConnection> OpenPipelinedConnection(
   const std::string lease_ms = absl::StrCat(
       absl::ToInt64Milliseconds(ClientOptions().lock_watchdog_timeout));
   absl::StatusOr<std::string> acquire =
-      FormatCommand({"EVALSHA", acquire_sha, "1", key, lease_ms, owner, "1"});
+      FormatCommand({"EVALSHA", acquire_sha, "3", key, lock::FairQueueKey(key),
+                     lock::FairTimeoutKey(key), lease_ms, owner, "1"});
   if (!acquire.ok()) return acquire.status();
   absl::StatusOr<std::string> release =
       FormatCommand({"EVALSHA", release_sha, "2", key, lock::UnlockChannel(key),
@@ -618,7 +620,8 @@ class PairedRawRoundTrips {
         absl::ToInt64Milliseconds(ClientOptions().lock_watchdog_timeout));
     for (int i = 0; i < depth; ++i) {
       p->lock_argvs_.push_back(
-          {"EVALSHA", *acquire, "1", key, lease_ms, owner, i == 0 ? "1" : "0"});
+          {"EVALSHA", *acquire, "3", key, lock::FairQueueKey(key),
+           lock::FairTimeoutKey(key), lease_ms, owner, i == 0 ? "1" : "0"});
     }
     for (int i = 0; i < depth; ++i) {
       p->lock_argvs_.push_back({"EVALSHA", *release, "2", key,

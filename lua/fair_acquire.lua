@@ -1,7 +1,7 @@
 -- Acquire (or re-enter) a fair lock: the lock goes to its waiters in the
 -- order they arrived. Redisson's RFairLock model (see lua/fair_lib.lua,
--- prepended with lua/lock_lib.lua when the script is loaded): Redisson fair
--- lock clients and relock share one queue.
+-- prepended with lua/lock_lib.lua and lua/shape_lib.lua when the script is
+-- loaded): Redisson fair lock clients and relock share one queue.
 -- KEYS[1]  lock name (a hash: field = owner, value = hold count)
 -- KEYS[2]  queue "redisson_lock_queue:{N}" (a list of owners)
 -- KEYS[3]  deadlines "redisson_lock_timeout:{N}" (a sorted set)
@@ -20,16 +20,29 @@
 -- milliseconds, the caller may sleep before it re-checks should no unlock
 -- message reach it: at the head of the queue, the holder's PTTL; further
 -- back, the time until the deadline of the waiter ahead; -1 when there is
--- nothing to wait for (no TTL, or the waiter ahead is overdue).
+-- nothing to wait for (no TTL, or the waiter ahead is overdue). A NOTALOCK
+-- error, with nothing queued, when the key holds a read-write lock or
+-- anything but a lock. A failed call leaves no lock without a lease (see
+-- lua/acquire.lua) and the queue as it was (but for stale waiters dropped).
 local publish = publish_command(ARGV[6])  -- raises before any write
 local now = now_ms()
 local wait = tonumber(ARGV[3])
 local dropped = drop_stale(KEYS[2], KEYS[3], now)
 
-if redis.call('exists', KEYS[1]) == 0 then
+local exists = redis.call('exists', KEYS[1])
+if exists == 0 then
   local head = redis.call('lindex', KEYS[2], 0)
   if (not head) or head == ARGV[2] then
-    -- The caller's turn: leave the queue, and everyone behind moves up.
+    -- The caller's turn. The lock first, with its lease (a key this script
+    -- made is deleted again should its lease fail: nothing is left without
+    -- one, and nothing changed in the queue); at maxmemory the HSET is
+    -- refused, as a plain acquire's. Then the caller leaves the queue, and
+    -- everyone behind moves up.
+    redis.call('hset', KEYS[1], ARGV[2], 1)
+    local failed = lease_new_lock(KEYS[1], ARGV[1])
+    if failed then
+      return failed
+    end
     if head then
       redis.call('lpop', KEYS[2])
     end
@@ -38,8 +51,6 @@ if redis.call('exists', KEYS[1]) == 0 then
     for i = 1, #waiters do
       redis.call('zincrby', KEYS[3], -wait, waiters[i])
     end
-    redis.call('hset', KEYS[1], ARGV[2], 1)
-    redis.call('pexpire', KEYS[1], ARGV[1])
     return nil
   end
   if dropped then
@@ -49,16 +60,20 @@ if redis.call('exists', KEYS[1]) == 0 then
   end
 elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1
     and redis.call('hexists', KEYS[1], 'mode') == 0 then
+  -- A re-entry: the lease (which only grows) before the count.
   if ARGV[4] == '1' then
-    redis.call('hset', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
+    redis.call('hset', KEYS[1], ARGV[2], 1)
   else
-    redis.call('hincrby', KEYS[1], ARGV[2], 1)
     if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
       redis.call('pexpire', KEYS[1], ARGV[1])
     end
+    redis.call('hincrby', KEYS[1], ARGV[2], 1)
   end
   return nil
+elseif is_lock(KEYS[1]) ~= 'lock' then
+  -- A read-write lock, or not a lock: never queued for.
+  return not_this_type(KEYS[1], 'fair lock')
 end
 
 -- Not the caller's turn. The hint: the holder's PTTL at the head (it is held:
@@ -78,7 +93,7 @@ local function hint(ahead)
 end
 
 if ARGV[5] ~= '1' then
-  if redis.call('exists', KEYS[1]) == 1 then
+  if exists == 1 then
     return hint(nil)
   end
   return hint(redis.call('lindex', KEYS[2], -1) or nil)

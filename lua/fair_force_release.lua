@@ -1,6 +1,6 @@
 -- Free a fair lock whoever holds it (administrative unlock) and wake the
--- waiter at the head of its queue; the queue stays. Uses lua/lock_lib.lua
--- and lua/fair_lib.lua, prepended when loaded.
+-- waiter at the head of its queue; the queue stays. Uses lua/lock_lib.lua,
+-- lua/shape_lib.lua and lua/fair_lib.lua, prepended when loaded.
 -- KEYS[1]  lock name
 -- KEYS[2]  queue "redisson_lock_queue:{N}"
 -- KEYS[3]  deadlines "redisson_lock_timeout:{N}"

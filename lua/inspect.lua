@@ -1,6 +1,6 @@
 -- What is at a lock's key, for the queries (IsLocked, HoldCount,
 -- RemainingLease) and for a waiter that found a holder without a lease.
--- Uses is_lock() from lock_lib.lua, prepended when the script is loaded.
+-- Uses is_lock() from lua/shape_lib.lua, prepended when the script is loaded.
 -- KEYS[1]  lock name
 -- ARGV[1]  owner field "<client-id>:<thread-id>" of the caller
 -- Returns {held, pttl, count}: held 0 (free) or 1 (a lock), the key's PTTL

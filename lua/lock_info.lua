@@ -1,6 +1,6 @@
 -- A lock's whole shape in one atomic read, for inspection (relock status,
--- Client::InspectLock). Uses is_lock() from lua/lock_lib.lua and is_rwlock()
--- from lua/rw_lib.lua, prepended when the script is loaded.
+-- Client::InspectLock). Uses is_lock() and is_rwlock() from
+-- lua/shape_lib.lua, prepended when the script is loaded.
 -- KEYS[1]  lock name N
 -- KEYS[2]  the fair lock's queue "redisson_lock_queue:{N}" (N's slot)
 -- Returns {shape, pttl, queue, fields}: shape 'free', 'lock' (a plain,

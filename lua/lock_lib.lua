@@ -1,26 +1,15 @@
 -- Helpers prepended to the scripts that use them (lib/lock/lock_scripts.cc
 -- does the prepending, once, when the scripts are built).
---
--- is_lock(key): 'free' when the key does not exist, 'lock' when it holds a
--- lock-shaped hash (every field an owner "<client-id>:<thread-id>" whose
--- value is a positive hold count: relock's and Redisson's lock model), else
--- 'other' (a string, list, set, or a hash that is not a lock).
-local function is_lock(key)
-  local kind = redis.call('type', key).ok
-  if kind == 'none' then
-    return 'free'
+
+-- keep_ttl(key): sets the TTL that `key` (which exists) has again, as a
+-- write that Redis never refuses for memory: see release_one().
+local function keep_ttl(key)
+  local left = redis.call('pttl', key)
+  if left == -1 then
+    redis.call('persist', key)
+  else
+    redis.call('pexpire', key, math.max(left, 1))
   end
-  if kind ~= 'hash' then
-    return 'other'
-  end
-  local fields = redis.call('hgetall', key)
-  for i = 1, #fields, 2 do
-    if not string.find(fields[i], ':%d+$')
-        or not string.find(fields[i + 1], '^[1-9]%d*$') then
-      return 'other'
-    end
-  end
-  return 'lock'
 end
 
 -- publish_command(arg): the command to publish unlock messages with, from a
@@ -52,21 +41,45 @@ local function publish_unlock(channel, message, command)
   return nil
 end
 
+-- wake_fair_waiter(queue, channel, message, command): a plain lock's release
+-- that freed the lock also wakes the waiter at the head of the name's fair
+-- lock queue, if there is one (`queue`: nil or its key), on its own channel
+-- "<channel>:<owner>" (see lua/fair_lib.lua): a FairLock that found the
+-- name held by a plain lock (which it cannot tell from a fair one) queued
+-- for it and would otherwise sleep until its re-check. Returns nil or an
+-- UNPUBLISHED error reply (see publish_unlock()).
+local function wake_fair_waiter(queue, channel, message, command)
+  local head = queue and redis.call('lindex', queue, 0)
+  if not head then
+    return nil
+  end
+  return publish_unlock(channel .. ':' .. head, message, command)
+end
+
 -- release_one(key, owner, lease_ms): counts one hold of `owner` down.
 -- Returns nil when `owner` does not hold the lock, 0 when holds remain (the
 -- lease set to `lease_ms`, unless it is "0": the TTL is kept), 1 when that
 -- was the last hold (the key is deleted; the caller tells the waiters).
+--
+-- Never refused for memory: at maxmemory (noeviction) Redis refuses a
+-- script's first write when it is a command that may grow memory (HINCRBY,
+-- HSET, SET; not DEL, HDEL, PEXPIRE, PERSIST, PUBLISH), and lets every write
+-- after it through (a script cannot stop halfway). So a last hold is freed
+-- with DEL alone, and a count that goes down starts with its lease.
 local function release_one(key, owner, lease_ms)
-  if redis.call('hexists', key, owner) == 0 then
+  local count = tonumber(redis.call('hget', key, owner))
+  if count == nil then
     return nil
   end
-  local remaining = redis.call('hincrby', key, owner, -1)
-  if remaining > 0 then
-    if tonumber(lease_ms) > 0 then
-      redis.call('pexpire', key, lease_ms)
-    end
-    return 0
+  if count <= 1 then
+    redis.call('del', key)
+    return 1
   end
-  redis.call('del', key)
-  return 1
+  if tonumber(lease_ms) > 0 then
+    redis.call('pexpire', key, lease_ms)
+  else
+    keep_ttl(key)
+  end
+  redis.call('hincrby', key, owner, -1)
+  return 0
 end

@@ -1,5 +1,6 @@
 -- Acquire (or re-enter) the read lock of a read-write lock. Redisson-
--- compatible (RedissonReadLock). Uses lua/rw_lib.lua, prepended when loaded.
+-- compatible (RedissonReadLock). Uses lua/shape_lib.lua and lua/rw_lib.lua,
+-- prepended when loaded.
 -- KEYS[1]  lock name N
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  reader field "<client-id>:<thread-id>" (its write field is
@@ -10,28 +11,34 @@
 -- itself (a downgrade). Each hold gets its lease key (see rw_lib.lua); the
 -- hash's TTL only grows.
 -- Returns nil when the caller now holds a read hold, else the PTTL of the
--- holder's key (-1: no TTL). A key that is not a read-write lock (a plain
--- lock, anything else) is never written: it answers as held.
+-- holder's key (-1: no TTL). A NOTALOCK error, and nothing written, when the
+-- key holds anything but a read-write lock (a plain or fair lock included:
+-- one name is one lock type). A failed call leaves nothing behind: the hold's
+-- lease key is written first, the hash's lease before its count where the
+-- hash exists, and a hash this script made is deleted again (with the lease
+-- key) should its lease fail (e.g. PEXPIRE refused by an ACL).
 local mode = redis.call('hget', KEYS[1], 'mode')
-if mode == false and redis.call('exists', KEYS[1]) == 1 then
-  return redis.call('pttl', KEYS[1])
-end
-if mode == false or mode == 'read' or (mode == 'write' and
-    redis.call('hexists', KEYS[1], ARGV[2] .. ':write') == 1) then
-  if mode == false then
-    redis.call('hset', KEYS[1], 'mode', 'read')
+if mode == false then
+  if redis.call('exists', KEYS[1]) == 1 then
+    return not_this_type(KEYS[1], 'read-write lock')
   end
+  local lease_key = read_timeout_key(KEYS[1], ARGV[2], 1)
+  redis.call('set', lease_key, 1, 'px', ARGV[1])
+  redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], 1)
+  return lease_new_lock(KEYS[1], ARGV[1], lease_key)
+end
+if mode == 'read' or (mode == 'write' and
+    redis.call('hexists', KEYS[1], ARGV[2] .. ':write') == 1) then
   local index = 1
-  if ARGV[3] == '1' then
-    redis.call('hset', KEYS[1], ARGV[2], 1)
-  else
-    index = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  if ARGV[3] ~= '1' then
+    index = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0') + 1
   end
   redis.call('set', read_timeout_key(KEYS[1], ARGV[2], index), 1,
       'px', ARGV[1])
   if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
     redis.call('pexpire', KEYS[1], ARGV[1])
   end
+  redis.call('hset', KEYS[1], ARGV[2], index)
   return nil
 end
 return redis.call('pttl', KEYS[1])

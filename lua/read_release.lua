@@ -14,17 +14,23 @@
 -- Redis refused that.
 local publish = publish_command(ARGV[4])  -- raises before any write
 -- Not a read-write lock (no "mode"): not a read hold of ours either.
-if redis.call('hget', KEYS[1], 'mode') == false
-    or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+local count = tonumber(redis.call('hget', KEYS[1], ARGV[3]))
+if redis.call('hget', KEYS[1], 'mode') == false or count == nil then
   return nil
 end
-local left = redis.call('hincrby', KEYS[1], ARGV[3], -1)
-redis.call('del', read_timeout_key(KEYS[1], ARGV[3], left + 1))
+-- The released hold's lease key goes first: a write that Redis never
+-- refuses for memory (see release_one() in lua/lock_lib.lua).
+redis.call('del', read_timeout_key(KEYS[1], ARGV[3], count))
+local left = count - 1
 if left <= 0 then
   redis.call('hdel', KEYS[1], ARGV[3])
-elseif tonumber(ARGV[2]) > 0 then
-  for j = left, 1, -1 do
-    redis.call('set', read_timeout_key(KEYS[1], ARGV[3], j), 1, 'px', ARGV[2])
+else
+  redis.call('hincrby', KEYS[1], ARGV[3], -1)
+  if tonumber(ARGV[2]) > 0 then
+    for j = left, 1, -1 do
+      redis.call('set', read_timeout_key(KEYS[1], ARGV[3], j), 1,
+          'px', ARGV[2])
+    end
   end
 end
 local result = 0

@@ -16,12 +16,14 @@ for i = 1, #KEYS do
   if count == nil then
     renewed[i] = 0
   else
+    -- The hash's TTL first (it only grows): a write that Redis never
+    -- refuses for memory, so the lease keys' SETs after it go through at
+    -- maxmemory too (see release_one() in lua/lock_lib.lua).
+    redis.call('pexpire', KEYS[i],
+        math.max(redis.call('pttl', KEYS[i]), tonumber(ARGV[1])))
     for j = count, 1, -1 do
       redis.call('set', read_timeout_key(KEYS[i], ARGV[i + 1], j), 1,
           'px', ARGV[1])
-    end
-    if redis.call('pttl', KEYS[i]) < tonumber(ARGV[1]) then
-      redis.call('pexpire', KEYS[i], ARGV[1])
     end
     renewed[i] = 1
   end

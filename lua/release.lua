@@ -4,6 +4,9 @@
 -- KEYS[1]  lock name
 -- KEYS[2]  unlock channel "redisson_lock__channel:{<name>}" (or
 --          "redisson_lock__channel:<name>" when the name contains "{")
+-- KEYS[3]  optional: the fair lock's queue "redisson_lock_queue:{N}", whose
+--          head waiter is woken too (see wake_fair_waiter()); relock passes
+--          it, Redisson's own release has none
 -- ARGV[1]  unlock message ("0")
 -- ARGV[2]  lease in milliseconds to set when holds remain; "0" keeps the TTL
 -- ARGV[3]  owner field "<client-id>:<thread-id>"
@@ -17,4 +20,5 @@ local released = release_one(KEYS[1], ARGV[3], ARGV[2])
 if released ~= 1 then
   return released
 end
-return publish_unlock(KEYS[2], ARGV[1], publish) or 1
+local unpublished = publish_unlock(KEYS[2], ARGV[1], publish)
+return wake_fair_waiter(KEYS[3], KEYS[2], ARGV[1], publish) or unpublished or 1

@@ -4,6 +4,7 @@
 -- when loaded.
 -- KEYS[1]  lock name
 -- KEYS[2]  unlock channel
+-- KEYS[3]  optional: the fair lock's queue (see lua/release.lua)
 -- ARGV[1]  unlock message ("0")
 -- ARGV[2]  owner field
 -- ARGV[3]  publish command: "publish" (also when absent) or "spublish"
@@ -15,4 +16,5 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
   return 0
 end
 redis.call('del', KEYS[1])
-return publish_unlock(KEYS[2], ARGV[1], publish) or 1
+local unpublished = publish_unlock(KEYS[2], ARGV[1], publish)
+return wake_fair_waiter(KEYS[3], KEYS[2], ARGV[1], publish) or unpublished or 1

@@ -1,6 +1,6 @@
 -- Free a read-write lock's read or write side whoever holds it
 -- (administrative unlock, Redisson's forceUnlock()). Uses lua/lock_lib.lua
--- and lua/rw_lib.lua, prepended when loaded.
+-- and lua/shape_lib.lua, prepended when loaded.
 -- KEYS[1]  lock name N
 -- KEYS[2]  channel "redisson_rwlock:{N}"
 -- ARGV[1]  the mode freed: "read" (every reader) or "write" (the writer)

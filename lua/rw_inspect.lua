@@ -1,6 +1,6 @@
 -- What is at a read-write lock's key, for the queries of its read and write
--- handles and for a waiter whose holder has no lease. Uses lua/rw_lib.lua,
--- prepended when loaded.
+-- handles and for a waiter whose holder has no lease. Uses
+-- lua/shape_lib.lua, prepended when loaded.
 -- KEYS[1]  lock name N
 -- ARGV[1]  the caller's field (a reader's, or a writer's ending in ":write")
 -- ARGV[2]  "read" or "write": the handle asking

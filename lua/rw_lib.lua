@@ -23,38 +23,6 @@ local function read_timeout_key(name, reader, i)
   return rw_prefix(name) .. ':' .. reader .. ':rwlock_timeout:' .. i
 end
 
--- is_rwlock(key): 'free' when the key does not exist, 'rwlock' when it holds
--- a read-write lock (a 'mode' of read or write, and owner fields with
--- positive counts), else 'other'.
-local function is_rwlock(key)
-  local kind = redis.call('type', key).ok
-  if kind == 'none' then
-    return 'free'
-  end
-  if kind ~= 'hash' then
-    return 'other'
-  end
-  local fields = redis.call('hgetall', key)
-  local mode = nil
-  for i = 1, #fields, 2 do
-    local field, value = fields[i], fields[i + 1]
-    if field == 'mode' then
-      if value ~= 'read' and value ~= 'write' then
-        return 'other'
-      end
-      mode = value
-    elseif not (string.find(field, ':%d+$') or
-                string.find(field, ':%d+:write$'))
-        or not string.find(value, '^[1-9]%d*$') then
-      return 'other'
-    end
-  end
-  if mode == nil then
-    return 'other'
-  end
-  return 'rwlock'
-end
-
 -- read_settle(key): after a read hold ended. In read mode the hash lives as
 -- long as its longest read lease; with none left (every reader released, or
 -- the leases of dead readers ran out) it is deleted. In write mode the

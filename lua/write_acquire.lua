@@ -1,5 +1,6 @@
 -- Acquire (or re-enter) the write lock of a read-write lock. Redisson-
--- compatible (RedissonWriteLock).
+-- compatible (RedissonWriteLock). Uses lua/shape_lib.lua, prepended when
+-- loaded.
 -- KEYS[1]  lock name N
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  writer field "<client-id>:<thread-id>:write"
@@ -9,25 +10,27 @@
 -- mode, not even to a reader that is the only one (no upgrade). The hash's
 -- TTL only grows.
 -- Returns nil when the caller now holds the write lock, else the PTTL of the
--- holder's key (-1: no TTL). A key that is not a read-write lock is never
--- written: it answers as held.
+-- holder's key (-1: no TTL). A NOTALOCK error, and nothing written, when the
+-- key holds anything but a read-write lock (a plain or fair lock included:
+-- one name is one lock type). A failed call leaves nothing behind: the lease
+-- goes before the count where the hash exists, and a hash this script made
+-- is deleted again should its lease fail (e.g. PEXPIRE refused by an ACL).
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false then
   if redis.call('exists', KEYS[1]) == 1 then
-    return redis.call('pttl', KEYS[1])
+    return not_this_type(KEYS[1], 'read-write lock')
   end
   redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)
-  redis.call('pexpire', KEYS[1], ARGV[1])
-  return nil
+  return lease_new_lock(KEYS[1], ARGV[1])
 end
 if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+    redis.call('pexpire', KEYS[1], ARGV[1])
+  end
   if ARGV[3] == '1' then
     redis.call('hset', KEYS[1], ARGV[2], 1)
   else
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
-  end
-  if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
-    redis.call('pexpire', KEYS[1], ARGV[1])
   end
   return nil
 end

@@ -13,16 +13,20 @@
 -- message is published, since readers may now enter (Redisson publishes on
 -- a free lock only); an UNPUBLISHED error when Redis refused that.
 local publish = publish_command(ARGV[4])  -- raises before any write
-if redis.call('hget', KEYS[1], 'mode') ~= 'write'
-    or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+local count = tonumber(redis.call('hget', KEYS[1], ARGV[3]))
+if redis.call('hget', KEYS[1], 'mode') ~= 'write' or count == nil then
   return nil
 end
-local left = redis.call('hincrby', KEYS[1], ARGV[3], -1)
-if left > 0 then
+-- Never refused for memory: each path starts with a write that Redis lets
+-- through at maxmemory (see release_one() in lua/lock_lib.lua).
+if count > 1 then
   if tonumber(ARGV[2]) > 0 then
     redis.call('pexpire', KEYS[1], ARGV[2])
+  else
+    keep_ttl(KEYS[1])
   end
+  redis.call('hincrby', KEYS[1], ARGV[3], -1)
   return 0
 end
-write_drop(KEYS[1], ARGV[3])
+write_drop(KEYS[1], ARGV[3])  -- HDEL first
 return publish_unlock(KEYS[2], ARGV[1], publish) or 1

@@ -26,9 +26,11 @@ TEST_F(ClientTest, EachClientHasItsOwnIdUnlessOneIsGiven) {
   std::unique_ptr<Client> a = MustConnect(redis().url());
   std::unique_ptr<Client> b = MustConnect(redis().url());
   EXPECT_NE(a->id(), b->id());
-  std::unique_ptr<Client> fixed = MustConnect(
-      redis().url(), [](ClientOptions& o) { o.client_id = "billing-7"; });
-  EXPECT_EQ(fixed->id(), "billing-7");
+  std::unique_ptr<Client> fixed =
+      MustConnect(redis().url(), [](ClientOptions& o) {
+        o.client_id = "0b1111ed-0000-4000-8000-000000000007";
+      });
+  EXPECT_EQ(fixed->id(), "0b1111ed-0000-4000-8000-000000000007");
   EXPECT_TRUE(a->Ping().ok());
 }
 

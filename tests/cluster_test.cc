@@ -685,7 +685,10 @@ TEST_F(ClusterBackendTest, AnAskForAKeyInAMigratingSlotIsFollowed) {
   absl::StatusOr<std::string> to_id = cluster_->NodeId(to);
   ASSERT_TRUE(from_id.ok() && to_id.ok());
   const std::string s = absl::StrCat(slot);
-  ASSERT_TRUE(source.Command({"HSET", key, "x:1", "1"}).ok());
+  ASSERT_TRUE(
+      source
+          .Command({"HSET", key, "0b6b2f6e-1c54-4a3c-9d7e-3f1f0c2a9e11:1", "1"})
+          .ok());
   ASSERT_TRUE(target.Command({"CLUSTER", "SETSLOT", s, "IMPORTING", *from_id})
                   ->is_ok());
   ASSERT_TRUE(

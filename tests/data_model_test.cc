@@ -168,7 +168,7 @@ TEST_F(DataModelTest, ReleaseScriptsPublishWithTheCommandTheyAreGiven) {
   const std::string force(scripts[internal::kForceReleaseScript].source);
   const std::string name = TestLockName();
   const std::string channel = Channel(name);
-  const std::string owner = "c0ffee:1";
+  const std::string owner = "c0ffee00-0000-4000-8000-000000000001:1";
 
   timeval tv{5, 0};
   redisContext* sub = redisConnectWithTimeout("127.0.0.1", redis().port(), tv);

@@ -408,7 +408,10 @@ TEST_F(FairLockTest, RedissonsFairScriptsShareTheQueueInOrder) {
 
   // A Redisson waiter that gives up (acquireFailed) leaves relock's queue
   // consistent: relock takes the lock at once afterwards.
-  ASSERT_TRUE(redis().Command({"HSET", name, "someone-else:1", "1"}).ok());
+  ASSERT_TRUE(redis()
+                  .Command({"HSET", name,
+                            "5e5e5e5e-0000-4000-8000-000000000001:1", "1"})
+                  .ok());
   ASSERT_TRUE(redisson_acquire().ok());
   ASSERT_EQ(QueueLength(name), 1);
   ASSERT_TRUE(
@@ -428,7 +431,10 @@ TEST_F(FairLockTest, ForceReleaseWakesTheHeadWaiter) {
   ASSERT_NE(client, nullptr);
   const std::string name = TestLockName();
   FairLock lock = client->GetFairLock(name);
-  ASSERT_TRUE(redis().Command({"HSET", name, "gone-client:7", "1"}).ok());
+  ASSERT_TRUE(redis()
+                  .Command({"HSET", name,
+                            "90e0c11e-0000-4000-8000-000000000007:7", "1"})
+                  .ok());
   ASSERT_TRUE(redis().Command({"PEXPIRE", name, "120000"}).ok());
   testing::BackgroundWaiter waiter(client->GetFairLock(name),
                                    absl::Seconds(60));

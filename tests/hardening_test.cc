@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -18,11 +19,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "lib/client/client_core.h"
 #include "lib/io/connection.h"
 #include "lib/io/event_loop.h"
+#include "lib/lock/fair_lock.h"
 #include "lib/redis/errors.h"
 #include "lib/redis/url.h"
 #include "lib/timer/timer_thread.h"
@@ -46,6 +50,11 @@ using ::testing::HasSubstr;
 
 // A loaded 2-core CI machine can be late by this much.
 constexpr absl::Duration kSlack = absl::Seconds(2);
+
+// An owner field of another client (a UUID client id and a thread number),
+// written by hand.
+constexpr absl::string_view kForeignOwner =
+    "9f0c5b7e-3d21-4c8a-9e57-0a1b2c3d4e5f:1";
 
 std::unique_ptr<RedisServer> MustStart(RedisServerOptions options = {}) {
   absl::StatusOr<std::unique_ptr<RedisServer>> server =
@@ -482,7 +491,8 @@ TEST_F(NotALockTest, PlainHashWithoutTtlDoesNotBlockLockForever) {
 TEST_F(NotALockTest, LockWithoutTtlIsRecheckedNotAwaitedForever) {
   const std::string name = TestLockName();
   // A lock-shaped hash without a TTL, set by hand.
-  ASSERT_TRUE(redis().Command({"HSET", name, "someone:1", "1"}).ok());
+  ASSERT_TRUE(
+      redis().Command({"HSET", name, std::string(kForeignOwner), "1"}).ok());
   Lock lock = client_->GetLock(name);
   EXPECT_EQ(lock.TryAcquire(absl::Milliseconds(300)).code(),
             absl::StatusCode::kDeadlineExceeded);
@@ -607,6 +617,332 @@ TEST_F(ShortLeaseTest, TryLockUntilExtremeTimePointsDoesNotWaitForever) {
   EXPECT_TRUE(
       theirs.try_lock_until(std::chrono::system_clock::time_point::max()));
   theirs.unlock();
+}
+
+// --- Issue 23: scripts and data ---------------------------------------------
+// Regression tests for items 9-13 of issue 23 ("Scripts and data"), each
+// named after the failure it pins.
+
+// A client of `server` for the user `user` (password "secret"), without an
+// info record (whose writes the tests' settings would refuse).
+std::unique_ptr<Client> ConnectAs(RedisServer& server, const std::string& user,
+                                  EventLog* events = nullptr) {
+  return MustConnect(
+      absl::StrCat("redis://", user.empty() ? "" : user + ":secret@",
+                   "127.0.0.1:", server.port()),
+      [&](ClientOptions& o) {
+        o.publish_client_info = false;
+        if (events != nullptr) o.on_lock_event = events->Callback();
+      });
+}
+
+// What an acquire of each lock type left at `server`: the keys but the
+// clients' records.
+std::string KeysLeft(RedisServer& server) {
+  std::vector<std::string> keys = testing::KeysButClientRecords(server);
+  std::sort(keys.begin(), keys.end());
+  return absl::StrJoin(keys, ", ");
+}
+
+// Item 9: with PEXPIRE refused (an ACL, or renamed away), the acquire
+// scripts wrote the owner field and then failed on the lease: the lock stayed
+// held with no TTL, and every other client waited for it forever.
+void ExpectFailedAcquiresLeaveNothing(RedisServer& server, Client& client,
+                                      absl::StatusCode code) {
+  const std::string name = TestLockName();
+  Lock plain = client.GetLock(name + ":plain");
+  FairLock fair = client.GetFairLock(name + ":fair");
+  ReadWriteLock rw = client.GetReadWriteLock(name + ":rw");
+  ReadWriteLock rw2 = client.GetReadWriteLock(name + ":rw2");
+  std::vector<std::pair<std::string, Lock*>> locks = {
+      {"plain", &plain},
+      {"fair", &fair},
+      {"read", &rw.ReadLock()},
+      {"write", &rw2.WriteLock()}};
+  for (auto& [type, lock] : locks) {
+    absl::Status s = lock->TryAcquire(absl::Seconds(1));
+    EXPECT_EQ(s.code(), code) << type << ": " << s;
+    EXPECT_EQ(KeysLeft(server), "")
+        << type << ": the failed acquire left these";
+    // Nothing to wait for, and nothing to clean up: the next one fails alike.
+    s = lock->TryAcquire(absl::Seconds(1));
+    EXPECT_EQ(s.code(), code) << type << ": " << s;
+  }
+  EXPECT_EQ(KeysLeft(server), "");
+}
+
+TEST(Issue23Test, AcquireWhosePexpireAnAclRefusesLeavesNoLockWithoutLease) {
+  std::unique_ptr<RedisServer> server = MustStart();
+  ASSERT_NE(server, nullptr);
+  absl::StatusOr<testing::RedisValue> created =
+      server->Command({"ACL", "SETUSER", "locker", "on", ">secret", "~*", "&*",
+                       "+@all", "-pexpire"});
+  ASSERT_TRUE(created.ok() && created->is_ok()) << created->DebugString();
+  std::unique_ptr<Client> client = ConnectAs(*server, "locker");
+  ASSERT_NE(client, nullptr);
+  ExpectFailedAcquiresLeaveNothing(*server, *client,
+                                   absl::StatusCode::kPermissionDenied);
+}
+
+TEST(Issue23Test, AcquireWhosePexpireIsRenamedAwayLeavesNoLockWithoutLease) {
+  RedisServerOptions options;
+  options.extra_args = {"--rename-command", "PEXPIRE", "\"\""};
+  std::unique_ptr<RedisServer> server = MustStart(options);
+  ASSERT_NE(server, nullptr);
+  std::unique_ptr<Client> client = ConnectAs(*server, "");
+  ASSERT_NE(client, nullptr);
+  ExpectFailedAcquiresLeaveNothing(*server, *client,
+                                   absl::StatusCode::kInternal);
+}
+
+// Item 10: a hash that is not a lock but has a TTL answered the acquire as
+// "held by another owner", so TryAcquire waited out its whole wait (and
+// try_lock() said false); the same hash without a TTL was FailedPrecondition.
+TEST_F(NotALockTest, HashWithTtlIsNotALockHeldByAnotherOwner) {
+  const std::string name = TestLockName();
+  ASSERT_TRUE(redis().Command({"HSET", name, "field", "value"}).ok());
+  ASSERT_TRUE(redis().Command({"PEXPIRE", name, "600000"}).ok());
+  Lock plain = client_->GetLock(name);
+  FairLock fair = client_->GetFairLock(name);
+  ReadWriteLock rw = client_->GetReadWriteLock(name);
+  Stopwatch watch;
+  for (Lock* lock :
+       {&plain, static_cast<Lock*>(&fair), &rw.ReadLock(), &rw.WriteLock()}) {
+    for (absl::Duration wait : {absl::ZeroDuration(), absl::Seconds(10)}) {
+      absl::Status s = lock->TryAcquire(wait);
+      EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+      EXPECT_THAT(std::string(s.message()), HasSubstr("NOTALOCK"));
+    }
+  }
+  EXPECT_LT(watch.Elapsed(), 4 * kSlack) << "an acquire waited";
+  EXPECT_EQ(Integer(redis(), {"HLEN", name}), 1) << "the hash was written";
+  EXPECT_EQ(KeysLeft(redis()), name) << "a fair queue was left";
+}
+
+// Item 11: at maxmemory (noeviction), Redis refuses a script whose first
+// write may grow memory; the release scripts began with HINCRBY, so
+// Release() failed with ResourceExhausted and locks stayed held until their
+// leases ended, while a fair acquire (whose first write was a queue
+// removal) succeeded where a plain one failed.
+TEST(Issue23Test, ReleaseAtMaxmemoryIsNotRefused) {
+  std::unique_ptr<RedisServer> server = MustStart();
+  ASSERT_NE(server, nullptr);
+  EventLog events;
+  std::unique_ptr<Client> client = ConnectAs(*server, "", &events);
+  ASSERT_NE(client, nullptr);
+  const std::string name = TestLockName();
+  Lock plain = client->GetLock(name + ":plain");
+  FairLock fair = client->GetFairLock(name + ":fair");
+  ReadWriteLock rw = client->GetReadWriteLock(name + ":rw");
+  ReadWriteLock rw2 = client->GetReadWriteLock(name + ":rw2");
+  const std::vector<Lock*> locks = {&plain, &fair, &rw.ReadLock(),
+                                    &rw2.WriteLock()};
+  // Three holds each in Redis (an explicit lease's re-entries go to Redis;
+  // a release that leaves holds keeps its TTL).
+  for (Lock* lock : locks) {
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_TRUE(lock->Acquire(absl::Seconds(60)).ok()) << lock->name();
+    }
+  }
+  ASSERT_TRUE(
+      server->Command({"CONFIG", "SET", "maxmemory-policy", "noeviction"})
+          .ok());
+  ASSERT_TRUE(server->Command({"CONFIG", "SET", "maxmemory", "1"}).ok());
+
+  // A new lock is refused, by every type alike: it would take memory.
+  Lock other = client->GetLock(name + ":new");
+  FairLock other_fair = client->GetFairLock(name + ":new-fair");
+  ReadWriteLock other_rw = client->GetReadWriteLock(name + ":new-rw");
+  for (Lock* lock : {&other, static_cast<Lock*>(&other_fair),
+                     &other_rw.ReadLock(), &other_rw.WriteLock()}) {
+    absl::Status s = lock->TryAcquire(absl::ZeroDuration());
+    EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted)
+        << lock->name() << ": " << s;
+  }
+  // Every release goes through: the counts go down, then the locks free.
+  for (Lock* lock : locks) {
+    for (int64_t left = 2; left >= 0; --left) {
+      absl::Status s = lock->Release();
+      EXPECT_TRUE(s.ok()) << lock->name() << ": " << s;
+      absl::StatusOr<int64_t> count = lock->HoldCount();
+      ASSERT_TRUE(count.ok()) << count.status();
+      EXPECT_EQ(*count, left) << lock->name();
+    }
+  }
+  EXPECT_EQ(KeysLeft(*server), "") << "locks left held";
+  ASSERT_TRUE(server->Command({"CONFIG", "SET", "maxmemory", "0"}).ok());
+  ASSERT_TRUE(other.Acquire().ok());
+  ASSERT_TRUE(other.Release().ok());
+  EXPECT_TRUE(events.events().empty());
+}
+
+// Item 12: a user's hash whose fields merely looked like "<x>:<n>" with
+// numeric values counted as a lock: ForceRelease() (and `relock unlock
+// --force`) deleted it, and the queries reported it held.
+TEST_F(NotALockTest, UserHashWithColonNumberFieldsIsNotALock) {
+  const std::string name = TestLockName();
+  ASSERT_TRUE(redis().Command({"HSET", name, "x:1", "1", "job:42", "3"}).ok());
+  Lock lock = client_->GetLock(name);
+  absl::StatusOr<bool> forced = lock.ForceRelease();
+  EXPECT_EQ(forced.status().code(), absl::StatusCode::kFailedPrecondition)
+      << forced.status();
+  EXPECT_EQ(Integer(redis(), {"HLEN", name}), 2) << "the user's hash is gone";
+  EXPECT_EQ(lock.IsLocked().status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(client_->GetFairLock(name).ForceRelease().status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  absl::StatusOr<LockInfo> info = client_->InspectLock(name);
+  EXPECT_FALSE(info.ok() && info->shape != LockShape::kFree &&
+               !info->holders.empty())
+      << "reported as a held lock";
+  EXPECT_EQ(Integer(redis(), {"HLEN", name}), 2);
+  // A lock of a client with a UUID id (relock's and Redisson's) still is.
+  ASSERT_TRUE(redis().Command({"DEL", name}).ok());
+  ASSERT_TRUE(
+      redis().Command({"HSET", name, std::string(kForeignOwner), "1"}).ok());
+  EXPECT_EQ(*lock.IsLocked(), true);
+  EXPECT_EQ(*lock.ForceRelease(), true);
+}
+
+TEST_F(NotALockTest, ClientIdThatIsNotAUuidIsRefusedAtConnect) {
+  // Its owner fields would not count as locks: its own locks would look
+  // like user data to ForceRelease() and to every waiter.
+  ClientOptions options;
+  options.url = redis().url();
+  options.client_id = "billing-7";
+  EXPECT_EQ(testing::ConnectError(options).code(),
+            absl::StatusCode::kInvalidArgument);
+  options.client_id = "0B1111ED-0000-4000-8000-000000000007";
+  std::unique_ptr<Client> client =
+      MustConnect(redis().url(),
+                  [&](ClientOptions& o) { o.client_id = options.client_id; });
+  ASSERT_NE(client, nullptr);
+  Lock lock = client->GetLock(TestLockName());
+  ASSERT_TRUE(lock.Acquire().ok());
+  EXPECT_EQ(*client_->GetLock(lock.name()).IsLocked(), true);
+  ASSERT_TRUE(lock.Release().ok());
+}
+
+// Item 13: a plain lock of a fair lock's name took the lock past the fair
+// lock's queue and its release woke none of the fair waiters (one got the
+// lock 29.5 s late); a plain waiter behind a fair holder was not woken
+// either. A plain acquire while the fair lock has waiters is refused.
+TEST_F(NotALockTest, PlainLockOfAFairLockWithWaitersIsRefused) {
+  std::unique_ptr<Client> other = MustConnect(redis().url());
+  ASSERT_NE(other, nullptr);
+  const std::string name = TestLockName();
+  FairLock fair = client_->GetFairLock(name);
+  ASSERT_TRUE(fair.Acquire().ok());
+  absl::Status waited;
+  testing::JoiningThread waiter([&] {
+    waited = other->GetFairLock(name).TryAcquire(absl::Seconds(60));
+    if (waited.ok()) waited = other->GetFairLock(name).Release();
+  });
+  ASSERT_TRUE(testing::Eventually([&] {
+    return Integer(redis(), {"LLEN", lock::FairQueueKey(name)}) == 1;
+  }));
+  Lock plain = other->GetLock(name);
+  Stopwatch watch;
+  absl::Status s = plain.TryAcquire(absl::Seconds(10));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("fair lock"));
+  EXPECT_LT(watch.Elapsed(), kSlack);
+  // The fair waiter is woken by the release, not by its re-check.
+  watch = Stopwatch();
+  ASSERT_TRUE(fair.Release().ok());
+  waiter.join();
+  EXPECT_TRUE(waited.ok()) << waited;
+  EXPECT_LT(watch.Elapsed(), kSlack);
+  // With nobody queued, the name is free for either type again.
+  ASSERT_TRUE(plain.Acquire().ok());
+  ASSERT_TRUE(plain.Release().ok());
+}
+
+// Item 13, the other way round: a FairLock that finds the name held by a
+// plain lock cannot tell it from a fair holder (the hash is the same) and
+// queues; the plain release published on the plain channel only, so the
+// fair waiter slept until its re-check (29.5 s late). relock's plain release
+// wakes the fair queue's head waiter too.
+TEST_F(NotALockTest, FairWaiterBehindAPlainHolderIsWokenByItsRelease) {
+  std::unique_ptr<Client> other = MustConnect(redis().url());
+  ASSERT_NE(other, nullptr);
+  const std::string name = TestLockName();
+  Lock plain = client_->GetLock(name);
+  ASSERT_TRUE(plain.Acquire().ok());
+  absl::Status waited;
+  testing::JoiningThread waiter([&] {
+    FairLock fair = other->GetFairLock(name);
+    waited = fair.TryAcquire(absl::Seconds(60));
+    if (waited.ok()) waited = fair.Release();
+  });
+  ASSERT_TRUE(testing::Eventually([&] {
+    return Integer(redis(), {"LLEN", lock::FairQueueKey(name)}) == 1;
+  }));
+  Stopwatch watch;
+  ASSERT_TRUE(plain.Release().ok());
+  waiter.join();
+  EXPECT_TRUE(waited.ok()) << waited;
+  EXPECT_LT(watch.Elapsed(), kSlack) << "the fair waiter was not woken";
+}
+
+// Item 13: a plain lock and a read-write lock of one name, held by different
+// owners: the waiter of one type waited on its own channel for a release
+// published on the other's (and, with a lease, until that lease ended).
+TEST_F(NotALockTest, PlainAndReadWriteLockOfOneNameAreRefusedToOtherOwners) {
+  std::unique_ptr<Client> other = MustConnect(redis().url());
+  ASSERT_NE(other, nullptr);
+  const std::string name = TestLockName();
+  Stopwatch watch;
+  {
+    Lock plain = client_->GetLock(name);
+    ASSERT_TRUE(plain.Acquire().ok());
+    ReadWriteLock rw = other->GetReadWriteLock(name);
+    for (Lock* lock : {&rw.ReadLock(), &rw.WriteLock()}) {
+      absl::Status s = lock->TryAcquire(absl::Seconds(10));
+      EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    }
+    ASSERT_TRUE(plain.Release().ok());
+  }
+  {
+    ReadWriteLock rw = client_->GetReadWriteLock(name);
+    ASSERT_TRUE(rw.ReadLock().Acquire().ok());
+    for (Lock lock :
+         {other->GetLock(name), static_cast<Lock>(other->GetFairLock(name))}) {
+      absl::Status s = lock.TryAcquire(absl::Seconds(10));
+      EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+      EXPECT_THAT(std::string(s.message()), HasSubstr("read-write lock"));
+    }
+    ASSERT_TRUE(rw.ReadLock().Release().ok());
+  }
+  EXPECT_LT(watch.Elapsed(), 3 * kSlack) << "an acquire waited";
+  EXPECT_EQ(KeysLeft(redis()), "");
+}
+
+// Item 13: a MultiLock of a read-write lock's read and write locks
+// succeeded or failed depending on the order they were added in (write then
+// read is a downgrade, read then write an upgrade).
+TEST_F(NotALockTest, MultiLockOfReadAndWriteLockIsRefusedInEitherOrder) {
+  ReadWriteLock rw = client_->GetReadWriteLock(TestLockName());
+  for (MultiLock multi : {MultiLock(rw.ReadLock(), rw.WriteLock()),
+                          MultiLock(rw.WriteLock(), rw.ReadLock())}) {
+    absl::Status s = multi.TryAcquire(absl::Seconds(1));
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("read-write lock"));
+    if (s.ok()) ASSERT_TRUE(multi.Release().ok());
+    const Owner owner = Owner::New();
+    s = multi.TryAcquireAsync(owner, absl::Seconds(1)).Get();
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    if (s.ok()) ASSERT_TRUE(multi.ReleaseAsync(owner).Get().ok());
+    EXPECT_EQ(KeysLeft(redis()), "") << "a part was taken";
+  }
+  // A lock and its fair form alike; the same lock twice is a re-entry.
+  const std::string name = TestLockName("plain");
+  MultiLock mixed(client_->GetLock(name), client_->GetFairLock(name));
+  EXPECT_EQ(mixed.TryAcquire(absl::Seconds(1)).code(),
+            absl::StatusCode::kFailedPrecondition);
+  MultiLock twice(rw.WriteLock(), rw.WriteLock());
+  ASSERT_TRUE(twice.Acquire().ok());
+  ASSERT_TRUE(twice.Release().ok());
 }
 
 }  // namespace

@@ -106,13 +106,16 @@ TEST_F(InspectTest, KeyWithoutTtlHasAnInfiniteLease) {
   std::unique_ptr<Client> client = MustConnect(redis().url());
   ASSERT_NE(client, nullptr);
   const std::string name = TestLockName();
-  ASSERT_TRUE(redis().Command({"HSET", name, "someone:7", "1"}).ok());
+  ASSERT_TRUE(redis()
+                  .Command({"HSET", name,
+                            "50e0e000-0000-4000-8000-000000000007:7", "1"})
+                  .ok());
   absl::StatusOr<LockInfo> info = client->InspectLock(name);
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->shape, LockShape::kLock);
   EXPECT_EQ(info->remaining_lease, absl::InfiniteDuration());
   ASSERT_EQ(info->holders.size(), 1u);
-  EXPECT_EQ(info->holders[0].client_id, "someone");
+  EXPECT_EQ(info->holders[0].client_id, "50e0e000-0000-4000-8000-000000000007");
   EXPECT_FALSE(info->holders[0].client.has_value());  // no record
 }
 

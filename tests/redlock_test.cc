@@ -315,15 +315,16 @@ TEST_F(RedlockTest, APausedMasterCostsOnlyThePerMasterTimeout) {
 
 TEST_F(RedlockTest, StaleKeysOnAMinorityDoNotBlockButOnAMajorityDo) {
   const std::string name = TestLockName();
+  // The owner field of a client that is gone.
+  const std::string gone = "90e0c11e-0000-4000-8000-000000000001:1";
   for (int i : {0, 1}) {
-    ASSERT_TRUE(
-        Servers()[i]->Command({"HSET", name, "gone-client:1", "1"}).ok());
+    ASSERT_TRUE(Servers()[i]->Command({"HSET", name, gone, "1"}).ok());
     ASSERT_TRUE(Servers()[i]->Command({"PEXPIRE", name, "60000"}).ok());
   }
   RedlockLock lock = client_->GetLock(name);
   ASSERT_TRUE(lock.TryAcquire(absl::ZeroDuration()).ok());
   ASSERT_TRUE(lock.Release().ok());
-  ASSERT_TRUE(Servers()[2]->Command({"HSET", name, "gone-client:1", "1"}).ok());
+  ASSERT_TRUE(Servers()[2]->Command({"HSET", name, gone, "1"}).ok());
   absl::Status s = lock.TryAcquire(absl::Milliseconds(200));
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("held by another owner"));

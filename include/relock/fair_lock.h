@@ -78,9 +78,30 @@
 // for relock::Lock), Redis 6.0.6 or later (the scripts use LPOS). There is no
 // Redlock form.
 //
+// One name is one lock type. A FairLock's waiters listen on channels of
+// their own, which a plain lock's release does not publish on in Redisson,
+// and a plain lock's waiters on one a fair release does not publish on; so
+// mixing a FairLock and a relock::Lock (or FencedLock) of one name loses
+// wake-ups. What the scripts can see is refused with FailedPrecondition
+// (NOTALOCK), at once and with nothing written:
+//   - a Lock's (or FencedLock's) acquire of N while N's queue has a waiter in
+//     time (a re-entry of a plain hold excepted): it would take the lock past
+//     the queue;
+//   - a FairLock's acquire of N while N is a read-write lock (or anything but
+//     a lock), and a ReadWriteLock's while N is a fair (or plain) lock.
+// What they cannot see: a held fair lock with nobody queued is the same hash
+// as a held plain lock (Redisson's model has no marker). So a FairLock that
+// finds N held by a plain lock queues; relock's plain release also wakes the
+// head of N's fair queue (Redisson's does not: the waiter then re-checks at
+// the holder's lease end, within 30 s). And a plain lock's waiter of N held
+// by a FairLock with nobody queued is not woken by the fair release: it
+// re-checks at the holder's lease end (or is refused, as above, once a fair
+// waiter queued). Use one type per name.
+//
 // Errors: as relock::Lock (relock/lock.h); also InvalidArgument for a
-// queue_wait outside [1 ms, 365 d] (every call of the handle), and
-// FailedPrecondition (WRONGTYPE) when the queue's keys hold something else.
+// queue_wait outside [1 ms, 365 d] (every call of the handle),
+// FailedPrecondition (WRONGTYPE) when the queue's keys hold something else,
+// and FailedPrecondition (NOTALOCK) for the mixes above.
 //
 // Thread-safety: as relock::Lock; a FairLock is a cheap, copyable handle.
 

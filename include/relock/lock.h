@@ -129,8 +129,13 @@
 //   FailedPrecondition  Release by a thread that does not hold the lock; any
 //                       call after the client was closed or in a fork()ed
 //                       child; the key holds anything but a lock (a string,
-//                       list, or a hash whose fields are not owner counts):
-//                       acquire, queries and ForceRelease never touch it.
+//                       list, or a hash whose fields are not owner fields
+//                       with hold counts, see "Lock shape" below; with or
+//                       without a TTL): acquire, queries and ForceRelease
+//                       never touch it. Also at once, without waiting: the
+//                       name is another lock type's (one name is one lock
+//                       type): a read-write lock's hash, or a FairLock's
+//                       whose queue has waiters (relock/fair_lock.h).
 //                       Any blocking call (one that waits for Redis: the
 //                       acquires and releases, ForceRelease, the queries
 //                       but SafeUntil) made on the client's event loop
@@ -155,8 +160,30 @@
 //                       never renewed (it ends with its lease) and this
 //                       thread's next acquire absorbs it.
 //   Unauthenticated,    the server refused our credentials or commands
-//   PermissionDenied    (PermissionDenied names the command or channel).
+//   PermissionDenied    (PermissionDenied names the command or channel; an
+//                       ACL that refuses a command inside a script, e.g.
+//                       PEXPIRE, says so). A failed acquire leaves nothing
+//                       at the key (no owner field without a lease).
+//   ResourceExhausted   an acquire that Redis refused at maxmemory (policy
+//                       noeviction): a free lock's, a re-entry's or a
+//                       fenced lock's token may take memory. Releases,
+//                       renewals, ForceRelease and Close() are never refused
+//                       for memory (their scripts only delete, decrement or
+//                       set TTLs first; see lua/lock_lib.lua).
+//   Internal            Redis answered in a way relock does not expect: an
+//                       error without a more specific code (e.g. a command
+//                       the scripts use was renamed away: "Unknown Redis
+//                       command"), or a reply of the wrong form. As above,
+//                       a failed acquire leaves nothing behind.
 //   Cancelled           the client was closed while this thread was waiting.
+//
+// Lock shape: a key counts as a lock only when it is a hash whose every
+// field is an owner field "<client-id>:<thread-id>" with a positive hold
+// count, the client id a UUID in text form (8-4-4-4-12 hex digits, as
+// relock's and Redisson's are; ClientOptions::client_id must be one) and the
+// thread id a decimal number. A user's hash with fields such as "x:1" or
+// "job:42" is not a lock: acquires, queries and ForceRelease() fail with
+// FailedPrecondition and never modify it.
 //
 // Unsupported: releasing from a thread other than the one that acquired (it
 // is another owner and gets FailedPrecondition).
@@ -508,6 +535,9 @@ class Lock : public internal::LockableBase<Lock> {
   //   calling thread.
   // Frees the lock whoever holds it and wakes its waiters. Returns true if it
   // was held. For administration and recovery; the holder is not told.
+  // FailedPrecondition, and nothing deleted, when the key holds anything but
+  // a lock (see "Lock shape" above: a hash whose fields are not all owner
+  // fields "<uuid>:<thread-id>" with counts is a user's, not a lock).
   ABSL_MUST_USE_RESULT absl::StatusOr<bool> ForceRelease();
 
   // --- Queries (one round trip each, so FailedPrecondition on the event

@@ -34,12 +34,15 @@ enum class LockShape {
   // The key does not exist: nobody holds the lock.
   kFree,
   // A lock, plain, fenced or fair (relock::Lock, FencedLock, FairLock): a
-  // hash whose every field is an owner "<client-id>:<thread>" and whose
-  // value is that owner's hold count.
+  // hash whose every field is an owner "<client-id>:<thread>" (the client id
+  // a UUID in text form, 8-4-4-4-12 hex digits; the thread a decimal number)
+  // and whose value is that owner's hold count. A hash of any other form
+  // ("x:1", "job:42") is not a lock, whatever its values.
   kLock,
   // A read-write lock (relock::ReadWriteLock): a hash with a "mode" field
   // ("read" or "write"), the readers' owner fields and the writer's
-  // "<client-id>:<thread>:write" field, each with its hold count.
+  // "<client-id>:<thread>:write" field (owner fields as for kLock), each
+  // with its hold count.
   kReadWriteLock,
 };
 

@@ -41,11 +41,17 @@
 // are the components' own (each lock's client reports a lost component).
 //
 // Errors: InvalidArgument for a MultiLock without locks (every call) and a
-// negative wait; otherwise the failing component's status, with its lock's
-// name (and for the blocking calls on the event loop thread of a
-// component's client, FailedPrecondition). The asynchronous calls' callbacks
-// follow relock/lock.h's rules (StatusCallback). unlock() never throws: a failed release of a
-// component becomes a kUnlockFailed LockEvent on that lock's client.
+// negative wait; FailedPrecondition, before anything is taken, for a set
+// that holds one lock (the same name on the same servers) as two lock
+// types: the read and the write lock of one ReadWriteLock (taken in the
+// order added, the set would be an upgrade, which fails, or a downgrade,
+// which succeeds: take the write lock alone, its owner may read too), or a
+// Lock and a FairLock of one name; otherwise the failing component's
+// status, with its lock's name (and for the blocking calls on the event
+// loop thread of a component's client, FailedPrecondition). The
+// asynchronous calls' callbacks follow relock/lock.h's rules
+// (StatusCallback). unlock() never throws: a failed release of a component
+// becomes a kUnlockFailed LockEvent on that lock's client.
 //
 // Cost: N locks take N acquire round trips one after the other (N release
 // round trips, sent together, to release). Taking them in parallel would

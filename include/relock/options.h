@@ -242,7 +242,12 @@ struct ClientOptions {
 
   // Identifies this client in lock owner fields ("<client_id>:<thread>").
   // Empty (the default) means a fresh random UUID; set it only to reproduce a
-  // known identity. Must not contain ':'.
+  // known identity. Must be a UUID in its text form, 8-4-4-4-12 hex digits
+  // of either case (e.g. "123e4567-e89b-42d3-a456-426614174000"; any
+  // version), else Connect() fails with InvalidArgument: a hash counts as a
+  // lock only when its owner fields have that form ("Lock shape" in
+  // relock/lock.h), so an id of another form would make this client's own
+  // locks look like user data.
   std::string client_id;
 
   // Receives `LockEvent`s: kUnlockFailed on the thread calling `unlock()`,

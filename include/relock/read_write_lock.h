@@ -52,9 +52,14 @@
 //   hangs there). Release the read lock first.
 // - Both locks are reentrant per owner; the holds of one owner are counted
 //   separately for reading and writing.
-// - One name is one lock type: an owner that holds N's read or write lock
-//   gets FailedPrecondition from a relock::Lock or FairLock of the same name
-//   (and the other way round); other owners' plain locks of N find it held.
+// - One name is one lock type: an acquire by a relock::Lock, FencedLock or
+//   FairLock of N while N is a read-write lock fails with FailedPrecondition
+//   (NOTALOCK) at once, whoever holds it, and so does a read or write
+//   acquire while N is a plain or fair lock (the types' waiters listen on
+//   different channels: mixed, they would miss each other's releases). An
+//   owner that holds N as one type gets FailedPrecondition from the other
+//   before anything is sent. A MultiLock (relock/multi_lock.h) may not hold
+//   both the read and the write lock of one ReadWriteLock.
 //
 // Leases: every hold has its lease as for relock::Lock. The read and write
 // holds of one lock share the hash's TTL (a read hold's own lease is its
@@ -97,9 +102,9 @@
 //
 // Errors: as relock::Lock (relock/lock.h); also FailedPrecondition for an
 // upgrade (above), and FailedPrecondition (NOTALOCK) when N holds anything
-// but a read-write lock (a plain lock of that name included) and the wait
-// checks it. ForceRelease() on ReadLock() frees the lock only in read mode,
-// on WriteLock() only in write mode (Redisson's forceUnlock()).
+// but a read-write lock (a plain or fair lock of that name included).
+// ForceRelease() on ReadLock() frees the lock only in read mode, on WriteLock()
+// only in write mode (Redisson's forceUnlock()).
 //
 // Thread-safety: a ReadWriteLock is a cheap, copyable handle; use it from
 // any thread.

@@ -8,9 +8,11 @@
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <type_traits>
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "lib/api/calls.h"
 #include "lib/client/client_core.h"
@@ -21,6 +23,10 @@ namespace internal {
 struct MultiLockPart {
   std::string order;  // the global order: name, then the servers
   std::string name;
+  // The lock type (Lock::kind_; 0 for a RedlockLock): two parts of one lock
+  // (the same order) must be of one type.
+  uint8_t kind = 0;
+  std::string type;  // the type's name, for messages
   std::function<absl::Status(const Owner&, absl::Duration,
                              absl::optional<absl::Duration>)>
       acquire;
@@ -82,6 +88,41 @@ absl::Status WithUndo(absl::Status failure, const absl::Status& undo) {
                                    undo.message()));
 }
 
+// A Lock handle's type (Lock::kind_), for messages.
+const char* TypeName(uint8_t kind) {
+  switch (kind) {
+    case 1:
+      return "a fair lock";
+    case 2:
+      return "the read lock of a read-write lock";
+    case 3:
+      return "the write lock of a read-write lock";
+    default:
+      return "a lock";
+  }
+}
+
+// FailedPrecondition when one lock (the same name on the same servers) is in
+// the set as two lock types: the read and the write lock of one read-write
+// lock (the outcome would depend on the order they were added in: the write
+// lock after the read lock is an upgrade, which fails; the read lock after
+// the write lock a downgrade, which succeeds), or a lock and a fair lock (one
+// name is one lock type).
+absl::Status CheckOneTypePerLock(const Parts& parts) {
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const Part& a = parts[i - 1];
+    const Part& b = parts[i];
+    // Sorted by order: the parts of one lock are neighbours.
+    if (a.order != b.order || a.kind == b.kind) continue;
+    return absl::FailedPreconditionError(absl::StrCat(
+        "MultiLock: the set holds \"", absl::CHexEscape(a.name), "\" as ",
+        a.type, " and as ", b.type,
+        "; one name is one lock type in a set (take a read-write lock's "
+        "write lock alone: its owner may read too)"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 template <class L>
@@ -90,6 +131,12 @@ void MultiLock::AddLock(const L& handle) {
   part.name = handle.name();
   part.order = absl::StrCat(handle.name(), std::string(1, '\0'),
                             ServersOf(handle.core_));
+  if constexpr (std::is_same_v<L, Lock>) {
+    part.kind = handle.kind_;
+    part.type = TypeName(handle.kind_);
+  } else {
+    part.type = "a Redlock lock";
+  }
   // Copies of the handle (thread-safe, like the handle itself).
   part.acquire = [lock = L(handle)](
                      const Owner& owner, absl::Duration wait,
@@ -151,6 +198,7 @@ std::vector<std::string> MultiLock::names() const {
 absl::Status MultiLock::AcquireFor(const Owner& owner, absl::Duration wait,
                                    absl::optional<absl::Duration> lease) {
   if (size() == 0) return NoLocks();
+  if (absl::Status s = CheckOneTypePerLock(*parts_); !s.ok()) return s;
   const absl::optional<SteadyClock::time_point> deadline = DeadlineAfter(wait);
   for (size_t i = 0; i < parts_->size(); ++i) {
     absl::Status s = (*parts_)[i].acquire(owner, Left(deadline), lease);
@@ -269,7 +317,11 @@ void MultiLock::AcquireAsyncFor(const Owner& owner, absl::Duration wait,
                                 std::function<void(absl::Status)> done) {
   // (Later failures and successes reach `done` inside a part's callback,
   // which Contained() wraps with that part's client's logger.)
-  if (size() == 0) return internal::Contained(nullptr, std::move(done))(NoLocks());
+  if (size() == 0)
+    return internal::Contained(nullptr, std::move(done))(NoLocks());
+  if (absl::Status s = CheckOneTypePerLock(*parts_); !s.ok()) {
+    return internal::Contained(nullptr, std::move(done))(std::move(s));
+  }
   std::make_shared<AsyncMultiAcquire>(parts_, owner, wait, lease,
                                       std::move(done))
       ->Step();
@@ -277,7 +329,8 @@ void MultiLock::AcquireAsyncFor(const Owner& owner, absl::Duration wait,
 
 void MultiLock::ReleaseAsyncFor(const Owner& owner,
                                 std::function<void(absl::Status)> done) {
-  if (size() == 0) return internal::Contained(nullptr, std::move(done))(NoLocks());
+  if (size() == 0)
+    return internal::Contained(nullptr, std::move(done))(NoLocks());
   ReleaseAllAsync(parts_, owner, size(), std::move(done));
 }
 

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -77,8 +78,12 @@ absl::Status ValidateClientOptions(const ClientOptions& o) {
       o.lock_watchdog_timeout > absl::Hours(365 * 24)) {
     return invalid("lock_watchdog_timeout must be in [30ms, 365 days]");
   }
-  if (absl::StrContains(o.client_id, ':')) {
-    return invalid("client_id must not contain ':'");
+  if (!o.client_id.empty() && !lock::IsClientId(o.client_id)) {
+    return invalid(absl::StrCat(
+        "client_id must be a UUID in its text form (8-4-4-4-12 hex digits, "
+        "e.g. 123e4567-e89b-42d3-a456-426614174000), not \"",
+        absl::CHexEscape(o.client_id),
+        "\": owner fields of other forms do not count as locks"));
   }
   return absl::OkStatus();
 }

@@ -19,7 +19,11 @@ class Reentrant final : public LockModel {
                absl::Duration lease, bool fresh, bool /*queue*/,
                const AcquireOptions& options,
                absl::string_view /*publish*/) const override {
-    Step step{internal::kAcquireScript, {name}, {}};
+    // The fair lock's queue and deadlines: a name whose fair lock has
+    // waiters is refused (one name is one lock type).
+    Step step{internal::kAcquireScript,
+              {name, FairQueueKey(name), FairTimeoutKey(name)},
+              {}};
     if (options.fenced) step.keys.push_back(TokenKey(name));
     step.args = {absl::StrCat(absl::ToInt64Milliseconds(lease)), owner,
                  fresh ? "1" : "0"};
@@ -31,21 +35,21 @@ class Reentrant final : public LockModel {
                absl::string_view publish) const override {
     return Step{
         internal::kReleaseScript,
-        {name, UnlockChannel(name)},
+        {name, UnlockChannel(name), FairQueueKey(name)},
         {std::string(kUnlockMessage), lease_ms, owner, std::string(publish)}};
   }
 
   Step ReleaseAll(const std::string& name, const std::string& owner,
                   absl::string_view publish) const override {
     return Step{internal::kReleaseAllScript,
-                {name, UnlockChannel(name)},
+                {name, UnlockChannel(name), FairQueueKey(name)},
                 {std::string(kUnlockMessage), owner, std::string(publish)}};
   }
 
   Step ForceRelease(const std::string& name,
                     absl::string_view publish) const override {
     return Step{internal::kForceReleaseScript,
-                {name, UnlockChannel(name)},
+                {name, UnlockChannel(name), FairQueueKey(name)},
                 {std::string(kUnlockMessage), std::string(publish)}};
   }
 

@@ -26,6 +26,7 @@
 #include "lua/rw_inspect.lua.h"
 #include "lua/rw_lib.lua.h"
 #include "lua/rw_release_all.lua.h"
+#include "lua/shape_lib.lua.h"
 #include "lua/token.lua.h"
 #include "lua/write_acquire.lua.h"
 #include "lua/write_release.lua.h"
@@ -40,28 +41,33 @@ constexpr absl::string_view kUnpublished = "UNPUBLISHED ";
 
 std::vector<redis::ScriptSource> LockScripts() {
   // Built once; the ScriptSources point into these strings.
+  static const std::string* const kAcquire =
+      new std::string(absl::StrCat(lua::kShapeLib, lua::kAcquire));
   static const std::string* const kRelease =
       new std::string(absl::StrCat(lua::kLockLib, lua::kRelease));
   static const std::string* const kReleaseAll =
       new std::string(absl::StrCat(lua::kLockLib, lua::kReleaseAll));
-  static const std::string* const kForceRelease =
-      new std::string(absl::StrCat(lua::kLockLib, lua::kForceRelease));
+  static const std::string* const kForceRelease = new std::string(
+      absl::StrCat(lua::kLockLib, lua::kShapeLib, lua::kForceRelease));
   static const std::string* const kInspect =
-      new std::string(absl::StrCat(lua::kLockLib, lua::kInspect));
-  // The fair lock's, with both libraries.
-  static const std::string* const kFairAcquire = new std::string(
-      absl::StrCat(lua::kLockLib, lua::kFairLib, lua::kFairAcquire));
+      new std::string(absl::StrCat(lua::kShapeLib, lua::kInspect));
+  // The fair lock's, with lock_lib and fair_lib.
+  static const std::string* const kFairAcquire = new std::string(absl::StrCat(
+      lua::kLockLib, lua::kShapeLib, lua::kFairLib, lua::kFairAcquire));
   static const std::string* const kFairRelease = new std::string(
       absl::StrCat(lua::kLockLib, lua::kFairLib, lua::kFairRelease));
   static const std::string* const kFairReleaseAll = new std::string(
       absl::StrCat(lua::kLockLib, lua::kFairLib, lua::kFairReleaseAll));
   static const std::string* const kFairLeave = new std::string(
       absl::StrCat(lua::kLockLib, lua::kFairLib, lua::kFairLeave));
-  static const std::string* const kFairForceRelease = new std::string(
-      absl::StrCat(lua::kLockLib, lua::kFairLib, lua::kFairForceRelease));
-  // The read-write lock's, with lock_lib and rw_lib.
-  static const std::string* const kReadAcquire =
-      new std::string(absl::StrCat(lua::kRwLib, lua::kReadAcquire));
+  static const std::string* const kFairForceRelease =
+      new std::string(absl::StrCat(lua::kLockLib, lua::kShapeLib, lua::kFairLib,
+                                   lua::kFairForceRelease));
+  // The read-write lock's, with rw_lib (and lock_lib where they publish).
+  static const std::string* const kReadAcquire = new std::string(
+      absl::StrCat(lua::kShapeLib, lua::kRwLib, lua::kReadAcquire));
+  static const std::string* const kWriteAcquire =
+      new std::string(absl::StrCat(lua::kShapeLib, lua::kWriteAcquire));
   static const std::string* const kReadRelease = new std::string(
       absl::StrCat(lua::kLockLib, lua::kRwLib, lua::kReadRelease));
   static const std::string* const kWriteRelease = new std::string(
@@ -71,15 +77,15 @@ std::vector<redis::ScriptSource> LockScripts() {
   static const std::string* const kReadRenew =
       new std::string(absl::StrCat(lua::kRwLib, lua::kReadRenew));
   static const std::string* const kRwInspect =
-      new std::string(absl::StrCat(lua::kRwLib, lua::kRwInspect));
+      new std::string(absl::StrCat(lua::kShapeLib, lua::kRwInspect));
   static const std::string* const kRwForceRelease = new std::string(
-      absl::StrCat(lua::kLockLib, lua::kRwLib, lua::kRwForceRelease));
+      absl::StrCat(lua::kLockLib, lua::kShapeLib, lua::kRwForceRelease));
   // Inspection reads both shapes.
   static const std::string* const kLockInfo =
-      new std::string(absl::StrCat(lua::kLockLib, lua::kRwLib, lua::kLockInfo));
+      new std::string(absl::StrCat(lua::kShapeLib, lua::kLockInfo));
   // Order matches ScriptId.
   return {
-      {"acquire", lua::kAcquire},
+      {"acquire", *kAcquire},
       {"release", *kRelease},
       {"release_all", *kReleaseAll},
       {"force_release", *kForceRelease},
@@ -92,7 +98,7 @@ std::vector<redis::ScriptSource> LockScripts() {
       {"fair_leave", *kFairLeave},
       {"fair_force_release", *kFairForceRelease},
       {"read_acquire", *kReadAcquire},
-      {"write_acquire", lua::kWriteAcquire},
+      {"write_acquire", *kWriteAcquire},
       {"read_release", *kReadRelease},
       {"write_release", *kWriteRelease},
       {"rw_release_all", *kRwReleaseAll},

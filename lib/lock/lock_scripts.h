@@ -40,9 +40,10 @@ enum ScriptId : size_t {
   kLockInfoScript,
 };
 
-// The scripts, in ScriptId order; those that use lua/lock_lib.lua's helpers
-// have it prepended (the fair lock's, lua/fair_lib.lua after it; the
-// read-write lock's, lua/rw_lib.lua).
+// The scripts, in ScriptId order, each with the helper files it uses
+// prepended: lua/lock_lib.lua (publishing, release_one()), lua/shape_lib.lua
+// (what a key holds: is_lock(), is_rwlock()), lua/fair_lib.lua (the fair
+// lock's queue), lua/rw_lib.lua (the read-write lock's lease keys).
 std::vector<redis::ScriptSource> LockScripts();
 
 // Whether a release script freed the lock but Redis refused to publish the

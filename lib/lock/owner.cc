@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -77,6 +78,17 @@ std::string NewClientId() {
   return absl::StrFormat("%08x-%04x-%04x-%04x-%012x", hi >> 32,
                          (hi >> 16) & 0xFFFF, hi & 0xFFFF, lo >> 48,
                          lo & 0xFFFFFFFFFFFFULL);
+}
+
+bool IsClientId(absl::string_view id) {
+  constexpr absl::string_view kForm = "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx";
+  if (id.size() != kForm.size()) return false;
+  for (size_t i = 0; i < id.size(); ++i) {
+    if (kForm[i] == '-' ? id[i] != '-' : !absl::ascii_isxdigit(id[i])) {
+      return false;
+    }
+  }
+  return true;
 }
 
 std::string OwnerField(absl::string_view client_id, uint64_t thread_number) {

@@ -46,6 +46,11 @@ void NotifyOnThreadExit(const std::weak_ptr<ThreadExitListener>& listener);
 
 // A random (version 4) UUID, the default client id.
 std::string NewClientId();
+// Whether `id` has the form of a client id: a UUID in its text form, 8-4-4-4-12
+// hex digits of either case (any version), as relock's and Redisson's are. The
+// scripts (lua/shape_lib.lua) count a hash as a lock only when its owner
+// fields have this form.
+bool IsClientId(absl::string_view id);
 
 // An owner's write hold of a read-write lock is registered (HoldRegistry)
 // under its number with this bit set, beside its read hold under the plain

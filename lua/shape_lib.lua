@@ -1,0 +1,107 @@
+-- What a key holds, for the scripts that must not touch anything but a lock,
+-- and the lease of a lock an acquire makes (prepended to the scripts that use
+-- them by lib/lock/lock_scripts.cc).
+--
+-- An owner field is "<client-id>:<thread-id>" (a read-write lock's writer
+-- adds ":write"): the client id a UUID in its text form, 8-4-4-4-12 hex
+-- digits (relock's client ids, ClientOptions::client_id, and Redisson's are
+-- UUIDs), the thread id a decimal number. Its value is a positive hold
+-- count. A hash whose fields merely end in ":<digits>" (a user's "x:1") is
+-- not a lock: nothing that frees or inspects locks touches it.
+local OWNER_FIELD = '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-' ..
+    '%x%x%x%x%x%x%x%x%x%x%x%x:%d+$'
+local WRITER_FIELD = '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-' ..
+    '%x%x%x%x%x%x%x%x%x%x%x%x:%d+:write$'
+local HOLD_COUNT = '^[1-9]%d*$'
+
+-- hash_at(key): 'free' when the key does not exist, 'other' when it is not
+-- a hash, else the hash's fields and values (HGETALL).
+local function hash_at(key)
+  local kind = redis.call('type', key).ok
+  if kind == 'none' then
+    return 'free'
+  end
+  if kind ~= 'hash' then
+    return 'other'
+  end
+  return redis.call('hgetall', key)
+end
+
+-- is_lock(key): 'free' when the key does not exist, 'lock' when it holds a
+-- lock-shaped hash (every field an owner field with a hold count: relock's
+-- and Redisson's lock model), else 'other' (a string, list, set, a
+-- read-write lock, or a hash that is not a lock).
+local function is_lock(key)
+  local fields = hash_at(key)
+  if type(fields) ~= 'table' then
+    return fields
+  end
+  for i = 1, #fields, 2 do
+    if not string.find(fields[i], OWNER_FIELD)
+        or not string.find(fields[i + 1], HOLD_COUNT) then
+      return 'other'
+    end
+  end
+  return 'lock'
+end
+
+-- is_rwlock(key): 'free' when the key does not exist, 'rwlock' when it holds
+-- a read-write lock (a 'mode' of read or write, and owner fields, readers'
+-- or the writer's, with hold counts), else 'other'.
+local function is_rwlock(key)
+  local fields = hash_at(key)
+  if type(fields) ~= 'table' then
+    return fields
+  end
+  local mode = nil
+  for i = 1, #fields, 2 do
+    local field, value = fields[i], fields[i + 1]
+    if field == 'mode' then
+      if value ~= 'read' and value ~= 'write' then
+        return 'other'
+      end
+      mode = value
+    elseif not (string.find(field, OWNER_FIELD) or
+                string.find(field, WRITER_FIELD))
+        or not string.find(value, HOLD_COUNT) then
+      return 'other'
+    end
+  end
+  if mode == nil then
+    return 'other'
+  end
+  return 'rwlock'
+end
+
+-- not_this_type(key, wanted): the NOTALOCK error reply of an acquire of a
+-- `wanted` lock ('lock' or 'read-write lock') that found the existing `key`
+-- to be something else: another lock type (one name is one lock type: the
+-- types' waiters listen on different channels, so a mix would lose
+-- wake-ups) or not a lock at all. Nothing is written.
+local function not_this_type(key, wanted)
+  local what
+  if is_rwlock(key) == 'rwlock' then
+    what = 'read-write lock'
+  elseif is_lock(key) == 'lock' then
+    what = 'lock (plain, fenced or fair)'
+  else
+    what = redis.call('type', key).ok .. ' that is not a lock'
+  end
+  return redis.error_reply('NOTALOCK the key holds a ' .. what .. '; a ' ..
+      wanted .. ' of that name cannot be acquired (one name is one lock ' ..
+      'type); nothing was written')
+end
+
+-- lease_new_lock(key, lease_ms, ...): sets the lease of the lock `key` that
+-- the calling acquire script has just made. Should Redis refuse (PEXPIRE
+-- denied by an ACL, renamed away), deletes `key` and the other keys given
+-- (what the script wrote with it) and returns the error reply for the script
+-- to return: a failed acquire leaves no lock without a lease. Else nil.
+local function lease_new_lock(key, lease_ms, ...)
+  local set = redis.pcall('pexpire', key, lease_ms)
+  if type(set) == 'table' and set.err then
+    redis.call('del', key, ...)
+    return set
+  end
+  return nil
+end
