@@ -928,11 +928,15 @@ TEST_F(NotALockTest, MultiLockOfReadAndWriteLockIsRefusedInEitherOrder) {
     absl::Status s = multi.TryAcquire(absl::Seconds(1));
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
     EXPECT_THAT(std::string(s.message()), HasSubstr("read-write lock"));
-    if (s.ok()) ASSERT_TRUE(multi.Release().ok());
+    if (s.ok()) {
+      ASSERT_TRUE(multi.Release().ok());
+    }
     const Owner owner = Owner::New();
     s = multi.TryAcquireAsync(owner, absl::Seconds(1)).Get();
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
-    if (s.ok()) ASSERT_TRUE(multi.ReleaseAsync(owner).Get().ok());
+    if (s.ok()) {
+      ASSERT_TRUE(multi.ReleaseAsync(owner).Get().ok());
+    }
     EXPECT_EQ(KeysLeft(redis()), "") << "a part was taken";
   }
   // A lock and its fair form alike; the same lock twice is a re-entry.
