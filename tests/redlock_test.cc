@@ -468,6 +468,21 @@ TEST_F(RedlockTest, BadOptionsAreInvalidArgument) {
               o.owner_id_generator = [] { return std::string("a:b"); };
             }),
             kInvalid);
+  // Issue 23 review: owner fields must be UUIDs to count as locks, so a
+  // redsync-style random string is refused at Connect instead of making
+  // every other client's acquire fail with "not a lock".
+  EXPECT_EQ(connect([](RedlockOptions& o) {
+              o.owner_id_generator = [] {
+                return std::string("q8J3kZx0c2VjcmV0dmFsdWU=");
+              };
+            }),
+            kInvalid);
+  EXPECT_EQ(connect([](RedlockOptions& o) {
+              o.owner_id_generator = [] {
+                return std::string("123e4567-e89b-42d3-a456-426614174000");
+              };
+            }),
+            absl::StatusCode::kOk);
   RedlockLock unbound;
   EXPECT_EQ(unbound.Acquire().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(client_->GetLock("").Acquire().code(), kInvalid);

@@ -132,7 +132,10 @@ struct RedlockOptions {
 
   // Makes the client-id part of owner fields (redsync's genValue); called
   // once at Connect. Null = connection.client_id, or a random UUID. The
-  // result must be non-empty and must not contain ':'.
+  // result must be a UUID in its text form (8-4-4-4-12 hex digits, as
+  // ClientOptions::client_id), else Connect fails with InvalidArgument: an
+  // owner field of any other form does not count as a lock (relock and
+  // Redisson clients would take it for someone else's hash).
   std::function<std::string()> owner_id_generator;
 
   // Finish an attempt as soon as its outcome is certain (a quorum acquired,

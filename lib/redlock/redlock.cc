@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "lib/backend/node_backend.h"
@@ -50,9 +51,15 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ConnectRedlock(
   std::string id = options.connection.client_id;
   if (options.owner_id_generator) id = options.owner_id_generator();
   if (id.empty() && !options.owner_id_generator) id = lock::NewClientId();
-  if (id.empty() || absl::StrContains(id, ':')) {
-    return absl::InvalidArgumentError(
-        "RedlockOptions: the owner id must be non-empty and contain no ':'");
+  // Owner fields of any other form do not count as locks (lock_info.h):
+  // other clients would take such a lock for someone else's hash.
+  if (!lock::IsClientId(id)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RedlockOptions: the owner id (", options.owner_id_generator
+                                             ? "from owner_id_generator"
+                                             : "connection.client_id",
+        ") must be a UUID in its text form (8-4-4-4-12 hex digits), not \"",
+        absl::CHexEscape(id), "\""));
   }
   std::vector<backend::NodeOptions> masters;
   for (const std::string& url : options.urls) {
