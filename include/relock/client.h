@@ -43,9 +43,11 @@
 // FailedPrecondition. The client may be closed or destroyed from inside its
 // own on_lock_event callback.
 //
-// Closing on the event loop thread (in a callback of an asynchronous call):
-// Close() and the destructor cannot wait there for the release round's
-// answers, which only that thread reads, so they do not wait. Close() marks
+// Closing on the event loop thread (in a callback of an asynchronous call,
+// of this client or of any other relock client): Close() and the
+// destructor cannot wait there for the release round's answers, which only
+// that thread reads (or would stall the other client's loop meanwhile), so
+// they do not wait. Close() marks
 // the client closed (new calls fail with FailedPrecondition at once) and
 // returns; a thread of its own then closes as above once the callback has
 // returned to the loop: waits end with Cancelled, every held lock is
@@ -54,12 +56,17 @@
 // even if it was destroyed. So the releases come after Close() returns
 // there: code that must know them done waits for the kReleasedOnClose
 // events (not in the callback); a process that exits first leaves its
-// locks to free themselves at the end of their leases.
+// locks to free themselves at the end of their leases (and should not
+// exit while that thread may still run: it uses the logger and the
+// on_lock_event callback). Should no thread be startable (the process's
+// thread limit), Close() closes on the loop thread itself: its releases
+// then time out, and the locks free at their lease ends.
 //
 // Blocking calls (Ping, InspectLock, ListLocks, and the lock handles'
 // acquires, releases and queries) made on the client's event loop thread
 // fail at once with FailedPrecondition: they would wait for answers only
-// that thread can deliver. Metrics(), id() and the GetLock family are local
+// that thread can deliver. The same on the event loop thread of any other
+// relock client, whose every call (and renewal) they would stall. Metrics(), id() and the GetLock family are local
 // and work there. Callbacks given to the client (on_lock_event, the logger,
 // loss callbacks, the asynchronous calls' callbacks) should not throw; what
 // they throw is caught, logged at kError and dropped (relock/options.h).

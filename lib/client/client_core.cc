@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <iostream>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -282,11 +283,14 @@ absl::Status ClientCore::CheckOpen() const {
 
 absl::Status ClientCore::CheckBlockingCall() const {
   if (absl::Status s = CheckOpen(); !s.ok()) return s;
-  if (!InLoopThread()) return absl::OkStatus();
+  // Any client's loop, not only this one's: a blocking call to this client
+  // from another client's callback would stall that client's every call
+  // (and its renewals) until it returns, as Future::Get() would.
+  if (!io::EventLoop::InAnyLoopThread()) return absl::OkStatus();
   return absl::FailedPreconditionError(
-      "a blocking relock call from the client's event loop thread (in a "
-      "callback of an asynchronous call) would wait for that thread; use "
-      "the asynchronous calls there");
+      "a blocking relock call from a relock client's event loop thread (in "
+      "a callback of an asynchronous call) would wait for that thread or "
+      "stall it; use the asynchronous calls there");
 }
 
 void ClientCore::OnFreshHold() {
@@ -350,15 +354,26 @@ void ClientCore::PostEvent(LockEvent event) {
 void ClientCore::Close() {
   // In a fork()ed child closed_ is already set: nothing here runs there.
   if (closed_.exchange(true, std::memory_order_acq_rel)) return;
-  if (InLoopThread()) {
+  if (io::EventLoop::InAnyLoopThread()) {
     // Waiting here for the releases' answers would wait for this very
     // thread. A thread of its own finishes the close once the callback
     // returns to the loop; it keeps the core (and so the loop) alive until
     // then. (From the destructor there is no owner left to keep it: that
     // close waits, as before, and its releases time out.)
     if (std::shared_ptr<ClientCore> core = weak_from_this().lock()) {
-      std::thread([core = std::move(core)] { core->FinishClose(); }).detach();
-      return;
+      try {
+        std::thread([core] { core->FinishClose(); }).detach();
+        return;
+      } catch (const std::system_error& e) {
+        // No thread to be had (the process's limit): close here, where the
+        // releases can only time out, rather than not at all (Close() runs
+        // from noexcept destructors).
+        Log(absl::LogSeverity::kError,
+            absl::StrCat("close: cannot start the closing thread (", e.what(),
+                         "); closing on the event loop thread, where the "
+                         "releases time out and the locks free at their "
+                         "lease end"));
+      }
     }
   }
   FinishClose();
