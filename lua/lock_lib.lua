@@ -47,9 +47,18 @@ end
 -- "<channel>:<owner>" (see lua/fair_lib.lua): a FairLock that found the
 -- name held by a plain lock (which it cannot tell from a fair one) queued
 -- for it and would otherwise sleep until its re-check. Returns nil or an
--- UNPUBLISHED error reply (see publish_unlock()).
+-- UNPUBLISHED error reply (see publish_unlock()): it runs after the lock
+-- was freed, so nothing here may fail the script (a queue key of another
+-- type, or one the ACL user may not read, is reported, not raised).
 local function wake_fair_waiter(queue, channel, message, command)
-  local head = queue and redis.call('lindex', queue, 0)
+  if not queue then
+    return nil
+  end
+  local head = redis.pcall('lindex', queue, 0)
+  if type(head) == 'table' and head.err then
+    return redis.error_reply('UNPUBLISHED ' .. head.err ..
+        ' (reading the fair lock queue ' .. queue .. ')')
+  end
   if not head then
     return nil
   end
