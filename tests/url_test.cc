@@ -120,12 +120,25 @@ TEST(ParseRedisUrlTest, ErrorsNeverEchoThePassword) {
         "redis://h:6379/0?password=hunter2&x=1",
         // An unencoded '?' in the password: the "port"
         // would be the password's head.
-        "redis://:hunter2?tail@h", "redis://:h/hunter2?x@h"}) {
+        "redis://:hunter2?tail@h", "redis://:h/hunter2?x@h",
+        // Issue 23 review: the query's parameter name was quoted.
+        "redis://u:1?hunter2=v@h", "redis://u:1?db=hunter2@h"}) {
     absl::StatusOr<Endpoint> ep = ParseRedisUrl(url);
     ASSERT_FALSE(ep.ok()) << url;
     EXPECT_THAT(std::string(ep.status().message()), Not(HasSubstr("hunter2")))
         << url;
   }
+}
+
+// Issue 23 review: '#' became a "fragment" error everywhere, so a password
+// with an unencoded '#' (accepted before) stopped connecting.
+TEST(ParseRedisUrlTest, AHashInThePasswordIsNoFragment) {
+  absl::StatusOr<Endpoint> ep = ParseRedisUrl("redis://app:pa#ss@h:7000/1");
+  ASSERT_TRUE(ep.ok()) << ep.status();
+  EXPECT_EQ(ep->password, "pa#ss");
+  EXPECT_EQ(ep->ToString(), "h:7000/1");
+  EXPECT_FALSE(ParseRedisUrl("redis://app:pw@h:7000#frag").ok());
+  EXPECT_FALSE(ParseRedisUrl("redis://h:7000#frag").ok());
 }
 
 TEST(ParseTopologyUrlTest, PlainUrlsAreOneServer) {

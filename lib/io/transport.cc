@@ -66,7 +66,8 @@ absl::Status CheckPath(absl::string_view option, const std::string& path,
       return bad(absl::StrCat("is ", FileKind(st.st_mode),
                               ", not a directory of CA certificates"));
     }
-    if (::access(path.c_str(), R_OK | X_OK) != 0) {
+    // OpenSSL opens <dir>/<hash>.N by name: searching is enough.
+    if (::access(path.c_str(), X_OK) != 0) {
       return bad(std::error_code(errno, std::system_category()).message());
     }
     return absl::OkStatus();

@@ -125,28 +125,33 @@ absl::Status ParsePort(absl::string_view text, int* port, bool echo) {
   return absl::OkStatus();
 }
 
-absl::Status ParseQuery(absl::string_view query, Endpoint* ep) {
+// With `echo` false (the query may hold part of a password, see
+// ParseRedisUrl), no parameter's name or value is quoted.
+absl::Status ParseQuery(absl::string_view query, Endpoint* ep,
+                        bool echo = true) {
   for (absl::string_view pair : absl::StrSplit(query, '&', absl::SkipEmpty())) {
     std::pair<absl::string_view, absl::string_view> kv =
         absl::StrSplit(pair, absl::MaxSplits('=', 1));
-    const bool secret = kv.first == "password";
+    const bool secret = !echo || kv.first == "password";
+    const std::string what =
+        echo ? absl::StrCat("query parameter \"", kv.first, "\"")
+             : std::string("a query parameter");
     std::string value;
-    if (absl::Status s = PercentDecode(
-            kv.second, absl::StrCat("query parameter \"", kv.first, "\""),
-            secret, &value);
+    if (absl::Status s = PercentDecode(kv.second, what, secret, &value);
         !s.ok()) {
       return s;
     }
     if (kv.first == "db") {
-      if (absl::Status s = ParseDb(value, &ep->db); !s.ok()) return s;
+      if (absl::Status s = ParseDb(value, &ep->db, echo); !s.ok()) return s;
     } else if (kv.first == "password") {
       ep->password = value;
     } else if (kv.first == "user" || kv.first == "username") {
       ep->username = value;
     } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown query parameter \"", kv.first,
-                       "\" (known: db, password, user, username)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown query parameter",
+          echo ? absl::StrCat(" \"", kv.first, "\"") : std::string(),
+          " (known: db, password, user, username)"));
     }
   }
   return absl::OkStatus();
@@ -265,7 +270,11 @@ absl::StatusOr<Endpoint> ParseEndpoint(absl::string_view url) {
     return absl::InvalidArgumentError(
         "expected redis://, rediss:// or unix://");
   }
-  if (absl::StrContains(rest, '#')) {
+  // A '#' before the last '@' belongs to the password (unencoded, but
+  // accepted); after it, it would be a fragment.
+  if (const size_t at = rest.rfind('@');
+      absl::StrContains(
+          at == absl::string_view::npos ? rest : rest.substr(at + 1), '#')) {
     return absl::InvalidArgumentError(
         "a redis:// URL takes no #fragment (redis-sentinel://host#master "
         "names a Sentinel master)");
@@ -297,7 +306,7 @@ absl::StatusOr<Endpoint> ParseEndpoint(absl::string_view url) {
   if (has_path && !path.empty()) {
     if (absl::Status s = ParseDb(path, &ep.db, echo); !s.ok()) return s;
   }
-  if (absl::Status s = ParseQuery(query, &ep); !s.ok()) return s;
+  if (absl::Status s = ParseQuery(query, &ep, echo); !s.ok()) return s;
   return ep;
 }
 
