@@ -109,6 +109,11 @@
 //     calls say PermissionDenied naming the channel; a release whose publish
 //     was refused did free the lock (its status says so), but other clients'
 //     waiters were not woken and find it free only when they re-check.
+//     ACL users also need the name's fair-lock queue keys
+//     ("redisson_lock_queue:{N}", "redisson_lock_timeout:{N}"): a plain
+//     acquire reads them (refused while a FairLock of the name has
+//     waiters) and a freeing release wakes the queue's head; else
+//     PermissionDenied.
 //   - Names containing "{" use Redisson's naming for the channel
 //     ("redisson_lock__channel:N", else "redisson_lock__channel:{N}"), so
 //     Redisson clients wake relock waiters and the reverse.
@@ -166,7 +171,11 @@
 //                       at the key (no owner field without a lease).
 //   ResourceExhausted   an acquire that Redis refused at maxmemory (policy
 //                       noeviction): a free lock's, a re-entry's or a
-//                       fenced lock's token may take memory. Releases,
+//                       fenced lock's token may take memory. Redis checks
+//                       only a script's first write, so some acquires are
+//                       let through at maxmemory: a re-entry that first
+//                       extends its lease, a fair acquire that first drops
+//                       an overdue waiter or joins the queue. Releases,
 //                       renewals, ForceRelease and Close() are never refused
 //                       for memory (their scripts only delete, decrement or
 //                       set TTLs first; see lua/lock_lib.lua).
