@@ -155,7 +155,12 @@ class RedlockClient {
  public:
   // Connects to every master. Succeeds when a quorum of them is reachable
   // (the others are retried in the background); InvalidArgument for bad
-  // options; otherwise the first failure of the unreachable ones.
+  // options; otherwise the first failure of the unreachable ones. Unlike
+  // Client::Connect, it does not check each master's role or the ACL
+  // user's rights (a master may join later): a read-only replica, or a
+  // user without EVALSHA, shows as that master failing every call
+  // (Unavailable: READONLY; PermissionDenied), which counts against the
+  // quorum.
   ABSL_MUST_USE_RESULT static absl::StatusOr<std::unique_ptr<RedlockClient>>
   Connect(RedlockOptions options);
 
