@@ -21,11 +21,8 @@ namespace {
 // The URL as error messages show it: never a password, neither in userinfo
 // (everything before the last '@' is dropped) nor in the query (the value of
 // a "password" parameter becomes "***").
-std::string Redacted(absl::string_view url) {
-  const size_t at = url.rfind('@');
-  std::string shown = at == absl::string_view::npos
-                          ? std::string(url)
-                          : absl::StrCat("...", url.substr(at));
+// `text` with every "password=" value (up to '&' or the end) as "***".
+std::string MaskPasswords(std::string shown) {
   for (size_t key = shown.find("password="); key != std::string::npos;
        key = shown.find("password=", key + 1)) {
     const size_t value = key + 9;
@@ -35,9 +32,17 @@ std::string Redacted(absl::string_view url) {
   return shown;
 }
 
+std::string Redacted(absl::string_view url) {
+  const size_t at = url.rfind('@');
+  return MaskPasswords(at == absl::string_view::npos
+                           ? std::string(url)
+                           : absl::StrCat("...", url.substr(at)));
+}
+
 absl::Status Invalid(absl::string_view url, absl::string_view why) {
   return absl::InvalidArgumentError(
-      absl::StrCat("invalid Redis URL \"", Redacted(url), "\": ", why));
+      absl::StrCat("invalid Redis URL \"", Redacted(url),
+                   "\": ", MaskPasswords(std::string(why))));
 }
 
 int HexValue(char c) {
@@ -77,7 +82,9 @@ absl::Status PercentDecode(absl::string_view in, absl::string_view part,
 // a URL whose query holds an '@' may have a '?' in an unencoded password,
 // and then the "host", port and db are the password's tail.
 std::string Shown(absl::string_view text, bool echo) {
-  return echo ? absl::StrCat("\"", text, "\"") : std::string("(not shown)");
+  // Masked as the URL is (a part may hold "password=...": url_fuzzer).
+  return echo ? absl::StrCat("\"", MaskPasswords(std::string(text)), "\"")
+              : std::string("(not shown)");
 }
 
 constexpr int kMaxDb = 1000000;
@@ -257,8 +264,8 @@ absl::StatusOr<Endpoint> ParseEndpoint(absl::string_view url) {
     }
     if (rest.empty() || rest[0] != '/') {
       return absl::InvalidArgumentError(
-          absl::StrCat("unix socket path \"", rest,
-                       "\" is not absolute (unix:///path/to/redis.sock)"));
+          absl::StrCat("unix socket path ", Shown(rest, true),
+                       " is not absolute (unix:///path/to/redis.sock)"));
     }
     ep.path = std::string(rest);
     if (absl::Status s = ParseQuery(query, &ep); !s.ok()) return s;
@@ -272,8 +279,7 @@ absl::StatusOr<Endpoint> ParseEndpoint(absl::string_view url) {
   }
   // A '#' before the last '@' belongs to the password (unencoded, but
   // accepted); after it, it would be a fragment.
-  if (const size_t at = rest.rfind('@');
-      absl::StrContains(
+  if (const size_t at = rest.rfind('@'); absl::StrContains(
           at == absl::string_view::npos ? rest : rest.substr(at + 1), '#')) {
     return absl::InvalidArgumentError(
         "a redis:// URL takes no #fragment (redis-sentinel://host#master "
@@ -358,14 +364,16 @@ absl::StatusOr<Topology> ParseTopologyUrl(absl::string_view url) {
   } else {
     const size_t scheme_end = url.find("://");
     return Invalid(
-        url,
-        absl::StrCat(scheme_end == absl::string_view::npos
-                         ? std::string("no scheme")
-                         : absl::StrCat("unknown scheme \"",
-                                        url.substr(0, scheme_end), "://\""),
-                     "; expected redis://, rediss://, unix://, "
-                     "redis-cluster://, rediss-cluster://, redis-sentinel:// "
-                     "or rediss-sentinel://"));
+        url, absl::StrCat(
+                 scheme_end == absl::string_view::npos
+                     ? std::string("no scheme")
+                     : absl::StrCat(
+                           "unknown scheme ",
+                           Shown(absl::StrCat(url.substr(0, scheme_end), "://"),
+                                 true)),
+                 "; expected redis://, rediss://, unix://, "
+                 "redis-cluster://, rediss-cluster://, redis-sentinel:// "
+                 "or rediss-sentinel://"));
   }
   const bool sentinel = topology.kind == Topology::Kind::kSentinel;
   if (sentinel) {
@@ -423,8 +431,8 @@ absl::StatusOr<Topology> ParseTopologyUrl(absl::string_view url) {
     ep.port = default_port;
     ep.tls = tls;
     if (absl::Status s = ParseHostPort(host, &ep); !s.ok()) {
-      return Invalid(url, absl::StrCat("address ", index, " (\"", host,
-                                       "\"): ", s.message()));
+      return Invalid(url, absl::StrCat("address ", index, " (",
+                                       Shown(host, true), "): ", s.message()));
     }
     if (!userinfo.empty()) {
       if (absl::Status s = ParseUserinfo(
