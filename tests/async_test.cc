@@ -24,8 +24,8 @@
 namespace relock {
 namespace {
 
-using ::relock::testing::Eventually;
 using ::relock::testing::EventLog;
+using ::relock::testing::Eventually;
 using ::relock::testing::MustConnect;
 using ::relock::testing::Stopwatch;
 using ::relock::testing::TestLockName;
@@ -240,7 +240,6 @@ TEST_F(AsyncTest, ABlockingCallInACallbackFailsInsteadOfDeadlocking) {
   EXPECT_EQ(inner.code(), absl::StatusCode::kFailedPrecondition) << inner;
   ASSERT_TRUE(lock.Release(task).ok());
 }
-
 
 // Issue 23, item 4: every blocking call from a callback on the loop thread
 // (queries, ForceRelease, tokens, Ping, inspection, the other lock types)
@@ -509,9 +508,8 @@ TEST_F(AsyncTest, AnEventOrLossCallbackThatThrowsIsLoggedAndTheClientGoesOn) {
       MustConnect(redis().url(), [&](ClientOptions& o) {
         o.logger = log.Logger();
         o.on_lock_event = [](const LockEvent& e) {
-          throw std::runtime_error(
-              absl::StrCat("thrown by on_lock_event for ",
-                           LockEventTypeName(e.type)));
+          throw std::runtime_error(absl::StrCat("thrown by on_lock_event for ",
+                                                LockEventTypeName(e.type)));
         };
       });
   ASSERT_NE(client, nullptr);

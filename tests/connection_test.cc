@@ -189,10 +189,9 @@ TEST(ConnectTest, AReadOnlyReplicaIsRefusedNamingItsMaster) {
   options.url = replica->url();
   const absl::Status s = Client::Connect(options).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
-  EXPECT_THAT(
-      std::string(s.message()),
-      HasSubstr(absl::StrCat("is a replica of ", RedisServer::kHost,
-                             ":", master->port(), " (ROLE)")));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr(absl::StrCat("is a replica of ", RedisServer::kHost,
+                                     ":", master->port(), " (ROLE)")));
   EXPECT_THAT(std::string(s.message()), HasSubstr("connect to the master"));
   // The master itself is fine.
   std::unique_ptr<Client> client = MustConnect(master->url());

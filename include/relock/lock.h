@@ -571,9 +571,10 @@ class Lock : public internal::LockableBase<Lock> {
   // Until when (steady clock) the calling thread may safely assume it holds
   // the lock: the send time of the last acknowledged acquire or renewal plus
   // the lease, minus a drift allowance of 1% of the lease + 2 ms. Local, no
-  // round trip (so it works on the event loop thread too). FailedPrecondition if this thread does not hold it; Aborted
-  // if its lease was lost. Check it before an action that must not overlap
-  // with another holder (or better, use a fencing token).
+  // round trip (so it works on the event loop thread too). FailedPrecondition
+  // if this thread does not hold it; Aborted if its lease was lost. Check it
+  // before an action that must not overlap with another holder (or better, use
+  // a fencing token).
   ABSL_MUST_USE_RESULT absl::StatusOr<std::chrono::steady_clock::time_point>
   SafeUntil() const;
   // The same for `owner`.
@@ -601,10 +602,11 @@ class Lock : public internal::LockableBase<Lock> {
   // then (capture by value or shared_ptr). Callbacks run in the order
   // registered, after LockOptions::on_lost; they should not throw (what one
   // throws is caught, logged at kError through ClientOptions::logger and
-  // dropped; the next callback still runs) and may close the client. A hold's callbacks end with the hold: a new hold
-  // (after the last release) starts with none. Use it to stop work that
-  // must not go on unprotected, e.g. by cancelling a request or setting a
-  // flag that the work checks.
+  // dropped; the next callback still runs) and may close the client. A hold's
+  // callbacks end with the hold: a new hold (after the last release) starts
+  // with none. Use it to stop work that must not go on unprotected, e.g. by
+  // cancelling a request or setting a flag that the work checks.
+  //
   // Errors: FailedPrecondition if the thread does not hold the lock (or the
   // client is closed); Aborted if its hold was lost or its lease ran out
   // already (the callback is not registered: act at once); InvalidArgument

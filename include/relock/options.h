@@ -307,9 +307,9 @@ struct LockOptions {
   // handle takes it from zero (a re-entry through another handle does not
   // add it); Lock::OnLost() registers one for a hold taken otherwise.
   // Should not throw (what it throws is caught, logged at kError through
-  // ClientOptions::logger and dropped); may close the client. See Lock::OnLost() for when a hold
-  // counts as lost and what the callback may capture. Empty (the default):
-  // none.
+  // ClientOptions::logger and dropped); may close the client. See
+  // Lock::OnLost() for when a hold counts as lost and what the callback may
+  // capture. Empty (the default): none.
   std::function<void(const LockEvent&)> on_lost;
 };
 

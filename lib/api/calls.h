@@ -46,14 +46,14 @@ std::function<void(Args...)> Contained(const std::shared_ptr<ClientCore>& core,
                                        std::function<void(Args...)> done) {
   std::shared_ptr<Observer> observer =
       core == nullptr ? nullptr : core->observer();
-  return [observer = std::move(observer),
-          done = std::move(done)](Args... args) {
-    static const LogFn kToStderr;
-    CallContained(observer != nullptr ? observer->log : kToStderr,
-                  "the callback of an asynchronous call (or its Future's "
-                  "Then())",
-                  done, std::move(args)...);
-  };
+  return
+      [observer = std::move(observer), done = std::move(done)](Args... args) {
+        static const LogFn kToStderr;
+        CallContained(observer != nullptr ? observer->log : kToStderr,
+                      "the callback of an asynchronous call (or its Future's "
+                      "Then())",
+                      done, std::move(args)...);
+      };
 }
 
 // The checks every lock call of a bound handle makes: the name and the

@@ -49,8 +49,7 @@ LogFn Logger(LogFn logger) {
   };
 }
 
-EventQueue::EventQueue(std::function<void(const LockEvent&)> deliver,
-                       LogFn log)
+EventQueue::EventQueue(std::function<void(const LockEvent&)> deliver, LogFn log)
     : state_(std::make_shared<State>(std::move(deliver), std::move(log))) {
   MutexLock lock(&join_mu_);
   thread_ = std::thread([state = state_] { Run(state); });
@@ -104,8 +103,7 @@ void EventQueue::Run(const std::shared_ptr<State>& state) {
     if (item.deliver) state->deliver(item.event);
     if (item.on_lost != nullptr) {
       for (const watchdog::LossFn& fn : *item.on_lost) {
-        CallContained(state->log, "an on_lost callback", fn,
-                      item.event.status);
+        CallContained(state->log, "an on_lost callback", fn, item.event.status);
       }
     }
   }

@@ -29,8 +29,8 @@ namespace internal {
 // `callback`, or (when empty) a writer of one line per event to `log`,
 // "<type> <prefix><quoted name>: <status>" (kError for a lost lock, else
 // kWarning). A callback that throws has the exception logged to `log` (at
-// kError) and dropped. Self-contained: it does not refer to the client, so the event
-// thread may outlive the client.
+// kError) and dropped. Self-contained: it does not refer to the client, so the
+// event thread may outlive the client.
 std::function<void(const LockEvent&)> EventDeliverer(
     std::function<void(const LockEvent&)> callback, LogFn log,
     std::string prefix = "");

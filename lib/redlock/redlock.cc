@@ -55,9 +55,9 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ConnectRedlock(
   // other clients would take such a lock for someone else's hash.
   if (!lock::IsClientId(id)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "RedlockOptions: the owner id (", options.owner_id_generator
-                                             ? "from owner_id_generator"
-                                             : "connection.client_id",
+        "RedlockOptions: the owner id (",
+        options.owner_id_generator ? "from owner_id_generator"
+                                   : "connection.client_id",
         ") must be a UUID in its text form (8-4-4-4-12 hex digits), not \"",
         absl::CHexEscape(id), "\""));
   }
