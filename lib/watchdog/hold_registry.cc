@@ -48,7 +48,7 @@ void HoldRegistry::OnTimer(const Key& key, uint64_t hold_id) {
 absl::Status HoldRegistry::AddLossCallback(const std::string& name,
                                            uint64_t thread, LossFn fn) {
   MutexLock lock(&mu_);
-  auto it = holds_.find(Key(name, thread));
+  auto it = holds_.find(KeyView(name, thread));
   if (it == holds_.end() || it->second.count <= 0) {
     return absl::FailedPreconditionError("the owner does not hold the lock");
   }
@@ -105,7 +105,7 @@ bool HoldRegistry::TryLocalReentry(const std::string& name, uint64_t thread,
                                    SteadyClock::time_point safe_after,
                                    absl::Duration drift) {
   MutexLock lock(&mu_);
-  auto it = holds_.find(Key(name, thread));
+  auto it = holds_.find(KeyView(name, thread));
   if (it == holds_.end()) return false;
   Hold& h = it->second;
   if (h.count <= 0 || h.ended() || !h.watchdog || !h.renewing ||
@@ -119,7 +119,7 @@ bool HoldRegistry::TryLocalReentry(const std::string& name, uint64_t thread,
 
 bool HoldRegistry::TryLocalRelease(const std::string& name, uint64_t thread) {
   MutexLock lock(&mu_);
-  auto it = holds_.find(Key(name, thread));
+  auto it = holds_.find(KeyView(name, thread));
   if (it == holds_.end()) return false;
   Hold& h = it->second;
   if (h.ended() || h.local <= 0 || h.count <= 1) return false;
@@ -131,7 +131,7 @@ bool HoldRegistry::TryLocalRelease(const std::string& name, uint64_t thread) {
 absl::optional<Hold> HoldRegistry::BeginRelease(const std::string& name,
                                                 uint64_t thread) {
   MutexLock lock(&mu_);
-  auto it = holds_.find(Key(name, thread));
+  auto it = holds_.find(KeyView(name, thread));
   if (it == holds_.end()) return absl::nullopt;
   Hold before = it->second;
   if (it->second.count <= 1) {
@@ -144,7 +144,7 @@ absl::optional<Hold> HoldRegistry::BeginRelease(const std::string& name,
 void HoldRegistry::OnReleased(const std::string& name, uint64_t thread,
                               bool freed) {
   MutexLock lock(&mu_);
-  auto it = holds_.find(Key(name, thread));
+  auto it = holds_.find(KeyView(name, thread));
   if (it == holds_.end()) return;
   Hold& h = it->second;
   if (freed) {
@@ -178,7 +178,7 @@ bool HoldRegistry::OnExtended(const std::string& name, uint64_t thread,
 absl::optional<Hold> HoldRegistry::Forget(const std::string& name,
                                           uint64_t thread) {
   MutexLock lock(&mu_);
-  auto it = holds_.find(Key(name, thread));
+  auto it = holds_.find(KeyView(name, thread));
   if (it == holds_.end()) return absl::nullopt;
   Hold h = std::move(it->second);
   Disarm(h);
@@ -189,7 +189,7 @@ absl::optional<Hold> HoldRegistry::Forget(const std::string& name,
 absl::optional<Hold> HoldRegistry::Find(const std::string& name,
                                         uint64_t thread) const {
   MutexLock lock(&mu_);
-  auto it = holds_.find(Key(name, thread));
+  auto it = holds_.find(KeyView(name, thread));
   if (it == holds_.end()) return absl::nullopt;
   return it->second;
 }
@@ -257,7 +257,7 @@ void HoldRegistry::ApplyRenewals(const std::vector<RenewItem>& due,
                                  std::vector<LostHold>* lost) {
   MutexLock lock(&mu_);
   for (size_t i = 0; i < due.size(); ++i) {
-    auto it = holds_.find(Key(due[i].name, due[i].thread));
+    auto it = holds_.find(KeyView(due[i].name, due[i].thread));
     if (it == holds_.end()) continue;
     Hold& h = it->second;
     if (h.hold_id != due[i].hold_id || h.ended()) continue;

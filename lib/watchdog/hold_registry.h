@@ -36,6 +36,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/hash/hash.h"
+#include "absl/strings/string_view.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
@@ -218,7 +220,21 @@ class HoldRegistry {
   ExpiryFn on_expired_;
   const absl::Duration retention_;
   mutable Mutex mu_;
-  absl::flat_hash_map<Key, Hold> holds_ ABSL_GUARDED_BY(mu_);
+  // Looked up by (string_view, thread) without copying the name.
+  using KeyView = std::pair<absl::string_view, uint64_t>;
+  struct KeyHash {
+    using is_transparent = void;
+    size_t operator()(const KeyView& k) const {
+      return absl::Hash<KeyView>{}(k);
+    }
+  };
+  struct KeyEq {
+    using is_transparent = void;
+    bool operator()(const KeyView& a, const KeyView& b) const {
+      return a == b;
+    }
+  };
+  absl::flat_hash_map<Key, Hold, KeyHash, KeyEq> holds_ ABSL_GUARDED_BY(mu_);
   uint64_t next_hold_id_ ABSL_GUARDED_BY(mu_) = 1;
 };
 
