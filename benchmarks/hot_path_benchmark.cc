@@ -48,6 +48,9 @@
 //                                              another process)
 //                                 cpu_ratio    relock_cpu_us / naive_cpu_us
 //                                              (target 6: <= 1)
+//                                 relock_server_us, naive_server_us
+//                                              redis-server's CPU per pair
+//                                              (INFO cpu around each round)
 //                                 relock_csw, naive_csw  voluntary context
 //                                              switches per pair
 //                                 relock_allocs, naive_allocs  heap
@@ -543,21 +546,33 @@ class CpuPinning {
   std::vector<std::pair<pid_t, cpu_set_t>> server_saved_;
 };
 
+// The value of `field` in the text of an INFO reply.
+absl::StatusOr<std::string> InfoField(redisContext* c, const char* section,
+                                      absl::string_view field) {
+  absl::StatusOr<Reply> info = Call(c, "INFO %s", section);
+  if (!info.ok()) return info.status();
+  const std::string text = ReplyText(**info);
+  const std::string name = absl::StrCat("\n", field, ":");
+  const size_t at = absl::StrCat("\n", text).find(name);
+  if (at == std::string::npos) {
+    return absl::NotFoundError(
+        absl::StrCat("INFO ", section, " has no ", field));
+  }
+  const size_t begin = at + name.size() - 1;
+  return text.substr(begin, text.find('\r', begin) - begin);
+}
+
 // The pid of a local redis-server behind `ep`: INFO server's process_id,
 // checked against /proc/<pid>/comm.
 absl::StatusOr<pid_t> LocalServerPid(const redis::Endpoint& ep) {
   absl::StatusOr<Context> c = Connect(ep);
   if (!c.ok()) return c.status();
-  absl::StatusOr<Reply> info = Call(c->get(), "INFO server");
-  if (!info.ok()) return info.status();
-  const std::string text = ReplyText(**info);
-  const size_t at = text.find("process_id:");
+  absl::StatusOr<std::string> field =
+      InfoField(c->get(), "server", "process_id");
+  if (!field.ok()) return field.status();
   int pid = 0;
-  if (at == std::string::npos ||
-      !absl::SimpleAtoi(absl::string_view(text).substr(
-                            at + 11, text.find('\r', at) - at - 11),
-                        &pid)) {
-    return absl::NotFoundError("INFO server has no process_id");
+  if (!absl::SimpleAtoi(*field, &pid)) {
+    return absl::InternalError(absl::StrCat("process_id: ", *field));
   }
   std::ifstream comm(absl::StrCat("/proc/", pid, "/comm"));
   std::string name;
@@ -568,6 +583,35 @@ absl::StatusOr<pid_t> LocalServerPid(const redis::Endpoint& ep) {
   }
   return pid;
 }
+
+// redis-server's CPU time so far (used_cpu_user + used_cpu_sys of INFO cpu:
+// every thread of the server), read on a connection of its own.
+class ServerCpu {
+ public:
+  static absl::StatusOr<ServerCpu> Open(const redis::Endpoint& ep) {
+    absl::StatusOr<Context> c = Connect(ep);
+    if (!c.ok()) return c.status();
+    return ServerCpu(*std::move(c));
+  }
+
+  absl::StatusOr<double> Seconds() {
+    double total = 0;
+    for (const char* field : {"used_cpu_user", "used_cpu_sys"}) {
+      absl::StatusOr<std::string> text = InfoField(conn_.get(), "cpu", field);
+      if (!text.ok()) return text.status();
+      double seconds = 0;
+      if (!absl::SimpleAtod(*text, &seconds)) {
+        return absl::InternalError(absl::StrCat(field, ": ", *text));
+      }
+      total += seconds;
+    }
+    return total;
+  }
+
+ private:
+  explicit ServerCpu(Context conn) : conn_(std::move(conn)) {}
+  Context conn_;
+};
 
 // -------------------------------------------------------- environment --
 
@@ -756,6 +800,7 @@ absl::StatusOr<std::vector<NaiveLock>> OpenNaiveLocks(const BenchEnv& env,
 // What one round of one side measured.
 struct Round {
   CostMeter::Cost cost;
+  double server_cpu_s = 0;            // redis-server's CPU in that time
   int64_t pairs = 0;                  // completed within `cost.seconds`
   std::vector<int64_t> latencies_ns;  // of (at most kMaxSamples per worker)
 
@@ -804,7 +849,7 @@ using PairFn = std::function<absl::Status(int)>;
 // before the round starts (connections and thread state warm), and the
 // round's cost is read when the time is up, before the threads are joined.
 absl::StatusOr<Round> RunThreadRound(int threads, absl::Duration length,
-                                     const PairFn& pair) {
+                                     ServerCpu& server, const PairFn& pair) {
   std::vector<std::unique_ptr<WorkerRecord>> records;
   records.reserve(threads);
   for (int i = 0; i < threads; ++i) {
@@ -831,17 +876,22 @@ absl::StatusOr<Round> RunThreadRound(int threads, absl::Duration length,
     });
   }
   ready.Wait();
+  const absl::StatusOr<double> server_start = server.Seconds();
   const CostMeter meter;
   go.Notify();
   absl::SleepFor(length);
   Round round;
   round.pairs = SumPairs(records);
   round.cost = meter.Read();
+  const absl::StatusOr<double> server_end = server.Seconds();
   stop.store(true);
   for (std::thread& t : workers) t.join();
   for (absl::Status& s : errors) {
     if (!s.ok()) return s;
   }
+  if (!server_start.ok()) return server_start.status();
+  if (!server_end.ok()) return server_end.status();
+  round.server_cpu_s = *server_end - *server_start;
   MergeLatencies(records, &round);
   return round;
 }
@@ -858,11 +908,13 @@ class AsyncRound {
     }
   }
 
-  absl::StatusOr<Round> Run(absl::Duration length) {
+  absl::StatusOr<Round> Run(absl::Duration length, ServerCpu& server) {
     {
       MutexLock l(&mu_);
       running_ = static_cast<int>(chains_.size());
     }
+    const absl::StatusOr<double> server_start = server.Seconds();
+    if (!server_start.ok()) return server_start.status();
     const CostMeter meter;
     for (const std::unique_ptr<Chain>& c : chains_) Step(c.get());
     absl::SleepFor(length);
@@ -873,6 +925,7 @@ class AsyncRound {
     }
     round.pairs = pairs;
     round.cost = meter.Read();
+    const absl::StatusOr<double> server_end = server.Seconds();
     stop_.store(true);
     MutexLock l(&mu_);
     auto stopped = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
@@ -880,6 +933,8 @@ class AsyncRound {
     };
     mu_.Await(absl::Condition(&stopped));
     if (!error_.ok()) return error_;
+    if (!server_end.ok()) return server_end.status();
+    round.server_cpu_s = *server_end - *server_start;
     for (const std::unique_ptr<Chain>& c : chains_) {
       round.latencies_ns.insert(round.latencies_ns.end(),
                                 c->record.latencies_ns.begin(),
@@ -968,6 +1023,11 @@ struct Side {
     for (const Round& r : rounds) cpu += r.cost.cpu_s;
     return cpu * 1e6 / static_cast<double>(Pairs());
   }
+  double ServerCpuUs() const {
+    double cpu = 0;
+    for (const Round& r : rounds) cpu += r.server_cpu_s;
+    return cpu * 1e6 / static_cast<double>(Pairs());
+  }
   double Switches() const {
     int64_t n = 0;
     for (const Round& r : rounds) n += r.cost.voluntary_switches;
@@ -1044,6 +1104,8 @@ void CompareAlternated(benchmark::State& state, const BenchEnv& env,
   state.counters["relock_cpu_us"] = relock.CpuUs();
   state.counters["naive_cpu_us"] = naive.CpuUs();
   state.counters["cpu_ratio"] = relock.CpuUs() / naive.CpuUs();
+  state.counters["relock_server_us"] = relock.ServerCpuUs();
+  state.counters["naive_server_us"] = naive.ServerCpuUs();
   state.counters["relock_csw"] = relock.Switches();
   state.counters["naive_csw"] = naive.Switches();
   state.counters["relock_allocs"] = relock.Allocations();
@@ -1130,8 +1192,8 @@ BENCHMARK(BM_UncontendedVsTwoRoundTrips)
 // `relock_round` on kThreads locks of the shared client (keys
 // "<prefix>relock-<name>-<i>"), alternated by CompareAlternated(); then the
 // keys are deleted.
-using RelockRoundFn =
-    std::function<absl::StatusOr<Round>(std::vector<Lock>&, absl::Duration)>;
+using RelockRoundFn = std::function<absl::StatusOr<Round>(
+    std::vector<Lock>&, absl::Duration, ServerCpu&)>;
 
 void RunAgainstNaiveThreads(benchmark::State& state, absl::string_view name,
                             const RelockRoundFn& relock_round) {
@@ -1149,6 +1211,11 @@ void RunAgainstNaiveThreads(benchmark::State& state, absl::string_view name,
     locks.push_back(
         env->client->GetLock(Key(*env, absl::StrCat("relock-", name, "-", i))));
   }
+  absl::StatusOr<ServerCpu> server = ServerCpu::Open(env->endpoint);
+  if (!server.ok()) {
+    state.SkipWithError(server.status().ToString().c_str());
+    return;
+  }
   const PairFn naive_pair = [&](int i) {
     NaiveLock& lock = (*naive_locks)[i];
     absl::Status s = lock.Lock();
@@ -1156,8 +1223,10 @@ void RunAgainstNaiveThreads(benchmark::State& state, absl::string_view name,
   };
   CompareAlternated(
       state, *env,
-      [&](absl::Duration d) { return RunThreadRound(kThreads, d, naive_pair); },
-      [&](absl::Duration d) { return relock_round(locks, d); });
+      [&](absl::Duration d) {
+        return RunThreadRound(kThreads, d, *server, naive_pair);
+      },
+      [&](absl::Duration d) { return relock_round(locks, d, *server); });
   if (absl::Status s = DeleteKeys(*env); !s.ok()) {
     state.SkipWithError(absl::StrCat("cleanup: ", s.ToString()).c_str());
   }
@@ -1166,14 +1235,15 @@ void RunAgainstNaiveThreads(benchmark::State& state, absl::string_view name,
 // Targets 1 and 6: 32 blocking threads of relock, own keys, against 32 naive
 // threads.
 void BM_OwnKeyThreadsVsNaive(benchmark::State& state) {
-  RunAgainstNaiveThreads(state, "threads",
-                         [](std::vector<Lock>& locks, absl::Duration length) {
-                           return RunThreadRound(kThreads, length, [&](int i) {
-                             Lock& lock = locks[i];
-                             absl::Status s = lock.Acquire();
-                             return s.ok() ? lock.Release() : s;
-                           });
-                         });
+  RunAgainstNaiveThreads(
+      state, "threads",
+      [](std::vector<Lock>& locks, absl::Duration length, ServerCpu& server) {
+        return RunThreadRound(kThreads, length, server, [&](int i) {
+          Lock& lock = locks[i];
+          absl::Status s = lock.Acquire();
+          return s.ok() ? lock.Release() : s;
+        });
+      });
 }
 BENCHMARK(BM_OwnKeyThreadsVsNaive)
     ->Iterations(1)
@@ -1183,10 +1253,11 @@ BENCHMARK(BM_OwnKeyThreadsVsNaive)
 // Targets 4 and 6: 32 asynchronous relock chains, own keys and owners,
 // against 32 naive threads.
 void BM_AsyncChainsVsNaive(benchmark::State& state) {
-  RunAgainstNaiveThreads(state, "async",
-                         [](std::vector<Lock>& locks, absl::Duration length) {
-                           return AsyncRound(locks).Run(length);
-                         });
+  RunAgainstNaiveThreads(
+      state, "async",
+      [](std::vector<Lock>& locks, absl::Duration length, ServerCpu& server) {
+        return AsyncRound(locks).Run(length, server);
+      });
 }
 BENCHMARK(BM_AsyncChainsVsNaive)
     ->Iterations(1)
