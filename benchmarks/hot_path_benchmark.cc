@@ -91,6 +91,8 @@
 //       INFO server's process_id if it is a local redis-server. When pinning
 //       is impossible (one CPU, a remote server, no permission) the runs go
 //       on unpinned: the `pinned` counter and the label say which.
+//   RELOCK_BENCH_CONNECTIONS=N: the relock client's
+//       ClientOptions::command_connections (default: the library's default).
 //   RELOCK_BENCH_ROUND_S=S: the length of one round of the alternated
 //       benchmarks in seconds (default 3).
 //   RELOCK_BENCH_SMOKE=1: rounds of 0.1 s and the fewest iterations (for CI;
@@ -666,6 +668,13 @@ absl::Status SetUp(BenchEnv& e) {
   // After pinning: the client's threads inherit the CPU set.
   ClientOptions options;
   options.url = e.url;
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read before any thread starts
+  if (const char* n = std::getenv("RELOCK_BENCH_CONNECTIONS")) {
+    if (!absl::SimpleAtoi(n, &options.command_connections)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("RELOCK_BENCH_CONNECTIONS=", n, " is not a number"));
+    }
+  }
   absl::StatusOr<std::unique_ptr<Client>> client =
       Client::Connect(std::move(options));
   if (!client.ok()) return client.status();

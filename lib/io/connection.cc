@@ -746,7 +746,31 @@ void Connection::OnRead(const asio::error_code& ec, size_t n) {
     Fail(absl::InternalError("cannot buffer Redis reply"), false);
     return;
   }
-  while (attempt == attempt_) {
+  ParseReplies(n);
+}
+
+// Replies completed per turn of the loop. One read brings the replies of
+// every request written in the last batch (32 and more under load), and
+// each completion lets a caller send its next request. Completing all of
+// them before writing again would leave Redis idle while the client works
+// and the client idle while Redis works. After a few, the loop writes what
+// the completions queued (Pump and the write handlers run between two
+// turns) and Redis works on those while the client goes on with the rest.
+// Measured with hot_path_benchmark's 32 asynchronous chains (on a machine
+// loaded by other builds): 19,000 pairs/s completing all replies at once;
+// 31,000 with 8 per turn, 32,500 with 12, 42,000-43,500 with 16, 20,000-
+// 22,000 with 24.
+constexpr size_t kRepliesPerTurn = 16;
+
+void Connection::ParseReplies(size_t n) {
+  const uint64_t attempt = attempt_;
+  for (size_t parsed = 0; attempt == attempt_; ++parsed) {
+    if (parsed == kRepliesPerTurn) {
+      loop_->Post([self = shared_from_this(), attempt, n] {
+        if (attempt == self->attempt_) self->ParseReplies(n);
+      });
+      return;
+    }
     void* raw = nullptr;
     if (redisReaderGetReply(reader_, &raw) != REDIS_OK) {
       if (state_ == State::kConnecting) {

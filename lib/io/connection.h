@@ -214,6 +214,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void StartWrite();
   void StartRead();
   void OnRead(const asio::error_code& ec, size_t n);
+  // Completes requests from the replies in reader_ (the last read brought
+  // `n` bytes), a few per turn of the loop (see connection.cc), then reads
+  // on or parks.
+  void ParseReplies(size_t n);
   void OnReply(redis::Reply reply);
   void Complete(const std::shared_ptr<Request>& request, Result result);
   // Fails the connection: written requests get `why`; queued ones were never
