@@ -763,9 +763,11 @@ void Connection::OnRead(const asio::error_code& ec, size_t n) {
 constexpr size_t kRepliesPerTurn = 16;
 
 void Connection::ParseReplies(size_t n) {
+  parse_posted_ = false;
   const uint64_t attempt = attempt_;
   for (size_t parsed = 0; attempt == attempt_; ++parsed) {
     if (parsed == kRepliesPerTurn) {
+      parse_posted_ = true;
       loop_->Post([self = shared_from_this(), attempt, n] {
         if (attempt == self->attempt_) self->ParseReplies(n);
       });
@@ -837,6 +839,22 @@ void Connection::FailAll(std::deque<std::shared_ptr<Request>>* requests,
 void Connection::Fail(const absl::Status& why, bool resendable) {
   if (state_ == State::kConnecting) return FinishConnect(attempt_, why);
   if (state_ != State::kReady) return;
+  if (parse_posted_) {
+    // Replies already read wait for their turn (ParseReplies): complete
+    // their requests first, rather than fail them as if their replies were
+    // lost (a resendable failure would run them twice). A reply among them
+    // may fail the connection itself (OnReply).
+    parse_posted_ = false;
+    const uint64_t attempt = attempt_;
+    while (attempt == attempt_) {
+      void* raw = nullptr;
+      if (redisReaderGetReply(reader_, &raw) != REDIS_OK || raw == nullptr) {
+        break;
+      }
+      OnReply(redis::Reply(static_cast<redisReply*>(raw)));
+    }
+    if (attempt != attempt_ || state_ != State::kReady) return;
+  }
   if (options_.observer != nullptr) {
     // An idle connection that the server closed (its `timeout` setting)
     // lost nothing: news, not a warning.

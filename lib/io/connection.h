@@ -288,6 +288,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string write_buf_;
   bool writing_ = false;
   bool parked_ = false;  // no read outstanding; see owner_
+  // A ParseReplies() turn is posted: complete replies may wait in reader_.
+  bool parse_posted_ = false;
   std::vector<char> read_buf_;
   SteadyClock::time_point progress_at_;  // last reply, or first write
   asio::steady_timer connect_timer_;
