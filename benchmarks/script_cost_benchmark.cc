@@ -5,12 +5,15 @@
 // Each benchmark is one lock type. Its pairs go to a private redis-server
 // (the test fixture, relock::testing::RedisServer) as raw hiredis EVALSHAs,
 // pipelined in batches of 100 calls, so that only the scripts' cost is
-// measured, not a client's. A phase is CONFIG RESETSTAT, `pairs` pairs, and
-// INFO commandstats: its cost is the usec of cmdstat_evalsha (plus
-// cmdstat_eval, which should stay 0) over the pairs. Phases alternate in
-// rounds, relock's and Redisson's, the first of each round swapped from round
-// to round; the ratio of a round is relock's cost over Redisson's, and the
-// ratios' median is the figure of target 2.
+// measured, not a client's. A batch's cost is the growth of the usec of
+// cmdstat_evalsha (plus cmdstat_eval, which stays 0) in INFO commandstats
+// over its pairs. A round sends `pairs` pairs of each side, relock's and
+// Redisson's batches alternating (which goes first swaps from round to
+// round), so that both meet the same machine; a side's cost in the round is
+// the median of its batches' (a batch during which another process took the
+// CPU reads high: Redis counts wall time), the round's ratio relock's cost
+// over Redisson's, and the median of the rounds' ratios the figure of
+// target 2.
 //
 // Both send what their library sends: relock's calls are the Steps of
 // lib/lock/lock_model.h (the scripts of lib/lock/lock_scripts.h with the
@@ -29,7 +32,8 @@
 //                            RFencedLock), fair (FairLock / RFairLock, nobody
 //                            queued), read and write (ReadWriteLock /
 //                            RReadWriteLock).
-//     relock_us        relock's Redis CPU per pair, median over the rounds
+//     relock_us        relock's Redis CPU per pair, usec, median over the
+//                      rounds
 //     redisson_us      Redisson's, the same
 //     ratio            median of the rounds' ratios (relock / Redisson):
 //                      target 2 is ratio <= 1.0 for every type
@@ -37,9 +41,9 @@
 //     ratio_<r>        round r's ratio
 //
 // Environment:
-//   RELOCK_BENCH_PAIRS=N    pairs per phase (default 5000)
+//   RELOCK_BENCH_PAIRS=N    pairs of each side per round (default 2000)
 //   RELOCK_BENCH_ROUNDS=N   rounds (default 15)
-//   RELOCK_BENCH_SMOKE=1    1000 pairs, 3 rounds (for CI)
+//   RELOCK_BENCH_SMOKE=1    200 pairs, 3 rounds (for CI)
 //
 // Run from a Release build, e.g.
 //   build/benchmarks/script_cost_benchmark
@@ -65,6 +69,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "benchmark/benchmark.h"
 #include "lib/lock/lock_model.h"
@@ -365,8 +370,8 @@ std::vector<Call> RedissonPair(Type type, const Shas& shas,
 using PairMaker =
     std::function<std::vector<Call>(Type, const Shas&, const std::string&)>;
 
-// The usec of the script calls (EVALSHA, EVAL) since the last CONFIG
-// RESETSTAT, from INFO commandstats.
+// The usec of the script calls (EVALSHA, EVAL) so far, from INFO
+// commandstats.
 absl::StatusOr<int64_t> ScriptUsec(redisContext* c) {
   absl::StatusOr<Reply> info = Command(c, {"INFO", "commandstats"});
   if (!info.ok()) return info.status();
@@ -378,10 +383,9 @@ absl::StatusOr<int64_t> ScriptUsec(redisContext* c) {
       continue;
     }
     for (absl::string_view field : absl::StrSplit(line, ',')) {
-      const size_t eq = field.find("usec=");
-      if (eq != 0 || field.size() < 5) continue;
+      if (!absl::ConsumePrefix(&field, "usec=")) continue;
       int64_t v = 0;
-      if (!absl::SimpleAtoi(field.substr(5), &v)) {
+      if (!absl::SimpleAtoi(field, &v)) {
         return absl::InternalError(absl::StrCat("bad commandstats: ", line));
       }
       usec += v;
@@ -390,56 +394,55 @@ absl::StatusOr<int64_t> ScriptUsec(redisContext* c) {
   return usec;
 }
 
-// Runs `pairs` pairs of `type` made by `make` and returns the script usec
-// per pair. Names: 50 per batch (each batch's pairs run to completion, so a
-// name is free again when the next batch takes it).
-absl::StatusOr<double> Phase(redisContext* c, Type type, const Shas& shas,
-                             const PairMaker& make, int pairs) {
-  std::vector<Call> batch;
-  const int per_batch = kBatch / static_cast<int>(make(type, shas, "x").size());
-  // The calls of one batch, built before the stats reset.
-  for (int i = 0; i < per_batch; ++i) {
+// One side's batch of `type`: kBatch calls, the pairs on 50 (or 25) names
+// (each pair runs to completion, so a name is free again for the next).
+struct Batch {
+  std::vector<Call> calls;
+  int pairs = 0;
+};
+
+Batch MakeBatch(Type type, const Shas& shas, const PairMaker& make) {
+  Batch batch;
+  const size_t per_pair = make(type, shas, "x").size();
+  batch.pairs = kBatch / static_cast<int>(per_pair);
+  for (int i = 0; i < batch.pairs; ++i) {
     std::vector<Call> pair =
         make(type, shas,
              absl::StrCat("{script-cost:", kTypeNames[type], ":", i, "}"));
-    batch.insert(batch.end(), pair.begin(), pair.end());
+    batch.calls.insert(batch.calls.end(), pair.begin(), pair.end());
   }
+  return batch;
+}
+
+// Sends `batch` pipelined and checks every reply.
+absl::Status Send(redisContext* c, Type type, const Batch& batch) {
   std::vector<const char*> args;
   std::vector<size_t> lens;
-  if (absl::StatusOr<Reply> r = Command(c, {"CONFIG", "RESETSTAT"}); !r.ok()) {
-    return r.status();
-  }
-  int done = 0;
-  while (done < pairs) {
-    for (const Call& call : batch) {
-      args.clear();
-      lens.clear();
-      for (const std::string& a : call.argv) {
-        args.push_back(a.data());
-        lens.push_back(a.size());
-      }
-      if (redisAppendCommandArgv(c, static_cast<int>(args.size()), args.data(),
-                                 lens.data()) != REDIS_OK) {
-        return absl::UnavailableError(c->errstr);
-      }
+  for (const Call& call : batch.calls) {
+    args.clear();
+    lens.clear();
+    for (const std::string& a : call.argv) {
+      args.push_back(a.data());
+      lens.push_back(a.size());
     }
-    for (const Call& call : batch) {
-      void* raw = nullptr;
-      if (redisGetReply(c, &raw) != REDIS_OK) {
-        return absl::UnavailableError(c->errstr);
-      }
-      Reply reply(static_cast<redisReply*>(raw));
-      if (!Matches(*reply, call.expect)) {
-        return absl::InternalError(
-            absl::StrCat(kTypeNames[type], ": ", call.argv[0], " of ",
-                         call.argv[3], " answered ", Describe(*reply)));
-      }
+    if (redisAppendCommandArgv(c, static_cast<int>(args.size()), args.data(),
+                               lens.data()) != REDIS_OK) {
+      return absl::UnavailableError(c->errstr);
     }
-    done += per_batch;
   }
-  absl::StatusOr<int64_t> usec = ScriptUsec(c);
-  if (!usec.ok()) return usec.status();
-  return static_cast<double>(*usec) / done;
+  for (const Call& call : batch.calls) {
+    void* raw = nullptr;
+    if (redisGetReply(c, &raw) != REDIS_OK) {
+      return absl::UnavailableError(c->errstr);
+    }
+    Reply reply(static_cast<redisReply*>(raw));
+    if (!Matches(*reply, call.expect)) {
+      return absl::InternalError(
+          absl::StrCat(kTypeNames[type], ": ", call.argv[0], " of ",
+                       call.argv[3], " answered ", Describe(*reply)));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Shas> Load(redisContext* c,
@@ -506,43 +509,54 @@ void BM_ScriptCost(benchmark::State& state) {
   }
   const Type type = static_cast<Type>(state.range(0));
   const bool smoke = SmokeMode();
-  const int pairs = EnvInt("RELOCK_BENCH_PAIRS", smoke ? 1000 : 5000);
+  const int pairs = EnvInt("RELOCK_BENCH_PAIRS", smoke ? 200 : 2000);
   const int rounds = EnvInt("RELOCK_BENCH_ROUNDS", smoke ? 3 : 15);
   state.SetLabel(kTypeNames[type]);
   redisContext* c = env.c.get();
-  const PairMaker relock = RelockPair;
-  const PairMaker redisson = RedissonPair;
-  std::vector<double> relock_us, redisson_us, ratios;
+  // [0] relock's, [1] Redisson's.
+  const Batch batches[2] = {MakeBatch(type, env.relock, RelockPair),
+                            MakeBatch(type, env.redisson, RedissonPair)};
+  std::vector<double> us[2], ratios;
   for (auto _ : state) {
-    // A warm-up phase of each (not counted).
-    for (const PairMaker* make : {&relock, &redisson}) {
-      const Shas& shas = make == &relock ? env.relock : env.redisson;
-      if (absl::StatusOr<double> us = Phase(c, type, shas, *make, kBatch * 10);
-          !us.ok()) {
-        state.SkipWithError(us.status().ToString().c_str());
+    // Warm-up batches (not counted).
+    for (int i = 0; i < 20; ++i) {
+      if (absl::Status s = Send(c, type, batches[i % 2]); !s.ok()) {
+        state.SkipWithError(s.ToString().c_str());
         return;
       }
     }
-    for (int r = 0; r < rounds; ++r) {
-      double us[2] = {0, 0};
-      for (int i = 0; i < 2; ++i) {
-        const bool relock_turn = (i + r) % 2 == 0;
-        absl::StatusOr<double> phase =
-            Phase(c, type, relock_turn ? env.relock : env.redisson,
-                  relock_turn ? relock : redisson, pairs);
-        if (!phase.ok()) {
-          state.SkipWithError(phase.status().ToString().c_str());
+    absl::StatusOr<int64_t> before = ScriptUsec(c);
+    for (int r = 0; r < rounds && before.ok(); ++r) {
+      std::vector<double> per_pair[2];
+      for (int i = 0; per_pair[1].size() * batches[1].pairs < size_t(pairs);
+           ++i) {
+        const int side = (i + r) % 2;
+        if (absl::Status s = Send(c, type, batches[side]); !s.ok()) {
+          state.SkipWithError(s.ToString().c_str());
           return;
         }
-        us[relock_turn ? 0 : 1] = *phase;
+        absl::StatusOr<int64_t> after = ScriptUsec(c);
+        if (!after.ok()) {
+          before = after;
+          break;
+        }
+        per_pair[side].push_back(static_cast<double>(*after - *before) /
+                                 batches[side].pairs);
+        before = after;
       }
-      relock_us.push_back(us[0]);
-      redisson_us.push_back(us[1]);
-      ratios.push_back(us[0] / us[1]);
+      if (!before.ok()) break;
+      const double round[2] = {Median(per_pair[0]), Median(per_pair[1])};
+      us[0].push_back(round[0]);
+      us[1].push_back(round[1]);
+      ratios.push_back(round[0] / round[1]);
+    }
+    if (!before.ok()) {
+      state.SkipWithError(before.status().ToString().c_str());
+      return;
     }
   }
-  state.counters["relock_us"] = Median(relock_us);
-  state.counters["redisson_us"] = Median(redisson_us);
+  state.counters["relock_us"] = Median(us[0]);
+  state.counters["redisson_us"] = Median(us[1]);
   state.counters["ratio"] = Median(ratios);
   state.counters["ratio_min"] = *std::min_element(ratios.begin(), ratios.end());
   state.counters["ratio_max"] = *std::max_element(ratios.begin(), ratios.end());
