@@ -223,8 +223,9 @@ std::vector<Call> RelockPair(Type type, const Shas& shas,
                    model.Acquire(name, owner, kLease, /*fresh=*/true,
                                  /*queue=*/true, options, publish),
                    type == kFenced ? Expect::kTokenArray : Expect::kNil));
-      calls.push_back(FromStep(
-          shas, model.Release(name, owner, kLeaseMs, publish), Expect::kOne));
+      calls.push_back(
+          FromStep(shas, model.Release(name, owner, kLeaseMs, publish, true),
+                   Expect::kOne));
       break;
     }
     case kReentry: {
@@ -237,10 +238,12 @@ std::vector<Call> RelockPair(Type type, const Shas& shas,
           shas,
           model.Acquire(name, owner, kLease, false, true, options, publish),
           Expect::kNil));
-      calls.push_back(FromStep(shas, model.Release(name, owner, "0", publish),
-                               Expect::kZero));
-      calls.push_back(FromStep(shas, model.Release(name, owner, "0", publish),
-                               Expect::kOne));
+      calls.push_back(FromStep(
+          shas, model.Release(name, owner, "0", publish, /*last=*/false),
+          Expect::kZero));
+      calls.push_back(FromStep(
+          shas, model.Release(name, owner, "0", publish, /*last=*/true),
+          Expect::kOne));
       break;
     }
     case kFair: {
@@ -250,8 +253,9 @@ std::vector<Call> RelockPair(Type type, const Shas& shas,
           shas,
           model.Acquire(name, owner, kLease, true, true, options, publish),
           Expect::kNil));
-      calls.push_back(FromStep(
-          shas, model.Release(name, owner, kLeaseMs, publish), Expect::kOne));
+      calls.push_back(
+          FromStep(shas, model.Release(name, owner, kLeaseMs, publish, true),
+                   Expect::kOne));
       break;
     }
     case kRead:
@@ -266,8 +270,9 @@ std::vector<Call> RelockPair(Type type, const Shas& shas,
           shas,
           model.Acquire(name, field, kLease, true, true, options, publish),
           Expect::kNil));
-      calls.push_back(FromStep(
-          shas, model.Release(name, field, kLeaseMs, publish), Expect::kOne));
+      calls.push_back(
+          FromStep(shas, model.Release(name, field, kLeaseMs, publish, true),
+                   Expect::kOne));
       break;
     }
     case kTypes:
