@@ -1,25 +1,36 @@
 -- Acquire (or re-enter) a reentrant lock. Redisson-compatible: other owners
--- see exactly Redisson's behaviour. Uses lua/shape_lib.lua, prepended when
--- loaded.
+-- see exactly Redisson's behaviour. Uses lua/shape_lib.lua, inserted at the
+-- "-- @helpers" line when loaded.
 -- KEYS[1]  lock name (a hash: field = owner, value = hold count)
--- KEYS[2]  the fair lock's queue "redisson_lock_queue:{N}" and
--- KEYS[3]  its deadlines "redisson_lock_timeout:{N}" (see lua/fair_lib.lua):
---          read only, to refuse a name whose fair lock has waiters
--- KEYS[4]  optional: the fencing token counter ("redisson_lock_token:{N}",
---          Redisson's RFencedLock). When given, every acquisition (re-entries
---          included, as in Redisson) increments it and returns the new value.
+-- KEYS[2]  a fresh acquire's (see ARGV[3]): the fair lock's queue
+--          "redisson_lock_queue:{N}" (see lua/fair_lib.lua), read only, to
+--          refuse a name whose fair lock has waiters
+-- KEYS[3]  a fresh acquire's, optional: the fencing token counter
+--          ("redisson_lock_token:{N}", Redisson's RFencedLock). When given,
+--          every acquisition (re-entries included, as in Redisson)
+--          increments it and returns the new value.
+--          A re-entry passes no queue: its token counter, if any, is KEYS[2].
+--          Every key passed costs every call, so a key that a call's fast
+--          path does not read is not passed: the general path reads the
+--          queue's deadlines "redisson_lock_timeout:{N}" (and a re-entry's
+--          queue) under the names PrefixName() gives, in N's cluster slot (as
+--          the read-write lock's lease keys are).
 -- ARGV[1]  lease in milliseconds (the key's new TTL)
 -- ARGV[2]  owner field "<client-id>:<thread-id>"
--- ARGV[3]  "1" when the caller holds no hold of its own yet: the count is set
---          to 1 rather than incremented, so a count left by an earlier
---          attempt whose reply was lost (timeout, dropped connection) is
---          absorbed instead of turning into a hold nobody releases.
---          Anything else: increment (re-entry). A re-entry never shortens
---          the lease in force: the TTL only grows to ARGV[1].
--- Returns, without KEYS[4]: nil when the caller now holds the lock, otherwise
--- the holder's PTTL in milliseconds (-1 when the holder's key has no TTL).
--- With KEYS[4] (Redisson's fenced reply, the token as a decimal string):
--- {-1, "token"} when the caller now holds the lock, otherwise {PTTL, -1}.
+-- ARGV[3]  absent (or "1") when the caller holds no hold of its own yet: the
+--          count is set to 1 rather than incremented, so a count left by an
+--          earlier attempt whose reply was lost (timeout, dropped connection)
+--          is absorbed instead of turning into a hold nobody releases.
+--          Anything else ("0"): increment (re-entry). A re-entry never
+--          shortens the lease in force: the TTL only grows to ARGV[1]. (A
+--          fresh acquire, the common call, passes two arguments, as
+--          Redisson's does: every argument costs every call.)
+-- Returns, without a token counter: nil when the caller now holds the lock,
+-- otherwise the holder's PTTL in milliseconds (-1 when the holder's key has
+-- no TTL). With one (Redisson's fenced reply): {-1, token} when the caller now
+-- holds the lock, the token an integer below 2^53 and beyond that the
+-- counter's own decimal string (a Lua number, a double, is exact only up to
+-- 2^53), otherwise {PTTL, -1}.
 -- A NOTALOCK error, and nothing written, when the name is not this lock
 -- type's: the key holds a read-write lock (a "mode" field, even where its
 -- reader field is ours) or anything but a lock, or the name's fair lock has
@@ -27,16 +38,91 @@
 -- release would not wake them). A failed call leaves nothing behind: the
 -- lease is set before the count where the key exists, and a key this script
 -- made is deleted again should its lease fail (e.g. PEXPIRE refused by an
--- ACL); the error is returned.
+-- ACL); the error is returned. (A negative token counter is an exception
+-- of form only: the fast path's INCR of it is undone by a DECR before the
+-- NOTATOKEN error, so the counter holds its old value again.)
+
+-- The fast paths, before the helpers are defined (so that they create no Lua
+-- closures): a fresh acquire of a free name whose fair lock has no queue
+-- (EXISTS of both keys, [INCR,] HSET, PEXPIRE), and a re-entry (HMGET of the
+-- owner's count and 'mode', [INCR,] PTTL, PEXPIRE when the lease grows,
+-- HINCRBY). They do what the general path below (the specification) does
+-- in those cases; anything else falls through to it with nothing written.
+-- (Arguments are strings: Redis turns a Lua number into text with sprintf.)
+local fresh = ARGV[3] == nil or ARGV[3] == '1'
+local token_key = KEYS[2]  -- a re-entry's
+if fresh then
+  token_key = KEYS[3]
+end
+local fast = false  -- 'free' or 'own'
+if fresh then
+  if redis.call('exists', KEYS[1], KEYS[2]) == 0 then
+    fast = 'free'
+  end
+else
+  local held = redis.call('hmget', KEYS[1], ARGV[2], 'mode')
+  if held[1] and not held[2] then
+    fast = 'own'
+  end
+end
+if fast then
+  -- The token by INCR alone. It fails, writing nothing, on a counter that
+  -- is not an integer or at the int64 limit, and a negative one is undone at
+  -- once: either way the general path then says why (NOTATOKEN, WRONGTYPE,
+  -- OOM). A Lua number is exact below 2^53; beyond, the counter's string.
+  local token = nil
+  if token_key then
+    token = redis.pcall('incr', token_key)
+    if type(token) ~= 'number' then
+      fast = false
+    elseif token < 1 then
+      redis.call('decr', token_key)
+      fast = false
+    elseif token >= 9007199254740992 then
+      token = redis.call('get', token_key)
+    end
+  end
+  if fast == 'free' then
+    redis.call('hset', KEYS[1], ARGV[2], '1')
+    local set = redis.pcall('pexpire', KEYS[1], ARGV[1])  -- lease_new_lock()
+    if set ~= 1 and type(set) == 'table' then
+      redis.call('del', KEYS[1])
+      return set
+    end
+  elseif fast == 'own' then
+    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+      redis.call('pexpire', KEYS[1], ARGV[1])
+    end
+    redis.call('hincrby', KEYS[1], ARGV[2], '1')
+  end
+  if fast and token then
+    return {-1, token}
+  elseif fast then
+    return nil
+  end
+end
+
+-- @helpers
+
+-- The general path.
+local braced = KEYS[1]  -- PrefixName()'s suffix
+if not string.find(braced, '{', 1, true) then
+  braced = '{' .. braced .. '}'
+end
+local queue = KEYS[2]
+if not fresh then
+  queue = 'redisson_lock_queue:' .. braced
+end
+local deadlines = 'redisson_lock_timeout:' .. braced
 local exists = redis.call('exists', KEYS[1])
 local own = exists == 1 and redis.call('hexists', KEYS[1], ARGV[2]) == 1
     and redis.call('hexists', KEYS[1], 'mode') == 0
 if not own then
   -- A fair lock's waiter at the head of its queue, still in time (see
   -- drop_stale() in lua/fair_lib.lua)?
-  local head = redis.call('lindex', KEYS[2], 0)
+  local head = redis.call('lindex', queue, 0)
   if head then
-    local deadline = tonumber(redis.call('zscore', KEYS[3], head))
+    local deadline = tonumber(redis.call('zscore', deadlines, head))
     local t = redis.call('time')
     if deadline and deadline > tonumber(t[1]) * 1000 +
         math.floor(tonumber(t[2]) / 1000) then
@@ -55,17 +141,17 @@ if exists == 0 or own then
   -- 2^53. (Should the lease below fail, the token is spent: tokens only
   -- need to grow.)
   local token
-  if KEYS[4] then
-    local last = redis.call('get', KEYS[4])
+  if token_key then
+    local last = redis.call('get', token_key)
     if last and last ~= '0' and not (string.find(last, '^[1-9]%d*$')
         and (#last < 19 or (#last == 19 and last < '9223372036854775807')))
     then
       return redis.error_reply('NOTATOKEN the fencing token counter ' ..
-          KEYS[4] .. ' holds "' .. string.sub(last, 1, 40) ..
+          token_key .. ' holds "' .. string.sub(last, 1, 40) ..
           '", not a count in [0, 9223372036854775806]')
     end
-    redis.call('incr', KEYS[4])
-    token = redis.call('get', KEYS[4])
+    redis.call('incr', token_key)
+    token = redis.call('get', token_key)
   end
   if exists == 0 then
     redis.call('hset', KEYS[1], ARGV[2], 1)
@@ -73,7 +159,7 @@ if exists == 0 or own then
     if failed then
       return failed
     end
-  elseif ARGV[3] == '1' then
+  elseif fresh then
     redis.call('pexpire', KEYS[1], ARGV[1])
     redis.call('hset', KEYS[1], ARGV[2], 1)
   else
@@ -91,7 +177,7 @@ end
 if is_lock(KEYS[1]) ~= 'lock' then
   return not_this_type(KEYS[1], 'lock')
 end
-if KEYS[4] then
+if token_key then
   return {redis.call('pttl', KEYS[1]), -1}
 end
 return redis.call('pttl', KEYS[1])

@@ -1,7 +1,8 @@
 -- Acquire (or re-enter) a fair lock: the lock goes to its waiters in the
 -- order they arrived. Redisson's RFairLock model (see lua/fair_lib.lua,
--- prepended with lua/lock_lib.lua and lua/shape_lib.lua when the script is
--- loaded): Redisson fair lock clients and relock share one queue.
+-- inserted with lua/lock_lib.lua and lua/shape_lib.lua at the "-- @helpers"
+-- line when the script is loaded): Redisson fair lock clients and relock
+-- share one queue.
 -- KEYS[1]  lock name (a hash: field = owner, value = hold count)
 -- KEYS[2]  queue "redisson_lock_queue:{N}" (a list of owners)
 -- KEYS[3]  deadlines "redisson_lock_timeout:{N}" (a sorted set)
@@ -24,6 +25,25 @@
 -- error, with nothing queued, when the key holds a read-write lock or
 -- anything but a lock. A failed call leaves no lock without a lease (see
 -- lua/acquire.lua) and the queue as it was (but for stale waiters dropped).
+-- The fast path, before the helpers are defined (so that it creates no Lua
+-- closures): a free name without a queue or deadlines (EXISTS of the three
+-- keys) is the caller's, HSET and PEXPIRE, as the general path below (the
+-- specification) takes it: there is nothing stale to drop, no head to pop
+-- and no deadline to move. Anything else falls through, nothing written.
+if (ARGV[6] == 'publish' or ARGV[6] == 'spublish')
+    and redis.call('exists', KEYS[1], KEYS[2], KEYS[3]) == 0 then
+  redis.call('hset', KEYS[1], ARGV[2], 1)
+  local set = redis.pcall('pexpire', KEYS[1], ARGV[1])  -- lease_new_lock()
+  if type(set) == 'table' then
+    redis.call('del', KEYS[1])
+    return set
+  end
+  return nil
+end
+
+-- @helpers
+
+-- The general path.
 local publish = publish_command(ARGV[6])  -- raises before any write
 local now = now_ms()
 local wait = tonumber(ARGV[3])

@@ -1,15 +1,11 @@
 -- Helpers prepended to the scripts that use them (lib/lock/lock_scripts.cc
 -- does the prepending, once, when the scripts are built).
 
--- keep_ttl(key): sets the TTL that `key` (which exists) has again, as a
--- write that Redis never refuses for memory: see release_one().
+-- keep_ttl(key): a write that Redis never refuses for memory (see
+-- release_one()) and that changes nothing, the TTL of `key` included: HDEL
+-- of the field '', which no lock has (owner fields are "<uuid>:<number>").
 local function keep_ttl(key)
-  local left = redis.call('pttl', key)
-  if left == -1 then
-    redis.call('persist', key)
-  else
-    redis.call('pexpire', key, math.max(left, 1))
-  end
+  redis.call('hdel', key, '')
 end
 
 -- publish_command(arg): the command to publish unlock messages with, from a

@@ -1,6 +1,6 @@
 -- Acquire (or re-enter) the read lock of a read-write lock. Redisson-
 -- compatible (RedissonReadLock). Uses lua/shape_lib.lua and lua/rw_lib.lua,
--- prepended when loaded.
+-- inserted at the "-- @helpers" line when loaded.
 -- KEYS[1]  lock name N
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  reader field "<client-id>:<thread-id>" (its write field is
@@ -17,6 +17,31 @@
 -- lease key is written first, the hash's lease before its count where the
 -- hash exists, and a hash this script made is deleted again (with the lease
 -- key) should its lease fail (e.g. PEXPIRE refused by an ACL).
+-- The fast path, before the helpers are defined (so that it creates no Lua
+-- closures): a free name (EXISTS) is taken as the general path below (the
+-- specification) takes it: the hold's lease key (read_timeout_key(), SET PX),
+-- then the hash (HSET), then its lease (PEXPIRE; should that fail, both keys
+-- are deleted again, as lease_new_lock() does). Anything else falls through,
+-- nothing written.
+if redis.call('exists', KEYS[1]) == 0 then
+  local prefix = KEYS[1]
+  if not string.find(prefix, '{', 1, true) then
+    prefix = '{' .. prefix .. '}'
+  end
+  local lease_key = prefix .. ':' .. ARGV[2] .. ':rwlock_timeout:1'
+  redis.call('set', lease_key, 1, 'px', ARGV[1])
+  redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], 1)
+  local set = redis.pcall('pexpire', KEYS[1], ARGV[1])
+  if type(set) == 'table' then
+    redis.call('del', KEYS[1], lease_key)
+    return set
+  end
+  return nil
+end
+
+-- @helpers
+
+-- The general path.
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false then
   if redis.call('exists', KEYS[1]) == 1 then

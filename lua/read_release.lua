@@ -1,5 +1,6 @@
 -- Release one read hold of a read-write lock. Redisson-compatible. Uses
--- lua/lock_lib.lua and lua/rw_lib.lua, prepended when loaded.
+-- lua/lock_lib.lua and lua/rw_lib.lua, inserted at the "-- @helpers" line
+-- when loaded.
 -- KEYS[1]  lock name N
 -- KEYS[2]  channel "redisson_rwlock:{N}"
 -- ARGV[1]  unlock message ("0": wakes one waiter per client)
@@ -12,6 +13,35 @@
 -- readers or by the caller's write hold). When the lock became free (see
 -- read_settle()), the unlock message is published; an UNPUBLISHED error when
 -- Redis refused that.
+-- The fast path, before the helpers are defined (so that it creates no Lua
+-- closures): the last read hold of the only reader in read mode (HMGET of
+-- its count and 'mode', HLEN: 'mode' and the reader's field alone). The
+-- general path below (the specification) would delete the hold's lease key,
+-- the field, and then, no read lease being left, the hash: here one DEL of
+-- the lease key and the hash (a write Redis never refuses for memory), then
+-- the unlock message (as publish_unlock()). Anything else falls through,
+-- nothing written.
+if ARGV[4] == 'publish' or ARGV[4] == 'spublish' then
+  local held = redis.call('hmget', KEYS[1], ARGV[3], 'mode')
+  if held[1] == '1' and held[2] == 'read'
+      and redis.call('hlen', KEYS[1]) == 2 then
+    local prefix = KEYS[1]
+    if not string.find(prefix, '{', 1, true) then
+      prefix = '{' .. prefix .. '}'
+    end
+    redis.call('del', prefix .. ':' .. ARGV[3] .. ':rwlock_timeout:1',
+        KEYS[1])
+    local published = redis.pcall(ARGV[4], KEYS[2], ARGV[1])
+    if type(published) == 'table' then
+      return redis.error_reply('UNPUBLISHED ' .. published.err)
+    end
+    return 1
+  end
+end
+
+-- @helpers
+
+-- The general path.
 local publish = publish_command(ARGV[4])  -- raises before any write
 -- Not a read-write lock (no "mode"): not a read hold of ours either.
 local count = tonumber(redis.call('hget', KEYS[1], ARGV[3]))

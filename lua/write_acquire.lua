@@ -1,6 +1,6 @@
 -- Acquire (or re-enter) the write lock of a read-write lock. Redisson-
--- compatible (RedissonWriteLock). Uses lua/shape_lib.lua, prepended when
--- loaded.
+-- compatible (RedissonWriteLock). Uses lua/shape_lib.lua, inserted at the
+-- "-- @helpers" line when loaded.
 -- KEYS[1]  lock name N
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  writer field "<client-id>:<thread-id>:write"
@@ -15,6 +15,24 @@
 -- one name is one lock type). A failed call leaves nothing behind: the lease
 -- goes before the count where the hash exists, and a hash this script made
 -- is deleted again should its lease fail (e.g. PEXPIRE refused by an ACL).
+-- The fast path, before the helpers are defined (so that it creates no Lua
+-- closures): a free name (EXISTS) is taken as the general path below (the
+-- specification) takes it: HSET, then PEXPIRE (should that fail, the hash is
+-- deleted again, as lease_new_lock() does). Anything else falls through,
+-- nothing written.
+if redis.call('exists', KEYS[1]) == 0 then
+  redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)
+  local set = redis.pcall('pexpire', KEYS[1], ARGV[1])
+  if type(set) == 'table' then
+    redis.call('del', KEYS[1])
+    return set
+  end
+  return nil
+end
+
+-- @helpers
+
+-- The general path.
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false then
   if redis.call('exists', KEYS[1]) == 1 then

@@ -1,5 +1,6 @@
 -- Release one write hold of a read-write lock. Redisson-compatible. Uses
--- lua/lock_lib.lua and lua/rw_lib.lua, prepended when loaded.
+-- lua/lock_lib.lua and lua/rw_lib.lua, inserted at the "-- @helpers" line
+-- when loaded.
 -- KEYS[1]  lock name N
 -- KEYS[2]  channel "redisson_rwlock:{N}"
 -- ARGV[1]  read-unlock message ("1": wakes every waiter)
@@ -12,6 +13,29 @@
 -- when the caller still has read holds (a downgrade), and either way the
 -- message is published, since readers may now enter (Redisson publishes on
 -- a free lock only); an UNPUBLISHED error when Redis refused that.
+-- The fast path, before the helpers are defined (so that it creates no Lua
+-- closures): the writer's last write hold with no read hold of its own
+-- (HMGET of its count and 'mode', HLEN: 'mode' and the writer's field
+-- alone). The general path below (the specification) would delete the field
+-- and then the hash (write_drop()): here one DEL (a write Redis never refuses
+-- for memory), then the message (as publish_unlock()). Anything else falls
+-- through, nothing written.
+if ARGV[4] == 'publish' or ARGV[4] == 'spublish' then
+  local held = redis.call('hmget', KEYS[1], ARGV[3], 'mode')
+  if held[1] == '1' and held[2] == 'write'
+      and redis.call('hlen', KEYS[1]) == 2 then
+    redis.call('del', KEYS[1])
+    local published = redis.pcall(ARGV[4], KEYS[2], ARGV[1])
+    if type(published) == 'table' then
+      return redis.error_reply('UNPUBLISHED ' .. published.err)
+    end
+    return 1
+  end
+end
+
+-- @helpers
+
+-- The general path.
 local publish = publish_command(ARGV[4])  -- raises before any write
 local count = tonumber(redis.call('hget', KEYS[1], ARGV[3]))
 if redis.call('hget', KEYS[1], 'mode') ~= 'write' or count == nil then

@@ -32,8 +32,8 @@ class Fair final : public LockModel {
   }
 
   Step Release(const std::string& name, const std::string& owner,
-               const std::string& lease_ms,
-               absl::string_view publish) const override {
+               const std::string& lease_ms, absl::string_view publish,
+               bool /*last*/) const override {
     return Step{
         internal::kFairReleaseScript,
         Keys(name),

@@ -19,24 +19,33 @@ class Reentrant final : public LockModel {
                absl::Duration lease, bool fresh, bool /*queue*/,
                const AcquireOptions& options,
                absl::string_view /*publish*/) const override {
-    // The fair lock's queue and deadlines: a name whose fair lock has
-    // waiters is refused (one name is one lock type).
-    Step step{internal::kAcquireScript,
-              {name, FairQueueKey(name), FairTimeoutKey(name)},
-              {}};
+    // Only the keys the script's fast path reads (each key and argument
+    // costs every call; see lua/acquire.lua): a fresh acquire passes the
+    // fair lock's queue (a name whose fair lock has waiters is refused: one
+    // name is one lock type) and no third argument (the script's "1"); a
+    // re-entry passes "0" and no queue (the script finds it by its name,
+    // FairQueueKey(), should the caller no longer hold the lock).
+    Step step{internal::kAcquireScript, {name}, {}};
+    if (fresh) step.keys.push_back(FairQueueKey(name));
     if (options.fenced) step.keys.push_back(TokenKey(name));
-    step.args = {absl::StrCat(absl::ToInt64Milliseconds(lease)), owner,
-                 fresh ? "1" : "0"};
+    step.args = {absl::StrCat(absl::ToInt64Milliseconds(lease)), owner};
+    if (!fresh) step.args.push_back("0");
     return step;
   }
 
   Step Release(const std::string& name, const std::string& owner,
-               const std::string& lease_ms,
-               absl::string_view publish) const override {
-    return Step{
+               const std::string& lease_ms, absl::string_view publish,
+               bool last) const override {
+    // The fair lock's queue, whose head waiter a release that frees the lock
+    // wakes, only for a last release: each key costs every call, and the
+    // script finds the queue by its name should another release free the
+    // lock all the same.
+    Step step{
         internal::kReleaseScript,
-        {name, UnlockChannel(name), FairQueueKey(name)},
+        {name, UnlockChannel(name)},
         {std::string(kUnlockMessage), lease_ms, owner, std::string(publish)}};
+    if (last) step.keys.push_back(FairQueueKey(name));
+    return step;
   }
 
   Step ReleaseAll(const std::string& name, const std::string& owner,

@@ -103,10 +103,12 @@ class LockModel {
                        const AcquireOptions& options,
                        absl::string_view publish) const = 0;
   // One release by `owner`; `lease_ms`: the lease to set when holds remain
-  // ("0": keep the TTL).
+  // ("0": keep the TTL). `last`: as far as the caller knows, the release
+  // frees the lock (its outermost hold, or a hold it no longer tracks); a
+  // script may be sent fewer keys otherwise (see lua/release.lua).
   virtual Step Release(const std::string& name, const std::string& owner,
-                       const std::string& lease_ms,
-                       absl::string_view publish) const = 0;
+                       const std::string& lease_ms, absl::string_view publish,
+                       bool last) const = 0;
   // Every hold of `owner` (a closing client; an undo).
   virtual Step ReleaseAll(const std::string& name, const std::string& owner,
                           absl::string_view publish) const = 0;

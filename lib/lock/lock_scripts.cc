@@ -1,5 +1,6 @@
 #include "lib/lock/lock_scripts.h"
 
+#include <initializer_list>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -37,52 +38,78 @@ namespace {
 
 constexpr absl::string_view kUnpublished = "UNPUBLISHED ";
 
+// The line of a script with fast paths after which its general path begins
+// (see WithHelpers()).
+constexpr absl::string_view kHelpersLine = "\n-- @helpers\n";
+
+// `script` with the helper files `libs`. A script without a "-- @helpers"
+// line gets them prepended. A script with one has fast paths before it,
+// which answer the common calls with no helper defined: what follows the line
+// becomes, with the helpers in front, the body of a function the script
+// calls only when no fast path answered. A call that a fast path answers
+// then makes no Lua closure (each `local function` is one, made on every
+// call that reaches it), and the script's main function keeps few registers
+// (Lua clears all of them on every call). Built once per script; the
+// ScriptSources point into the strings.
+const std::string* WithHelpers(absl::string_view script,
+                               std::initializer_list<absl::string_view> libs) {
+  std::string helpers;
+  for (absl::string_view lib : libs) absl::StrAppend(&helpers, lib);
+  const size_t at = script.find(kHelpersLine);
+  if (at == absl::string_view::npos) {
+    return new std::string(absl::StrCat(helpers, script));
+  }
+  const size_t split = at + kHelpersLine.size();
+  return new std::string(absl::StrCat(
+      script.substr(0, split), "local function general_path()\n", helpers,
+      script.substr(split), "\nend\nreturn general_path()\n"));
+}
+
 }  // namespace
 
 std::vector<redis::ScriptSource> LockScripts() {
   // Built once; the ScriptSources point into these strings.
   static const std::string* const kAcquire =
-      new std::string(absl::StrCat(lua::kShapeLib, lua::kAcquire));
+      WithHelpers(lua::kAcquire, {lua::kShapeLib});
   static const std::string* const kRelease =
-      new std::string(absl::StrCat(lua::kLockLib, lua::kRelease));
+      WithHelpers(lua::kRelease, {lua::kLockLib});
   static const std::string* const kReleaseAll =
-      new std::string(absl::StrCat(lua::kLockLib, lua::kReleaseAll));
-  static const std::string* const kForceRelease = new std::string(
-      absl::StrCat(lua::kLockLib, lua::kShapeLib, lua::kForceRelease));
+      WithHelpers(lua::kReleaseAll, {lua::kLockLib});
+  static const std::string* const kForceRelease =
+      WithHelpers(lua::kForceRelease, {lua::kLockLib, lua::kShapeLib});
   static const std::string* const kInspect =
-      new std::string(absl::StrCat(lua::kShapeLib, lua::kInspect));
+      WithHelpers(lua::kInspect, {lua::kShapeLib});
   // The fair lock's, with lock_lib and fair_lib.
-  static const std::string* const kFairAcquire = new std::string(absl::StrCat(
-      lua::kLockLib, lua::kShapeLib, lua::kFairLib, lua::kFairAcquire));
-  static const std::string* const kFairRelease = new std::string(
-      absl::StrCat(lua::kLockLib, lua::kFairLib, lua::kFairRelease));
-  static const std::string* const kFairReleaseAll = new std::string(
-      absl::StrCat(lua::kLockLib, lua::kFairLib, lua::kFairReleaseAll));
-  static const std::string* const kFairLeave = new std::string(
-      absl::StrCat(lua::kLockLib, lua::kFairLib, lua::kFairLeave));
-  static const std::string* const kFairForceRelease =
-      new std::string(absl::StrCat(lua::kLockLib, lua::kShapeLib, lua::kFairLib,
-                                   lua::kFairForceRelease));
+  static const std::string* const kFairAcquire = WithHelpers(
+      lua::kFairAcquire, {lua::kLockLib, lua::kShapeLib, lua::kFairLib});
+  static const std::string* const kFairRelease =
+      WithHelpers(lua::kFairRelease, {lua::kLockLib, lua::kFairLib});
+  static const std::string* const kFairReleaseAll =
+      WithHelpers(lua::kFairReleaseAll, {lua::kLockLib, lua::kFairLib});
+  static const std::string* const kFairLeave =
+      WithHelpers(lua::kFairLeave, {lua::kLockLib, lua::kFairLib});
+  static const std::string* const kFairForceRelease = WithHelpers(
+      lua::kFairForceRelease, {lua::kLockLib, lua::kShapeLib, lua::kFairLib});
   // The read-write lock's, with rw_lib (and lock_lib where they publish).
-  static const std::string* const kReadAcquire = new std::string(
-      absl::StrCat(lua::kShapeLib, lua::kRwLib, lua::kReadAcquire));
+  static const std::string* const kReadAcquire =
+      WithHelpers(lua::kReadAcquire, {lua::kShapeLib, lua::kRwLib});
   static const std::string* const kWriteAcquire =
-      new std::string(absl::StrCat(lua::kShapeLib, lua::kWriteAcquire));
-  static const std::string* const kReadRelease = new std::string(
-      absl::StrCat(lua::kLockLib, lua::kRwLib, lua::kReadRelease));
-  static const std::string* const kWriteRelease = new std::string(
-      absl::StrCat(lua::kLockLib, lua::kRwLib, lua::kWriteRelease));
-  static const std::string* const kRwReleaseAll = new std::string(
-      absl::StrCat(lua::kLockLib, lua::kRwLib, lua::kRwReleaseAll));
+      WithHelpers(lua::kWriteAcquire, {lua::kShapeLib});
+  static const std::string* const kReadRelease =
+      WithHelpers(lua::kReadRelease, {lua::kLockLib, lua::kRwLib});
+  static const std::string* const kWriteRelease =
+      WithHelpers(lua::kWriteRelease, {lua::kLockLib, lua::kRwLib});
+  static const std::string* const kRwReleaseAll =
+      WithHelpers(lua::kRwReleaseAll, {lua::kLockLib, lua::kRwLib});
   static const std::string* const kReadRenew =
-      new std::string(absl::StrCat(lua::kRwLib, lua::kReadRenew));
+      WithHelpers(lua::kReadRenew, {lua::kRwLib});
   static const std::string* const kRwInspect =
-      new std::string(absl::StrCat(lua::kShapeLib, lua::kRwInspect));
-  static const std::string* const kRwForceRelease = new std::string(
-      absl::StrCat(lua::kLockLib, lua::kShapeLib, lua::kRwForceRelease));
+      WithHelpers(lua::kRwInspect, {lua::kShapeLib});
+  static const std::string* const kRwForceRelease =
+      WithHelpers(lua::kRwForceRelease, {lua::kLockLib, lua::kShapeLib});
   // Inspection reads both shapes.
   static const std::string* const kLockInfo =
-      new std::string(absl::StrCat(lua::kShapeLib, lua::kLockInfo));
+      WithHelpers(lua::kLockInfo, {lua::kShapeLib});
   // Order matches ScriptId.
   return {
       {"acquire", *kAcquire},

@@ -154,11 +154,15 @@ AcquireReply ReadAcquireReply(const redis::Reply& r) {
     out.pttl = r.integer();
   } else if (const redis::ReplyView v = r.view();
              v.size() == 2 && v[0].is_integer()) {
-    // Granted: {-1, "token"}, the token as a string (exact over the whole
-    // int64 range), never below 1. Held: {PTTL, -1}, also when the holder's
-    // key has no TTL ({-1, -1}).
+    // Granted: {-1, token}, the token never below 1: an integer below 2^53,
+    // beyond that a string (exact over the whole int64 range). Held:
+    // {PTTL, -1}, also when the holder's key has no TTL ({-1, -1}).
     int64_t token = 0;
-    if (v[1].is_string() && absl::SimpleAtoi(v[1].str(), &token) && token > 0) {
+    if (v[1].is_integer() && v[1].integer() > 0) {
+      out.kind = AcquireReply::kGranted;
+      out.token = v[1].integer();
+    } else if (v[1].is_string() && absl::SimpleAtoi(v[1].str(), &token) &&
+               token > 0) {
       out.kind = AcquireReply::kGranted;
       out.token = token;
     } else if (v[1].is_integer() && v[1].integer() == -1) {
@@ -350,7 +354,8 @@ void Undo(LockEnv& env, const LockModel& model, const std::string& name,
   backend::Backend& backend = env.backend();
   const Step step =
       fresh ? model.ReleaseAll(name, owner, backend.publish_command())
-            : model.Release(name, owner, "0", backend.publish_command());
+            : model.Release(name, owner, "0", backend.publish_command(),
+                            /*last=*/false);
   const backend::Call call = step.Views();
   if (async) {
     backend.RunAsync(
@@ -1091,6 +1096,9 @@ struct ReleaseCall {
   const LockModel* model = nullptr;
   absl::optional<Hold> hold;
   bool outermost = false;
+  // As far as this client knows, the release frees the lock: its outermost
+  // hold, or one it no longer tracks.
+  bool last = true;
   Deadline deadline = Deadline::Never();
   Resend resend = Resend::kNever;
 };
@@ -1113,6 +1121,7 @@ ReleaseCall BeginReleaseCall(LockEnv& env, const std::string& name,
   // first one ran, the resent one finds the lock already released. An inner
   // one may not (counting down twice would free the lock early).
   c.outermost = c.hold.has_value() && c.hold->count <= 1;
+  c.last = !c.hold.has_value() || c.hold->count <= 1;
   c.resend = c.outermost ? Resend::kIfDropped : Resend::kNever;
   // The hold's own lock type, should the handle's differ.
   c.model =
@@ -1249,7 +1258,7 @@ absl::Status ReleaseOnce(LockEnv& env, const std::string& name,
   const ReleaseCall call = BeginReleaseCall(env, name, by, kind);
   const absl::string_view publish = env.backend().publish_command();
   const Step step =
-      call.model->Release(name, call.owner, call.lease_ms, publish);
+      call.model->Release(name, call.owner, call.lease_ms, publish, call.last);
   const backend::Call views = step.Views();
   std::vector<backend::Answer> answers = env.backend().Run(
       step.script, views.keys, views.args, call.deadline, call.resend);
@@ -1333,8 +1342,9 @@ void ReleaseAsync(LockEnv& env, std::shared_ptr<void> keep,
   }
   auto call = std::make_shared<const ReleaseCall>(
       BeginReleaseCall(env, name, by, kind));
-  const Step step = call->model->Release(name, call->owner, call->lease_ms,
-                                         env.backend().publish_command());
+  const Step step =
+      call->model->Release(name, call->owner, call->lease_ms,
+                           env.backend().publish_command(), call->last);
   const backend::Call views = step.Views();
   env.backend().RunAsync(
       step.script, views.keys, views.args, call->deadline, call->resend,

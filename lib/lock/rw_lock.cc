@@ -29,8 +29,8 @@ class ReadWrite final : public LockModel {
   }
 
   Step Release(const std::string& name, const std::string& owner,
-               const std::string& lease_ms,
-               absl::string_view publish) const override {
+               const std::string& lease_ms, absl::string_view publish,
+               bool /*last*/) const override {
     return Step{
         write_ ? internal::kWriteReleaseScript : internal::kReadReleaseScript,
         {name, ReadWriteChannel(name)},
