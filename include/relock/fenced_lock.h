@@ -64,10 +64,12 @@
 // "SET ... -3", text, a key of another type, or 2^63 - 1, after which no
 // larger token exists) is no valid counter: every acquisition through this
 // FencedLock then fails with FailedPrecondition naming the counter and its
-// value, and takes nothing: no hold, no increment (the script checks the
-// counter before it writes). Plain relock::Lock calls on the same name do
-// not touch the counter and still work. Repair it (DEL it, or SET it to a
-// count not below the largest token any resource has accepted) to go on.
+// value, and takes nothing: no hold, no increment (the counter keeps its
+// value; the script's INCR of a negative one is undone by a DECR in the same
+// script, which replicas and keyspace notifications see as two writes).
+// Plain relock::Lock calls on the same name do not touch the counter and
+// still work. Repair it (DEL it, or SET it to a count not below the largest
+// token any resource has accepted) to go on.
 //
 // Errors: as relock::Lock (relock/lock.h), plus FailedPrecondition for an
 // invalid counter (above). GetToken(): FailedPrecondition when the counter's
