@@ -116,6 +116,7 @@
 #include "benchmark/benchmark.h"
 #include "lib/common/mutex.h"
 #include "lib/lock/fair_lock.h"
+#include "lib/lock/lock_model.h"
 #include "lib/lock/lock_scripts.h"
 #include "lib/lock/owner.h"
 #include "lib/redis/script.h"
@@ -455,6 +456,24 @@ absl::StatusOr<std::string> FormatCommand(
   return formatted;
 }
 
+// The EVALSHA argv of `step`, a Step of lib/lock/lock_model.h (the keys and
+// arguments relock itself sends), `sha` being its script's SHA: the raw
+// baselines send exactly what the library does.
+std::vector<std::string> StepArgv(const std::string& sha,
+                                  const lock::Step& step) {
+  std::vector<std::string> argv = {"EVALSHA", sha,
+                                   absl::StrCat(step.keys.size())};
+  argv.insert(argv.end(), step.keys.begin(), step.keys.end());
+  argv.insert(argv.end(), step.args.begin(), step.args.end());
+  return argv;
+}
+
+// The owner field of raw baseline `n` (a relock-shaped field: a UUID, a
+// thread number).
+std::string RawOwner(uint64_t n) {
+  return lock::OwnerField("00000000-0000-4000-8000-00000000b0b0", n);
+}
+
 // One connection of BM_RawPipelinedEvalsha and its pipeline, formatted once.
 struct PipelinedConnection {
   RawContext conn;
@@ -467,18 +486,20 @@ absl::StatusOr<PipelinedConnection> OpenPipelinedConnection(
   absl::StatusOr<RawContext> c = RawConnect(env.raw);
   if (!c.ok()) return c.status();
   const std::string key = Key(env, absl::StrCat("raw-pipelined-", index));
-  const std::string owner = absl::StrCat("raw-pipelined:", index);
-  // The arguments relock sends for a first hold with the default watchdog
-  // lease of 30 s (lua/acquire.lua, lua/release.lua).
-  const std::string lease_ms = absl::StrCat(
-      absl::ToInt64Milliseconds(ClientOptions().lock_watchdog_timeout));
-  absl::StatusOr<std::string> acquire =
-      FormatCommand({"EVALSHA", acquire_sha, "3", key, lock::FairQueueKey(key),
-                     lock::FairTimeoutKey(key), lease_ms, owner, "1"});
+  const std::string owner = RawOwner(static_cast<uint64_t>(index) + 1);
+  // What relock sends for a first hold with the default watchdog lease of
+  // 30 s, and its release.
+  const absl::Duration lease = ClientOptions().lock_watchdog_timeout;
+  const lock::LockModel& model = lock::ReentrantModel();
+  absl::StatusOr<std::string> acquire = FormatCommand(
+      StepArgv(acquire_sha, model.Acquire(key, owner, lease, /*fresh=*/true,
+                                          /*queue=*/true, {}, "publish")));
   if (!acquire.ok()) return acquire.status();
-  absl::StatusOr<std::string> release =
-      FormatCommand({"EVALSHA", release_sha, "2", key, lock::UnlockChannel(key),
-                     std::string(lock::kUnlockMessage), lease_ms, owner});
+  absl::StatusOr<std::string> release = FormatCommand(StepArgv(
+      release_sha,
+      model.Release(key, owner, absl::StrCat(absl::ToInt64Milliseconds(lease)),
+                    "publish",
+                    /*last=*/true)));
   if (!release.ok()) return release.status();
   PipelinedConnection p;
   p.conn = *std::move(c);
@@ -615,19 +636,19 @@ class PairedRawRoundTrips {
     p->conn_ = *std::move(c);
     p->argv_ = {"EVALSHA", *baseline, "1", Key(env, "raw"), "field"};
     const std::string key = Key(env, "raw-lock");
-    const std::string owner = "raw-paired:1";
-    const std::string lease_ms = absl::StrCat(
-        absl::ToInt64Milliseconds(ClientOptions().lock_watchdog_timeout));
+    const std::string owner = RawOwner(1);
+    const absl::Duration lease = ClientOptions().lock_watchdog_timeout;
+    const std::string lease_ms = absl::StrCat(absl::ToInt64Milliseconds(lease));
+    const lock::LockModel& model = lock::ReentrantModel();
     for (int i = 0; i < depth; ++i) {
       p->lock_argvs_.push_back(
-          {"EVALSHA", *acquire, "3", key, lock::FairQueueKey(key),
-           lock::FairTimeoutKey(key), lease_ms, owner, i == 0 ? "1" : "0"});
+          StepArgv(*acquire, model.Acquire(key, owner, lease, /*fresh=*/i == 0,
+                                           /*queue=*/true, {}, "publish")));
     }
     for (int i = 0; i < depth; ++i) {
-      p->lock_argvs_.push_back({"EVALSHA", *release, "2", key,
-                                lock::UnlockChannel(key),
-                                std::string(lock::kUnlockMessage),
-                                i + 1 < depth ? lease_ms : "0", owner});
+      p->lock_argvs_.push_back(StepArgv(
+          *release, model.Release(key, owner, i + 1 < depth ? lease_ms : "0",
+                                  "publish", /*last=*/i + 1 == depth)));
     }
     return p;
   }
