@@ -171,7 +171,14 @@ if [[ ${#benchmarks[@]} -eq 0 ]]; then
 fi
 for benchmark in "${benchmarks[@]}"; do
   echo "--- $benchmark"
-  "$benchmark" --benchmark_min_time=0.01
+  # A benchmark that cannot run its case says so with SkipWithError ("ERROR
+  # OCCURRED") and still exits 0: that is a failure here too.
+  output=$("$benchmark" --benchmark_min_time=0.01 2>&1)
+  printf '%s\n' "$output"
+  if grep -q "ERROR OCCURRED" <<<"$output"; then
+    echo "$benchmark: a benchmark reported an error (above)" >&2
+    exit 1
+  fi
 done
 
 finish_stage
