@@ -149,6 +149,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "benchmark/benchmark.h"
+#include "benchmarks/bench_util.h"
 #include "lib/common/mutex.h"
 #include "lib/redis/url.h"
 #include "relock/relock.h"
@@ -256,14 +257,8 @@ int64_t NowNs() {
       .count();
 }
 
-// True when the variable is set, not empty and not "0".
-bool EnvFlag(const char* name) {
-  // NOLINTNEXTLINE(concurrency-mt-unsafe): nothing here calls setenv().
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' && absl::string_view(value) != "0";
-}
-
-bool SmokeMode() { return EnvFlag("RELOCK_BENCH_SMOKE"); }
+using bench::EnvFlag;
+using bench::SmokeMode;
 
 // The length of one measured round of the alternated benchmarks.
 absl::Duration RoundLength() {
@@ -340,32 +335,13 @@ class CostMeter {
 
 // ------------------------------------------------------- raw hiredis --
 
-struct ContextFree {
-  void operator()(redisContext* c) const { redisFree(c); }
-};
-struct ReplyFree {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
-};
-using Context = std::unique_ptr<redisContext, ContextFree>;
-using Reply = std::unique_ptr<redisReply, ReplyFree>;
+using Context = bench::RawContext;
+using Reply = bench::RawReply;
+using bench::Formatted;
+using bench::TakeReply;
 
 std::string ReplyText(const redisReply& r) {
   return r.str == nullptr ? std::string() : std::string(r.str, r.len);
-}
-
-// Takes the reply of a command just sent (`what` names it for errors): a
-// broken connection or an error reply is an error Status.
-absl::StatusOr<Reply> TakeReply(redisContext* c, void* raw,
-                                absl::string_view what) {
-  Reply reply(static_cast<redisReply*>(raw));
-  if (reply == nullptr) {
-    return absl::UnavailableError(
-        absl::StrCat(what, ": ", c->err != 0 ? c->errstr : "no reply"));
-  }
-  if (reply->type == REDIS_REPLY_ERROR) {
-    return absl::InternalError(absl::StrCat(what, ": ", ReplyText(*reply)));
-  }
-  return reply;
 }
 
 // Runs one command given in hiredis's printf-like `format` (%s arguments).
@@ -413,23 +389,6 @@ absl::StatusOr<std::string> LoadScript(redisContext* c, const char* source) {
   absl::StatusOr<Reply> sha = Call(c, "SCRIPT LOAD %s", source);
   if (!sha.ok()) return sha.status();
   return ReplyText(**sha);
-}
-
-// `argv` in the Redis protocol, for redisAppendFormattedCommand().
-std::string Formatted(const std::vector<std::string>& argv) {
-  std::vector<const char*> args;
-  std::vector<size_t> lens;
-  for (const std::string& a : argv) {
-    args.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  char* cmd = nullptr;
-  const int len = redisFormatCommandArgv(&cmd, static_cast<int>(args.size()),
-                                         args.data(), lens.data());
-  if (len < 0 || cmd == nullptr) return std::string();
-  std::string formatted(cmd, static_cast<size_t>(len));
-  redisFreeCommand(cmd);
-  return formatted;
 }
 
 // Sends a command formatted beforehand and reads its reply.

@@ -114,6 +114,7 @@
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
 #include "benchmark/benchmark.h"
+#include "benchmarks/bench_util.h"
 #include "lib/common/mutex.h"
 #include "lib/lock/fair_lock.h"
 #include "lib/lock/lock_model.h"
@@ -134,10 +135,7 @@ int64_t NowNs() {
       .count();
 }
 
-bool SmokeMode() {
-  const char* env = std::getenv("RELOCK_BENCH_SMOKE");
-  return env != nullptr && *env != '\0' && absl::string_view(env) != "0";
-}
+using bench::SmokeMode;
 
 // ------------------------------------------------------------ environment --
 
@@ -289,35 +287,9 @@ std::string Key(const BenchEnv& env, absl::string_view name) {
 // acquire script.
 constexpr char kRawScript[] = "return redis.call('hexists', KEYS[1], ARGV[1])";
 
-struct RedisContextDeleter {
-  void operator()(redisContext* c) const { redisFree(c); }
-};
-struct RedisReplyDeleter {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
-};
-using RawContext = std::unique_ptr<redisContext, RedisContextDeleter>;
-using RawReply = std::unique_ptr<redisReply, RedisReplyDeleter>;
-
-absl::StatusOr<RawReply> RawCommand(redisContext* c,
-                                    const std::vector<std::string>& argv) {
-  std::vector<const char*> args;
-  std::vector<size_t> lens;
-  for (const std::string& a : argv) {
-    args.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  RawReply reply(static_cast<redisReply*>(redisCommandArgv(
-      c, static_cast<int>(args.size()), args.data(), lens.data())));
-  if (reply == nullptr) {
-    return absl::UnavailableError(
-        absl::StrCat(argv[0], ": ", c->err != 0 ? c->errstr : "no reply"));
-  }
-  if (reply->type == REDIS_REPLY_ERROR) {
-    return absl::InternalError(
-        absl::StrCat(argv[0], ": ", absl::string_view(reply->str, reply->len)));
-  }
-  return reply;
-}
+using bench::RawCommand;
+using bench::RawContext;
+using bench::RawReply;
 
 absl::StatusOr<RawContext> RawConnect(const RawEndpoint& ep) {
   const timeval timeout = {2, 0};
@@ -439,20 +411,10 @@ std::atomic<double> g_pipelined_scripts_per_s{0};
 // `argv` in the Redis protocol, ready for redisAppendFormattedCommand().
 absl::StatusOr<std::string> FormatCommand(
     const std::vector<std::string>& argv) {
-  std::vector<const char*> args;
-  std::vector<size_t> lens;
-  for (const std::string& a : argv) {
-    args.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  char* cmd = nullptr;
-  const int len = redisFormatCommandArgv(&cmd, static_cast<int>(args.size()),
-                                         args.data(), lens.data());
-  if (len < 0 || cmd == nullptr) {
+  std::string formatted = bench::Formatted(argv);
+  if (formatted.empty()) {
     return absl::ResourceExhaustedError("redisFormatCommandArgv");
   }
-  std::string formatted(cmd, static_cast<size_t>(len));
-  redisFreeCommand(cmd);
   return formatted;
 }
 

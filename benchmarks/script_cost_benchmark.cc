@@ -72,6 +72,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "benchmark/benchmark.h"
+#include "benchmarks/bench_util.h"
 #include "lib/lock/lock_model.h"
 #include "lib/lock/lock_scripts.h"
 #include "lib/lock/owner.h"
@@ -113,40 +114,10 @@ int EnvInt(const char* name, int fallback) {
   return value;
 }
 
-bool SmokeMode() {
-  const char* env = std::getenv("RELOCK_BENCH_SMOKE");
-  return env != nullptr && *env != '\0' && absl::string_view(env) != "0";
-}
-
-struct ContextDeleter {
-  void operator()(redisContext* c) const { redisFree(c); }
-};
-struct ReplyDeleter {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
-};
-using Context = std::unique_ptr<redisContext, ContextDeleter>;
-using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
-
-absl::StatusOr<Reply> Command(redisContext* c,
-                              const std::vector<std::string>& argv) {
-  std::vector<const char*> args;
-  std::vector<size_t> lens;
-  for (const std::string& a : argv) {
-    args.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  Reply reply(static_cast<redisReply*>(redisCommandArgv(
-      c, static_cast<int>(args.size()), args.data(), lens.data())));
-  if (reply == nullptr) {
-    return absl::UnavailableError(
-        absl::StrCat(argv[0], ": ", c->err != 0 ? c->errstr : "no reply"));
-  }
-  if (reply->type == REDIS_REPLY_ERROR) {
-    return absl::InternalError(
-        absl::StrCat(argv[0], ": ", absl::string_view(reply->str, reply->len)));
-  }
-  return reply;
-}
+using bench::SmokeMode;
+using Context = bench::RawContext;
+using Reply = bench::RawReply;
+constexpr auto& Command = bench::RawCommand;
 
 // What a call of a pair must answer.
 enum class Expect { kNil, kZero, kOne, kTokenArray };

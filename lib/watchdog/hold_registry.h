@@ -37,8 +37,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
-#include "absl/strings/string_view.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
 #include "lib/common/deadline.h"
@@ -230,9 +230,7 @@ class HoldRegistry {
   };
   struct KeyEq {
     using is_transparent = void;
-    bool operator()(const KeyView& a, const KeyView& b) const {
-      return a == b;
-    }
+    bool operator()(const KeyView& a, const KeyView& b) const { return a == b; }
   };
   absl::flat_hash_map<Key, Hold, KeyHash, KeyEq> holds_ ABSL_GUARDED_BY(mu_);
   uint64_t next_hold_id_ ABSL_GUARDED_BY(mu_) = 1;
