@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/api/calls.h"
 #include "lib/client/client_core.h"
+#include "lib/common/unshared.h"
 
 namespace relock {
 namespace internal {
@@ -254,8 +255,7 @@ void ReleaseAllAsync(const std::shared_ptr<const Parts>& parts,
       {
         std::lock_guard<std::mutex> lock(tally->mu);
         if (!s.ok() && tally->first.ok()) {
-          // Unshared text: the status may cross threads (clients' loops).
-          tally->first = absl::Status(s.code(), std::string(s.message()));
+          tally->first = Unshared(s);  // it may cross threads (clients' loops)
         }
         if (--tally->left > 0) return;
         finish = std::move(tally->done);

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/common/contain.h"
+#include "lib/common/unshared.h"
 #include "lib/lock/owner.h"
 
 namespace relock {
@@ -68,6 +69,8 @@ void EventQueue::PostToHolder(LockEvent event,
 }
 
 void EventQueue::Push(Item item) {
+  // The event crosses to the queue's thread; the poster keeps its copy.
+  item.event.status = Unshared(item.event.status);
   MutexLock lock(&state_->mu);
   if (state_->stop) return;
   state_->queue.push_back(std::move(item));

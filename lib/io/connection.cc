@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "asio/error.hpp"
 #include "asio/ssl/error.hpp"
+#include "lib/common/unshared.h"
 #include "lib/redis/errors.h"
 
 namespace relock {
@@ -23,13 +24,6 @@ namespace io {
 namespace {
 
 constexpr size_t kReadChunk = size_t{64} * 1024;
-
-// A copy of `s` that shares nothing with it. The statuses of failed requests
-// end up on many threads; copies of one Status share a reference-counted
-// message, which TSan cannot follow into Debian's uninstrumented Abseil.
-absl::Status Unshared(const absl::Status& s) {
-  return absl::Status(s.code(), std::string(s.message()));
-}
 
 absl::Status Closed() {
   return absl::FailedPreconditionError("the client is closed");

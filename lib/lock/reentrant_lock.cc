@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "lib/backend/gather.h"
 #include "lib/common/random.h"
+#include "lib/common/unshared.h"
 #include "lib/lock/lock_scripts.h"
 #include "lib/lock/owner.h"
 #include "lib/redis/errors.h"
@@ -983,9 +984,7 @@ absl::Status WaitForLock(LockEnv& env, const std::string& name,
   std::make_shared<AcquireMachine>(
       env, /*keep=*/nullptr, name, by, plan, deadline,
       [slot](const absl::Status& s, const Grant& won, bool /*waited*/) {
-        // Unshared: the status crosses to the waiting thread (TSan cannot
-        // follow absl::Status's shared text in Debian's Abseil).
-        slot(Result{absl::Status(s.code(), std::string(s.message())), won});
+        slot(Result{Unshared(s), won});  // it crosses to the waiting thread
       })
       ->WaitAfter(std::move(held));
   // The machine always ends: with the lock, at its deadline, or on Close()

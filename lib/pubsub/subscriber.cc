@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "lib/common/unshared.h"
 #include "lib/redis/errors.h"
 
 namespace relock {
@@ -341,8 +342,7 @@ void Subscriber::OnConnectionState(bool connected, const absl::Status& why) {
     MutexLock lock(&mu_);
     connected_ = connected && !closed_;
     if (!connected) {
-      // Unshared (see lib/io/connection.cc): waiters read it on their threads.
-      last_error_ = absl::Status(why.code(), std::string(why.message()));
+      last_error_ = Unshared(why);  // waiters read it on their threads
     }
     // Answers to commands of an older connection no longer count.
     ++generation_;
