@@ -113,8 +113,8 @@ else
     ctest --test-dir build-asan --output-on-failure -j2
 
   stage "Sanitizers: TSan (clang, build-tsan/)"
-  # lib/common/mutex.h swaps absl::Mutex for a std-based shim under TSan:
-  # Debian's libabsl is not instrumented, so TSan cannot see absl::Mutex.
+  # relock's mutexes are std-based (lib/common/mutex.h): Debian's libabsl is
+  # not instrumented, so TSan could not see absl::Mutex.
   sanitizer_build build-tsan thread -DRELOCK_BUILD_TESTS=ON
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
     ctest --test-dir build-tsan --output-on-failure -j2

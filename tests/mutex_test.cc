@@ -1,6 +1,5 @@
 // relock::Mutex / CondVar (lib/common/mutex.h): the absl semantics the code
-// relies on. In a normal build these test absl itself; under ThreadSanitizer
-// they test the std-based shim that replaces it.
+// relies on, as relock's std-based implementation provides them.
 
 #include "lib/common/mutex.h"
 
@@ -48,6 +47,76 @@ TEST(MutexTest, StateChangedBeforeAwaitWakesOtherAwaiters) {
   a = true;
   EXPECT_TRUE(mu.AwaitWithTimeout(absl::Condition(&b), absl::Seconds(30)));
   mu.Unlock();
+  t.join();
+}
+
+TEST(MutexTest, EachAwaiterWakesWhenItsOwnConditionHolds) {
+  // Three awaiters on one mutex, each for its own value; the values come in
+  // an order that takes awaiters off the middle and the ends of the list.
+  Mutex mu;
+  int value = 0;          // guarded by mu
+  int waiting = 0;        // guarded by mu
+  std::vector<int> woke;  // guarded by mu
+  std::vector<std::thread> threads;
+  for (int want = 1; want <= 3; ++want) {
+    threads.emplace_back([&, want] {
+      MutexLock lock(&mu);
+      ++waiting;
+      auto mine = [&value, want] { return value == want; };
+      mu.Await(absl::Condition(&mine));
+      woke.push_back(want);
+    });
+  }
+  mu.Lock();
+  auto all_waiting = [&waiting] { return waiting == 3; };
+  mu.Await(absl::Condition(&all_waiting));
+  for (int v : {2, 1, 3}) {
+    value = v;
+    auto acknowledged = [&woke, v] {
+      return !woke.empty() && woke.back() == v;
+    };
+    ASSERT_TRUE(
+        mu.AwaitWithTimeout(absl::Condition(&acknowledged), absl::Seconds(30)))
+        << "the awaiter of " << v << " did not wake";
+  }
+  EXPECT_EQ(woke, (std::vector<int>{2, 1, 3}));
+  mu.Unlock();
+  for (std::thread& t : threads) t.join();
+}
+
+TEST(MutexTest, AnAwaiterWhoseConditionIsFalseAgainWaitsOn) {
+  // The condition holds when the mutex is released but is false again when
+  // the awaiter runs: Await returns only with its condition true.
+  Mutex mu;
+  int value = 0;                       // guarded by mu
+  bool waiting = false, done = false;  // guarded by mu
+  std::thread t([&] {
+    MutexLock lock(&mu);
+    waiting = true;
+    auto two = [&value] { return value == 2; };
+    mu.Await(absl::Condition(&two));
+    EXPECT_EQ(value, 2);
+    done = true;
+  });
+  {
+    MutexLock lock(&mu);
+    mu.Await(absl::Condition(&waiting));
+  }
+  for (int i = 0; i < 200; ++i) {
+    mu.Lock();
+    value = 2;  // true at this unlock: the awaiter is woken...
+    mu.Unlock();
+    mu.Lock();
+    value = i % 2;  // ...and false again, unless it ran in between
+    const bool finished = done;
+    mu.Unlock();
+    if (finished) break;
+  }
+  {
+    MutexLock lock(&mu);
+    if (!done) value = 2;
+    EXPECT_TRUE(mu.AwaitWithTimeout(absl::Condition(&done), absl::Seconds(30)));
+  }
   t.join();
 }
 

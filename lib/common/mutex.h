@@ -2,17 +2,18 @@
 // every internal relock class (and the tests) use. Use them instead of
 // absl::Mutex & co.; keep using absl::Condition, ABSL_GUARDED_BY and friends.
 //
-// In a normal build they ARE the Abseil types (plain aliases, zero cost).
+// They are a small implementation over std::mutex and std::condition_variable
+// with absl's semantics, not absl::Mutex itself, for two reasons:
+//   - Speed. Debian's libabsl (20220623) is a debug build: its Mutex runs
+//     deadlock detection on every Lock(), under one process-wide lock (about
+//     50 ns uncontended against std::mutex's 10, and a point where all of a
+//     server's threads meet). These mutexes sit on every lock call's path.
+//   - ThreadSanitizer. That libabsl is not built with -fsanitize=thread, so
+//     TSan cannot see the synchronization absl::Mutex performs and reports
+//     false races on every ABSL_GUARDED_BY member. libstdc++'s std::mutex and
+//     std::condition_variable call pthread_* functions, which TSan intercepts.
 //
-// Under ThreadSanitizer they are a small shim over std::mutex and
-// std::condition_variable. Why: Debian's libabsl (20220623) is not built
-// with -fsanitize=thread, so TSan cannot see the synchronization absl::Mutex
-// performs inside the uninstrumented shared library and reports false races
-// on every ABSL_GUARDED_BY member. libstdc++'s std::mutex and
-// std::condition_variable call pthread_* functions, which TSan intercepts.
-//
-// The shim implements only the subset of the absl API relock uses, with
-// absl's semantics:
+// The API is the subset of absl's that relock uses, with absl's semantics:
 //
 //   Mutex::Lock / Unlock / TryLock / AssertHeld (AssertHeld checks nothing).
 //   Mutex::Await(cond)                 Blocks, with the mutex released, until
@@ -23,17 +24,16 @@
 //            Signal / SignalAll        May wake spuriously, as absl's may.
 //   MutexLock, ReleasableMutexLock     RAII; neither copyable nor movable.
 //
-// absl re-evaluates Await conditions whenever the mutex is released, so
-// conditions need not be paired with explicit signals. The shim does the
-// same: every Unlock (and every Await/CondVar wait, which release the mutex
-// too) wakes all threads blocked in Await while any are blocked; they
-// re-evaluate their conditions under the mutex. That is a thundering herd,
-// acceptable for a test-only build. Waiters are woken before the mutex is
+// As with absl, Await conditions need no explicit signal: whoever releases
+// the mutex (Unlock, or a thread starting to wait) evaluates the conditions
+// of the threads blocked in Await and wakes only those whose condition now
+// holds. So a condition must only read state the mutex guards, and a Mutex
+// nobody awaits costs one std::mutex. Waiters are woken before the mutex is
 // released, so a Mutex may be destroyed as soon as a waiter returns.
 //
-// Not supported under the shim: reader locks, LockWhen, absl::kConstInit
-// (std::condition_variable has no constexpr constructor: use a function-local
-// static instead of an ABSL_CONST_INIT global), deadlock detection.
+// Not supported: reader locks, LockWhen, absl::kConstInit (use a
+// function-local static instead of an ABSL_CONST_INIT global), deadlock
+// detection.
 //
 // This header is internal (lib/); public headers in include/relock/ must not
 // include it.
@@ -41,34 +41,15 @@
 #ifndef RELOCK_LIB_COMMON_MUTEX_H_
 #define RELOCK_LIB_COMMON_MUTEX_H_
 
-#if defined(__SANITIZE_THREAD__)
-#define RELOCK_MUTEX_SHIM 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define RELOCK_MUTEX_SHIM 1
-#endif
-#endif
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"  // absl::Condition; the aliases
 #include "absl/time/time.h"
 
-#ifdef RELOCK_MUTEX_SHIM
-#include <chrono>
-#include <condition_variable>
-#include <mutex>
-#endif
-
 namespace relock {
-
-#ifndef RELOCK_MUTEX_SHIM
-
-using Mutex = absl::Mutex;
-using MutexLock = absl::MutexLock;
-using ReleasableMutexLock = absl::ReleasableMutexLock;
-using CondVar = absl::CondVar;
-
-#else  // RELOCK_MUTEX_SHIM
 
 class CondVar;
 
@@ -83,66 +64,84 @@ class ABSL_LOCKABLE Mutex {
     return mu_.try_lock();
   }
   void Unlock() ABSL_UNLOCK_FUNCTION() {
-    WakeAwaiters();
+    if (awaiters_ != nullptr) WakeReady();
     mu_.unlock();
   }
   void AssertHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK() {}
 
   // The mutex must be held.
-  void Await(const absl::Condition& cond) {
-    if (cond.Eval()) return;
-    std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
-    WakeAwaiters();  // the caller may have changed state since Lock()
-    ++awaiters_;
-    do {
-      changed_.wait(lock);
-    } while (!cond.Eval());
-    --awaiters_;
-    lock.release();
-  }
+  void Await(const absl::Condition& cond) { AwaitUntil(cond, nullptr); }
 
   // The mutex must be held.
   bool AwaitWithTimeout(const absl::Condition& cond, absl::Duration timeout) {
-    if (cond.Eval()) return true;
-    if (IsForever(timeout)) {
-      Await(cond);
-      return true;
-    }
+    if (IsForever(timeout)) return AwaitUntil(cond, nullptr);
     const auto deadline = DeadlineAfter(timeout);
-    std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
-    WakeAwaiters();
-    ++awaiters_;
-    bool result;
-    while (!(result = cond.Eval())) {
-      if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
-        result = cond.Eval();
-        break;
-      }
-    }
-    --awaiters_;
-    lock.release();
-    return result;
+    return AwaitUntil(cond, &deadline);
   }
 
  private:
   friend class CondVar;
+  using TimePoint = std::chrono::steady_clock::time_point;
+
+  // A thread blocked in Await*, on the stack of its AwaitUntil.
+  struct Awaiter {
+    explicit Awaiter(const absl::Condition* c) : cond(c) {}
+    const absl::Condition* const cond;
+    bool woken = false;  // its condition held when last evaluated
+    std::condition_variable cv;
+    Awaiter* next = nullptr;
+  };
 
   static bool IsForever(absl::Duration d) {
     return d >= absl::Hours(24 * 365 * 100);
   }
-  static std::chrono::steady_clock::time_point DeadlineAfter(absl::Duration d) {
+  static TimePoint DeadlineAfter(absl::Duration d) {
     if (d < absl::ZeroDuration()) d = absl::ZeroDuration();
     return std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(d);
   }
 
-  // Called with mu_ held, just before it is released.
-  void WakeAwaiters() {
-    if (awaiters_ > 0) changed_.notify_all();
+  // With mu_ held, just before it is released: wakes the awaiters whose
+  // condition now holds.
+  void WakeReady() {
+    for (Awaiter* a = awaiters_; a != nullptr; a = a->next) {
+      if (!a->woken && a->cond->Eval()) {
+        a->woken = true;
+        a->cv.notify_one();
+      }
+    }
+  }
+
+  // With mu_ held; returns with it held, and cond's value.
+  bool AwaitUntil(const absl::Condition& cond, const TimePoint* deadline) {
+    if (cond.Eval()) return true;
+    Awaiter self(&cond);
+    self.next = awaiters_;
+    awaiters_ = &self;
+    std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
+    bool result = false;
+    while (true) {
+      // The caller may have changed state since Lock(): others' conditions
+      // are due before the mutex is released.
+      WakeReady();
+      if (deadline == nullptr) {
+        self.cv.wait(lock, [&self] { return self.woken; });
+      } else if (!self.cv.wait_until(lock, *deadline,
+                                     [&self] { return self.woken; })) {
+        result = cond.Eval();
+        break;
+      }
+      if ((result = cond.Eval())) break;
+      self.woken = false;  // someone made it false again before we ran
+    }
+    Awaiter** link = &awaiters_;
+    while (*link != &self) link = &(*link)->next;
+    *link = self.next;
+    lock.release();
+    return result;
   }
 
   std::mutex mu_;
-  std::condition_variable changed_;  // signalled when the mutex is released
-  int awaiters_ = 0;                 // threads in Await*; guarded by mu_
+  Awaiter* awaiters_ = nullptr;  // guarded by mu_
 };
 
 class ABSL_SCOPED_LOCKABLE MutexLock {
@@ -187,7 +186,7 @@ class CondVar {
   // `mu` must be held; it is released while waiting.
   void Wait(Mutex* mu) {
     std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
-    mu->WakeAwaiters();
+    if (mu->awaiters_ != nullptr) mu->WakeReady();
     cv_.wait(lock);
     lock.release();
   }
@@ -199,7 +198,7 @@ class CondVar {
     }
     const auto deadline = Mutex::DeadlineAfter(timeout);
     std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
-    mu->WakeAwaiters();
+    if (mu->awaiters_ != nullptr) mu->WakeReady();
     const bool timed_out =
         cv_.wait_until(lock, deadline) == std::cv_status::timeout;
     lock.release();
@@ -211,8 +210,6 @@ class CondVar {
  private:
   std::condition_variable cv_;
 };
-
-#endif  // RELOCK_MUTEX_SHIM
 
 }  // namespace relock
 
