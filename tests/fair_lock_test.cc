@@ -331,7 +331,7 @@ TEST_F(FairLockTest, RedissonsFairScriptsShareTheQueueInOrder) {
   std::unique_ptr<Client> client = MustConnect(redis().url());
   ASSERT_NE(client, nullptr);
   const std::string name = TestLockName();
-  const std::string redisson = "7f1c0d52-redisson:42";
+  const std::string redisson = "7f1c0d52-5e1a-4c3b-9d2e-0a1b2c3d4e5f:42";
   const std::string wait_ms = "300000";
   auto now_ms = [] { return absl::StrCat(absl::ToUnixMillis(absl::Now())); };
   auto redisson_acquire = [&] {
@@ -364,10 +364,11 @@ TEST_F(FairLockTest, RedissonsFairScriptsShareTheQueueInOrder) {
   std::atomic<int64_t> redisson_released_at{0}, relock_got_at{0};
   testing::JoiningThread relock_waiter([&] {
     FairLock mine = client->GetFairLock(name);
-    relock_got = mine.TryAcquire(absl::Seconds(90)).ok();
+    const absl::Status got = mine.TryAcquire(absl::Seconds(90));
+    relock_got = got.ok();
     relock_got_at = steady_ms();
     // Exclusion: never before the Redisson owner let go.
-    EXPECT_NE(redisson_released_at.load(), 0);
+    EXPECT_NE(redisson_released_at.load(), 0) << got;
     if (relock_got) {
       EXPECT_TRUE(mine.Release().ok());
     }

@@ -438,7 +438,7 @@ TEST_F(ReadWriteLockTest, RedissonsScriptsShareTheLockBothWays) {
   std::unique_ptr<Client> client = MustConnect(redis().url());
   ASSERT_NE(client, nullptr);
   const std::string name = TestLockName();
-  const std::string redisson = "5b0e7a44-redisson:17";
+  const std::string redisson = "5b0e7a44-6f2b-4d4c-8e3f-1b2c3d4e5f60:17";
   const std::string timeout_prefix =
       absl::StrCat("{", name, "}:", redisson, ":rwlock_timeout");
   auto redisson_read = [&] {
