@@ -35,6 +35,14 @@ struct Verdict {
   bool refresh = false;                      // refresh the slot map
 };
 
+// When a call that met a failover stops waiting for it: kFailoverWait after
+// the first failover verdict, on the steady clock (a step of the wall clock
+// changes nothing). `end` keeps it across the call's attempts.
+Deadline FailoverEnd(absl::optional<Deadline>* end) {
+  if (!end->has_value()) *end = Deadline::After(RoutedBackend::kFailoverWait);
+  return **end;
+}
+
 Verdict Judge(const Answer& answer, const redis::Endpoint& at, Resend resend) {
   Verdict v;
   if (!answer.reply.ok()) {
@@ -162,11 +170,8 @@ class RoutedBackend::AsyncCall
         return Send();
       }
       case Verdict::Next::kFailover:
-        if (failing_since_ == absl::InfinitePast())
-          failing_since_ = absl::Now();
-        if (Earliest(deadline_, Deadline::After(failing_since_ + kFailoverWait -
-                                                absl::Now()))
-                .Remaining() <= pause_) {
+        if (Earliest(deadline_, FailoverEnd(&failover_end_)).Remaining() <=
+            pause_) {
           return Finish(std::move(answers));
         }
         ABSL_FALLTHROUGH_INTENDED;
@@ -212,7 +217,7 @@ class RoutedBackend::AsyncCall
   bool asking_ = false;
   int hops_ = 0;
   absl::Duration pause_ = kFirstPause;
-  absl::Time failing_since_ = absl::InfinitePast();
+  absl::optional<Deadline> failover_end_;
   std::unique_ptr<Timer> timer_;
 };
 
@@ -414,7 +419,7 @@ std::vector<Answer> RoutedBackend::Run(size_t script,
   bool asking = false;
   int hops = 0;
   absl::Duration pause = kFirstPause;
-  absl::Time failing_since = absl::InfinitePast();
+  absl::optional<Deadline> failover_end;
   while (true) {
     std::vector<Answer> answers =
         asking ? node->RunAskingBlocking(script, keys, args, deadline, resend,
@@ -438,10 +443,8 @@ std::vector<Answer> RoutedBackend::Run(size_t script,
         break;
       }
       case Verdict::Next::kFailover:
-        if (failing_since == absl::InfinitePast()) failing_since = absl::Now();
-        if (Earliest(deadline, Deadline::After(failing_since + kFailoverWait -
-                                               absl::Now()))
-                .Remaining() <= pause) {
+        if (Earliest(deadline, FailoverEnd(&failover_end)).Remaining() <=
+            pause) {
           return answers;
         }
         ABSL_FALLTHROUGH_INTENDED;
