@@ -1,9 +1,11 @@
 #include "lib/io/connection.h"
 
+#include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <hiredis/read.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -106,6 +108,30 @@ bool AwaitFd(int fd, decltype(pollfd::events) events,
   }
 }
 
+// A parked socket waits for direct callers in blocking mode, so that a
+// caller's recv() itself sleeps until the reply (one system call, not poll()
+// and then recv()); SO_RCVTIMEO = `timeout` bounds each wait. Sends stay
+// non-blocking (MSG_DONTWAIT). False, leaving the socket non-blocking, when
+// `timeout` has no such form or the kernel refuses.
+bool ParkBlocking(int fd, absl::Duration timeout) {
+  if (timeout < absl::Milliseconds(1) || timeout > absl::Hours(24)) {
+    return false;
+  }
+  const timeval tv = absl::ToTimeval(timeout);
+  if (::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0) {
+    return false;
+  }
+  const int flags = ::fcntl(fd, F_GETFL);
+  return flags >= 0 && ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0;
+}
+
+// Undoes ParkBlocking() before the loop takes the socket back (Asio sets
+// O_NONBLOCK again on its own, but only once it starts an operation).
+void UnparkBlocking(int fd) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Connection>> Connection::Create(
@@ -146,6 +172,7 @@ absl::optional<Result> Connection::TryDirect(absl::string_view wire,
   if (!parked_hint_.load(std::memory_order_relaxed)) return absl::nullopt;
   std::shared_ptr<Transport> transport;  // keeps the socket open meanwhile
   int fd = -1;
+  bool blocking = false;
   {
     MutexLock lock(&mu_);
     if (owner_ != Owner::kIdle || closed_ || !submitted_.empty()) {
@@ -154,6 +181,7 @@ absl::optional<Result> Connection::TryDirect(absl::string_view wire,
     SetOwner(Owner::kCaller);
     transport = lent_transport_;
     fd = lent_fd_;
+    blocking = lent_blocking_;
   }
   Result result;
   Handback back;
@@ -164,7 +192,7 @@ absl::optional<Result> Connection::TryDirect(absl::string_view wire,
   } else {
     direct_calls_.fetch_add(1, std::memory_order_relaxed);
     Outstanding(1);
-    back = DirectIo(fd, wire, commands, deadline, &result);
+    back = DirectIo(fd, blocking, wire, commands, deadline, &result);
     Outstanding(-1);
   }
   // The loop's own reference keeps the socket open from here on (while
@@ -197,7 +225,8 @@ absl::optional<Result> Connection::TryDirect(absl::string_view wire,
   return result;
 }
 
-Connection::Handback Connection::DirectIo(int fd, absl::string_view wire,
+Connection::Handback Connection::DirectIo(int fd, bool blocking,
+                                          absl::string_view wire,
                                           size_t commands, Deadline deadline,
                                           Result* result) {
   auto where = [this] { return options_.endpoint.ToString(); };
@@ -285,14 +314,24 @@ Connection::Handback Connection::DirectIo(int fd, absl::string_view wire,
       back.progress_at = SteadyClock::now();  // as the loop: a whole reply
       continue;
     }
-    if (await &&
-        !AwaitFd(fd, POLLIN,
-                 std::min(deadline.time(), back.progress_at + stall))) {
+    const SteadyClock::time_point until =
+        std::min(deadline.time(), back.progress_at + stall);
+    // A blocking recv() waits at most command_timeout (SO_RCVTIMEO): only
+    // when the caller's deadline is no nearer than that. (After a partial
+    // reply, a stall is so noticed up to 2 x command_timeout after the last
+    // whole one, at worst.)
+    const bool sleep_in_recv =
+        blocking && deadline.time() >= SteadyClock::now() + stall;
+    if (!sleep_in_recv && await && !AwaitFd(fd, POLLIN, until)) {
       return timed_out(commands - replies.size(), false);
     }
-    const ssize_t n =
-        ::recv(fd, read_buf_.data(), read_buf_.size(), MSG_DONTWAIT);
+    const ssize_t n = ::recv(fd, read_buf_.data(), read_buf_.size(),
+                             sleep_in_recv && await ? 0 : MSG_DONTWAIT);
     await = n < 0 || static_cast<size_t>(n) < read_buf_.size();
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
+        SteadyClock::now() >= until) {
+      return timed_out(commands - replies.size(), false);  // SO_RCVTIMEO
+    }
     if (n > 0) {
       if (redisReaderFeed(reader_, read_buf_.data(), static_cast<size_t>(n)) !=
           REDIS_OK) {
@@ -332,11 +371,14 @@ bool Connection::parked() const {
 }
 
 void Connection::Adopt(const Handback& back) {
+  int fd = -1;
   {
     MutexLock lock(&mu_);
     SetOwner(Owner::kLoop);
     lent_transport_ = nullptr;
+    if (lent_blocking_) fd = lent_fd_;
     lent_fd_ = -1;
+    lent_blocking_ = false;
   }
   if (state_ != State::kReady) {
     // Close() came while the caller had the socket, which DoClose() left
@@ -345,6 +387,7 @@ void Connection::Adopt(const Handback& back) {
     transport_ = nullptr;
     return;
   }
+  if (fd >= 0) UnparkBlocking(fd);
   transport_->Unpark();
   switch (back.kind) {
     case Handback::Kind::kStale:
@@ -381,6 +424,7 @@ void Connection::ReadOrPark() {
         SetOwner(Owner::kIdle);
         lent_transport_ = transport_;
         lent_fd_ = fd;
+        lent_blocking_ = ParkBlocking(fd, options_.command_timeout);
         return;
       }
     }
@@ -388,8 +432,9 @@ void Connection::ReadOrPark() {
   StartRead();
 }
 
-bool Connection::Unpark(int fd) {
+bool Connection::Unpark(int fd, bool blocking) {
   absl::Status quiet = CheckParked(fd, options_.endpoint);
+  if (blocking) UnparkBlocking(fd);
   transport_->Unpark();
   if (!quiet.ok()) {
     Fail(quiet, /*resendable=*/true);
@@ -469,6 +514,7 @@ void Connection::DoClose() {
 void Connection::Pump() {
   std::vector<std::shared_ptr<Request>> batch;
   int parked_fd = -1;
+  bool parked_blocking = false;
   {
     MutexLock lock(&mu_);
     pump_posted_ = false;
@@ -484,11 +530,13 @@ void Connection::Pump() {
     if (owner_ == Owner::kIdle && live) {
       SetOwner(Owner::kLoop);
       parked_fd = lent_fd_;
+      parked_blocking = lent_blocking_;
       lent_transport_ = nullptr;
       lent_fd_ = -1;
+      lent_blocking_ = false;
     }
   }
-  if (parked_fd >= 0) Unpark(parked_fd);
+  if (parked_fd >= 0) Unpark(parked_fd, parked_blocking);
   if (state_ == State::kClosed) {
     for (std::shared_ptr<Request>& r : batch) {
       Complete(r, Result{Closed(), {}, false});

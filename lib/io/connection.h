@@ -232,16 +232,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void SetOwner(Owner owner) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After the replies of OnRead: reads on, or parks the socket when idle.
   void ReadOrPark();
-  // Takes the parked socket `fd` back: false if it turned out closed (the
-  // connection was failed; it is no longer Ready).
-  bool Unpark(int fd);
+  // Takes the parked socket `fd` back (`blocking`: it was parked in blocking
+  // mode): false if it turned out closed (the connection was failed; it is
+  // no longer Ready).
+  bool Unpark(int fd, bool blocking);
   // A direct caller's socket comes back with work for the loop.
   void Adopt(const Handback& back);
   // The I/O of a direct call, on the caller's thread while it owns the
   // socket (and with it reader_ and read_buf_): fills `result`, and says
   // what the loop must take over (kDone: nothing).
-  Handback DirectIo(int fd, absl::string_view wire, size_t commands,
-                    Deadline deadline, Result* result);
+  Handback DirectIo(int fd, bool blocking, absl::string_view wire,
+                    size_t commands, Deadline deadline, Result* result);
 
   EventLoop* const loop_;
   // outstanding_ += delta (+1 or -1), and the observer's pending requests.
@@ -274,6 +275,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // and its descriptor.
   std::shared_ptr<Transport> lent_transport_ ABSL_GUARDED_BY(mu_);
   int lent_fd_ ABSL_GUARDED_BY(mu_) = -1;
+  // The parked socket is in blocking mode with SO_RCVTIMEO = command_timeout
+  // (see ParkBlocking() in connection.cc): a direct caller may wait for its
+  // reply in recv() itself rather than in poll() and then recv().
+  bool lent_blocking_ ABSL_GUARDED_BY(mu_) = false;
 
   // Loop thread only (reader_ and read_buf_ also a direct caller's, while
   // it has the socket).
