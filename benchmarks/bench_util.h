@@ -1,13 +1,15 @@
-// What every benchmark binary needs beside relock: the smoke-mode switch and
+// What every benchmark binary needs beside relock: the smoke-mode switch,
 // raw hiredis connections for the baselines (owned contexts and replies, a
 // command sent as an argument vector, a command formatted once and sent
-// many times).
+// many times), and relock's own lock scripts sent raw (exactly the keys and
+// arguments the library sends, from lib/lock/lock_model.h).
 
 #ifndef RELOCK_BENCHMARKS_BENCH_UTIL_H_
 #define RELOCK_BENCHMARKS_BENCH_UTIL_H_
 
 #include <hiredis/hiredis.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -17,6 +19,11 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "lib/lock/lock_model.h"
+#include "lib/lock/lock_scripts.h"
+#include "lib/lock/owner.h"
+#include "relock/options.h"
 
 namespace relock {
 namespace bench {
@@ -87,6 +94,65 @@ inline std::string Formatted(const std::vector<std::string>& argv) {
   std::string formatted(cmd, static_cast<size_t>(len));
   redisFreeCommand(cmd);
   return formatted;
+}
+
+// The EVALSHA argv of `step`, a Step of lib/lock/lock_model.h (the keys and
+// arguments relock itself sends), `sha` being its script's SHA.
+inline std::vector<std::string> StepArgv(const std::string& sha,
+                                         const lock::Step& step) {
+  std::vector<std::string> argv = {"EVALSHA", sha,
+                                   absl::StrCat(step.keys.size())};
+  argv.insert(argv.end(), step.keys.begin(), step.keys.end());
+  argv.insert(argv.end(), step.args.begin(), step.args.end());
+  return argv;
+}
+
+// The owner field of raw baseline `n` (a relock-shaped field: a UUID, a
+// thread number).
+inline std::string RawOwner(uint64_t n) {
+  return lock::OwnerField("00000000-0000-4000-8000-00000000b0b0", n);
+}
+
+// Loads relock's lock script `id` through `c`: its SHA.
+inline absl::StatusOr<std::string> LoadLockScript(redisContext* c,
+                                                  internal::ScriptId id) {
+  absl::StatusOr<RawReply> sha = RawCommand(
+      c, {"SCRIPT", "LOAD", std::string(internal::LockScripts()[id].source)});
+  if (!sha.ok()) return sha.status();
+  return std::string((*sha)->str, (*sha)->len);
+}
+
+// What relock sends for an uncontended lock+unlock pair of the reentrant lock
+// `key` by raw owner `owner`: a first hold with the default watchdog lease,
+// and its release, each formatted once.
+struct PairWire {
+  std::string acquire;
+  std::string release;
+};
+inline absl::StatusOr<PairWire> RelockPairWire(redisContext* c,
+                                               const std::string& key,
+                                               uint64_t owner) {
+  absl::StatusOr<std::string> acquire_sha =
+      LoadLockScript(c, internal::kAcquireScript);
+  if (!acquire_sha.ok()) return acquire_sha.status();
+  absl::StatusOr<std::string> release_sha =
+      LoadLockScript(c, internal::kReleaseScript);
+  if (!release_sha.ok()) return release_sha.status();
+  const std::string field = RawOwner(owner);
+  const absl::Duration lease = ClientOptions().lock_watchdog_timeout;
+  const lock::LockModel& model = lock::ReentrantModel();
+  PairWire wire;
+  wire.acquire = Formatted(
+      StepArgv(*acquire_sha, model.Acquire(key, field, lease, /*fresh=*/true,
+                                           /*queue=*/true, {}, "publish")));
+  wire.release = Formatted(StepArgv(
+      *release_sha,
+      model.Release(key, field, absl::StrCat(absl::ToInt64Milliseconds(lease)),
+                    "publish", /*last=*/true)));
+  if (wire.acquire.empty() || wire.release.empty()) {
+    return absl::ResourceExhaustedError("redisFormatCommandArgv");
+  }
+  return wire;
 }
 
 }  // namespace bench

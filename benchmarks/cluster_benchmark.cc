@@ -115,8 +115,8 @@ Target* TargetOrSkip(benchmark::State& state, int masters) {
 
 double Percentile(std::vector<int64_t>& sorted, double p) {
   if (sorted.empty()) return 0;
-  const size_t i = std::min(sorted.size() - 1,
-                            static_cast<size_t>(p * sorted.size()));
+  const size_t i =
+      std::min(sorted.size() - 1, static_cast<size_t>(p * sorted.size()));
   return static_cast<double>(sorted[i]);
 }
 

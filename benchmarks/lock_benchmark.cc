@@ -289,7 +289,9 @@ constexpr char kRawScript[] = "return redis.call('hexists', KEYS[1], ARGV[1])";
 
 using bench::RawCommand;
 using bench::RawContext;
+using bench::RawOwner;
 using bench::RawReply;
+using bench::StepArgv;
 
 absl::StatusOr<RawContext> RawConnect(const RawEndpoint& ep) {
   const timeval timeout = {2, 0};
@@ -408,65 +410,24 @@ constexpr int kPipelineDepth = 16;  // scripts per pipeline, an even number
 // yet). BM_OwnKeyLockUnlock's `ratio_to_pipelined` divides by it.
 std::atomic<double> g_pipelined_scripts_per_s{0};
 
-// `argv` in the Redis protocol, ready for redisAppendFormattedCommand().
-absl::StatusOr<std::string> FormatCommand(
-    const std::vector<std::string>& argv) {
-  std::string formatted = bench::Formatted(argv);
-  if (formatted.empty()) {
-    return absl::ResourceExhaustedError("redisFormatCommandArgv");
-  }
-  return formatted;
-}
-
-// The EVALSHA argv of `step`, a Step of lib/lock/lock_model.h (the keys and
-// arguments relock itself sends), `sha` being its script's SHA: the raw
-// baselines send exactly what the library does.
-std::vector<std::string> StepArgv(const std::string& sha,
-                                  const lock::Step& step) {
-  std::vector<std::string> argv = {"EVALSHA", sha,
-                                   absl::StrCat(step.keys.size())};
-  argv.insert(argv.end(), step.keys.begin(), step.keys.end());
-  argv.insert(argv.end(), step.args.begin(), step.args.end());
-  return argv;
-}
-
-// The owner field of raw baseline `n` (a relock-shaped field: a UUID, a
-// thread number).
-std::string RawOwner(uint64_t n) {
-  return lock::OwnerField("00000000-0000-4000-8000-00000000b0b0", n);
-}
-
 // One connection of BM_RawPipelinedEvalsha and its pipeline, formatted once.
 struct PipelinedConnection {
   RawContext conn;
   std::string pipeline;
 };
 
-absl::StatusOr<PipelinedConnection> OpenPipelinedConnection(
-    const BenchEnv& env, int index, const std::string& acquire_sha,
-    const std::string& release_sha) {
+absl::StatusOr<PipelinedConnection> OpenPipelinedConnection(const BenchEnv& env,
+                                                            int index) {
   absl::StatusOr<RawContext> c = RawConnect(env.raw);
   if (!c.ok()) return c.status();
-  const std::string key = Key(env, absl::StrCat("raw-pipelined-", index));
-  const std::string owner = RawOwner(static_cast<uint64_t>(index) + 1);
-  // What relock sends for a first hold with the default watchdog lease of
-  // 30 s, and its release.
-  const absl::Duration lease = ClientOptions().lock_watchdog_timeout;
-  const lock::LockModel& model = lock::ReentrantModel();
-  absl::StatusOr<std::string> acquire = FormatCommand(
-      StepArgv(acquire_sha, model.Acquire(key, owner, lease, /*fresh=*/true,
-                                          /*queue=*/true, {}, "publish")));
-  if (!acquire.ok()) return acquire.status();
-  absl::StatusOr<std::string> release = FormatCommand(StepArgv(
-      release_sha,
-      model.Release(key, owner, absl::StrCat(absl::ToInt64Milliseconds(lease)),
-                    "publish",
-                    /*last=*/true)));
-  if (!release.ok()) return release.status();
+  absl::StatusOr<bench::PairWire> pair = bench::RelockPairWire(
+      c->get(), Key(env, absl::StrCat("raw-pipelined-", index)),
+      static_cast<uint64_t>(index) + 1);
+  if (!pair.ok()) return pair.status();
   PipelinedConnection p;
   p.conn = *std::move(c);
   for (int i = 0; i < kPipelineDepth / 2; ++i) {
-    absl::StrAppend(&p.pipeline, *acquire, *release);
+    absl::StrAppend(&p.pipeline, pair->acquire, pair->release);
   }
   return p;
 }
@@ -519,25 +480,10 @@ void BM_RawPipelinedEvalsha(benchmark::State& state) {
     state.SkipWithError(
         absl::StrCat("raw pipelined EVALSHA: ", s.ToString()).c_str());
   };
-  const std::vector<redis::ScriptSource> scripts = internal::LockScripts();
-  std::string shas[2];
-  {
-    absl::StatusOr<RawContext> c = RawConnect(env->raw);
-    if (!c.ok()) return fail(c.status());
-    const internal::ScriptId ids[2] = {internal::kAcquireScript,
-                                       internal::kReleaseScript};
-    for (int i = 0; i < 2; ++i) {
-      absl::StatusOr<RawReply> sha = RawCommand(
-          c->get(), {"SCRIPT", "LOAD", std::string(scripts[ids[i]].source)});
-      if (!sha.ok()) return fail(sha.status());
-      shas[i] = std::string((*sha)->str, (*sha)->len);
-    }
-  }
   std::vector<PipelinedConnection> conns;
   conns.reserve(kPipelinedConnections);
   for (int i = 0; i < kPipelinedConnections; ++i) {
-    absl::StatusOr<PipelinedConnection> p =
-        OpenPipelinedConnection(*env, i, shas[0], shas[1]);
+    absl::StatusOr<PipelinedConnection> p = OpenPipelinedConnection(*env, i);
     if (!p.ok()) return fail(p.status());
     conns.push_back(*std::move(p));
   }
@@ -587,12 +533,11 @@ class PairedRawRoundTrips {
     };
     absl::StatusOr<std::string> baseline = load(kRawScript);
     if (!baseline.ok()) return baseline.status();
-    const std::vector<redis::ScriptSource> scripts = internal::LockScripts();
     absl::StatusOr<std::string> acquire =
-        load(std::string(scripts[internal::kAcquireScript].source));
+        bench::LoadLockScript(c->get(), internal::kAcquireScript);
     if (!acquire.ok()) return acquire.status();
     absl::StatusOr<std::string> release =
-        load(std::string(scripts[internal::kReleaseScript].source));
+        bench::LoadLockScript(c->get(), internal::kReleaseScript);
     if (!release.ok()) return release.status();
     auto p = std::unique_ptr<PairedRawRoundTrips>(new PairedRawRoundTrips);
     p->conn_ = *std::move(c);
