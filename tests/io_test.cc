@@ -5,6 +5,9 @@
 // does the I/O run twice: through the loop, and as direct calls on a parked
 // connection (the caller's own I/O).
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <atomic>
 #include <memory>
 #include <string>
@@ -114,6 +117,21 @@ class IoPathTest : public IoConnectionTest,
       EXPECT_TRUE(AwaitParked(conn));
     }
     return Send(conn, argv, deadline, direct());
+  }
+  // A connection with 300 ms command and connect timeouts that has made one
+  // call (and, on the direct path, is parked), to a server then paused
+  // (SIGSTOP): null after a failed assertion.
+  std::shared_ptr<Connection> ConnectedThenPaused() {
+    ConnectionOptions o = OptionsFor(server_->url());
+    o.command_timeout = absl::Milliseconds(300);
+    o.connect_timeout = absl::Milliseconds(300);
+    std::shared_ptr<Connection> conn = Connect(o);
+    if (conn == nullptr) return nullptr;
+    const Result ping = Send(*conn, {"PING"});
+    EXPECT_TRUE(ping.status.ok()) << ping.status;
+    if (!ping.status.ok() || (direct() && !AwaitParked(*conn))) return nullptr;
+    if (!server_->Pause().ok()) return nullptr;
+    return conn;
   }
 };
 
@@ -352,16 +370,8 @@ TEST_P(IoPathTest, AnAbandonedRequestDoesNotBreakTheConnection) {
 }
 
 TEST_P(IoPathTest, ASilentServerIsReplacedAfterTheCommandTimeout) {
-  ConnectionOptions o = OptionsFor(server_->url());
-  o.command_timeout = absl::Milliseconds(300);
-  o.connect_timeout = absl::Milliseconds(300);
-  std::shared_ptr<Connection> conn = Connect(o);
+  std::shared_ptr<Connection> conn = ConnectedThenPaused();
   ASSERT_NE(conn, nullptr);
-  ASSERT_TRUE(Send(*conn, {"PING"}).status.ok());
-  if (direct()) {
-    ASSERT_TRUE(AwaitParked(*conn));
-  }
-  ASSERT_TRUE(server_->Pause().ok());
   Stopwatch watch;
   Result r = SendByPath(*conn, {"PING"});
   EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
@@ -371,6 +381,40 @@ TEST_P(IoPathTest, ASilentServerIsReplacedAfterTheCommandTimeout) {
   Result again = Send(*conn, {"PING"});
   EXPECT_TRUE(again.status.ok()) << again.status;
   EXPECT_EQ(conn->connects(), 2u);
+}
+
+// A direct call sleeps in a blocking recv() bounded by SO_RCVTIMEO; a signal
+// ends that recv() early (Linux never restarts it), and each new recv() would
+// wait a whole command_timeout again. The stall must still be noticed
+// command_timeout after the request, however often signals come.
+TEST_P(IoPathTest, ASilentServerIsNoticedWhileSignalsKeepInterruptingTheWait) {
+  struct sigaction handler {};
+  handler.sa_handler = [](int) {};  // only interrupts
+  sigemptyset(&handler.sa_mask);
+  handler.sa_flags = SA_RESTART;  // recv() with a timeout returns EINTR anyway
+  struct sigaction original {};
+  ASSERT_EQ(sigaction(SIGURG, &handler, &original), 0);
+  std::shared_ptr<Connection> conn = ConnectedThenPaused();
+  ASSERT_NE(conn, nullptr);
+  std::atomic<bool> done{false};
+  const pthread_t caller = pthread_self();
+  std::thread interrupter([&] {
+    // Every 50 ms, for at most 20 s (a call that never notices the stall
+    // fails the test instead of hanging it).
+    for (int i = 0; i < 400 && !done.load(); ++i) {
+      pthread_kill(caller, SIGURG);
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+  });
+  Stopwatch watch;
+  Result r = SendByPath(*conn, {"PING"});
+  const absl::Duration took = watch.Elapsed();
+  done = true;
+  interrupter.join();
+  ASSERT_TRUE(server_->Resume().ok());
+  sigaction(SIGURG, &original, nullptr);
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
+  EXPECT_LT(took, absl::Seconds(5)) << "command_timeout is 300 ms";
 }
 
 TEST_P(IoPathTest, ARestartDropsWrittenRequestsAsResendable) {

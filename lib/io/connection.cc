@@ -275,12 +275,15 @@ Connection::Handback Connection::DirectIo(int fd, bool blocking,
                      false};
     return back;
   }
+  // Whether the first wait for the replies may sleep in recv() (see below).
+  bool sleep_in_recv_once = blocking;
   for (size_t sent = 0; sent < wire.size();) {
     const ssize_t n = ::send(fd, wire.data() + sent, wire.size() - sent,
                              MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
       sent += static_cast<size_t>(n);
     } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      sleep_in_recv_once = false;
       if (!AwaitFd(fd, POLLOUT,
                    std::min(deadline.time(), back.progress_at + stall))) {
         return timed_out(sent == 0 ? 0 : commands, sent > 0);
@@ -316,17 +319,20 @@ Connection::Handback Connection::DirectIo(int fd, bool blocking,
     }
     const SteadyClock::time_point until =
         std::min(deadline.time(), back.progress_at + stall);
-    // A blocking recv() waits at most command_timeout (SO_RCVTIMEO): only
-    // when the caller's deadline is no nearer than that. (After a partial
-    // reply, a stall is so noticed up to 2 x command_timeout after the last
-    // whole one, at worst.)
-    const bool sleep_in_recv =
-        blocking && deadline.time() >= SteadyClock::now() + stall;
+    // The first wait of a call may sleep in a blocking recv(), which waits at
+    // most command_timeout from now (SO_RCVTIMEO): only when the caller's
+    // deadline is no nearer than that and the send did not wait. Every later
+    // wait (after a partial reply, a signal, an early SO_RCVTIMEO) polls
+    // until `until`, so a stall is noticed command_timeout after the last
+    // whole reply, as on the loop.
+    const bool sleep_in_recv = await && sleep_in_recv_once &&
+                               deadline.time() >= SteadyClock::now() + stall;
+    sleep_in_recv_once = false;
     if (!sleep_in_recv && await && !AwaitFd(fd, POLLIN, until)) {
       return timed_out(commands - replies.size(), false);
     }
     const ssize_t n = ::recv(fd, read_buf_.data(), read_buf_.size(),
-                             sleep_in_recv && await ? 0 : MSG_DONTWAIT);
+                             sleep_in_recv ? 0 : MSG_DONTWAIT);
     await = n < 0 || static_cast<size_t>(n) < read_buf_.size();
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
         SteadyClock::now() >= until) {
@@ -493,6 +499,7 @@ void Connection::DoClose() {
       SetOwner(Owner::kLoop);
       lent_transport_ = nullptr;
       lent_fd_ = -1;
+      lent_blocking_ = false;
     }
   }
   state_ = State::kClosed;

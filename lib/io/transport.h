@@ -70,8 +70,11 @@ class Transport : public std::enable_shared_from_this<Transport> {
   // connection.h). Park(), with no operation outstanding, takes a connected
   // plain socket (TCP, unix) out of the event loop, so that its traffic no
   // longer wakes the loop, and returns its descriptor: whoever has exclusive
-  // use of the transport may then send(2)/recv(2) on it (it stays
-  // non-blocking) until Unpark() gives it back to the loop. -1 for TLS,
+  // use of the transport may then send(2)/recv(2) on it (non-blocking as
+  // the loop left it; the connection may switch it to blocking while parked
+  // and back, see ParkBlocking() in connection.cc; Asio sets non-blocking
+  // again before its first operation after Unpark() anyway) until Unpark()
+  // gives it back to the loop. -1 for TLS,
   // whose bytes only the OpenSSL stream may touch (nothing changes). Close()
   // and the destructor close a parked socket too.
   virtual int Park() = 0;
