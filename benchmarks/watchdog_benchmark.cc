@@ -36,7 +36,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "benchmark/benchmark.h"
-#include "lib/client/client_core.h"
+#include "lib/api/client_access.h"
 #include "lib/lock/owner.h"
 #include "lua/renew.lua.h"
 #include "relock/relock.h"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every check CI runs: dependencies, the CMake build, clang-tidy over the
+# Runs every check CI runs: dependencies, the layering of the includes
+# (scripts/check-layers.sh), the CMake build, clang-tidy over the
 # library sources, the CMake tests, the install check, the tests under
 # ASan+UBSan and under TSan (clang), a short libFuzzer run of each fuzz
 # target, the Bazel build and tests, and a smoke run of each benchmark.
@@ -50,6 +51,9 @@ trap on_exit EXIT
 
 stage "Dependencies (scripts/install-deps.sh)"
 bash scripts/install-deps.sh
+
+stage "Layers: no #include climbs a layer (scripts/check-layers.sh)"
+bash scripts/check-layers.sh
 
 stage "CMake: configure and build ($build_dir/)"
 generator=()

@@ -23,7 +23,7 @@
 #include "absl/strings/string_view.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "lib/client/client_core.h"
+#include "lib/api/client_access.h"
 #include "lib/io/connection.h"
 #include "lib/io/event_loop.h"
 #include "lib/lock/fair_lock.h"

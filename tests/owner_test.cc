@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "lib/client/client_core.h"
+#include "lib/api/client_access.h"
 #include "relock/relock.h"
 #include "tests/test_util.h"
 

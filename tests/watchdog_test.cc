@@ -32,7 +32,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "lib/client/client_core.h"
+#include "lib/api/client_access.h"
 #include "lib/common/deadline.h"
 #include "lib/common/mutex.h"
 #include "lib/lock/owner.h"

@@ -219,6 +219,7 @@
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
 #include "relock/future.h"
+#include "relock/limits.h"
 #include "relock/options.h"
 #include "relock/owner.h"
 
@@ -270,13 +271,6 @@ absl::Duration TimeUntilSaturating(
   return FromChronoSaturating(cd - cn);
 }
 }  // namespace internal
-
-// Longest accepted lock name, in bytes. Names may hold any bytes (NUL, braces,
-// spaces, newlines) but must not be empty.
-inline constexpr size_t kMaxLockNameSize = size_t{64} * 1024;
-// Bounds of an explicit lease.
-inline constexpr absl::Duration kMinLease = absl::Milliseconds(1);
-inline constexpr absl::Duration kMaxLease = absl::Hours(365 * 24);
 
 // Thrown by `Lock::lock()`, `try_lock*()` and `LockGuard` when the operation
 // fails for a reason other than "held by another owner". It is a

@@ -24,6 +24,15 @@
 //                     independent masters.
 //   relock/backoff.h  Retry delay strategies and RetryWithBackoff.
 //
+// The vocabulary those share (the library's own code below the API uses only
+// these; scripts/check-layers.sh enforces it):
+//
+//   relock/options.h, relock/redlock_options.h
+//                     ClientOptions, LockOptions, LockEvent; RedlockOptions.
+//   relock/limits.h   kMaxLockNameSize, kMinLease, kMaxLease.
+//   relock/metrics.h, relock/lock_info.h, relock/backoff.h, relock/version.h
+//                     What a client reports; retry delays; kVersionString.
+//
 // Quick start:
 //
 //   relock::ClientOptions options;
@@ -44,6 +53,7 @@
 #include "relock/fair_lock.h"
 #include "relock/fenced_lock.h"
 #include "relock/future.h"
+#include "relock/limits.h"
 #include "relock/lock.h"
 #include "relock/lock_info.h"
 #include "relock/metrics.h"
@@ -52,12 +62,7 @@
 #include "relock/owner.h"
 #include "relock/read_write_lock.h"
 #include "relock/redlock.h"
-
-namespace relock {
-
-// The library's version.
-inline constexpr char kVersionString[] = "0.1.0";
-
-}  // namespace relock
+#include "relock/redlock_options.h"
+#include "relock/version.h"
 
 #endif  // RELOCK_RELOCK_H_

@@ -30,7 +30,6 @@
 #include "lib/timer/timer_thread.h"
 #include "lib/watchdog/hold_registry.h"
 #include "lib/watchdog/watchdog.h"
-#include "relock/client.h"
 #include "relock/options.h"
 
 namespace relock {
@@ -165,11 +164,6 @@ class ClientCore final : public std::enable_shared_from_this<ClientCore>,
   std::atomic<uint64_t> renew_round_trips_{0};
   std::atomic<bool> closed_{false};
   std::atomic<bool> forked_child_{false};
-};
-
-// Reaches a Client's core, for tests and benchmarks of internals.
-struct ClientAccess {
-  static ClientCore& Core(Client& client) { return *client.core_; }
 };
 
 }  // namespace internal

@@ -9,7 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "lib/lock/inspect.h"
-#include "relock/relock.h"
+#include "relock/version.h"
 
 namespace relock {
 namespace internal {

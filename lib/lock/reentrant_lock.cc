@@ -14,7 +14,7 @@
 #include "lib/lock/lock_scripts.h"
 #include "lib/lock/owner.h"
 #include "lib/redis/errors.h"
-#include "relock/lock.h"
+#include "relock/limits.h"
 
 namespace relock {
 namespace lock {

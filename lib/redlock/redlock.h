@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "lib/client/client_core.h"
-#include "relock/redlock.h"
+#include "relock/redlock_options.h"
 
 namespace relock {
 namespace internal {
