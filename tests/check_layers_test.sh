@@ -6,9 +6,18 @@
 # down a layer, or down through a layer in between, stays allowed.
 #
 #   tests/check_layers_test.sh [ROOT]   # ROOT: the source tree (default: ..)
+#
+# Under `bazel test` the tree is the test's runfiles (TEST_SRCDIR).
 set -euo pipefail
 
-root=$(cd "${1:-"$(dirname "$0")/.."}" && pwd)
+if [[ $# -gt 0 ]]; then
+  root=$1
+elif [[ -n ${TEST_SRCDIR:-} ]]; then
+  root=$TEST_SRCDIR/${TEST_WORKSPACE:-relock}
+else
+  root="$(dirname "$0")/.."
+fi
+root=$(cd "$root" && pwd)
 check="$root/scripts/check-layers.sh"
 work=$(mktemp -d "${TEST_TMPDIR:-${TMPDIR:-/tmp}}/relock-check-layers.XXXXXX")
 trap 'rm -rf "$work"' EXIT
