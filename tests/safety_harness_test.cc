@@ -6,8 +6,13 @@
 // and pub/sub connections, SCRIPT FLUSH). tools/harness/README.md describes
 // longer manual runs.
 
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -160,6 +165,54 @@ TEST(SafetyHarnessCheckerTest, KilledHolderWhoseReleaseBeganEndsThere) {
   Report not_began = check(false);
   EXPECT_FALSE(not_began.ok()) << "an overlap with a killed holder that had "
                                   "not begun to release must be reported";
+}
+
+// A MultiLock round records both holds before it writes either counter; a
+// worker killed while releasing the first leaves both open in its log, so
+// the checker knows both counters may have been written (a regression: the
+// second hold used to be recorded only once the first was closed, and a
+// kill in between showed its write as a lost update).
+TEST(SafetyHarnessLogTest,
+     ATwoLockRoundKilledWhileReleasingLeavesBothHoldsOpen) {
+  char path[] = "/tmp/relock-harness-log-test.XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  Hold first;
+  first.thread = 0;
+  first.lock = 1;
+  first.attempt_start = first.attempt_end = 100;
+  first.outcome = Outcome::kCompleted;
+  first.release_start = 300;
+  first.release_end = 310;
+  {
+    std::ofstream log(path);
+    log << FormatAcquired(0, 2, 100, 100) << "\n"
+        << FormatAcquired(0, 1, 100, 100) << "\n"
+        << FormatReleasing(0, 2, 200)
+        << "\n"
+        // Another thread's round closes as usual.
+        << FormatAcquired(1, 1, 50, 60) << "\n"
+        << FormatReleasing(1, 1, 90) << "\n";
+    Hold other = first;
+    other.thread = 1;
+    other.attempt_start = 50;
+    other.attempt_end = 60;
+    other.release_start = 90;
+    log << FormatHold(other) << "\n";
+  }
+  const WorkerLog log = ParseWorkerLog(0, path);
+  std::remove(path);
+  EXPECT_EQ(log.bad_lines, 0);
+  ASSERT_EQ(log.holds.size(), 3u);
+  EXPECT_TRUE(log.holds[0].open);
+  EXPECT_EQ(log.holds[0].lock, 2);
+  EXPECT_EQ(log.holds[0].release_start, 200);
+  EXPECT_TRUE(log.holds[1].open);
+  EXPECT_EQ(log.holds[1].lock, 1);
+  EXPECT_EQ(log.holds[1].release_start, 0);
+  EXPECT_FALSE(log.holds[2].open);
+  EXPECT_EQ(log.holds[2].release_start, 90);
 }
 
 TEST(SafetyHarnessCheckerTest, MeasuresTheWaitAfterARelease) {

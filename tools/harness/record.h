@@ -228,8 +228,9 @@ inline WorkerLog ParseWorkerLog(int worker, const std::string& path) {
   WorkerLog log;
   log.worker = worker;
   std::ifstream in(path);
-  // Index of the open hold of each thread in log.holds.
-  std::map<int, size_t> open;
+  // Index in log.holds of each open hold, by (thread, lock): a thread holds
+  // one lock at a time, or two in a MultiLock round.
+  std::map<std::pair<int, int>, size_t> open;
   std::string line;
   std::vector<int64_t> v;
   while (std::getline(in, line)) {
@@ -277,14 +278,12 @@ inline WorkerLog ParseWorkerLog(int worker, const std::string& path) {
       h.attempt_start = v[2];
       h.attempt_end = v[3];
       if (v.size() == 5) h.token = v[4];
-      open[h.thread] = log.holds.size();
+      open[{h.thread, h.lock}] = log.holds.size();
       log.holds.push_back(h);
       ok = true;
     } else if (kind == 'R' && f.size() == 4 && ParseInts(f, 1, &v)) {
-      auto it = open.find(static_cast<int>(v[0]));
-      if (it != open.end() && log.holds[it->second].lock == v[1]) {
-        log.holds[it->second].release_start = v[2];
-      }
+      auto it = open.find({static_cast<int>(v[0]), static_cast<int>(v[1])});
+      if (it != open.end()) log.holds[it->second].release_start = v[2];
       ok = true;
     } else if (kind == 'F' && f.size() == 6 && ParseInts(f, 1, &v)) {
       log.failed.push_back(FailedAttempt{static_cast<int>(v[0]),
@@ -292,8 +291,7 @@ inline WorkerLog ParseWorkerLog(int worker, const std::string& path) {
                                          static_cast<int>(v[4])});
       ok = true;
     } else if (kind == 'H' && f.size() == 15 && ParseInts(f, 1, &v)) {
-      const int thread = static_cast<int>(v[0]);
-      auto it = open.find(thread);
+      auto it = open.find({static_cast<int>(v[0]), static_cast<int>(v[1])});
       if (it != open.end() && log.holds[it->second].attempt_end == v[3]) {
         Hold& h = log.holds[it->second];
         h.open = false;

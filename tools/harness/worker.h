@@ -746,16 +746,16 @@ class Worker {
       holds[i].attempt_start = acquired_at;
       holds[i].attempt_end = acquired_at;
     }
-    // The log knows one open hold per thread: k1's is recorded now (a kill
-    // finds it), k2's once k1's is closed.
+    // Both holds are recorded before either counter is written: a kill at any
+    // later point finds both open (and their counters maybe written).
     log_.Append(FormatAcquired(t, k1, acquired_at, acquired_at));
+    log_.Append(FormatAcquired(t, k2, acquired_at, acquired_at));
     for (Hold& h : holds) {
       CriticalSection(locks[h.lock], raw, caller, rng, margin, &h);
     }
     for (int i = 0; i < 2; ++i) {
       Hold& h = holds[i];
       Lock& lock = locks[h.lock];
-      if (i == 1) log_.Append(FormatAcquired(t, k2, acquired_at, acquired_at));
       h.release_start = MonotonicNanos();
       log_.Append(FormatReleasing(t, h.lock, h.release_start));
       const absl::Status r = caller.Release(lock);
