@@ -20,6 +20,7 @@
 #include "relock/relock.h"
 #include "tests/test_util.h"
 #include "tests/testing/notification.h"
+#include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace {
@@ -74,12 +75,12 @@ class AsyncTest : public testing::RedisClientTest {
 TEST_F(AsyncTest, AFreeLockIsAcquiredAndReleased) {
   Lock lock = client_->GetLock(TestLockName());
   const Owner task = Owner::New();
-  ASSERT_TRUE(Await(lock.AcquireAsync(task)).ok());
+  ASSERT_OK(Await(lock.AcquireAsync(task)));
   EXPECT_EQ(*lock.HoldCount(task), 1);
-  ASSERT_TRUE(Await(lock.AcquireAsync(task)).ok());  // re-entry
+  ASSERT_OK(Await(lock.AcquireAsync(task)));  // re-entry
   EXPECT_EQ(*lock.HoldCount(task), 2);
-  ASSERT_TRUE(Await(lock.ReleaseAsync(task)).ok());
-  ASSERT_TRUE(Await(lock.ReleaseAsync(task)).ok());
+  ASSERT_OK(Await(lock.ReleaseAsync(task)));
+  ASSERT_OK(Await(lock.ReleaseAsync(task)));
   EXPECT_EQ(*lock.IsLocked(), false);
   EXPECT_EQ(Await(lock.ReleaseAsync(task)).code(),
             absl::StatusCode::kFailedPrecondition);
@@ -92,40 +93,40 @@ TEST_F(AsyncTest, CallbacksRunOnTheClientsLoopThreadNotTheCaller) {
   testing::Notification done;
   const std::thread::id caller = std::this_thread::get_id();
   lock.AcquireAsync(task, [&](absl::Status s) {
-    EXPECT_TRUE(s.ok()) << s;
+    EXPECT_OK(s);
     on_caller = std::this_thread::get_id() == caller;
     done.Notify();
   });
   ASSERT_TRUE(done.WaitForNotificationWithTimeout(kLong));
   EXPECT_FALSE(on_caller.load());
-  ASSERT_TRUE(lock.Release(task).ok());
+  ASSERT_OK(lock.Release(task));
 }
 
 TEST_F(AsyncTest, AnAsyncWaiterIsWokenByTheUnlockNotification) {
   Lock lock = client_->GetLock(TestLockName());
   // The holder's explicit lease is a minute: only the unlock message can
   // end the wait in time.
-  ASSERT_TRUE(lock.Acquire(absl::Seconds(60)).ok());
+  ASSERT_OK(lock.Acquire(absl::Seconds(60)));
   const Owner task = Owner::New();
   Future<absl::Status> waiting = lock.TryAcquireAsync(task, absl::Seconds(50));
   EXPECT_FALSE(waiting.WaitFor(absl::Milliseconds(200)));  // held
   Stopwatch watch;
-  ASSERT_TRUE(lock.Release().ok());
-  ASSERT_TRUE(Await(waiting).ok());
+  ASSERT_OK(lock.Release());
+  ASSERT_OK(Await(waiting));
   EXPECT_LT(watch.Elapsed(), absl::Seconds(20));
   EXPECT_EQ(*lock.HoldCount(task), 1);
-  ASSERT_TRUE(Await(lock.ReleaseAsync(task)).ok());
+  ASSERT_OK(Await(lock.ReleaseAsync(task)));
 }
 
 TEST_F(AsyncTest, AWaitThatRunsOutIsDeadlineExceeded) {
   Lock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire(absl::Seconds(60)).ok());
+  ASSERT_OK(lock.Acquire(absl::Seconds(60)));
   Stopwatch watch;
   absl::Status s =
       Await(lock.TryAcquireAsync(Owner::New(), absl::Milliseconds(300)));
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
   EXPECT_GE(watch.Elapsed(), absl::Milliseconds(290));
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
 }
 
 // A thousand acquires in flight at once on one client, started from four
@@ -189,8 +190,8 @@ TEST_F(AsyncTest, AThousandConcurrentAcquiresFromAHandfulOfThreads) {
 TEST_F(AsyncTest, ATokenAcquiredAsynchronouslyIsReleasedOnAnyThread) {
   Lock lock = client_->GetLock(TestLockName());
   const Owner task = Owner::New();
-  ASSERT_TRUE(Await(lock.AcquireAsync(task)).ok());
-  std::thread([&] { EXPECT_TRUE(lock.Release(task).ok()); }).join();
+  ASSERT_OK(Await(lock.AcquireAsync(task)));
+  std::thread([&] { EXPECT_OK(lock.Release(task)); }).join();
   EXPECT_EQ(*lock.IsLocked(), false);
 }
 
@@ -198,7 +199,7 @@ TEST_F(AsyncTest, CloseCancelsPendingWaits) {
   std::unique_ptr<Client> other = MustConnect(redis().url());
   ASSERT_NE(other, nullptr);
   Lock held = other->GetLock(TestLockName());
-  ASSERT_TRUE(held.Acquire(absl::Seconds(60)).ok());
+  ASSERT_OK(held.Acquire(absl::Seconds(60)));
   Lock lock = client_->GetLock(held.name());
   std::vector<Future<absl::Status>> waits;
   for (int i = 0; i < 5; ++i) waits.push_back(lock.AcquireAsync(Owner::New()));
@@ -210,7 +211,7 @@ TEST_F(AsyncTest, CloseCancelsPendingWaits) {
     EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
   }
   EXPECT_LT(watch.Elapsed(), absl::Seconds(10));
-  ASSERT_TRUE(held.Release().ok());
+  ASSERT_OK(held.Release());
 }
 
 TEST_F(AsyncTest, AThreadOwnerIsRefusedAtOnce) {
@@ -232,13 +233,13 @@ TEST_F(AsyncTest, ABlockingCallInACallbackFailsInsteadOfDeadlocking) {
   testing::Notification done;
   absl::Status inner;
   lock.AcquireAsync(task, [&](absl::Status s) {
-    EXPECT_TRUE(s.ok()) << s;
+    EXPECT_OK(s);
     inner = lock.Release(task);  // blocking, on the loop thread
     done.Notify();
   });
   ASSERT_TRUE(done.WaitForNotificationWithTimeout(kLong));
   EXPECT_EQ(inner.code(), absl::StatusCode::kFailedPrecondition) << inner;
-  ASSERT_TRUE(lock.Release(task).ok());
+  ASSERT_OK(lock.Release(task));
 }
 
 // Issue 23, item 4: every blocking call from a callback on the loop thread
@@ -251,7 +252,7 @@ TEST_F(AsyncTest, EveryBlockingCallInACallbackIsRefusedAtOnce) {
     options.urls = {redis().url()};
     absl::StatusOr<std::unique_ptr<RedlockClient>> c =
         RedlockClient::Connect(options);
-    EXPECT_TRUE(c.ok()) << c.status();
+    EXPECT_OK(c);
     return c.ok() ? *std::move(c) : nullptr;
   }();
   ASSERT_NE(redlock, nullptr);
@@ -271,7 +272,7 @@ TEST_F(AsyncTest, EveryBlockingCallInACallbackIsRefusedAtOnce) {
   absl::Status safe_until;
   testing::Notification done;
   lock.AcquireAsync(task, [&](absl::Status s) {
-    EXPECT_TRUE(s.ok()) << s;
+    EXPECT_OK(s);
     auto check = [&](const std::string& call, auto&& fn) {
       Stopwatch watch;
       absl::Status status = fn();
@@ -316,12 +317,12 @@ TEST_F(AsyncTest, EveryBlockingCallInACallbackIsRefusedAtOnce) {
         << o.call << ": " << o.status;
     EXPECT_LT(o.took, kAtOnce) << o.call;
   }
-  EXPECT_TRUE(safe_until.ok()) << safe_until;
+  EXPECT_OK(safe_until);
   // Redlock's client has a loop of its own: the same refusals there.
   std::vector<absl::Status> red_outcomes;
   testing::Notification red_done;
   red.AcquireAsync(task, [&](absl::Status s) {
-    EXPECT_TRUE(s.ok()) << s;
+    EXPECT_OK(s);
     red_outcomes.push_back(red.TryAcquire(Owner::New(), absl::ZeroDuration()));
     red_outcomes.push_back(red.Release(task));
     red_outcomes.push_back(red.Extend(absl::Seconds(10)));
@@ -331,13 +332,13 @@ TEST_F(AsyncTest, EveryBlockingCallInACallbackIsRefusedAtOnce) {
   for (const absl::Status& s : red_outcomes) {
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   }
-  ASSERT_TRUE(red.Release(task).ok());
+  ASSERT_OK(red.Release(task));
   // Nothing was done by the refused calls: the task still holds the lock
   // once.
   EXPECT_EQ(*lock.HoldCount(task), 1);
-  ASSERT_TRUE(lock.Release(task).ok());
+  ASSERT_OK(lock.Release(task));
   EXPECT_EQ(*fenced.IsLocked(), false);
-  EXPECT_TRUE(client_->Ping().ok());
+  EXPECT_OK(client_->Ping());
 }
 
 // Issue 23, item 5: Future::Get() in a callback waited for the loop thread
@@ -345,7 +346,7 @@ TEST_F(AsyncTest, EveryBlockingCallInACallbackIsRefusedAtOnce) {
 // Wait() / WaitFor() do not wait there either.
 TEST_F(AsyncTest, FutureGetInACallbackIsFailedPreconditionNotADeadlock) {
   Lock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire(absl::Seconds(60)).ok());  // held: no value soon
+  ASSERT_OK(lock.Acquire(absl::Seconds(60)));  // held: no value soon
   const Owner task = Owner::New();
   Lock other = client_->GetLock(TestLockName("other"));
   absl::Status got, got_ready;
@@ -354,7 +355,7 @@ TEST_F(AsyncTest, FutureGetInACallbackIsFailedPreconditionNotADeadlock) {
   Stopwatch watch;
   testing::Notification done;
   other.AcquireAsync(task, [&](absl::Status s) {
-    EXPECT_TRUE(s.ok()) << s;
+    EXPECT_OK(s);
     pending = lock.TryAcquireAsync(Owner::New(), kLong);
     got = pending.Get();
     pending.Wait();
@@ -371,8 +372,8 @@ TEST_F(AsyncTest, FutureGetInACallbackIsFailedPreconditionNotADeadlock) {
   EXPECT_EQ(got_ready.code(), absl::StatusCode::kFailedPrecondition)
       << got_ready;
   // The client works on: the pending acquire gets the lock once it is free.
-  ASSERT_TRUE(lock.Release().ok());
-  ASSERT_TRUE(Await(pending).ok());
+  ASSERT_OK(lock.Release());
+  ASSERT_OK(Await(pending));
   EXPECT_EQ(*other.IsLocked(), false);
 }
 
@@ -399,12 +400,12 @@ void CloseInACallbackReleases(testing::RedisServer& redis, Client& observer,
   };
   ASSERT_TRUE(Eventually([&] { return info_records() == 1; }));
   Lock held = (*client)->GetLock(TestLockName("held"));
-  ASSERT_TRUE(held.Acquire().ok());  // this thread's, with the watchdog
+  ASSERT_OK(held.Acquire());  // this thread's, with the watchdog
   Lock lock = (*client)->GetLock(TestLockName());
   const Owner task = Owner::New();
   testing::Notification returned;
   lock.AcquireAsync(task, [&, client](absl::Status s) {
-    EXPECT_TRUE(s.ok()) << s;
+    EXPECT_OK(s);
     if (destroy) {
       client->reset();
     } else {
@@ -416,7 +417,7 @@ void CloseInACallbackReleases(testing::RedisServer& redis, Client& observer,
   ASSERT_TRUE(Eventually([&] { return events.events().size() >= 2; }, kLong));
   for (const LockEvent& e : events.events()) {
     EXPECT_EQ(e.type, LockEventType::kReleasedOnClose);
-    EXPECT_TRUE(e.status.ok()) << e.lock_name << ": " << e.status;
+    EXPECT_OK(e.status) << e.lock_name << ": " << e.status;
   }
   EXPECT_EQ(events.events().size(), 2);
   EXPECT_EQ(*observer.GetLock(held.name()).IsLocked(), false);
@@ -444,27 +445,27 @@ TEST_F(AsyncTest, WaitForAnInfiniteOrCenturiesLongTimeoutWaitsForTheValue) {
         absl::Hours(24 * 365 * 100)}) {
     // The holder's explicit lease ends in a moment: only then can the
     // waiter's value arrive.
-    ASSERT_TRUE(lock.Acquire(absl::Milliseconds(500)).ok());
+    ASSERT_OK(lock.Acquire(absl::Milliseconds(500)));
     const Owner task = Owner::New();
     Future<absl::Status> f = lock.TryAcquireAsync(task, kLong);
     EXPECT_TRUE(f.WaitFor(timeout)) << absl::FormatDuration(timeout);
     EXPECT_TRUE(f.Ready());
-    ASSERT_TRUE(f.Get().ok()) << f.Get();
-    ASSERT_TRUE(lock.Release(task).ok());
+    ASSERT_OK(f.Get());
+    ASSERT_OK(lock.Release(task));
   }
 }
 
 TEST_F(AsyncTest, WaitForANegativeOrZeroTimeoutDoesNotWait) {
   Lock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire(absl::Seconds(60)).ok());
+  ASSERT_OK(lock.Acquire(absl::Seconds(60)));
   Future<absl::Status> f = lock.TryAcquireAsync(Owner::New(), kLong);
   Stopwatch watch;
   EXPECT_FALSE(f.WaitFor(-absl::InfiniteDuration()));
   EXPECT_FALSE(f.WaitFor(absl::Seconds(-5)));
   EXPECT_FALSE(f.WaitFor(absl::ZeroDuration()));
   EXPECT_LT(watch.Elapsed(), kAtOnce);
-  ASSERT_TRUE(lock.Release().ok());
-  ASSERT_TRUE(Await(f).ok());
+  ASSERT_OK(lock.Release());
+  ASSERT_OK(Await(f));
   EXPECT_TRUE(f.WaitFor(absl::Seconds(-5)));  // there: true, without waiting
   EXPECT_TRUE(f.WaitFor(-absl::InfiniteDuration()));
 }
@@ -488,8 +489,8 @@ TEST_F(AsyncTest, ACallbackThatThrowsIsLoggedAndTheLoopGoesOn) {
   });
   EXPECT_TRUE(log.SawError("thrown by Then()"));
   // The loop goes on: the next calls complete.
-  ASSERT_TRUE(Await(lock.AcquireAsync(task)).ok());
-  ASSERT_TRUE(Await(lock.ReleaseAsync(task)).ok());
+  ASSERT_OK(Await(lock.AcquireAsync(task)));
+  ASSERT_OK(Await(lock.ReleaseAsync(task)));
   // Then() on a future already complete runs on the calling thread: caught
   // there too (written to stderr; no client is known there).
   Future<absl::Status> ready = lock.ReleaseAsync(task);
@@ -523,11 +524,11 @@ TEST_F(AsyncTest, AnEventOrLossCallbackThatThrowsIsLoggedAndTheClientGoesOn) {
     throw std::runtime_error("thrown by on_lost");
   };
   Lock short_lease = client->GetLock(TestLockName("lease"), options);
-  ASSERT_TRUE(short_lease.Acquire(absl::Milliseconds(50)).ok());
+  ASSERT_OK(short_lease.Acquire(absl::Milliseconds(50)));
   EXPECT_TRUE(log.SawError("thrown by on_lost"));
   // The event thread goes on: the next event is delivered (and caught).
   lock.unlock();
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   lock.unlock();
   EXPECT_EQ(*lock.IsLocked(), false);
 }
@@ -545,7 +546,7 @@ TEST_F(AsyncTest, ALoggerThatThrowsDoesNotEndTheProcess) {
   Lock lock = client->GetLock(TestLockName());
   lock.unlock();  // kUnlockFailed, written to the logger inside unlock()
   EXPECT_GE(calls.load(), 1);
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   lock.unlock();
 }
 

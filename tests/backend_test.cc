@@ -12,6 +12,7 @@
 #include "lib/lock/lock_scripts.h"
 #include "lib/redis/url.h"
 #include "tests/test_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace backend {
@@ -57,16 +58,16 @@ class BackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
     absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
+    ASSERT_OK(server);
     server_ = *std::move(server);
     NodeOptions o;
     absl::StatusOr<redis::Endpoint> ep = redis::ParseRedisUrl(server_->url());
-    ASSERT_TRUE(ep.ok()) << ep.status();
+    ASSERT_OK(ep);
     o.connection.endpoint = *ep;
     o.connection.command_timeout = absl::Seconds(5);
     absl::StatusOr<std::unique_ptr<NodeBackend>> node =
         NodeBackend::Create(&loop_, o, ::relock::internal::LockScripts());
-    ASSERT_TRUE(node.ok()) << node.status();
+    ASSERT_OK(node);
     node_ = *std::move(node);
   }
   void TearDown() override {
@@ -101,19 +102,19 @@ TEST_F(BackendTest, RunAsyncAnswersOnTheLoopThread) {
   ASSERT_TRUE(got.Await());
   std::vector<Answer> answers = got.Take();
   ASSERT_EQ(answers.size(), 1u);
-  ASSERT_TRUE(answers[0].reply.ok()) << answers[0].reply.status();
+  ASSERT_OK(answers[0].reply);
   EXPECT_TRUE(answers[0].reply->view().is_array());
   EXPECT_TRUE(got.on_loop());
 }
 
 TEST_F(BackendTest, RunAsyncEndsAtItsDeadlineWhenRedisIsPaused) {
-  ASSERT_TRUE(server_->Pause().ok());
+  ASSERT_OK(server_->Pause());
   Stopwatch watch;
   Delivered<std::vector<Answer>> got;
   Inspect("k", Deadline::After(absl::Milliseconds(200)), &got);
   ASSERT_TRUE(got.Await());
   const absl::Duration took = watch.Elapsed();
-  ASSERT_TRUE(server_->Resume().ok());
+  ASSERT_OK(server_->Resume());
   std::vector<Answer> answers = got.Take();
   ASSERT_EQ(answers.size(), 1u);
   EXPECT_EQ(answers[0].reply.status().code(),

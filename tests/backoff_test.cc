@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace {
@@ -30,7 +31,7 @@ using Strategy = std::shared_ptr<const BackoffStrategy>;
 
 // The strategy, or a failed expectation (and StopBackoff()) if it is an error.
 Strategy Must(absl::StatusOr<Strategy> strategy) {
-  EXPECT_TRUE(strategy.ok()) << strategy.status();
+  EXPECT_OK(strategy);
   return strategy.ok() ? *std::move(strategy) : StopBackoff();
 }
 
@@ -343,15 +344,15 @@ TEST(BackoffTest, InvalidParametersAreInvalidArgument) {
 }
 
 TEST(BackoffTest, ValidBoundaryParametersAreAccepted) {
-  EXPECT_TRUE(ZeroBackoff(0).ok());
-  EXPECT_TRUE(ConstantBackoff(absl::ZeroDuration(), 0, 1.0).ok());
+  EXPECT_OK(ZeroBackoff(0));
+  EXPECT_OK(ConstantBackoff(absl::ZeroDuration(), 0, 1.0));
   ExponentialBackoffOptions o;
   o.initial = o.maximum = Ms(3);
   o.factor = 1.0;
   o.jitter = 0.0;
   o.max_retries = 0;
-  EXPECT_TRUE(ExponentialBackoff(o).ok());
-  EXPECT_TRUE(ListBackoff({absl::ZeroDuration()}, 1.0).ok());
+  EXPECT_OK(ExponentialBackoff(o));
+  EXPECT_OK(ListBackoff({absl::ZeroDuration()}, 1.0));
 }
 
 // --- User-supplied strategies -----------------------------------------------
@@ -415,7 +416,7 @@ TEST(BackoffTest, RetrySucceedsOnTheThirdAttempt) {
         return ++calls < 3 ? absl::UnavailableError("not yet")
                            : absl::OkStatus();
       });
-  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_OK(s);
   EXPECT_EQ(calls, 3);
 }
 

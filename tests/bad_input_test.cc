@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "relock/relock.h"
 #include "tests/test_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace {
@@ -49,9 +50,9 @@ TEST_F(BadInputTest, OddButValidNamesWork) {
                            std::string("with space"), std::string("new\nline"),
                            std::string(kMaxLockNameSize, 'n')}) {
     Lock lock = client_->GetLock(name);
-    ASSERT_TRUE(lock.Acquire().ok()) << lock.name().size();
+    ASSERT_OK(lock.Acquire()) << lock.name().size();
     EXPECT_EQ(redis().Command({"EXISTS", name})->integer, 1);
-    ASSERT_TRUE(lock.Release().ok());
+    ASSERT_OK(lock.Release());
     EXPECT_EQ(redis().Command({"EXISTS", name})->integer, 0);
   }
 }
@@ -68,15 +69,15 @@ TEST_F(BadInputTest, BadDurationsAreInvalidArgument) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(*lock.IsLocked(), false) << "a rejected call must not lock";
   // Huge and infinite waits are fine when the lock is free.
-  EXPECT_TRUE(lock.TryAcquire(absl::InfiniteDuration()).ok());
-  EXPECT_TRUE(lock.TryAcquire(absl::Hours(24 * 365 * 1000)).ok());
-  EXPECT_TRUE(lock.Release().ok());
-  EXPECT_TRUE(lock.Release().ok());
+  EXPECT_OK(lock.TryAcquire(absl::InfiniteDuration()));
+  EXPECT_OK(lock.TryAcquire(absl::Hours(24 * 365 * 1000)));
+  EXPECT_OK(lock.Release());
+  EXPECT_OK(lock.Release());
 }
 
 TEST_F(BadInputTest, KeyHoldingAnotherTypeIsFailedPrecondition) {
   const std::string name = TestLockName();
-  ASSERT_TRUE(redis().Command({"SET", name, "not a lock"}).ok());
+  ASSERT_OK(redis().Command({"SET", name, "not a lock"}));
   Lock lock = client_->GetLock(name);
   EXPECT_EQ(lock.TryAcquire(absl::ZeroDuration()).code(),
             absl::StatusCode::kFailedPrecondition);

@@ -30,6 +30,7 @@
 #include "tests/test_util.h"
 #include "tests/testing/redis_server.h"
 #include "tests/testing/spawn.h"
+#include "tests/testing/status_matchers.h"
 #include "tests/testing/temp_dir.h"
 
 #ifndef RELOCK_CLI_PATH
@@ -110,7 +111,7 @@ class Relock {
     close(in);
     close(out);
     close(err);
-    EXPECT_TRUE(pid.ok()) << pid.status();
+    EXPECT_OK(pid);
     r->pid_ = pid.ok() ? *pid : -1;
     return r;
   }
@@ -161,7 +162,7 @@ class CliTest : public RedisTest {
   void SetUp() override {
     RedisTest::SetUp();
     absl::StatusOr<std::string> dir = spawn::MakeTempDir();
-    ASSERT_TRUE(dir.ok()) << dir.status();
+    ASSERT_OK(dir);
     dir_ = *dir;
     name_ = TestLockName();
   }
@@ -291,7 +292,7 @@ TEST_F(CliTest, KilledRunnerFreesTheLockWithinALeaseAndItsCommandDies) {
 TEST_F(CliTest, DeletedKeyTerminatesTheCommandAndExits76) {
   Relock& r = Start(RunArgs({"--watchdog-timeout", "1500ms"}, Sleeper("a")));
   const pid_t command = CommandPid("a");
-  ASSERT_TRUE(redis().Command({"DEL", name_}).ok());
+  ASSERT_OK(redis().Command({"DEL", name_}));
   EXPECT_EQ(r.Wait(absl::Seconds(30)), 76) << r.err();
   EXPECT_TRUE(Gone(command));
   ASSERT_EQ(Lines(r.err()).size(), 1u) << r.err();
@@ -303,7 +304,7 @@ TEST_F(CliTest, OnLostIgnoreLetsTheCommandFinishButExits76) {
   Relock& r = Start(RunArgs(
       {"--watchdog-timeout", "1500ms", "--on-lost", "ignore"}, WaitForGo("a")));
   CommandPid("a");
-  ASSERT_TRUE(redis().Command({"DEL", name_}).ok());
+  ASSERT_OK(redis().Command({"DEL", name_}));
   EXPECT_TRUE(Eventually([&] { return !r.err().empty(); }, absl::Seconds(30)));
   EXPECT_THAT(r.err(), HasSubstr("--on-lost ignore"));
   EXPECT_FALSE(r.Exited());  // the command runs on
@@ -388,7 +389,7 @@ TEST_F(CliTest, StatusAndListShowTheHolderHostPidAndWaiters) {
   Relock& free = RunToEnd({"status", name_ + ":other"});
   EXPECT_EQ(free.out(), name_ + ":other: free, waiters 0\n");
 
-  ASSERT_TRUE(redis().Command({"SET", "not-a-lock", "x"}).ok());
+  ASSERT_OK(redis().Command({"SET", "not-a-lock", "x"}));
   Relock& wrong = RunToEnd({"status", "not-a-lock", name_});
   EXPECT_EQ(wrong.Wait(), 1);
   EXPECT_THAT(wrong.err(), HasSubstr("string"));
@@ -566,7 +567,7 @@ TEST_F(CliTest, NonUtf8NameMadeListJsonInvalid) {
   std::unique_ptr<Client> client = testing::MustConnect(redis().url());
   ASSERT_NE(client, nullptr);
   Lock lock = client->GetLock(name);
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   for (const std::vector<std::string>& args :
        std::vector<std::vector<std::string>>{{"list", "--json", name_ + "*"},
                                              {"status", "--json", name}}) {
@@ -579,7 +580,7 @@ TEST_F(CliTest, NonUtf8NameMadeListJsonInvalid) {
     EXPECT_THAT(out, HasSubstr(absl::StrCat("\"name_base64\":\"",
                                             absl::Base64Escape(name), "\"")));
   }
-  EXPECT_TRUE(lock.Release().ok());
+  EXPECT_OK(lock.Release());
 }
 
 // Issue 23, defect 17: `relock status` with a 100 KB name exited 1 ("not a
@@ -608,7 +609,7 @@ TEST_F(CliTest, HelpAndVersion) {
 
 TEST_F(CliTest, RedisDownExits69AndRelockUrlIsRead) {
   absl::StatusOr<std::unique_ptr<RedisServer>> down = RedisServer::Start();
-  ASSERT_TRUE(down.ok()) << down.status();
+  ASSERT_OK(down);
   const std::string url = (*down)->url();
   ASSERT_TRUE((*down)->Stop().ok());
   for (const std::vector<std::string>& args :

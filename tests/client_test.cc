@@ -11,6 +11,7 @@
 #include "relock/relock.h"
 #include "tests/test_util.h"
 #include "tests/testing/notification.h"
+#include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace {
@@ -31,7 +32,7 @@ TEST_F(ClientTest, EachClientHasItsOwnIdUnlessOneIsGiven) {
         o.client_id = "0b1111ed-0000-4000-8000-000000000007";
       });
   EXPECT_EQ(fixed->id(), "0b1111ed-0000-4000-8000-000000000007");
-  EXPECT_TRUE(a->Ping().ok());
+  EXPECT_OK(a->Ping());
 }
 
 TEST_F(ClientTest, CloseReleasesHeldLocksAndReportsEach) {
@@ -41,13 +42,13 @@ TEST_F(ClientTest, CloseReleasesHeldLocksAndReportsEach) {
       [&](ClientOptions& o) { o.on_lock_event = events.Callback(); });
   Lock a = client->GetLock(TestLockName("a"));
   Lock b = client->GetLock(TestLockName("b"));
-  ASSERT_TRUE(a.Acquire().ok());
-  ASSERT_TRUE(a.Acquire().ok());  // nested: released whole
+  ASSERT_OK(a.Acquire());
+  ASSERT_OK(a.Acquire());  // nested: released whole
   // Another thread holds b while the client closes (a thread that exits
   // holding a lock gives it up instead: ThreadExitStopsRenewal...).
   testing::Notification b_held, closed;
   std::thread other([&] {
-    EXPECT_TRUE(b.Acquire(absl::Seconds(60)).ok());
+    EXPECT_OK(b.Acquire(absl::Seconds(60)));
     b_held.Notify();
     closed.WaitForNotification();
   });
@@ -64,13 +65,12 @@ TEST_F(ClientTest, CloseReleasesHeldLocksAndReportsEach) {
   closed.Notify();
   other.join();
   waiter.join();
-  EXPECT_TRUE(waited.ok()) << "close must wake other clients' waiters: "
-                           << waited;
+  EXPECT_OK(waited) << "close must wake other clients' waiters: " << waited;
   EXPECT_EQ(redis().Command({"EXISTS", b.name()})->integer, 0);
   std::set<std::string> released;
   for (const LockEvent& e : events.events()) {
     EXPECT_EQ(e.type, LockEventType::kReleasedOnClose);
-    EXPECT_TRUE(e.status.ok()) << e.status;
+    EXPECT_OK(e.status);
     released.insert(e.lock_name);
   }
   EXPECT_EQ(released, (std::set<std::string>{a.name(), b.name()}));
@@ -79,7 +79,7 @@ TEST_F(ClientTest, CloseReleasesHeldLocksAndReportsEach) {
 TEST_F(ClientTest, HandlesOutliveTheirClientAndFailCleanly) {
   std::unique_ptr<Client> client = MustConnect(redis().url());
   Lock lock = client->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   client.reset();  // destroy with the lock held
   EXPECT_EQ(redis().Command({"EXISTS", lock.name()})->integer, 0)
       << "destroying the client must release what it held";
@@ -102,7 +102,7 @@ TEST_F(ClientTest, CloseIsIdempotentAndPingFailsAfterIt) {
 TEST_F(ClientTest, CloseWhileRedisIsDownReportsTheFailureAndReturns) {
   absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
       testing::RedisServer::Start();
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_OK(server);
   EventLog events;
   std::unique_ptr<Client> client =
       MustConnect((*server)->url(), [&](ClientOptions& o) {
@@ -110,7 +110,7 @@ TEST_F(ClientTest, CloseWhileRedisIsDownReportsTheFailureAndReturns) {
         o.connect_timeout = absl::Milliseconds(300);
         o.command_timeout = absl::Milliseconds(300);
       });
-  ASSERT_TRUE(client->GetLock(TestLockName()).Acquire().ok());
+  ASSERT_OK(client->GetLock(TestLockName()).Acquire());
   ASSERT_TRUE((*server)->Stop().ok());
   testing::Stopwatch watch;
   client.reset();

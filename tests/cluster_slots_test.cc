@@ -20,6 +20,7 @@
 #include "tests/test_util.h"
 #include "tests/testing/fake_server.h"
 #include "tests/testing/redis_cluster.h"
+#include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace redis {
@@ -170,7 +171,7 @@ TEST(SlotMapTest, FromShards) {
       Shard({}, {ShardNode("m4", 7009, "10.0.0.9", "10.0.0.9", "master")}),
   }));
   absl::StatusOr<SlotMap> map = SlotMap::FromShards(reply.view(), Seed());
-  ASSERT_TRUE(map.ok()) << map.status();
+  ASSERT_OK(map);
   ASSERT_EQ(map->ranges().size(), 3u);
   EXPECT_EQ(map->unassigned(), 16384 - 5461 - 5462 - 384);
 
@@ -198,12 +199,12 @@ TEST(SlotMapTest, ShardsUseTheTlsPortForATlsSeedAndTheIpForAnUnknownEndpoint) {
       Parse(Arr({Shard({0, 16383}, {ShardNode("m1", 7000, "10.0.0.1", "?",
                                               "master", "online", 8000)})}));
   absl::StatusOr<SlotMap> tls = SlotMap::FromShards(reply.view(), Seed(true));
-  ASSERT_TRUE(tls.ok()) << tls.status();
+  ASSERT_OK(tls);
   EXPECT_EQ(tls->Find(5)->master.endpoint.port, 8000);
   EXPECT_EQ(tls->Find(5)->master.endpoint.host, "10.0.0.1");
   EXPECT_TRUE(tls->Find(5)->master.endpoint.tls);
   absl::StatusOr<SlotMap> plain = SlotMap::FromShards(reply.view(), Seed());
-  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_OK(plain);
   EXPECT_EQ(plain->Find(5)->master.endpoint.port, 7000);
   EXPECT_EQ(plain->unassigned(), 0);
 }
@@ -216,7 +217,7 @@ TEST(SlotMapTest, FromSlots) {
            Arr({Bulk("10.0.0.4"), Int(7003), Bulk("r1")})}),
   }));
   absl::StatusOr<SlotMap> map = SlotMap::FromSlots(reply.view(), Seed());
-  ASSERT_TRUE(map.ok()) << map.status();
+  ASSERT_OK(map);
   EXPECT_EQ(map->unassigned(), 0);
   ASSERT_EQ(map->ranges().size(), 2u);
   EXPECT_EQ(map->ranges()[0].master.id, "m1");  // sorted by slot
@@ -316,11 +317,11 @@ TEST_F(RealClusterTest, ShardsAndSlotsAgreeAndCoverEverySlot) {
       },
       absl::Seconds(60), absl::Milliseconds(100));
   EXPECT_TRUE(settled) << "a replica stayed missing from CLUSTER SHARDS";
-  ASSERT_TRUE(from_shards.ok()) << from_shards.status();
+  ASSERT_OK(from_shards);
   const Reply slots = Raw(4, {"CLUSTER", "SLOTS"});
   absl::StatusOr<SlotMap> from_slots =
       SlotMap::FromSlots(slots.view(), NodeEndpoint(4));
-  ASSERT_TRUE(from_slots.ok()) << from_slots.status();
+  ASSERT_OK(from_slots);
 
   for (const SlotMap* map : {&*from_shards, &*from_slots}) {
     EXPECT_EQ(map->unassigned(), 0);
@@ -343,7 +344,7 @@ TEST_F(RealClusterTest, ShardsAndSlotsAgreeAndCoverEverySlot) {
   }
   for (int slot : {0, 5460, 5461, 10922, 10923, 16383}) {
     absl::StatusOr<size_t> owner = cluster_->NodeForSlot(slot);
-    ASSERT_TRUE(owner.ok()) << owner.status();
+    ASSERT_OK(owner);
     EXPECT_EQ(from_shards->Find(slot)->master.endpoint.port,
               cluster_->node(*owner).port())
         << slot;
@@ -360,12 +361,12 @@ TEST_F(RealClusterTest, ShardsAndSlotsAgreeAndCoverEverySlot) {
 TEST_F(RealClusterTest, ASeedThatSpeaksAnotherProtocolIsSkippedLikeADeadOne) {
   ASSERT_NE(cluster_, nullptr);
   absl::StatusOr<std::unique_ptr<FakeServer>> closes = FakeServer::Start();
-  ASSERT_TRUE(closes.ok()) << closes.status();
+  ASSERT_OK(closes);
   FakeServerOptions open_options;
   open_options.close_after_answer = false;
   absl::StatusOr<std::unique_ptr<FakeServer>> stays =
       FakeServer::Start(open_options);
-  ASSERT_TRUE(stays.ok()) << stays.status();
+  ASSERT_OK(stays);
   ClientOptions options;
   options.url = absl::StrCat("redis-cluster://", (*closes)->address(), ",",
                              (*stays)->address(),
@@ -374,7 +375,7 @@ TEST_F(RealClusterTest, ASeedThatSpeaksAnotherProtocolIsSkippedLikeADeadOne) {
   options.connect_timeout = absl::Seconds(20);
   testing::Stopwatch watch;
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
-  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_OK(client);
   EXPECT_TRUE((*client)->Ping().ok());
   EXPECT_LT(watch.Elapsed(), absl::Seconds(10));
   EXPECT_GE((*closes)->accepted(), 1);
@@ -384,9 +385,9 @@ TEST_F(RealClusterTest, ASeedThatSpeaksAnotherProtocolIsSkippedLikeADeadOne) {
 // When no seed is usable, the error names each seed and its reason.
 TEST(ClusterSeedTest, SeedsThatAllSpeakAnotherProtocolAreEachNamed) {
   absl::StatusOr<std::unique_ptr<FakeServer>> a = FakeServer::Start();
-  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_OK(a);
   absl::StatusOr<std::unique_ptr<FakeServer>> b = FakeServer::Start();
-  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_OK(b);
   ClientOptions options;
   options.url =
       absl::StrCat("redis-cluster://", (*a)->address(), ",", (*b)->address());
@@ -425,7 +426,7 @@ TEST_F(RealClusterTest, AWriteToTheWrongMasterIsMovedToTheOwner) {
   ASSERT_NE(cluster_, nullptr);
   const std::string key = "moved-check";
   absl::StatusOr<size_t> owner = cluster_->NodeForKey(key);
-  ASSERT_TRUE(owner.ok()) << owner.status();
+  ASSERT_OK(owner);
   const size_t wrong = (*owner + 1) % cluster_->masters();
   const Reply reply = Raw(wrong, {"SET", key, "v"});
   ASSERT_TRUE(reply.is_error());
@@ -442,18 +443,18 @@ TEST_F(RealClusterTest, MigrateSlotMovesTheKeysAndTheRouting) {
   const std::string key = "{migrating}:k";
   const int slot = KeySlot(key);
   absl::StatusOr<size_t> from = cluster_->NodeForSlot(slot);
-  ASSERT_TRUE(from.ok()) << from.status();
+  ASSERT_OK(from);
   absl::StatusOr<RedisValue> set =
       cluster_->node(*from).Command({"SET", key, "v1"});
   ASSERT_TRUE(set.ok() && set->is_ok()) << set.status();
   const size_t to = (*from + 1) % cluster_->masters();
-  ASSERT_TRUE(cluster_->MigrateSlot(slot, to).ok());
+  ASSERT_OK(cluster_->MigrateSlot(slot, to));
 
   absl::StatusOr<size_t> now = cluster_->NodeForSlot(slot);
-  ASSERT_TRUE(now.ok()) << now.status();
+  ASSERT_OK(now);
   EXPECT_EQ(*now, to);
   absl::StatusOr<RedisValue> got = cluster_->node(to).Command({"GET", key});
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(got->str, "v1");
   const Reply old = Raw(*from, {"GET", key});
   ASSERT_TRUE(old.is_error());
@@ -462,8 +463,8 @@ TEST_F(RealClusterTest, MigrateSlotMovesTheKeysAndTheRouting) {
   ASSERT_TRUE(redirect.has_value()) << old.str();
   EXPECT_EQ(redirect->endpoint.port, cluster_->node(to).port());
   // And back, so that the other tests see the initial layout.
-  ASSERT_TRUE(cluster_->MigrateSlot(slot, *from).ok());
-  ASSERT_TRUE(cluster_->WaitUntilHealthy(absl::Seconds(30)).ok());
+  ASSERT_OK(cluster_->MigrateSlot(slot, *from));
+  ASSERT_OK(cluster_->WaitUntilHealthy(absl::Seconds(30)));
 }
 
 }  // namespace

@@ -34,6 +34,7 @@
 #include "tests/redisson_scripts.h"
 #include "tests/test_util.h"
 #include "tests/testing/redis_cluster.h"
+#include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace {
@@ -73,7 +74,7 @@ RedisCluster* ClusterTest::cluster_ = nullptr;
 TEST_F(ClusterTest, LocksOnEveryMasterLiveOnTheMasterOfTheirSlot) {
   std::unique_ptr<Client> client = MustConnect(cluster_->url());
   ASSERT_NE(client, nullptr);
-  ASSERT_TRUE(client->Ping().ok());
+  ASSERT_OK(client->Ping());
   testing::ExpectLocksLiveOnTheMasterOfTheirSlot(*cluster_, *client, 2);
 }
 
@@ -97,9 +98,9 @@ TEST_F(ClusterTest, FencedLocksKeepTheirTokenCounterInTheLocksSlot) {
   for (const std::string& name : names) {
     FencedLock lock = client->GetFencedLock(name);
     absl::StatusOr<int64_t> first = lock.LockAndGetToken();
-    ASSERT_TRUE(first.ok()) << name << ": " << first.status();
+    ASSERT_OK(first) << name << ": " << first.status();
     absl::StatusOr<int64_t> second = lock.LockAndGetToken();
-    ASSERT_TRUE(second.ok()) << name << ": " << second.status();
+    ASSERT_OK(second) << name << ": " << second.status();
     EXPECT_GT(*second, *first);
     EXPECT_EQ(lock.GetToken().value_or(-1), *second);
     const std::string counter =
@@ -107,10 +108,10 @@ TEST_F(ClusterTest, FencedLocksKeepTheirTokenCounterInTheLocksSlot) {
             ? absl::StrCat("redisson_lock_token:", name)
             : absl::StrCat("redisson_lock_token:{", name, "}");
     absl::StatusOr<RedisValue> value = Owner(name).Command({"GET", counter});
-    ASSERT_TRUE(value.ok()) << value.status();
+    ASSERT_OK(value);
     EXPECT_EQ(value->str, absl::StrCat(*second)) << name;
-    EXPECT_TRUE(lock.Release().ok());
-    EXPECT_TRUE(lock.Release().ok());
+    EXPECT_OK(lock.Release());
+    EXPECT_OK(lock.Release());
   }
 }
 
@@ -134,7 +135,7 @@ TEST_F(ClusterTest, FairLocksHandOffInArrivalOrderOnEveryMaster) {
       return n.ok() && n->is_integer() ? n->integer : -1;
     };
     FairLock lock = a->GetFairLock(name);
-    ASSERT_TRUE(lock.Acquire().ok()) << name;
+    ASSERT_OK(lock.Acquire()) << name;
     constexpr int kWaiters = 3;
     std::mutex mu;
     std::vector<int> order;
@@ -144,12 +145,12 @@ TEST_F(ClusterTest, FairLocksHandOffInArrivalOrderOnEveryMaster) {
       waiters.emplace_back([&, i] {
         FairLock mine = b->GetFairLock(name);
         absl::Status s = mine.TryAcquire(absl::Seconds(60));
-        ASSERT_TRUE(s.ok()) << name << ": " << s;
+        ASSERT_OK(s) << name << ": " << s;
         {
           std::lock_guard<std::mutex> guard(mu);
           order.push_back(i);
         }
-        EXPECT_TRUE(mine.Release().ok());
+        EXPECT_OK(mine.Release());
       });
       const Stopwatch watch;
       while (queued() != i + 1 && watch.Elapsed() < absl::Seconds(60)) {
@@ -157,7 +158,7 @@ TEST_F(ClusterTest, FairLocksHandOffInArrivalOrderOnEveryMaster) {
       }
       ASSERT_EQ(queued(), i + 1) << name;
     }
-    ASSERT_TRUE(lock.Release().ok());
+    ASSERT_OK(lock.Release());
     for (testing::JoiningThread& w : waiters) w.join();
     EXPECT_EQ(order, (std::vector<int>{0, 1, 2})) << name;
     EXPECT_EQ(queued(), 0) << name;
@@ -179,13 +180,13 @@ TEST_F(ClusterTest, ReadWriteLocksShareExcludeAndWakeOnEveryMaster) {
   names.push_back(TestLockName("rw:{7}"));
   // a reads every lock; renewed past two 3 s leases, lease keys included.
   for (const std::string& name : names) {
-    ASSERT_TRUE(a->GetReadWriteLock(name).ReadLock().Acquire().ok()) << name;
+    ASSERT_OK(a->GetReadWriteLock(name).ReadLock().Acquire()) << name;
   }
   absl::SleepFor(absl::Seconds(7));
   for (const std::string& name : names) {
     absl::StatusOr<RedisValue> keys =
         Owner(name).Command({"KEYS", "*rwlock_timeout*"});
-    ASSERT_TRUE(keys.ok()) << keys.status();
+    ASSERT_OK(keys);
     bool live_lease_key = false;
     for (const RedisValue& k : keys->elements) {
       absl::StatusOr<RedisValue> ttl = Owner(name).Command({"PTTL", k.str});
@@ -200,30 +201,29 @@ TEST_F(ClusterTest, ReadWriteLocksShareExcludeAndWakeOnEveryMaster) {
     ReadWriteLock ra = a->GetReadWriteLock(name);
     ReadWriteLock rb = b->GetReadWriteLock(name);
     const relock::Owner reader_b = relock::Owner::New();
-    ASSERT_TRUE(rb.ReadLock().TryAcquire(reader_b, absl::ZeroDuration()).ok())
-        << name;
+    ASSERT_OK(rb.ReadLock().TryAcquire(reader_b, absl::ZeroDuration())) << name;
     {
       testing::BackgroundWaiter writer(rb.WriteLock(), absl::Seconds(60));
       absl::SleepFor(absl::Milliseconds(200));
       EXPECT_FALSE(writer.done()) << name;
       // b's reader still reads: a's release alone does not free the lock.
-      ASSERT_TRUE(ra.ReadLock().Release().ok()) << name;
+      ASSERT_OK(ra.ReadLock().Release()) << name;
       absl::StatusOr<RedisValue> fields = Owner(name).Command({"HLEN", name});
-      ASSERT_TRUE(fields.ok());
+      ASSERT_OK(fields);
       EXPECT_EQ(fields->integer, 2) << name;  // mode, b's reader
       EXPECT_FALSE(writer.done()) << name;
       const Stopwatch watch;
-      ASSERT_TRUE(rb.ReadLock().Release(reader_b).ok()) << name;
+      ASSERT_OK(rb.ReadLock().Release(reader_b)) << name;
       EXPECT_TRUE(writer.Join()) << name;
       EXPECT_LT(watch.Elapsed(), absl::Seconds(20)) << name;
     }
-    ASSERT_TRUE(rb.WriteLock().Acquire().ok()) << name;
+    ASSERT_OK(rb.WriteLock().Acquire()) << name;
     {
       testing::BackgroundWaiter reader(ra.ReadLock(), absl::Seconds(60));
       absl::SleepFor(absl::Milliseconds(200));
       EXPECT_FALSE(reader.done()) << name;
       const Stopwatch watch;
-      ASSERT_TRUE(rb.WriteLock().Release().ok()) << name;
+      ASSERT_OK(rb.WriteLock().Release()) << name;
       EXPECT_TRUE(reader.Join()) << name;
       EXPECT_LT(watch.Elapsed(), absl::Seconds(20)) << name;
     }
@@ -245,17 +245,17 @@ TEST_F(ClusterTest, MultiLocksSpanEveryMasterAllOrNothing) {
   };
   // All or nothing: b holds the last lock; a's MultiLock takes none.
   Lock blocker = b->GetLock(names.back());
-  ASSERT_TRUE(blocker.Acquire().ok());
+  ASSERT_OK(blocker.Acquire());
   MultiLock all(a->GetLock(names[0]), a->GetReadWriteLock(names[1]).WriteLock(),
                 a->GetLock(names.back()));
   const absl::Status s = all.TryAcquire(absl::Milliseconds(300));
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
   EXPECT_EQ(exists(names[0]), 0);
   EXPECT_EQ(exists(names[1]), 0);
-  ASSERT_TRUE(blocker.Release().ok());
-  ASSERT_TRUE(all.Acquire().ok());
+  ASSERT_OK(blocker.Release());
+  ASSERT_OK(all.Acquire());
   for (const std::string& name : names) EXPECT_EQ(exists(name), 1) << name;
-  ASSERT_TRUE(all.Release().ok());
+  ASSERT_OK(all.Release());
   for (const std::string& name : names) EXPECT_EQ(exists(name), 0) << name;
 
   // Overlapping sets in different orders, from threads of two clients.
@@ -270,11 +270,11 @@ TEST_F(ClusterTest, MultiLocksSpanEveryMasterAllOrNothing) {
                                     c.GetLock(names[0]));
       for (int i = 0; i < 10; ++i) {
         const absl::Status got = m.TryAcquire(absl::Seconds(60));
-        ASSERT_TRUE(got.ok()) << got;
+        ASSERT_OK(got);
         if (++inside != 1) ++overlaps;
         absl::SleepFor(absl::Milliseconds(1));
         --inside;
-        EXPECT_TRUE(m.Release().ok());
+        EXPECT_OK(m.Release());
         ++rounds;
       }
     });
@@ -290,11 +290,11 @@ TEST_F(ClusterTest, HashTaggedNamesShareTheirTagsSlot) {
   const std::string name = TestLockName("order:{42}");
   EXPECT_EQ(redis::KeySlot(name), redis::KeySlot("42"));
   Lock lock = client->GetLock(name);
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   absl::StatusOr<RedisValue> exists = Owner("{42}").Command({"EXISTS", name});
-  ASSERT_TRUE(exists.ok()) << exists.status();
+  ASSERT_OK(exists);
   EXPECT_EQ(exists->integer, 1);
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
 }
 
 TEST_F(ClusterTest, TheWatchdogRenewsLocksOnEveryMaster) {
@@ -308,16 +308,16 @@ TEST_F(ClusterTest, TheWatchdogRenewsLocksOnEveryMaster) {
   std::vector<Lock> locks;
   for (const std::string& name : NamesOnEveryMaster(3)) {
     locks.push_back(client->GetLock(name));
-    ASSERT_TRUE(locks.back().Acquire().ok()) << name;
+    ASSERT_OK(locks.back().Acquire()) << name;
   }
   // Five leases: without renewals every lock would be gone.
   absl::SleepFor(absl::Seconds(3));
   for (Lock& lock : locks) {
     absl::StatusOr<RedisValue> ttl =
         Owner(lock.name()).Command({"PTTL", lock.name()});
-    ASSERT_TRUE(ttl.ok()) << ttl.status();
+    ASSERT_OK(ttl);
     EXPECT_GT(ttl->integer, 0) << lock.name();
-    EXPECT_TRUE(lock.Release().ok()) << lock.name();
+    EXPECT_OK(lock.Release()) << lock.name();
   }
   EXPECT_TRUE(events.events().empty());
 }
@@ -328,9 +328,9 @@ TEST_F(ClusterTest, AsynchronousCallsFollowTheSlots) {
   const relock::Owner owner = relock::Owner::New();
   for (const std::string& name : NamesOnEveryMaster(1)) {
     Lock lock = client->GetLock(name);
-    ASSERT_TRUE(lock.AcquireAsync(owner).Get().ok()) << name;
+    ASSERT_OK(lock.AcquireAsync(owner).Get()) << name;
     EXPECT_EQ(lock.IsHeldBy(owner).value_or(false), true);
-    ASSERT_TRUE(lock.ReleaseAsync(owner).Get().ok()) << name;
+    ASSERT_OK(lock.ReleaseAsync(owner).Get()) << name;
   }
 }
 
@@ -341,7 +341,7 @@ TEST_F(ClusterTest, ASlotMigratedUnderTrafficLosesNothing) {
   const std::string name = TestLockName("migrating");
   const int slot = redis::KeySlot(name);
   absl::StatusOr<size_t> home = cluster_->NodeForSlot(slot);
-  ASSERT_TRUE(home.ok()) << home.status();
+  ASSERT_OK(home);
   const size_t away = (*home + 1) % cluster_->masters();
 
   std::unique_ptr<Client> a = MustConnect(cluster_->url());
@@ -377,9 +377,9 @@ TEST_F(ClusterTest, ASlotMigratedUnderTrafficLosesNothing) {
   }
   for (int round = 0; round < 3; ++round) {
     absl::SleepFor(absl::Milliseconds(300));
-    ASSERT_TRUE(cluster_->MigrateSlot(slot, away).ok());
+    ASSERT_OK(cluster_->MigrateSlot(slot, away));
     absl::SleepFor(absl::Milliseconds(300));
-    ASSERT_TRUE(cluster_->MigrateSlot(slot, *home).ok());
+    ASSERT_OK(cluster_->MigrateSlot(slot, *home));
   }
   absl::SleepFor(absl::Milliseconds(300));
   stop = true;
@@ -387,7 +387,7 @@ TEST_F(ClusterTest, ASlotMigratedUnderTrafficLosesNothing) {
   EXPECT_EQ(overlaps.load(), 0);
   EXPECT_EQ(failures.load(), 0) << first_failure;
   EXPECT_GT(pairs.load(), 20);
-  ASSERT_TRUE(cluster_->WaitUntilHealthy(absl::Seconds(30)).ok());
+  ASSERT_OK(cluster_->WaitUntilHealthy(absl::Seconds(30)));
 }
 
 // Failovers, each on a cluster of its own (a master is killed): two
@@ -402,7 +402,7 @@ class ClusterFailoverTest : public ::testing::Test {
     cluster_options.node_timeout = absl::Seconds(1);
     absl::StatusOr<std::unique_ptr<RedisCluster>> cluster =
         RedisCluster::Start(cluster_options);
-    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    ASSERT_OK(cluster);
     cluster_ = *std::move(cluster);
     auto options = [&](ClientOptions& o) {
       o.lock_watchdog_timeout = kLease;
@@ -416,7 +416,7 @@ class ClusterFailoverTest : public ::testing::Test {
     for (int i = 0; name_.empty(); ++i) {
       const std::string candidate = TestLockName(absl::StrCat(i));
       absl::StatusOr<size_t> node = cluster_->NodeForKey(candidate);
-      ASSERT_TRUE(node.ok()) << node.status();
+      ASSERT_OK(node);
       if (*node == 0) name_ = candidate;
     }
   }
@@ -437,7 +437,7 @@ TEST(ClusterPausedMasterTest, OnlyTheLocksOnThePausedMasterAreLost) {
   cluster_options.replicas_per_master = 0;
   absl::StatusOr<std::unique_ptr<RedisCluster>> cluster =
       RedisCluster::Start(cluster_options);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  ASSERT_OK(cluster);
   RedisCluster& c = **cluster;
   EventLog events;
   std::unique_ptr<Client> client = MustConnect(c.url(), [&](ClientOptions& o) {
@@ -453,20 +453,20 @@ TEST(ClusterPausedMasterTest, OnlyTheLocksOnThePausedMasterAreLost) {
        ++i) {
     const std::string candidate = TestLockName(absl::StrCat(i));
     absl::StatusOr<size_t> node = c.NodeForKey(candidate);
-    ASSERT_TRUE(node.ok()) << node.status();
+    ASSERT_OK(node);
     if (names[*node].empty()) names[*node] = candidate;
   }
   std::vector<Lock> locks;
   for (const std::string& name : names) {
     locks.push_back(client->GetLock(name));
-    ASSERT_TRUE(locks.back().Acquire().ok());
+    ASSERT_OK(locks.back().Acquire());
   }
-  ASSERT_TRUE(c.node(0).Pause().ok());
+  ASSERT_OK(c.node(0).Pause());
   LockEvent lost;
   const bool told =
       events.WaitFor(LockEventType::kLockLost, absl::Seconds(10), &lost);
   absl::SleepFor(absl::Milliseconds(500));  // time for more (wrong) losses
-  EXPECT_TRUE(c.node(0).Resume().ok());
+  EXPECT_OK(c.node(0).Resume());
   ASSERT_TRUE(told) << "the lock on the paused master was not reported lost";
   EXPECT_EQ(lost.lock_name, names[0]);
   // Two more leases: the other locks are still renewed and kept.
@@ -476,9 +476,9 @@ TEST(ClusterPausedMasterTest, OnlyTheLocksOnThePausedMasterAreLost) {
   }
   for (size_t m = 1; m < c.masters(); ++m) {
     absl::StatusOr<RedisValue> ttl = c.node(m).Command({"PTTL", names[m]});
-    ASSERT_TRUE(ttl.ok()) << ttl.status();
+    ASSERT_OK(ttl);
     EXPECT_GT(ttl->integer, 0) << names[m];
-    EXPECT_TRUE(locks[m].Release().ok()) << names[m];
+    EXPECT_OK(locks[m].Release()) << names[m];
   }
   EXPECT_FALSE(locks[0].Release().ok());
 }
@@ -493,14 +493,14 @@ TEST_F(ClusterFailoverTest, AHeldLockSurvivesItsMastersFailover) {
   RedisCluster& c = *cluster_;
   const std::string& name = name_;
   Lock held = holder_client_->GetLock(name);
-  ASSERT_TRUE(held.Acquire().ok());
+  ASSERT_OK(held.Acquire());
   absl::StatusOr<RedisValue> acked = c.node(0).Command({"WAIT", "1", "2000"});
   ASSERT_TRUE(acked.ok() && acked->integer == 1) << "not replicated";
 
   BackgroundWaiter waiter(other_client_->GetLock(name), absl::Seconds(40));
   absl::SleepFor(absl::Milliseconds(300));
-  EXPECT_TRUE(c.Kill(0).ok());
-  EXPECT_TRUE(c.WaitUntilHealthy(absl::Seconds(30)).ok());
+  EXPECT_OK(c.Kill(0));
+  EXPECT_OK(c.WaitUntilHealthy(absl::Seconds(30)));
   absl::StatusOr<size_t> promoted = c.NodeForKey(name);
   EXPECT_TRUE(promoted.ok() && *promoted != 0) << promoted.status();
 
@@ -510,7 +510,7 @@ TEST_F(ClusterFailoverTest, AHeldLockSurvivesItsMastersFailover) {
   if (promoted.ok()) {
     absl::StatusOr<RedisValue> fields =
         c.node(*promoted).Command({"HGETALL", name});
-    ASSERT_TRUE(fields.ok()) << fields.status();
+    ASSERT_OK(fields);
     EXPECT_EQ(fields->elements.size(), 2u) << "the lock did not survive";
     if (fields->elements.size() == 2) {
       EXPECT_THAT(fields->elements[0].str, HasSubstr(holder_client_->id()));
@@ -523,7 +523,7 @@ TEST_F(ClusterFailoverTest, AHeldLockSurvivesItsMastersFailover) {
   }
 
   Stopwatch since_release;
-  EXPECT_TRUE(held.Release().ok());
+  EXPECT_OK(held.Release());
   EXPECT_TRUE(waiter.Join());
   // Woken by the unlock message, or at worst by its next look at the lease:
   // either way long before its 40 s deadline.
@@ -531,13 +531,13 @@ TEST_F(ClusterFailoverTest, AHeldLockSurvivesItsMastersFailover) {
 
   // The dead master comes back as a replica of the promoted one, and the
   // slot keeps working.
-  ASSERT_TRUE(c.Revive(0).ok());
-  ASSERT_TRUE(c.WaitUntilHealthy(absl::Seconds(30)).ok());
+  ASSERT_OK(c.Revive(0));
+  ASSERT_OK(c.WaitUntilHealthy(absl::Seconds(30)));
   absl::StatusOr<bool> master = c.IsMaster(0);
-  ASSERT_TRUE(master.ok()) << master.status();
+  ASSERT_OK(master);
   EXPECT_FALSE(*master);
-  ASSERT_TRUE(held.Acquire().ok());
-  EXPECT_TRUE(held.Release().ok());
+  ASSERT_OK(held.Acquire());
+  EXPECT_OK(held.Release());
 }
 
 // The other outcome: the acquire never reached the replica (its link was
@@ -552,17 +552,17 @@ TEST_F(ClusterFailoverTest, ALockTheReplicaNeverSawIsReportedLost) {
   // the acquire is never sent to it; the master dies before the replica
   // could reconnect.
   RedisServer& replica = c.node(c.masters());
-  ASSERT_TRUE(replica.Pause().ok());
+  ASSERT_OK(replica.Pause());
   absl::StatusOr<RedisValue> cut =
       c.node(0).Command({"CLIENT", "KILL", "TYPE", "replica"});
   ASSERT_TRUE(cut.ok() && cut->integer == 1) << cut.status();
   Lock held = holder_client_->GetLock(name);
-  ASSERT_TRUE(held.Acquire().ok());
-  EXPECT_TRUE(c.Kill(0).ok());
-  EXPECT_TRUE(replica.Resume().ok());
-  ASSERT_TRUE(c.WaitUntilHealthy(absl::Seconds(30)).ok());
+  ASSERT_OK(held.Acquire());
+  EXPECT_OK(c.Kill(0));
+  EXPECT_OK(replica.Resume());
+  ASSERT_OK(c.WaitUntilHealthy(absl::Seconds(30)));
   absl::StatusOr<size_t> promoted = c.NodeForKey(name);
-  ASSERT_TRUE(promoted.ok()) << promoted.status();
+  ASSERT_OK(promoted);
   ASSERT_EQ(*promoted, c.masters());
   absl::StatusOr<RedisValue> exists = replica.Command({"EXISTS", name});
   ASSERT_TRUE(exists.ok() && exists->integer == 0) << "the replica has it";
@@ -575,8 +575,8 @@ TEST_F(ClusterFailoverTest, ALockTheReplicaNeverSawIsReportedLost) {
   const absl::Status release = held.Release();
   EXPECT_FALSE(release.ok());
   Lock other = other_client_->GetLock(name);
-  EXPECT_TRUE(other.TryAcquire(absl::Seconds(10)).ok());
-  EXPECT_TRUE(other.Release().ok());
+  EXPECT_OK(other.TryAcquire(absl::Seconds(10)));
+  EXPECT_OK(other.Release());
 }
 
 // The backend itself, for what the lock API cannot show: which redirection
@@ -587,13 +587,13 @@ class ClusterBackendTest : public ClusterTest {
     ClusterTest::SetUp();
     absl::StatusOr<redis::Topology> topology =
         redis::ParseTopologyUrl(cluster_->url());
-    ASSERT_TRUE(topology.ok()) << topology.status();
+    ASSERT_OK(topology);
     backend::ClusterOptions options;
     options.seeds = topology->endpoints;
     absl::StatusOr<std::unique_ptr<backend::ClusterBackend>> made =
         backend::ClusterBackend::Create(&loop_, options,
                                         internal::LockScripts());
-    ASSERT_TRUE(made.ok()) << made.status();
+    ASSERT_OK(made);
     backend_ = *std::move(made);
   }
   void TearDown() override {
@@ -632,7 +632,7 @@ class ClusterBackendTest : public ClusterTest {
   }
   static void ExpectAnswered(const backend::Answer& a,
                              const std::string& what) {
-    ASSERT_TRUE(a.reply.ok()) << what << ": " << a.reply.status();
+    ASSERT_OK(a.reply) << what << ": " << a.reply.status();
     EXPECT_FALSE(a.reply->is_error()) << what << ": " << a.reply->str();
   }
   // The port of the master of `slot` in the backend's map.
@@ -649,13 +649,13 @@ TEST_F(ClusterBackendTest, AMovedSlotIsFollowedAndTheMapRefreshed) {
   const std::string key = TestLockName();
   const int slot = redis::KeySlot(key);
   absl::StatusOr<size_t> home = cluster_->NodeForSlot(slot);
-  ASSERT_TRUE(home.ok()) << home.status();
+  ASSERT_OK(home);
   const size_t away = (*home + 1) % cluster_->masters();
   ExpectAnswered(Inspect(key), "before");
   const uint64_t refreshes = backend_->refreshes();
   EXPECT_EQ(MappedPort(slot), cluster_->node(*home).port());
 
-  ASSERT_TRUE(cluster_->MigrateSlot(slot, away).ok());
+  ASSERT_OK(cluster_->MigrateSlot(slot, away));
   ExpectAnswered(Inspect(key), "after the move");  // MOVED, followed
   // The MOVED also refreshed the map (in the background).
   for (int i = 0; i < 200 && MappedPort(slot) != cluster_->node(away).port();
@@ -665,9 +665,9 @@ TEST_F(ClusterBackendTest, AMovedSlotIsFollowedAndTheMapRefreshed) {
   EXPECT_GT(backend_->refreshes(), refreshes);
   EXPECT_EQ(MappedPort(slot), cluster_->node(away).port());
 
-  ASSERT_TRUE(cluster_->MigrateSlot(slot, *home).ok());
+  ASSERT_OK(cluster_->MigrateSlot(slot, *home));
   ExpectAnswered(InspectAsync(key), "after the move back");
-  ASSERT_TRUE(cluster_->WaitUntilHealthy(absl::Seconds(30)).ok());
+  ASSERT_OK(cluster_->WaitUntilHealthy(absl::Seconds(30)));
 }
 
 // Halfway through a migration: the key already moved to the importing node,
@@ -677,7 +677,7 @@ TEST_F(ClusterBackendTest, AnAskForAKeyInAMigratingSlotIsFollowed) {
   const std::string key = TestLockName();
   const int slot = redis::KeySlot(key);
   absl::StatusOr<size_t> from = cluster_->NodeForSlot(slot);
-  ASSERT_TRUE(from.ok()) << from.status();
+  ASSERT_OK(from);
   const size_t to = (*from + 1) % cluster_->masters();
   RedisServer& source = cluster_->node(*from);
   RedisServer& target = cluster_->node(to);
@@ -685,10 +685,8 @@ TEST_F(ClusterBackendTest, AnAskForAKeyInAMigratingSlotIsFollowed) {
   absl::StatusOr<std::string> to_id = cluster_->NodeId(to);
   ASSERT_TRUE(from_id.ok() && to_id.ok());
   const std::string s = absl::StrCat(slot);
-  ASSERT_TRUE(
-      source
-          .Command({"HSET", key, "0b6b2f6e-1c54-4a3c-9d7e-3f1f0c2a9e11:1", "1"})
-          .ok());
+  ASSERT_OK(source.Command(
+      {"HSET", key, "0b6b2f6e-1c54-4a3c-9d7e-3f1f0c2a9e11:1", "1"}));
   ASSERT_TRUE(target.Command({"CLUSTER", "SETSLOT", s, "IMPORTING", *from_id})
                   ->is_ok());
   ASSERT_TRUE(
@@ -705,7 +703,7 @@ TEST_F(ClusterBackendTest, AnAskForAKeyInAMigratingSlotIsFollowed) {
   ExpectAnswered(blocking, "blocking");
   ExpectAnswered(InspectAsync(key), "async");
   // The inspect script saw the lock-shaped hash on the target: {1, ...}.
-  ASSERT_TRUE(blocking.reply.ok());
+  ASSERT_OK(blocking.reply);
   ASSERT_TRUE(blocking.reply->view().is_array());
   EXPECT_EQ(blocking.reply->view()[0].integer(), 1);
 
@@ -715,8 +713,8 @@ TEST_F(ClusterBackendTest, AnAskForAKeyInAMigratingSlotIsFollowed) {
                     .Command({"CLUSTER", "SETSLOT", s, "NODE", *to_id})
                     ->is_ok());
   }
-  ASSERT_TRUE(cluster_->MigrateSlot(slot, *from).ok());
-  ASSERT_TRUE(cluster_->WaitUntilHealthy(absl::Seconds(30)).ok());
+  ASSERT_OK(cluster_->MigrateSlot(slot, *from));
+  ASSERT_OK(cluster_->WaitUntilHealthy(absl::Seconds(30)));
 }
 
 // Sharded pub/sub on the master of the channel's slot: when the slot moves
@@ -727,17 +725,17 @@ TEST_F(ClusterBackendTest, AShardedSubscriptionIsDroppedWhenItsSlotMoves) {
       absl::StrCat("redisson_lock__channel:{", TestLockName(), "}");
   const int slot = redis::KeySlot(channel);
   absl::StatusOr<size_t> home = cluster_->NodeForSlot(slot);
-  ASSERT_TRUE(home.ok()) << home.status();
+  ASSERT_OK(home);
   io::ConnectionOptions o;
   o.endpoint.host = RedisServer::kHost;
   o.endpoint.port = cluster_->node(*home).port();
   absl::StatusOr<std::shared_ptr<pubsub::Subscriber>> started =
       pubsub::Subscriber::Start(&loop_, o, true,
                                 pubsub::Subscriber::Mode::kSharded);
-  ASSERT_TRUE(started.ok()) << started.status();
+  ASSERT_OK(started);
   std::shared_ptr<pubsub::Subscriber> sub = *std::move(started);
   std::unique_ptr<pubsub::Subscription> s = sub->Subscribe(channel);
-  ASSERT_TRUE(s->AwaitConfirmed(Deadline::After(absl::Seconds(10))).ok());
+  ASSERT_OK(s->AwaitConfirmed(Deadline::After(absl::Seconds(10))));
   absl::StatusOr<RedisValue> n =
       cluster_->node(*home).Command({"SPUBLISH", channel, "0"});
   ASSERT_TRUE(n.ok() && n->integer == 1) << n.status();
@@ -745,7 +743,7 @@ TEST_F(ClusterBackendTest, AShardedSubscriptionIsDroppedWhenItsSlotMoves) {
             pubsub::WakeReason::kNotified);
 
   const size_t away = (*home + 1) % cluster_->masters();
-  ASSERT_TRUE(cluster_->MigrateSlot(slot, away).ok());
+  ASSERT_OK(cluster_->MigrateSlot(slot, away));
   EXPECT_EQ(s->Wait(Deadline::After(absl::Seconds(10))),
             pubsub::WakeReason::kResubscribed);
   absl::Status confirmed =
@@ -754,8 +752,8 @@ TEST_F(ClusterBackendTest, AShardedSubscriptionIsDroppedWhenItsSlotMoves) {
   EXPECT_THAT(confirmed.message(), HasSubstr("moved away"));
   s.reset();
   sub->Close();
-  ASSERT_TRUE(cluster_->MigrateSlot(slot, *home).ok());
-  ASSERT_TRUE(cluster_->WaitUntilHealthy(absl::Seconds(30)).ok());
+  ASSERT_OK(cluster_->MigrateSlot(slot, *home));
+  ASSERT_OK(cluster_->WaitUntilHealthy(absl::Seconds(30)));
 }
 
 // Subscribes to `channel` on the node at `port` with `subscribe` (SUBSCRIBE
@@ -772,7 +770,7 @@ void ExpectReleaseIsHeard(Lock& lock, int port, const char* subscribe,
       redisCommand(sub, command.c_str(), channel.data(), channel.size()));
   ASSERT_NE(r, nullptr);
   freeReplyObject(r);
-  EXPECT_TRUE(lock.Release().ok());
+  EXPECT_OK(lock.Release());
   void* raw = nullptr;
   ASSERT_EQ(redisGetReply(sub, &raw), REDIS_OK);
   r = static_cast<redisReply*>(raw);
@@ -817,10 +815,10 @@ TEST_F(ClusterTest, RedissonPeersShareLocksAndShardedWakeUps) {
 
   // relock holds: Redisson is refused, and relock's release reaches a
   // sharded subscriber of the channel.
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   absl::StatusOr<RedisValue> refused =
       master.Command({"EVAL", kRedissonLock, "1", name, "30000", kPeer});
-  ASSERT_TRUE(refused.ok()) << refused.status();
+  ASSERT_OK(refused);
   EXPECT_TRUE(refused->is_integer()) << "Redisson got a held lock";
   ExpectReleaseIsHeard(lock, master.port(), "SSUBSCRIBE", channel, "smessage");
 }
@@ -834,33 +832,33 @@ TEST_F(ClusterTest, ClassicPubSubWhenAskedForReachesClassicPeers) {
   const std::string channel =
       absl::StrCat("redisson_lock__channel:{", name, "}");
   absl::StatusOr<size_t> master = cluster_->NodeForKey(name);
-  ASSERT_TRUE(master.ok()) << master.status();
+  ASSERT_OK(master);
   const size_t other = (*master + 1) % cluster_->masters();
   ClientOptions options;
   options.url = cluster_->url();
   options.cluster_pubsub = ClusterPubSub::kClassic;
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
-  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_OK(client);
   Lock lock = (*client)->GetLock(name);
 
   // A foreign holder (30 s lease): only a message can wake the waiter.
   constexpr char kPeer[] = "0b6b2f6e-1c54-4a3c-9d7e-3f1f0c2a9e11:78";
   RedisServer& owner = cluster_->node(*master);
-  ASSERT_TRUE(owner.Command({"HSET", name, kPeer, "1"}).ok());
-  ASSERT_TRUE(owner.Command({"PEXPIRE", name, "30000"}).ok());
+  ASSERT_OK(owner.Command({"HSET", name, kPeer, "1"}));
+  ASSERT_OK(owner.Command({"PEXPIRE", name, "30000"}));
   BackgroundWaiter waiter(lock, absl::Seconds(20));
   absl::SleepFor(absl::Milliseconds(300));
   EXPECT_FALSE(waiter.got());
-  ASSERT_TRUE(owner.Command({"DEL", name}).ok());
+  ASSERT_OK(owner.Command({"DEL", name}));
   Stopwatch since_unlock;
   absl::StatusOr<RedisValue> published =
       cluster_->node(other).Command({"PUBLISH", channel, "0"});
-  ASSERT_TRUE(published.ok()) << published.status();
+  ASSERT_OK(published);
   EXPECT_TRUE(waiter.Join());
   EXPECT_LT(since_unlock.Elapsed(), absl::Seconds(10));
 
   // relock's release is a classic PUBLISH: heard on another node.
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   ExpectReleaseIsHeard(lock, cluster_->node(other).port(), "SUBSCRIBE", channel,
                        "message");
 }

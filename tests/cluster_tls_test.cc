@@ -26,6 +26,7 @@
 #include "tests/cluster_test_util.h"
 #include "tests/test_util.h"
 #include "tests/testing/redis_cluster.h"
+#include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace {
@@ -48,7 +49,7 @@ class ClusterTlsTest : public ::testing::Test {
     options.tls = true;
     absl::StatusOr<std::unique_ptr<RedisCluster>> started =
         RedisCluster::Start(options);
-    ASSERT_TRUE(started.ok()) << started.status();
+    ASSERT_OK(started);
     cluster_ = started->release();
   }
   static void TearDownTestSuite() {
@@ -76,7 +77,7 @@ class ClusterTlsTest : public ::testing::Test {
     options.connection.connect_timeout = absl::Seconds(5);
     absl::StatusOr<std::unique_ptr<backend::NodeBackend>> made =
         backend::NodeBackend::Create(loop, options, internal::LockScripts());
-    EXPECT_TRUE(made.ok()) << made.status();
+    EXPECT_OK(made);
     return made.ok() ? *std::move(made) : nullptr;
   }
 
@@ -130,13 +131,13 @@ TEST_F(ClusterTlsTest, TheNodesTalkToEachOtherOverTls) {
     RedisServer& node = cluster_->node(i);
     absl::StatusOr<RedisValue> bus =
         node.Command({"CONFIG", "GET", "tls-cluster"});
-    ASSERT_TRUE(bus.ok()) << bus.status();
+    ASSERT_OK(bus);
     ASSERT_EQ(bus->elements.size(), 2u);
     EXPECT_EQ(bus->elements[1].str, "yes") << "node " << i;
     if (i >= cluster_->masters()) {
       const size_t master = i - cluster_->masters();  // one replica each
       absl::StatusOr<RedisValue> repl = node.Command({"INFO", "replication"});
-      ASSERT_TRUE(repl.ok()) << repl.status();
+      ASSERT_OK(repl);
       EXPECT_THAT(repl->str,
                   HasSubstr(absl::StrCat("master_port:",
                                          cluster_->node(master).tls_port())))
@@ -157,7 +158,7 @@ TEST_F(ClusterTlsTest, TheNodesTalkToEachOtherOverTls) {
           << "node " << i;
       continue;
     }
-    ASSERT_TRUE(client.ok()) << "node " << i << ": " << client.status();
+    ASSERT_OK(client) << "node " << i << ": " << client.status();
     EXPECT_TRUE((*client)->Ping().ok());
   }
 }
@@ -177,13 +178,13 @@ TEST_F(ClusterTlsTest, TheSlotMapOverTlsNamesTheTlsPorts) {
                                         from_slots ? "SLOTS" : "SHARDS"};
       std::vector<backend::Answer> answers =
           node->Command(argv, Deadline::After(absl::Seconds(10)));
-      ASSERT_TRUE(answers[0].reply.ok()) << answers[0].reply.status();
+      ASSERT_OK(answers[0].reply);
       absl::StatusOr<redis::SlotMap> map =
           from_slots ? redis::SlotMap::FromSlots(answers[0].reply->view(),
                                                  node->endpoint())
                      : redis::SlotMap::FromShards(answers[0].reply->view(),
                                                   node->endpoint());
-      ASSERT_TRUE(map.ok()) << map.status();
+      ASSERT_OK(map);
       EXPECT_EQ(map->unassigned(), 0);
       const std::vector<redis::ClusterNode> masters = map->Masters();
       ASSERT_EQ(masters.size(), cluster_->masters());
@@ -228,14 +229,14 @@ TEST_F(ClusterTlsTest, AMovedSlotIsFollowedOverTls) {
   const std::string name = TestLockName();
   const int slot = redis::KeySlot(name);
   absl::StatusOr<size_t> home = cluster_->NodeForSlot(slot);
-  ASSERT_TRUE(home.ok()) << home.status();
+  ASSERT_OK(home);
   const size_t away = (*home + 1) % cluster_->masters();
   std::unique_ptr<Client> client = MustConnect("", UseTls);
   ASSERT_NE(client, nullptr);
   Lock lock = client->GetLock(name);
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
 
-  ASSERT_TRUE(cluster_->MigrateSlot(slot, away).ok());
+  ASSERT_OK(cluster_->MigrateSlot(slot, away));
   io::EventLoop loop;
   for (const bool tls : {true, false}) {
     std::unique_ptr<backend::NodeBackend> node =
@@ -244,7 +245,7 @@ TEST_F(ClusterTlsTest, AMovedSlotIsFollowedOverTls) {
     const absl::string_view argv[] = {"EXISTS", name};
     std::vector<backend::Answer> answers =
         node->Command(argv, Deadline::After(absl::Seconds(10)));
-    ASSERT_TRUE(answers[0].reply.ok()) << answers[0].reply.status();
+    ASSERT_OK(answers[0].reply);
     ASSERT_TRUE(answers[0].reply->is_error()) << "expected MOVED";
     absl::optional<redis::Redirect> moved =
         redis::ParseRedirect(answers[0].reply->str(), node->endpoint());
@@ -258,40 +259,40 @@ TEST_F(ClusterTlsTest, AMovedSlotIsFollowedOverTls) {
   }
   absl::StatusOr<RedisValue> there =
       cluster_->node(away).Command({"HGETALL", name});
-  ASSERT_TRUE(there.ok()) << there.status();
+  ASSERT_OK(there);
   ASSERT_EQ(there->elements.size(), 2u) << "the lock did not move";
-  EXPECT_TRUE(lock.Release().ok());  // MOVED, followed
-  ASSERT_TRUE(lock.Acquire().ok());
+  EXPECT_OK(lock.Release());  // MOVED, followed
+  ASSERT_OK(lock.Acquire());
   there = cluster_->node(away).Command({"EXISTS", name});
-  ASSERT_TRUE(there.ok()) << there.status();
+  ASSERT_OK(there);
   EXPECT_EQ(there->integer, 1);
-  EXPECT_TRUE(lock.Release().ok());
+  EXPECT_OK(lock.Release());
 
   // The backend's view: MOVED over TLS names the TLS port, and so does the
   // map refreshed after it.
   absl::StatusOr<redis::Topology> topology =
       redis::ParseTopologyUrl(cluster_->tls_url());
-  ASSERT_TRUE(topology.ok()) << topology.status();
+  ASSERT_OK(topology);
   backend::ClusterOptions options;
   options.seeds = topology->endpoints;
   options.node.connection.tls.ca_file = cluster_->ca_file();
   options.node.connection.connect_timeout = absl::Seconds(5);
   absl::StatusOr<std::unique_ptr<backend::ClusterBackend>> backend =
       backend::ClusterBackend::Create(&loop, options, internal::LockScripts());
-  ASSERT_TRUE(backend.ok()) << backend.status();
+  ASSERT_OK(backend);
   auto mapped_port = [&] {
     const redis::SlotRange* r = (*backend)->slot_map()->Find(slot);
     return r == nullptr ? 0 : r->master.endpoint.port;
   };
   EXPECT_EQ(mapped_port(), cluster_->node(away).tls_port());
-  ASSERT_TRUE(cluster_->MigrateSlot(slot, *home).ok());
+  ASSERT_OK(cluster_->MigrateSlot(slot, *home));
   const uint64_t refreshes = (*backend)->refreshes();
   const absl::string_view keys[] = {name};
   const absl::string_view args[] = {"owner"};
   std::vector<backend::Answer> answers = (*backend)->Run(
       internal::kInspectScript, keys, args, Deadline::After(absl::Seconds(10)),
       backend::Resend::kIfDropped);
-  ASSERT_TRUE(answers[0].reply.ok()) << answers[0].reply.status();
+  ASSERT_OK(answers[0].reply);
   EXPECT_FALSE(answers[0].reply->is_error()) << answers[0].reply->str();
   for (Stopwatch watch; mapped_port() != cluster_->node(*home).tls_port() &&
                         watch.Elapsed() < absl::Seconds(10);) {
@@ -301,7 +302,7 @@ TEST_F(ClusterTlsTest, AMovedSlotIsFollowedOverTls) {
   EXPECT_EQ(IndexOfTlsPort(mapped_port()), *home);
   (*backend)->Close();
   loop.Stop();
-  ASSERT_TRUE(cluster_->WaitUntilHealthy(absl::Seconds(30)).ok());
+  ASSERT_OK(cluster_->WaitUntilHealthy(absl::Seconds(30)));
 }
 
 // A CA that did not sign the nodes' certificates: Connect fails as on a

@@ -12,6 +12,7 @@
 #include "relock/relock.h"
 #include "tests/test_util.h"
 #include "tests/testing/fake_server.h"
+#include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace {
@@ -28,7 +29,7 @@ using ::testing::Not;
 std::unique_ptr<RedisServer> MustStart(RedisServerOptions options = {}) {
   absl::StatusOr<std::unique_ptr<RedisServer>> s =
       RedisServer::Start(std::move(options));
-  EXPECT_TRUE(s.ok()) << s.status();
+  EXPECT_OK(s);
   return s.ok() ? *std::move(s) : nullptr;
 }
 
@@ -43,7 +44,7 @@ TEST(ConnectTest, UnreachableServerIsUnavailableWithinTheConnectTimeout) {
   std::unique_ptr<RedisServer> server = MustStart();
   ASSERT_NE(server, nullptr);
   const std::string url = server->url();
-  ASSERT_TRUE(server->Stop().ok());
+  ASSERT_OK(server->Stop());
   ClientOptions options;
   options.url = url;
   options.connect_timeout = absl::Milliseconds(500);
@@ -97,7 +98,7 @@ TEST(ConnectTest, PasswordAuth) {
   std::unique_ptr<Client> good =
       MustConnect(absl::StrCat("redis://:s3cret@", base));
   ASSERT_NE(good, nullptr);
-  EXPECT_TRUE(RoundTrip(*good, "auth-lock").ok());
+  EXPECT_OK(RoundTrip(*good, "auth-lock"));
 
   ClientOptions wrong;
   wrong.url = absl::StrCat("redis://:nope@", base);
@@ -114,19 +115,15 @@ TEST(ConnectTest, PasswordAuth) {
 TEST(ConnectTest, AclUserAuthAndAUserWithoutScripting) {
   std::unique_ptr<RedisServer> server = MustStart();
   ASSERT_NE(server, nullptr);
-  ASSERT_TRUE(server
-                  ->Command({"ACL", "SETUSER", "locker", "on", ">pw1", "~*",
-                             "&*", "+@all"})
-                  .ok());
-  ASSERT_TRUE(server
-                  ->Command({"ACL", "SETUSER", "noscripts", "on", ">pw2", "~*",
-                             "&*", "+@all", "-@scripting"})
-                  .ok());
+  ASSERT_OK(server->Command(
+      {"ACL", "SETUSER", "locker", "on", ">pw1", "~*", "&*", "+@all"}));
+  ASSERT_OK(server->Command({"ACL", "SETUSER", "noscripts", "on", ">pw2", "~*",
+                             "&*", "+@all", "-@scripting"}));
   const std::string base = absl::StrCat("127.0.0.1:", server->port());
   std::unique_ptr<Client> locker =
       MustConnect(absl::StrCat("redis://locker:pw1@", base));
   ASSERT_NE(locker, nullptr);
-  EXPECT_TRUE(RoundTrip(*locker, "acl-lock").ok());
+  EXPECT_OK(RoundTrip(*locker, "acl-lock"));
 
   ClientOptions wrong;
   wrong.url = absl::StrCat("redis://locker:pw2@", base);
@@ -161,7 +158,7 @@ TEST(ConnectTest, AMalformedUrlSaysWhichPartIsWrong) {
 // error").
 TEST(ConnectTest, ASentinelThatSpeaksAnotherProtocolIsNamed) {
   absl::StatusOr<std::unique_ptr<FakeServer>> http = FakeServer::Start();
-  ASSERT_TRUE(http.ok()) << http.status();
+  ASSERT_OK(http);
   ClientOptions options;
   options.url = absl::StrCat("redis-sentinel://", (*http)->address(), "#m");
   options.connect_timeout = absl::Seconds(20);
@@ -181,10 +178,8 @@ TEST(ConnectTest, AReadOnlyReplicaIsRefusedNamingItsMaster) {
   ASSERT_NE(master, nullptr);
   std::unique_ptr<RedisServer> replica = MustStart();
   ASSERT_NE(replica, nullptr);
-  ASSERT_TRUE(replica
-                  ->Command({"REPLICAOF", RedisServer::kHost,
-                             absl::StrCat(master->port())})
-                  .ok());
+  ASSERT_OK(replica->Command(
+      {"REPLICAOF", RedisServer::kHost, absl::StrCat(master->port())}));
   ClientOptions options;
   options.url = replica->url();
   const absl::Status s = Client::Connect(options).status();
@@ -196,7 +191,7 @@ TEST(ConnectTest, AReadOnlyReplicaIsRefusedNamingItsMaster) {
   // The master itself is fine.
   std::unique_ptr<Client> client = MustConnect(master->url());
   ASSERT_NE(client, nullptr);
-  EXPECT_TRUE(RoundTrip(*client, "master-lock").ok());
+  EXPECT_OK(RoundTrip(*client, "master-lock"));
 }
 
 // Issue 23 item 21: a user without EVALSHA (or EVAL) connected, and every
@@ -206,12 +201,10 @@ TEST(ConnectTest, AUserWithoutEvalshaIsRefusedNamingTheCommand) {
   std::unique_ptr<RedisServer> server = MustStart();
   ASSERT_NE(server, nullptr);
   for (const char* denied : {"-evalsha", "-eval", "-role"}) {
-    ASSERT_TRUE(
-        server
-            ->Command({"ACL", "SETUSER",
-                       absl::StrCat("no", absl::string_view(denied).substr(1)),
-                       "on", ">pw", "~*", "&*", "+@all", denied})
-            .ok());
+    ASSERT_OK(server->Command(
+        {"ACL", "SETUSER",
+         absl::StrCat("no", absl::string_view(denied).substr(1)), "on", ">pw",
+         "~*", "&*", "+@all", denied}));
   }
   const std::string base = absl::StrCat("@127.0.0.1:", server->port());
   ClientOptions options;
@@ -228,7 +221,7 @@ TEST(ConnectTest, AUserWithoutEvalshaIsRefusedNamingTheCommand) {
   std::unique_ptr<Client> client =
       MustConnect(absl::StrCat("redis://norole:pw", base));
   ASSERT_NE(client, nullptr);
-  EXPECT_TRUE(RoundTrip(*client, "norole-lock").ok());
+  EXPECT_OK(RoundTrip(*client, "norole-lock"));
 }
 
 TEST(ConnectTest, UnixSocket) {
@@ -239,9 +232,9 @@ TEST(ConnectTest, UnixSocket) {
   std::unique_ptr<Client> client = MustConnect(server->unix_url());
   ASSERT_NE(client, nullptr);
   Lock lock = client->GetLock("unix-lock");
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   EXPECT_EQ(server->Command({"EXISTS", "unix-lock"})->integer, 1);
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
 }
 
 TEST(ConnectTest, SelectsTheDatabaseInTheUrl) {
@@ -250,7 +243,7 @@ TEST(ConnectTest, SelectsTheDatabaseInTheUrl) {
   std::unique_ptr<Client> client = MustConnect(server->url() + "/5");
   ASSERT_NE(client, nullptr);
   Lock lock = client->GetLock("db5-lock");
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   EXPECT_EQ(server->Command({"EXISTS", "db5-lock"})->integer, 0);
   EXPECT_EQ(server
                 ->Command({"EVAL",
@@ -259,7 +252,7 @@ TEST(ConnectTest, SelectsTheDatabaseInTheUrl) {
                            "1", "db5-lock"})
                 ->integer,
             1);
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
   ClientOptions bad;
   bad.url = server->url() + "/99999";
   EXPECT_EQ(Client::Connect(bad).status().code(),
@@ -282,24 +275,24 @@ class FaultTest : public ::testing::Test {
 };
 
 TEST_F(FaultTest, ScriptFlushIsRecoveredWithoutTheCallerNoticing) {
-  ASSERT_TRUE(RoundTrip(*client_, TestLockName()).ok());
-  ASSERT_TRUE(server_->Command({"SCRIPT", "FLUSH"}).ok());
+  ASSERT_OK(RoundTrip(*client_, TestLockName()));
+  ASSERT_OK(server_->Command({"SCRIPT", "FLUSH"}));
   Lock lock = client_->GetLock(TestLockName());
-  EXPECT_TRUE(lock.Acquire().ok());
-  ASSERT_TRUE(server_->Command({"SCRIPT", "FLUSH"}).ok());
-  EXPECT_TRUE(lock.Acquire().ok());
-  ASSERT_TRUE(server_->Command({"SCRIPT", "FLUSH"}).ok());
-  EXPECT_TRUE(lock.Release().ok());
-  ASSERT_TRUE(server_->Command({"SCRIPT", "FLUSH"}).ok());
-  EXPECT_TRUE(lock.Release().ok());
+  EXPECT_OK(lock.Acquire());
+  ASSERT_OK(server_->Command({"SCRIPT", "FLUSH"}));
+  EXPECT_OK(lock.Acquire());
+  ASSERT_OK(server_->Command({"SCRIPT", "FLUSH"}));
+  EXPECT_OK(lock.Release());
+  ASSERT_OK(server_->Command({"SCRIPT", "FLUSH"}));
+  EXPECT_OK(lock.Release());
   EXPECT_EQ(*lock.IsLocked(), false);
 }
 
 TEST_F(FaultTest, RedisStoppedIsUnavailableWithinTheTimeoutsThenRecovers) {
   Lock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire().ok());
-  ASSERT_TRUE(lock.Release().ok());
-  ASSERT_TRUE(server_->Stop().ok());
+  ASSERT_OK(lock.Acquire());
+  ASSERT_OK(lock.Release());
+  ASSERT_OK(server_->Stop());
   for (int i = 0; i < 3; ++i) {
     Stopwatch watch;
     absl::Status s = lock.Acquire();
@@ -310,10 +303,10 @@ TEST_F(FaultTest, RedisStoppedIsUnavailableWithinTheTimeoutsThenRecovers) {
   EXPECT_EQ(lock.Release().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(client_->Ping().code(), absl::StatusCode::kUnavailable);
   // A restart without persistence: empty data and an empty script cache.
-  ASSERT_TRUE(server_->Restart().ok());
-  EXPECT_TRUE(client_->Ping().ok());
-  EXPECT_TRUE(lock.Acquire().ok());
-  EXPECT_TRUE(lock.Release().ok());
+  ASSERT_OK(server_->Restart());
+  EXPECT_OK(client_->Ping());
+  EXPECT_OK(lock.Acquire());
+  EXPECT_OK(lock.Release());
 }
 
 TEST_F(FaultTest, PausedRedisTimesOutWithinTheCommandTimeout) {
@@ -322,16 +315,16 @@ TEST_F(FaultTest, PausedRedisTimesOutWithinTheCommandTimeout) {
   // acquire attempt on a lock another client holds, and a query.
   std::unique_ptr<Client> holder = MustConnect(server_->url());
   Lock held = holder->GetLock(TestLockName());
-  ASSERT_TRUE(held.Acquire().ok());
+  ASSERT_OK(held.Acquire());
   Lock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(server_->Pause().ok());
+  ASSERT_OK(server_->Pause());
   Stopwatch watch;
   absl::Status attempt = lock.TryAcquire(absl::Seconds(10));
   absl::Duration attempt_took = watch.Elapsed();
   watch = Stopwatch();
   absl::Status query = lock.IsLocked().status();
   absl::Duration query_took = watch.Elapsed();
-  ASSERT_TRUE(server_->Resume().ok());
+  ASSERT_OK(server_->Resume());
   EXPECT_EQ(attempt.code(), absl::StatusCode::kUnavailable) << attempt;
   EXPECT_LT(attempt_took, absl::Seconds(3));
   EXPECT_EQ(query.code(), absl::StatusCode::kUnavailable) << query;
@@ -340,9 +333,9 @@ TEST_F(FaultTest, PausedRedisTimesOutWithinTheCommandTimeout) {
   EXPECT_EQ(*held.HoldCount(), 1);
   EXPECT_EQ(lock.TryAcquire(absl::ZeroDuration()).code(),
             absl::StatusCode::kDeadlineExceeded);
-  EXPECT_TRUE(held.Release().ok());
-  EXPECT_TRUE(lock.TryAcquire(absl::Seconds(5)).ok());
-  EXPECT_TRUE(lock.Release().ok());
+  EXPECT_OK(held.Release());
+  EXPECT_OK(lock.TryAcquire(absl::Seconds(5)));
+  EXPECT_OK(lock.Release());
 }
 
 // Regression (found by the safety harness): an acquire whose reply was lost
@@ -350,11 +343,11 @@ TEST_F(FaultTest, PausedRedisTimesOutWithinTheCommandTimeout) {
 // "final" release left a hold renewed forever (a ghost hold).
 TEST_F(FaultTest, GhostHoldFromALostAcquireReplyIsAbsorbed) {
   Lock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire().ok());  // warm the pool
-  ASSERT_TRUE(lock.Release().ok());
-  ASSERT_TRUE(server_->Pause().ok());
+  ASSERT_OK(lock.Acquire());  // warm the pool
+  ASSERT_OK(lock.Release());
+  ASSERT_OK(server_->Pause());
   EXPECT_FALSE(lock.TryAcquire(absl::ZeroDuration()).ok());
-  ASSERT_TRUE(server_->Resume().ok());
+  ASSERT_OK(server_->Resume());
   // The buffered acquire runs when Redis wakes: a count nobody knows of.
   absl::StatusOr<testing::RedisValue> orphan;
   for (int i = 0; i < 50; ++i) {
@@ -362,20 +355,20 @@ TEST_F(FaultTest, GhostHoldFromALostAcquireReplyIsAbsorbed) {
     if (orphan.ok() && orphan->elements.size() == 2) break;
     absl::SleepFor(absl::Milliseconds(20));
   }
-  ASSERT_TRUE(orphan.ok());
+  ASSERT_OK(orphan);
   ASSERT_EQ(orphan->elements.size(), 2u) << "the lost acquire did not run";
   const std::string owner = orphan->elements[0].str;
   // A fresh acquire by the same thread absorbs it: count 1, not 2.
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   EXPECT_EQ(server_->Command({"HGET", lock.name(), owner})->str, "1");
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
   EXPECT_EQ(server_->Command({"EXISTS", lock.name()})->integer, 0);
 
   // A lost re-entry (Redis counts one more than the thread): the outermost
   // release still frees the lock.
-  ASSERT_TRUE(lock.Acquire().ok());
-  ASSERT_TRUE(server_->Command({"HINCRBY", lock.name(), owner, "1"}).ok());
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Acquire());
+  ASSERT_OK(server_->Command({"HINCRBY", lock.name(), owner, "1"}));
+  ASSERT_OK(lock.Release());
   EXPECT_EQ(server_->Command({"EXISTS", lock.name()})->integer, 0)
       << "a ghost hold outlived the outermost release";
 }
@@ -385,21 +378,21 @@ TEST_F(FaultTest, CallsOnKilledPoolConnectionsAreResentOnce) {
   // proxy, a restart) must not fail the next acquire or the outermost
   // release, and a release must not be left to the lease (30 s by default).
   Lock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire().ok());
-  ASSERT_TRUE(server_->Command({"CLIENT", "KILL", "TYPE", "normal"}).ok());
-  EXPECT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Acquire());
+  ASSERT_OK(server_->Command({"CLIENT", "KILL", "TYPE", "normal"}));
+  EXPECT_OK(lock.Release());
   EXPECT_EQ(server_->Command({"EXISTS", lock.name()})->integer, 0);
-  ASSERT_TRUE(server_->Command({"CLIENT", "KILL", "TYPE", "normal"}).ok());
-  EXPECT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(server_->Command({"CLIENT", "KILL", "TYPE", "normal"}));
+  EXPECT_OK(lock.Acquire());
   EXPECT_EQ(*lock.HoldCount(), 1);
-  EXPECT_TRUE(lock.Release().ok());
+  EXPECT_OK(lock.Release());
   EXPECT_EQ(server_->Command({"EXISTS", lock.name()})->integer, 0);
 }
 
 TEST_F(FaultTest, WaiterAcquiresAfterTheServerComesBack) {
   std::unique_ptr<Client> other = MustConnect(server_->url());
   Lock theirs = other->GetLock(TestLockName());
-  ASSERT_TRUE(theirs.Acquire().ok());
+  ASSERT_OK(theirs.Acquire());
   Lock lock = client_->GetLock(TestLockName());
   absl::Status waited, released;
   std::thread waiter([&] {
@@ -408,13 +401,13 @@ TEST_F(FaultTest, WaiterAcquiresAfterTheServerComesBack) {
   });
   absl::SleepFor(absl::Milliseconds(300));
   // Restart without persistence: the lock is gone, every connection drops.
-  ASSERT_TRUE(server_->Restart().ok());
+  ASSERT_OK(server_->Restart());
   Stopwatch watch;
   waiter.join();
   // Once the subscriber reconnected, the waiter re-checked (its stale pooled
   // connection is replaced transparently) and found the lock free.
-  EXPECT_TRUE(waited.ok()) << waited;
-  EXPECT_TRUE(released.ok()) << released;
+  EXPECT_OK(waited);
+  EXPECT_OK(released);
   EXPECT_LT(watch.Elapsed(), absl::Seconds(5));
 }
 

@@ -22,6 +22,7 @@
 #include "relock/relock.h"
 #include "tests/redisson_scripts.h"
 #include "tests/test_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace {
@@ -63,7 +64,7 @@ class DataModelTest : public testing::RedisClientTest {
  protected:
   RedisValue Must(const std::vector<std::string>& argv) {
     absl::StatusOr<RedisValue> v = redis().Command(argv);
-    EXPECT_TRUE(v.ok()) << v.status();
+    EXPECT_OK(v);
     return v.ok() ? *v : RedisValue();
   }
   RedisValue RedissonLock(const std::string& name) {
@@ -77,10 +78,10 @@ class DataModelTest : public testing::RedisClientTest {
 
 TEST_F(DataModelTest, LockIsAHashWithOneOwnerFieldHoldingTheCount) {
   Lock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   // A thread's re-entry of its watchdog hold is counted in the client (no
   // round trip): the hash still says 1, HoldCount() says 2.
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   EXPECT_EQ(Must({"TYPE", lock.name()}).str, "hash");
   RedisValue all = Must({"HGETALL", lock.name()});
   ASSERT_EQ(all.elements.size(), 2u) << all.DebugString();
@@ -88,7 +89,7 @@ TEST_F(DataModelTest, LockIsAHashWithOneOwnerFieldHoldingTheCount) {
   EXPECT_EQ(all.elements[1].str, "1");
   EXPECT_EQ(lock.HoldCount().value_or(-1), 2);
   // A re-entry with an explicit lease goes to Redis (HINCRBY).
-  ASSERT_TRUE(lock.Acquire(absl::Seconds(10)).ok());
+  ASSERT_OK(lock.Acquire(absl::Seconds(10)));
   EXPECT_EQ(Must({"HGET", lock.name(), field}).str, "2");
   EXPECT_EQ(lock.HoldCount().value_or(-1), 3);
   std::vector<std::string> parts = absl::StrSplit(field, ':');
@@ -101,11 +102,11 @@ TEST_F(DataModelTest, LockIsAHashWithOneOwnerFieldHoldingTheCount) {
   EXPECT_GT(pttl, 25000);
   EXPECT_LE(pttl, 30000);
   // The local re-entry is released locally first, then Redis counts down.
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
   EXPECT_EQ(Must({"HGET", lock.name(), field}).str, "2");
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
   EXPECT_EQ(Must({"HGET", lock.name(), field}).str, "1");
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
   EXPECT_EQ(Must({"EXISTS", lock.name()}).integer, 0);
 }
 
@@ -115,11 +116,11 @@ TEST_F(DataModelTest, EveryThreadHasItsOwnNeverReusedNumber) {
   for (int i = 0; i < 8; ++i) {  // sequential threads: std::thread::id reuses
     std::thread t([&] {
       Lock lock = client_->GetLock(name);
-      ASSERT_TRUE(lock.Acquire().ok());
+      ASSERT_OK(lock.Acquire());
       RedisValue all = Must({"HGETALL", name});
       ASSERT_EQ(all.elements.size(), 2u);
       fields.insert(all.elements[0].str);
-      ASSERT_TRUE(lock.Release().ok());
+      ASSERT_OK(lock.Release());
     });
     t.join();
   }
@@ -140,10 +141,10 @@ TEST_F(DataModelTest, FinalReleasePublishesZeroOnTheRedissonChannel) {
         redisCommand(sub, "SUBSCRIBE %b", channel.data(), channel.size()));
     ASSERT_NE(r, nullptr);
     freeReplyObject(r);
-    ASSERT_TRUE(lock.Acquire().ok());
-    ASSERT_TRUE(lock.Acquire().ok());
-    ASSERT_TRUE(lock.Release().ok());  // holds remain: no message
-    ASSERT_TRUE(lock.Release().ok());  // free: one message
+    ASSERT_OK(lock.Acquire());
+    ASSERT_OK(lock.Acquire());
+    ASSERT_OK(lock.Release());  // holds remain: no message
+    ASSERT_OK(lock.Release());  // free: one message
     void* raw = nullptr;
     ASSERT_EQ(redisGetReply(sub, &raw), REDIS_OK) << name;
     r = static_cast<redisReply*>(raw);
@@ -238,12 +239,12 @@ TEST_F(DataModelTest, RedissonHolderExcludesRelock) {
 
 TEST_F(DataModelTest, RelockHolderExcludesRedisson) {
   Lock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   RedisValue ttl = RedissonLock(lock.name());
   ASSERT_EQ(ttl.type, RedisValue::Type::kInteger) << ttl.DebugString();
   EXPECT_GT(ttl.integer, 0) << "Redisson must see relock's lease";
   EXPECT_TRUE(RedissonUnlock(lock.name()).is_nil()) << "not Redisson's lock";
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
   EXPECT_TRUE(RedissonLock(lock.name()).is_nil());
   EXPECT_EQ(RedissonUnlock(lock.name()).integer, 1);
 }
@@ -256,8 +257,8 @@ TEST_F(DataModelTest, RedissonUnlockWakesARelockWaiter) {
     Lock lock = client_->GetLock(name);
     ASSERT_TRUE(RedissonLock(lock.name()).is_nil());
     std::thread waiter([&] {
-      EXPECT_TRUE(lock.TryAcquire(absl::Seconds(20)).ok()) << name;
-      EXPECT_TRUE(lock.Release().ok());
+      EXPECT_OK(lock.TryAcquire(absl::Seconds(20))) << name;
+      EXPECT_OK(lock.Release());
     });
     absl::SleepFor(absl::Milliseconds(300));
     Stopwatch since_unlock;  // steady clock
@@ -281,7 +282,7 @@ TEST_F(DataModelTest, BracedNamesShareRedissonsChannelBothWays) {
   std::thread waiter([&] {
     waited = lock.TryAcquire(absl::Seconds(20));
     if (waited.ok()) {
-      EXPECT_TRUE(lock.Release().ok());
+      EXPECT_OK(lock.Release());
     }
   });
   absl::SleepFor(absl::Milliseconds(300));
@@ -292,7 +293,7 @@ TEST_F(DataModelTest, BracedNamesShareRedissonsChannelBothWays) {
           .integer,
       1);
   waiter.join();
-  ASSERT_TRUE(waited.ok()) << waited;
+  ASSERT_OK(waited);
   EXPECT_LT(since_unlock.Elapsed(), absl::Seconds(5));
 }
 

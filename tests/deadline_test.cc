@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "relock/relock.h"
 #include "tests/test_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace {
@@ -29,7 +30,7 @@ class DeadlineTest : public ::testing::Test {
  protected:
   void SetUp() override {
     absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
+    ASSERT_OK(server);
     server_ = *std::move(server);
     client_ = MustConnect(server_->url(), [](ClientOptions& o) {
       o.command_timeout = kCommandTimeout;
@@ -41,7 +42,7 @@ class DeadlineTest : public ::testing::Test {
   }
   void TearDown() override {
     if (server_ != nullptr && server_->running()) {
-      EXPECT_TRUE(server_->Resume().ok());
+      EXPECT_OK(server_->Resume());
     }
   }
   std::unique_ptr<RedisServer> server_;
@@ -59,9 +60,9 @@ absl::Duration Timed(F call) {
 
 TEST_F(DeadlineTest, TryAcquireKeepsItsWaitWhileRedisIsPaused) {
   Lock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire().ok());  // warm the pool
-  ASSERT_TRUE(lock.Release().ok());
-  ASSERT_TRUE(server_->Pause().ok());
+  ASSERT_OK(lock.Acquire());  // warm the pool
+  ASSERT_OK(lock.Release());
+  ASSERT_OK(server_->Pause());
   for (absl::Duration wait : {absl::ZeroDuration(), absl::Milliseconds(300)}) {
     absl::Status s;
     absl::Duration took = Timed([&] { s = lock.TryAcquire(wait); });
@@ -74,8 +75,8 @@ TEST_F(DeadlineTest, TryAcquireKeepsItsWaitWhileRedisIsPaused) {
 
 TEST_F(DeadlineTest, UnboundedCallsFailWithinTheCommandTimeoutWhilePaused) {
   Lock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire().ok());
-  ASSERT_TRUE(server_->Pause().ok());
+  ASSERT_OK(lock.Acquire());
+  ASSERT_OK(server_->Pause());
   absl::Status s;
   EXPECT_LT(Timed([&] { s = lock.Release(); }), kCommandTimeout + kMargin);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
@@ -95,12 +96,12 @@ TEST_F(DeadlineTest, UnboundedCallsFailWithinTheCommandTimeoutWhilePaused) {
 }
 
 TEST_F(DeadlineTest, WaitingForAHeldLockKeepsItsWaitWhenRedisPausesMidWait) {
-  ASSERT_TRUE(holder_->GetLock(TestLockName()).Acquire().ok());
+  ASSERT_OK(holder_->GetLock(TestLockName()).Acquire());
   Lock lock = client_->GetLock(TestLockName());
   absl::Status s;
   std::thread pauser([&] {
     absl::SleepFor(absl::Milliseconds(150));
-    EXPECT_TRUE(server_->Pause().ok());
+    EXPECT_OK(server_->Pause());
   });
   absl::Duration took =
       Timed([&] { s = lock.TryAcquire(absl::Milliseconds(600)); });
@@ -111,11 +112,11 @@ TEST_F(DeadlineTest, WaitingForAHeldLockKeepsItsWaitWhenRedisPausesMidWait) {
 
 TEST_F(DeadlineTest, TryAcquireKeepsItsWaitWhileRedisIsBusy) {
   Lock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire().ok());
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Acquire());
+  ASSERT_OK(lock.Release());
   std::thread sleeper([&] {
     // Blocks the whole server for 2 s.
-    EXPECT_TRUE(server_->Command({"DEBUG", "SLEEP", "2"}).ok());
+    EXPECT_OK(server_->Command({"DEBUG", "SLEEP", "2"}));
   });
   absl::SleepFor(absl::Milliseconds(100));
   absl::Status s;
@@ -125,12 +126,12 @@ TEST_F(DeadlineTest, TryAcquireKeepsItsWaitWhileRedisIsBusy) {
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
   EXPECT_LT(took, absl::Milliseconds(300) + kMargin);
   // Afterwards everything works again (the timed-out connection was replaced).
-  EXPECT_TRUE(lock.TryAcquire(absl::Seconds(5)).ok());
-  EXPECT_TRUE(lock.Release().ok());
+  EXPECT_OK(lock.TryAcquire(absl::Seconds(5)));
+  EXPECT_OK(lock.Release());
 }
 
 TEST_F(DeadlineTest, ConnectToAPausedServerFailsWithinItsTimeouts) {
-  ASSERT_TRUE(server_->Pause().ok());
+  ASSERT_OK(server_->Pause());
   ClientOptions options;
   options.url = server_->url();
   options.connect_timeout = kConnectTimeout;
@@ -144,7 +145,7 @@ TEST_F(DeadlineTest, ConnectToAPausedServerFailsWithinItsTimeouts) {
 
 TEST_F(DeadlineTest, CallsFailFastWhenRedisIsDown) {
   Lock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(server_->Stop().ok());
+  ASSERT_OK(server_->Stop());
   absl::Status s;
   EXPECT_LT(Timed([&] { s = lock.TryAcquire(absl::Seconds(10)); }),
             kConnectTimeout + kMargin);

@@ -25,6 +25,7 @@
 #include "tests/redisson_scripts.h"
 #include "tests/test_util.h"
 #include "tests/testing/child_process.h"
+#include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace {
@@ -131,14 +132,14 @@ TEST_F(FairLockTest, StrictArrivalOrderAcrossProcessesOneWakeUpPerRelease) {
   const std::string name = TestLockName();
   const std::string order_key = TestLockName("order");
   FairLock lock = client->GetFairLock(name);
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   const int64_t futile_before = FutileAttempts();
   std::vector<std::unique_ptr<ChildProcess>> children;
   for (int i = 0; i < kChildren; ++i) {
     absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Spawn(
         "FairWaiters", {redis().url(), absl::StrCat(redis().port()), name,
                         order_key, absl::StrCat(kThreads)});
-    ASSERT_TRUE(child.ok()) << child.status();
+    ASSERT_OK(child);
     children.push_back(*std::move(child));
   }
   // Every waiter joined the queue (one futile attempt) and, once its
@@ -150,13 +151,13 @@ TEST_F(FairLockTest, StrictArrivalOrderAcrossProcessesOneWakeUpPerRelease) {
   const std::vector<std::string> arrival = List(QueueKey(name));
   ASSERT_EQ(arrival.size(), size_t{kWaiters});
   const int64_t futile_at_release = FutileAttempts();
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
   for (auto& child : children) {
     absl::StatusOr<std::string> line = child->ReadLine(absl::Seconds(120));
-    ASSERT_TRUE(line.ok()) << line.status();
+    ASSERT_OK(line);
     EXPECT_EQ(*line, "done");
     absl::StatusOr<int> code = child->Wait(absl::Seconds(30));
-    ASSERT_TRUE(code.ok()) << code.status();
+    ASSERT_OK(code);
     EXPECT_EQ(*code, 0);
   }
   EXPECT_EQ(List(order_key), arrival);
@@ -195,10 +196,10 @@ TEST_F(FairLockTest, AKilledQueuedWaiterHoldsUpTheQueueOnlyUntilItsDeadline) {
   FairLockOptions fair;
   fair.queue_wait = absl::Seconds(1);
   FairLock lock = client->GetFairLock(name, fair);
-  ASSERT_TRUE(lock.Acquire(absl::Seconds(8)).ok());
+  ASSERT_OK(lock.Acquire(absl::Seconds(8)));
   absl::StatusOr<std::unique_ptr<ChildProcess>> dead =
       ChildProcess::Spawn("FairQueuedWaiter", {redis().url(), name, "1000"});
-  ASSERT_TRUE(dead.ok()) << dead.status();
+  ASSERT_OK(dead);
   ASSERT_TRUE(Eventually([&] { return QueueLength(name) == 1; }));
   const std::string dead_owner = List(QueueKey(name)).at(0);
   ASSERT_TRUE((*dead)->Signal(SIGKILL).ok());
@@ -237,7 +238,7 @@ TEST_F(FairLockTest, AWaiterThatGivesUpLeavesAtOnceAndTryLockNeverQueues) {
   ASSERT_NE(client, nullptr);
   const std::string name = TestLockName();
   FairLock lock = client->GetFairLock(name);
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
 
   testing::JoiningThread first([&] {
     FairLock mine = client->GetFairLock(name);
@@ -270,7 +271,7 @@ TEST_F(FairLockTest, AWaiterThatGivesUpLeavesAtOnceAndTryLockNeverQueues) {
   });
   try_locker.join();
   EXPECT_EQ(QueueLength(name), 1);
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
   EXPECT_TRUE(second.Join());
   EXPECT_EQ(QueueLength(name), 0);
 }
@@ -300,7 +301,7 @@ TEST_F(FairLockTest, AsynchronousWaitersGetTheLockInArrivalOrder) {
   ASSERT_NE(client, nullptr);
   const std::string name = TestLockName();
   FairLock lock = client->GetFairLock(name);
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   constexpr int kWaiters = 5;
   std::vector<Owner> owners;
   std::vector<Future<absl::Status>> done;
@@ -309,16 +310,16 @@ TEST_F(FairLockTest, AsynchronousWaitersGetTheLockInArrivalOrder) {
     done.push_back(lock.AcquireAsync(owners.back()));
     ASSERT_TRUE(Eventually([&] { return QueueLength(name) == i + 1; }));
   }
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
   for (int i = 0; i < kWaiters; ++i) {
     ASSERT_TRUE(done[i].WaitFor(absl::Seconds(60))) << i;
-    EXPECT_TRUE(done[i].Get().ok()) << done[i].Get();
+    EXPECT_OK(done[i].Get());
     EXPECT_TRUE(lock.IsHeldBy(owners[i]).value_or(false)) << i;
     // The next one waits for this one's release.
     if (i + 1 < kWaiters) {
       EXPECT_FALSE(done[i + 1].WaitFor(absl::ZeroDuration()));
     }
-    ASSERT_TRUE(lock.Release(owners[i]).ok());
+    ASSERT_OK(lock.Release(owners[i]));
   }
   EXPECT_EQ(QueueLength(name), 0);
 }
@@ -340,7 +341,7 @@ TEST_F(FairLockTest, RedissonsFairScriptsShareTheQueueInOrder) {
                             wait_ms, now_ms()});
   };
   FairLock lock = client->GetFairLock(name);
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
 
   // The Redisson owner queues first and listens on its own channel.
   timeval tv{10, 0};
@@ -370,14 +371,14 @@ TEST_F(FairLockTest, RedissonsFairScriptsShareTheQueueInOrder) {
     // Exclusion: never before the Redisson owner let go.
     EXPECT_NE(redisson_released_at.load(), 0) << got;
     if (relock_got) {
-      EXPECT_TRUE(mine.Release().ok());
+      EXPECT_OK(mine.Release());
     }
   });
   ASSERT_TRUE(Eventually([&] { return QueueLength(name) == 2; }));
   EXPECT_EQ(List(QueueKey(name)).at(0), redisson);
 
   // relock's release wakes the Redisson owner (the head) on its channel...
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
   void* raw = nullptr;
   ASSERT_EQ(redisGetReply(sub, &raw), REDIS_OK);
   r = static_cast<redisReply*>(raw);
@@ -409,19 +410,15 @@ TEST_F(FairLockTest, RedissonsFairScriptsShareTheQueueInOrder) {
 
   // A Redisson waiter that gives up (acquireFailed) leaves relock's queue
   // consistent: relock takes the lock at once afterwards.
-  ASSERT_TRUE(redis()
-                  .Command({"HSET", name,
-                            "5e5e5e5e-0000-4000-8000-000000000001:1", "1"})
-                  .ok());
-  ASSERT_TRUE(redisson_acquire().ok());
+  ASSERT_OK(redis().Command(
+      {"HSET", name, "5e5e5e5e-0000-4000-8000-000000000001:1", "1"}));
+  ASSERT_OK(redisson_acquire());
   ASSERT_EQ(QueueLength(name), 1);
-  ASSERT_TRUE(
-      redis()
-          .Command({"EVAL", kRedissonFairAcquireFailed, "2", QueueKey(name),
-                    TimeoutKey(name), redisson, wait_ms})
-          .ok());
+  ASSERT_OK(
+      redis().Command({"EVAL", kRedissonFairAcquireFailed, "2", QueueKey(name),
+                       TimeoutKey(name), redisson, wait_ms}));
   EXPECT_EQ(QueueLength(name), 0);
-  ASSERT_TRUE(redis().Command({"DEL", name}).ok());
+  ASSERT_OK(redis().Command({"DEL", name}));
   EXPECT_TRUE(lock.try_lock());
   lock.unlock();
 }
@@ -432,11 +429,9 @@ TEST_F(FairLockTest, ForceReleaseWakesTheHeadWaiter) {
   ASSERT_NE(client, nullptr);
   const std::string name = TestLockName();
   FairLock lock = client->GetFairLock(name);
-  ASSERT_TRUE(redis()
-                  .Command({"HSET", name,
-                            "90e0c11e-0000-4000-8000-000000000007:7", "1"})
-                  .ok());
-  ASSERT_TRUE(redis().Command({"PEXPIRE", name, "120000"}).ok());
+  ASSERT_OK(redis().Command(
+      {"HSET", name, "90e0c11e-0000-4000-8000-000000000007:7", "1"}));
+  ASSERT_OK(redis().Command({"PEXPIRE", name, "120000"}));
   testing::BackgroundWaiter waiter(client->GetFairLock(name),
                                    absl::Seconds(60));
   ASSERT_TRUE(Eventually([&] { return QueueLength(name) == 1; }));
@@ -470,13 +465,10 @@ TEST_F(FairLockTest, TheNextWaiterIsWokenWhenTheHeadOfAFreeLockChanges) {
   const std::string past = absl::StrCat((now_s - 600) * 1000);
   // The queue [first, next], first's deadline `first_deadline`.
   auto queue = [&](const std::string& first_deadline) {
-    ASSERT_TRUE(
-        redis().Command({"DEL", name, QueueKey(name), TimeoutKey(name)}).ok());
-    ASSERT_TRUE(redis().Command({"RPUSH", QueueKey(name), first, next}).ok());
-    ASSERT_TRUE(redis()
-                    .Command({"ZADD", TimeoutKey(name), first_deadline, first,
-                              future, next})
-                    .ok());
+    ASSERT_OK(redis().Command({"DEL", name, QueueKey(name), TimeoutKey(name)}));
+    ASSERT_OK(redis().Command({"RPUSH", QueueKey(name), first, next}));
+    ASSERT_OK(redis().Command(
+        {"ZADD", TimeoutKey(name), first_deadline, first, future, next}));
   };
   timeval tv{10, 0};
   redisContext* sub = redisConnectWithTimeout("127.0.0.1", redis().port(), tv);
@@ -508,17 +500,17 @@ TEST_F(FairLockTest, TheNextWaiterIsWokenWhenTheHeadOfAFreeLockChanges) {
   };
 
   queue(future);  // the head leaves a free lock
-  ASSERT_TRUE(eval(leave, {first, "300000", "0", "publish", "0"}).ok());
+  ASSERT_OK(eval(leave, {first, "300000", "0", "publish", "0"}));
   expect_woken("leave");
 
   queue(future);  // a closing client's waiter at the head
-  ASSERT_TRUE(eval(release_all, {"0", first, "publish"}).ok());
+  ASSERT_OK(eval(release_all, {"0", first, "publish"}));
   expect_woken("release_all");
 
   queue(future);  // a fresh waiter's orphaned hold goes with its leave
-  ASSERT_TRUE(redis().Command({"HSET", name, first, "1"}).ok());
-  ASSERT_TRUE(redis().Command({"LREM", QueueKey(name), "0", first}).ok());
-  ASSERT_TRUE(redis().Command({"ZREM", TimeoutKey(name), first}).ok());
+  ASSERT_OK(redis().Command({"HSET", name, first, "1"}));
+  ASSERT_OK(redis().Command({"LREM", QueueKey(name), "0", first}));
+  ASSERT_OK(redis().Command({"ZREM", TimeoutKey(name), first}));
   absl::StatusOr<RedisValue> left =
       eval(leave, {first, "300000", "0", "publish", "1"});
   ASSERT_TRUE(left.ok() && left->is_integer()) << left.status();
@@ -552,8 +544,8 @@ TEST_F(FairLockTest, BadInput) {
   EXPECT_EQ(unbound.Acquire().code(), absl::StatusCode::kFailedPrecondition);
   // The queue's key holding something else: a clear error, nothing touched.
   const std::string name = TestLockName("wrongtype");
-  ASSERT_TRUE(redis().Command({"SET", QueueKey(name), "x"}).ok());
-  ASSERT_TRUE(redis().Command({"HSET", name, "other:1", "1"}).ok());
+  ASSERT_OK(redis().Command({"SET", QueueKey(name), "x"}));
+  ASSERT_OK(redis().Command({"HSET", name, "other:1", "1"}));
   s = client->GetFairLock(name).TryAcquire(absl::Milliseconds(100));
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
 }

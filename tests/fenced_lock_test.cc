@@ -22,6 +22,7 @@
 #include "tests/redisson_scripts.h"
 #include "tests/test_util.h"
 #include "tests/testing/child_process.h"
+#include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace {
@@ -74,7 +75,7 @@ TEST_F(FencedLockTest, EveryAcquisitionTakesTheNextToken) {
   EXPECT_EQ(lock.GetToken().value_or(-1), 3);
   EXPECT_EQ(lock.HoldCount().value_or(-1), 3);
   EXPECT_EQ(Counter(name), 3);
-  for (int i = 0; i < 3; ++i) EXPECT_TRUE(lock.Release().ok());
+  for (int i = 0; i < 3; ++i) EXPECT_OK(lock.Release());
   EXPECT_FALSE(lock.IsLocked().value_or(true));
   // Releases leave the counter alone; it keeps counting.
   EXPECT_EQ(lock.GetToken().value_or(-1), 3);
@@ -82,11 +83,11 @@ TEST_F(FencedLockTest, EveryAcquisitionTakesTheNextToken) {
   EXPECT_EQ(lock.TryLockAndGetToken(absl::ZeroDuration(), absl::Seconds(5))
                 .value_or(-1),
             5);
-  EXPECT_TRUE(lock.Release().ok());
-  EXPECT_TRUE(lock.Release().ok());
+  EXPECT_OK(lock.Release());
+  EXPECT_OK(lock.Release());
   // The counter is a plain integer with no TTL, in Redisson's key.
   absl::StatusOr<RedisValue> ttl = redis().Command({"PTTL", TokenKey(name)});
-  ASSERT_TRUE(ttl.ok());
+  ASSERT_OK(ttl);
   EXPECT_EQ(ttl->integer, -1);
 }
 
@@ -98,22 +99,22 @@ TEST_F(FencedLockTest, ALockAndAFencedLockOfOneNameAreOneLock) {
   Lock plain = a->GetLock(name);
   FencedLock fenced = b->GetFencedLock(name);
   const Owner holder = Owner::New();  // released from another thread
-  ASSERT_TRUE(plain.Acquire(holder).ok());
+  ASSERT_OK(plain.Acquire(holder));
   absl::StatusOr<int64_t> refused =
       fenced.TryLockAndGetToken(absl::ZeroDuration());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(Counter(name), -1) << "a refused acquire took a token";
   std::thread release([&] {
     absl::SleepFor(absl::Milliseconds(200));
-    EXPECT_TRUE(plain.Release(holder).ok());
+    EXPECT_OK(plain.Release(holder));
   });
   Stopwatch waited;
   absl::StatusOr<int64_t> token = fenced.TryLockAndGetToken(absl::Seconds(20));
   release.join();
-  ASSERT_TRUE(token.ok()) << token.status();
+  ASSERT_OK(token);
   EXPECT_EQ(*token, 1);
   EXPECT_LT(waited.Elapsed(), absl::Seconds(10));  // woken, not the lease
-  EXPECT_TRUE(fenced.Release().ok());
+  EXPECT_OK(fenced.Release());
 }
 
 // args: url, port, lock name, order key, iterations. Each iteration takes
@@ -159,14 +160,14 @@ TEST_F(FencedLockTest, TokensGrowAcrossProcessesInAcquisitionOrder) {
     absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Spawn(
         "TakeTokens", {redis().url(), absl::StrCat(redis().port()), name,
                        order_key, absl::StrCat(kIterations)});
-    ASSERT_TRUE(child.ok()) << child.status();
+    ASSERT_OK(child);
     children.push_back(*std::move(child));
   }
   std::map<int64_t, int64_t> token_by_order;
   for (auto& child : children) {
     while (true) {
       absl::StatusOr<std::string> line = child->ReadLine(absl::Seconds(120));
-      ASSERT_TRUE(line.ok()) << line.status();
+      ASSERT_OK(line);
       if (*line == "done") break;
       std::vector<std::string> f = absl::StrSplit(*line, ' ');
       int64_t order = 0, token = 0;
@@ -177,7 +178,7 @@ TEST_F(FencedLockTest, TokensGrowAcrossProcessesInAcquisitionOrder) {
           << "order " << order << " twice: two holders at once";
     }
     absl::StatusOr<int> code = child->Wait(absl::Seconds(30));
-    ASSERT_TRUE(code.ok()) << code.status();
+    ASSERT_OK(code);
     EXPECT_EQ(*code, 0);
   }
   ASSERT_EQ(token_by_order.size(), size_t{kChildren * kIterations});
@@ -207,12 +208,12 @@ TEST_F(FencedLockTest, AResourceRefusesAStaleHolderByItsToken) {
   FencedLock stale = a->GetFencedLock(name);
   absl::StatusOr<int64_t> old_token =
       stale.LockAndGetToken(absl::Milliseconds(300));
-  ASSERT_TRUE(old_token.ok()) << old_token.status();
+  ASSERT_OK(old_token);
   // "Paused" past its lease: the next holder gets in.
   FencedLock next = b->GetFencedLock(name);
   absl::StatusOr<int64_t> new_token =
       next.TryLockAndGetToken(absl::Seconds(10));
-  ASSERT_TRUE(new_token.ok()) << new_token.status();
+  ASSERT_OK(new_token);
   EXPECT_GT(*new_token, *old_token);
   EXPECT_TRUE(write(*new_token, "from the current holder"));
   EXPECT_FALSE(write(*old_token, "from the stale holder"))
@@ -220,7 +221,7 @@ TEST_F(FencedLockTest, AResourceRefusesAStaleHolderByItsToken) {
   EXPECT_EQ(redis().Command({"GET", value})->str, "from the current holder");
   EXPECT_FALSE(stale.SafeUntil().ok());  // it could have known
   EXPECT_FALSE(stale.Release().ok());
-  EXPECT_TRUE(next.Release().ok());
+  EXPECT_OK(next.Release());
 }
 
 // Redisson's fenced acquire (RedissonFencedLock's script, returning
@@ -239,7 +240,7 @@ TEST_F(FencedLockTest, RedissonsFencedLockSharesTheLockAndTheCounter) {
   absl::StatusOr<RedisValue> taken =
       redis().Command({"EVAL", kRedissonFencedAcquire, "2", name,
                        TokenKey(name), "30000", kPeer});
-  ASSERT_TRUE(taken.ok()) << taken.status();
+  ASSERT_OK(taken);
   ASSERT_EQ(taken->elements.size(), 2u) << taken->DebugString();
   EXPECT_EQ(taken->elements[0].integer, -1);
   EXPECT_EQ(taken->elements[1].integer, 1);
@@ -256,7 +257,7 @@ TEST_F(FencedLockTest, RedissonsFencedLockSharesTheLockAndTheCounter) {
                        "30000", kPeer, "PUBLISH"});
   ASSERT_TRUE(unlocked.ok() && unlocked->integer == 1) << unlocked.status();
   waiter.join();
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(*got, 2);
   EXPECT_LT(since_unlock.Elapsed(), absl::Seconds(10));
 
@@ -264,12 +265,12 @@ TEST_F(FencedLockTest, RedissonsFencedLockSharesTheLockAndTheCounter) {
   absl::StatusOr<RedisValue> refused =
       redis().Command({"EVAL", kRedissonFencedAcquire, "2", name,
                        TokenKey(name), "30000", kPeer});
-  ASSERT_TRUE(refused.ok()) << refused.status();
+  ASSERT_OK(refused);
   ASSERT_EQ(refused->elements.size(), 2u) << refused->DebugString();
   EXPECT_GT(refused->elements[0].integer, 0);  // the holder's PTTL
   EXPECT_EQ(refused->elements[1].integer, -1);
   EXPECT_EQ(Counter(name), 2);
-  EXPECT_TRUE(lock.Release(waiter_owner).ok());
+  EXPECT_OK(lock.Release(waiter_owner));
 }
 
 TEST_F(FencedLockTest, AsynchronousCallsHandOutTokens) {
@@ -280,7 +281,7 @@ TEST_F(FencedLockTest, AsynchronousCallsHandOutTokens) {
   const Owner first = Owner::New();
   const Owner second = Owner::New();
   absl::StatusOr<int64_t> token = lock.LockAndGetTokenAsync(first).Get();
-  ASSERT_TRUE(token.ok()) << token.status();
+  ASSERT_OK(token);
   EXPECT_EQ(*token, 1);
   EXPECT_EQ(lock.TryLockAndGetTokenAsync(second, absl::ZeroDuration())
                 .Get()
@@ -289,14 +290,14 @@ TEST_F(FencedLockTest, AsynchronousCallsHandOutTokens) {
             absl::StatusCode::kDeadlineExceeded);
   Future<absl::StatusOr<int64_t>> waiting =
       lock.TryLockAndGetTokenAsync(second, absl::Seconds(20));
-  EXPECT_TRUE(lock.ReleaseAsync(first).Get().ok());
+  EXPECT_OK(lock.ReleaseAsync(first).Get());
   ASSERT_TRUE(waiting.WaitFor(absl::Seconds(15)));
   EXPECT_EQ(waiting.Get().value_or(-1), 2);
   // A thread owner cannot wait asynchronously.
   EXPECT_EQ(
       lock.LockAndGetTokenAsync(Owner::ThisThread()).Get().status().code(),
       absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(lock.Release(second).ok());
+  EXPECT_OK(lock.Release(second));
 }
 
 TEST_F(FencedLockTest, BadInputIsRefusedClearly) {
@@ -316,7 +317,7 @@ TEST_F(FencedLockTest, BadInputIsRefusedClearly) {
   EXPECT_EQ(client->GetFencedLock("").GetToken().status().code(),
             absl::StatusCode::kInvalidArgument);
   // A counter key that holds something else.
-  ASSERT_TRUE(redis().Command({"SET", TokenKey(name), "not-a-number"}).ok());
+  ASSERT_OK(redis().Command({"SET", TokenKey(name), "not-a-number"}));
   absl::StatusOr<int64_t> token = lock.GetToken();
   EXPECT_EQ(token.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(token.status().message(), HasSubstr("not a count in"));
@@ -340,31 +341,29 @@ TEST_F(FencedLockTest, TokensBeyond2To53RepeatedAndTheLastOneWrapped) {
   FencedLock on_a = a->GetFencedLock(name);
   FencedLock on_b = b->GetFencedLock(name);
   // From a clock-seeded counter: four acquisitions, two per client.
-  ASSERT_TRUE(
-      redis().Command({"SET", TokenKey(name), "1700000000000000000"}).ok());
+  ASSERT_OK(redis().Command({"SET", TokenKey(name), "1700000000000000000"}));
   for (int64_t i = 1; i <= 4; ++i) {
     FencedLock& lock = i % 2 == 1 ? on_a : on_b;
     absl::StatusOr<int64_t> token = lock.TryLockAndGetToken(absl::Seconds(10));
-    ASSERT_TRUE(token.ok()) << token.status();
+    ASSERT_OK(token);
     EXPECT_EQ(*token, int64_t{1700000000000000000} + i);
     EXPECT_EQ(lock.GetToken().value_or(-1), *token);
-    ASSERT_TRUE(lock.Release().ok());
+    ASSERT_OK(lock.Release());
   }
   // 2^53 + 1, the first integer a double cannot hold; then the last tokens
   // of the int64 range, and the counter exhausted.
   const int64_t kLast = std::numeric_limits<int64_t>::max();
   for (const int64_t before : {(int64_t{1} << 53), kLast - 2}) {
-    ASSERT_TRUE(
-        redis().Command({"SET", TokenKey(name), absl::StrCat(before)}).ok());
+    ASSERT_OK(redis().Command({"SET", TokenKey(name), absl::StrCat(before)}));
     absl::StatusOr<int64_t> token = on_a.LockAndGetToken();
-    ASSERT_TRUE(token.ok()) << token.status();
+    ASSERT_OK(token);
     EXPECT_EQ(*token, before + 1);
     absl::StatusOr<int64_t> again = on_a.LockAndGetToken();  // re-entry
-    ASSERT_TRUE(again.ok()) << again.status();
+    ASSERT_OK(again);
     EXPECT_EQ(*again, before + 2);
     EXPECT_EQ(on_a.GetToken().value_or(-1), before + 2);
-    ASSERT_TRUE(on_a.Release().ok());
-    ASSERT_TRUE(on_a.Release().ok());
+    ASSERT_OK(on_a.Release());
+    ASSERT_OK(on_a.Release());
   }
   EXPECT_EQ(on_a.GetToken().value_or(-1), kLast);
   // No token is left: nothing is taken, and the counter stays.
@@ -394,7 +393,7 @@ TEST_F(FencedLockTest, ANegativeCounterLeftAHoldBehindAFailedAcquire) {
   for (const char* bad : {"-3", "-1", "007", "9223372036854775807",
                           "99999999999999999999", "1e3", ""}) {
     SCOPED_TRACE(absl::StrCat("counter \"", bad, "\""));
-    ASSERT_TRUE(redis().Command({"SET", TokenKey(name), bad}).ok());
+    ASSERT_OK(redis().Command({"SET", TokenKey(name), bad}));
     absl::StatusOr<int64_t> once =
         lock.TryLockAndGetToken(absl::ZeroDuration());
     EXPECT_EQ(once.status().code(), absl::StatusCode::kFailedPrecondition)
@@ -421,12 +420,12 @@ TEST_F(FencedLockTest, ANegativeCounterLeftAHoldBehindAFailedAcquire) {
   }
   // A plain lock of the name does not use the counter: it still works.
   Lock plain = client->GetLock(name);
-  ASSERT_TRUE(plain.TryAcquire(absl::ZeroDuration()).ok());
-  EXPECT_TRUE(plain.Release().ok());
+  ASSERT_OK(plain.TryAcquire(absl::ZeroDuration()));
+  EXPECT_OK(plain.Release());
   // Repaired, the counter hands out tokens again.
-  ASSERT_TRUE(redis().Command({"SET", TokenKey(name), "0"}).ok());
+  ASSERT_OK(redis().Command({"SET", TokenKey(name), "0"}));
   EXPECT_EQ(lock.TryLockAndGetToken(absl::ZeroDuration()).value_or(-1), 1);
-  EXPECT_TRUE(lock.Release().ok());
+  EXPECT_OK(lock.Release());
   for (const LockEvent& e : events.events()) {
     ADD_FAILURE() << "unexpected lock event for " << e.lock_name << ": "
                   << static_cast<int>(e.type);

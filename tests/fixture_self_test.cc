@@ -6,6 +6,8 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -32,6 +34,7 @@
 #include "tests/testing/child_process.h"
 #include "tests/testing/redis_server.h"
 #include "tests/testing/spawn.h"
+#include "tests/testing/status_matchers.h"
 #include "tests/testing/temp_dir.h"
 
 namespace relock {
@@ -127,7 +130,7 @@ RELOCK_CHILD_MAIN(StartTlsServerWithOpenssl) {
 std::unique_ptr<RedisServer> MustStart(RedisServerOptions options = {}) {
   absl::StatusOr<std::unique_ptr<RedisServer>> server =
       RedisServer::Start(std::move(options));
-  EXPECT_TRUE(server.ok()) << server.status();
+  EXPECT_OK(server);
   return server.ok() ? *std::move(server) : nullptr;
 }
 
@@ -257,7 +260,7 @@ ToolRun RedisCliPing(const RedisServer& redis,
   argv.insert(argv.end(), args.begin(), args.end());
   argv.push_back("PING");
   absl::StatusOr<ToolRun> run = RunTool(argv);
-  EXPECT_TRUE(run.ok()) << run.status();
+  EXPECT_OK(run);
   return run.ok() ? *std::move(run) : ToolRun{};
 }
 
@@ -271,7 +274,7 @@ std::string ReadFile(const std::string& path) {
 struct ScopedTempDir {
   ScopedTempDir() {
     absl::StatusOr<std::string> made = internal::MakeTempDir();
-    EXPECT_TRUE(made.ok()) << made.status();
+    EXPECT_OK(made);
     if (made.ok()) path = *made;
   }
   ~ScopedTempDir() {
@@ -302,7 +305,7 @@ TEST(RedisServerTest, StartsAndAnswersPing) {
   EXPECT_EQ(redis->client_key_file(), "");
 
   absl::StatusOr<RedisValue> pong = redis->Command({"PING"});
-  ASSERT_TRUE(pong.ok()) << pong.status();
+  ASSERT_OK(pong);
   EXPECT_EQ(pong->type, RedisValue::Type::kStatus);
   EXPECT_EQ(pong->str, "PONG");
   EXPECT_EQ(pong->DebugString(), "(status) PONG");
@@ -331,7 +334,7 @@ TEST(RedisServerTest, CommandDecodesEveryReplyType) {
   EXPECT_THAT(error.str, StartsWith("ERR"));
   // The DEBUG command is enabled (Redis >= 7 disables it by default).
   EXPECT_TRUE(redis->Command({"DEBUG", "SLEEP", "0"})->is_ok());
-  EXPECT_TRUE(redis->FlushAll().ok());
+  EXPECT_OK(redis->FlushAll());
   EXPECT_EQ(redis->Command({"DBSIZE"})->integer, 0);
 }
 
@@ -400,23 +403,23 @@ TEST(RedisServerTest, StopAndRestartKeepThePortAndLoseTheData) {
   const pid_t old_pid = redis->pid();
   ASSERT_TRUE(redis->Command({"SET", "k", "v"})->is_ok());
 
-  ASSERT_TRUE(redis->Stop().ok());
+  ASSERT_OK(redis->Stop());
   EXPECT_FALSE(redis->running());
   EXPECT_EQ(redis->pid(), -1);
   EXPECT_FALSE(ProcessExists(old_pid));
   absl::StatusOr<RedisValue> refused = redis->Command({"PING"});
   EXPECT_TRUE(absl::IsUnavailable(refused.status())) << refused.status();
-  EXPECT_TRUE(redis->Stop().ok()) << "Stop() is idempotent";
+  EXPECT_OK(redis->Stop()) << "Stop() is idempotent";
   EXPECT_TRUE(absl::IsFailedPrecondition(redis->Pause()));
 
-  ASSERT_TRUE(redis->Restart().ok());
+  ASSERT_OK(redis->Restart());
   EXPECT_TRUE(redis->running());
   EXPECT_EQ(redis->port(), port);
   EXPECT_TRUE(redis->Command({"GET", "k"})->is_nil());
 
   // Restart while running.
   ASSERT_TRUE(redis->Command({"SET", "k", "v"})->is_ok());
-  ASSERT_TRUE(redis->Restart().ok());
+  ASSERT_OK(redis->Restart());
   EXPECT_EQ(redis->port(), port);
   EXPECT_TRUE(redis->Command({"GET", "k"})->is_nil());
 }
@@ -424,7 +427,7 @@ TEST(RedisServerTest, StopAndRestartKeepThePortAndLoseTheData) {
 TEST(RedisServerTest, PauseMakesCommandsTimeOutAndResumeRecovers) {
   std::unique_ptr<RedisServer> redis = MustStart();
   ASSERT_NE(redis, nullptr);
-  ASSERT_TRUE(redis->Pause().ok());
+  ASSERT_OK(redis->Pause());
   EXPECT_TRUE(redis->running());
   {
     const auto start = std::chrono::steady_clock::now();
@@ -436,14 +439,14 @@ TEST(RedisServerTest, PauseMakesCommandsTimeOutAndResumeRecovers) {
     EXPECT_GE(elapsed, absl::Milliseconds(150));
     EXPECT_LT(elapsed, absl::Seconds(3));
   }
-  ASSERT_TRUE(redis->Resume().ok());
+  ASSERT_OK(redis->Resume());
   absl::StatusOr<RedisValue> pong = redis->Command({"PING"});
-  ASSERT_TRUE(pong.ok()) << pong.status();
+  ASSERT_OK(pong);
   EXPECT_EQ(pong->str, "PONG");
 
   // Stop() works on a paused server too.
-  ASSERT_TRUE(redis->Pause().ok());
-  ASSERT_TRUE(redis->Stop().ok());
+  ASSERT_OK(redis->Pause());
+  ASSERT_OK(redis->Stop());
   EXPECT_FALSE(redis->running());
 }
 
@@ -451,12 +454,12 @@ TEST(RedisServerTest, KillEndsTheProcessAndRestartRecovers) {
   std::unique_ptr<RedisServer> redis = MustStart();
   ASSERT_NE(redis, nullptr);
   const pid_t pid = redis->pid();
-  ASSERT_TRUE(redis->Kill().ok());
+  ASSERT_OK(redis->Kill());
   EXPECT_FALSE(redis->running());
   EXPECT_FALSE(ProcessExists(pid));
   EXPECT_FALSE(redis->Command({"PING"}).ok());
   EXPECT_TRUE(absl::IsFailedPrecondition(redis->Kill()));
-  ASSERT_TRUE(redis->Restart().ok());
+  ASSERT_OK(redis->Restart());
   EXPECT_EQ(redis->Command({"PING"})->str, "PONG");
 }
 
@@ -470,7 +473,7 @@ TEST(RedisServerTest, ServerThatShutsItselfDownCountsAsStopped) {
     usleep(10000);
   }
   EXPECT_FALSE(redis->running());
-  ASSERT_TRUE(redis->Restart().ok());
+  ASSERT_OK(redis->Restart());
   EXPECT_TRUE(redis->running());
 }
 
@@ -504,7 +507,7 @@ TEST(RedisServerTest, DestructorStopsTheServerAndRemovesTheDir) {
 TEST(RedisServerTest, TempDirsAreRemovedAtExitForServersNeverDestroyed) {
   absl::StatusOr<std::unique_ptr<ChildProcess>> child =
       ChildProcess::Spawn("LeakServersAndExit");
-  ASSERT_TRUE(child.ok()) << child.status();
+  ASSERT_OK(child);
   absl::StatusOr<std::string> leaked = (*child)->ReadLine(absl::Seconds(30));
   absl::StatusOr<std::string> shared = (*child)->ReadLine(absl::Seconds(30));
   ASSERT_EQ(*(*child)->Wait(absl::Seconds(30)), 0);
@@ -517,9 +520,9 @@ TEST(RedisServerTest, TempDirsAreRemovedAtExitForServersNeverDestroyed) {
 TEST(RedisServerTest, TempDirsAreRemovedWhenAKilledChildIsReaped) {
   absl::StatusOr<std::unique_ptr<ChildProcess>> child =
       ChildProcess::Spawn("StartServerAndWait");
-  ASSERT_TRUE(child.ok()) << child.status();
+  ASSERT_OK(child);
   absl::StatusOr<std::string> dir = (*child)->ReadLine(absl::Seconds(30));
-  ASSERT_TRUE(dir.ok()) << dir.status();
+  ASSERT_OK(dir);
   EXPECT_TRUE(PathExists(*dir));
   ASSERT_TRUE((*child)->Signal(SIGKILL).ok());
   EXPECT_EQ(*(*child)->Wait(absl::Seconds(30)), 128 + SIGKILL);
@@ -530,11 +533,40 @@ TEST(RedisServerTest,
      TempDirsAreRemovedForAForkedCopyThatExitedWithoutCleanup) {
   absl::StatusOr<std::unique_ptr<ChildProcess>> child =
       ChildProcess::Spawn("ForkedCopyStartsServerAndExits");
-  ASSERT_TRUE(child.ok()) << child.status();
+  ASSERT_OK(child);
   absl::StatusOr<std::string> dir = (*child)->ReadLine(absl::Seconds(30));
   ASSERT_EQ(*(*child)->Wait(absl::Seconds(30)), 0);
-  ASSERT_TRUE(dir.ok()) << dir.status();
+  ASSERT_OK(dir);
   EXPECT_FALSE(PathExists(*dir)) << "an _exit()ed fork's server dir survived";
+}
+
+// Regression: under Bazel, whose sandbox gives each test a PID namespace of
+// its own, a test removed the live dirs of another (same pid, or a pid it
+// could not see) and that test's server could not restart. A dir is removed
+// only once no process holds its lock, whatever its pid says.
+TEST(RedisServerTest, TempDirsOfALiveOwnerInAnotherPidNamespaceAreKept) {
+  // A pid that no process of this namespace has: a reaped child's.
+  const pid_t gone = fork();
+  ASSERT_GE(gone, 0);
+  if (gone == 0) _exit(0);
+  ASSERT_EQ(waitpid(gone, nullptr, 0), gone);
+  const std::string name = absl::StrCat("/tmp/relock-test-", gone, "-AbCdEf");
+  ASSERT_EQ(mkdir(name.c_str(), 0700), 0) << strerror(errno);
+  const std::string owner_file = absl::StrCat(name, "/.owner");
+  // The owner, as a process elsewhere would: its own open file, locked.
+  const int owner =
+      open(owner_file.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+  ASSERT_GE(owner, 0) << strerror(errno);
+  ASSERT_EQ(flock(owner, LOCK_EX), 0);
+
+  internal::RemoveOrphanedTempDirs();
+  internal::RemoveTempDirsOf(gone);
+  EXPECT_TRUE(PathExists(name)) << "a live owner's dir was removed";
+
+  close(owner);  // the owner ends
+  internal::RemoveTempDirsOf(gone);
+  EXPECT_FALSE(PathExists(name)) << "an ended owner's dir was kept";
+  internal::RemoveTree(name);
 }
 
 TEST(RedisServerTest, ServerStartedByAShortLivedThreadOutlivesIt) {
@@ -575,7 +607,7 @@ TEST(RedisServerTlsTest, ServerAnswersRedisCliOnTheTlsPort) {
 
   // The plaintext port stays, for Command().
   absl::StatusOr<RedisValue> pong = redis->Command({"PING"});
-  ASSERT_TRUE(pong.ok()) << pong.status();
+  ASSERT_OK(pong);
   EXPECT_EQ(pong->str, "PONG");
   RedisValue tls_port = *redis->Command({"CONFIG", "GET", "tls-port"});
   ASSERT_EQ(tls_port.elements.size(), 2u) << tls_port;
@@ -632,7 +664,7 @@ TEST(RedisServerTlsTest, CertificateVerifiesFor127001AndLocalhostOnly) {
         {openssl, "s_client", "-connect",
          absl::StrCat(RedisServer::kHost, ":", redis->tls_port()), "-CAfile",
          redis->ca_file(), "-verify_return_error", "-brief", flag, name});
-    EXPECT_TRUE(run.ok()) << run.status();
+    EXPECT_OK(run);
     return run.ok() ? *std::move(run) : ToolRun{};
   };
   ToolRun ip = connect("-verify_ip", "127.0.0.1");
@@ -672,7 +704,7 @@ TEST(RedisServerTlsTest, RestartKeepsThePortsAndTheCertificates) {
   const std::string ca = ReadFile(redis->ca_file());
   const std::string client_cert = ReadFile(redis->client_cert_file());
 
-  ASSERT_TRUE(redis->Restart().ok());
+  ASSERT_OK(redis->Restart());
   EXPECT_EQ(redis->port(), port);
   EXPECT_EQ(redis->tls_port(), tls_port);
   EXPECT_EQ(ReadFile(redis->ca_file()), ca);
@@ -694,7 +726,7 @@ TEST(RedisServerTlsTest, BadAuthClientsValueIsInvalidArgument) {
 TEST(RedisServerTlsTest, MissingOpensslIsNotFound) {
   absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Spawn(
       "StartTlsServerWithOpenssl", {"/nonexistent/openssl"});
-  ASSERT_TRUE(child.ok()) << child.status();
+  ASSERT_OK(child);
   EXPECT_EQ(*(*child)->ReadLine(absl::Seconds(30)), "NOT_FOUND");
   EXPECT_THAT(*(*child)->ReadLine(absl::Seconds(30)),
               HasSubstr("$RELOCK_OPENSSL=/nonexistent/openssl"));
@@ -713,10 +745,10 @@ TEST(RedisServerTlsTest, FailingOpensslIsInternalAndQuotesItsStderr) {
   ASSERT_EQ(chmod(fake.c_str(), 0700), 0);
   absl::StatusOr<std::unique_ptr<ChildProcess>> child =
       ChildProcess::Spawn("StartTlsServerWithOpenssl", {fake});
-  ASSERT_TRUE(child.ok()) << child.status();
+  ASSERT_OK(child);
   EXPECT_EQ(*(*child)->ReadLine(absl::Seconds(30)), "INTERNAL");
   absl::StatusOr<std::string> message = (*child)->ReadLine(absl::Seconds(30));
-  ASSERT_TRUE(message.ok()) << message.status();
+  ASSERT_OK(message);
   EXPECT_THAT(*message, HasSubstr("fake openssl: cannot do req"));
   EXPECT_THAT(*message, HasSubstr("exit code 3"));
   EXPECT_EQ(*(*child)->Wait(absl::Seconds(30)), 0);
@@ -727,7 +759,7 @@ TEST(RedisServerTest, SharedServerIsOneRunningServer) {
   EXPECT_EQ(&shared, &SharedRedisServer());
   EXPECT_TRUE(shared.running());
   EXPECT_EQ(shared.Command({"PING"})->str, "PONG");
-  EXPECT_TRUE(shared.FlushAll().ok());
+  EXPECT_OK(shared.FlushAll());
 }
 
 // ----------------------------------------------------------- ChildProcess --
@@ -735,17 +767,17 @@ TEST(RedisServerTest, SharedServerIsOneRunningServer) {
 TEST(ChildProcessTest, EchoesLinesAndExitsWithItsCode) {
   absl::StatusOr<std::unique_ptr<ChildProcess>> child =
       ChildProcess::Spawn("EchoUntilEof", {"a", "b c"});
-  ASSERT_TRUE(child.ok()) << child.status();
+  ASSERT_OK(child);
   ChildProcess& c = **child;
   EXPECT_GT(c.pid(), 0);
   EXPECT_EQ(*c.ReadLine(absl::Seconds(10)), "args a b c");
-  ASSERT_TRUE(c.WriteLine("hello").ok());
-  ASSERT_TRUE(c.WriteLine("world").ok());
+  ASSERT_OK(c.WriteLine("hello"));
+  ASSERT_OK(c.WriteLine("world"));
   EXPECT_EQ(*c.ReadLine(absl::Seconds(10)), "hello");
   EXPECT_EQ(*c.ReadLine(absl::Seconds(10)), "world");
-  ASSERT_TRUE(c.CloseStdin().ok());
+  ASSERT_OK(c.CloseStdin());
   absl::StatusOr<int> code = c.Wait(absl::Seconds(10));
-  ASSERT_TRUE(code.ok()) << code.status();
+  ASSERT_OK(code);
   EXPECT_EQ(*code, 7);
   EXPECT_EQ(*c.Wait(absl::Seconds(1)), 7) << "the code is kept";
   EXPECT_TRUE(absl::IsOutOfRange(c.ReadLine(absl::Seconds(1)).status()));
@@ -756,7 +788,7 @@ TEST(ChildProcessTest, EchoesLinesAndExitsWithItsCode) {
 TEST(ChildProcessTest, ExitLineEndsTheChild) {
   absl::StatusOr<std::unique_ptr<ChildProcess>> child =
       ChildProcess::Spawn("EchoUntilEof", {});
-  ASSERT_TRUE(child.ok()) << child.status();
+  ASSERT_OK(child);
   EXPECT_EQ(*(*child)->ReadLine(absl::Seconds(10)), "args ");
   ASSERT_TRUE((*child)->WriteLine("exit").ok());
   EXPECT_EQ(*(*child)->Wait(absl::Seconds(10)), 7);
@@ -765,18 +797,18 @@ TEST(ChildProcessTest, ExitLineEndsTheChild) {
 TEST(ChildProcessTest, SigkillGives128Plus9) {
   absl::StatusOr<std::unique_ptr<ChildProcess>> child =
       ChildProcess::Spawn("EchoUntilEof", {});
-  ASSERT_TRUE(child.ok()) << child.status();
+  ASSERT_OK(child);
   ASSERT_TRUE((*child)->ReadLine(absl::Seconds(10)).ok());
   ASSERT_TRUE((*child)->Signal(SIGKILL).ok());
   absl::StatusOr<int> code = (*child)->Wait(absl::Seconds(10));
-  ASSERT_TRUE(code.ok()) << code.status();
+  ASSERT_OK(code);
   EXPECT_EQ(*code, 128 + SIGKILL);
 }
 
 TEST(ChildProcessTest, ReadLineAndWaitTimeOut) {
   absl::StatusOr<std::unique_ptr<ChildProcess>> child =
       ChildProcess::Spawn("EchoUntilEof", {});
-  ASSERT_TRUE(child.ok()) << child.status();
+  ASSERT_OK(child);
   ASSERT_TRUE((*child)->ReadLine(absl::Seconds(10)).ok());
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<std::string> line =
@@ -796,7 +828,7 @@ TEST(ChildProcessTest, ReadLineAndWaitTimeOut) {
 TEST(ChildProcessTest, DestructorKillsTheChild) {
   absl::StatusOr<std::unique_ptr<ChildProcess>> child =
       ChildProcess::Spawn("EchoUntilEof", {});
-  ASSERT_TRUE(child.ok()) << child.status();
+  ASSERT_OK(child);
   const pid_t pid = (*child)->pid();
   ASSERT_TRUE((*child)->ReadLine(absl::Seconds(10)).ok());
   child->reset();
@@ -806,7 +838,7 @@ TEST(ChildProcessTest, DestructorKillsTheChild) {
 TEST(ChildProcessTest, UnknownRoutineFails) {
   absl::StatusOr<std::unique_ptr<ChildProcess>> child =
       ChildProcess::Spawn("NoSuchRoutine", {});
-  ASSERT_TRUE(child.ok()) << child.status();
+  ASSERT_OK(child);
   EXPECT_EQ(*(*child)->Wait(absl::Seconds(10)), 125);
 }
 
@@ -814,9 +846,48 @@ TEST(ChildProcessTest, ChildTalksToTheSharedServer) {
   RedisServer& redis = SharedRedisServer();
   absl::StatusOr<std::unique_ptr<ChildProcess>> child =
       ChildProcess::Spawn("PingPort", {absl::StrCat(redis.port())});
-  ASSERT_TRUE(child.ok()) << child.status();
+  ASSERT_OK(child);
   EXPECT_EQ(*(*child)->ReadLine(absl::Seconds(10)), "PONG");
   EXPECT_EQ(*(*child)->Wait(absl::Seconds(10)), 0);
+}
+
+// The status matchers (tests/testing/status_matchers.h) accept what they
+// should, reject what they should, and say why.
+TEST(StatusMatchersTest, MatchStatusesAndStatusOrsByCodeMessageAndValue) {
+  const absl::Status ok = absl::OkStatus();
+  const absl::Status bad = absl::InvalidArgumentError("lease too short");
+  const absl::StatusOr<int> three = 3;
+  const absl::StatusOr<int> missing = absl::NotFoundError("no such lock");
+
+  EXPECT_OK(ok);
+  EXPECT_OK(three);
+  EXPECT_THAT(bad, Not(IsOk()));
+  EXPECT_THAT(missing, Not(IsOk()));
+  EXPECT_THAT(bad, StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(bad,
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("lease")));
+  EXPECT_THAT(bad, Not(StatusIs(absl::StatusCode::kInvalidArgument,
+                                HasSubstr("owner"))));
+  EXPECT_THAT(missing, StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(three, StatusIs(absl::StatusCode::kOk));
+  EXPECT_THAT(three, IsOkAndHolds(3));
+  EXPECT_THAT(three, IsOkAndHolds(::testing::Gt(2)));
+  EXPECT_THAT(three, Not(IsOkAndHolds(4)));
+  EXPECT_THAT(missing, Not(IsOkAndHolds(3)));
+
+  // A failure names the status it saw.
+  ::testing::StringMatchResultListener why;
+  EXPECT_FALSE(::testing::ExplainMatchResult(IsOk(), bad, &why));
+  EXPECT_THAT(why.str(), HasSubstr("INVALID_ARGUMENT: lease too short"));
+  ::testing::StringMatchResultListener why_not;
+  EXPECT_FALSE(
+      ::testing::ExplainMatchResult(IsOkAndHolds(3), missing, &why_not));
+  EXPECT_THAT(why_not.str(), HasSubstr("NOT_FOUND: no such lock"));
+  const ::testing::AssertionResult not_ok =
+      status_internal::IsOkFormat("Find(name)", missing);
+  EXPECT_FALSE(not_ok);
+  EXPECT_STREQ(not_ok.message(),
+               "Find(name) is not OK: NOT_FOUND: no such lock");
 }
 
 }  // namespace

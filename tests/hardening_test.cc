@@ -35,6 +35,7 @@
 #include "tests/test_util.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/notification.h"
+#include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace {
@@ -59,13 +60,13 @@ constexpr absl::string_view kForeignOwner =
 std::unique_ptr<RedisServer> MustStart(RedisServerOptions options = {}) {
   absl::StatusOr<std::unique_ptr<RedisServer>> server =
       RedisServer::Start(std::move(options));
-  EXPECT_TRUE(server.ok()) << server.status();
+  EXPECT_OK(server);
   return server.ok() ? *std::move(server) : nullptr;
 }
 
 int64_t Integer(RedisServer& server, const std::vector<std::string>& argv) {
   absl::StatusOr<testing::RedisValue> v = server.Command(argv);
-  EXPECT_TRUE(v.ok()) << v.status();
+  EXPECT_OK(v);
   return v.ok() ? v->integer : -1;
 }
 
@@ -134,9 +135,9 @@ TEST(HardeningTest, SigpipeNeverKillsTheHostProcess) {
   ASSERT_NE(server, nullptr);
   absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Spawn(
       "WriteToConnectionsTheServerClosed", {absl::StrCat(server->port())});
-  ASSERT_TRUE(child.ok()) << child.status();
+  ASSERT_OK(child);
   absl::StatusOr<int> code = (*child)->Wait(absl::Seconds(30));
-  ASSERT_TRUE(code.ok()) << code.status();
+  ASSERT_OK(code);
   EXPECT_EQ(*code, 0) << "128 + " << SIGPIPE << " = killed by SIGPIPE";
 }
 
@@ -168,7 +169,7 @@ class StaleConnectionTest : public ::testing::Test {
       std::vector<std::thread> threads;
       for (int t = 0; t < 8; ++t) {
         threads.emplace_back([this] {
-          for (int i = 0; i < 20; ++i) EXPECT_TRUE(client_->Ping().ok());
+          for (int i = 0; i < 20; ++i) EXPECT_OK(client_->Ping());
         });
       }
       for (std::thread& t : threads) t.join();
@@ -189,13 +190,13 @@ class StaleConnectionTest : public ::testing::Test {
     Lock lock = client_->GetLock(TestLockName());
     Stopwatch watch;
     absl::Status s = lock.TryAcquire(absl::Seconds(1));
-    EXPECT_TRUE(s.ok()) << s;
-    ASSERT_TRUE(s.ok());
-    EXPECT_TRUE(lock.Acquire().ok());  // re-entry
-    EXPECT_TRUE(lock.Release().ok());
-    EXPECT_TRUE(lock.Release().ok());
+    EXPECT_OK(s);
+    ASSERT_OK(s);
+    EXPECT_OK(lock.Acquire());  // re-entry
+    EXPECT_OK(lock.Release());
+    EXPECT_OK(lock.Release());
     EXPECT_EQ(*lock.IsLocked(), false);
-    EXPECT_TRUE(client_->Ping().ok());
+    EXPECT_OK(client_->Ping());
   }
   std::unique_ptr<RedisServer> server_;
   std::unique_ptr<Client> client_;
@@ -209,13 +210,13 @@ TEST_F(StaleConnectionTest, NoSpuriousUnavailableAfterClientKill) {
 
 TEST_F(StaleConnectionTest, NoSpuriousUnavailableAfterARestart) {
   OpenSeveralConnections();
-  ASSERT_TRUE(server_->Restart().ok());
+  ASSERT_OK(server_->Restart());
   ExpectCallsWork();
 }
 
 TEST_F(StaleConnectionTest, NoSpuriousUnavailableAfterAnIdleTimeout) {
   OpenSeveralConnections();
-  ASSERT_TRUE(server_->Command({"CONFIG", "SET", "timeout", "1"}).ok());
+  ASSERT_OK(server_->Command({"CONFIG", "SET", "timeout", "1"}));
   // Redis closes idle clients in its cron, some seconds after `timeout`. Left
   // are this query's connection and the pub/sub one (type normal while
   // subscribed to nothing), which its PINGs keep busy.
@@ -248,8 +249,8 @@ class ShortLeaseTest : public testing::RedisClientTest {
 TEST_F(ShortLeaseTest, ReentryWithAnExplicitLeaseDoesNotCutAWatchdogHoldShort) {
   Lock lock = client_->GetLock(TestLockName());
   lock.lock();
-  ASSERT_TRUE(lock.Acquire(absl::Milliseconds(200)).ok());
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Acquire(absl::Milliseconds(200)));
+  ASSERT_OK(lock.Release());
   absl::SleepFor(kShortWatchdog * 3);  // several leases: renewed throughout
   EXPECT_EQ(
       other_->GetLock(lock.name()).TryAcquire(absl::ZeroDuration()).code(),
@@ -257,26 +258,26 @@ TEST_F(ShortLeaseTest, ReentryWithAnExplicitLeaseDoesNotCutAWatchdogHoldShort) {
       << "the outer hold expired: the re-entry cut it short";
   EXPECT_EQ(*lock.HoldCount(), 1);
   absl::StatusOr<std::chrono::steady_clock::time_point> safe = lock.SafeUntil();
-  ASSERT_TRUE(safe.ok()) << safe.status();
+  ASSERT_OK(safe);
   EXPECT_GT(*safe, std::chrono::steady_clock::now());
-  EXPECT_TRUE(lock.Release().ok());
+  EXPECT_OK(lock.Release());
   EXPECT_TRUE(events_.events().empty());
 }
 
 TEST_F(ShortLeaseTest, ReentryNeverShortensAnExplicitLease) {
   Lock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire(absl::Seconds(20)).ok());
-  ASSERT_TRUE(lock.Acquire(absl::Milliseconds(100)).ok());
+  ASSERT_OK(lock.Acquire(absl::Seconds(20)));
+  ASSERT_OK(lock.Acquire(absl::Milliseconds(100)));
   EXPECT_GT(*lock.RemainingLease(), absl::Seconds(15));
   absl::SleepFor(absl::Milliseconds(300));
-  EXPECT_TRUE(lock.SafeUntil().ok());
-  EXPECT_TRUE(lock.Release().ok());
-  EXPECT_TRUE(lock.Release().ok());
+  EXPECT_OK(lock.SafeUntil());
+  EXPECT_OK(lock.Release());
+  EXPECT_OK(lock.Release());
 }
 
 TEST_F(ShortLeaseTest, SafeUntilNeverReturnsAPastTimeAsOk) {
   Lock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire(absl::Milliseconds(100)).ok());
+  ASSERT_OK(lock.Acquire(absl::Milliseconds(100)));
   absl::SleepFor(absl::Milliseconds(400));
   absl::StatusOr<std::chrono::steady_clock::time_point> safe = lock.SafeUntil();
   EXPECT_EQ(safe.status().code(), absl::StatusCode::kAborted)
@@ -288,7 +289,7 @@ TEST_F(ShortLeaseTest, SafeUntilNeverReturnsAPastTimeAsOk) {
 
 TEST_F(ShortLeaseTest, ThreadExitWhileHoldingStopsRenewalAndIsReported) {
   Lock lock = client_->GetLock(TestLockName());
-  std::thread holder([&] { EXPECT_TRUE(lock.Acquire().ok()); });
+  std::thread holder([&] { EXPECT_OK(lock.Acquire()); });
   holder.join();
   LockEvent event;
   ASSERT_TRUE(events_.WaitFor(LockEventType::kOwnerThreadExited,
@@ -299,9 +300,9 @@ TEST_F(ShortLeaseTest, ThreadExitWhileHoldingStopsRenewalAndIsReported) {
   // No longer renewed: another owner gets it within about one lease.
   Stopwatch watch;
   Lock theirs = other_->GetLock(lock.name());
-  ASSERT_TRUE(theirs.TryAcquire(absl::Seconds(20)).ok());
+  ASSERT_OK(theirs.TryAcquire(absl::Seconds(20)));
   EXPECT_LT(watch.Elapsed(), kShortWatchdog + kSlack);
-  EXPECT_TRUE(theirs.Release().ok());
+  EXPECT_OK(theirs.Release());
   EXPECT_EQ(internal::ClientAccess::Core(*client_).holds().size(), 0u);
 }
 
@@ -329,9 +330,9 @@ TEST(HardeningTest, DestroyingTheClientInsideItsEventCallbackIsSafe) {
     // reference to the client's core, on the event thread itself (before
     // the fix: std::terminate from joining itself).
     Lock lock = client->GetLock(name);
-    ASSERT_TRUE(lock.Acquire().ok());
+    ASSERT_OK(lock.Acquire());
   }
-  ASSERT_TRUE(redis.Command({"DEL", name}).ok());
+  ASSERT_OK(redis.Command({"DEL", name}));
   ASSERT_TRUE(destroyed.WaitForNotificationWithTimeout(absl::Seconds(10)));
   EXPECT_EQ(client, nullptr);
 }
@@ -353,13 +354,13 @@ TEST(HardeningTest, CloseWhileRedisIsPausedIsBoundedAsAWhole) {
   ASSERT_NE(client, nullptr);
   constexpr int kLocks = 20;  // one timeout each would take 10 s
   for (int i = 0; i < kLocks; ++i) {
-    ASSERT_TRUE(client->GetLock(TestLockName(absl::StrCat(i))).Acquire().ok());
+    ASSERT_OK(client->GetLock(TestLockName(absl::StrCat(i))).Acquire());
   }
-  ASSERT_TRUE(server->Pause().ok());
+  ASSERT_OK(server->Pause());
   Stopwatch watch;
   client->Close();
   const absl::Duration took = watch.Elapsed();
-  ASSERT_TRUE(server->Resume().ok());
+  ASSERT_OK(server->Resume());
   // A watchdog round in flight, one pipelined release round, the pub/sub
   // thread's reconnect: each bounded by the timeouts.
   EXPECT_LT(took, 4 * kTimeout + kSlack);
@@ -418,10 +419,10 @@ TEST_F(ShortLeaseTest, ExpiredExplicitLeaseHoldsAreNotReportedOnClose) {
   std::vector<Lock> locks;
   for (int i = 0; i < 200; ++i) {
     locks.push_back(client_->GetLock(TestLockName(absl::StrCat(i))));
-    ASSERT_TRUE(locks.back().Acquire(absl::Milliseconds(100)).ok());
+    ASSERT_OK(locks.back().Acquire(absl::Milliseconds(100)));
   }
   Lock kept = client_->GetLock(TestLockName("kept"));
-  ASSERT_TRUE(kept.Acquire(absl::Seconds(30)).ok());
+  ASSERT_OK(kept.Acquire(absl::Seconds(30)));
   absl::SleepFor(absl::Milliseconds(600));
   // Within the retention, the holder is told its lease ran out.
   absl::Status s = locks[0].Release();
@@ -432,7 +433,7 @@ TEST_F(ShortLeaseTest, ExpiredExplicitLeaseHoldsAreNotReportedOnClose) {
   ASSERT_EQ(closed.size(), 1u) << "only the live hold is released on close";
   EXPECT_EQ(closed[0].type, LockEventType::kReleasedOnClose);
   EXPECT_EQ(closed[0].lock_name, kept.name());
-  EXPECT_TRUE(closed[0].status.ok()) << closed[0].status;
+  EXPECT_OK(closed[0].status);
 }
 
 // --- 8. Values that are not locks
@@ -450,8 +451,8 @@ TEST_F(NotALockTest, ForceReleaseDeletesOnlyLocks) {
       {"HSET", name, "owner:1", "not a count"},
   };
   for (const std::vector<std::string>& set : values) {
-    ASSERT_TRUE(redis().Command({"DEL", name}).ok());
-    ASSERT_TRUE(redis().Command(set).ok());
+    ASSERT_OK(redis().Command({"DEL", name}));
+    ASSERT_OK(redis().Command(set));
     absl::StatusOr<bool> forced = lock.ForceRelease();
     EXPECT_EQ(forced.status().code(), absl::StatusCode::kFailedPrecondition)
         << set[0] << " " << forced.status();
@@ -467,15 +468,15 @@ TEST_F(NotALockTest, ForceReleaseDeletesOnlyLocks) {
         << set[0];
   }
   // A real lock (another owner's) is still force-released.
-  ASSERT_TRUE(redis().Command({"DEL", name}).ok());
-  std::thread other([&] { EXPECT_TRUE(lock.Acquire().ok()); });
+  ASSERT_OK(redis().Command({"DEL", name}));
+  std::thread other([&] { EXPECT_OK(lock.Acquire()); });
   other.join();
   EXPECT_EQ(*lock.ForceRelease(), true);
 }
 
 TEST_F(NotALockTest, PlainHashWithoutTtlDoesNotBlockLockForever) {
   const std::string name = TestLockName();
-  ASSERT_TRUE(redis().Command({"HSET", name, "field", "value"}).ok());
+  ASSERT_OK(redis().Command({"HSET", name, "field", "value"}));
   Lock lock = client_->GetLock(name);
   Stopwatch watch;
   try {
@@ -491,8 +492,7 @@ TEST_F(NotALockTest, PlainHashWithoutTtlDoesNotBlockLockForever) {
 TEST_F(NotALockTest, LockWithoutTtlIsRecheckedNotAwaitedForever) {
   const std::string name = TestLockName();
   // A lock-shaped hash without a TTL, set by hand.
-  ASSERT_TRUE(
-      redis().Command({"HSET", name, std::string(kForeignOwner), "1"}).ok());
+  ASSERT_OK(redis().Command({"HSET", name, std::string(kForeignOwner), "1"}));
   Lock lock = client_->GetLock(name);
   EXPECT_EQ(lock.TryAcquire(absl::Milliseconds(300)).code(),
             absl::StatusCode::kDeadlineExceeded);
@@ -500,14 +500,14 @@ TEST_F(NotALockTest, LockWithoutTtlIsRecheckedNotAwaitedForever) {
   std::thread waiter([&] {
     got = lock.Acquire();
     if (got.ok()) {
-      EXPECT_TRUE(lock.Release().ok());
+      EXPECT_OK(lock.Release());
     }
   });
   absl::SleepFor(absl::Milliseconds(300));
   Stopwatch watch;
-  ASSERT_TRUE(redis().Command({"DEL", name}).ok());  // no unlock message
+  ASSERT_OK(redis().Command({"DEL", name}));  // no unlock message
   waiter.join();
-  EXPECT_TRUE(got.ok()) << got;
+  EXPECT_OK(got);
   EXPECT_LT(watch.Elapsed(), absl::Seconds(1) + kSlack);
 }
 
@@ -528,7 +528,7 @@ TEST(HardeningTest, AclUserWithoutChannelRightsGetsPermissionDenied) {
   ASSERT_NE(locker, nullptr);
   const std::string name = TestLockName();
   Lock held = holder->GetLock(name);
-  ASSERT_TRUE(held.Acquire().ok());
+  ASSERT_OK(held.Acquire());
 
   // Waiting needs SUBSCRIBE on the lock's channel: refused at once, named.
   Lock lock = locker->GetLock(name);
@@ -540,11 +540,11 @@ TEST(HardeningTest, AclUserWithoutChannelRightsGetsPermissionDenied) {
   EXPECT_LT(watch.Elapsed(), kSlack);
   s = lock.Acquire();
   EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
-  ASSERT_TRUE(held.Release().ok());
+  ASSERT_OK(held.Release());
 
   // Releasing needs PUBLISH: the lock is freed, and the status says that
   // its waiters were not told.
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   s = lock.Release();
   EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("was released"));
@@ -557,7 +557,7 @@ TEST(HardeningTest, AclUserWithoutChannelRightsGetsPermissionDenied) {
 
 TEST_F(ShortLeaseTest, ForkedChildIsNotAnOwnerAndItsExitKeepsTheParentsLocks) {
   Lock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
@@ -589,7 +589,7 @@ TEST_F(ShortLeaseTest, ForkedChildIsNotAnOwnerAndItsExitKeepsTheParentsLocks) {
   EXPECT_EQ(
       other_->GetLock(lock.name()).TryAcquire(absl::ZeroDuration()).code(),
       absl::StatusCode::kDeadlineExceeded);
-  EXPECT_TRUE(lock.Release().ok());
+  EXPECT_OK(lock.Release());
   EXPECT_TRUE(events_.events().empty());
 }
 
@@ -598,7 +598,7 @@ TEST_F(ShortLeaseTest, ForkedChildIsNotAnOwnerAndItsExitKeepsTheParentsLocks) {
 
 TEST_F(ShortLeaseTest, TryLockUntilExtremeTimePointsDoesNotWaitForever) {
   Lock mine = client_->GetLock(TestLockName());
-  ASSERT_TRUE(mine.Acquire().ok());
+  ASSERT_OK(mine.Acquire());
   Lock theirs = other_->GetLock(mine.name());
   Stopwatch watch;
   EXPECT_FALSE(
@@ -610,7 +610,7 @@ TEST_F(ShortLeaseTest, TryLockUntilExtremeTimePointsDoesNotWaitForever) {
   EXPECT_FALSE(theirs.try_lock_for(
       std::chrono::duration<double>(std::numeric_limits<double>::quiet_NaN())));
   EXPECT_LT(watch.Elapsed(), kSlack);
-  ASSERT_TRUE(mine.Release().ok());
+  ASSERT_OK(mine.Release());
   EXPECT_TRUE(
       theirs.try_lock_until(std::chrono::steady_clock::time_point::max()));
   theirs.unlock();
@@ -700,8 +700,8 @@ TEST(Issue23Test, AcquireWhosePexpireIsRenamedAwayLeavesNoLockWithoutLease) {
 // try_lock() said false); the same hash without a TTL was FailedPrecondition.
 TEST_F(NotALockTest, HashWithTtlIsNotALockHeldByAnotherOwner) {
   const std::string name = TestLockName();
-  ASSERT_TRUE(redis().Command({"HSET", name, "field", "value"}).ok());
-  ASSERT_TRUE(redis().Command({"PEXPIRE", name, "600000"}).ok());
+  ASSERT_OK(redis().Command({"HSET", name, "field", "value"}));
+  ASSERT_OK(redis().Command({"PEXPIRE", name, "600000"}));
   Lock plain = client_->GetLock(name);
   FairLock fair = client_->GetFairLock(name);
   ReadWriteLock rw = client_->GetReadWriteLock(name);
@@ -741,13 +741,12 @@ TEST(Issue23Test, ReleaseAtMaxmemoryIsNotRefused) {
   // a release that leaves holds keeps its TTL).
   for (Lock* lock : locks) {
     for (int i = 0; i < 3; ++i) {
-      ASSERT_TRUE(lock->Acquire(absl::Seconds(60)).ok()) << lock->name();
+      ASSERT_OK(lock->Acquire(absl::Seconds(60))) << lock->name();
     }
   }
-  ASSERT_TRUE(
-      server->Command({"CONFIG", "SET", "maxmemory-policy", "noeviction"})
-          .ok());
-  ASSERT_TRUE(server->Command({"CONFIG", "SET", "maxmemory", "1"}).ok());
+  ASSERT_OK(
+      server->Command({"CONFIG", "SET", "maxmemory-policy", "noeviction"}));
+  ASSERT_OK(server->Command({"CONFIG", "SET", "maxmemory", "1"}));
 
   // A new lock is refused, by every type alike: it would take memory.
   Lock other = client->GetLock(name + ":new");
@@ -763,16 +762,16 @@ TEST(Issue23Test, ReleaseAtMaxmemoryIsNotRefused) {
   for (Lock* lock : locks) {
     for (int64_t left = 2; left >= 0; --left) {
       absl::Status s = lock->Release();
-      EXPECT_TRUE(s.ok()) << lock->name() << ": " << s;
+      EXPECT_OK(s) << lock->name() << ": " << s;
       absl::StatusOr<int64_t> count = lock->HoldCount();
-      ASSERT_TRUE(count.ok()) << count.status();
+      ASSERT_OK(count);
       EXPECT_EQ(*count, left) << lock->name();
     }
   }
   EXPECT_EQ(KeysLeft(*server), "") << "locks left held";
-  ASSERT_TRUE(server->Command({"CONFIG", "SET", "maxmemory", "0"}).ok());
-  ASSERT_TRUE(other.Acquire().ok());
-  ASSERT_TRUE(other.Release().ok());
+  ASSERT_OK(server->Command({"CONFIG", "SET", "maxmemory", "0"}));
+  ASSERT_OK(other.Acquire());
+  ASSERT_OK(other.Release());
   EXPECT_TRUE(events.events().empty());
 }
 
@@ -781,7 +780,7 @@ TEST(Issue23Test, ReleaseAtMaxmemoryIsNotRefused) {
 // --force`) deleted it, and the queries reported it held.
 TEST_F(NotALockTest, UserHashWithColonNumberFieldsIsNotALock) {
   const std::string name = TestLockName();
-  ASSERT_TRUE(redis().Command({"HSET", name, "x:1", "1", "job:42", "3"}).ok());
+  ASSERT_OK(redis().Command({"HSET", name, "x:1", "1", "job:42", "3"}));
   Lock lock = client_->GetLock(name);
   absl::StatusOr<bool> forced = lock.ForceRelease();
   EXPECT_EQ(forced.status().code(), absl::StatusCode::kFailedPrecondition)
@@ -797,9 +796,8 @@ TEST_F(NotALockTest, UserHashWithColonNumberFieldsIsNotALock) {
       << "reported as a held lock";
   EXPECT_EQ(Integer(redis(), {"HLEN", name}), 2);
   // A lock of a client with a UUID id (relock's and Redisson's) still is.
-  ASSERT_TRUE(redis().Command({"DEL", name}).ok());
-  ASSERT_TRUE(
-      redis().Command({"HSET", name, std::string(kForeignOwner), "1"}).ok());
+  ASSERT_OK(redis().Command({"DEL", name}));
+  ASSERT_OK(redis().Command({"HSET", name, std::string(kForeignOwner), "1"}));
   EXPECT_EQ(*lock.IsLocked(), true);
   EXPECT_EQ(*lock.ForceRelease(), true);
 }
@@ -818,9 +816,9 @@ TEST_F(NotALockTest, ClientIdThatIsNotAUuidIsRefusedAtConnect) {
                   [&](ClientOptions& o) { o.client_id = options.client_id; });
   ASSERT_NE(client, nullptr);
   Lock lock = client->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   EXPECT_EQ(*client_->GetLock(lock.name()).IsLocked(), true);
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
 }
 
 // Item 13: a plain lock of a fair lock's name took the lock past the fair
@@ -832,7 +830,7 @@ TEST_F(NotALockTest, PlainLockOfAFairLockWithWaitersIsRefused) {
   ASSERT_NE(other, nullptr);
   const std::string name = TestLockName();
   FairLock fair = client_->GetFairLock(name);
-  ASSERT_TRUE(fair.Acquire().ok());
+  ASSERT_OK(fair.Acquire());
   absl::Status waited;
   testing::JoiningThread waiter([&] {
     waited = other->GetFairLock(name).TryAcquire(absl::Seconds(60));
@@ -849,13 +847,13 @@ TEST_F(NotALockTest, PlainLockOfAFairLockWithWaitersIsRefused) {
   EXPECT_LT(watch.Elapsed(), kSlack);
   // The fair waiter is woken by the release, not by its re-check.
   watch = Stopwatch();
-  ASSERT_TRUE(fair.Release().ok());
+  ASSERT_OK(fair.Release());
   waiter.join();
-  EXPECT_TRUE(waited.ok()) << waited;
+  EXPECT_OK(waited);
   EXPECT_LT(watch.Elapsed(), kSlack);
   // With nobody queued, the name is free for either type again.
-  ASSERT_TRUE(plain.Acquire().ok());
-  ASSERT_TRUE(plain.Release().ok());
+  ASSERT_OK(plain.Acquire());
+  ASSERT_OK(plain.Release());
 }
 
 // Item 13, the other way round: a FairLock that finds the name held by a
@@ -868,7 +866,7 @@ TEST_F(NotALockTest, FairWaiterBehindAPlainHolderIsWokenByItsRelease) {
   ASSERT_NE(other, nullptr);
   const std::string name = TestLockName();
   Lock plain = client_->GetLock(name);
-  ASSERT_TRUE(plain.Acquire().ok());
+  ASSERT_OK(plain.Acquire());
   absl::Status waited;
   testing::JoiningThread waiter([&] {
     FairLock fair = other->GetFairLock(name);
@@ -879,9 +877,9 @@ TEST_F(NotALockTest, FairWaiterBehindAPlainHolderIsWokenByItsRelease) {
     return Integer(redis(), {"LLEN", lock::FairQueueKey(name)}) == 1;
   }));
   Stopwatch watch;
-  ASSERT_TRUE(plain.Release().ok());
+  ASSERT_OK(plain.Release());
   waiter.join();
-  EXPECT_TRUE(waited.ok()) << waited;
+  EXPECT_OK(waited);
   EXPECT_LT(watch.Elapsed(), kSlack) << "the fair waiter was not woken";
 }
 
@@ -895,24 +893,24 @@ TEST_F(NotALockTest, PlainAndReadWriteLockOfOneNameAreRefusedToOtherOwners) {
   Stopwatch watch;
   {
     Lock plain = client_->GetLock(name);
-    ASSERT_TRUE(plain.Acquire().ok());
+    ASSERT_OK(plain.Acquire());
     ReadWriteLock rw = other->GetReadWriteLock(name);
     for (Lock* lock : {&rw.ReadLock(), &rw.WriteLock()}) {
       absl::Status s = lock->TryAcquire(absl::Seconds(10));
       EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
     }
-    ASSERT_TRUE(plain.Release().ok());
+    ASSERT_OK(plain.Release());
   }
   {
     ReadWriteLock rw = client_->GetReadWriteLock(name);
-    ASSERT_TRUE(rw.ReadLock().Acquire().ok());
+    ASSERT_OK(rw.ReadLock().Acquire());
     for (Lock lock :
          {other->GetLock(name), static_cast<Lock>(other->GetFairLock(name))}) {
       absl::Status s = lock.TryAcquire(absl::Seconds(10));
       EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
       EXPECT_THAT(std::string(s.message()), HasSubstr("read-write lock"));
     }
-    ASSERT_TRUE(rw.ReadLock().Release().ok());
+    ASSERT_OK(rw.ReadLock().Release());
   }
   EXPECT_LT(watch.Elapsed(), 3 * kSlack) << "an acquire waited";
   EXPECT_EQ(KeysLeft(redis()), "");
@@ -929,13 +927,13 @@ TEST_F(NotALockTest, MultiLockOfReadAndWriteLockIsRefusedInEitherOrder) {
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
     EXPECT_THAT(std::string(s.message()), HasSubstr("read-write lock"));
     if (s.ok()) {
-      ASSERT_TRUE(multi.Release().ok());
+      ASSERT_OK(multi.Release());
     }
     const Owner owner = Owner::New();
     s = multi.TryAcquireAsync(owner, absl::Seconds(1)).Get();
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
     if (s.ok()) {
-      ASSERT_TRUE(multi.ReleaseAsync(owner).Get().ok());
+      ASSERT_OK(multi.ReleaseAsync(owner).Get());
     }
     EXPECT_EQ(KeysLeft(redis()), "") << "a part was taken";
   }
@@ -945,8 +943,8 @@ TEST_F(NotALockTest, MultiLockOfReadAndWriteLockIsRefusedInEitherOrder) {
   EXPECT_EQ(mixed.TryAcquire(absl::Seconds(1)).code(),
             absl::StatusCode::kFailedPrecondition);
   MultiLock twice(rw.WriteLock(), rw.WriteLock());
-  ASSERT_TRUE(twice.Acquire().ok());
-  ASSERT_TRUE(twice.Release().ok());
+  ASSERT_OK(twice.Acquire());
+  ASSERT_OK(twice.Release());
 }
 
 }  // namespace

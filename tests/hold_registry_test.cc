@@ -19,6 +19,7 @@
 #include "lib/common/deadline.h"
 #include "lib/timer/timer_thread.h"
 #include "tests/testing/notification.h"
+#include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace watchdog {
@@ -447,9 +448,9 @@ TEST_F(HoldRegistryTest, LossCallbacksGoOutOnceWithTheLoss) {
   auto count = [&called](const absl::Status&) { ++called; };
   AcquireWatchdog("swept", absl::Seconds(10), At(absl::Seconds(0)));
   AcquireWatchdog("gone", absl::Seconds(30), At(absl::Seconds(0)));
-  ASSERT_TRUE(holds_.AddLossCallback("swept", kThread, count).ok());
-  ASSERT_TRUE(holds_.AddLossCallback("swept", kThread, count).ok());
-  ASSERT_TRUE(holds_.AddLossCallback("gone", kThread, count).ok());
+  ASSERT_OK(holds_.AddLossCallback("swept", kThread, count));
+  ASSERT_OK(holds_.AddLossCallback("swept", kThread, count));
+  ASSERT_OK(holds_.AddLossCallback("gone", kThread, count));
 
   std::vector<RenewItem> due;
   std::vector<LostHold> lost;
@@ -484,8 +485,8 @@ TEST_F(HoldRegistryTest, AnExplicitLeaseEndGoesToTheExpiryHandler) {
   AcquireExplicit("unwatched", absl::Seconds(10));
   AcquireExplicit("released", absl::Seconds(5));
   auto nothing = [](const absl::Status&) {};
-  ASSERT_TRUE(holds_.AddLossCallback("watched", kThread, nothing).ok());
-  ASSERT_TRUE(holds_.AddLossCallback("released", kThread, nothing).ok());
+  ASSERT_OK(holds_.AddLossCallback("watched", kThread, nothing));
+  ASSERT_OK(holds_.AddLossCallback("released", kThread, nothing));
   ASSERT_TRUE(holds_.BeginRelease("released", kThread).has_value());
   holds_.OnReleased("released", kThread, /*freed=*/true);
 

@@ -18,6 +18,7 @@
 #include "tests/cluster_test_util.h"
 #include "tests/test_util.h"
 #include "tests/testing/redis_cluster.h"
+#include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace {
@@ -72,11 +73,11 @@ TEST_F(InspectTest, HeldLockShowsOwnerCountLeaseAndTheHolderProcess) {
   Lock lock = client->GetLock(TestLockName());
   // Explicit leases go to Redis each time (a watchdog re-entry is counted
   // in the process), so Redis shows the count 2.
-  ASSERT_TRUE(lock.Acquire(absl::Seconds(60)).ok());
-  ASSERT_TRUE(lock.Acquire(absl::Seconds(60)).ok());
+  ASSERT_OK(lock.Acquire(absl::Seconds(60)));
+  ASSERT_OK(lock.Acquire(absl::Seconds(60)));
 
   absl::StatusOr<LockInfo> info = client->InspectLock(lock.name());
-  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_OK(info);
   EXPECT_EQ(info->name, lock.name());
   EXPECT_EQ(info->shape, LockShape::kLock);
   EXPECT_EQ(info->mode, "");
@@ -93,10 +94,10 @@ TEST_F(InspectTest, HeldLockShowsOwnerCountLeaseAndTheHolderProcess) {
   EXPECT_EQ(info->waiters, 0);
   EXPECT_EQ(info->queue_length, 0);
 
-  ASSERT_TRUE(lock.Release().ok());
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
+  ASSERT_OK(lock.Release());
   info = client->InspectLock(lock.name());
-  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_OK(info);
   EXPECT_EQ(info->shape, LockShape::kFree);
   EXPECT_TRUE(info->holders.empty());
   EXPECT_EQ(info->remaining_lease, absl::ZeroDuration());
@@ -106,12 +107,10 @@ TEST_F(InspectTest, KeyWithoutTtlHasAnInfiniteLease) {
   std::unique_ptr<Client> client = MustConnect(redis().url());
   ASSERT_NE(client, nullptr);
   const std::string name = TestLockName();
-  ASSERT_TRUE(redis()
-                  .Command({"HSET", name,
-                            "50e0e000-0000-4000-8000-000000000007:7", "1"})
-                  .ok());
+  ASSERT_OK(redis().Command(
+      {"HSET", name, "50e0e000-0000-4000-8000-000000000007:7", "1"}));
   absl::StatusOr<LockInfo> info = client->InspectLock(name);
-  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_OK(info);
   EXPECT_EQ(info->shape, LockShape::kLock);
   EXPECT_EQ(info->remaining_lease, absl::InfiniteDuration());
   ASSERT_EQ(info->holders.size(), 1u);
@@ -126,11 +125,11 @@ TEST_F(InspectTest, ReadWriteLockWithTwoReaders) {
   ReadWriteLock rw = client->GetReadWriteLock(TestLockName());
   const Owner a = Owner::New();
   const Owner b = Owner::New();
-  ASSERT_TRUE(rw.ReadLock().Acquire(a).ok());
-  ASSERT_TRUE(rw.ReadLock().Acquire(b).ok());
+  ASSERT_OK(rw.ReadLock().Acquire(a));
+  ASSERT_OK(rw.ReadLock().Acquire(b));
 
   absl::StatusOr<LockInfo> info = client->InspectLock(rw.name());
-  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_OK(info);
   EXPECT_EQ(info->shape, LockShape::kReadWriteLock);
   EXPECT_EQ(info->mode, "read");
   ASSERT_EQ(info->holders.size(), 2u);
@@ -142,17 +141,17 @@ TEST_F(InspectTest, ReadWriteLockWithTwoReaders) {
   }
   EXPECT_NE(info->holders[0].owner, info->holders[1].owner);
   EXPECT_GT(info->remaining_lease, absl::ZeroDuration());
-  ASSERT_TRUE(rw.ReadLock().Release(a).ok());
-  ASSERT_TRUE(rw.ReadLock().Release(b).ok());
+  ASSERT_OK(rw.ReadLock().Release(a));
+  ASSERT_OK(rw.ReadLock().Release(b));
 
-  ASSERT_TRUE(rw.WriteLock().Acquire(a).ok());
+  ASSERT_OK(rw.WriteLock().Acquire(a));
   info = client->InspectLock(rw.name());
-  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_OK(info);
   EXPECT_EQ(info->mode, "write");
   ASSERT_EQ(info->holders.size(), 1u);
   EXPECT_TRUE(info->holders[0].write);
   EXPECT_THAT(info->holders[0].owner, ::testing::EndsWith(":write"));
-  ASSERT_TRUE(rw.WriteLock().Release(a).ok());
+  ASSERT_OK(rw.WriteLock().Release(a));
 }
 
 TEST_F(InspectTest, WaiterIsCounted) {
@@ -161,7 +160,7 @@ TEST_F(InspectTest, WaiterIsCounted) {
   ASSERT_NE(holder, nullptr);
   ASSERT_NE(waiter, nullptr);
   Lock lock = holder->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   testing::BackgroundWaiter background(waiter->GetLock(lock.name()),
                                        absl::Seconds(60));
   int64_t waiters = -1;
@@ -170,7 +169,7 @@ TEST_F(InspectTest, WaiterIsCounted) {
     waiters = info.ok() ? info->waiters : -1;
     return waiters == 1;
   })) << waiters;
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
   EXPECT_TRUE(background.Join());
 }
 
@@ -180,11 +179,11 @@ TEST_F(InspectTest, FairQueueIsCounted) {
   ASSERT_NE(holder, nullptr);
   ASSERT_NE(waiter, nullptr);
   FairLock lock = holder->GetFairLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   FairLock other = waiter->GetFairLock(lock.name());
   JoiningThread thread([&] {
-    EXPECT_TRUE(other.TryAcquire(absl::Seconds(60)).ok());
-    EXPECT_TRUE(other.Release().ok());
+    EXPECT_OK(other.TryAcquire(absl::Seconds(60)));
+    EXPECT_OK(other.Release());
   });
   int64_t queue = -1;
   EXPECT_TRUE(Eventually([&] {
@@ -192,7 +191,7 @@ TEST_F(InspectTest, FairQueueIsCounted) {
     queue = info.ok() ? info->queue_length : -1;
     return queue == 1;
   })) << queue;
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
 }
 
 TEST_F(InspectTest, NonLockKeysAreRefusedAndNotListed) {
@@ -200,10 +199,10 @@ TEST_F(InspectTest, NonLockKeysAreRefusedAndNotListed) {
   ASSERT_NE(client, nullptr);
   const std::string text = TestLockName("string");
   const std::string hash = TestLockName("hash");
-  ASSERT_TRUE(redis().Command({"SET", text, "x"}).ok());
-  ASSERT_TRUE(redis().Command({"HSET", hash, "color", "blue"}).ok());
+  ASSERT_OK(redis().Command({"SET", text, "x"}));
+  ASSERT_OK(redis().Command({"HSET", hash, "color", "blue"}));
   Lock lock = client->GetLock(TestLockName("lock"));
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
 
   absl::StatusOr<LockInfo> info = client->InspectLock(text);
   EXPECT_EQ(info.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -216,15 +215,15 @@ TEST_F(InspectTest, NonLockKeysAreRefusedAndNotListed) {
 
   // The client's own info record is a hash too, and is not listed.
   absl::StatusOr<std::vector<LockInfo>> all = client->ListLocks();
-  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_OK(all);
   EXPECT_THAT(Names(*all), ElementsAre(lock.name()));
   absl::StatusOr<std::vector<LockInfo>> none =
       client->ListLocks("no-such-prefix:*");
-  ASSERT_TRUE(none.ok()) << none.status();
+  ASSERT_OK(none);
   EXPECT_TRUE(none->empty());
   EXPECT_EQ(client->ListLocks("").status().code(),
             absl::StatusCode::kInvalidArgument);
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
 }
 
 TEST_F(InspectTest, ListLocksShowsEveryKindWithItsHolders) {
@@ -232,11 +231,11 @@ TEST_F(InspectTest, ListLocksShowsEveryKindWithItsHolders) {
   ASSERT_NE(client, nullptr);
   Lock plain = client->GetLock(TestLockName("a-plain"));
   ReadWriteLock rw = client->GetReadWriteLock(TestLockName("b-rw"));
-  ASSERT_TRUE(plain.Acquire().ok());
-  ASSERT_TRUE(rw.WriteLock().Acquire().ok());
+  ASSERT_OK(plain.Acquire());
+  ASSERT_OK(rw.WriteLock().Acquire());
   absl::StatusOr<std::vector<LockInfo>> locks =
       client->ListLocks(TestLockName("*"));
-  ASSERT_TRUE(locks.ok()) << locks.status();
+  ASSERT_OK(locks);
   ASSERT_THAT(Names(*locks), ElementsAre(plain.name(), rw.name()));
   EXPECT_EQ((*locks)[0].shape, LockShape::kLock);
   EXPECT_EQ((*locks)[1].shape, LockShape::kReadWriteLock);
@@ -245,8 +244,8 @@ TEST_F(InspectTest, ListLocksShowsEveryKindWithItsHolders) {
     ASSERT_TRUE(l.holders[0].client.has_value());
     EXPECT_EQ(l.holders[0].client->pid, getpid());
   }
-  ASSERT_TRUE(plain.Release().ok());
-  ASSERT_TRUE(rw.WriteLock().Release().ok());
+  ASSERT_OK(plain.Release());
+  ASSERT_OK(rw.WriteLock().Release());
 }
 
 TEST_F(InspectTest, ClientRecordLivesWithTheClientAndIsDeletedOnClose) {
@@ -258,7 +257,7 @@ TEST_F(InspectTest, ClientRecordLivesWithTheClientAndIsDeletedOnClose) {
     fields = redis().Command({"HGETALL", key});
     return fields.ok() && fields->elements.size() == 8;
   }));
-  ASSERT_TRUE(fields.ok());
+  ASSERT_OK(fields);
   std::vector<std::string> flat;
   for (const RedisValue& v : fields->elements) flat.push_back(v.str);
   const std::vector<std::string> expected = {
@@ -266,37 +265,37 @@ TEST_F(InspectTest, ClientRecordLivesWithTheClientAndIsDeletedOnClose) {
       "started", "version",  kVersionString};
   EXPECT_THAT(flat, ::testing::IsSupersetOf(expected));
   absl::StatusOr<RedisValue> ttl = redis().Command({"PTTL", key});
-  ASSERT_TRUE(ttl.ok());
+  ASSERT_OK(ttl);
   EXPECT_GT(ttl->integer, 0);
   EXPECT_LE(ttl->integer, 30000);
 
   client->Close();
   absl::StatusOr<RedisValue> exists = redis().Command({"EXISTS", key});
-  ASSERT_TRUE(exists.ok());
+  ASSERT_OK(exists);
   EXPECT_EQ(exists->integer, 0);
 }
 
 TEST_F(InspectTest, NoRecordWithoutPublishClientInfo) {
-  ASSERT_TRUE(redis().Command({"CONFIG", "RESETSTAT"}).ok());
+  ASSERT_OK(redis().Command({"CONFIG", "RESETSTAT"}));
   std::unique_ptr<Client> client = MustConnect(
       redis().url(), [](ClientOptions& o) { o.publish_client_info = false; });
   ASSERT_NE(client, nullptr);
   // Nothing was written by the client itself (the lock calls below write
   // their own hash).
-  ASSERT_TRUE(client->Ping().ok());
+  ASSERT_OK(client->Ping());
   EXPECT_EQ(Calls(redis(), "hset"), 0);
   EXPECT_EQ(Calls(redis(), "pexpire"), 0);
   Lock lock = client->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   absl::StatusOr<LockInfo> info = client->InspectLock(lock.name());
-  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_OK(info);
   ASSERT_EQ(info->holders.size(), 1u);
   EXPECT_FALSE(info->holders[0].client.has_value());
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
   client->Close();
   absl::StatusOr<RedisValue> keys =
       redis().Command({"KEYS", "relock:client:*"});
-  ASSERT_TRUE(keys.ok());
+  ASSERT_OK(keys);
   EXPECT_TRUE(keys->elements.empty());
 }
 
@@ -306,14 +305,14 @@ TEST_F(InspectTest, ForceReleaseOfEachKindWakesItsWaiter) {
   ASSERT_NE(holder, nullptr);
   ASSERT_NE(admin, nullptr);
   ReadWriteLock rw = holder->GetReadWriteLock(TestLockName());
-  ASSERT_TRUE(rw.ReadLock().Acquire().ok());
+  ASSERT_OK(rw.ReadLock().Acquire());
   // A writer waits; forcing the read side free wakes it.
   std::unique_ptr<Client> waiter = MustConnect(redis().url());
   ASSERT_NE(waiter, nullptr);
   ReadWriteLock theirs = waiter->GetReadWriteLock(rw.name());
   JoiningThread thread([&] {
-    EXPECT_TRUE(theirs.WriteLock().TryAcquire(absl::Seconds(60)).ok());
-    EXPECT_TRUE(theirs.WriteLock().Release().ok());
+    EXPECT_OK(theirs.WriteLock().TryAcquire(absl::Seconds(60)));
+    EXPECT_OK(theirs.WriteLock().Release());
   });
   EXPECT_TRUE(Eventually([&] {
     absl::StatusOr<LockInfo> info = admin->InspectLock(rw.name());
@@ -321,7 +320,7 @@ TEST_F(InspectTest, ForceReleaseOfEachKindWakesItsWaiter) {
   }));
   absl::StatusOr<bool> freed =
       admin->GetReadWriteLock(rw.name()).ReadLock().ForceRelease();
-  ASSERT_TRUE(freed.ok()) << freed.status();
+  ASSERT_OK(freed);
   EXPECT_TRUE(*freed);
   thread.join();
 }
@@ -348,11 +347,11 @@ TEST_F(InspectClusterTest, ListLocksCoversEveryMasterAndFindsTheHolders) {
   std::vector<Lock> locks;
   for (const std::string& name : names) {
     locks.push_back(client->GetLock(name));
-    ASSERT_TRUE(locks.back().Acquire().ok()) << name;
+    ASSERT_OK(locks.back().Acquire()) << name;
   }
   absl::StatusOr<std::vector<LockInfo>> listed =
       client->ListLocks(TestLockName("*"));
-  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_OK(listed);
   EXPECT_EQ(Names(*listed), names);
   for (const LockInfo& info : *listed) {
     EXPECT_EQ(info.shape, LockShape::kLock);
@@ -370,7 +369,7 @@ TEST_F(InspectClusterTest, ListLocksCoversEveryMasterAndFindsTheHolders) {
     absl::StatusOr<LockInfo> info = client->InspectLock(names[0]);
     return info.ok() && info->waiters == 1;
   }));
-  for (Lock& lock : locks) ASSERT_TRUE(lock.Release().ok());
+  for (Lock& lock : locks) ASSERT_OK(lock.Release());
   EXPECT_TRUE(background.Join());
 }
 

@@ -21,6 +21,7 @@
 #include "lib/io/event_loop.h"
 #include "lib/redis/url.h"
 #include "tests/test_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace io {
@@ -34,7 +35,7 @@ using ::testing::HasSubstr;
 std::unique_ptr<RedisServer> MustStart(RedisServerOptions options = {}) {
   absl::StatusOr<std::unique_ptr<RedisServer>> s =
       RedisServer::Start(std::move(options));
-  EXPECT_TRUE(s.ok()) << s.status();
+  EXPECT_OK(s);
   return s.ok() ? *std::move(s) : nullptr;
 }
 
@@ -42,7 +43,7 @@ ConnectionOptions OptionsFor(const std::string& url) {
   ConnectionOptions o;
   o.direct_calls = true;
   absl::StatusOr<redis::Endpoint> ep = redis::ParseRedisUrl(url);
-  EXPECT_TRUE(ep.ok()) << ep.status();
+  EXPECT_OK(ep);
   if (ep.ok()) o.endpoint = *ep;
   return o;
 }
@@ -50,7 +51,7 @@ ConnectionOptions OptionsFor(const std::string& url) {
 std::shared_ptr<Connection> MustCreate(EventLoop* loop, ConnectionOptions o) {
   absl::StatusOr<std::shared_ptr<Connection>> c =
       Connection::Create(loop, std::move(o));
-  EXPECT_TRUE(c.ok()) << c.status();
+  EXPECT_OK(c);
   return c.ok() ? *std::move(c) : nullptr;
 }
 
@@ -128,7 +129,7 @@ class IoPathTest : public IoConnectionTest,
     std::shared_ptr<Connection> conn = Connect(o);
     if (conn == nullptr) return nullptr;
     const Result ping = Send(*conn, {"PING"});
-    EXPECT_TRUE(ping.status.ok()) << ping.status;
+    EXPECT_OK(ping.status);
     if (!ping.status.ok() || (direct() && !AwaitParked(*conn))) return nullptr;
     if (!server_->Pause().ok()) return nullptr;
     return conn;
@@ -142,7 +143,7 @@ INSTANTIATE_TEST_SUITE_P(BothPaths, IoPathTest,
 // Connections to `server` other than the one asking (CLIENT LIST).
 int OtherConnections(RedisServer& server) {
   absl::StatusOr<testing::RedisValue> list = server.Command({"CLIENT", "LIST"});
-  EXPECT_TRUE(list.ok()) << list.status();
+  EXPECT_OK(list);
   if (!list.ok()) return -1;
   int lines = 0;
   for (char c : list->str) lines += c == '\n' ? 1 : 0;
@@ -214,13 +215,13 @@ TEST_F(IoConnectionTest, DirectCallsAndLoopCallsInterleaveInOrder) {
 TEST_F(IoConnectionTest, AParkedConnectionLetsTheCallerDoItsOwnIo) {
   std::shared_ptr<Connection> conn = Connect();
   ASSERT_NE(conn, nullptr);
-  ASSERT_TRUE(Send(*conn, {"PING"}).status.ok());  // connects
+  ASSERT_OK(Send(*conn, {"PING"}).status);  // connects
   ASSERT_TRUE(AwaitParked(*conn));
   const uint64_t before = conn->direct_calls();
   for (int i = 0; i < 20; ++i) {
     const std::string v = absl::StrCat("v", i);
     Result r = Send(*conn, {"ECHO", v});
-    ASSERT_TRUE(r.status.ok()) << r.status;
+    ASSERT_OK(r.status);
     EXPECT_EQ(r.replies[0].str(), v);
   }
   // Nobody else used it, so it was free for every one of them.
@@ -235,7 +236,7 @@ TEST_F(IoConnectionTest, WithoutDirectCallsEveryCallGoesThroughTheLoop) {
   std::shared_ptr<Connection> conn = Connect(o);
   ASSERT_NE(conn, nullptr);
   for (int i = 0; i < 5; ++i) {
-    ASSERT_TRUE(Send(*conn, {"PING"}).status.ok());
+    ASSERT_OK(Send(*conn, {"PING"}).status);
     absl::SleepFor(absl::Milliseconds(10));  // time to park, if it would
   }
   EXPECT_FALSE(conn->parked());
@@ -245,7 +246,7 @@ TEST_F(IoConnectionTest, WithoutDirectCallsEveryCallGoesThroughTheLoop) {
 TEST_F(IoConnectionTest, AParkedConnectionNeverSendsACallWhoseDeadlinePassed) {
   std::shared_ptr<Connection> conn = Connect();
   ASSERT_NE(conn, nullptr);
-  ASSERT_TRUE(Send(*conn, {"PING"}).status.ok());
+  ASSERT_OK(Send(*conn, {"PING"}).status);
   ASSERT_TRUE(AwaitParked(*conn));
   for (bool direct : {true, false}) {
     Result r = Send(*conn, {"INCR", "never"},
@@ -253,7 +254,7 @@ TEST_F(IoConnectionTest, AParkedConnectionNeverSendsACallWhoseDeadlinePassed) {
     EXPECT_EQ(r.status.code(), absl::StatusCode::kDeadlineExceeded) << r.status;
   }
   Result got = Send(*conn, {"GET", "never"});
-  ASSERT_TRUE(got.status.ok()) << got.status;
+  ASSERT_OK(got.status);
   EXPECT_TRUE(got.replies[0].is_nil());
   // Nothing was sent, so the connection is still parked.
   EXPECT_TRUE(AwaitParked(*conn));
@@ -268,7 +269,7 @@ TEST_F(IoConnectionTest, PipelinedRequestGetsEveryReplyInOrder) {
   AppendCommand({"GET", "k"}, &wire);
   AppendCommand({"INCR", "k"}, &wire);
   Result r = Call(*conn, wire, 3, Deadline::Never());
-  ASSERT_TRUE(r.status.ok()) << r.status;
+  ASSERT_OK(r.status);
   ASSERT_EQ(r.replies.size(), 3u);
   EXPECT_EQ(r.replies[0].str(), "OK");
   EXPECT_EQ(r.replies[1].str(), binary);
@@ -278,7 +279,7 @@ TEST_F(IoConnectionTest, PipelinedRequestGetsEveryReplyInOrder) {
 TEST_F(IoConnectionTest, AServerThatIsDownFailsCallsAtOnce) {
   std::shared_ptr<Connection> conn = Connect();
   ASSERT_NE(conn, nullptr);
-  ASSERT_TRUE(server_->Stop().ok());
+  ASSERT_OK(server_->Stop());
   for (int i = 0; i < 3; ++i) {
     Stopwatch watch;
     Result r = Send(*conn, {"PING"});
@@ -299,13 +300,13 @@ TEST(IoUnixSocketTest, AuthAndSelect) {
   std::shared_ptr<Connection> conn =
       MustCreate(&loop, OptionsFor(absl::StrCat(server->unix_url(), "&db=3")));
   ASSERT_NE(conn, nullptr);
-  ASSERT_TRUE(Send(*conn, {"SET", "where", "db3"}).status.ok());
+  ASSERT_OK(Send(*conn, {"SET", "where", "db3"}).status);
   absl::StatusOr<testing::RedisValue> v =
       server->Command({"EVAL",
                        "redis.call('SELECT', 3) return "
                        "redis.call('GET', 'where')",
                        "0"});
-  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_OK(v);
   EXPECT_EQ(v->str, "db3");
   conn->Close();
 
@@ -334,8 +335,8 @@ TEST_F(IoConnectionTest, KeepConnectedReconnectsByItselfAndReportsIt) {
     MutexLock lock(&seen.mu);
     (connected ? seen.up : seen.down) += 1;
   });
-  ASSERT_TRUE(Send(*conn, {"PING"}).status.ok());
-  ASSERT_TRUE(server_->Command({"CLIENT", "KILL", "TYPE", "normal"}).ok());
+  ASSERT_OK(Send(*conn, {"PING"}).status);
+  ASSERT_OK(server_->Command({"CLIENT", "KILL", "TYPE", "normal"}));
   {
     MutexLock lock(&seen.mu);
     EXPECT_TRUE(seen.mu.AwaitWithTimeout(
@@ -351,7 +352,7 @@ TEST_F(IoConnectionTest, KeepConnectedReconnectsByItselfAndReportsIt) {
 TEST_P(IoPathTest, AnAbandonedRequestDoesNotBreakTheConnection) {
   std::shared_ptr<Connection> conn = Connect();
   ASSERT_NE(conn, nullptr);
-  ASSERT_TRUE(Send(*conn, {"PING"}).status.ok());
+  ASSERT_OK(Send(*conn, {"PING"}).status);
   const uint64_t direct_before = conn->direct_calls();
   Stopwatch watch;
   Result slow = SendByPath(*conn, {"DEBUG", "SLEEP", "0.5"},
@@ -363,7 +364,7 @@ TEST_P(IoPathTest, AnAbandonedRequestDoesNotBreakTheConnection) {
   // The late reply is discarded (by the loop, also after a direct call gave
   // up); the next request gets its own.
   Result echo = SendByPath(*conn, {"ECHO", "after"});
-  ASSERT_TRUE(echo.status.ok()) << echo.status;
+  ASSERT_OK(echo.status);
   EXPECT_EQ(echo.replies[0].str(), "after");
   EXPECT_EQ(conn->connects(), 1u);
   EXPECT_EQ(conn->direct_calls(), direct_before + (direct() ? 2 : 0));
@@ -377,9 +378,9 @@ TEST_P(IoPathTest, ASilentServerIsReplacedAfterTheCommandTimeout) {
   EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
   EXPECT_FALSE(r.resendable);  // it may still run
   EXPECT_LT(watch.Elapsed(), absl::Seconds(3));
-  ASSERT_TRUE(server_->Resume().ok());
+  ASSERT_OK(server_->Resume());
   Result again = Send(*conn, {"PING"});
-  EXPECT_TRUE(again.status.ok()) << again.status;
+  EXPECT_OK(again.status);
   EXPECT_EQ(conn->connects(), 2u);
 }
 
@@ -411,7 +412,7 @@ TEST_P(IoPathTest, ASilentServerIsNoticedWhileSignalsKeepInterruptingTheWait) {
   const absl::Duration took = watch.Elapsed();
   done = true;
   interrupter.join();
-  ASSERT_TRUE(server_->Resume().ok());
+  ASSERT_OK(server_->Resume());
   sigaction(SIGURG, &original, nullptr);
   EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
   EXPECT_LT(took, absl::Seconds(5)) << "command_timeout is 300 ms";
@@ -420,11 +421,11 @@ TEST_P(IoPathTest, ASilentServerIsNoticedWhileSignalsKeepInterruptingTheWait) {
 TEST_P(IoPathTest, ARestartDropsWrittenRequestsAsResendable) {
   std::shared_ptr<Connection> conn = Connect();
   ASSERT_NE(conn, nullptr);
-  ASSERT_TRUE(Send(*conn, {"PING"}).status.ok());
+  ASSERT_OK(Send(*conn, {"PING"}).status);
   if (direct()) {
     ASSERT_TRUE(AwaitParked(*conn));
   }
-  ASSERT_TRUE(server_->Restart().ok());
+  ASSERT_OK(server_->Restart());
   // The first request finds the old connection closed (resendable), or the
   // closed socket was noticed first and it went out on a new connection.
   Result r = Send(*conn, {"PING"}, Deadline::Never(), direct());
@@ -432,7 +433,7 @@ TEST_P(IoPathTest, ARestartDropsWrittenRequestsAsResendable) {
     EXPECT_TRUE(r.resendable) << r.status;
     r = Send(*conn, {"PING"});
   }
-  EXPECT_TRUE(r.status.ok()) << r.status;
+  EXPECT_OK(r.status);
   EXPECT_EQ(conn->connects(), 2u);
 }
 
@@ -440,14 +441,14 @@ TEST_P(IoPathTest, AKilledIdleConnectionIsReplacedBeforeTheNextRequest) {
   std::shared_ptr<Connection> conn = Connect();
   ASSERT_NE(conn, nullptr);
   Result id = Send(*conn, {"CLIENT", "ID"});
-  ASSERT_TRUE(id.status.ok()) << id.status;
+  ASSERT_OK(id.status);
   ASSERT_TRUE(AwaitParked(*conn));  // nobody reads it now
   const std::string client_id = absl::StrCat(id.replies[0].integer());
-  ASSERT_TRUE(server_->Command({"CLIENT", "KILL", "ID", client_id}).ok());
+  ASSERT_OK(server_->Command({"CLIENT", "KILL", "ID", client_id}));
   // Redis closed the socket before it answered CLIENT KILL: the next request
   // finds that out before it writes, and goes out on a new connection.
   Result r = Send(*conn, {"ECHO", "fresh"}, Deadline::Never(), direct());
-  ASSERT_TRUE(r.status.ok()) << r.status;
+  ASSERT_OK(r.status);
   EXPECT_EQ(r.replies[0].str(), "fresh");
   EXPECT_EQ(conn->connects(), 2u);
 }
@@ -455,7 +456,7 @@ TEST_P(IoPathTest, AKilledIdleConnectionIsReplacedBeforeTheNextRequest) {
 TEST_P(IoPathTest, CloseFailsWhatIsOutstandingAndLaterCalls) {
   std::shared_ptr<Connection> conn = Connect();
   ASSERT_NE(conn, nullptr);
-  ASSERT_TRUE(Send(*conn, {"PING"}).status.ok());
+  ASSERT_OK(Send(*conn, {"PING"}).status);
   if (direct()) {
     ASSERT_TRUE(AwaitParked(*conn));
   }

@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "relock/relock.h"
 #include "tests/test_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace {
@@ -33,7 +34,7 @@ class MultiLockTest : public testing::RedisTest {
   void SetUp() override {
     RedisTest::SetUp();
     absl::StatusOr<std::unique_ptr<RedisServer>> other = RedisServer::Start();
-    ASSERT_TRUE(other.ok()) << other.status();
+    ASSERT_OK(other);
     other_ = *std::move(other);
     auto fast = [](ClientOptions& o) {
       o.connect_timeout = absl::Milliseconds(300);
@@ -56,10 +57,10 @@ TEST_F(MultiLockTest, TakesEveryLockAndReleasesEveryLock) {
   Lock b = there_->GetLock(TestLockName("b"));
   MultiLock both(b, a);
   EXPECT_THAT(both.names(), ElementsAre(a.name(), b.name()));  // by name
-  ASSERT_TRUE(both.Acquire().ok());
+  ASSERT_OK(both.Acquire());
   EXPECT_EQ(a.HoldCount().value_or(-1), 1);
   EXPECT_EQ(b.HoldCount().value_or(-1), 1);
-  ASSERT_TRUE(both.Release().ok());
+  ASSERT_OK(both.Release());
   EXPECT_FALSE(Held(a));
   EXPECT_FALSE(Held(b));
   {
@@ -76,7 +77,7 @@ TEST_F(MultiLockTest, OneDeadlineForTheWholeCallAndNothingLeftHeld) {
   ASSERT_NE(rival, nullptr);
   Lock b_by_rival = rival->GetLock(b.name());
   const Owner rival_owner = Owner::New();  // released from another thread
-  ASSERT_TRUE(b_by_rival.Acquire(rival_owner).ok());
+  ASSERT_OK(b_by_rival.Acquire(rival_owner));
   MultiLock both(a, b);
   Stopwatch took;
   absl::Status s = both.TryAcquire(absl::Milliseconds(300));
@@ -88,11 +89,11 @@ TEST_F(MultiLockTest, OneDeadlineForTheWholeCallAndNothingLeftHeld) {
   // Once the rival lets go, a waiting multi-lock gets both.
   std::thread release([&] {
     absl::SleepFor(absl::Milliseconds(200));
-    EXPECT_TRUE(b_by_rival.Release(rival_owner).ok());
+    EXPECT_OK(b_by_rival.Release(rival_owner));
   });
-  EXPECT_TRUE(both.TryAcquire(absl::Seconds(20)).ok());
+  EXPECT_OK(both.TryAcquire(absl::Seconds(20)));
   release.join();
-  EXPECT_TRUE(both.Release().ok());
+  EXPECT_OK(both.Release());
 }
 
 // The second server stops after the clients connected: the lock on it
@@ -102,7 +103,7 @@ TEST_F(MultiLockTest, AServerDownPartWayLeavesNothingHeld) {
   Lock a = here_->GetLock(TestLockName("a"));
   Lock b = there_->GetLock(TestLockName("b"));
   MultiLock both(a, b);
-  ASSERT_TRUE(other_->Stop().ok());
+  ASSERT_OK(other_->Stop());
   absl::Status s = both.TryAcquire(absl::Seconds(2));
   EXPECT_FALSE(s.ok());
   EXPECT_THAT(s.message(), HasSubstr(b.name()));
@@ -155,14 +156,14 @@ TEST_F(MultiLockTest, OverlappingMultiLocksNeverDeadlock) {
 TEST_F(MultiLockTest, AComponentHeldAloneIsReentered) {
   Lock a = here_->GetLock(TestLockName("a"));
   Lock b = there_->GetLock(TestLockName("b"));
-  ASSERT_TRUE(a.Acquire().ok());
+  ASSERT_OK(a.Acquire());
   MultiLock both(a, b);
-  ASSERT_TRUE(both.Acquire().ok());
+  ASSERT_OK(both.Acquire());
   EXPECT_EQ(a.HoldCount().value_or(-1), 2);
-  ASSERT_TRUE(both.Release().ok());
+  ASSERT_OK(both.Release());
   EXPECT_EQ(a.HoldCount().value_or(-1), 1);  // the hold taken alone stays
   EXPECT_FALSE(Held(b));
-  EXPECT_TRUE(a.Release().ok());
+  EXPECT_OK(a.Release());
 }
 
 TEST_F(MultiLockTest, AsynchronousCallsTakeAndReleaseEverything) {
@@ -170,20 +171,20 @@ TEST_F(MultiLockTest, AsynchronousCallsTakeAndReleaseEverything) {
   Lock b = there_->GetLock(TestLockName("b"));
   MultiLock both(a, b);
   const Owner owner = Owner::New();
-  ASSERT_TRUE(both.AcquireAsync(owner).Get().ok());
+  ASSERT_OK(both.AcquireAsync(owner).Get());
   EXPECT_TRUE(a.IsHeldBy(owner).value_or(false));
   EXPECT_TRUE(b.IsHeldBy(owner).value_or(false));
-  ASSERT_TRUE(both.ReleaseAsync(owner).Get().ok());
+  ASSERT_OK(both.ReleaseAsync(owner).Get());
   EXPECT_FALSE(Held(a) || Held(b));
 
   // b held by someone else: the asynchronous wait ends at its deadline and
   // gives a back first.
-  ASSERT_TRUE(b.Acquire().ok());
+  ASSERT_OK(b.Acquire());
   const Owner other = Owner::New();
   absl::Status s = both.TryAcquireAsync(other, absl::Milliseconds(300)).Get();
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
   EXPECT_FALSE(Held(a));
-  EXPECT_TRUE(b.Release().ok());
+  EXPECT_OK(b.Release());
 }
 
 TEST_F(MultiLockTest, BadInputIsRefusedClearly) {

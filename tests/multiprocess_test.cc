@@ -26,6 +26,7 @@
 #include "relock/relock.h"
 #include "tests/test_util.h"
 #include "tests/testing/child_process.h"
+#include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace {
@@ -207,7 +208,7 @@ TEST_F(MultiProcessTest, ProcessesExcludeEachOther) {
     absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Spawn(
         "CountUnderLock", {redis().url(), absl::StrCat(redis().port()), name,
                            counter, absl::StrCat(kIterations)});
-    ASSERT_TRUE(child.ok()) << child.status();
+    ASSERT_OK(child);
     children.push_back(*std::move(child));
   }
   for (auto& child : children) {
@@ -215,11 +216,11 @@ TEST_F(MultiProcessTest, ProcessesExcludeEachOther) {
     EXPECT_TRUE(line.ok() && *line == "done")
         << (line.ok() ? *line : line.status().ToString());
     absl::StatusOr<int> code = child->Wait(absl::Seconds(30));
-    ASSERT_TRUE(code.ok()) << code.status();
+    ASSERT_OK(code);
     EXPECT_EQ(*code, 0);
   }
   absl::StatusOr<testing::RedisValue> value = redis().Command({"GET", counter});
-  ASSERT_TRUE(value.ok());
+  ASSERT_OK(value);
   EXPECT_EQ(value->str, absl::StrCat(kChildren * kIterations))
       << "lost updates: two processes were inside the lock at once";
   EXPECT_EQ(redis().Command({"EXISTS", name})->integer, 0);
@@ -229,7 +230,7 @@ TEST_F(MultiProcessTest, WaiterInThisProcessGetsTheLockWhenAChildReleases) {
   const std::string name = TestLockName();
   absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Spawn(
       "HoldLock", {redis().url(), name, "watchdog", "30000"});
-  ASSERT_TRUE(child.ok()) << child.status();
+  ASSERT_OK(child);
   ASSERT_EQ(*(*child)->ReadLine(absl::Seconds(30)), "locked");
   std::unique_ptr<Client> client = MustConnect(redis().url());
   Lock lock = client->GetLock(name);
@@ -244,26 +245,26 @@ TEST_F(MultiProcessTest, WaiterInThisProcessGetsTheLockWhenAChildReleases) {
   Stopwatch watch;
   ASSERT_TRUE((*child)->WriteLine("release").ok());
   waiter.join();
-  EXPECT_TRUE(acquired.ok()) << acquired;
+  EXPECT_OK(acquired);
   EXPECT_LT(watch.Elapsed(), absl::Seconds(2));
   EXPECT_EQ(*(*child)->ReadLine(absl::Seconds(10)), "released");
-  EXPECT_TRUE(released.ok()) << released;
+  EXPECT_OK(released);
 }
 
 TEST_F(MultiProcessTest, LockOfAKilledHolderFreesWhenItsLeaseEnds) {
   const std::string name = TestLockName();
   absl::StatusOr<std::unique_ptr<ChildProcess>> child =
       ChildProcess::Spawn("HoldLock", {redis().url(), name, "1500", "30000"});
-  ASSERT_TRUE(child.ok()) << child.status();
+  ASSERT_OK(child);
   ASSERT_EQ(*(*child)->ReadLine(absl::Seconds(30)), "locked");
   Stopwatch since_kill;
   ASSERT_TRUE((*child)->Signal(SIGKILL).ok());
   EXPECT_EQ(*(*child)->Wait(absl::Seconds(10)), 128 + SIGKILL);
   std::unique_ptr<Client> client = MustConnect(redis().url());
   Lock lock = client->GetLock(name);
-  ASSERT_TRUE(lock.TryAcquire(absl::Seconds(20)).ok());
+  ASSERT_OK(lock.TryAcquire(absl::Seconds(20)));
   EXPECT_LT(since_kill.Elapsed(), absl::Seconds(5));
-  EXPECT_TRUE(lock.Release().ok());
+  EXPECT_OK(lock.Release());
 }
 
 // Issue 23, defect 1: children forked after a client was created got the same
@@ -283,12 +284,12 @@ TEST_F(MultiProcessTest, ForkedChildrenGotTheSameClientIdAndBothHeldTheLock) {
 #endif
   absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Spawn(
       "ForkChildrenThatLock", {redis().url(), name, absl::StrCat(kChildren)});
-  ASSERT_TRUE(child.ok()) << child.status();
+  ASSERT_OK(child);
   absl::flat_hash_set<std::string> ids, draws;
   int holders = 0, busy = 0;
   for (int i = 0; i < kChildren + 3; ++i) {
     absl::StatusOr<std::string> line = (*child)->ReadLine(absl::Seconds(60));
-    ASSERT_TRUE(line.ok()) << line.status();
+    ASSERT_OK(line);
     std::vector<std::string> parts = absl::StrSplit(*line, ' ');
     if (parts[0] == "children-failed") {
       EXPECT_EQ(parts[1], "0") << "a child's release failed or it crashed";
@@ -312,7 +313,7 @@ TEST_F(MultiProcessTest, ForkedChildrenGotTheSameClientIdAndBothHeldTheLock) {
   EXPECT_EQ(busy, kChildren - 1);
   EXPECT_EQ(ids.size(), static_cast<size_t>(kChildren + 2));
   absl::StatusOr<int> code = (*child)->Wait(absl::Seconds(60));
-  ASSERT_TRUE(code.ok()) << code.status();
+  ASSERT_OK(code);
   EXPECT_EQ(*code, 0);
   EXPECT_EQ(redis().Command({"EXISTS", name})->integer, 0);
 }

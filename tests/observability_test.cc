@@ -16,6 +16,7 @@
 #include "relock/relock.h"
 #include "tests/test_util.h"
 #include "tests/testing/notification.h"
+#include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace {
@@ -82,21 +83,21 @@ TEST_F(ObservabilityTest, MetricsCountAKnownWorkloadExactly) {
   const std::string name = TestLockName();
   Lock lock = client->GetLock(name);
 
-  ASSERT_TRUE(lock.Acquire().ok());
-  ASSERT_TRUE(lock.Acquire().ok());  // a re-entry, counted locally
-  ASSERT_TRUE(lock.Release().ok());  // released locally
+  ASSERT_OK(lock.Acquire());
+  ASSERT_OK(lock.Acquire());  // a re-entry, counted locally
+  ASSERT_OK(lock.Release());  // released locally
   {
     // Another thread: one attempt that finds it held, then a wait that
     // ends with the lock when this thread releases it.
     JoiningThread other([&] {
       EXPECT_EQ(lock.TryAcquire(absl::ZeroDuration()).code(),
                 absl::StatusCode::kDeadlineExceeded);
-      EXPECT_TRUE(lock.TryAcquire(absl::Minutes(1)).ok());
-      EXPECT_TRUE(lock.Release().ok());
+      EXPECT_OK(lock.TryAcquire(absl::Minutes(1)));
+      EXPECT_OK(lock.Release());
     });
     ASSERT_TRUE(testing::Eventually([&] { return Waiters(name) >= 1; }))
         << "the other thread never waited";
-    ASSERT_TRUE(lock.Release().ok());
+    ASSERT_OK(lock.Release());
   }
   EXPECT_EQ(lock.Release().code(), absl::StatusCode::kFailedPrecondition);
 
@@ -137,13 +138,13 @@ TEST_F(ObservabilityTest, AsynchronousCallsAndHeldLocksCount) {
   Lock a = client->GetLock(TestLockName("a"));
   Lock b = client->GetLock(TestLockName("b"));
   const Owner owner = Owner::New();
-  ASSERT_TRUE(a.AcquireAsync(owner).Get().ok());
-  ASSERT_TRUE(b.Acquire().ok());
+  ASSERT_OK(a.AcquireAsync(owner).Get());
+  ASSERT_OK(b.Acquire());
   EXPECT_EQ(client->Metrics().held_locks, 2);
-  ASSERT_TRUE(a.ReleaseAsync(owner).Get().ok());
+  ASSERT_OK(a.ReleaseAsync(owner).Get());
   EXPECT_EQ(a.ReleaseAsync(owner).Get().code(),
             absl::StatusCode::kFailedPrecondition);
-  ASSERT_TRUE(b.Release().ok());
+  ASSERT_OK(b.Release());
   const ClientMetrics m = client->Metrics();
   EXPECT_EQ(m.acquisitions, 2u);
   EXPECT_EQ(m.releases, 2u);
@@ -166,11 +167,11 @@ TEST_F(ObservabilityTest, AWatchdogLossReachesTheHoldsCallbacksOnce) {
   LockOptions options;
   options.on_lost = lost.Callback("handle");
   Lock lock = client->GetLock(name, options);
-  ASSERT_TRUE(lock.Acquire().ok());
-  ASSERT_TRUE(lock.Acquire().ok());  // a re-entry adds no second callback
-  ASSERT_TRUE(lock.OnLost(lost.Callback("registered")).ok());
+  ASSERT_OK(lock.Acquire());
+  ASSERT_OK(lock.Acquire());  // a re-entry adds no second callback
+  ASSERT_OK(lock.OnLost(lost.Callback("registered")));
 
-  ASSERT_TRUE(redis().Command({"DEL", name}).ok());
+  ASSERT_OK(redis().Command({"DEL", name}));
   ASSERT_TRUE(events.WaitFor(LockEventType::kLockLost, absl::Minutes(1)));
   ASSERT_TRUE(testing::Eventually([&] { return lost.size() >= 2; }));
   const std::string owner = absl::StrCat(client->id(), ":");
@@ -201,13 +202,13 @@ TEST_F(ObservabilityTest, AnExplicitLeaseRunningOutReachesOnlyTheHold) {
   Lock released = client->GetLock(TestLockName("released"));
   Lock expiring = client->GetLock(TestLockName("expiring"));
   // Registered, then released in time (seconds to spare): never called.
-  ASSERT_TRUE(released.Acquire(absl::Seconds(2)).ok());
-  ASSERT_TRUE(released.OnLost(lost.Callback("released")).ok());
-  ASSERT_TRUE(released.Release().ok());
+  ASSERT_OK(released.Acquire(absl::Seconds(2)));
+  ASSERT_OK(released.OnLost(lost.Callback("released")));
+  ASSERT_OK(released.Release());
   // Its lease ends later than the released one's would have, on the same
   // timer thread: once it is reported, the other would have been too.
-  ASSERT_TRUE(expiring.Acquire(absl::Milliseconds(2500)).ok());
-  ASSERT_TRUE(expiring.OnLost(lost.Callback("expiring")).ok());
+  ASSERT_OK(expiring.Acquire(absl::Milliseconds(2500)));
+  ASSERT_OK(expiring.OnLost(lost.Callback("expiring")));
   ASSERT_TRUE(lost.WaitFor("expiring"));
   const std::vector<std::string> seen = lost.seen();
   ASSERT_EQ(seen.size(), 1u);
@@ -227,12 +228,12 @@ TEST_F(ObservabilityTest, OnLostRefusesWhatItCannotWatch) {
   Lock lock = client->GetLock(TestLockName());
   EXPECT_EQ(lock.OnLost(lost.Callback("x")).code(),
             absl::StatusCode::kFailedPrecondition);
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   EXPECT_EQ(lock.OnLost(nullptr).code(), absl::StatusCode::kInvalidArgument);
   const Owner other = Owner::New();
   EXPECT_EQ(lock.OnLost(other, lost.Callback("other")).code(),
             absl::StatusCode::kFailedPrecondition);
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
   EXPECT_EQ(Lock().OnLost(lost.Callback("unbound")).code(),
             absl::StatusCode::kFailedPrecondition);
   client->Close();
@@ -254,7 +255,7 @@ TEST_F(ObservabilityTest, TheLoggerGetsEventsAndConnectionNews) {
 
   // A dropped connection: one warning, then (on the next call) the reopened
   // connection, counted.
-  ASSERT_TRUE(redis().Command({"CLIENT", "KILL", "TYPE", "normal"}).ok());
+  ASSERT_OK(redis().Command({"CLIENT", "KILL", "TYPE", "normal"}));
   ASSERT_TRUE(testing::Eventually([&] { return client->Ping().ok(); }));
   ASSERT_TRUE(log.WaitFor("lost"));
   ASSERT_TRUE(log.WaitFor("INFO connection to Redis at "));

@@ -14,6 +14,7 @@
 #include "lib/api/client_access.h"
 #include "relock/relock.h"
 #include "tests/test_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace {
@@ -42,26 +43,26 @@ TEST(OwnerTokenTest, TokensAreDistinctFromEachOtherAndFromThreads) {
 TEST_F(OwnerTest, ATokenTakenOnOneThreadIsReleasedOnAnother) {
   Lock lock = client_->GetLock(TestLockName());
   const Owner task = Owner::New();
-  std::thread([&] { EXPECT_TRUE(lock.Acquire(task).ok()); }).join();
+  std::thread([&] { EXPECT_OK(lock.Acquire(task)); }).join();
   EXPECT_EQ(*lock.HoldCount(task), 1);
   EXPECT_EQ(*lock.IsHeldBy(task), true);
   EXPECT_EQ(*lock.IsHeldByCurrentThread(), false);
-  std::thread([&] { EXPECT_TRUE(lock.Release(task).ok()); }).join();
+  std::thread([&] { EXPECT_OK(lock.Release(task)); }).join();
   EXPECT_EQ(*lock.IsLocked(), false);
 }
 
 TEST_F(OwnerTest, ATokenReentersFromAnyThread) {
   Lock lock = client_->GetLock(TestLockName());
   const Owner task = Owner::New();
-  ASSERT_TRUE(lock.Acquire(task).ok());
+  ASSERT_OK(lock.Acquire(task));
   // Another thread, on the token's behalf: a re-entry, not a wait.
   std::thread([&] {
-    EXPECT_TRUE(lock.TryAcquire(task, absl::ZeroDuration()).ok());
+    EXPECT_OK(lock.TryAcquire(task, absl::ZeroDuration()));
   }).join();
   EXPECT_EQ(*lock.HoldCount(task), 2);
-  std::thread([&] { EXPECT_TRUE(lock.Release(task).ok()); }).join();
+  std::thread([&] { EXPECT_OK(lock.Release(task)); }).join();
   EXPECT_EQ(*lock.IsLocked(), true);
-  ASSERT_TRUE(lock.Release(task).ok());
+  ASSERT_OK(lock.Release(task));
   EXPECT_EQ(*lock.IsLocked(), false);
   EXPECT_EQ(lock.Release(task).code(), absl::StatusCode::kFailedPrecondition);
 }
@@ -78,15 +79,15 @@ TEST_F(OwnerTest, ATokenReentersWithoutARoundTrip) {
   ASSERT_NE(client, nullptr);
   Lock lock = client->GetLock(TestLockName());
   const Owner task = Owner::New();
-  ASSERT_TRUE(redis().Command({"CONFIG", "RESETSTAT"}).ok());
-  ASSERT_TRUE(lock.Acquire(task).ok());
-  for (int i = 0; i < 2; ++i) ASSERT_TRUE(lock.Acquire(task).ok());
+  ASSERT_OK(redis().Command({"CONFIG", "RESETSTAT"}));
+  ASSERT_OK(lock.Acquire(task));
+  for (int i = 0; i < 2; ++i) ASSERT_OK(lock.Acquire(task));
   const std::thread::id caller = std::this_thread::get_id();
   for (int i = 0; i < 2; ++i) {
     // The callbacks: each on the loop thread, never the caller's.
     std::atomic<int> done{0}, on_caller{0};
     auto callback = [&](absl::Status s) {
-      EXPECT_TRUE(s.ok()) << s;
+      EXPECT_OK(s);
       on_caller += std::this_thread::get_id() == caller ? 1 : 0;
       ++done;
     };
@@ -101,11 +102,11 @@ TEST_F(OwnerTest, ATokenReentersWithoutARoundTrip) {
   EXPECT_EQ(*lock.HoldCount(task), 5);
   absl::StatusOr<testing::RedisValue> count = redis().Command(
       {"HGET", lock.name(), absl::StrCat(client->id(), ":", task.number())});
-  ASSERT_TRUE(count.ok());
+  ASSERT_OK(count);
   EXPECT_EQ(count->str, "1");
-  for (int i = 0; i < 4; ++i) ASSERT_TRUE(lock.Release(task).ok());
+  for (int i = 0; i < 4; ++i) ASSERT_OK(lock.Release(task));
   EXPECT_TRUE(*lock.IsLocked());
-  ASSERT_TRUE(lock.ReleaseAsync(task).Get().ok());
+  ASSERT_OK(lock.ReleaseAsync(task).Get());
   EXPECT_FALSE(*lock.IsLocked());
   // One acquire and one release script in all (plus the queries).
   EXPECT_EQ(testing::Calls(redis(), "evalsha"), 2 + 3);
@@ -115,7 +116,7 @@ TEST_F(OwnerTest, TokensAndTheCallingThreadExcludeEachOther) {
   Lock lock = client_->GetLock(TestLockName());
   const Owner first = Owner::New();
   const Owner second = Owner::New();
-  ASSERT_TRUE(lock.Acquire(first).ok());
+  ASSERT_OK(lock.Acquire(first));
   // Same thread, other owners: excluded.
   EXPECT_EQ(lock.TryAcquire(second, absl::ZeroDuration()).code(),
             absl::StatusCode::kDeadlineExceeded);
@@ -128,26 +129,26 @@ TEST_F(OwnerTest, TokensAndTheCallingThreadExcludeEachOther) {
               ::testing::HasSubstr(
                   absl::StrCat("not held by relock::Owner ", second.number())));
   EXPECT_EQ(*lock.IsHeldBy(second), false);
-  ASSERT_TRUE(lock.Release(first).ok());
+  ASSERT_OK(lock.Release(first));
   // And the other way round: the thread holds it, a token waits.
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   EXPECT_EQ(lock.TryAcquire(first, absl::ZeroDuration()).code(),
             absl::StatusCode::kDeadlineExceeded);
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
 }
 
 TEST_F(OwnerTest, TheOwnerFieldIsTheClientIdAndTheOwnerNumber) {
   Lock lock = client_->GetLock(TestLockName());
   const Owner task = Owner::New();
-  ASSERT_TRUE(lock.Acquire(task).ok());
+  ASSERT_OK(lock.Acquire(task));
   absl::StatusOr<testing::RedisValue> fields =
       redis().Command({"HGETALL", lock.name()});
-  ASSERT_TRUE(fields.ok()) << fields.status();
+  ASSERT_OK(fields);
   ASSERT_EQ(fields->elements.size(), 2u);
   EXPECT_EQ(fields->elements[0].str,
             absl::StrCat(client_->id(), ":", task.number()));
   EXPECT_EQ(fields->elements[1].str, "1");
-  ASSERT_TRUE(lock.Release(task).ok());
+  ASSERT_OK(lock.Release(task));
 }
 
 TEST_F(OwnerTest, ATokensHoldOutlivesTheThreadThatTookIt) {
@@ -156,8 +157,8 @@ TEST_F(OwnerTest, ATokensHoldOutlivesTheThreadThatTookIt) {
   const Owner task = Owner::New();
   uint64_t thread_number = 0;
   std::thread([&] {
-    EXPECT_TRUE(by_token.Acquire(task).ok());
-    EXPECT_TRUE(by_thread.Acquire().ok());
+    EXPECT_OK(by_token.Acquire(task));
+    EXPECT_OK(by_thread.Acquire());
     thread_number = Owner::ThisThread().number();
   }).join();
   // The thread's own hold is reported and dropped at its exit (before
@@ -176,9 +177,9 @@ TEST_F(OwnerTest, ATokensHoldOutlivesTheThreadThatTookIt) {
   for (const LockEvent& e : events_.events()) {
     EXPECT_NE(e.lock_name, by_token.name()) << e.status;
   }
-  EXPECT_TRUE(by_token.SafeUntil(task).ok());
-  ASSERT_TRUE(by_token.Release(task).ok());
-  ASSERT_TRUE(by_thread.ForceRelease().ok());
+  EXPECT_OK(by_token.SafeUntil(task));
+  ASSERT_OK(by_token.Release(task));
+  ASSERT_OK(by_thread.ForceRelease());
 }
 
 TEST_F(OwnerTest, ADefaultConstructedOwnerIsRejected) {

@@ -28,6 +28,7 @@
 #include "tests/redisson_scripts.h"
 #include "tests/test_util.h"
 #include "tests/testing/child_process.h"
+#include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace {
@@ -98,10 +99,10 @@ TEST_F(ReadWriteLockTest, ManyReadersShareTheLock) {
       ReadWriteLock rw = client->GetReadWriteLock(name);
       const absl::Status s = rw.ReadLock().TryAcquire(absl::Seconds(30));
       ++holding;
-      ASSERT_TRUE(s.ok()) << s;
+      ASSERT_OK(s);
       EXPECT_TRUE(Eventually([&] { return go.load(); }));
       EXPECT_TRUE(rw.ReadLock().IsHeldByCurrentThread().value_or(false));
-      EXPECT_TRUE(rw.ReadLock().Release().ok());
+      EXPECT_OK(rw.ReadLock().Release());
     });
   }
   const bool all_tried = Eventually([&] { return holding.load() == kReaders; });
@@ -111,7 +112,7 @@ TEST_F(ReadWriteLockTest, ManyReadersShareTheLock) {
   EXPECT_EQ(Integer({"HLEN", name}), kReaders + 1);  // mode + one per reader
   absl::StatusOr<RedisValue> leases =
       redis().Command({"KEYS", "*:rwlock_timeout:*"});
-  ASSERT_TRUE(leases.ok());
+  ASSERT_OK(leases);
   EXPECT_EQ(leases->elements.size(), size_t{kReaders});
   ReadWriteLock rw = client->GetReadWriteLock(name);
   EXPECT_EQ(
@@ -178,8 +179,8 @@ TEST_F(ReadWriteLockTest, DowngradeWorksUpgradeIsRefused) {
   ASSERT_NE(client, nullptr);
   const std::string name = TestLockName();
   ReadWriteLock rw = client->GetReadWriteLock(name);
-  ASSERT_TRUE(rw.WriteLock().Acquire().ok());
-  ASSERT_TRUE(rw.ReadLock().Acquire().ok());
+  ASSERT_OK(rw.WriteLock().Acquire());
+  ASSERT_OK(rw.ReadLock().Acquire());
   EXPECT_EQ(Mode(name), "write");
   EXPECT_EQ(Integer({"HLEN", name}), 3);  // mode, reader, writer
   EXPECT_EQ(rw.WriteLock().HoldCount().value_or(-1), 1);
@@ -194,7 +195,7 @@ TEST_F(ReadWriteLockTest, DowngradeWorksUpgradeIsRefused) {
     });
   }
   // Downgraded: read mode, held by this thread only.
-  ASSERT_TRUE(rw.WriteLock().Release().ok());
+  ASSERT_OK(rw.WriteLock().Release());
   EXPECT_EQ(Mode(name), "read");
   EXPECT_FALSE(rw.WriteLock().IsLocked().value_or(true));
   EXPECT_TRUE(rw.ReadLock().IsHeldByCurrentThread().value_or(false));
@@ -213,7 +214,7 @@ TEST_F(ReadWriteLockTest, DowngradeWorksUpgradeIsRefused) {
   EXPECT_THAT(upgrade.message(), HasSubstr("cannot be upgraded"));
   EXPECT_LT(watch.Elapsed(), absl::Seconds(10));
   EXPECT_THROW(rw.lock(), LockError);
-  ASSERT_TRUE(rw.ReadLock().Release().ok());
+  ASSERT_OK(rw.ReadLock().Release());
   EXPECT_EQ(Integer({"EXISTS", name}), 0);
   // Free again: the write lock is this thread's for the asking.
   EXPECT_TRUE(rw.try_lock());
@@ -253,7 +254,7 @@ TEST_F(ReadWriteLockTest, ReadersAndWritersExcludeEachOtherAcrossProcesses) {
 
   absl::StatusOr<std::unique_ptr<ChildProcess>> writer =
       ChildProcess::Spawn("RwHolder", {redis().url(), name, "write"});
-  ASSERT_TRUE(writer.ok()) << writer.status();
+  ASSERT_OK(writer);
   ASSERT_EQ((*writer)->ReadLine(absl::Seconds(60)).value_or(""), "held");
   EXPECT_FALSE(rw.try_lock_shared());
   EXPECT_FALSE(rw.try_lock());
@@ -270,7 +271,7 @@ TEST_F(ReadWriteLockTest, ReadersAndWritersExcludeEachOtherAcrossProcesses) {
 
   absl::StatusOr<std::unique_ptr<ChildProcess>> reader =
       ChildProcess::Spawn("RwHolder", {redis().url(), name, "read"});
-  ASSERT_TRUE(reader.ok()) << reader.status();
+  ASSERT_OK(reader);
   ASSERT_EQ((*reader)->ReadLine(absl::Seconds(60)).value_or(""), "held");
   EXPECT_TRUE(rw.try_lock_shared());  // shared with the other process
   rw.unlock_shared();
@@ -320,7 +321,7 @@ TEST_F(ReadWriteLockTest, WritersStarveWhileReadsOverlap) {
       ++hand_overs;
       absl::SleepFor(absl::Milliseconds(5));
     }
-    EXPECT_TRUE(read.Release(*holder).ok());
+    EXPECT_OK(read.Release(*holder));
   });
   ASSERT_TRUE(Eventually([&] { return hand_overs.load() > 0; }));
 
@@ -342,9 +343,9 @@ TEST_F(ReadWriteLockTest, WritersStarveWhileReadsOverlap) {
     writer_waiting = true;
     const absl::Status w = write.TryAcquire(absl::Seconds(120));
     got_after_ms = absl::ToInt64Milliseconds(since_stop.Elapsed());
-    EXPECT_TRUE(w.ok()) << w;
+    EXPECT_OK(w);
     if (w.ok()) {
-      EXPECT_TRUE(write.Release().ok());
+      EXPECT_OK(write.Release());
     }
   });
   ASSERT_TRUE(Eventually([&] { return writer_waiting.load(); }));
@@ -375,8 +376,8 @@ TEST_F(ReadWriteLockTest, WatchdogRenewsReadAndWriteHoldsAndReportsLoss) {
   ASSERT_NE(client, nullptr);
   const std::string name = TestLockName();
   ReadWriteLock rw = client->GetReadWriteLock(name);
-  ASSERT_TRUE(rw.WriteLock().Acquire().ok());
-  ASSERT_TRUE(rw.ReadLock().Acquire().ok());
+  ASSERT_OK(rw.WriteLock().Acquire());
+  ASSERT_OK(rw.ReadLock().Acquire());
   const std::string reader = OnlyReader(redis(), name);
   ASSERT_FALSE(reader.empty());
   // Over two leases later, both holds live, and so does the read lease key.
@@ -384,7 +385,7 @@ TEST_F(ReadWriteLockTest, WatchdogRenewsReadAndWriteHoldsAndReportsLoss) {
   EXPECT_EQ(Integer({"HEXISTS", name, reader}), 1);
   EXPECT_EQ(Integer({"HEXISTS", name, reader + ":write"}), 1);
   EXPECT_GT(Integer({"PTTL", ReadLeaseKey(name, reader, 1)}), 0);
-  EXPECT_TRUE(rw.ReadLock().SafeUntil().ok());
+  EXPECT_OK(rw.ReadLock().SafeUntil());
   EXPECT_TRUE(events.events().empty());
 
   // The read hold's field goes: reported lost, with the reader's field.
@@ -396,8 +397,8 @@ TEST_F(ReadWriteLockTest, WatchdogRenewsReadAndWriteHoldsAndReportsLoss) {
   EXPECT_EQ(lost.owner, reader);
   EXPECT_EQ(rw.ReadLock().Release().code(), absl::StatusCode::kAborted);
   // The write hold lives on.
-  EXPECT_TRUE(rw.WriteLock().SafeUntil().ok());
-  ASSERT_TRUE(rw.WriteLock().Release().ok());
+  EXPECT_OK(rw.WriteLock().SafeUntil());
+  ASSERT_OK(rw.WriteLock().Release());
   EXPECT_EQ(Integer({"EXISTS", name}), 0);
 }
 
@@ -410,19 +411,17 @@ TEST_F(ReadWriteLockTest, ADeadReadersHoldEndsWithItsOwnLease) {
   const std::string name = TestLockName();
   // The dead reader: a field and a lease key of 1 s.
   const std::string dead = "dead0000-0000-4000-8000-000000000009:9";
-  ASSERT_TRUE(redis().Command({"HSET", name, "mode", "read", dead, "1"}).ok());
-  ASSERT_TRUE(
-      redis()
-          .Command({"SET", ReadLeaseKey(name, dead, 1), "1", "PX", "1000"})
-          .ok());
-  ASSERT_TRUE(redis().Command({"PEXPIRE", name, "1000"}).ok());
+  ASSERT_OK(redis().Command({"HSET", name, "mode", "read", dead, "1"}));
+  ASSERT_OK(
+      redis().Command({"SET", ReadLeaseKey(name, dead, 1), "1", "PX", "1000"}));
+  ASSERT_OK(redis().Command({"PEXPIRE", name, "1000"}));
   ReadWriteLock rw = client->GetReadWriteLock(name);
-  ASSERT_TRUE(rw.ReadLock().Acquire().ok());
+  ASSERT_OK(rw.ReadLock().Acquire());
   EXPECT_EQ(
       rw.WriteLock().TryAcquire(Owner::New(), absl::ZeroDuration()).code(),
       absl::StatusCode::kDeadlineExceeded);
   absl::SleepFor(absl::Milliseconds(1500));  // the dead reader's lease ends
-  ASSERT_TRUE(rw.ReadLock().Release().ok());
+  ASSERT_OK(rw.ReadLock().Release());
   EXPECT_EQ(Integer({"EXISTS", name}), 0);
   EXPECT_TRUE(rw.try_lock());
   rw.unlock();
@@ -482,11 +481,11 @@ TEST_F(ReadWriteLockTest, RedissonsScriptsShareTheLockBothWays) {
       redisCommand(sub, "SUBSCRIBE %b", channel.data(), channel.size()));
   ASSERT_NE(r, nullptr);
   freeReplyObject(r);
-  ASSERT_TRUE(rw.WriteLock().Acquire().ok());
+  ASSERT_OK(rw.WriteLock().Acquire());
   absl::StatusOr<RedisValue> excluded = redisson_read();
   ASSERT_TRUE(excluded.ok() && excluded->is_integer()) << excluded.status();
   EXPECT_GT(excluded->integer, 0);
-  ASSERT_TRUE(rw.WriteLock().Release().ok());
+  ASSERT_OK(rw.WriteLock().Release());
   void* raw = nullptr;
   ASSERT_EQ(redisGetReply(sub, &raw), REDIS_OK);
   r = static_cast<redisReply*>(raw);
@@ -540,7 +539,7 @@ TEST_F(ReadWriteLockTest, AsynchronousReadersAndWriter) {
   Future<absl::Status> done2 = rw.ReadLock().ReleaseAsync(r2);
   ASSERT_TRUE(done2.WaitFor(absl::Seconds(30)) && done2.Get().ok());
   ASSERT_TRUE(write.WaitFor(absl::Seconds(20)));
-  EXPECT_TRUE(write.Get().ok()) << write.Get();
+  EXPECT_OK(write.Get());
   EXPECT_TRUE(rw.WriteLock().IsHeldBy(w).value_or(false));
   EXPECT_FALSE(rw.ReadLock().IsHeldBy(w).value_or(true));
   Future<absl::Status> release = rw.WriteLock().ReleaseAsync(w);
@@ -562,8 +561,8 @@ TEST_F(ReadWriteLockTest, ReentersAndCloseReleasesBothSides) {
     EXPECT_EQ(rw.ReadLock().HoldCount().value_or(-1), 1);
   }
   EXPECT_EQ(Integer({"EXISTS", name}), 0);
-  ASSERT_TRUE(rw.WriteLock().Acquire().ok());
-  ASSERT_TRUE(rw.ReadLock().Acquire().ok());
+  ASSERT_OK(rw.WriteLock().Acquire());
+  ASSERT_OK(rw.ReadLock().Acquire());
   client->Close();
   EXPECT_EQ(Integer({"EXISTS", name}), 0);
   EXPECT_THAT(testing::KeysButClientRecords(redis()), ::testing::IsEmpty());
@@ -580,24 +579,22 @@ TEST_F(ReadWriteLockTest, MixingLockTypesAndForceReleaseAndBadInput) {
   const std::string name = TestLockName();
   Lock plain = client->GetLock(name);
   ReadWriteLock rw = client->GetReadWriteLock(name);
-  ASSERT_TRUE(redis()
-                  .Command({"HSET", name,
-                            "50e0e000-0000-4000-8000-000000000001:1", "1"})
-                  .ok());
+  ASSERT_OK(redis().Command(
+      {"HSET", name, "50e0e000-0000-4000-8000-000000000001:1", "1"}));
   const absl::Status s = rw.ReadLock().TryAcquire(absl::Seconds(10));
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_EQ(Str({"HGET", name, "mode"}), "<none>");  // never written
-  ASSERT_TRUE(redis().Command({"DEL", name}).ok());
+  ASSERT_OK(redis().Command({"DEL", name}));
 
   JoiningThread holder([&] {
     ReadWriteLock mine = client->GetReadWriteLock(name);
-    ASSERT_TRUE(mine.ReadLock().Acquire().ok());
+    ASSERT_OK(mine.ReadLock().Acquire());
     EXPECT_EQ(mine.WriteLock().ForceRelease().value_or(true), false);
     EXPECT_EQ(mine.ReadLock().ForceRelease().value_or(false), true);
     EXPECT_EQ(mine.ReadLock().Release().code(), absl::StatusCode::kAborted);
   });
   holder.join();
-  ASSERT_TRUE(rw.ReadLock().Acquire().ok());
+  ASSERT_OK(rw.ReadLock().Acquire());
   // This thread's read hold is not a hold of the plain lock of that name:
   // neither acquiring nor releasing it through a plain handle works.
   const absl::Status p = plain.TryAcquire(absl::Seconds(10));
@@ -611,25 +608,25 @@ TEST_F(ReadWriteLockTest, MixingLockTypesAndForceReleaseAndBadInput) {
   EXPECT_EQ(other.code(), absl::StatusCode::kFailedPrecondition) << other;
   EXPECT_THAT(other.message(), HasSubstr("one name is one lock type"));
   EXPECT_EQ(Integer({"HLEN", name}), 2);  // mode, this thread's read hold
-  ASSERT_TRUE(rw.ReadLock().Release().ok());
+  ASSERT_OK(rw.ReadLock().Release());
 
   // The same with the write lock, both ways round (the write hold is
   // registered apart from the owner's other holds).
-  ASSERT_TRUE(rw.WriteLock().Acquire().ok());
+  ASSERT_OK(rw.WriteLock().Acquire());
   const absl::Status w = plain.TryAcquire(absl::Seconds(10));
   EXPECT_EQ(w.code(), absl::StatusCode::kFailedPrecondition) << w;
   EXPECT_THAT(w.message(), HasSubstr("one name is one lock type"));
   FairLock fair = client->GetFairLock(name);
   EXPECT_EQ(fair.TryAcquire(absl::Seconds(10)).code(),
             absl::StatusCode::kFailedPrecondition);
-  ASSERT_TRUE(rw.WriteLock().Release().ok());
-  ASSERT_TRUE(plain.Acquire().ok());
+  ASSERT_OK(rw.WriteLock().Release());
+  ASSERT_OK(plain.Acquire());
   const absl::Status up = rw.WriteLock().TryAcquire(absl::Seconds(10));
   EXPECT_EQ(up.code(), absl::StatusCode::kFailedPrecondition) << up;
   EXPECT_THAT(up.message(), HasSubstr("one name is one lock type"));
   EXPECT_EQ(rw.ReadLock().TryAcquire(absl::Seconds(10)).code(),
             absl::StatusCode::kFailedPrecondition);
-  ASSERT_TRUE(plain.Release().ok());
+  ASSERT_OK(plain.Release());
   EXPECT_EQ(Integer({"EXISTS", name}), 0);
 
   ReadWriteLock unbound;

@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
 #include "tests/testing/child_process.h"
+#include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace {
@@ -90,20 +91,20 @@ class RedlockTest : public ::testing::Test {
   static void SetUpTestSuite() {
     while (Servers().size() < kMasters) {
       absl::StatusOr<std::unique_ptr<RedisServer>> s = RedisServer::Start();
-      ASSERT_TRUE(s.ok()) << s.status();
+      ASSERT_OK(s);
       Servers().push_back(*std::move(s));
     }
   }
   void SetUp() override {
     for (auto& s : Servers()) {
       if (!s->running()) {
-        ASSERT_TRUE(s->Restart().ok());
+        ASSERT_OK(s->Restart());
       }
-      ASSERT_TRUE(s->FlushAll().ok());
+      ASSERT_OK(s->FlushAll());
     }
     absl::StatusOr<std::unique_ptr<RedlockClient>> c =
         ConnectRedlock(Urls(), &events_);
-    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_OK(c);
     client_ = *std::move(c);
   }
   void TearDown() override {
@@ -128,17 +129,17 @@ class RedlockTest : public ::testing::Test {
 TEST_F(RedlockTest, AcquiresOnEveryMasterWithTheSingleNodeDataModel) {
   RedlockLock lock = client_->GetLock(TestLockName());
   EXPECT_EQ(client_->quorum(), 3);
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   EXPECT_EQ(OnMasters({"EXISTS", lock.name()}), kMasters);
   EXPECT_EQ(OnMasters({"HLEN", lock.name()}), kMasters);
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
   EXPECT_EQ(OnMasters({"EXISTS", lock.name()}), 0);
 }
 
 TEST_F(RedlockTest, IsReentrant) {
   RedlockLock lock = client_->GetLock(TestLockName());
   for (int i = 1; i <= 3; ++i) {
-    ASSERT_TRUE(lock.Acquire().ok());
+    ASSERT_OK(lock.Acquire());
     EXPECT_EQ(lock.LocalHoldCount(), i);
   }
   // The thread's re-entries were counted locally (no round trip): every
@@ -148,10 +149,10 @@ TEST_F(RedlockTest, IsReentrant) {
     ASSERT_EQ(all.elements.size(), 2u);
     EXPECT_EQ(all.elements[1].str, "1");
   }
-  ASSERT_TRUE(lock.Release().ok());
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
+  ASSERT_OK(lock.Release());
   EXPECT_EQ(OnMasters({"EXISTS", lock.name()}), kMasters);
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
   EXPECT_EQ(OnMasters({"EXISTS", lock.name()}), 0);
   EXPECT_EQ(lock.Release().code(), absl::StatusCode::kFailedPrecondition);
 }
@@ -159,7 +160,7 @@ TEST_F(RedlockTest, IsReentrant) {
 TEST_F(RedlockTest, AnExplicitOwnerHoldsAcrossThreads) {
   RedlockLock lock = client_->GetLock(TestLockName());
   const Owner task = Owner::New();
-  std::thread([&] { EXPECT_TRUE(lock.Acquire(task).ok()); }).join();
+  std::thread([&] { EXPECT_OK(lock.Acquire(task)); }).join();
   for (auto& s : Servers()) {
     testing::RedisValue all = *s->Command({"HGETALL", lock.name()});
     ASSERT_EQ(all.elements.size(), 2u);
@@ -168,7 +169,7 @@ TEST_F(RedlockTest, AnExplicitOwnerHoldsAcrossThreads) {
   }
   EXPECT_EQ(lock.TryAcquire(absl::ZeroDuration()).code(),
             absl::StatusCode::kDeadlineExceeded);  // this thread is another
-  std::thread([&] { EXPECT_TRUE(lock.Release(task).ok()); }).join();
+  std::thread([&] { EXPECT_OK(lock.Release(task)); }).join();
   EXPECT_EQ(OnMasters({"EXISTS", lock.name()}), 0);
 }
 
@@ -177,7 +178,7 @@ TEST_F(RedlockTest, AsynchronousCallsTakeAndFreeEveryMaster) {
   const Owner task = Owner::New();
   Future<absl::Status> acquired = lock.AcquireAsync(task);
   ASSERT_TRUE(acquired.WaitFor(absl::Seconds(30)));
-  ASSERT_TRUE(acquired.Get().ok()) << acquired.Get();
+  ASSERT_OK(acquired.Get());
   EXPECT_EQ(OnMasters({"EXISTS", lock.name()}), kMasters);
   // Another owner waits, asynchronously, and gets it once it is released.
   const Owner next = Owner::New();
@@ -185,10 +186,10 @@ TEST_F(RedlockTest, AsynchronousCallsTakeAndFreeEveryMaster) {
   EXPECT_FALSE(waiting.WaitFor(absl::Milliseconds(200)));
   Future<absl::Status> released = lock.ReleaseAsync(task);
   ASSERT_TRUE(released.WaitFor(absl::Seconds(30)));
-  ASSERT_TRUE(released.Get().ok()) << released.Get();
+  ASSERT_OK(released.Get());
   ASSERT_TRUE(waiting.WaitFor(absl::Seconds(30)));
-  ASSERT_TRUE(waiting.Get().ok()) << waiting.Get();
-  ASSERT_TRUE(lock.Release(next).ok());
+  ASSERT_OK(waiting.Get());
+  ASSERT_OK(lock.Release(next));
   EXPECT_EQ(OnMasters({"EXISTS", lock.name()}), 0);
 }
 
@@ -254,7 +255,7 @@ TEST_F(RedlockTest, ProcessesExcludeEachOther) {
   for (int i = 0; i < 3; ++i) {
     absl::StatusOr<std::unique_ptr<ChildProcess>> c =
         ChildProcess::Spawn("RedlockCounter", args);
-    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_OK(c);
     children.push_back(*std::move(c));
   }
   for (auto& c : children) {
@@ -266,22 +267,22 @@ TEST_F(RedlockTest, ProcessesExcludeEachOther) {
 }
 
 TEST_F(RedlockTest, TwoMastersDownStillWorks) {
-  ASSERT_TRUE(Servers()[1]->Stop().ok());
-  ASSERT_TRUE(Servers()[3]->Stop().ok());
+  ASSERT_OK(Servers()[1]->Stop());
+  ASSERT_OK(Servers()[3]->Stop());
   RedlockLock lock = client_->GetLock(TestLockName());
   Stopwatch watch;
-  ASSERT_TRUE(lock.Acquire().ok());
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Acquire());
+  ASSERT_OK(lock.Release());
   EXPECT_LT(watch.Elapsed(), absl::Seconds(3));
   // A client can also start with a minority down.
   absl::StatusOr<std::unique_ptr<RedlockClient>> late = ConnectRedlock(Urls());
-  ASSERT_TRUE(late.ok()) << late.status();
+  ASSERT_OK(late);
   EXPECT_TRUE(
       (*late)->GetLock(TestLockName()).TryAcquire(absl::Seconds(1)).ok());
 }
 
 TEST_F(RedlockTest, ThreeMastersDownFailsFastNamingThem) {
-  for (int i : {0, 2, 4}) ASSERT_TRUE(Servers()[i]->Stop().ok());
+  for (int i : {0, 2, 4}) ASSERT_OK(Servers()[i]->Stop());
   RedlockLock lock = client_->GetLock(TestLockName());
   Stopwatch watch;
   absl::Status s = lock.Acquire();
@@ -300,17 +301,17 @@ TEST_F(RedlockTest, ThreeMastersDownFailsFastNamingThem) {
 
 TEST_F(RedlockTest, APausedMasterCostsOnlyThePerMasterTimeout) {
   RedlockLock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire(absl::Seconds(10)).ok());  // warm connections
-  ASSERT_TRUE(lock.Release().ok());
-  ASSERT_TRUE(Servers()[2]->Pause().ok());
+  ASSERT_OK(lock.Acquire(absl::Seconds(10)));  // warm connections
+  ASSERT_OK(lock.Release());
+  ASSERT_OK(Servers()[2]->Pause());
   Stopwatch watch;
   // Per-master timeout: 1% of the 10 s lease = 100 ms.
   absl::Status s = lock.Acquire(absl::Seconds(10));
   const absl::Duration took = watch.Elapsed();
-  ASSERT_TRUE(Servers()[2]->Resume().ok());
-  EXPECT_TRUE(s.ok()) << s;
+  ASSERT_OK(Servers()[2]->Resume());
+  EXPECT_OK(s);
   EXPECT_LT(took, absl::Milliseconds(100) + absl::Milliseconds(700));
-  EXPECT_TRUE(lock.Release().ok());
+  EXPECT_OK(lock.Release());
 }
 
 TEST_F(RedlockTest, StaleKeysOnAMinorityDoNotBlockButOnAMajorityDo) {
@@ -318,13 +319,13 @@ TEST_F(RedlockTest, StaleKeysOnAMinorityDoNotBlockButOnAMajorityDo) {
   // The owner field of a client that is gone.
   const std::string gone = "90e0c11e-0000-4000-8000-000000000001:1";
   for (int i : {0, 1}) {
-    ASSERT_TRUE(Servers()[i]->Command({"HSET", name, gone, "1"}).ok());
-    ASSERT_TRUE(Servers()[i]->Command({"PEXPIRE", name, "60000"}).ok());
+    ASSERT_OK(Servers()[i]->Command({"HSET", name, gone, "1"}));
+    ASSERT_OK(Servers()[i]->Command({"PEXPIRE", name, "60000"}));
   }
   RedlockLock lock = client_->GetLock(name);
-  ASSERT_TRUE(lock.TryAcquire(absl::ZeroDuration()).ok());
-  ASSERT_TRUE(lock.Release().ok());
-  ASSERT_TRUE(Servers()[2]->Command({"HSET", name, gone, "1"}).ok());
+  ASSERT_OK(lock.TryAcquire(absl::ZeroDuration()));
+  ASSERT_OK(lock.Release());
+  ASSERT_OK(Servers()[2]->Command({"HSET", name, gone, "1"}));
   absl::Status s = lock.TryAcquire(absl::Milliseconds(200));
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("held by another owner"));
@@ -337,15 +338,15 @@ TEST_F(RedlockTest, StaleKeysOnAMinorityDoNotBlockButOnAMajorityDo) {
 TEST_F(RedlockTest, ValidityIsLeaseMinusElapsedMinusDrift) {
   RedlockLock lock = client_->GetLock(TestLockName());
   const auto before = std::chrono::steady_clock::now();
-  ASSERT_TRUE(lock.Acquire(absl::Seconds(2)).ok());
+  ASSERT_OK(lock.Acquire(absl::Seconds(2)));
   const auto after = std::chrono::steady_clock::now();
   absl::StatusOr<std::chrono::steady_clock::time_point> valid =
       lock.ValidUntil();
-  ASSERT_TRUE(valid.ok()) << valid.status();
+  ASSERT_OK(valid);
   const auto lease_minus_drift = std::chrono::milliseconds(2000 - 20 - 2);
   EXPECT_GE(*valid, before + lease_minus_drift);
   EXPECT_LE(*valid, after + lease_minus_drift);
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
   EXPECT_EQ(lock.ValidUntil().status().code(),
             absl::StatusCode::kFailedPrecondition);
 }
@@ -359,25 +360,25 @@ TEST_F(RedlockTest, AnAttemptSlowerThanItsLeaseHasNoValidity) {
   options.tries = 2;
   absl::StatusOr<std::unique_ptr<RedlockClient>> slow =
       RedlockClient::Connect(options);
-  ASSERT_TRUE(slow.ok()) << slow.status();
+  ASSERT_OK(slow);
   RedlockLock lock = (*slow)->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire(absl::Milliseconds(50)).ok());  // warm
-  ASSERT_TRUE(lock.Release().ok());
-  ASSERT_TRUE(Servers()[4]->Pause().ok());
+  ASSERT_OK(lock.Acquire(absl::Milliseconds(50)));  // warm
+  ASSERT_OK(lock.Release());
+  ASSERT_OK(Servers()[4]->Pause());
   absl::Status s = lock.Acquire(absl::Milliseconds(50));
-  ASSERT_TRUE(Servers()[4]->Resume().ok());
+  ASSERT_OK(Servers()[4]->Resume());
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("validity used up"));
 }
 
 TEST_F(RedlockTest, ExtendRenewsAnExplicitLease) {
   RedlockLock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire(absl::Milliseconds(800)).ok());
-  ASSERT_TRUE(lock.Extend(absl::Seconds(5)).ok());
+  ASSERT_OK(lock.Acquire(absl::Milliseconds(800)));
+  ASSERT_OK(lock.Extend(absl::Seconds(5)));
   absl::SleepFor(absl::Milliseconds(1200));
   EXPECT_EQ(OnMasters({"EXISTS", lock.name()}), kMasters);
   EXPECT_GT(*lock.ValidUntil(), std::chrono::steady_clock::now());
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
   EXPECT_EQ(lock.Extend(absl::Seconds(1)).code(),
             absl::StatusCode::kFailedPrecondition);
 }
@@ -385,12 +386,12 @@ TEST_F(RedlockTest, ExtendRenewsAnExplicitLease) {
 TEST_F(RedlockTest, TheWatchdogExtendsALockWithoutALease) {
   absl::StatusOr<std::unique_ptr<RedlockClient>> client =
       ConnectRedlock(Urls(), &events_, absl::Milliseconds(600));
-  ASSERT_TRUE(client.ok());
+  ASSERT_OK(client);
   RedlockLock lock = (*client)->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   absl::SleepFor(absl::Milliseconds(2000));
   EXPECT_EQ(OnMasters({"EXISTS", lock.name()}), kMasters);
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
   EXPECT_EQ(OnMasters({"EXISTS", lock.name()}), 0);
   EXPECT_TRUE(events_.events().empty());
 }
@@ -398,11 +399,11 @@ TEST_F(RedlockTest, TheWatchdogExtendsALockWithoutALease) {
 TEST_F(RedlockTest, LosingTheMajorityIsReported) {
   absl::StatusOr<std::unique_ptr<RedlockClient>> client =
       ConnectRedlock(Urls(), &events_, absl::Milliseconds(600));
-  ASSERT_TRUE(client.ok());
+  ASSERT_OK(client);
   RedlockLock lock = (*client)->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   for (int i : {0, 1, 2}) {
-    ASSERT_TRUE(Servers()[i]->Command({"DEL", lock.name()}).ok());
+    ASSERT_OK(Servers()[i]->Command({"DEL", lock.name()}));
   }
   LockEvent event;
   ASSERT_TRUE(
@@ -413,21 +414,21 @@ TEST_F(RedlockTest, LosingTheMajorityIsReported) {
 
 TEST_F(RedlockTest, AWaiterIsWokenByTheUnlockMessage) {
   absl::StatusOr<std::unique_ptr<RedlockClient>> other = ConnectRedlock(Urls());
-  ASSERT_TRUE(other.ok());
+  ASSERT_OK(other);
   RedlockLock theirs = (*other)->GetLock(TestLockName());
-  ASSERT_TRUE(theirs.Acquire().ok());  // 30 s watchdog lease
+  ASSERT_OK(theirs.Acquire());  // 30 s watchdog lease
   RedlockLock mine = client_->GetLock(TestLockName());
   // On the steady clock (the wall clock may step); generous against the 30 s
   // lease that would hand it on without the message.
   std::atomic<std::chrono::steady_clock::time_point> acquired_at{};
   std::thread waiter([&] {
-    ASSERT_TRUE(mine.TryAcquire(absl::Seconds(20)).ok());
+    ASSERT_OK(mine.TryAcquire(absl::Seconds(20)));
     acquired_at = std::chrono::steady_clock::now();
-    ASSERT_TRUE(mine.Release().ok());
+    ASSERT_OK(mine.Release());
   });
   absl::SleepFor(absl::Milliseconds(300));
   const auto released_at = std::chrono::steady_clock::now();
-  ASSERT_TRUE(theirs.Release().ok());
+  ASSERT_OK(theirs.Release());
   waiter.join();
   EXPECT_LT(absl::FromChrono(acquired_at.load() - released_at),
             absl::Seconds(2));
@@ -440,11 +441,11 @@ TEST_F(RedlockTest, FailFastAndShuffleStillAcquire) {
   options.shuffle_masters = true;
   absl::StatusOr<std::unique_ptr<RedlockClient>> client =
       RedlockClient::Connect(options);
-  ASSERT_TRUE(client.ok());
+  ASSERT_OK(client);
   RedlockLock lock = (*client)->GetLock(TestLockName());
   for (int i = 0; i < 10; ++i) {
-    ASSERT_TRUE(lock.Acquire().ok());
-    ASSERT_TRUE(lock.Release().ok());
+    ASSERT_OK(lock.Acquire());
+    ASSERT_OK(lock.Release());
   }
 }
 

@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "relock/relock.h"
 #include "tests/test_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace {
@@ -22,10 +23,10 @@ class ReentrantLockTest : public testing::RedisClientTest {};
 
 TEST_F(ReentrantLockTest, AcquireThenReleaseFreesTheKey) {
   Lock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   EXPECT_EQ(*lock.IsLocked(), true);
   EXPECT_EQ(*lock.IsHeldByCurrentThread(), true);
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
   EXPECT_EQ(*lock.IsLocked(), false);
   EXPECT_EQ(redis().Command({"EXISTS", lock.name()})->integer, 0);
 }
@@ -34,12 +35,12 @@ TEST_F(ReentrantLockTest, NestedLockIncrementsHoldCount) {
   Lock lock = client_->GetLock(TestLockName());
   constexpr int kDepth = 25;
   for (int i = 1; i <= kDepth; ++i) {
-    ASSERT_TRUE(lock.Acquire().ok());
+    ASSERT_OK(lock.Acquire());
     EXPECT_EQ(*lock.HoldCount(), i);
   }
   for (int i = kDepth; i >= 1; --i) {
     EXPECT_EQ(*lock.IsLocked(), true) << "freed early at depth " << i;
-    ASSERT_TRUE(lock.Release().ok());
+    ASSERT_OK(lock.Release());
     EXPECT_EQ(*lock.HoldCount(), i - 1);
   }
   EXPECT_EQ(*lock.IsLocked(), false);
@@ -66,7 +67,7 @@ TEST_F(ReentrantLockTest, NestedCallChainDoesNotDeadlock) {
 
 TEST_F(ReentrantLockTest, AnotherThreadIsAnotherOwner) {
   Lock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   absl::Status other_try, other_release;
   absl::StatusOr<bool> other_held;
   std::thread other([&] {
@@ -79,19 +80,19 @@ TEST_F(ReentrantLockTest, AnotherThreadIsAnotherOwner) {
   EXPECT_EQ(other_release.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(*other_held, false);
   EXPECT_EQ(*lock.HoldCount(), 1) << "a non-owner release must not count down";
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
 }
 
 TEST_F(ReentrantLockTest, TwoClientsInOneProcessAreDifferentOwners) {
   std::unique_ptr<Client> second = MustConnect(redis().url());
   Lock mine = client_->GetLock(TestLockName());
   Lock theirs = second->GetLock(TestLockName());
-  ASSERT_TRUE(mine.Acquire().ok());
+  ASSERT_OK(mine.Acquire());
   EXPECT_EQ(theirs.TryAcquire(absl::ZeroDuration()).code(),
             absl::StatusCode::kDeadlineExceeded);
-  ASSERT_TRUE(mine.Release().ok());
-  EXPECT_TRUE(theirs.TryAcquire(absl::ZeroDuration()).ok());
-  EXPECT_TRUE(theirs.Release().ok());
+  ASSERT_OK(mine.Release());
+  EXPECT_OK(theirs.TryAcquire(absl::ZeroDuration()));
+  EXPECT_OK(theirs.Release());
 }
 
 TEST_F(ReentrantLockTest, ReleaseByNonOwnerIsFailedPreconditionNamingTheLock) {
@@ -104,28 +105,28 @@ TEST_F(ReentrantLockTest, ReleaseByNonOwnerIsFailedPreconditionNamingTheLock) {
 
 TEST_F(ReentrantLockTest, MoreReleasesThanAcquiresFailsAndLeavesItFree) {
   Lock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire().ok());
-  ASSERT_TRUE(lock.Acquire().ok());
-  EXPECT_TRUE(lock.Release().ok());
-  EXPECT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Acquire());
+  ASSERT_OK(lock.Acquire());
+  EXPECT_OK(lock.Release());
+  EXPECT_OK(lock.Release());
   EXPECT_EQ(lock.Release().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(*lock.IsLocked(), false);
 }
 
 TEST_F(ReentrantLockTest, DefaultLeaseIsTheWatchdogTimeout) {
   Lock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   absl::StatusOr<absl::Duration> left = lock.RemainingLease();
-  ASSERT_TRUE(left.ok()) << left.status();
+  ASSERT_OK(left);
   EXPECT_GT(*left, absl::Seconds(25));
   EXPECT_LE(*left, absl::Seconds(30));
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
   EXPECT_EQ(lock.RemainingLease().status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(ReentrantLockTest, ExplicitLeaseExpiresAndReleaseSaysLeaseLost) {
   Lock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire(absl::Milliseconds(300)).ok());
+  ASSERT_OK(lock.Acquire(absl::Milliseconds(300)));
   absl::SleepFor(absl::Milliseconds(800));
   EXPECT_EQ(*lock.IsLocked(), false) << "lease did not expire";
   absl::Status s = lock.Release();
@@ -137,14 +138,14 @@ TEST_F(ReentrantLockTest, ExplicitLeaseExpiresAndReleaseSaysLeaseLost) {
 
 TEST_F(ReentrantLockTest, NestedReleaseKeepsAnExplicitLease) {
   Lock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire(absl::Seconds(10)).ok());
-  ASSERT_TRUE(lock.Acquire(absl::Seconds(10)).ok());
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Acquire(absl::Seconds(10)));
+  ASSERT_OK(lock.Acquire(absl::Seconds(10)));
+  ASSERT_OK(lock.Release());
   absl::StatusOr<absl::Duration> left = lock.RemainingLease();
-  ASSERT_TRUE(left.ok());
+  ASSERT_OK(left);
   EXPECT_LE(*left, absl::Seconds(10)) << "release stretched an explicit lease";
   EXPECT_GT(*left, absl::Seconds(5));
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
 }
 
 // Regression: a re-entry whose key had vanished (FLUSHALL, a restart without
@@ -152,14 +153,14 @@ TEST_F(ReentrantLockTest, NestedReleaseKeepsAnExplicitLease) {
 TEST_F(ReentrantLockTest, ReentryAfterTheKeyVanishedSetsALease) {
   const std::string name = TestLockName();
   Lock lock = client_->GetLock(name);
-  ASSERT_TRUE(lock.Acquire(absl::Seconds(30)).ok());
-  ASSERT_TRUE(redis().FlushAll().ok());
-  ASSERT_TRUE(lock.Acquire(absl::Seconds(30)).ok());  // a re-entry by count
+  ASSERT_OK(lock.Acquire(absl::Seconds(30)));
+  ASSERT_OK(redis().FlushAll());
+  ASSERT_OK(lock.Acquire(absl::Seconds(30)));  // a re-entry by count
   absl::StatusOr<testing::RedisValue> pttl = redis().Command({"PTTL", name});
-  ASSERT_TRUE(pttl.ok()) << pttl.status();
+  ASSERT_OK(pttl);
   EXPECT_GT(pttl->integer, 0);
   EXPECT_LE(pttl->integer, 30000);
-  EXPECT_TRUE(lock.ForceRelease().ok());
+  EXPECT_OK(lock.ForceRelease());
 }
 
 // A thread's re-entries of its watchdog hold are counted in the client:
@@ -167,18 +168,18 @@ TEST_F(ReentrantLockTest, ReentryAfterTheKeyVanishedSetsALease) {
 // and one release round trip, and HoldCount() still says how deep it is.
 TEST_F(ReentrantLockTest, NestedReentryCostsNoRoundTrips) {
   Lock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(redis().Command({"CONFIG", "RESETSTAT"}).ok());
-  for (int depth = 1; depth <= 5; ++depth) ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(redis().Command({"CONFIG", "RESETSTAT"}));
+  for (int depth = 1; depth <= 5; ++depth) ASSERT_OK(lock.Acquire());
   EXPECT_EQ(testing::Calls(redis(), "evalsha"), 1);
   EXPECT_EQ(redis().Command({"HVALS", lock.name()})->elements[0].str, "1");
   EXPECT_EQ(lock.HoldCount().value_or(-1), 5);  // a query: one more script
   const int64_t before = testing::Calls(redis(), "evalsha");
   for (int depth = 5; depth >= 2; --depth) {
-    ASSERT_TRUE(lock.Release().ok());
+    ASSERT_OK(lock.Release());
     EXPECT_EQ(redis().Command({"EXISTS", lock.name()})->integer, 1);
   }
   EXPECT_EQ(testing::Calls(redis(), "evalsha"), before);
-  ASSERT_TRUE(lock.Release().ok());  // the outermost: freed in Redis
+  ASSERT_OK(lock.Release());  // the outermost: freed in Redis
   EXPECT_EQ(redis().Command({"EXISTS", lock.name()})->integer, 0);
   EXPECT_EQ(testing::Calls(redis(), "evalsha"), before + 1);
   EXPECT_EQ(lock.Release().code(), absl::StatusCode::kFailedPrecondition);
@@ -194,18 +195,18 @@ TEST_F(ReentrantLockTest, ALostHoldIsLostForItsLocalReentriesToo) {
       });
   ASSERT_NE(client, nullptr);
   Lock lock = client->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire().ok());
-  ASSERT_TRUE(lock.Acquire().ok());  // local
-  ASSERT_TRUE(redis().Command({"DEL", lock.name()}).ok());
+  ASSERT_OK(lock.Acquire());
+  ASSERT_OK(lock.Acquire());  // local
+  ASSERT_OK(redis().Command({"DEL", lock.name()}));
   LockEvent lost;
   ASSERT_TRUE(
       events_.WaitFor(LockEventType::kLockLost, absl::Seconds(20), &lost));
   EXPECT_EQ(lost.lock_name, lock.name());
   EXPECT_EQ(lock.Release().code(), absl::StatusCode::kAborted);
   // A new acquisition starts afresh, in Redis.
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   EXPECT_EQ(lock.HoldCount().value_or(-1), 1);
-  EXPECT_TRUE(lock.Release().ok());
+  EXPECT_OK(lock.Release());
 }
 
 // An explicit owner re-enters its watchdog hold locally too; a re-entry
@@ -213,24 +214,24 @@ TEST_F(ReentrantLockTest, ALostHoldIsLostForItsLocalReentriesToo) {
 TEST_F(ReentrantLockTest, ExplicitLeasesReenterInRedisOwnersLocally) {
   Lock lock = client_->GetLock(TestLockName());
   const Owner owner = Owner::New();
-  ASSERT_TRUE(lock.Acquire(owner).ok());
-  ASSERT_TRUE(lock.Acquire(owner).ok());
+  ASSERT_OK(lock.Acquire(owner));
+  ASSERT_OK(lock.Acquire(owner));
   EXPECT_EQ(redis().Command({"HVALS", lock.name()})->elements[0].str, "1");
   EXPECT_EQ(lock.HoldCount(owner).value_or(-1), 2);
-  ASSERT_TRUE(lock.Acquire(owner, absl::Seconds(5)).ok());
+  ASSERT_OK(lock.Acquire(owner, absl::Seconds(5)));
   EXPECT_EQ(redis().Command({"HVALS", lock.name()})->elements[0].str, "2");
   EXPECT_EQ(lock.HoldCount(owner).value_or(-1), 3);
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(lock.Release(owner).ok());
+  for (int i = 0; i < 3; ++i) ASSERT_OK(lock.Release(owner));
   EXPECT_EQ(redis().Command({"EXISTS", lock.name()})->integer, 0);
 }
 
 TEST_F(ReentrantLockTest, ForceReleaseFreesAnotherOwnersLock) {
   Lock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   absl::StatusOr<bool> freed;
   std::thread admin([&] { freed = lock.ForceRelease(); });
   admin.join();
-  ASSERT_TRUE(freed.ok());
+  ASSERT_OK(freed);
   EXPECT_TRUE(*freed);
   EXPECT_EQ(*lock.IsLocked(), false);
   EXPECT_EQ(*lock.ForceRelease(), false);

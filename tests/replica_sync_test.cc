@@ -23,6 +23,7 @@
 #include "relock/redlock.h"
 #include "relock/relock.h"
 #include "tests/test_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace {
@@ -73,7 +74,7 @@ class Paused {
   void Resume() {
     if (status_.ok() && !resumed_) {
       resumed_ = true;
-      EXPECT_TRUE(server_.Resume().ok());
+      EXPECT_OK(server_.Resume());
     }
   }
 
@@ -93,14 +94,14 @@ class ReplicaSyncTest : public ::testing::Test {
     primary_options.extra_args = {"--repl-diskless-sync-delay", "0"};
     absl::StatusOr<std::unique_ptr<RedisServer>> primary =
         RedisServer::Start(primary_options);
-    ASSERT_TRUE(primary.ok()) << primary.status();
+    ASSERT_OK(primary);
     primary_ = primary->release();
     RedisServerOptions replica_options;
     replica_options.extra_args = {"--replicaof", RedisServer::kHost,
                                   absl::StrCat(primary_->port())};
     absl::StatusOr<std::unique_ptr<RedisServer>> replica =
         RedisServer::Start(replica_options);
-    ASSERT_TRUE(replica.ok()) << replica.status();
+    ASSERT_OK(replica);
     replica_ = replica->release();
   }
   static void TearDownTestSuite() {
@@ -113,7 +114,7 @@ class ReplicaSyncTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_NE(primary_, nullptr);
     ASSERT_NE(replica_, nullptr);
-    ASSERT_TRUE(primary_->FlushAll().ok());
+    ASSERT_OK(primary_->FlushAll());
     // The replica is linked and has caught up with the flush.
     ASSERT_TRUE(Eventually([] {
       absl::StatusOr<RedisValue> size = replica_->Command({"DBSIZE"});
@@ -147,8 +148,8 @@ RedisServer* ReplicaSyncTest::replica_ = nullptr;
 
 TEST_F(ReplicaSyncTest, AcquireWaitsForOneReplicaInOneRoundTrip) {
   Lock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(primary().Command({"CONFIG", "RESETSTAT"}).ok());
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(primary().Command({"CONFIG", "RESETSTAT"}));
+  ASSERT_OK(lock.Acquire());
   // One acquire script and one WAIT, and nothing else of ours: the two go
   // in one write on one connection (no separate WAIT after the reply).
   EXPECT_EQ(Calls(primary(), "evalsha"), 1);
@@ -160,39 +161,37 @@ TEST_F(ReplicaSyncTest, AcquireWaitsForOneReplicaInOneRoundTrip) {
       primary().Command({"HGETALL", lock.name()});
   absl::StatusOr<RedisValue> on_replica =
       replica().Command({"HGETALL", lock.name()});
-  ASSERT_TRUE(on_primary.ok());
-  ASSERT_TRUE(on_replica.ok());
+  ASSERT_OK(on_primary);
+  ASSERT_OK(on_replica);
   ASSERT_EQ(on_replica->elements.size(), 2u) << *on_replica;
   EXPECT_THAT(on_replica->elements[0].str,
               ::testing::StartsWith(client_->id()));
   EXPECT_EQ(on_replica->elements[1].str, "1");
   EXPECT_EQ(*on_replica, *on_primary);
   // Releases send no WAIT.
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
   EXPECT_EQ(Calls(primary(), "wait"), 1);
   EXPECT_EQ(Exists(primary(), lock.name()), 0);
 }
 
 TEST_F(ReplicaSyncTest, EvalAfterNoScriptIsFollowedByTheWaitToo) {
   Lock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(primary().Command({"SCRIPT", "FLUSH"}).ok());
-  ASSERT_TRUE(primary().Command({"CONFIG", "RESETSTAT"}).ok());
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(primary().Command({"SCRIPT", "FLUSH"}));
+  ASSERT_OK(primary().Command({"CONFIG", "RESETSTAT"}));
+  ASSERT_OK(lock.Acquire());
   // EVALSHA + WAIT met NOSCRIPT; EVAL + WAIT, sent again, ran.
   EXPECT_EQ(Calls(primary(), "evalsha"), 1);
   EXPECT_EQ(Calls(primary(), "eval"), 1);
   EXPECT_EQ(Calls(primary(), "wait"), 2);
   EXPECT_EQ(Exists(replica(), lock.name()), 1);
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
 }
 
 TEST_F(ReplicaSyncTest, AcquireWhoseWaitIsRefusedFailsAndLeavesNoKey) {
   // A user that may run everything but WAIT: the script runs and takes the
   // lock, WAIT says NOPERM, and the acquire is undone.
-  ASSERT_TRUE(primary()
-                  .Command({"ACL", "SETUSER", "nowait", "on", ">pw", "~*", "&*",
-                            "+@all", "-wait"})
-                  .ok());
+  ASSERT_OK(primary().Command(
+      {"ACL", "SETUSER", "nowait", "on", ">pw", "~*", "&*", "+@all", "-wait"}));
   std::unique_ptr<Client> client = MustConnect(
       absl::StrCat("redis://nowait:pw@127.0.0.1:", primary().port()),
       [](ClientOptions& o) { o.replica_sync = Sync(1, absl::Seconds(1)); });
@@ -205,7 +204,7 @@ TEST_F(ReplicaSyncTest, AcquireWhoseWaitIsRefusedFailsAndLeavesNoKey) {
   EXPECT_EQ(Exists(primary(), lock.name()), 0);
   EXPECT_FALSE(*lock.IsHeldByCurrentThread());
   client.reset();
-  EXPECT_TRUE(primary().Command({"ACL", "DELUSER", "nowait"}).ok());
+  EXPECT_OK(primary().Command({"ACL", "DELUSER", "nowait"}));
 }
 
 TEST_F(ReplicaSyncTest, AcquireWithPausedReplicaFailsAndLeavesNoKey) {
@@ -213,8 +212,8 @@ TEST_F(ReplicaSyncTest, AcquireWithPausedReplicaFailsAndLeavesNoKey) {
   ASSERT_NE(client, nullptr);
   Lock lock = client->GetLock(TestLockName());
   Paused paused(replica());
-  ASSERT_TRUE(paused.status().ok()) << paused.status();
-  ASSERT_TRUE(primary().Command({"CONFIG", "RESETSTAT"}).ok());
+  ASSERT_OK(paused.status());
+  ASSERT_OK(primary().Command({"CONFIG", "RESETSTAT"}));
   // A blocking Acquire() with no deadline: it fails at once, not retried.
   absl::Status s = lock.Acquire();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
@@ -243,8 +242,8 @@ TEST_F(ReplicaSyncTest, AcquireWithPausedReplicaFailsAndLeavesNoKey) {
   std::unique_ptr<Client> other = MustConnect(primary().url());
   ASSERT_NE(other, nullptr);
   Lock theirs = other->GetLock(lock.name());
-  EXPECT_TRUE(theirs.TryAcquire(absl::ZeroDuration()).ok());
-  EXPECT_TRUE(theirs.Release().ok());
+  EXPECT_OK(theirs.TryAcquire(absl::ZeroDuration()));
+  EXPECT_OK(theirs.Release());
 }
 
 TEST_F(ReplicaSyncTest, TryAcquireOfNoWaitStillWaitsForTheReplicas) {
@@ -255,7 +254,7 @@ TEST_F(ReplicaSyncTest, TryAcquireOfNoWaitStillWaitsForTheReplicas) {
   ASSERT_NE(client, nullptr);
   Lock lock = client->GetLock(TestLockName());
   Paused paused(replica());
-  ASSERT_TRUE(paused.status().ok()) << paused.status();
+  ASSERT_OK(paused.status());
   absl::Status s = lock.TryAcquire(absl::ZeroDuration());
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   EXPECT_THAT(s.message(), HasSubstr("only 0 of the 1 required replicas "
@@ -269,12 +268,12 @@ TEST_F(ReplicaSyncTest, AsyncAcquireWithPausedReplicaFailsAndLeavesNoKey) {
   Lock lock = client->GetLock(TestLockName());
   const Owner task = Owner::New();
   // Live replica: acknowledged.
-  ASSERT_TRUE(lock.AcquireAsync(task).Get().ok());
+  ASSERT_OK(lock.AcquireAsync(task).Get());
   EXPECT_EQ(Exists(replica(), lock.name()), 1);
-  ASSERT_TRUE(lock.ReleaseAsync(task).Get().ok());
+  ASSERT_OK(lock.ReleaseAsync(task).Get());
   // Paused replica: undone (sent without waiting for it), Unavailable.
   Paused paused(replica());
-  ASSERT_TRUE(paused.status().ok()) << paused.status();
+  ASSERT_OK(paused.status());
   absl::Status s = lock.AcquireAsync(task).Get();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   EXPECT_THAT(s.message(), HasSubstr("only 0 of the 1 required replicas"));
@@ -289,10 +288,10 @@ TEST_F(ReplicaSyncTest, UnacknowledgedReentryIsUndoneByOneCount) {
   // A re-entry with an explicit lease goes to Redis (a re-entry of a
   // watchdog hold is counted locally and writes nothing to acknowledge).
   const Owner owner = Owner::New();
-  ASSERT_TRUE(lock.Acquire(owner).ok());  // acknowledged: count 1
+  ASSERT_OK(lock.Acquire(owner));  // acknowledged: count 1
   {
     Paused paused(replica());
-    ASSERT_TRUE(paused.status().ok()) << paused.status();
+    ASSERT_OK(paused.status());
     absl::Status s = lock.Acquire(owner, absl::Seconds(30));  // a re-entry
     EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
     EXPECT_THAT(s.message(), HasSubstr("only 0 of the 1 required replicas"));
@@ -301,7 +300,7 @@ TEST_F(ReplicaSyncTest, UnacknowledgedReentryIsUndoneByOneCount) {
     EXPECT_TRUE(*lock.IsHeldBy(owner));
   }
   // One release frees it.
-  ASSERT_TRUE(lock.Release(owner).ok());
+  ASSERT_OK(lock.Release(owner));
   EXPECT_EQ(Exists(primary(), lock.name()), 0);
   EXPECT_EQ(lock.Release(owner).code(), absl::StatusCode::kFailedPrecondition);
 }
@@ -309,7 +308,7 @@ TEST_F(ReplicaSyncTest, UnacknowledgedReentryIsUndoneByOneCount) {
 TEST_F(ReplicaSyncTest, LockOptionsOverrideTheClientDefault) {
   // The binary's shared server has no replica.
   RedisServer& alone = SharedRedisServer();
-  ASSERT_TRUE(alone.FlushAll().ok());
+  ASSERT_OK(alone.FlushAll());
   // A client that does not wait, with one lock that does.
   std::unique_ptr<Client> plain = MustConnect(alone.url());
   ASSERT_NE(plain, nullptr);
@@ -321,8 +320,8 @@ TEST_F(ReplicaSyncTest, LockOptionsOverrideTheClientDefault) {
                                      "acknowledged within 100ms"));
   EXPECT_EQ(Exists(alone, synced.name()), 0);
   Lock unsynced = plain->GetLock(TestLockName("unsynced"));
-  EXPECT_TRUE(unsynced.Acquire().ok());
-  EXPECT_TRUE(unsynced.Release().ok());
+  EXPECT_OK(unsynced.Acquire());
+  EXPECT_OK(unsynced.Release());
   // A client that waits, with one lock that does not.
   std::unique_ptr<Client> waiting =
       MustConnect(alone.url(), [](ClientOptions& o) {
@@ -332,8 +331,8 @@ TEST_F(ReplicaSyncTest, LockOptionsOverrideTheClientDefault) {
   LockOptions no_wait;
   no_wait.replica_sync = ReplicaSync();  // 0 replicas
   Lock exempt = waiting->GetLock(TestLockName("exempt"), no_wait);
-  EXPECT_TRUE(exempt.Acquire().ok());
-  EXPECT_TRUE(exempt.Release().ok());
+  EXPECT_OK(exempt.Acquire());
+  EXPECT_OK(exempt.Release());
   Lock by_default = waiting->GetLock(TestLockName("default"));
   EXPECT_EQ(by_default.Acquire().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(Exists(alone, by_default.name()), 0);
@@ -364,7 +363,7 @@ TEST_F(ReplicaSyncTest, InvalidClientOptionsAreRejectedAtConnect) {
   // its default stays valid.
   s = connect(
       [](ClientOptions& o) { o.command_timeout = absl::Milliseconds(500); });
-  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_OK(s);
 }
 
 TEST_F(ReplicaSyncTest, InvalidLockOptionsFailEveryCall) {
@@ -414,16 +413,16 @@ TEST_F(ReplicaSyncTest, RedlockAppliesReplicaSyncOnEachMaster) {
   // A master with a replica: acquired.
   absl::StatusOr<std::unique_ptr<RedlockClient>> with_replica =
       connect(primary().url());
-  ASSERT_TRUE(with_replica.ok()) << with_replica.status();
+  ASSERT_OK(with_replica);
   RedlockLock lock = (*with_replica)->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   EXPECT_EQ(Exists(replica(), lock.name()), 1);
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
   // A master without one: not acquired, nothing left.
   RedisServer& alone = SharedRedisServer();
-  ASSERT_TRUE(alone.FlushAll().ok());
+  ASSERT_OK(alone.FlushAll());
   absl::StatusOr<std::unique_ptr<RedlockClient>> without = connect(alone.url());
-  ASSERT_TRUE(without.ok()) << without.status();
+  ASSERT_OK(without);
   RedlockLock lonely = (*without)->GetLock(TestLockName());
   absl::Status s = lonely.Acquire();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;

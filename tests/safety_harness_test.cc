@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "tests/testing/child_process.h"
+#include "tests/testing/status_matchers.h"
 #include "tools/harness/harness.h"
 
 // The worker processes of the harness (re-executions of this binary).
@@ -333,7 +334,7 @@ HarnessOptions ShortRunOptions() {
 void ExpectSafeRun(const HarnessOptions& options,
                    const std::vector<FaultKind>& kinds) {
   absl::StatusOr<Report> report = RunHarness(options);
-  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_OK(report);
   std::cout << report->text << std::flush;
 
   EXPECT_EQ(report->unexcused_overlaps, 0)

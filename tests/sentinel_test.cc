@@ -21,6 +21,7 @@
 #include "relock/relock.h"
 #include "tests/test_util.h"
 #include "tests/testing/redis_sentinel.h"
+#include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace {
@@ -39,7 +40,7 @@ using ::testing::HasSubstr;
 // The primary that the sentinels name now.
 RedisServer& Primary(RedisSentinelGroup& group) {
   absl::StatusOr<size_t> i = group.PrimaryIndex();
-  EXPECT_TRUE(i.ok()) << i.status();
+  EXPECT_OK(i);
   return group.node(i.ok() ? *i : 0);
 }
 
@@ -49,7 +50,7 @@ class SentinelTest : public ::testing::Test {
   static void SetUpTestSuite() {
     absl::StatusOr<std::unique_ptr<RedisSentinelGroup>> group =
         RedisSentinelGroup::Start();
-    ASSERT_TRUE(group.ok()) << group.status();
+    ASSERT_OK(group);
     group_ = group->release();
   }
   static void TearDownTestSuite() {
@@ -68,17 +69,17 @@ TEST_F(SentinelTest, LocksLiveOnThePrimaryTheSentinelsName) {
   ASSERT_NE(client, nullptr);
   const std::string name = TestLockName();
   Lock lock = client->GetLock(name);
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   absl::StatusOr<RedisValue> fields =
       Primary(*group_).Command({"HGETALL", name});
-  ASSERT_TRUE(fields.ok()) << fields.status();
+  ASSERT_OK(fields);
   ASSERT_EQ(fields->elements.size(), 2u) << fields->DebugString();
   EXPECT_THAT(fields->elements[0].str, HasSubstr(client->id()));
   EXPECT_EQ(fields->elements[1].str, "1");
-  EXPECT_TRUE(lock.Release().ok());
+  EXPECT_OK(lock.Release());
   absl::StatusOr<RedisValue> exists =
       Primary(*group_).Command({"EXISTS", name});
-  ASSERT_TRUE(exists.ok()) << exists.status();
+  ASSERT_OK(exists);
   EXPECT_EQ(exists->integer, 0);
 }
 
@@ -89,7 +90,7 @@ TEST_F(SentinelTest, TwoClientsExcludeAndAReleaseWakesTheWaiter) {
   const std::string name = TestLockName();
   Lock held = a->GetLock(name);
   // An explicit 60 s lease: only the unlock message can end the wait early.
-  ASSERT_TRUE(held.Acquire(absl::Seconds(60)).ok());
+  ASSERT_OK(held.Acquire(absl::Seconds(60)));
   Lock wanted = b->GetLock(name);
   EXPECT_EQ(wanted.TryAcquire(absl::ZeroDuration()).code(),
             absl::StatusCode::kDeadlineExceeded);
@@ -97,7 +98,7 @@ TEST_F(SentinelTest, TwoClientsExcludeAndAReleaseWakesTheWaiter) {
   absl::SleepFor(absl::Milliseconds(300));
   EXPECT_FALSE(waiter.got());
   Stopwatch since_release;
-  ASSERT_TRUE(held.Release().ok());
+  ASSERT_OK(held.Release());
   EXPECT_TRUE(waiter.Join());
   EXPECT_LT(since_release.Elapsed(), absl::Seconds(20));
 }
@@ -107,9 +108,9 @@ TEST_F(SentinelTest, AsynchronousCallsGoToThePrimary) {
   ASSERT_NE(client, nullptr);
   Lock lock = client->GetLock(TestLockName());
   const Owner owner = Owner::New();
-  EXPECT_TRUE(lock.AcquireAsync(owner).Get().ok());
+  EXPECT_OK(lock.AcquireAsync(owner).Get());
   EXPECT_EQ(lock.HoldCount(owner).value_or(-1), 1);
-  EXPECT_TRUE(lock.ReleaseAsync(owner).Get().ok());
+  EXPECT_OK(lock.ReleaseAsync(owner).Get());
   EXPECT_FALSE(lock.IsLocked().value_or(true));
 }
 
@@ -150,7 +151,7 @@ TEST(SentinelAuthTest, SentinelsAndDataNodesTakeTheirOwnPasswords) {
   group_options.sentinel_pass = "sentinel-secret";
   absl::StatusOr<std::unique_ptr<RedisSentinelGroup>> group =
       RedisSentinelGroup::Start(group_options);
-  ASSERT_TRUE(group.ok()) << group.status();
+  ASSERT_OK(group);
 
   ClientOptions options;
   options.url = (*group)->url();  // carries the data nodes' password
@@ -161,10 +162,10 @@ TEST(SentinelAuthTest, SentinelsAndDataNodesTakeTheirOwnPasswords) {
 
   options.sentinel.password = "sentinel-secret";
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
-  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_OK(client);
   Lock lock = (*client)->GetLock(TestLockName());
-  EXPECT_TRUE(lock.Acquire().ok());
-  EXPECT_TRUE(lock.Release().ok());
+  EXPECT_OK(lock.Acquire());
+  EXPECT_OK(lock.Release());
 }
 
 // Failovers, each on a group of its own: two clients with a 6 s watchdog
@@ -177,7 +178,7 @@ class SentinelFailoverTest : public ::testing::Test {
   void SetUp() override {
     absl::StatusOr<std::unique_ptr<RedisSentinelGroup>> group =
         RedisSentinelGroup::Start();
-    ASSERT_TRUE(group.ok()) << group.status();
+    ASSERT_OK(group);
     group_ = *std::move(group);
     auto options = [&](ClientOptions& o) {
       o.lock_watchdog_timeout = kLease;
@@ -219,9 +220,9 @@ TEST_F(SentinelFailoverTest, AReplicatedLockSurvivesSentinelFailover) {
   RedisSentinelGroup& g = *group_;
   const std::string name = TestLockName();
   absl::StatusOr<size_t> old_primary = g.PrimaryIndex();
-  ASSERT_TRUE(old_primary.ok()) << old_primary.status();
+  ASSERT_OK(old_primary);
   Lock held = holder_client_->GetLock(name);
-  ASSERT_TRUE(held.Acquire().ok());
+  ASSERT_OK(held.Acquire());
   absl::StatusOr<RedisValue> acked =
       g.node(*old_primary).Command({"WAIT", "2", "5000"});
   ASSERT_TRUE(acked.ok() && acked->integer == 2) << "not replicated";
@@ -229,7 +230,7 @@ TEST_F(SentinelFailoverTest, AReplicatedLockSurvivesSentinelFailover) {
   BackgroundWaiter waiter(other_client_->GetLock(name), absl::Seconds(60));
   absl::SleepFor(absl::Milliseconds(300));
   absl::StatusOr<size_t> new_primary = g.Failover();
-  ASSERT_TRUE(new_primary.ok()) << new_primary.status();
+  ASSERT_OK(new_primary);
   ASSERT_NE(*new_primary, *old_primary);
 
   // More than a lease after the switch: only renewals on the new primary
@@ -237,7 +238,7 @@ TEST_F(SentinelFailoverTest, AReplicatedLockSurvivesSentinelFailover) {
   absl::SleepFor(kLease + absl::Seconds(1));
   absl::StatusOr<RedisValue> fields =
       g.node(*new_primary).Command({"HGETALL", name});
-  ASSERT_TRUE(fields.ok()) << fields.status();
+  ASSERT_OK(fields);
   ASSERT_EQ(fields->elements.size(), 2u) << "the lock did not survive";
   EXPECT_THAT(fields->elements[0].str, HasSubstr(holder_client_->id()));
   EXPECT_FALSE(waiter.done());
@@ -246,7 +247,7 @@ TEST_F(SentinelFailoverTest, AReplicatedLockSurvivesSentinelFailover) {
                   << e.status.ToString();
   }
 
-  EXPECT_TRUE(held.Release().ok());
+  EXPECT_OK(held.Release());
   EXPECT_TRUE(waiter.Join());
   // The clients told their logger (kInfo) that the master moved.
   EXPECT_TRUE(Logged(
@@ -257,12 +258,12 @@ TEST_F(SentinelFailoverTest, AReplicatedLockSurvivesSentinelFailover) {
   // A new lock goes to the new primary.
   const std::string fresh = TestLockName("fresh");
   Lock lock = holder_client_->GetLock(fresh);
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   absl::StatusOr<RedisValue> exists =
       g.node(*new_primary).Command({"EXISTS", fresh});
-  ASSERT_TRUE(exists.ok()) << exists.status();
+  ASSERT_OK(exists);
   EXPECT_EQ(exists->integer, 1);
-  EXPECT_TRUE(lock.Release().ok());
+  EXPECT_OK(lock.Release());
 }
 
 // The primary is killed before its replicas saw two acquisitions (both
@@ -274,13 +275,13 @@ TEST_F(SentinelFailoverTest, AReplicatedLockSurvivesSentinelFailover) {
 TEST_F(SentinelFailoverTest, AKilledPrimarysUnreplicatedLocksAreReportedLost) {
   RedisSentinelGroup& g = *group_;
   absl::StatusOr<size_t> old_primary = g.PrimaryIndex();
-  ASSERT_TRUE(old_primary.ok()) << old_primary.status();
+  ASSERT_OK(old_primary);
   RedisServer& primary = g.node(*old_primary);
   std::vector<RedisServer*> replicas;
   for (size_t i = 0; i < g.data_nodes(); ++i) {
     if (i != *old_primary) replicas.push_back(&g.node(i));
   }
-  for (RedisServer* r : replicas) ASSERT_TRUE(r->Pause().ok());
+  for (RedisServer* r : replicas) ASSERT_OK(r->Pause());
   absl::StatusOr<RedisValue> cut =
       primary.Command({"CLIENT", "KILL", "TYPE", "replica"});
   ASSERT_TRUE(cut.ok() && cut->integer == 2) << cut.status();
@@ -288,23 +289,23 @@ TEST_F(SentinelFailoverTest, AKilledPrimarysUnreplicatedLocksAreReportedLost) {
   const std::string watched = TestLockName("watchdog");
   const std::string leased = TestLockName("leased");
   Lock held = holder_client_->GetLock(watched);
-  ASSERT_TRUE(held.Acquire().ok());
+  ASSERT_OK(held.Acquire());
   Lock held_leased = holder_client_->GetLock(leased);
-  ASSERT_TRUE(held_leased.Acquire(absl::Seconds(60)).ok());
+  ASSERT_OK(held_leased.Acquire(absl::Seconds(60)));
 
   BackgroundWaiter waiter(other_client_->GetLock(leased), absl::Seconds(50));
   absl::SleepFor(absl::Milliseconds(300));
-  ASSERT_TRUE(primary.Kill().ok());
-  for (RedisServer* r : replicas) ASSERT_TRUE(r->Resume().ok());
+  ASSERT_OK(primary.Kill());
+  for (RedisServer* r : replicas) ASSERT_OK(r->Resume());
   absl::StatusOr<size_t> new_primary =
       g.WaitForNewPrimary(*old_primary, absl::Seconds(60));
-  ASSERT_TRUE(new_primary.ok()) << new_primary.status();
+  ASSERT_OK(new_primary);
   // The watchdog-held lock is not on the new primary. (Not `leased`: the
   // waiter may already have taken it there; that it gets it at all, long
   // before the 60 s lease, shows the holder's hold did not survive.)
   absl::StatusOr<RedisValue> exists =
       g.node(*new_primary).Command({"EXISTS", watched});
-  ASSERT_TRUE(exists.ok()) << exists.status();
+  ASSERT_OK(exists);
   ASSERT_EQ(exists->integer, 0) << "the promoted replica has the lock";
 
   LockEvent lost;
@@ -318,8 +319,8 @@ TEST_F(SentinelFailoverTest, AKilledPrimarysUnreplicatedLocksAreReportedLost) {
   // kept it out until the end.
   EXPECT_TRUE(waiter.Join());
   Lock other = other_client_->GetLock(watched);
-  EXPECT_TRUE(other.TryAcquire(absl::Seconds(10)).ok());
-  EXPECT_TRUE(other.Release().ok());
+  EXPECT_OK(other.TryAcquire(absl::Seconds(10)));
+  EXPECT_OK(other.Release());
 }
 
 }  // namespace

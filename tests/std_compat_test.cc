@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "relock/relock.h"
 #include "tests/test_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace compile_checks {
@@ -76,7 +77,7 @@ TEST_F(StdCompatTest, UniqueLockConstructorsBehave) {
     EXPECT_EQ(*lock.HoldCount(), 4);
   }
   EXPECT_EQ(*lock.IsLocked(), false);
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   {
     std::unique_lock<Lock> adopted(lock, std::adopt_lock);
     EXPECT_TRUE(adopted.owns_lock());
@@ -173,7 +174,7 @@ TEST_F(StdCompatTest, RelockLockGuardThrowsOrReportsByChoice) {
   absl::Status status;
   {
     LockGuard guard(lock, &status);
-    EXPECT_TRUE(status.ok());
+    EXPECT_OK(status);
     EXPECT_TRUE(guard.owns_lock());
   }
   EXPECT_EQ(*lock.IsLocked(), false);

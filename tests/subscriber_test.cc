@@ -14,6 +14,7 @@
 #include "lib/redis/url.h"
 #include "tests/test_util.h"
 #include "tests/testing/notification.h"
+#include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace pubsub {
@@ -29,15 +30,15 @@ class SubscriberTest : public ::testing::Test {
  protected:
   void SetUp() override {
     absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
+    ASSERT_OK(server);
     server_ = *std::move(server);
     io::ConnectionOptions o;
     absl::StatusOr<redis::Endpoint> ep = redis::ParseRedisUrl(server_->url());
-    ASSERT_TRUE(ep.ok()) << ep.status();
+    ASSERT_OK(ep);
     o.endpoint = *ep;
     absl::StatusOr<std::shared_ptr<Subscriber>> sub =
         Subscriber::Start(&loop_, o);
-    ASSERT_TRUE(sub.ok()) << sub.status();
+    ASSERT_OK(sub);
     subscriber_ = *std::move(sub);
   }
   void TearDown() override {
@@ -49,14 +50,14 @@ class SubscriberTest : public ::testing::Test {
                                           const std::string& waiter = "") {
     std::unique_ptr<Subscription> s =
         subscriber_->Subscribe(kChannel, nullptr, policy, waiter);
-    EXPECT_TRUE(s->AwaitConfirmed(Deadline::After(kLong)).ok());
+    EXPECT_OK(s->AwaitConfirmed(Deadline::After(kLong)));
     return s;
   }
   // PUBLISH through a plain connection; returns the receivers Redis counted.
   int64_t Publish(const std::string& message) {
     absl::StatusOr<testing::RedisValue> n =
         server_->Command({"PUBLISH", kChannel, message});
-    EXPECT_TRUE(n.ok()) << n.status();
+    EXPECT_OK(n);
     return n.ok() ? n->integer : -1;
   }
   static WakeReason WaitLong(Subscription& s) {
@@ -113,11 +114,11 @@ TEST_F(SubscriberTest, ANamedMessageWakesOnlyTheWaiterOfThatName) {
 
 TEST_F(SubscriberTest, ADroppedConnectionIsReplacedAndWaitersReCheck) {
   std::unique_ptr<Subscription> s = Subscribe(WakePolicy::kWakeOne);
-  ASSERT_TRUE(server_->Command({"CLIENT", "KILL", "TYPE", "pubsub"}).ok());
+  ASSERT_OK(server_->Command({"CLIENT", "KILL", "TYPE", "pubsub"}));
   // Messages sent while disconnected are lost: the waiter is told to
   // re-check, then is confirmed on the new connection and woken again.
   EXPECT_EQ(WaitLong(*s), WakeReason::kResubscribed);
-  ASSERT_TRUE(s->AwaitConfirmed(Deadline::After(kLong)).ok());
+  ASSERT_OK(s->AwaitConfirmed(Deadline::After(kLong)));
   EXPECT_EQ(Publish("0"), 1);
   EXPECT_EQ(WaitLong(*s), WakeReason::kNotified);
 }
@@ -155,7 +156,7 @@ TEST_F(SubscriberTest, AListenerIsToldOfConfirmationMessagesAndClose) {
       });
   const Deadline look = Deadline::After(absl::ZeroDuration());
   ASSERT_TRUE(await_calls(1));  // the SUBSCRIBE was confirmed
-  EXPECT_TRUE(s->AwaitConfirmed(look).ok());
+  EXPECT_OK(s->AwaitConfirmed(look));
   EXPECT_EQ(s->Wait(look), WakeReason::kTimeout);  // nothing yet
   int before = 0;
   {
@@ -197,7 +198,7 @@ TEST_F(SubscriberTest, AnUnlockMessageTellsOneWaitingListenerInTurn) {
   }
   const Deadline look = Deadline::After(absl::ZeroDuration());
   for (auto& s : subs) {
-    ASSERT_TRUE(s->AwaitConfirmed(Deadline::After(kLong)).ok());
+    ASSERT_OK(s->AwaitConfirmed(Deadline::After(kLong)));
   }
   // What each listener was told since the last call, once everything the
   // loop was asked to do before has run. Its posts run in order; twice, for
@@ -261,21 +262,21 @@ TEST_F(SubscriberTest, AnUnlockMessageTellsOneWaitingListenerInTurn) {
 TEST_F(SubscriberTest, ShardedModeListensToSpublish) {
   io::ConnectionOptions o;
   absl::StatusOr<redis::Endpoint> ep = redis::ParseRedisUrl(server_->url());
-  ASSERT_TRUE(ep.ok()) << ep.status();
+  ASSERT_OK(ep);
   o.endpoint = *ep;
   absl::StatusOr<std::shared_ptr<Subscriber>> started =
       Subscriber::Start(&loop_, o, true, Subscriber::Mode::kSharded);
-  ASSERT_TRUE(started.ok()) << started.status();
+  ASSERT_OK(started);
   std::shared_ptr<Subscriber> sharded = *std::move(started);
   for (int round = 0; round < 2; ++round) {
     std::unique_ptr<Subscription> s =
         sharded->Subscribe(kChannel, nullptr, WakePolicy::kWakeOne);
-    ASSERT_TRUE(s->AwaitConfirmed(Deadline::After(kLong)).ok());
+    ASSERT_OK(s->AwaitConfirmed(Deadline::After(kLong)));
     EXPECT_EQ(Publish("0"), 0);  // classic: nobody listens
     EXPECT_EQ(WaitQuiet(*s), WakeReason::kTimeout);
     absl::StatusOr<testing::RedisValue> n =
         server_->Command({"SPUBLISH", kChannel, "0"});
-    ASSERT_TRUE(n.ok()) << n.status();
+    ASSERT_OK(n);
     EXPECT_EQ(n->integer, 1);
     EXPECT_EQ(WaitLong(*s), WakeReason::kNotified);
     s.reset();  // SUNSUBSCRIBE

@@ -19,6 +19,7 @@
 #include "tests/test_util.h"
 #include "tests/testing/fake_server.h"
 #include "tests/testing/notification.h"
+#include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace {
@@ -39,7 +40,7 @@ class TlsTest : public ::testing::Test {
     o.tls = true;
     o.tls_auth_clients = auth_clients;
     absl::StatusOr<std::unique_ptr<RedisServer>> s = RedisServer::Start(o);
-    ASSERT_TRUE(s.ok()) << s.status();
+    ASSERT_OK(s);
     server_ = *std::move(s);
   }
   ClientOptions Options() const {
@@ -53,7 +54,7 @@ class TlsTest : public ::testing::Test {
   int64_t TlsClients() {
     absl::StatusOr<testing::RedisValue> list =
         server_->Command({"CLIENT", "LIST"});
-    EXPECT_TRUE(list.ok());
+    EXPECT_OK(list);
     int64_t n = 0;
     const std::string port = absl::StrCat(":", server_->tls_port());
     for (size_t at = list->str.find("laddr="); at != std::string::npos;
@@ -71,9 +72,9 @@ TEST_F(TlsTest, LockWaitAndRenewOverTls) {
   ClientOptions o = Options();
   o.lock_watchdog_timeout = absl::Seconds(2);
   absl::StatusOr<std::unique_ptr<Client>> a = Client::Connect(o);
-  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_OK(a);
   absl::StatusOr<std::unique_ptr<Client>> b = Client::Connect(o);
-  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_OK(b);
   // Both clients' command and pub/sub connections go over TLS.
   EXPECT_EQ(TlsClients(), 4);
 
@@ -81,21 +82,21 @@ TEST_F(TlsTest, LockWaitAndRenewOverTls) {
   // renewed about every 2/3 s; losing it would take 2 s without renewal).
   const std::string renewed = TestLockName("renewed");
   Lock watched = (*a)->GetLock(renewed);
-  ASSERT_TRUE(watched.Acquire().ok());
+  ASSERT_OK(watched.Acquire());
   absl::SleepFor(absl::Milliseconds(2500));
   EXPECT_TRUE(*watched.IsHeldByCurrentThread());
   absl::StatusOr<testing::RedisValue> pttl =
       server_->Command({"PTTL", renewed});
-  ASSERT_TRUE(pttl.ok());
+  ASSERT_OK(pttl);
   EXPECT_GT(pttl->integer, 0);
-  EXPECT_TRUE(watched.Release().ok());
+  EXPECT_OK(watched.Release());
 
   // A waiter on the other client wakes by notification over TLS: the holder
   // has a 60 s lease, so only the unlock message can wake the waiter before
   // its 20 s wait ends.
   const std::string name = TestLockName("waited");
   Lock held = (*a)->GetLock(name);
-  ASSERT_TRUE(held.Acquire(absl::Seconds(60)).ok());
+  ASSERT_OK(held.Acquire(absl::Seconds(60)));
   absl::Status waited;
   Notification waiting;
   std::thread waiter([&] {
@@ -106,9 +107,9 @@ TEST_F(TlsTest, LockWaitAndRenewOverTls) {
   });
   waiting.WaitForNotification();
   absl::SleepFor(absl::Milliseconds(100));
-  ASSERT_TRUE(held.Release().ok());
+  ASSERT_OK(held.Release());
   waiter.join();
-  EXPECT_TRUE(waited.ok()) << waited;
+  EXPECT_OK(waited);
 }
 
 TEST_F(TlsTest, MutualTls) {
@@ -117,10 +118,10 @@ TEST_F(TlsTest, MutualTls) {
   o.tls.cert_file = server_->client_cert_file();
   o.tls.key_file = server_->client_key_file();
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(o);
-  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_OK(client);
   Lock lock = (*client)->GetLock(TestLockName());
-  EXPECT_TRUE(lock.Acquire().ok());
-  EXPECT_TRUE(lock.Release().ok());
+  EXPECT_OK(lock.Acquire());
+  EXPECT_OK(lock.Release());
 }
 
 TEST_F(TlsTest, MissingClientCertificateIsRefused) {
@@ -149,7 +150,7 @@ TEST_F(TlsTest, ServerNameIsVerified) {
   ClientOptions o = Options();
   o.tls.server_name = "localhost";  // in the certificate's subjectAltName
   absl::StatusOr<std::unique_ptr<Client>> ok = Client::Connect(o);
-  EXPECT_TRUE(ok.ok()) << ok.status();
+  EXPECT_OK(ok);
   o.tls.server_name = "redis.example.com";  // not in it
   absl::StatusOr<std::unique_ptr<Client>> wrong = Client::Connect(o);
   EXPECT_EQ(wrong.status().code(), absl::StatusCode::kUnauthenticated)
@@ -164,7 +165,7 @@ TEST_F(TlsTest, SkippingVerificationIsExplicit) {
   o.tls.ca_file = server_->other_ca_file();
   o.tls.dangerously_skip_verification = true;
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(o);
-  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_OK(client);
   EXPECT_TRUE((*client)->Ping().ok());
 }
 
@@ -249,7 +250,7 @@ TEST_F(TlsTest, RedissToAPlaintextPortFailsFastNamingTls) {
   EXPECT_LT(watch.Elapsed(), absl::Seconds(10));
 
   absl::StatusOr<std::unique_ptr<FakeServer>> http = FakeServer::Start();
-  ASSERT_TRUE(http.ok()) << http.status();
+  ASSERT_OK(http);
   o.url = absl::StrCat("rediss://", (*http)->address());
   s = Client::Connect(o).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;

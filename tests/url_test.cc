@@ -8,6 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace redis {
@@ -38,7 +39,7 @@ void ExpectEachInvalidSaying(
 
 TEST(ParseRedisUrlTest, HostOnlyUsesDefaults) {
   absl::StatusOr<Endpoint> ep = ParseRedisUrl("redis://example.com");
-  ASSERT_TRUE(ep.ok()) << ep.status();
+  ASSERT_OK(ep);
   EXPECT_EQ(ep->kind, Endpoint::Kind::kTcp);
   EXPECT_EQ(ep->host, "example.com");
   EXPECT_EQ(ep->port, 6379);
@@ -50,7 +51,7 @@ TEST(ParseRedisUrlTest, HostOnlyUsesDefaults) {
 TEST(ParseRedisUrlTest, FullFormWithUserPasswordPortAndDb) {
   absl::StatusOr<Endpoint> ep =
       ParseRedisUrl("redis://alice:s%40cr%3At@10.0.0.7:7000/3");
-  ASSERT_TRUE(ep.ok()) << ep.status();
+  ASSERT_OK(ep);
   EXPECT_EQ(ep->username, "alice");
   EXPECT_EQ(ep->password, "s@cr:t");
   EXPECT_EQ(ep->host, "10.0.0.7");
@@ -61,17 +62,17 @@ TEST(ParseRedisUrlTest, FullFormWithUserPasswordPortAndDb) {
 
 TEST(ParseRedisUrlTest, PasswordOnlyForms) {
   absl::StatusOr<Endpoint> a = ParseRedisUrl("redis://:pw@h:1");
-  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_OK(a);
   EXPECT_EQ(a->username, "");
   EXPECT_EQ(a->password, "pw");
   absl::StatusOr<Endpoint> b = ParseRedisUrl("redis://pw@h");
-  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_OK(b);
   EXPECT_EQ(b->password, "pw");
 }
 
 TEST(ParseRedisUrlTest, Ipv6InBrackets) {
   absl::StatusOr<Endpoint> ep = ParseRedisUrl("redis://[::1]:6380");
-  ASSERT_TRUE(ep.ok()) << ep.status();
+  ASSERT_OK(ep);
   EXPECT_EQ(ep->host, "::1");
   EXPECT_EQ(ep->port, 6380);
   EXPECT_EQ(ep->ToString(), "[::1]:6380");
@@ -79,7 +80,7 @@ TEST(ParseRedisUrlTest, Ipv6InBrackets) {
 
 TEST(ParseRedisUrlTest, UnixSocketWithDb) {
   absl::StatusOr<Endpoint> ep = ParseRedisUrl("unix:///run/redis.sock?db=2");
-  ASSERT_TRUE(ep.ok()) << ep.status();
+  ASSERT_OK(ep);
   EXPECT_EQ(ep->kind, Endpoint::Kind::kUnix);
   EXPECT_EQ(ep->path, "/run/redis.sock");
   EXPECT_EQ(ep->db, 2);
@@ -100,7 +101,7 @@ TEST(ParseRedisUrlTest, RejectsMalformedUrls) {
 TEST(ParseRedisUrlTest, RedissIsTcpWithTls) {
   absl::StatusOr<Endpoint> ep =
       ParseRedisUrl("rediss://u:p%40ss@h.example:6380/2");
-  ASSERT_TRUE(ep.ok()) << ep.status();
+  ASSERT_OK(ep);
   EXPECT_TRUE(ep->tls);
   EXPECT_EQ(ep->kind, Endpoint::Kind::kTcp);
   EXPECT_EQ(ep->host, "h.example");
@@ -109,7 +110,7 @@ TEST(ParseRedisUrlTest, RedissIsTcpWithTls) {
   EXPECT_EQ(ep->password, "p@ss");
   EXPECT_EQ(ep->db, 2);
   absl::StatusOr<Endpoint> plain = ParseRedisUrl("redis://h");
-  ASSERT_TRUE(plain.ok());
+  ASSERT_OK(plain);
   EXPECT_FALSE(plain->tls);
 }
 
@@ -134,7 +135,7 @@ TEST(ParseRedisUrlTest, ErrorsNeverEchoThePassword) {
 // with an unencoded '#' (accepted before) stopped connecting.
 TEST(ParseRedisUrlTest, AHashInThePasswordIsNoFragment) {
   absl::StatusOr<Endpoint> ep = ParseRedisUrl("redis://app:pa#ss@h:7000/1");
-  ASSERT_TRUE(ep.ok()) << ep.status();
+  ASSERT_OK(ep);
   EXPECT_EQ(ep->password, "pa#ss");
   EXPECT_EQ(ep->ToString(), "h:7000/1");
   EXPECT_FALSE(ParseRedisUrl("redis://app:pw@h:7000#frag").ok());
@@ -143,7 +144,7 @@ TEST(ParseRedisUrlTest, AHashInThePasswordIsNoFragment) {
 
 TEST(ParseTopologyUrlTest, PlainUrlsAreOneServer) {
   absl::StatusOr<Topology> t = ParseTopologyUrl("redis://:pw@h:7000/2");
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_OK(t);
   EXPECT_EQ(t->kind, Topology::Kind::kSingle);
   ASSERT_EQ(t->endpoints.size(), 1u);
   EXPECT_EQ(t->endpoints[0].ToString(), "h:7000/2");
@@ -153,7 +154,7 @@ TEST(ParseTopologyUrlTest, PlainUrlsAreOneServer) {
 TEST(ParseTopologyUrlTest, ClusterSeedsShareTheCredentials) {
   absl::StatusOr<Topology> t = ParseTopologyUrl(
       "redis-cluster://app:s%40cret@10.0.0.1:7000,10.0.0.2,[::1]:7002");
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_OK(t);
   EXPECT_EQ(t->kind, Topology::Kind::kCluster);
   ASSERT_EQ(t->endpoints.size(), 3u);
   EXPECT_EQ(t->endpoints[0].ToString(), "10.0.0.1:7000");
@@ -165,7 +166,7 @@ TEST(ParseTopologyUrlTest, ClusterSeedsShareTheCredentials) {
     EXPECT_FALSE(ep.tls);
   }
   absl::StatusOr<Topology> tls = ParseTopologyUrl("rediss-cluster://h1,h2");
-  ASSERT_TRUE(tls.ok()) << tls.status();
+  ASSERT_OK(tls);
   EXPECT_TRUE(tls->endpoints[0].tls);
   EXPECT_TRUE(tls->endpoints[1].tls);
 }
@@ -173,7 +174,7 @@ TEST(ParseTopologyUrlTest, ClusterSeedsShareTheCredentials) {
 TEST(ParseTopologyUrlTest, SentinelNamesItsMasterAndDb) {
   absl::StatusOr<Topology> t =
       ParseTopologyUrl("redis-sentinel://:pw@s1,s2:26380,s3/3#my%20master");
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_OK(t);
   EXPECT_EQ(t->kind, Topology::Kind::kSentinel);
   EXPECT_EQ(t->master_name, "my master");
   EXPECT_EQ(t->db, 3);
@@ -182,7 +183,7 @@ TEST(ParseTopologyUrlTest, SentinelNamesItsMasterAndDb) {
   EXPECT_EQ(t->endpoints[1].ToString(), "s2:26380");
   EXPECT_EQ(t->endpoints[2].password, "pw");
   absl::StatusOr<Topology> tls = ParseTopologyUrl("rediss-sentinel://s#m");
-  ASSERT_TRUE(tls.ok()) << tls.status();
+  ASSERT_OK(tls);
   EXPECT_TRUE(tls->endpoints[0].tls);
   EXPECT_EQ(tls->db, 0);
 }

@@ -12,6 +12,7 @@
 #include "relock/relock.h"
 #include "tests/test_util.h"
 #include "tests/testing/notification.h"
+#include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace {
@@ -35,19 +36,19 @@ TEST_F(WaitingTest, WaiterIsWokenPromptlyByUnlock) {
   // The holder's lease is the 30 s watchdog default, so only the unlock
   // message can wake the waiter in time.
   Lock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   std::atomic<SteadyTime> acquired_at{};
   relock::testing::Notification waiting;
   std::thread waiter([&] {
     waiting.Notify();
-    ASSERT_TRUE(lock.Acquire().ok());
+    ASSERT_OK(lock.Acquire());
     acquired_at = std::chrono::steady_clock::now();
-    ASSERT_TRUE(lock.Release().ok());
+    ASSERT_OK(lock.Release());
   });
   waiting.WaitForNotification();
   absl::SleepFor(absl::Milliseconds(300));  // let it subscribe and sleep
   const SteadyTime released_at = std::chrono::steady_clock::now();
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
   waiter.join();
   const absl::Duration hand_off =
       absl::FromChrono(acquired_at.load() - released_at);
@@ -58,23 +59,23 @@ TEST_F(WaitingTest, WaiterInAnotherClientIsWokenByUnlock) {
   std::unique_ptr<Client> other = MustConnect(redis().url());
   Lock mine = client_->GetLock(TestLockName());
   Lock theirs = other->GetLock(TestLockName());
-  ASSERT_TRUE(mine.Acquire().ok());
+  ASSERT_OK(mine.Acquire());
   std::atomic<SteadyTime> acquired_at{};
   std::thread waiter([&] {
-    ASSERT_TRUE(theirs.TryAcquire(absl::Seconds(20)).ok());
+    ASSERT_OK(theirs.TryAcquire(absl::Seconds(20)));
     acquired_at = std::chrono::steady_clock::now();
-    ASSERT_TRUE(theirs.Release().ok());
+    ASSERT_OK(theirs.Release());
   });
   absl::SleepFor(absl::Milliseconds(300));
   const SteadyTime released_at = std::chrono::steady_clock::now();
-  ASSERT_TRUE(mine.Release().ok());
+  ASSERT_OK(mine.Release());
   waiter.join();
   EXPECT_LT(absl::FromChrono(acquired_at.load() - released_at), kPromptHandOff);
 }
 
 TEST_F(WaitingTest, TryAcquireTimesOutWithinItsWaitPlusAMargin) {
   std::unique_ptr<Client> other = MustConnect(redis().url());
-  ASSERT_TRUE(other->GetLock(TestLockName()).Acquire().ok());
+  ASSERT_OK(other->GetLock(TestLockName()).Acquire());
   Lock lock = client_->GetLock(TestLockName());
   for (absl::Duration wait : {absl::ZeroDuration(), absl::Milliseconds(50),
                               absl::Milliseconds(400)}) {
@@ -89,7 +90,7 @@ TEST_F(WaitingTest, TryAcquireTimesOutWithinItsWaitPlusAMargin) {
 
 TEST_F(WaitingTest, StdTryLockForReturnsFalseOnTimeout) {
   std::unique_ptr<Client> other = MustConnect(redis().url());
-  ASSERT_TRUE(other->GetLock(TestLockName()).Acquire().ok());
+  ASSERT_OK(other->GetLock(TestLockName()).Acquire());
   Lock lock = client_->GetLock(TestLockName());
   Stopwatch watch;
   EXPECT_FALSE(lock.try_lock_for(std::chrono::milliseconds(200)));
@@ -103,18 +104,17 @@ TEST_F(WaitingTest, WaiterAcquiresWhenTheHoldersLeaseRunsOut) {
   // The holder never releases (no message): the waiter must wake at the
   // holder's PTTL, not at its own deadline.
   std::unique_ptr<Client> other = MustConnect(redis().url());
-  ASSERT_TRUE(
-      other->GetLock(TestLockName()).Acquire(absl::Milliseconds(600)).ok());
+  ASSERT_OK(other->GetLock(TestLockName()).Acquire(absl::Milliseconds(600)));
   Lock lock = client_->GetLock(TestLockName());
   Stopwatch watch;
-  ASSERT_TRUE(lock.TryAcquire(absl::Seconds(30)).ok());
+  ASSERT_OK(lock.TryAcquire(absl::Seconds(30)));
   EXPECT_LT(watch.Elapsed(), absl::Seconds(3));
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
 }
 
 TEST_F(WaitingTest, ForceReleaseWakesAWaiter) {
   std::unique_ptr<Client> other = MustConnect(redis().url());
-  ASSERT_TRUE(other->GetLock(TestLockName()).Acquire().ok());
+  ASSERT_OK(other->GetLock(TestLockName()).Acquire());
   Lock lock = client_->GetLock(TestLockName());
   absl::Status acquired;
   std::thread waiter([&] { acquired = lock.TryAcquire(absl::Seconds(20)); });
@@ -122,31 +122,31 @@ TEST_F(WaitingTest, ForceReleaseWakesAWaiter) {
   Stopwatch watch;
   ASSERT_EQ(*lock.ForceRelease(), true);
   waiter.join();
-  EXPECT_TRUE(acquired.ok()) << acquired;
+  EXPECT_OK(acquired);
   EXPECT_LT(watch.Elapsed(), kPromptHandOff);
 }
 
 TEST_F(WaitingTest, ManyWaitersOnOneLockAllGetItInTurn) {
   Lock lock = client_->GetLock(TestLockName());
   constexpr int kWaiters = 6;
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   std::atomic<int> inside{0}, overlaps{0}, done{0};
   std::vector<std::thread> threads;
   for (int i = 0; i < kWaiters; ++i) {
     threads.emplace_back([&] {
       // The holders below use the 30 s watchdog lease: only notifications can
       // hand the lock on within the 20 s wait.
-      ASSERT_TRUE(lock.TryAcquire(absl::Seconds(20)).ok());
+      ASSERT_OK(lock.TryAcquire(absl::Seconds(20)));
       if (inside.fetch_add(1) != 0) overlaps.fetch_add(1);
       absl::SleepFor(absl::Milliseconds(5));
       inside.fetch_sub(1);
-      ASSERT_TRUE(lock.Release().ok());
+      ASSERT_OK(lock.Release());
       done.fetch_add(1);
     });
   }
   absl::SleepFor(absl::Milliseconds(200));
   Stopwatch watch;
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(done.load(), kWaiters);
   EXPECT_EQ(overlaps.load(), 0);
@@ -156,7 +156,7 @@ TEST_F(WaitingTest, ManyWaitersOnOneLockAllGetItInTurn) {
 TEST_F(WaitingTest, WaitersRecheckAfterThePubSubConnectionIsKilled) {
   std::unique_ptr<Client> other = MustConnect(redis().url());
   Lock theirs = other->GetLock(TestLockName());
-  ASSERT_TRUE(theirs.Acquire().ok());
+  ASSERT_OK(theirs.Acquire());
   Lock lock = client_->GetLock(TestLockName());
   absl::Status acquired, released;
   std::thread waiter([&] {
@@ -166,14 +166,14 @@ TEST_F(WaitingTest, WaitersRecheckAfterThePubSubConnectionIsKilled) {
   absl::SleepFor(absl::Milliseconds(300));
   // Kill every pub/sub connection (ours and the other client's), then
   // release while ours may still be reconnecting.
-  ASSERT_TRUE(redis().Command({"CLIENT", "KILL", "TYPE", "pubsub"}).ok());
-  ASSERT_TRUE(theirs.Release().ok());
+  ASSERT_OK(redis().Command({"CLIENT", "KILL", "TYPE", "pubsub"}));
+  ASSERT_OK(theirs.Release());
   Stopwatch watch;
   waiter.join();
-  EXPECT_TRUE(acquired.ok()) << acquired;
+  EXPECT_OK(acquired);
   EXPECT_LT(watch.Elapsed(), absl::Seconds(3))
       << "a waiter stalled after its subscription was lost";
-  EXPECT_TRUE(released.ok()) << released;
+  EXPECT_OK(released);
 }
 
 // Regression: after its pub/sub connection was replaced, a waiter re-checked
@@ -184,7 +184,7 @@ TEST_F(WaitingTest, AWaiterDoesNotSpinAfterThePubSubConnectionIsReplaced) {
   std::unique_ptr<Client> other = MustConnect(redis().url());
   Lock theirs = other->GetLock(TestLockName());
   // A 60 s lease: within the waiter's 30 s only an unlock message wakes it.
-  ASSERT_TRUE(theirs.Acquire(absl::Seconds(60)).ok());
+  ASSERT_OK(theirs.Acquire(absl::Seconds(60)));
   Lock lock = client_->GetLock(TestLockName());
   absl::Status acquired;
   std::thread waiter([&] {
@@ -192,12 +192,12 @@ TEST_F(WaitingTest, AWaiterDoesNotSpinAfterThePubSubConnectionIsReplaced) {
     if (acquired.ok()) acquired = lock.Release();
   });
   absl::SleepFor(absl::Milliseconds(300));
-  ASSERT_TRUE(redis().Command({"CLIENT", "KILL", "TYPE", "pubsub"}).ok());
+  ASSERT_OK(redis().Command({"CLIENT", "KILL", "TYPE", "pubsub"}));
   absl::SleepFor(absl::Milliseconds(500));  // resubscribe, re-check once
   auto evalsha_calls = [this] {
     absl::StatusOr<testing::RedisValue> info =
         redis().Command({"INFO", "commandstats"});
-    EXPECT_TRUE(info.ok());
+    EXPECT_OK(info);
     const std::string& text = info->str;
     const size_t at = text.find("cmdstat_evalsha:calls=");
     if (at == std::string::npos) return int64_t{0};
@@ -207,9 +207,9 @@ TEST_F(WaitingTest, AWaiterDoesNotSpinAfterThePubSubConnectionIsReplaced) {
   absl::SleepFor(absl::Seconds(1));
   EXPECT_LT(evalsha_calls() - before, 20)
       << "a waiting thread kept sending acquire scripts";
-  ASSERT_TRUE(theirs.Release().ok());
+  ASSERT_OK(theirs.Release());
   waiter.join();
-  EXPECT_TRUE(acquired.ok()) << acquired;
+  EXPECT_OK(acquired);
 }
 
 TEST_F(WaitingTest, RapidHandOffsBetweenTwoThreadsNeverStall) {
@@ -219,9 +219,9 @@ TEST_F(WaitingTest, RapidHandOffsBetweenTwoThreadsNeverStall) {
   std::atomic<int> turns{0};
   auto worker = [&] {
     for (int i = 0; i < kRounds; ++i) {
-      ASSERT_TRUE(lock.TryAcquire(absl::Seconds(10)).ok());
+      ASSERT_OK(lock.TryAcquire(absl::Seconds(10)));
       turns.fetch_add(1);
-      ASSERT_TRUE(lock.Release().ok());
+      ASSERT_OK(lock.Release());
     }
   };
   Stopwatch watch;
@@ -234,7 +234,7 @@ TEST_F(WaitingTest, RapidHandOffsBetweenTwoThreadsNeverStall) {
 
 TEST_F(WaitingTest, ClosingTheClientCancelsItsWaiters) {
   std::unique_ptr<Client> other = MustConnect(redis().url());
-  ASSERT_TRUE(other->GetLock(TestLockName()).Acquire().ok());
+  ASSERT_OK(other->GetLock(TestLockName()).Acquire());
   Lock lock = client_->GetLock(TestLockName());
   absl::Status acquired;
   std::thread waiter([&] { acquired = lock.Acquire(); });

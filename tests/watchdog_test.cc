@@ -42,6 +42,7 @@
 #include "tests/test_util.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/notification.h"
+#include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace {
@@ -604,7 +605,7 @@ class WatchdogTest : public testing::RedisTest {
 // here, that a round's renewal really sets the lease in Redis.
 TEST_F(WatchdogTest, ARenewalRoundSetsTheLeaseInRedis) {
   Lock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   internal::ClientCore& core = internal::ClientAccess::Core(*client_);
   core.watchdog().Stop();  // no round runs but ours from here on
   // Take the TTL off by hand: only a renewal sets it again.
@@ -617,7 +618,7 @@ TEST_F(WatchdogTest, ARenewalRoundSetsTheLeaseInRedis) {
   EXPECT_GT(pttl, 0) << "the renewal set no TTL";
   EXPECT_LE(pttl, absl::ToInt64Milliseconds(kLease));
   EXPECT_EQ(*lock.HoldCount(), 1);
-  EXPECT_TRUE(lock.Release().ok());
+  EXPECT_OK(lock.Release());
   EXPECT_EQ(LostEvents(), 0);
 }
 
@@ -625,15 +626,15 @@ TEST_F(WatchdogTest, ARenewalRoundSetsTheLeaseInRedis) {
 // inner release still renews the lock, one after the outermost does not.
 TEST_F(WatchdogTest, NestedHoldsKeepRenewingUntilTheOutermostRelease) {
   Lock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire().ok());
-  ASSERT_TRUE(lock.Acquire().ok());
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Acquire());
+  ASSERT_OK(lock.Acquire());
+  ASSERT_OK(lock.Release());
   internal::ClientCore& core = internal::ClientAccess::Core(*client_);
   watchdog::RoundStats stats = core.watchdog().RunRound(/*all=*/true);
   EXPECT_EQ(stats.renewing, 1u) << "renewal stopped at an inner release";
   EXPECT_EQ(stats.renewed, 1u);
   EXPECT_EQ(*lock.HoldCount(), 1);
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
   EXPECT_EQ(*lock.IsLocked(), false);
   stats = core.watchdog().RunRound(/*all=*/true);
   EXPECT_EQ(stats.renewing, 0u) << "still renewed after the outermost release";
@@ -643,7 +644,7 @@ TEST_F(WatchdogTest, NestedHoldsKeepRenewingUntilTheOutermostRelease) {
 
 TEST_F(WatchdogTest, ExplicitLeasesAreNotRenewed) {
   Lock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire(absl::Milliseconds(500)).ok());
+  ASSERT_OK(lock.Acquire(absl::Milliseconds(500)));
   internal::ClientCore& core = internal::ClientAccess::Core(*client_);
   EXPECT_EQ(core.watchdog().RunRound(/*all=*/true).renewed, 0u)
       << "an explicit lease was renewed";
@@ -662,9 +663,9 @@ TEST_F(WatchdogTest, NoRenewalReachesRedisAfterUnlock) {
   // command Redis executes (MONITOR shows script calls and their keys).
   Lock keeper = client_->GetLock(TestLockName("keeper"));
   Lock released = client_->GetLock(TestLockName("released"));
-  ASSERT_TRUE(keeper.Acquire().ok());
-  ASSERT_TRUE(released.Acquire().ok());
-  ASSERT_TRUE(released.Acquire().ok());
+  ASSERT_OK(keeper.Acquire());
+  ASSERT_OK(released.Acquire());
+  ASSERT_OK(released.Acquire());
   internal::ClientCore& core = internal::ClientAccess::Core(*client_);
   // Wait until the watchdog thread has renewed it: its renewal was running
   // when it is released.
@@ -677,8 +678,8 @@ TEST_F(WatchdogTest, NoRenewalReachesRedisAfterUnlock) {
         core.holds().Find(released.name(), thread);
     return h.has_value() && h->acked_at > acquired->acked_at;
   })) << "never renewed";
-  ASSERT_TRUE(released.Release().ok());
-  ASSERT_TRUE(released.Release().ok());
+  ASSERT_OK(released.Release());
+  ASSERT_OK(released.Release());
   // A round in flight at the release may still reach Redis after it (and
   // find the owner field gone: watchdog.h); only rounds that start after the
   // release must leave the lock alone. Wait until the next round completes:
@@ -703,7 +704,7 @@ TEST_F(WatchdogTest, NoRenewalReachesRedisAfterUnlock) {
   ASSERT_TRUE(
       Eventually([&] { return core.renew_round_trips() >= trips + 3; }));
   const std::string marker = TestLockName("end-of-watch");
-  ASSERT_TRUE(redis().Command({"ECHO", marker}).ok());
+  ASSERT_OK(redis().Command({"ECHO", marker}));
   int keeper_lines = 0, released_lines = 0;
   while (true) {
     void* raw = nullptr;
@@ -720,13 +721,13 @@ TEST_F(WatchdogTest, NoRenewalReachesRedisAfterUnlock) {
   EXPECT_GT(keeper_lines, 0) << "no renewal seen at all: the check is blind";
   EXPECT_EQ(released_lines, 0) << "a renewal was sent after the final release";
   EXPECT_EQ(redis().Command({"EXISTS", released.name()})->integer, 0);
-  EXPECT_TRUE(keeper.Release().ok());
+  EXPECT_OK(keeper.Release());
 }
 
 TEST_F(WatchdogTest, DeletedKeyIsReportedLostWithinARenewalPeriod) {
   Lock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire().ok());
-  ASSERT_TRUE(redis().Command({"DEL", lock.name()}).ok());
+  ASSERT_OK(lock.Acquire());
+  ASSERT_OK(redis().Command({"DEL", lock.name()}));
   Stopwatch watch;
   LockEvent event;
   ASSERT_TRUE(
@@ -746,9 +747,9 @@ TEST_F(WatchdogTest, DeletedKeyIsReportedLostWithinARenewalPeriod) {
 TEST_F(WatchdogTest, FlushAllIsReportedLost) {
   Lock a = client_->GetLock(TestLockName("a"));
   Lock b = client_->GetLock(TestLockName("b"));
-  ASSERT_TRUE(a.Acquire().ok());
-  ASSERT_TRUE(b.Acquire(absl::Seconds(60)).ok());  // explicit: not watched
-  ASSERT_TRUE(redis().FlushAll().ok());
+  ASSERT_OK(a.Acquire());
+  ASSERT_OK(b.Acquire(absl::Seconds(60)));  // explicit: not watched
+  ASSERT_OK(redis().FlushAll());
   ASSERT_TRUE(events_.WaitFor(LockEventType::kLockLost, absl::Seconds(5)));
   // Later rounds find nothing more to report: `a` was reported once, and
   // the watchdog does not watch `b`.
@@ -763,12 +764,12 @@ TEST_F(WatchdogTest, FlushAllIsReportedLost) {
 
 TEST_F(WatchdogTest, RedisPausedPastTheLeaseIsReportedLost) {
   absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start();
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_OK(server);
   std::unique_ptr<Client> client = Connect((*server)->url());
   Lock lock = client->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   absl::StatusOr<std::chrono::steady_clock::time_point> safe = lock.SafeUntil();
-  ASSERT_TRUE(safe.ok());
+  ASSERT_OK(safe);
   ASSERT_TRUE((*server)->Pause().ok());
   LockEvent event;
   const bool lost =
@@ -786,13 +787,13 @@ TEST_F(WatchdogTest, RedisPausedPastTheLeaseIsReportedLost) {
 
 TEST_F(WatchdogTest, TransientErrorsAreRetriedWithoutLosingTheLock) {
   Lock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   for (int i = 0; i < 6; ++i) {  // kill every pooled connection repeatedly
-    ASSERT_TRUE(redis().Command({"CLIENT", "KILL", "TYPE", "normal"}).ok());
+    ASSERT_OK(redis().Command({"CLIENT", "KILL", "TYPE", "normal"}));
     absl::SleepFor(kLease / 4);
   }
   EXPECT_EQ(*lock.HoldCount(), 1);
-  EXPECT_TRUE(lock.Release().ok());
+  EXPECT_OK(lock.Release());
   EXPECT_EQ(LostEvents(), 0);
 }
 
@@ -801,17 +802,17 @@ TEST_F(WatchdogTest, SafeUntilFollowsTheLastRenewal) {
   EXPECT_EQ(lock.SafeUntil().status().code(),
             absl::StatusCode::kFailedPrecondition);
   const auto before = std::chrono::steady_clock::now();
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   auto first = lock.SafeUntil();
-  ASSERT_TRUE(first.ok());
+  ASSERT_OK(first);
   EXPECT_GT(*first, before);
   EXPECT_LE(*first, before + absl::ToChronoNanoseconds(kLease));
   internal::ClientCore& core = internal::ClientAccess::Core(*client_);
   ASSERT_EQ(core.watchdog().RunRound(/*all=*/true).renewed, 1u);
   auto later = lock.SafeUntil();
-  ASSERT_TRUE(later.ok()) << later.status();
+  ASSERT_OK(later);
   EXPECT_GT(*later, *first) << "the renewal did not move it";
-  ASSERT_TRUE(lock.Release().ok());
+  ASSERT_OK(lock.Release());
 }
 
 // Regression (flaky "32 vs 31"): round trips were counted against rounds
@@ -832,7 +833,7 @@ TEST_F(WatchdogTest, ManyLocksAreRenewedInFewRoundTrips) {
   std::vector<Lock> locks;
   for (int i = 0; i < kLocks; ++i) {
     locks.push_back(client->GetLock(TestLockName(absl::StrCat("manual:", i))));
-    ASSERT_TRUE(locks.back().Acquire().ok());
+    ASSERT_OK(locks.back().Acquire());
   }
   internal::ClientCore& core = internal::ClientAccess::Core(*client);
   core.watchdog().Stop();  // no round runs but ours from here on
@@ -844,7 +845,7 @@ TEST_F(WatchdogTest, ManyLocksAreRenewedInFewRoundTrips) {
     EXPECT_EQ(core.renew_round_trips() - trips_before, 1u)
         << "round " << round << " took more than one round trip";
   }
-  for (Lock& lock : locks) ASSERT_TRUE(lock.Release().ok());
+  for (Lock& lock : locks) ASSERT_OK(lock.Release());
   EXPECT_TRUE(events.events().empty());
 }
 
@@ -853,7 +854,7 @@ TEST_F(WatchdogTest, KilledHoldersLockFreesWithinAboutOneLease) {
   absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Spawn(
       "HoldWithWatchdog",
       {redis().url(), name, absl::StrCat(absl::ToInt64Milliseconds(kLease))});
-  ASSERT_TRUE(child.ok()) << child.status();
+  ASSERT_OK(child);
   ASSERT_EQ(*(*child)->ReadLine(absl::Seconds(30)), "locked");
   // The child's watchdog keeps it past several leases.
   absl::SleepFor(kLease * 3);
@@ -862,15 +863,15 @@ TEST_F(WatchdogTest, KilledHoldersLockFreesWithinAboutOneLease) {
             absl::StatusCode::kDeadlineExceeded);
   ASSERT_TRUE((*child)->Signal(SIGKILL).ok());
   Stopwatch since_kill;
-  ASSERT_TRUE(lock.TryAcquire(absl::Seconds(20)).ok());
+  ASSERT_OK(lock.TryAcquire(absl::Seconds(20)));
   EXPECT_LT(since_kill.Elapsed(), kLease + absl::Seconds(1));
-  EXPECT_TRUE(lock.Release().ok());
+  EXPECT_OK(lock.Release());
 }
 
 TEST_F(WatchdogTest, ClosingTheClientStopsRenewalAndReleases) {
   std::unique_ptr<Client> client = Connect(redis().url());
   Lock lock = client->GetLock(TestLockName());
-  ASSERT_TRUE(lock.Acquire().ok());
+  ASSERT_OK(lock.Acquire());
   internal::ClientCore& core = internal::ClientAccess::Core(*client);
   client->Close();
   const uint64_t trips = core.renew_round_trips();

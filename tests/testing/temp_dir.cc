@@ -2,16 +2,18 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -22,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "lib/common/mutex.h"
 
 namespace relock {
 namespace testing {
@@ -40,6 +43,8 @@ std::vector<std::string> Bases() {
   return bases;
 }
 
+constexpr char kOwnerFile[] = ".owner";  // flock()ed by the owner
+
 // The pid in a name made by MakeTempDir ("relock-test-<pid>-XXXXXX"), or 0.
 pid_t OwnerOf(absl::string_view name) {
   if (!absl::ConsumePrefix(&name, kPrefix)) return 0;
@@ -53,8 +58,33 @@ pid_t OwnerOf(absl::string_view name) {
   return static_cast<pid_t>(pid);
 }
 
-// Removes every temp dir under the bases whose owner matches `remove`.
-void RemoveTempDirsIf(const std::function<bool(pid_t owner)>& remove) {
+// The lock files of the dirs this process made, open (and locked) until the
+// dir is removed; never inherited by what a child exec()s.
+struct OwnedDirs {
+  Mutex mu;
+  std::map<std::string, int> fds ABSL_GUARDED_BY(mu);
+};
+OwnedDirs& Owned() {
+  static auto* owned = new OwnedDirs;
+  return *owned;
+}
+
+// Whether no process holds the lock of `dir`: its owner, and every fork()ed
+// copy of it, has ended, whatever PID namespace it ran in (Bazel's sandbox
+// gives each test its own, so two tests can have one pid). A dir without a
+// lock file is being made, or was made by an older fixture: not ended.
+bool OwnerEnded(const std::string& dir) {
+  const std::string file = absl::StrCat(dir, "/", kOwnerFile);
+  const int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return false;
+  const bool ended = flock(fd, LOCK_EX | LOCK_NB) == 0;
+  close(fd);
+  return ended;
+}
+
+// Removes every temp dir under the bases whose owner pid matches `remove`
+// and whose owner has ended.
+void RemoveEndedTempDirsIf(const std::function<bool(pid_t owner)>& remove) {
   for (const std::string& base : Bases()) {
     DIR* dir = opendir(base.c_str());
     if (dir == nullptr) continue;
@@ -65,7 +95,7 @@ void RemoveTempDirsIf(const std::function<bool(pid_t owner)>& remove) {
       const std::string path = absl::StrCat(base, "/", entry->d_name);
       struct stat st;
       if (lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
-          st.st_uid == geteuid()) {
+          st.st_uid == geteuid() && OwnerEnded(path)) {
         doomed.push_back(path);
       }
     }
@@ -99,26 +129,46 @@ absl::StatusOr<std::string> MakeTempDir(const std::string& socket_name) {
       absl::StrAppend(&errors, " ", base, ": too long for a unix socket path;");
       continue;
     }
-    if (mkdtemp(&name[0]) != nullptr) return name;
-    absl::StrAppend(&errors, " ", base, ": ", strerror(errno), ";");
+    if (mkdtemp(&name[0]) == nullptr) {
+      absl::StrAppend(&errors, " ", base, ": ", strerror(errno), ";");
+      continue;
+    }
+    const std::string file = absl::StrCat(name, "/", kOwnerFile);
+    const int fd =
+        open(file.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0 || flock(fd, LOCK_EX) != 0) {
+      const int error = errno;
+      absl::StrAppend(&errors, " ", file, ": ", strerror(error), ";");
+      if (fd >= 0) close(fd);
+      RemoveTree(name);
+      continue;
+    }
+    OwnedDirs& owned = Owned();
+    MutexLock lock(&owned.mu);
+    owned.fds[name] = fd;
+    return name;
   }
   return absl::UnavailableError(
       absl::StrCat("cannot create a temp dir:", errors));
 }
 
 void RemoveTree(const std::string& dir) {
-  if (!dir.empty()) nftw(dir.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
+  if (dir.empty()) return;
+  nftw(dir.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
+  OwnedDirs& owned = Owned();
+  MutexLock lock(&owned.mu);
+  if (auto it = owned.fds.find(dir); it != owned.fds.end()) {
+    close(it->second);
+    owned.fds.erase(it);
+  }
 }
 
 void RemoveTempDirsOf(pid_t pid) {
-  RemoveTempDirsIf([pid](pid_t owner) { return owner == pid; });
+  RemoveEndedTempDirsIf([pid](pid_t owner) { return owner == pid; });
 }
 
 void RemoveOrphanedTempDirs() {
-  const pid_t self = getpid();
-  RemoveTempDirsIf([self](pid_t owner) {
-    return owner != self && kill(owner, 0) != 0 && errno == ESRCH;
-  });
+  RemoveEndedTempDirsIf([](pid_t) { return true; });
 }
 
 }  // namespace internal
