@@ -11,10 +11,16 @@
 #                                            # and fuzzing stages (quick local
 #                                            # run)
 #
-# Build trees: build/ (gcc, everything), build-asan/, build-tsan/ (clang,
-# tests only), build-fuzz/ (clang, fuzzers only). Fuzzing works on a copy of
+# Build trees: build/ (gcc, everything), build-asan/ (clang, tests and
+# fuzzers), build-tsan/ (clang, tests). Fuzzing works on a copy of
 # fuzz/corpus/ in a temp dir, so no new corpus files land in the repo; a
 # crashing input is kept there (the path is printed).
+#
+# Every stage runs its whole set: the tests run in each of the CMake build,
+# ASan+UBSan, TSan and Bazel. The tests mostly wait (leases, failovers,
+# harness runs), so ctest and Bazel run four at a time, and the longest are
+# split into gtest shards (RELOCK_SHARDED_TESTS in CMakeLists.txt,
+# shard_count in BUILD.bazel). Each stage prints its time.
 #
 # Exits non-zero at the first failing stage.
 set -euo pipefail
@@ -34,9 +40,11 @@ stage() {
   printf '==============================================================\n'
 }
 
+stage_times=()
 finish_stage() {
   if [[ -n $stage_name ]]; then
     printf '== ok (%ds): %s\n' $((SECONDS - stage_start)) "$stage_name"
+    stage_times+=("$(printf '%6ds  %s' $((SECONDS - stage_start)) "$stage_name")")
   fi
 }
 
@@ -60,7 +68,7 @@ generator=()
 if [[ ! -f $build_dir/CMakeCache.txt ]]; then generator=(-G Ninja); fi
 cmake -S . -B "$build_dir" "${generator[@]}" \
   -DRELOCK_BUILD_TESTS=ON -DRELOCK_BUILD_BENCHMARKS=ON -DRELOCK_BUILD_EXAMPLES=ON \
-  -DRELOCK_SANITIZE= -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
+  -DRELOCK_SANITIZE= -DRELOCK_WERROR=ON -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
 cmake --build "$build_dir" -j2
 
 if [[ ${RELOCK_SKIP_SANITIZERS:-0} == 1 ]]; then
@@ -89,7 +97,7 @@ else
 fi
 
 stage "CMake: tests (ctest)"
-ctest --test-dir "$build_dir" --output-on-failure -j2
+ctest --test-dir "$build_dir" --output-on-failure -j4
 
 stage "CMake: install check (scripts/check-install.sh)"
 bash scripts/check-install.sh "$build_dir"
@@ -102,7 +110,7 @@ sanitizer_build() {
   if [[ ! -f $dir/CMakeCache.txt ]]; then generator=(-G Ninja); fi
   cmake -S . -B "$dir" "${generator[@]}" \
     -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DRELOCK_SANITIZE="$sanitize" \
+    -DRELOCK_SANITIZE="$sanitize" -DRELOCK_WERROR=ON \
     -DRELOCK_BUILD_BENCHMARKS=OFF -DRELOCK_BUILD_EXAMPLES=OFF "$@"
   cmake --build "$dir" -j2
 }
@@ -110,45 +118,59 @@ sanitizer_build() {
 if [[ ${RELOCK_SKIP_SANITIZERS:-0} == 1 ]]; then
   stage "Sanitizers and fuzzing: skipped (RELOCK_SKIP_SANITIZERS=1)"
 else
-  stage "Sanitizers: ASan+UBSan (clang, build-asan/)"
-  sanitizer_build build-asan address -DRELOCK_BUILD_TESTS=ON -DRELOCK_BUILD_FUZZERS=OFF
+  stage "Sanitizers: ASan+UBSan (clang, build-asan/, with the fuzzers)"
+  # One ASan tree for the tests and the fuzzers: the library is built once,
+  # with the fuzzers' coverage instrumentation.
+  sanitizer_build build-asan address -DRELOCK_BUILD_TESTS=ON -DRELOCK_BUILD_FUZZERS=ON
   ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-asan --output-on-failure -j2
+    ctest --test-dir build-asan --output-on-failure -j4
 
   stage "Sanitizers: TSan (clang, build-tsan/)"
   # relock's mutexes are std-based (lib/common/mutex.h): Debian's libabsl is
   # not instrumented, so TSan could not see absl::Mutex.
   sanitizer_build build-tsan thread -DRELOCK_BUILD_TESTS=ON
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-    ctest --test-dir build-tsan --output-on-failure -j2
+    ctest --test-dir build-tsan --output-on-failure -j4
 
-  stage "Fuzzing (libFuzzer, 30 s each, build-fuzz/)"
-  sanitizer_build build-fuzz address -DRELOCK_BUILD_TESTS=OFF -DRELOCK_BUILD_FUZZERS=ON
+  stage "Fuzzing (libFuzzer, 30 s each, two at a time, build-asan/)"
   fuzz_work=$(mktemp -d "${TMPDIR:-/tmp}/relock-fuzz.XXXXXX")
   shopt -s nullglob
-  fuzzers=(build-fuzz/fuzz/*_fuzzer)
+  fuzzers=(build-asan/fuzz/*_fuzzer)
   shopt -u nullglob
   if [[ ${#fuzzers[@]} -eq 0 ]]; then
     echo "no fuzzers built" >&2
     exit 1
   fi
-  for fuzzer in "${fuzzers[@]}"; do
-    name=$(basename "$fuzzer")
-    work=$fuzz_work/$name
+  # Runs one fuzzer on a copy of its seed corpus; its output goes to its log.
+  fuzz_one() {
+    local fuzzer=$1 work=$2
     mkdir -p "$work/corpus" "$work/artifacts"
-    cp fuzz/corpus/"$name"/* "$work/corpus/"
-    echo "--- $name ($(ls "$work/corpus" | wc -l) seed inputs)"
-    if ! ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-        "$fuzzer" -max_total_time=30 -print_final_stats=1 \
-        -artifact_prefix="$work/artifacts/" "$work/corpus" >"$work/log" 2>&1; then
+    cp fuzz/corpus/"$(basename "$fuzzer")"/* "$work/corpus/"
+    ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+      "$fuzzer" -max_total_time=30 -print_final_stats=1 \
+      -artifact_prefix="$work/artifacts/" "$work/corpus" >"$work/log" 2>&1
+  }
+  fuzz_pids=()
+  for fuzzer in "${fuzzers[@]}"; do
+    fuzz_one "$fuzzer" "$fuzz_work/$(basename "$fuzzer")" &
+    fuzz_pids+=($!)
+  done
+  fuzz_failed=0
+  for i in "${!fuzzers[@]}"; do
+    name=$(basename "${fuzzers[$i]}")
+    work=$fuzz_work/$name
+    if wait "${fuzz_pids[$i]}"; then
+      echo "--- $name"
+      grep -E '^#[0-9]+[[:space:]]+DONE|^stat::number_of_executed_units|^stat::average_exec_per_sec|^stat::peak_rss_mb' \
+        "$work/log" || true
+    else
       tail -n 60 "$work/log"
       echo "$name FAILED: crashing input in $work/artifacts/, log $work/log" >&2
-      exit 1
+      fuzz_failed=1
     fi
-    grep -E '^#[0-9]+[[:space:]]+DONE|^stat::number_of_executed_units|^stat::average_exec_per_sec|^stat::peak_rss_mb' \
-      "$work/log" || true
   done
+  if [[ $fuzz_failed -ne 0 ]]; then exit 1; fi
   rm -rf "$fuzz_work"
 fi
 
@@ -159,8 +181,8 @@ else
   # `bazel test //...` builds every target (library, tests, benchmarks,
   # examples) and runs the tests; the build line below only names the
   # benchmarks and examples explicitly.
-  bazel test //...
-  bazel build //:benchmarks //:examples
+  bazel test --config=werror //...
+  bazel build --config=werror //:benchmarks //:examples
   bazel shutdown
   stage "Bazel: an outside workspace depends on @relock (tests/bazel_consumer)"
   (cd tests/bazel_consumer && bazel run //:app && bazel shutdown)
@@ -188,3 +210,4 @@ done
 finish_stage
 stage_name=""
 printf '\n== All stages passed in %ds\n' $((SECONDS - start))
+printf '%s\n' "${stage_times[@]}"

@@ -75,9 +75,11 @@ TEST(MutexTest, EachAwaiterWakesWhenItsOwnConditionHolds) {
     auto acknowledged = [&woke, v] {
       return !woke.empty() && woke.back() == v;
     };
-    ASSERT_TRUE(
-        mu.AwaitWithTimeout(absl::Condition(&acknowledged), absl::Seconds(30)))
-        << "the awaiter of " << v << " did not wake";
+    if (!mu.AwaitWithTimeout(absl::Condition(&acknowledged),
+                             absl::Seconds(30))) {
+      ADD_FAILURE() << "the awaiter of " << v << " did not wake";
+      break;
+    }
   }
   EXPECT_EQ(woke, (std::vector<int>{2, 1, 3}));
   mu.Unlock();

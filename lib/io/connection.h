@@ -292,7 +292,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::vector<redis::Reply> partial_;  // replies of written_.front() so far
   std::string write_buf_;
   bool writing_ = false;
-  bool parked_ = false;  // no read outstanding; see owner_
   // A ParseReplies() turn is posted: complete replies may wait in reader_.
   bool parse_posted_ = false;
   std::vector<char> read_buf_;

@@ -120,6 +120,9 @@ WakeReason Subscription::Wait(Deadline deadline) {
 }
 
 WakeReason Subscription::WaitLocked(Deadline deadline) {
+  // Wait() holds it; the annotation cannot name owner_->mu_ in the header,
+  // where Subscriber is not yet defined.
+  owner_->mu_.AssertHeld();
   while (true) {
     if (owner_->closed_) return WakeReason::kClosed;
     if (owner_->generation_ != seen_generation_ ||
