@@ -175,8 +175,8 @@ Call FromStep(const Shas& relock, const Step& step, Expect expect) {
   return Evalsha(relock[step.script], step.keys, step.args, expect);
 }
 
-// relock's pair on `name`: the Steps the library sends (lib/lock/
-// reentrant_lock.cc: a fresh acquire; a release whose holds remain refreshes
+// relock's pair on `name`: the Steps the library sends (lib/lock/attempt.cc
+// and release.cc: a fresh acquire; a release whose holds remain refreshes
 // a watchdog lease and keeps an explicit one's TTL, "0").
 std::vector<Call> RelockPair(Type type, const Shas& shas,
                              const std::string& name) {

@@ -7,8 +7,8 @@
 // reply and ParseRedirect() of every error.
 //
 // Not reached from here (they are not functions of a reply): the script
-// result checks inside lib/lock/reentrant_lock.cc (acquire, release and
-// renewal tallies) and Subscriber::OnPush.
+// result checks inside lib/lock/attempt.cc, release.cc and holds.cc
+// (acquire, release and renewal tallies) and Subscriber::OnPush.
 //
 // Checked besides "no crash, no ASan/UBSan report": exactly one type
 // predicate holds per reply; an error reply maps to a non-OK status that

@@ -17,8 +17,8 @@
 #include "lib/client/client_core.h"
 #include "lib/common/contain.h"
 #include "lib/common/deadline.h"
+#include "lib/lock/algorithm.h"
 #include "lib/lock/owner.h"
-#include "lib/lock/reentrant_lock.h"
 #include "relock/options.h"
 #include "relock/owner.h"
 

@@ -1,4 +1,4 @@
-// relock::FencedLock: the public surface over lib/lock/reentrant_lock's
+// relock::FencedLock: the public surface over lib/lock/algorithm.h's
 // fenced acquire (AcquireOptions::fenced).
 
 #include "relock/fenced_lock.h"
@@ -8,7 +8,7 @@
 #include "absl/status/status.h"
 #include "lib/api/calls.h"
 #include "lib/client/client_core.h"
-#include "lib/lock/reentrant_lock.h"
+#include "lib/lock/algorithm.h"
 
 namespace relock {
 namespace {

@@ -1,5 +1,5 @@
 // relock::Lock, LockGuard and LockError: the public surface over
-// lib/lock/reentrant_lock.
+// lib/lock/algorithm.h.
 
 #include "relock/lock.h"
 
@@ -10,7 +10,7 @@
 #include "lib/api/calls.h"
 #include "lib/client/client_core.h"
 #include "lib/common/deadline.h"
-#include "lib/lock/reentrant_lock.h"
+#include "lib/lock/algorithm.h"
 
 namespace relock {
 namespace {

@@ -7,8 +7,8 @@
 
 #include "lib/api/calls.h"
 #include "lib/common/deadline.h"
+#include "lib/lock/algorithm.h"
 #include "lib/lock/owner.h"
-#include "lib/lock/reentrant_lock.h"
 #include "lib/redlock/redlock.h"
 
 namespace relock {

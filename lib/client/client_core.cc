@@ -17,8 +17,8 @@
 #include "lib/backend/cluster_backend.h"
 #include "lib/backend/node_backend.h"
 #include "lib/backend/sentinel_backend.h"
+#include "lib/lock/algorithm.h"
 #include "lib/lock/owner.h"
-#include "lib/lock/reentrant_lock.h"
 #include "lib/redis/url.h"
 
 namespace relock {

@@ -11,10 +11,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "lib/common/deadline.h"
+#include "lib/lock/algorithm.h"
 #include "lib/lock/fair_lock.h"
 #include "lib/lock/lock_scripts.h"
 #include "lib/lock/owner.h"
-#include "lib/lock/reentrant_lock.h"
 #include "lib/lock/rw_lock.h"
 #include "lib/redis/errors.h"
 

@@ -1,7 +1,7 @@
 // What a lock algorithm needs from the client it runs in: the backend it
 // talks to Redis through (lib/backend/backend.h), the client's identity and
 // lifecycle, its hold registry and watchdog. The client implements it; the
-// algorithms (lib/lock/*_lock.cc) see nothing else of the client, so no
+// algorithms (lib/lock/algorithm.h) see nothing else of the client, so no
 // lock type knows which topology or client class it runs in.
 
 #ifndef RELOCK_LIB_LOCK_LOCK_ENV_H_

@@ -1,5 +1,5 @@
 // What one lock type sends to Redis: the script call of each step of the
-// algorithms in lib/lock/reentrant_lock.cc (acquire, release, release all,
+// algorithms of lib/lock/algorithm.h (acquire, release, release all,
 // force release, leaving a queue) and where its waiters listen. The
 // algorithms (attempts, notified waits, hand-off, undo, local re-entry, the
 // watchdog's renewals, loss reports) are shared by every lock type; a lock

@@ -1,8 +1,13 @@
 // The reentrant lock's operations on Redis (the algorithms behind
 // relock::Lock). See include/relock/lock.h for the contract.
+//
+// Implemented, a file a job, in lib/lock/: acquire.cc, release.cc (and
+// ForceRelease), holds.cc (Extend, loss callbacks, SafeUntil, renewal and
+// close batches), queries.cc; attempt.cc (attempt.h: what they share, one
+// attempt included) holds ValidateName and ValidateReplicaSync.
 
-#ifndef RELOCK_LIB_LOCK_REENTRANT_LOCK_H_
-#define RELOCK_LIB_LOCK_REENTRANT_LOCK_H_
+#ifndef RELOCK_LIB_LOCK_ALGORITHM_H_
+#define RELOCK_LIB_LOCK_ALGORITHM_H_
 
 #include <atomic>
 #include <cstdint>
@@ -119,4 +124,4 @@ std::vector<absl::Status> ReleaseHolds(
 }  // namespace lock
 }  // namespace relock
 
-#endif  // RELOCK_LIB_LOCK_REENTRANT_LOCK_H_
+#endif  // RELOCK_LIB_LOCK_ALGORITHM_H_

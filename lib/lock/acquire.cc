@@ -1,0 +1,638 @@
+// Acquire() and AcquireAsync() (lib/lock/algorithm.h): what a call takes
+// (its plan), a re-entry counted locally, the attempts and notified waits
+// (the blocking loop's first attempt on the calling thread, then the
+// AcquireMachine on the event loop thread, with the direct hand-off), the
+// registration of the hold taken, and leaving a queue after a failed wait.
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/random/random.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "absl/types/optional.h"
+#include "lib/backend/backend.h"
+#include "lib/backend/gather.h"
+#include "lib/common/deadline.h"
+#include "lib/common/random.h"
+#include "lib/common/unshared.h"
+#include "lib/lock/algorithm.h"
+#include "lib/lock/attempt.h"
+#include "lib/lock/lock_env.h"
+#include "lib/lock/lock_model.h"
+#include "lib/lock/owner.h"
+#include "lib/pubsub/subscriber.h"
+#include "relock/limits.h"
+
+namespace relock {
+namespace lock {
+
+using algorithm_internal::Annotate;
+using algorithm_internal::Attempt;
+using algorithm_internal::AttemptDeadline;
+using algorithm_internal::CheckAsyncOwner;
+using algorithm_internal::CheckModel;
+using algorithm_internal::Evaluate;
+using algorithm_internal::FailFast;
+using algorithm_internal::HeldByOther;
+using algorithm_internal::Inspection;
+using algorithm_internal::kMinAttemptTime;
+using algorithm_internal::LoopCompletion;
+using algorithm_internal::ParseInspection;
+using algorithm_internal::ReplicaTime;
+using algorithm_internal::RetryAfter;
+using algorithm_internal::TryOnce;
+using algorithm_internal::Undo;
+using algorithm_internal::Whom;
+
+namespace {
+
+using backend::Resend;
+
+// The replicas an acquire must wait for, as the backend takes them: null for
+// none.
+const backend::WaitReplicas* ReplicaWait(const backend::WaitReplicas& sync) {
+  return sync.replicas > 0 ? &sync : nullptr;
+}
+
+// What a successful acquire hands on: when the winning attempt was sent, and
+// its fencing token (-1 unless fenced).
+struct Grant {
+  SteadyClock::time_point sent_at;
+  int64_t token = -1;
+};
+
+// Counts an acquire that ended with `s` (see relock/metrics.h): `fresh`, a
+// hold from zero (else a re-entry); `waited`, it found the lock held and
+// waited, since `start`.
+void CountAcquire(LockEnv& env, const absl::Status& s, bool fresh, bool waited,
+                  SteadyClock::time_point start) {
+  Metrics& m = env.metrics();
+  if (waited) {
+    m.waits.Add();
+    m.wait_time.Observe(absl::FromChrono(SteadyClock::now() - start));
+  }
+  if (s.ok()) {
+    m.acquisitions.Add();
+    if (!fresh) m.reentries.Add();
+    if (waited) m.handoffs.Add();
+  } else if (s.code() == absl::StatusCode::kDeadlineExceeded) {
+    m.acquire_timeouts.Add();
+  } else {
+    m.acquire_failures.Add();
+  }
+}
+
+void CountLocalReentry(LockEnv& env) {
+  Metrics& m = env.metrics();
+  m.acquisitions.Add();
+  m.reentries.Add();
+  m.local_reentries.Add();
+}
+
+// A holder without a lease (a key set by hand) is re-checked this often, so
+// that a waiter is not stuck forever when the key is deleted without an
+// unlock message.
+constexpr absl::Duration kNoLeaseRecheck = absl::Seconds(1);
+
+// What an acquire by `by` takes: its lease (the watchdog's or an explicit
+// one) and whether the owner holds no hold of its own yet. InvalidArgument
+// for a lease out of range; the client's error once it is closed.
+struct AcquirePlan {
+  bool fresh = true;
+  bool watchdog = true;
+  absl::Duration lease;
+  AcquireOptions options;
+  const LockModel* model = &ReentrantModel();
+  const backend::WaitReplicas* sync() const {
+    return ReplicaWait(options.replica_sync);
+  }
+};
+absl::StatusOr<AcquirePlan> PlanAcquire(LockEnv& env, const std::string& name,
+                                        const OwnerId& by,
+                                        absl::optional<absl::Duration> lease,
+                                        const AcquireOptions& options) {
+  if (lease.has_value() && (*lease < kMinLease || *lease > kMaxLease)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("acquire lock ", QuoteName(name), ": lease ",
+                     absl::FormatDuration(*lease), " is outside [",
+                     absl::FormatDuration(kMinLease), ", ",
+                     absl::FormatDuration(kMaxLease), "]"));
+  }
+  if (absl::Status s = env.CheckOpen(); !s.ok()) {
+    return Annotate(s, "acquire", name);
+  }
+  if (options.kind != LockKind::kReentrant && env.backend().nodes() > 1) {
+    return Annotate(absl::UnimplementedError(
+                        "this lock type has no form on several masters"),
+                    "acquire", name, env.policy().noun);
+  }
+  // Only this owner changes its own hold (its calls on one lock do not
+  // overlap), so this stays true for the call.
+  if (absl::Status s = CheckModel(env, name, by, options.kind); !s.ok()) {
+    return Annotate(s, "acquire", name, env.policy().noun);
+  }
+  const absl::optional<Hold> held = env.holds().Find(name, by.number);
+  AcquirePlan plan;
+  plan.fresh = !held.has_value() || held->ended();
+  if (options.kind == LockKind::kWrite && plan.fresh) {
+    // No upgrade: the write lock waits for every reader, this owner too, so
+    // the wait could only end at its deadline (Redisson's would hang).
+    const absl::optional<Hold> read =
+        env.holds().Find(name, by.number & ~kWriteHoldBit);
+    if (read.has_value() && !read->ended() &&
+        static_cast<LockKind>(read->kind) == LockKind::kRead) {
+      return Annotate(
+          absl::FailedPreconditionError(absl::StrCat(
+              Whom(by),
+              " holds the read lock; a read hold cannot be upgraded "
+              "to the write lock (release the read lock first)")),
+          "acquire", name, env.policy().noun);
+    }
+  }
+  // A re-entry never shortens a hold: on a watchdog hold, a re-entry with an
+  // explicit lease only counts (the watchdog keeps renewing the hold); on an
+  // explicit hold, the script keeps whichever lease ends later.
+  plan.watchdog = !lease.has_value() || (!plan.fresh && held->watchdog);
+  plan.lease = plan.watchdog ? env.watchdog_lease() : *lease;
+  plan.options = options;
+  plan.model = &ModelOf(options.kind);
+  return plan;
+}
+
+// Registers a hold just taken (renewed from now on for a watchdog lease),
+// unless the client closed meanwhile: Close() may have swept the registry
+// before we registered, so the hold is released (and Cancelled returned)
+// rather than leaked. `async`: send that release without waiting.
+absl::Status RegisterHold(LockEnv& env, const std::string& name,
+                          const OwnerId& by, const AcquirePlan& plan,
+                          SteadyClock::time_point sent_at, bool async) {
+  const std::string owner = OwnerField(env.id(), by.number);
+  env.holds().OnAcquired(name, by.number, owner, plan.watchdog, plan.lease,
+                         sent_at, static_cast<uint8_t>(plan.model->kind()),
+                         plan.fresh && plan.options.on_lost
+                             ? LossCallback(name, owner, plan.options.on_lost)
+                             : nullptr);
+  if (plan.watchdog) env.ActivateWatchdog();
+  if (!env.closed()) return absl::OkStatus();
+  env.holds().Forget(name, by.number);
+  const Step step =
+      plan.model->ReleaseAll(name, owner, env.backend().publish_command());
+  const backend::Call call = step.Views();
+  const Deadline deadline = Deadline::After(env.confirm_timeout());
+  if (async) {
+    env.backend().RunAsync(step.script, call.keys, call.args, deadline,
+                           Resend::kNever, nullptr,
+                           [](const std::vector<backend::Answer>&) {});
+  } else {
+    env.backend().Run(step.script, call.keys, call.args, deadline,
+                      Resend::kNever);
+  }
+  return absl::CancelledError("the client was closed");
+}
+
+// A re-entry of the owner's watchdog hold (a thread's or an explicit
+// owner's), while the hold's lease is known current, is counted in the
+// registry without a round trip: Redis keeps the count it has, and the
+// outermost release frees the lock as always. Not for an explicit lease,
+// which must reach Redis, nor for a fenced lock, whose every acquisition
+// takes a token. Returns whether it was counted.
+bool TryLocalReentry(LockEnv& env, const std::string& name, const OwnerId& by,
+                     const AcquirePlan& plan,
+                     const absl::optional<absl::Duration>& lease) {
+  return !plan.fresh && !lease.has_value() && !plan.options.fenced &&
+         env.holds().TryLocalReentry(name, by.number, SteadyClock::now(),
+                                     env.policy().Drift(env.watchdog_lease()));
+}
+
+// Acquire()'s attempts and notified waits, driven by callbacks. The
+// asynchronous acquire runs all of it here; a blocking Acquire() hands its
+// wait over once its first attempt (made on the calling thread) found the
+// lock held. Then an unlock message is followed at once by the next
+// attempt, sent by the event loop thread that read the message, and the
+// blocked thread is woken once, with the lock already taken or with the
+// outcome (the direct hand-off).
+//
+// Every step runs on the client's event loop thread (the first is posted
+// there), so the machine needs no lock: the backend's answers, the pub/sub
+// listener and the timer all call back on that thread. It is kept alive by
+// its pending callbacks (the listener holds it weakly); should they be
+// dropped unrun (the loop destroyed), its destructor reports Cancelled, so
+// no caller waits forever. It does not register the hold: `done` does.
+class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
+ public:
+  // The outcome, unannotated; on success, when the winning acquire was sent
+  // and its fencing token; whether the machine waited (found the lock held
+  // before its deadline).
+  using Done = std::function<void(absl::Status, const Grant&, bool waited)>;
+
+  // `keep` (may be null): held until the machine is gone (see keep_).
+  AcquireMachine(LockEnv& env, std::shared_ptr<void> keep, std::string name,
+                 const OwnerId& by, const AcquirePlan& plan, Deadline deadline,
+                 Done done)
+      : keep_(std::move(keep)),
+        env_(env),
+        name_(std::move(name)),
+        owner_(OwnerField(env.id(), by.number)),
+        lease_(plan.lease),
+        fresh_(plan.fresh),
+        model_(*plan.model),
+        options_(plan.options),
+        deadline_(deadline),
+        queue_(!deadline.Expired()),
+        done_(std::move(done)),
+        timer_(env.backend().NewTimer()) {}
+
+  ~AcquireMachine() {
+    if (done_) {
+      done_(absl::CancelledError("the client was closed while waiting"),
+            Grant(), waited_);
+    }
+  }
+
+  // From the first attempt.
+  void Start() {
+    timer_->At(Deadline::After(absl::ZeroDuration()),
+               [self = shared_from_this()] { self->TryNow(); });
+  }
+
+  // From attempt `held`, made elsewhere, that found the lock held.
+  void WaitAfter(Attempt held) {
+    timer_->At(Deadline::After(absl::ZeroDuration()),
+               [self = shared_from_this(), held = std::move(held)]() mutable {
+                 self->OnAttempt(std::move(held));
+               });
+  }
+
+ private:
+  enum class Phase { kAttempting, kBackingOff, kConfirming, kWaiting, kDone };
+
+  void TryNow() {
+    if (phase_ == Phase::kDone) return;
+    phase_ = Phase::kAttempting;
+    backend::Backend& backend = env_.backend();
+    const LockPolicy& policy = env_.policy();
+    const Step step = model_.Acquire(name_, owner_, lease_, fresh_, queue_,
+                                     options_, backend.publish_command());
+    const backend::Call call = step.Views();
+    const SteadyClock::time_point start = SteadyClock::now();
+    const backend::WaitReplicas* sync = ReplicaWait(options_.replica_sync);
+    backend.RunAsync(
+        step.script, call.keys, call.args,
+        AttemptDeadline(policy, lease_, deadline_, ReplicaTime(sync)),
+        Resend::kIfDropped,
+        FailFast(policy, backend.nodes(), backend.quorum(), sync),
+        [self = shared_from_this(),
+         start](const std::vector<backend::Answer>& answers) {
+          self->OnAnswers(answers, start);
+        },
+        nullptr, sync);
+  }
+
+  void OnAnswers(const std::vector<backend::Answer>& answers,
+                 SteadyClock::time_point start) {
+    if (phase_ == Phase::kDone) return;
+    std::vector<bool> undo;
+    const backend::WaitReplicas* sync = ReplicaWait(options_.replica_sync);
+    Attempt a = Evaluate(env_, answers, start, lease_, fresh_, sync, &undo);
+    Undo(env_, model_, name_, owner_, fresh_, undo,
+         AttemptDeadline(env_.policy(), lease_, deadline_, ReplicaTime(sync)),
+         /*async=*/true);
+    OnAttempt(std::move(a));
+  }
+
+  void OnAttempt(Attempt a) {
+    if (phase_ == Phase::kDone) return;
+    const size_t n = env_.backend().nodes();
+    if (a.kind == Attempt::kAcquired) {
+      return Finish(absl::OkStatus(), Grant{a.start, a.token});
+    }
+    if (a.kind == Attempt::kFailed) {
+      if (sub_ != nullptr) sub_->PassOn();  // a wake-up we consumed goes on
+      absl::StatusOr<absl::Duration> delay =
+          RetryAfter(env_.policy(), env_.backend(), ++failures_, a, deadline_);
+      if (!delay.ok()) return Finish(delay.status());
+      phase_ = Phase::kBackingOff;
+      timer_->At(Deadline::After(*delay),
+                 [self = shared_from_this()] { self->TryNow(); });
+      return;
+    }
+    if (deadline_.Expired()) return Finish(HeldByOther(a, n));
+    waited_ = true;
+    const bool split = a.took_some;
+    last_ = std::move(a);
+    if (sub_ == nullptr) Subscribe();
+    if (split) {
+      // A split vote (Redlock): we took some masters, others took the rest.
+      // Retrying as soon as the undos' unlock messages arrive would collide
+      // again, every contender at once (a livelock); as Redlock prescribes,
+      // back off for a random time first, longer after each split.
+      phase_ = Phase::kBackingOff;
+      const int64_t max_ms = int64_t{1} << std::min(++splits_, 7);
+      timer_->At(
+          Earliest(deadline_,
+                   Deadline::After(absl::Milliseconds(
+                       absl::Uniform<int64_t>(ThreadBitGen(), 1, max_ms + 1)))),
+          [self = shared_from_this()] { self->Confirm(); });
+      return;
+    }
+    if (!confirmed_) return Confirm();  // then re-check
+    // Sleep until an unlock message, the holder's lease end, or the deadline.
+    absl::Duration sleep = absl::Milliseconds(last_.min_pttl_ms + 1);
+    if (last_.min_pttl_ms < 0) {
+      // No lease: a lock set by hand, or not a lock at all (bounded either
+      // way: FailedPrecondition, or a re-check every kNoLeaseRecheck); or
+      // (a queue) nothing else to wait for.
+      sleep = kNoLeaseRecheck;
+      if (n == 1) CheckIsALock();
+    }
+    sleep = std::min(sleep, model_.max_sleep());
+    phase_ = Phase::kWaiting;
+    timer_->At(Earliest(deadline_, Deadline::After(sleep)),
+               [self = shared_from_this()] {
+                 if (self->phase_ == Phase::kWaiting) self->Confirm();
+               });
+    Look();  // a message may be waiting already
+  }
+
+  void Subscribe() {
+    std::weak_ptr<AcquireMachine> weak = weak_from_this();
+    sub_ = env_.backend().Subscribe(
+        model_.WaitChannel(name_, owner_), model_.wake_policy(), /*waiter=*/"",
+        [weak] {
+          if (std::shared_ptr<AcquireMachine> self = weak.lock()) self->Look();
+        });
+  }
+
+  // The inspect script: a key that holds anything but a lock ends the wait.
+  void CheckIsALock() {
+    const Step step = model_.Inspect(name_, owner_);
+    const backend::Call call = step.Views();
+    env_.backend().RunAsync(step.script, call.keys, call.args, deadline_,
+                            Resend::kIfDropped, nullptr,
+                            [self = shared_from_this()](
+                                const std::vector<backend::Answer>& answers) {
+                              if (!answers[0].reply.ok())
+                                return;  // the next re-check tells
+                              absl::StatusOr<Inspection> what =
+                                  ParseInspection(*answers[0].reply);
+                              if (!what.ok()) self->Finish(what.status());
+                            });
+  }
+
+  // Only after the servers confirmed the subscription is a re-check free of
+  // lost wake-ups. Confirmed once, it stays confirmed until the pub/sub
+  // connection is replaced; then the re-check waits for the SUBSCRIBE on
+  // the new one (messages sent in between are lost).
+  void Confirm() {
+    if (phase_ == Phase::kDone) return;
+    phase_ = Phase::kConfirming;
+    confirm_by_ =
+        Earliest(deadline_, Deadline::After(env_.confirm_timeout() +
+                                            env_.backend().failover_wait()));
+    if (Confirmed()) return;
+    timer_->At(confirm_by_, [self = shared_from_this()] { self->Look(); });
+  }
+
+  // In kConfirming: re-checks (true) once confirmed, or ends the machine on
+  // a refusal or at `confirm_by_`.
+  bool Confirmed() {
+    absl::Status confirmed = sub_->AwaitConfirmed(Now());
+    confirmed_ = confirmed.ok();
+    if (confirmed.ok()) {
+      TryNow();
+    } else if (confirmed.code() != absl::StatusCode::kDeadlineExceeded) {
+      Finish(confirmed);  // Cancelled, PermissionDenied
+    } else if (!confirm_by_.Expired()) {
+      return false;  // not yet
+    } else if (deadline_.Expired()) {
+      Finish(HeldByOther(last_, env_.backend().nodes()));
+    } else {
+      Finish(absl::UnavailableError(confirmed.message()));
+    }
+    return true;
+  }
+
+  // The listener and the timers: has what we wait for happened?
+  void Look() {
+    if (phase_ == Phase::kConfirming) {
+      Confirmed();
+      return;
+    }
+    if (phase_ != Phase::kWaiting) return;
+    switch (sub_->Wait(Now())) {
+      case pubsub::WakeReason::kNotified:
+        return Confirm();
+      case pubsub::WakeReason::kResubscribed:
+        confirmed_ = false;
+        return Confirm();
+      case pubsub::WakeReason::kClosed:
+        return Finish(
+            absl::CancelledError("the client was closed while waiting"));
+      case pubsub::WakeReason::kTimeout:
+        return;
+    }
+  }
+
+  static Deadline Now() { return Deadline::After(absl::ZeroDuration()); }
+
+  void Finish(const absl::Status& s, const Grant& grant = Grant()) {
+    if (phase_ == Phase::kDone) return;
+    phase_ = Phase::kDone;
+    timer_->Cancel();
+    sub_ = nullptr;
+    Done done = std::move(done_);
+    done_ = nullptr;
+    done(s, grant, waited_);
+  }
+
+  // The client, for an asynchronous acquire: declared first, so destroyed
+  // last, after timer_, whose destruction still reaches the client's loop
+  // (`done`, which holds the client too, may drop its reference first).
+  const std::shared_ptr<void> keep_;
+  LockEnv& env_;
+  const std::string name_;
+  const std::string owner_;
+  const absl::Duration lease_;
+  const bool fresh_;
+  const LockModel& model_;
+  const AcquireOptions options_;
+  const Deadline deadline_;
+  const bool queue_;  // the caller may wait (see LockModel::Acquire)
+  Done done_;
+  const std::unique_ptr<backend::Timer> timer_;
+  std::unique_ptr<backend::Waiter> sub_;
+  bool confirmed_ = false;  // the subscription, as of the last look
+  Phase phase_ = Phase::kAttempting;
+  int failures_ = 0;
+  Attempt last_;  // the latest attempt that found the lock held
+  Deadline confirm_by_ = Deadline::Never();
+  int splits_ = 0;  // split votes so far
+  bool waited_ = false;
+};
+
+// Waits for the lock that attempt `held` found held: the machine above
+// waits (notified) and makes the next attempts on the loop thread; this
+// thread blocks until it is done. On success, `*grant` is the winning
+// acquire's.
+absl::Status WaitForLock(LockEnv& env, const std::string& name,
+                         const OwnerId& by, const AcquirePlan& plan,
+                         Deadline deadline, Attempt held, Grant* grant) {
+  struct Result {
+    absl::Status status;
+    Grant grant;
+  };
+  backend::Gather<Result> gather(1);
+  std::function<void(Result)> slot = gather.Slot(0);
+  // The client outlives this call (its caller holds it): no keep-alive.
+  std::make_shared<AcquireMachine>(
+      env, /*keep=*/nullptr, name, by, plan, deadline,
+      [slot](const absl::Status& s, const Grant& won, bool /*waited*/) {
+        slot(Result{Unshared(s), won});  // it crosses to the waiting thread
+      })
+      ->WaitAfter(std::move(held));
+  // The machine always ends: with the lock, at its deadline, or on Close()
+  // (or, its callbacks dropped, from its destructor).
+  bool stopped = false;
+  std::vector<absl::optional<Result>> got =
+      gather.Wait(Deadline::Never(), nullptr, &stopped);
+  *grant = got[0]->grant;
+  return got[0]->status;
+}
+
+// On success, `*grant` is the winning acquire's. The first attempt runs on
+// the calling thread (on an idle connection, with its own I/O); a lock found
+// held is waited for by WaitForLock() (`*waited` is then set). `queue`: the
+// caller may wait.
+absl::Status AcquireLoop(LockEnv& env, const std::string& name,
+                         const OwnerId& by, const AcquirePlan& plan,
+                         Deadline deadline, bool queue, Grant* grant,
+                         bool* waited) {
+  const std::string owner = OwnerField(env.id(), by.number);
+  for (int failures = 0;;) {
+    Attempt a = TryOnce(env, *plan.model, plan.options, name, owner, plan.lease,
+                        plan.fresh, queue, deadline, plan.sync());
+    if (a.kind == Attempt::kAcquired) {
+      *grant = Grant{a.start, a.token};
+      return absl::OkStatus();
+    }
+    if (a.kind == Attempt::kHeldByOther) {
+      if (deadline.Expired()) return HeldByOther(a, env.backend().nodes());
+      *waited = true;
+      return WaitForLock(env, name, by, plan, deadline, std::move(a), grant);
+    }
+    absl::StatusOr<absl::Duration> delay =
+        RetryAfter(env.policy(), env.backend(), ++failures, a, deadline);
+    if (!delay.ok()) return delay.status();
+    absl::SleepFor(*delay);
+  }
+}
+
+// A waiter that gave up leaves the lock's queue, if its type has one: sent
+// at once, and (`wait`) awaited for at most kMinAttemptTime, so that the
+// queue no longer holds it when the failed call returns.
+void LeaveQueue(LockEnv& env, const std::string& name, const OwnerId& by,
+                const AcquirePlan& plan, bool wait) {
+  const absl::optional<Step> step =
+      plan.model->Leave(name, OwnerField(env.id(), by.number), plan.options,
+                        plan.fresh, env.backend().publish_command());
+  if (!step.has_value()) return;
+  const backend::Call call = step->Views();
+  const Deadline deadline = Deadline::After(kMinAttemptTime);
+  if (wait) {
+    env.backend().Run(step->script, call.keys, call.args, deadline,
+                      Resend::kIfDropped);
+  } else {
+    env.backend().RunAsync(step->script, call.keys, call.args, deadline,
+                           Resend::kIfDropped, nullptr,
+                           [](const std::vector<backend::Answer>&) {});
+  }
+}
+
+}  // namespace
+
+absl::Status Acquire(LockEnv& env, const std::string& name, const OwnerId& by,
+                     absl::optional<absl::Duration> lease, Deadline deadline,
+                     const AcquireOptions& options, int64_t* token) {
+  const SteadyClock::time_point start = SteadyClock::now();
+  // (Counted as a failed acquire, as PlanAcquire's failures are.)
+  if (absl::Status s = env.CheckBlockingCall(); !s.ok()) {
+    s = Annotate(s, "acquire", name, env.policy().noun);
+    CountAcquire(env, s, true, false, start);
+    return s;
+  }
+  absl::StatusOr<AcquirePlan> plan = PlanAcquire(env, name, by, lease, options);
+  if (!plan.ok()) {
+    CountAcquire(env, plan.status(), true, false, start);
+    return plan.status();
+  }
+  if (TryLocalReentry(env, name, by, *plan, lease)) {
+    CountLocalReentry(env);
+    return absl::OkStatus();
+  }
+  Grant grant;
+  // A call that may not wait leaves no trace in a queue.
+  const bool queue = !deadline.Expired();
+  bool waited = false;
+  absl::Status s =
+      AcquireLoop(env, name, by, *plan, deadline, queue, &grant, &waited);
+  if (s.ok()) {
+    // Registered (and, for a watchdog lease, renewed from now on) before
+    // Acquire() returns.
+    if (plan->fresh && by.thread) env.OnFreshHold();
+    s = RegisterHold(env, name, by, *plan, grant.sent_at, /*async=*/false);
+  } else if (queue) {
+    LeaveQueue(env, name, by, *plan, /*wait=*/true);
+  }
+  CountAcquire(env, s, plan->fresh, waited, start);
+  if (!s.ok()) return Annotate(s, "acquire", name, env.policy().noun);
+  if (token != nullptr) *token = grant.token;
+  return s;
+}
+
+void AcquireAsync(LockEnv& env, std::shared_ptr<void> keep,
+                  const std::string& name, const OwnerId& by,
+                  absl::optional<absl::Duration> lease, Deadline deadline,
+                  const AcquireOptions& options, AcquireDone done) {
+  if (absl::Status s = CheckAsyncOwner(env, name, by, "acquire"); !s.ok()) {
+    return done(s, -1);
+  }
+  const SteadyClock::time_point start = SteadyClock::now();
+  absl::StatusOr<AcquirePlan> plan = PlanAcquire(env, name, by, lease, options);
+  if (!plan.ok()) {
+    CountAcquire(env, plan.status(), true, false, start);
+    return done(plan.status(), -1);
+  }
+  if (TryLocalReentry(env, name, by, *plan, lease)) {
+    CountLocalReentry(env);
+    return LoopCompletion::Post(
+        env, std::move(keep),
+        [done = std::move(done)](absl::Status s) { done(std::move(s), -1); });
+  }
+  std::make_shared<AcquireMachine>(
+      env, keep, name, by, *plan, deadline,
+      [&env, keep, name, by, plan = *plan, queue = !deadline.Expired(), start,
+       done = std::move(done)](const absl::Status& s, const Grant& grant,
+                               bool waited) {
+        if (!s.ok() && queue) LeaveQueue(env, name, by, plan, /*wait=*/false);
+        absl::Status result =
+            s.ok() ? RegisterHold(env, name, by, plan, grant.sent_at,
+                                  /*async=*/true)
+                   : s;
+        CountAcquire(env, result, plan.fresh, waited, start);
+        if (result.ok()) return done(result, grant.token);
+        done(Annotate(result, "acquire", name, env.policy().noun), -1);
+      })
+      ->Start();
+}
+
+}  // namespace lock
+}  // namespace relock

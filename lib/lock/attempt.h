@@ -1,0 +1,173 @@
+// The pieces of the lock algorithm (lib/lock/algorithm.h) that its files
+// share: one acquire attempt on every node and what its answers mean, the
+// inspect script's reply, the texts of errors, and the completion of an
+// asynchronous call. Internal to lib/lock: only the files that implement
+// algorithm.h include it. (Its namespace is algorithm_internal, not
+// lock::internal, which would hide relock::internal: lib/lock/lock_scripts.h.)
+
+#ifndef RELOCK_LIB_LOCK_ATTEMPT_H_
+#define RELOCK_LIB_LOCK_ATTEMPT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "lib/backend/backend.h"
+#include "lib/common/deadline.h"
+#include "lib/lock/lock_env.h"
+#include "lib/lock/lock_model.h"
+#include "lib/lock/owner.h"
+#include "lib/redis/reply.h"
+
+namespace relock {
+namespace lock {
+namespace algorithm_internal {
+
+// Prefixes a failure with the operation and lock name (in tallies, the
+// kind of lock too).
+absl::Status Annotate(absl::Status s, absl::string_view op,
+                      const std::string& name, absl::string_view noun = "lock");
+
+// Who a call was for, in messages.
+std::string Whom(const OwnerId& by);
+
+// What each node said, for messages: "host:port: acquired; ...".
+std::string Details(const std::vector<std::string>& details);
+
+// FailedPrecondition when owner `by` (as HolderOf() gives it for `kind`)
+// holds `name` as the other model than `kind`: under its number, or under
+// its number with or without kWriteHoldBit (a read-write lock's write hold).
+absl::Status CheckModel(LockEnv& env, const std::string& name,
+                        const OwnerId& by, LockKind kind);
+
+// A reply that is not what the script returns means a foreign value at the
+// key or a misbehaving server.
+absl::Status Unexpected(const redis::Reply& r, absl::string_view op);
+
+// Every attempt may take this long even when the caller's wait is shorter
+// (TryAcquire(0) is one attempt, not none).
+inline constexpr absl::Duration kMinAttemptTime = absl::Milliseconds(100);
+
+// How much longer than usual an attempt's requests (and their undo, queued
+// behind WAITs) may take: the WAIT's timeout.
+absl::Duration ReplicaTime(const backend::WaitReplicas* sync);
+
+// The deadline of one attempt's requests (see LockPolicy), `extra` (the
+// replicas' time) beyond the usual.
+Deadline AttemptDeadline(const LockPolicy& policy, absl::Duration lease,
+                         Deadline wait, absl::Duration extra);
+
+// The outcome of one acquire attempt on every node.
+struct Attempt {
+  enum Kind { kAcquired, kHeldByOther, kFailed } kind = kFailed;
+  SteadyClock::time_point start;  // when the requests were sent
+  int64_t token = -1;             // kAcquired, fenced: the fencing token
+  int64_t min_pttl_ms = -1;       // shortest lease left among holders
+  absl::Status error;             // kFailed on one node: that node's own error
+  std::string details;            // each node's answer, on several nodes
+  bool took_some = false;  // held by others, yet it took (and undid) nodes
+};
+
+// Policy::fail_fast: stop waiting once the attempt's outcome is certain.
+backend::Enough FailFast(const LockPolicy& policy, size_t n, size_t quorum,
+                         const backend::WaitReplicas* sync);
+
+// What one attempt's answers mean. `*undo` is set to the nodes where what
+// the attempt may have taken must be undone (none when it acquired). With
+// `sync`, a node that granted without enough replicas acknowledging counts
+// as not granted (Unavailable) and is undone.
+Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
+                 SteadyClock::time_point start, absl::Duration lease,
+                 bool fresh, const backend::WaitReplicas* sync,
+                 std::vector<bool>* undo);
+
+// The undo of an attempt on the nodes in `undo`: blocking until `deadline`,
+// or (with `async`) sent without waiting for its answers.
+void Undo(LockEnv& env, const LockModel& model, const std::string& name,
+          const std::string& owner, bool fresh, const std::vector<bool>& undo,
+          Deadline deadline, bool async);
+
+// One attempt: the acquire script on every node at once (each followed by
+// WAIT with `sync`). On fewer than a quorum of grants (or no validity left),
+// undoes what it may have taken. `fresh`: the owner holds no hold of its own
+// (see lua/acquire.lua); `queue`: the caller waits if it does not get the
+// lock (see LockModel::Acquire).
+Attempt TryOnce(LockEnv& env, const LockModel& model,
+                const AcquireOptions& options, const std::string& name,
+                const std::string& owner, absl::Duration lease, bool fresh,
+                bool queue, Deadline wait, const backend::WaitReplicas* sync);
+
+// What is at `name`: {held, pttl ms, the caller's hold count}. A key that
+// holds anything but a lock is FailedPrecondition.
+struct Inspection {
+  bool held = false;
+  int64_t pttl_ms = -2;
+  int64_t count = 0;
+};
+absl::StatusOr<Inspection> ParseInspection(const redis::Reply& r);
+
+// The DeadlineExceeded of a wait that ended on attempt `a`, which found the
+// lock held by another owner: on several `nodes`, each node's answer; on
+// one, the holder's lease left.
+absl::Status HeldByOther(const Attempt& a, size_t nodes);
+
+// After the `failures`th failed attempt `a` (no quorum of answers): how
+// long to wait before the next one, or why to stop (the error itself on a
+// single node without retries).
+absl::StatusOr<absl::Duration> RetryAfter(const LockPolicy& policy,
+                                          backend::Backend& backend,
+                                          int failures, const Attempt& a,
+                                          Deadline deadline);
+
+// Completes an asynchronous call that needed no I/O (a local re-entry or
+// release) on the client's event loop thread, where every asynchronous call
+// completes: `done` runs there with OK, or with Cancelled should the loop
+// drop it unrun (the client closed; Close() then released the hold).
+class LoopCompletion {
+ public:
+  // `keep`: the client, held until the completion is gone.
+  static void Post(LockEnv& env, std::shared_ptr<void> keep,
+                   std::function<void(absl::Status)> done) {
+    std::shared_ptr<LoopCompletion> c(new LoopCompletion(
+        std::move(keep), env.backend().NewTimer(), std::move(done)));
+    c->timer_->At(Deadline::After(absl::ZeroDuration()), [c] {
+      std::function<void(absl::Status)> done = std::move(c->done_);
+      c->done_ = nullptr;
+      done(absl::OkStatus());
+    });
+  }
+  ~LoopCompletion() {
+    if (done_) done_(absl::CancelledError("the client was closed"));
+  }
+
+ private:
+  LoopCompletion(std::shared_ptr<void> keep,
+                 std::unique_ptr<backend::Timer> timer,
+                 std::function<void(absl::Status)> done)
+      : keep_(std::move(keep)),
+        timer_(std::move(timer)),
+        done_(std::move(done)) {}
+  // Declared first, destroyed last: the timer's destruction reaches the
+  // client's loop.
+  const std::shared_ptr<void> keep_;
+  const std::unique_ptr<backend::Timer> timer_;
+  std::function<void(absl::Status)> done_;
+};
+
+// The asynchronous calls act for explicit owners only.
+absl::Status CheckAsyncOwner(LockEnv& env, const std::string& name,
+                             const OwnerId& by, absl::string_view op);
+
+}  // namespace algorithm_internal
+}  // namespace lock
+}  // namespace relock
+
+#endif  // RELOCK_LIB_LOCK_ATTEMPT_H_

@@ -1,0 +1,347 @@
+// A held lock's upkeep (lib/lock/algorithm.h): Extend(), the loss callbacks
+// (OnLost()), SafeUntil(), the watchdog's renewal batches (RenewHolds()) and
+// a closing client's release batch (ReleaseHolds()).
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/optional.h"
+#include "lib/backend/backend.h"
+#include "lib/common/deadline.h"
+#include "lib/lock/algorithm.h"
+#include "lib/lock/attempt.h"
+#include "lib/lock/lock_env.h"
+#include "lib/lock/lock_model.h"
+#include "lib/lock/lock_scripts.h"
+#include "lib/lock/owner.h"
+#include "lib/redis/errors.h"
+#include "lib/redis/reply.h"
+#include "lib/watchdog/hold_registry.h"
+#include "lib/watchdog/watchdog.h"
+#include "relock/limits.h"
+#include "relock/options.h"
+
+namespace relock {
+namespace lock {
+
+using algorithm_internal::Annotate;
+using algorithm_internal::AttemptDeadline;
+using algorithm_internal::Details;
+using algorithm_internal::Whom;
+
+namespace {
+
+using backend::Resend;
+
+// Adds one node's answers to a renewal batch to the per-item counts; the
+// first error that left some of them uncounted goes to `*error`.
+void CountRenewals(const std::vector<absl::StatusOr<redis::Reply>>& replies,
+                   const std::vector<backend::Call>& calls,
+                   const std::vector<std::vector<size_t>>& call_items,
+                   std::vector<size_t>* renewed, std::vector<size_t>* gone,
+                   absl::Status* error) {
+  auto fail = [error](absl::Status s) {
+    if (error->ok()) *error = std::move(s);
+  };
+  for (size_t call = 0; call < calls.size(); ++call) {
+    if (!replies[call].ok()) {
+      fail(replies[call].status());
+      continue;
+    }
+    const redis::Reply& reply = *replies[call];
+    if (reply.is_error()) {
+      fail(redis::ErrorReplyToStatus("renew script", reply.str()));
+      continue;
+    }
+    const redis::ReplyView v = reply.view();
+    const size_t k = calls[call].keys.size();
+    if (!v.is_array() || v.size() != k) {
+      fail(absl::InternalError(
+          absl::StrCat("renew script: unexpected reply ", v.Describe())));
+      continue;
+    }
+    for (size_t i = 0; i < k; ++i) {
+      if (!v[i].is_integer()) {
+        fail(absl::InternalError(absl::StrCat(
+            "renew script: unexpected element ", v[i].Describe())));
+        continue;
+      }
+      const size_t item = call_items[call][i];
+      (v[i].integer() == 1 ? (*renewed)[item] : (*gone)[item]) += 1;
+    }
+  }
+}
+
+// Call `i` of a release-all batch, over every node: OK on a quorum, else the
+// error (on several nodes, where it was released and what the others said).
+absl::Status ReleaseResult(backend::Backend& backend,
+                           const backend::BatchReplies& batches, size_t i) {
+  const size_t n = backend.nodes();
+  size_t released = 0;
+  std::vector<std::string> failures;
+  absl::Status first;
+  for (size_t node = 0; node < n; ++node) {
+    absl::Status s =
+        batches[node][i].ok()
+            ? internal::ReleaseAllResult(*batches[node][i], "release on close")
+            : batches[node][i].status();
+    if (s.ok()) {
+      ++released;
+    } else {
+      failures.push_back(
+          absl::StrCat(backend.node_name(node), ": ", s.message()));
+      if (first.ok()) first = std::move(s);
+    }
+  }
+  if (released >= backend.quorum()) return absl::OkStatus();
+  if (n == 1) return first;
+  return absl::UnavailableError(
+      absl::StrCat("released on only ", released,
+                   " masters: ", absl::StrJoin(failures, "; ")));
+}
+
+}  // namespace
+
+absl::Status Extend(LockEnv& env, const std::string& name, const OwnerId& by,
+                    absl::Duration lease) {
+  const std::string& noun = env.policy().noun;
+  if (lease < kMinLease || lease > kMaxLease) {
+    return Annotate(absl::InvalidArgumentError(absl::StrCat(
+                        "lease ", absl::FormatDuration(lease), " is outside [",
+                        absl::FormatDuration(kMinLease), ", ",
+                        absl::FormatDuration(kMaxLease), "]")),
+                    "extend", name, noun);
+  }
+  if (absl::Status s = env.CheckBlockingCall(); !s.ok()) {
+    return Annotate(s, "extend", name, noun);
+  }
+  backend::Backend& backend = env.backend();
+  const LockPolicy& policy = env.policy();
+  const size_t n = backend.nodes();
+  const size_t quorum = backend.quorum();
+  const uint64_t thread = by.number;
+  const absl::optional<Hold> hold = env.holds().Find(name, thread);
+  if (!hold.has_value()) {
+    return Annotate(
+        absl::FailedPreconditionError(absl::StrCat("not held by ", Whom(by))),
+        "extend", name, noun);
+  }
+  if (hold->ended()) {
+    return Annotate(absl::AbortedError("lease lost"), "extend", name, noun);
+  }
+  const SteadyClock::time_point start = SteadyClock::now();
+  const std::string lease_ms = absl::StrCat(absl::ToInt64Milliseconds(lease));
+  const absl::string_view keys[] = {name};
+  const absl::string_view args[] = {lease_ms, hold->owner};
+  std::vector<backend::Answer> answers = backend.Run(
+      internal::kRenewScript, keys, args,
+      AttemptDeadline(policy, lease, Deadline::Never(), absl::ZeroDuration()),
+      Resend::kIfDropped);
+  size_t renewed = 0, gone = 0;
+  std::vector<std::string> details;
+  for (size_t i = 0; i < n; ++i) {
+    const absl::StatusOr<redis::Reply>& r = answers[i].reply;
+    if (r.ok() && r->view().is_array() && r->view().size() == 1 &&
+        r->view()[0].is_integer()) {
+      const bool ok = r->view()[0].integer() == 1;
+      renewed += ok ? 1 : 0;
+      gone += ok ? 0 : 1;
+      details.push_back(
+          absl::StrCat(backend.node_name(i), ok ? ": extended" : ": not held"));
+    } else {
+      details.push_back(
+          absl::StrCat(backend.node_name(i), ": ",
+                       r.ok() ? r->view().Describe() : r.status().ToString()));
+    }
+  }
+  const absl::Duration elapsed = absl::FromChrono(SteadyClock::now() - start);
+  if (renewed >= quorum &&
+      lease - elapsed - policy.Drift(lease) > absl::ZeroDuration()) {
+    env.holds().OnExtended(name, thread, lease, start);
+    return absl::OkStatus();
+  }
+  if (gone > n - quorum) {
+    return Annotate(absl::AbortedError(absl::StrCat(
+                        "lease lost: a majority of masters no longer have it: ",
+                        Details(details))),
+                    "extend", name, noun);
+  }
+  return Annotate(absl::UnavailableError(absl::StrCat(
+                      "no quorum extended in time: ", Details(details))),
+                  "extend", name, noun);
+}
+
+watchdog::LossFn LossCallback(const std::string& name, const std::string& owner,
+                              std::function<void(const LockEvent&)> fn) {
+  return [name, owner, fn = std::move(fn)](const absl::Status& why) {
+    fn(LockEvent{LockEventType::kLockLost, name, why, owner});
+  };
+}
+
+absl::Status OnLost(LockEnv& env, const std::string& name, const OwnerId& by,
+                    std::function<void(const LockEvent&)> fn) {
+  if (!fn) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("on lost ", QuoteName(name), ": the callback is empty"));
+  }
+  if (absl::Status s = env.CheckOpen(); !s.ok()) {
+    return Annotate(s, "on lost", name, env.policy().noun);
+  }
+  absl::Status s = env.holds().AddLossCallback(
+      name, by.number,
+      LossCallback(name, OwnerField(env.id(), by.number), std::move(fn)));
+  if (!s.ok()) {
+    return Annotate(
+        absl::Status(s.code(), absl::StrCat(Whom(by), ": ", s.message())),
+        "on lost", name, env.policy().noun);
+  }
+  return s;
+}
+
+absl::StatusOr<SteadyClock::time_point> SafeUntil(LockEnv& env,
+                                                  const std::string& name,
+                                                  const OwnerId& by) {
+  if (absl::Status s = env.CheckOpen(); !s.ok()) {
+    return Annotate(s, "query", name);
+  }
+  absl::optional<Hold> hold = env.holds().Find(name, by.number);
+  if (!hold.has_value()) {
+    return Annotate(
+        absl::FailedPreconditionError(absl::StrCat("not held by ", Whom(by))),
+        "query", name);
+  }
+  if (hold->lost) {
+    return Annotate(absl::AbortedError("lease lost (reported as kLockLost)"),
+                    "query", name);
+  }
+  // Redis set the TTL no earlier than acked_at; allow for clock drift
+  // between this host and Redis (by default 1% of the lease plus 2 ms, as
+  // Redlock).
+  const absl::Duration drift = env.policy().Drift(hold->lease);
+  const SteadyClock::time_point safe_until =
+      hold->acked_at + absl::ToChronoNanoseconds(hold->lease - drift);
+  if (hold->expired || safe_until <= SteadyClock::now()) {
+    return Annotate(
+        absl::AbortedError(absl::StrCat(
+            hold->watchdog ? "no renewal of the watchdog lease was confirmed "
+                             "in time"
+                           : "its explicit lease ran out",
+            ": the lock may already belong to another owner")),
+        "query", name);
+  }
+  return safe_until;
+}
+
+watchdog::RenewResult RenewHolds(LockEnv& env,
+                                 const std::vector<RenewItem>& items,
+                                 std::atomic<uint64_t>* round_trips) {
+  backend::Backend& backend = env.backend();
+  const absl::Duration lease = env.watchdog_lease();
+  const std::string lease_ms = absl::StrCat(absl::ToInt64Milliseconds(lease));
+  const Deadline deadline =
+      env.policy().attempt_timeout_factor > 0
+          ? AttemptDeadline(env.policy(), lease, Deadline::Never(),
+                            absl::ZeroDuration())
+          : Deadline::Never();
+  // Up to kRenewKeysPerCall locks per call, of one key group each (one hash
+  // slot on a cluster, where a script's keys must share one) and one renew
+  // script (per lock type).
+  std::vector<size_t> order(items.size());
+  std::vector<std::pair<int, size_t>> group(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    order[i] = i;
+    group[i] = {backend.KeyGroup(items[i].name),
+                ModelOf(static_cast<LockKind>(items[i].kind)).renew_script()};
+  }
+  std::stable_sort(order.begin(), order.end(), [&group](size_t a, size_t b) {
+    return group[a] < group[b];
+  });
+  std::vector<backend::Call> calls;
+  std::vector<std::vector<size_t>> call_items;  // the items of each call
+  for (size_t k = 0; k < order.size(); ++k) {
+    const size_t i = order[k];
+    if (calls.empty() || call_items.back().size() == kRenewKeysPerCall ||
+        group[call_items.back().front()] != group[i]) {
+      calls.emplace_back();
+      calls.back().script = group[i].second;
+      calls.back().args.push_back(lease_ms);
+      call_items.emplace_back();
+    }
+    calls.back().keys.push_back(items[i].name);
+    calls.back().args.push_back(items[i].owner);
+    call_items.back().push_back(i);
+  }
+  const backend::BatchReplies batches =
+      backend.RunBatch(calls, deadline, round_trips);
+  const size_t n = backend.nodes();
+  const size_t quorum = backend.quorum();
+  // Per item: nodes that renewed it, and nodes where its owner field is gone.
+  std::vector<size_t> renewed(items.size()), gone(items.size());
+  absl::Status error;
+  for (size_t node = 0; node < n; ++node) {
+    CountRenewals(batches[node], calls, call_items, &renewed, &gone, &error);
+  }
+  watchdog::RenewResult out;
+  out.items.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (renewed[i] >= quorum) {
+      out.items.push_back(watchdog::Renewal::kRenewed);
+    } else if (gone[i] > n - quorum) {
+      out.items.push_back(watchdog::Renewal::kGone);
+    } else {
+      // Undecided (nodes did not answer): retried soon; lost only if its
+      // lease runs out first.
+      out.items.push_back(watchdog::Renewal::kUndecided);
+      if (out.error.ok()) {
+        const absl::Status why =
+            error.ok() ? absl::UnavailableError("no answer") : error;
+        out.error = n == 1
+                        ? why
+                        : absl::UnavailableError(absl::StrCat(
+                              "no quorum of masters answered the renewal "
+                              "of ",
+                              QuoteName(items[i].name), ": ", why.message()));
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<absl::Status> ReleaseHolds(
+    LockEnv& env, const std::vector<std::pair<HoldRegistry::Key, Hold>>& held,
+    Deadline deadline) {
+  if (held.empty()) return {};
+  backend::Backend& backend = env.backend();
+  // One batch (each hold with its own type's release-all script).
+  std::vector<Step> steps;
+  steps.reserve(held.size());
+  for (const auto& [key, hold] : held) {
+    steps.push_back(
+        ModelOf(static_cast<LockKind>(hold.kind))
+            .ReleaseAll(key.first, hold.owner, backend.publish_command()));
+  }
+  std::vector<backend::Call> calls;
+  calls.reserve(steps.size());
+  for (const Step& step : steps) calls.push_back(step.Views());
+  const backend::BatchReplies batches = backend.RunBatch(calls, deadline);
+  std::vector<absl::Status> out(held.size());
+  for (size_t i = 0; i < held.size(); ++i) {
+    out[i] = ReleaseResult(backend, batches, i);
+  }
+  return out;
+}
+
+}  // namespace lock
+}  // namespace relock

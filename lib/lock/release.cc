@@ -1,0 +1,313 @@
+// Release(), ReleaseAsync() and ForceRelease() (lib/lock/algorithm.h): a
+// release's call (a final one stops renewal first), the tally of the release
+// script's answers, and the release-all of holds that Redis counted twice.
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/optional.h"
+#include "lib/backend/backend.h"
+#include "lib/common/deadline.h"
+#include "lib/lock/algorithm.h"
+#include "lib/lock/attempt.h"
+#include "lib/lock/lock_env.h"
+#include "lib/lock/lock_model.h"
+#include "lib/lock/lock_scripts.h"
+#include "lib/lock/owner.h"
+#include "lib/redis/reply.h"
+
+namespace relock {
+namespace lock {
+
+using algorithm_internal::Annotate;
+using algorithm_internal::CheckAsyncOwner;
+using algorithm_internal::CheckModel;
+using algorithm_internal::Details;
+using algorithm_internal::LoopCompletion;
+using algorithm_internal::Unexpected;
+using algorithm_internal::Whom;
+
+namespace {
+
+using backend::Resend;
+
+void CountRelease(Metrics& m, const absl::Status& s) {
+  (s.ok() ? m.releases : m.unlock_failures).Add();
+}
+
+// A release on its way: what was sent, and what the answers are read with.
+struct ReleaseCall {
+  std::string owner;
+  std::string lease_ms;
+  const LockModel* model = nullptr;
+  absl::optional<Hold> hold;
+  bool outermost = false;
+  // As far as this client knows, the release frees the lock: its outermost
+  // hold, or one it no longer tracks.
+  bool last = true;
+  Deadline deadline = Deadline::Never();
+  Resend resend = Resend::kNever;
+};
+
+// Starts a release (stops renewal of a final one): what to send.
+ReleaseCall BeginReleaseCall(LockEnv& env, const std::string& name,
+                             const OwnerId& by, LockKind kind) {
+  ReleaseCall c;
+  c.owner = OwnerField(env.id(), by.number);
+  // A final release stops renewal before the script is sent, whatever its
+  // outcome: a failed final release leaves a lock that frees itself at the
+  // end of its lease, never one renewed forever.
+  c.hold = env.holds().BeginRelease(name, by.number);
+  // When holds remain, refresh a watchdog lease; keep an explicit lease's TTL.
+  c.lease_ms =
+      c.hold.has_value() && c.hold->watchdog
+          ? absl::StrCat(absl::ToInt64Milliseconds(env.watchdog_lease()))
+          : "0";
+  // The outermost release may be resent on a dropped connection: if the
+  // first one ran, the resent one finds the lock already released. An inner
+  // one may not (counting down twice would free the lock early).
+  c.outermost = c.hold.has_value() && c.hold->count <= 1;
+  c.last = !c.hold.has_value() || c.hold->count <= 1;
+  c.resend = c.outermost ? Resend::kIfDropped : Resend::kNever;
+  // The hold's own lock type, should the handle's differ.
+  c.model =
+      &ModelOf(c.hold.has_value() ? static_cast<LockKind>(c.hold->kind) : kind);
+  c.deadline = env.backend().nodes() == 1
+                   ? Deadline::Never()
+                   : Deadline::After(env.policy().command_timeout);
+  return c;
+}
+
+// What the release script's answers say: the call's result, or (with
+// `*release_all`) that holds counted twice must be released too first (see
+// below), and then FinishRelease().
+absl::Status JudgeRelease(LockEnv& env, const std::string& name,
+                          const OwnerId& by, const ReleaseCall& call,
+                          const std::vector<backend::Answer>& answers,
+                          bool* release_all, bool* freed_all) {
+  *release_all = false;
+  backend::Backend& backend = env.backend();
+  const std::string& noun = env.policy().noun;
+  const size_t n = backend.nodes();
+  const size_t quorum = backend.quorum();
+  const uint64_t thread = by.number;
+  const std::string& owner = call.owner;
+  const bool outermost = call.outermost;
+  size_t released = 0, freed = 0, not_owner = 0;
+  absl::Status error, unpublished;
+  std::vector<std::string> details;
+  for (size_t i = 0; i < n; ++i) {
+    const absl::StatusOr<redis::Reply>& r = answers[i].reply;
+    const std::string& who = backend.node_name(i);
+    if (r.ok() && internal::IsUnpublished(*r)) {
+      // Freed, but Redis refused to tell its waiters.
+      ++released;
+      ++freed;
+      if (unpublished.ok()) {
+        unpublished = internal::UnpublishedStatus("release script", *r);
+      }
+      details.push_back(absl::StrCat(who, ": released, waiters not told"));
+    } else if (r.ok() && r->is_nil() && answers[i].resent) {
+      ++released;  // the dropped first attempt ran
+      ++freed;
+      details.push_back(absl::StrCat(who, ": released"));
+    } else if (r.ok() && r->is_integer()) {
+      ++released;
+      freed += r->integer() == 1 ? 1 : 0;
+      details.push_back(absl::StrCat(who, ": released"));
+    } else if (r.ok() && r->is_nil()) {
+      ++not_owner;
+      details.push_back(absl::StrCat(who, ": not held by ", Whom(by)));
+    } else {
+      absl::Status e = r.ok() ? Unexpected(*r, "release script") : r.status();
+      details.push_back(absl::StrCat(who, ": ", e.ToString()));
+      if (error.ok()) error = std::move(e);
+    }
+  }
+  if (released >= quorum) {
+    if (!unpublished.ok()) {
+      env.holds().Forget(name, thread);
+      return Annotate(unpublished, "release", name, noun);
+    }
+    *freed_all = freed >= quorum || outermost;
+    if (outermost && freed < released) {
+      // This was the outermost release by our count, yet Redis still counts
+      // holds for this owner: re-entries whose replies were lost (timeouts,
+      // dropped connections). Nobody would ever release them; release them
+      // now (only this owner uses this owner field).
+      *release_all = true;
+      return absl::OkStatus();
+    }
+    env.holds().OnReleased(name, thread, *freed_all);
+    return absl::OkStatus();
+  }
+  if (not_owner > n - quorum) {
+    if (absl::optional<Hold> lost = env.holds().Forget(name, thread)) {
+      return Annotate(
+          absl::AbortedError(absl::StrCat(
+              "lease lost: ", Whom(by), " held the lock, but ",
+              lost->lost      ? "the watchdog could not keep its lease alive"
+              : lost->expired ? "its explicit lease ran out"
+              : n > 1         ? "a majority of masters no longer have it"
+                              : "its lease ran out or it was force-released",
+              " before this release; work done under it may have overlapped "
+              "with another owner",
+              n > 1 ? absl::StrCat(": ", Details(details)) : "")),
+          "release", name, noun);
+    }
+    return Annotate(
+        absl::FailedPreconditionError(absl::StrCat(
+            "not held by ", Whom(by), " (owner ", owner,
+            "; a hold whose explicit lease ran out is forgotten ",
+            absl::FormatDuration(kExpiredHoldRetention), " after it ended)")),
+        "release", name, noun);
+  }
+  // The outcome is unknown. A final release abandons the hold: it stays
+  // unrenewed (it frees at the end of its lease at the latest), and this
+  // thread's next acquire starts afresh, absorbing a count that survived.
+  // Retrying Release() frees it now if this attempt did not run.
+  if (outermost) env.holds().Forget(name, thread);
+  if (n == 1) return Annotate(error, "release", name, noun);
+  return Annotate(absl::UnavailableError(absl::StrCat(
+                      "no quorum of masters answered: ", Details(details))),
+                  "release", name, noun);
+}
+
+// After the release-all that JudgeRelease() asked for.
+absl::Status FinishRelease(LockEnv& env, const std::string& name,
+                           const OwnerId& by,
+                           const std::vector<backend::Answer>& all,
+                           bool freed_all) {
+  if (env.backend().nodes() == 1 && !all[0].reply.ok()) {
+    return Annotate(all[0].reply.status(), "release", name, env.policy().noun);
+  }
+  env.holds().OnReleased(name, by.number, freed_all);
+  return absl::OkStatus();
+}
+
+absl::Status ReleaseOnce(LockEnv& env, const std::string& name,
+                         const OwnerId& by, LockKind kind) {
+  if (absl::Status s = env.CheckBlockingCall(); !s.ok()) {
+    return Annotate(s, "release", name, env.policy().noun);
+  }
+  if (absl::Status s = CheckModel(env, name, by, kind); !s.ok()) {
+    return Annotate(s, "release", name, env.policy().noun);
+  }
+  // A re-entry counted locally is released locally.
+  if (env.holds().TryLocalRelease(name, by.number)) {
+    return absl::OkStatus();
+  }
+  const ReleaseCall call = BeginReleaseCall(env, name, by, kind);
+  const absl::string_view publish = env.backend().publish_command();
+  const Step step =
+      call.model->Release(name, call.owner, call.lease_ms, publish, call.last);
+  const backend::Call views = step.Views();
+  std::vector<backend::Answer> answers = env.backend().Run(
+      step.script, views.keys, views.args, call.deadline, call.resend);
+  bool release_all = false, freed_all = false;
+  absl::Status s =
+      JudgeRelease(env, name, by, call, answers, &release_all, &freed_all);
+  if (!release_all) return s;
+  const Step all_step = call.model->ReleaseAll(name, call.owner, publish);
+  const backend::Call all_views = all_step.Views();
+  std::vector<backend::Answer> all =
+      env.backend().Run(all_step.script, all_views.keys, all_views.args,
+                        call.deadline, Resend::kNever);
+  return FinishRelease(env, name, by, all, freed_all);
+}
+
+}  // namespace
+
+absl::Status Release(LockEnv& env, const std::string& name, const OwnerId& by,
+                     LockKind kind) {
+  absl::Status s = ReleaseOnce(env, name, by, kind);
+  CountRelease(env.metrics(), s);
+  return s;
+}
+
+void ReleaseAsync(LockEnv& env, std::shared_ptr<void> keep,
+                  const std::string& name, const OwnerId& by, LockKind kind,
+                  std::function<void(absl::Status)> done) {
+  if (absl::Status s = CheckAsyncOwner(env, name, by, "release"); !s.ok()) {
+    return done(s);
+  }
+  // Counted as it completes (the client outlives the call: `keep`).
+  done = [metrics = &env.metrics(), done = std::move(done)](absl::Status s) {
+    CountRelease(*metrics, s);
+    done(std::move(s));
+  };
+  if (absl::Status s = env.CheckOpen(); !s.ok()) {
+    return done(Annotate(s, "release", name, env.policy().noun));
+  }
+  if (absl::Status s = CheckModel(env, name, by, kind); !s.ok()) {
+    return done(Annotate(s, "release", name, env.policy().noun));
+  }
+  // A re-entry counted locally is released locally.
+  if (env.holds().TryLocalRelease(name, by.number)) {
+    return LoopCompletion::Post(env, std::move(keep), std::move(done));
+  }
+  auto call = std::make_shared<const ReleaseCall>(
+      BeginReleaseCall(env, name, by, kind));
+  const Step step =
+      call->model->Release(name, call->owner, call->lease_ms,
+                           env.backend().publish_command(), call->last);
+  const backend::Call views = step.Views();
+  env.backend().RunAsync(
+      step.script, views.keys, views.args, call->deadline, call->resend,
+      nullptr,
+      [&env, keep = std::move(keep), name, by, call,
+       done = std::move(done)](const std::vector<backend::Answer>& answers) {
+        bool release_all = false, freed_all = false;
+        absl::Status s = JudgeRelease(env, name, by, *call, answers,
+                                      &release_all, &freed_all);
+        if (!release_all) return done(s);
+        const Step all_step = call->model->ReleaseAll(
+            name, call->owner, env.backend().publish_command());
+        const backend::Call all_views = all_step.Views();
+        env.backend().RunAsync(
+            all_step.script, all_views.keys, all_views.args, call->deadline,
+            Resend::kNever, nullptr,
+            [&env, keep, name, by, freed_all,
+             done](const std::vector<backend::Answer>& all) {
+              done(FinishRelease(env, name, by, all, freed_all));
+            });
+      });
+}
+
+absl::StatusOr<bool> ForceRelease(LockEnv& env, const std::string& name,
+                                  LockKind kind) {
+  if (absl::Status s = env.CheckBlockingCall(); !s.ok()) {
+    return Annotate(s, "force-release", name);
+  }
+  const Step step =
+      ModelOf(kind).ForceRelease(name, env.backend().publish_command());
+  const backend::Call views = step.Views();
+  absl::StatusOr<redis::Reply> r =
+      std::move(env.backend()
+                    .Run(step.script, views.keys, views.args, Deadline::Never(),
+                         Resend::kNever)[0]
+                    .reply);
+  if (!r.ok()) return Annotate(r.status(), "force-release", name);
+  if (internal::IsUnpublished(*r)) {
+    return Annotate(internal::UnpublishedStatus("force_release script", *r),
+                    "force-release", name);
+  }
+  if (!r->is_integer()) {
+    return Annotate(Unexpected(*r, "force_release script"), "force-release",
+                    name);
+  }
+  return r->integer() == 1;
+}
+
+}  // namespace lock
+}  // namespace relock
