@@ -360,6 +360,15 @@ absl::Status CheckAsyncOwner(LockEnv& env, const std::string& name,
       op, name, env.policy().noun);
 }
 
+absl::StatusOr<redis::Reply> RunOnFirstNode(LockEnv& env, const Step& step,
+                                            backend::Resend resend) {
+  const backend::Call call = step.Views();
+  return std::move(
+      env.backend()
+          .Run(step.script, call.keys, call.args, Deadline::Never(), resend)[0]
+          .reply);
+}
+
 }  // namespace algorithm_internal
 
 absl::Status ValidateReplicaSync(const ReplicaSync& sync,

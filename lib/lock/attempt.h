@@ -162,6 +162,12 @@ class LoopCompletion {
   std::function<void(absl::Status)> done_;
 };
 
+// Runs `step` on the backend's first node without a deadline and returns
+// its reply (error replies included) or the failure: for the queries and
+// force-release of the single-node API (Lock), whose backend has one node.
+absl::StatusOr<redis::Reply> RunOnFirstNode(LockEnv& env, const Step& step,
+                                            backend::Resend resend);
+
 // The asynchronous calls act for explicit owners only.
 absl::Status CheckAsyncOwner(LockEnv& env, const std::string& name,
                              const OwnerId& by, absl::string_view op);

@@ -2,10 +2,7 @@
 // RemainingLease() and LastToken(), each asked of the first node only.
 
 #include <cstdint>
-#include <initializer_list>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -14,9 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
-#include "absl/types/span.h"
 #include "lib/backend/backend.h"
-#include "lib/common/deadline.h"
 #include "lib/lock/algorithm.h"
 #include "lib/lock/attempt.h"
 #include "lib/lock/lock_env.h"
@@ -31,38 +26,18 @@ namespace lock {
 using algorithm_internal::Annotate;
 using algorithm_internal::Inspection;
 using algorithm_internal::ParseInspection;
+using algorithm_internal::RunOnFirstNode;
 using algorithm_internal::Unexpected;
 
 namespace {
 
 using backend::Resend;
 
-// Runs `script` on the backend's first node and returns its reply (error
-// replies included) or the failure: for the queries and calls of the
-// single-node API (Lock), whose backend has one node.
-absl::StatusOr<redis::Reply> RunScript(
-    LockEnv& env, internal::ScriptId script,
-    std::initializer_list<absl::string_view> keys,
-    std::initializer_list<absl::string_view> args,
-    Deadline deadline = Deadline::Never(), Resend resend = Resend::kNever,
-    bool* resent = nullptr) {
-  std::vector<backend::Answer> answers = env.backend().Run(
-      script, absl::MakeConstSpan(keys.begin(), keys.size()),
-      absl::MakeConstSpan(args.begin(), args.size()), deadline, resend);
-  if (resent != nullptr) *resent = answers[0].resent;
-  return std::move(answers[0].reply);
-}
-
 absl::StatusOr<Inspection> Inspect(LockEnv& env, const LockModel& model,
                                    const std::string& name,
                                    const std::string& owner) {
-  const Step step = model.Inspect(name, owner);
-  const backend::Call call = step.Views();
   absl::StatusOr<redis::Reply> r =
-      std::move(env.backend()
-                    .Run(step.script, call.keys, call.args, Deadline::Never(),
-                         Resend::kIfDropped)[0]
-                    .reply);
+      RunOnFirstNode(env, model.Inspect(name, owner), Resend::kIfDropped);
   if (!r.ok()) return r.status();
   return ParseInspection(*r);
 }
@@ -116,8 +91,8 @@ absl::StatusOr<int64_t> LastToken(LockEnv& env, const std::string& name) {
     return Annotate(s, "query", name);
   }
   absl::StatusOr<redis::Reply> r =
-      RunScript(env, internal::kTokenScript, {TokenKey(name)}, {},
-                Deadline::Never(), Resend::kIfDropped);
+      RunOnFirstNode(env, Step{internal::kTokenScript, {TokenKey(name)}, {}},
+                     Resend::kIfDropped);
   if (!r.ok()) return Annotate(r.status(), "query", name);
   // 0 (no token yet) as an integer, else the counter's exact string.
   int64_t token = 0;

@@ -34,6 +34,7 @@ using algorithm_internal::CheckAsyncOwner;
 using algorithm_internal::CheckModel;
 using algorithm_internal::Details;
 using algorithm_internal::LoopCompletion;
+using algorithm_internal::RunOnFirstNode;
 using algorithm_internal::Unexpected;
 using algorithm_internal::Whom;
 
@@ -289,14 +290,9 @@ absl::StatusOr<bool> ForceRelease(LockEnv& env, const std::string& name,
   if (absl::Status s = env.CheckBlockingCall(); !s.ok()) {
     return Annotate(s, "force-release", name);
   }
-  const Step step =
-      ModelOf(kind).ForceRelease(name, env.backend().publish_command());
-  const backend::Call views = step.Views();
-  absl::StatusOr<redis::Reply> r =
-      std::move(env.backend()
-                    .Run(step.script, views.keys, views.args, Deadline::Never(),
-                         Resend::kNever)[0]
-                    .reply);
+  absl::StatusOr<redis::Reply> r = RunOnFirstNode(
+      env, ModelOf(kind).ForceRelease(name, env.backend().publish_command()),
+      backend::Resend::kNever);
   if (!r.ok()) return Annotate(r.status(), "force-release", name);
   if (internal::IsUnpublished(*r)) {
     return Annotate(internal::UnpublishedStatus("force_release script", *r),
