@@ -377,7 +377,7 @@ TEST(HardeningTest, CloseWhileRedisIsPausedIsBoundedAsAWhole) {
 // ------------------------------------------
 
 TEST(HardeningTest, ExpiredExplicitLeaseHoldsAreDroppedFromTheRegistry) {
-  timer::FakeClock clock;
+  FakeClock clock;
   timer::TimerThread timers(&clock);
   constexpr absl::Duration kRetention = absl::Seconds(60);
   watchdog::HoldRegistry holds(&timers, kRetention);

@@ -73,7 +73,7 @@ class HoldRegistryTest : public ::testing::Test {
     return h.value_or(Hold());
   }
 
-  timer::FakeClock clock_;
+  FakeClock clock_;
   const SteadyClock::time_point start_ = clock_.Now();
   timer::TimerThread timers_{&clock_};
   HoldRegistry holds_{&timers_, kRetention};

@@ -1,7 +1,7 @@
 // The lease watchdog, in two parts.
 //
 // On a fake clock, without Redis (WatchdogFakeClockTest): a Watchdog on a
-// timer::FakeClock with a fake RenewFn, so round scheduling, renewal cadence,
+// FakeClock with a fake RenewFn, so round scheduling, renewal cadence,
 // retries and loss detection are proven on events and counts, never on real
 // time: rounds every lease/12, every lease renewed before a third of it is
 // gone, failed rounds retried until the lease runs out and then reported
@@ -218,7 +218,7 @@ class WatchdogFakeClockTest : public ::testing::Test {
     return at;
   }
 
-  timer::FakeClock clock_;
+  FakeClock clock_;
   const SteadyClock::time_point start_ = clock_.Now();
   timer::TimerThread timers_{&clock_};
   watchdog::HoldRegistry holds_{&timers_};

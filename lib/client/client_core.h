@@ -79,6 +79,7 @@ class ClientCore final : public std::enable_shared_from_this<ClientCore>,
   // LockEnv.
   const lock::LockPolicy& policy() const override { return policy_; }
   backend::Backend& backend() override { return *backend_; }
+  const Clock& clock() const override { return *timers_.clock(); }
   const std::string& id() const override { return id_; }
   bool closed() const override {
     return closed_.load(std::memory_order_acquire);

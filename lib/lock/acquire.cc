@@ -78,7 +78,7 @@ void CountAcquire(LockEnv& env, const absl::Status& s, bool fresh, bool waited,
   Metrics& m = env.metrics();
   if (waited) {
     m.waits.Add();
-    m.wait_time.Observe(absl::FromChrono(SteadyClock::now() - start));
+    m.wait_time.Observe(absl::FromChrono(env.clock().Now() - start));
   }
   if (s.ok()) {
     m.acquisitions.Add();
@@ -187,7 +187,8 @@ absl::Status RegisterHold(LockEnv& env, const std::string& name,
   const Step step =
       plan.model->ReleaseAll(name, owner, env.backend().publish_command());
   const backend::Call call = step.Views();
-  const Deadline deadline = Deadline::After(env.confirm_timeout());
+  const Deadline deadline =
+      Deadline::After(env.confirm_timeout(), &env.clock());
   if (async) {
     env.backend().RunAsync(step.script, call.keys, call.args, deadline,
                            Resend::kNever, nullptr,
@@ -209,7 +210,7 @@ bool TryLocalReentry(LockEnv& env, const std::string& name, const OwnerId& by,
                      const AcquirePlan& plan,
                      const absl::optional<absl::Duration>& lease) {
   return !plan.fresh && !lease.has_value() && !plan.options.fenced &&
-         env.holds().TryLocalReentry(name, by.number, SteadyClock::now(),
+         env.holds().TryLocalReentry(name, by.number, env.clock().Now(),
                                      env.policy().Drift(env.watchdog_lease()));
 }
 
@@ -260,13 +261,13 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
 
   // From the first attempt.
   void Start() {
-    timer_->At(Deadline::After(absl::ZeroDuration()),
+    timer_->At(After(absl::ZeroDuration()),
                [self = shared_from_this()] { self->TryNow(); });
   }
 
   // From attempt `held`, made elsewhere, that found the lock held.
   void WaitAfter(Attempt held) {
-    timer_->At(Deadline::After(absl::ZeroDuration()),
+    timer_->At(After(absl::ZeroDuration()),
                [self = shared_from_this(), held = std::move(held)]() mutable {
                  self->OnAttempt(std::move(held));
                });
@@ -283,11 +284,11 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
     const Step step = model_.Acquire(name_, owner_, lease_, fresh_, queue_,
                                      options_, backend.publish_command());
     const backend::Call call = step.Views();
-    const SteadyClock::time_point start = SteadyClock::now();
+    const SteadyClock::time_point start = env_.clock().Now();
     const backend::WaitReplicas* sync = ReplicaWait(options_.replica_sync);
     backend.RunAsync(
         step.script, call.keys, call.args,
-        AttemptDeadline(policy, lease_, deadline_, ReplicaTime(sync)),
+        AttemptDeadline(env_, lease_, deadline_, ReplicaTime(sync)),
         Resend::kIfDropped,
         FailFast(policy, backend.nodes(), backend.quorum(), sync),
         [self = shared_from_this(),
@@ -304,7 +305,7 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
     const backend::WaitReplicas* sync = ReplicaWait(options_.replica_sync);
     Attempt a = Evaluate(env_, answers, start, lease_, fresh_, sync, &undo);
     Undo(env_, model_, name_, owner_, fresh_, undo,
-         AttemptDeadline(env_.policy(), lease_, deadline_, ReplicaTime(sync)),
+         AttemptDeadline(env_, lease_, deadline_, ReplicaTime(sync)),
          /*async=*/true);
     OnAttempt(std::move(a));
   }
@@ -321,7 +322,7 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
           RetryAfter(env_.policy(), env_.backend(), ++failures_, a, deadline_);
       if (!delay.ok()) return Finish(delay.status());
       phase_ = Phase::kBackingOff;
-      timer_->At(Deadline::After(*delay),
+      timer_->At(After(*delay),
                  [self = shared_from_this()] { self->TryNow(); });
       return;
     }
@@ -338,9 +339,8 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
       phase_ = Phase::kBackingOff;
       const int64_t max_ms = int64_t{1} << std::min(++splits_, 7);
       timer_->At(
-          Earliest(deadline_,
-                   Deadline::After(absl::Milliseconds(
-                       absl::Uniform<int64_t>(ThreadBitGen(), 1, max_ms + 1)))),
+          Earliest(deadline_, After(absl::Milliseconds(absl::Uniform<int64_t>(
+                                  ThreadBitGen(), 1, max_ms + 1)))),
           [self = shared_from_this()] { self->Confirm(); });
       return;
     }
@@ -356,10 +356,9 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
     }
     sleep = std::min(sleep, model_.max_sleep());
     phase_ = Phase::kWaiting;
-    timer_->At(Earliest(deadline_, Deadline::After(sleep)),
-               [self = shared_from_this()] {
-                 if (self->phase_ == Phase::kWaiting) self->Confirm();
-               });
+    timer_->At(Earliest(deadline_, After(sleep)), [self = shared_from_this()] {
+      if (self->phase_ == Phase::kWaiting) self->Confirm();
+    });
     Look();  // a message may be waiting already
   }
 
@@ -395,8 +394,7 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
   void Confirm() {
     if (phase_ == Phase::kDone) return;
     phase_ = Phase::kConfirming;
-    confirm_by_ =
-        Earliest(deadline_, Deadline::After(env_.confirm_timeout() +
+    confirm_by_ = Earliest(deadline_, After(env_.confirm_timeout() +
                                             env_.backend().failover_wait()));
     if (Confirmed()) return;
     timer_->At(confirm_by_, [self = shared_from_this()] { self->Look(); });
@@ -442,7 +440,11 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
     }
   }
 
-  static Deadline Now() { return Deadline::After(absl::ZeroDuration()); }
+  // Deadlines on the env's clock.
+  Deadline After(absl::Duration d) const {
+    return Deadline::After(d, &env_.clock());
+  }
+  Deadline Now() const { return After(absl::ZeroDuration()); }
 
   void Finish(const absl::Status& s, const Grant& grant = Grant()) {
     if (phase_ == Phase::kDone) return;
@@ -532,7 +534,7 @@ absl::Status AcquireLoop(LockEnv& env, const std::string& name,
     absl::StatusOr<absl::Duration> delay =
         RetryAfter(env.policy(), env.backend(), ++failures, a, deadline);
     if (!delay.ok()) return delay.status();
-    absl::SleepFor(*delay);
+    env.clock().SleepFor(*delay);
   }
 }
 
@@ -546,7 +548,7 @@ void LeaveQueue(LockEnv& env, const std::string& name, const OwnerId& by,
                         plan.fresh, env.backend().publish_command());
   if (!step.has_value()) return;
   const backend::Call call = step->Views();
-  const Deadline deadline = Deadline::After(kMinAttemptTime);
+  const Deadline deadline = Deadline::After(kMinAttemptTime, &env.clock());
   if (wait) {
     env.backend().Run(step->script, call.keys, call.args, deadline,
                       Resend::kIfDropped);
@@ -562,7 +564,7 @@ void LeaveQueue(LockEnv& env, const std::string& name, const OwnerId& by,
 absl::Status Acquire(LockEnv& env, const std::string& name, const OwnerId& by,
                      absl::optional<absl::Duration> lease, Deadline deadline,
                      const AcquireOptions& options, int64_t* token) {
-  const SteadyClock::time_point start = SteadyClock::now();
+  const SteadyClock::time_point start = env.clock().Now();
   // (Counted as a failed acquire, as PlanAcquire's failures are.)
   if (absl::Status s = env.CheckBlockingCall(); !s.ok()) {
     s = Annotate(s, "acquire", name, env.policy().noun);
@@ -605,7 +607,7 @@ void AcquireAsync(LockEnv& env, std::shared_ptr<void> keep,
   if (absl::Status s = CheckAsyncOwner(env, name, by, "acquire"); !s.ok()) {
     return done(s, -1);
   }
-  const SteadyClock::time_point start = SteadyClock::now();
+  const SteadyClock::time_point start = env.clock().Now();
   absl::StatusOr<AcquirePlan> plan = PlanAcquire(env, name, by, lease, options);
   if (!plan.ok()) {
     CountAcquire(env, plan.status(), true, false, start);

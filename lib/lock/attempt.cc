@@ -126,16 +126,18 @@ absl::Duration ReplicaTime(const backend::WaitReplicas* sync) {
   return sync != nullptr ? sync->timeout : absl::ZeroDuration();
 }
 
-Deadline AttemptDeadline(const LockPolicy& policy, absl::Duration lease,
-                         Deadline wait, absl::Duration extra) {
+Deadline AttemptDeadline(LockEnv& env, absl::Duration lease, Deadline wait,
+                         absl::Duration extra) {
+  const LockPolicy& policy = env.policy();
   if (policy.attempt_timeout_factor > 0) {
     return Deadline::After(
         std::clamp(lease * policy.attempt_timeout_factor, absl::Milliseconds(2),
                    std::max(absl::Milliseconds(2), policy.command_timeout)) +
-        extra);
+            extra,
+        &env.clock());
   }
   if (wait.Remaining() < kMinAttemptTime + extra) {
-    return Deadline::After(kMinAttemptTime + extra);
+    return Deadline::After(kMinAttemptTime + extra, &env.clock());
   }
   return wait;
 }
@@ -213,7 +215,7 @@ Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
     }
   }
   undo->assign(n, false);
-  const absl::Duration elapsed = absl::FromChrono(SteadyClock::now() - start);
+  const absl::Duration elapsed = absl::FromChrono(env.clock().Now() - start);
   const bool valid =
       !policy.check_validity ||
       lease - elapsed - policy.Drift(lease) > absl::ZeroDuration();
@@ -286,7 +288,7 @@ Attempt TryOnce(LockEnv& env, const LockModel& model,
                 bool queue, Deadline wait, const backend::WaitReplicas* sync) {
   backend::Backend& backend = env.backend();
   const LockPolicy& policy = env.policy();
-  const SteadyClock::time_point start = SteadyClock::now();
+  const SteadyClock::time_point start = env.clock().Now();
   // Safe to resend on a dropped connection: a fresh acquire that ran twice
   // sets the count to 1 twice; a re-entry counted twice is cleared at the
   // outermost release. (A fenced acquire that ran twice took two tokens:
@@ -297,12 +299,12 @@ Attempt TryOnce(LockEnv& env, const LockModel& model,
   const absl::Duration extra = ReplicaTime(sync);
   std::vector<backend::Answer> answers = backend.Run(
       step.script, call.keys, call.args,
-      AttemptDeadline(policy, lease, wait, extra), Resend::kIfDropped,
+      AttemptDeadline(env, lease, wait, extra), Resend::kIfDropped,
       FailFast(policy, backend.nodes(), backend.quorum(), sync), nullptr, sync);
   std::vector<bool> undo;
   Attempt a = Evaluate(env, answers, start, lease, fresh, sync, &undo);
   Undo(env, model, name, owner, fresh, undo,
-       AttemptDeadline(policy, lease, wait, extra), /*async=*/false);
+       AttemptDeadline(env, lease, wait, extra), /*async=*/false);
   return a;
 }
 

@@ -61,9 +61,9 @@ inline constexpr absl::Duration kMinAttemptTime = absl::Milliseconds(100);
 absl::Duration ReplicaTime(const backend::WaitReplicas* sync);
 
 // The deadline of one attempt's requests (see LockPolicy), `extra` (the
-// replicas' time) beyond the usual.
-Deadline AttemptDeadline(const LockPolicy& policy, absl::Duration lease,
-                         Deadline wait, absl::Duration extra);
+// replicas' time) beyond the usual, on the env's clock.
+Deadline AttemptDeadline(LockEnv& env, absl::Duration lease, Deadline wait,
+                         absl::Duration extra);
 
 // The outcome of one acquire attempt on every node.
 struct Attempt {
@@ -138,7 +138,7 @@ class LoopCompletion {
                    std::function<void(absl::Status)> done) {
     std::shared_ptr<LoopCompletion> c(new LoopCompletion(
         std::move(keep), env.backend().NewTimer(), std::move(done)));
-    c->timer_->At(Deadline::After(absl::ZeroDuration()), [c] {
+    c->timer_->At(Deadline::After(absl::ZeroDuration(), &env.clock()), [c] {
       std::function<void(absl::Status)> done = std::move(c->done_);
       c->done_ = nullptr;
       done(absl::OkStatus());

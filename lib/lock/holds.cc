@@ -141,13 +141,13 @@ absl::Status Extend(LockEnv& env, const std::string& name, const OwnerId& by,
   if (hold->ended()) {
     return Annotate(absl::AbortedError("lease lost"), "extend", name, noun);
   }
-  const SteadyClock::time_point start = SteadyClock::now();
+  const SteadyClock::time_point start = env.clock().Now();
   const std::string lease_ms = absl::StrCat(absl::ToInt64Milliseconds(lease));
   const absl::string_view keys[] = {name};
   const absl::string_view args[] = {lease_ms, hold->owner};
   std::vector<backend::Answer> answers = backend.Run(
       internal::kRenewScript, keys, args,
-      AttemptDeadline(policy, lease, Deadline::Never(), absl::ZeroDuration()),
+      AttemptDeadline(env, lease, Deadline::Never(), absl::ZeroDuration()),
       Resend::kIfDropped);
   size_t renewed = 0, gone = 0;
   std::vector<std::string> details;
@@ -166,7 +166,7 @@ absl::Status Extend(LockEnv& env, const std::string& name, const OwnerId& by,
                        r.ok() ? r->view().Describe() : r.status().ToString()));
     }
   }
-  const absl::Duration elapsed = absl::FromChrono(SteadyClock::now() - start);
+  const absl::Duration elapsed = absl::FromChrono(env.clock().Now() - start);
   if (renewed >= quorum &&
       lease - elapsed - policy.Drift(lease) > absl::ZeroDuration()) {
     env.holds().OnExtended(name, thread, lease, start);
@@ -232,7 +232,7 @@ absl::StatusOr<SteadyClock::time_point> SafeUntil(LockEnv& env,
   const absl::Duration drift = env.policy().Drift(hold->lease);
   const SteadyClock::time_point safe_until =
       hold->acked_at + absl::ToChronoNanoseconds(hold->lease - drift);
-  if (hold->expired || safe_until <= SteadyClock::now()) {
+  if (hold->expired || safe_until <= env.clock().Now()) {
     return Annotate(
         absl::AbortedError(absl::StrCat(
             hold->watchdog ? "no renewal of the watchdog lease was confirmed "
@@ -252,8 +252,7 @@ watchdog::RenewResult RenewHolds(LockEnv& env,
   const std::string lease_ms = absl::StrCat(absl::ToInt64Milliseconds(lease));
   const Deadline deadline =
       env.policy().attempt_timeout_factor > 0
-          ? AttemptDeadline(env.policy(), lease, Deadline::Never(),
-                            absl::ZeroDuration())
+          ? AttemptDeadline(env, lease, Deadline::Never(), absl::ZeroDuration())
           : Deadline::Never();
   // Up to kRenewKeysPerCall locks per call, of one key group each (one hash
   // slot on a cluster, where a script's keys must share one) and one renew

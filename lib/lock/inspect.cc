@@ -45,7 +45,7 @@ absl::Status Unexpected(const redis::ReplyView& reply, absl::string_view what) {
 
 // Each administrative command gets the time a lock call gets.
 Deadline CallDeadline(LockEnv& env) {
-  return Deadline::After(env.confirm_timeout());
+  return Deadline::After(env.confirm_timeout(), &env.clock());
 }
 
 // Subscribers of `channel` on the master of its slot: classic and, where

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "lib/backend/backend.h"
+#include "lib/common/clock.h"
 #include "lib/common/observer.h"
 #include "lib/watchdog/hold_registry.h"
 #include "relock/backoff.h"
@@ -57,6 +58,10 @@ class LockEnv {
  public:
   virtual const LockPolicy& policy() const = 0;
   virtual backend::Backend& backend() = 0;
+  // The clock of the algorithm's deadlines, attempt timing, validity and
+  // retry pauses (the client's timer clock: RealClock() in a client; a
+  // FakeClock under a fake backend in tests).
+  virtual const Clock& clock() const = 0;
   // The client id: owner fields are "<id>:<thread number>".
   virtual const std::string& id() const = 0;
   // FailedPrecondition once the client is closed (or in a fork()ed child).

@@ -83,9 +83,10 @@ ReleaseCall BeginReleaseCall(LockEnv& env, const std::string& name,
   // The hold's own lock type, should the handle's differ.
   c.model =
       &ModelOf(c.hold.has_value() ? static_cast<LockKind>(c.hold->kind) : kind);
-  c.deadline = env.backend().nodes() == 1
-                   ? Deadline::Never()
-                   : Deadline::After(env.policy().command_timeout);
+  c.deadline =
+      env.backend().nodes() == 1
+          ? Deadline::Never()
+          : Deadline::After(env.policy().command_timeout, &env.clock());
   return c;
 }
 

@@ -8,31 +8,11 @@ namespace relock {
 namespace timer {
 namespace {
 
-class SteadyRealClock : public Clock {
- public:
-  SteadyClock::time_point Now() const override { return SteadyClock::now(); }
-};
-
 // Longest single sleep: bounds the effect of wall-clock jumps on absl's timed
 // waits, and how long a FakeClock-driven thread waits without a Poke().
 constexpr absl::Duration kMaxSleep = absl::Seconds(1);
 
 }  // namespace
-
-const Clock* RealClock() {
-  static const SteadyRealClock* clock = new SteadyRealClock;
-  return clock;
-}
-
-SteadyClock::time_point FakeClock::Now() const {
-  MutexLock lock(&mu_);
-  return now_;
-}
-
-void FakeClock::Advance(absl::Duration d) {
-  MutexLock lock(&mu_);
-  now_ += absl::ToChronoNanoseconds(d);
-}
 
 TimerThread::TimerThread(const Clock* clock)
     : clock_(clock), epoch_(clock->Now()), wheel_(0) {

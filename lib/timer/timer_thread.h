@@ -10,7 +10,8 @@
 // (unless called from that callback) and joins the thread; it never
 // deadlocks with a running callback because callbacks run without the lock.
 //
-// The Clock seam lets tests drive time by hand (FakeClock + Poke()). Code
+// The Clock seam (lib/common/clock.h) lets tests drive time by hand
+// (FakeClock + Poke()). Code
 // built on a TimerThread takes its time from the same clock (clock()), so
 // one FakeClock drives it all: the hold registry's lease timers and the
 // watchdog's rounds.
@@ -23,32 +24,13 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
+#include "lib/common/clock.h"
 #include "lib/common/deadline.h"
 #include "lib/common/mutex.h"
 #include "lib/timer/timer_wheel.h"
 
 namespace relock {
 namespace timer {
-
-class Clock {
- public:
-  virtual ~Clock() = default;
-  virtual SteadyClock::time_point Now() const = 0;
-};
-
-// The real steady clock.
-const Clock* RealClock();
-
-// A clock that moves only when told to. Thread-safe.
-class FakeClock : public Clock {
- public:
-  SteadyClock::time_point Now() const override;
-  void Advance(absl::Duration d);
-
- private:
-  mutable Mutex mu_;
-  SteadyClock::time_point now_ ABSL_GUARDED_BY(mu_){};
-};
 
 class TimerThread {
  public:

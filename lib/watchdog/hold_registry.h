@@ -6,7 +6,7 @@
 // table of locks to renew.
 //
 // Times are on the clock of the registry's TimerThread (timers->clock(): the
-// real steady clock in a client, a timer::FakeClock in tests). The registry
+// real steady clock in a client, a FakeClock in tests). The registry
 // never reads a clock itself: every time is passed in (`sent_at`, Sweep's
 // `now`) and must be on that clock, and the explicit-lease timers fire when
 // that clock reaches them, so a FakeClock drives expiry and retention.

@@ -26,7 +26,7 @@
 // Time comes only from the timer wheel's clock (timers->clock()): rounds are
 // scheduled on it, and a round reads it for `now` and for when its renewal
 // was sent. The HoldRegistry's times must be on the same clock. Tests drive
-// a watchdog with a timer::FakeClock and a fake RenewFn.
+// a watchdog with a FakeClock and a fake RenewFn.
 
 #ifndef RELOCK_LIB_WATCHDOG_WATCHDOG_H_
 #define RELOCK_LIB_WATCHDOG_WATCHDOG_H_
@@ -111,7 +111,7 @@ class Watchdog {
   const absl::Duration retry_interval_;
   watchdog::HoldRegistry* const holds_;
   timer::TimerThread* const timers_;
-  const timer::Clock* const clock_;  // timers_->clock()
+  const Clock* const clock_;  // timers_->clock()
   const RenewFn renew_;
   const LostFn on_lost_;
 
