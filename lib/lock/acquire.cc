@@ -1,8 +1,9 @@
 // Acquire() and AcquireAsync() (lib/lock/algorithm.h): what a call takes
-// (its plan), a re-entry counted locally, the attempts and notified waits
-// (the blocking loop's first attempt on the calling thread, then the
-// AcquireMachine on the event loop thread, with the direct hand-off), the
-// registration of the hold taken, and leaving a queue after a failed wait.
+// (its plan), a re-entry counted locally, the attempts (Attempts: each step
+// defined once, for both modes) and notified waits (a blocking call's
+// attempts on the calling thread, then the AcquireMachine on the event loop
+// thread, with the direct hand-off), the registration of the hold taken, and
+// leaving a queue after a failed wait.
 
 #include <algorithm>
 #include <cstdint>
@@ -41,7 +42,6 @@ using algorithm_internal::AttemptDeadline;
 using algorithm_internal::CheckAsyncOwner;
 using algorithm_internal::CheckModel;
 using algorithm_internal::Evaluate;
-using algorithm_internal::FailFast;
 using algorithm_internal::HeldByOther;
 using algorithm_internal::Inspection;
 using algorithm_internal::kMinAttemptTime;
@@ -49,7 +49,6 @@ using algorithm_internal::LoopCompletion;
 using algorithm_internal::ParseInspection;
 using algorithm_internal::ReplicaTime;
 using algorithm_internal::RetryAfter;
-using algorithm_internal::TryOnce;
 using algorithm_internal::Undo;
 using algorithm_internal::Whom;
 
@@ -214,6 +213,104 @@ bool TryLocalReentry(LockEnv& env, const std::string& name, const OwnerId& by,
                                      env.policy().Drift(env.watchdog_lease()));
 }
 
+// The attempts of one acquire, in either mode: a blocking Acquire() makes
+// them on the calling thread until it must wait (AcquireHere), the
+// AcquireMachine on the event loop thread. Each step is defined once here:
+// the script call, the deadline of its requests, the judgement of the
+// answers (undoing what a failed attempt may have taken), and what an
+// outcome leads to. Refers to its caller's name, owner and plan.
+class Attempts {
+ public:
+  // What an outcome leads to.
+  struct Next {
+    enum What { kFinish, kRetry, kWait } what = kFinish;
+    absl::Status status;   // kFinish: the outcome (OK: acquired)
+    absl::Duration delay;  // kRetry: the pause before the next attempt
+  };
+
+  // `failures`: attempts that already failed for lack of answers.
+  Attempts(LockEnv& env, const std::string& name, const std::string& owner,
+           const AcquirePlan& plan, Deadline deadline, int failures = 0)
+      : env_(env),
+        name_(name),
+        owner_(owner),
+        plan_(plan),
+        deadline_(deadline),
+        queue_(!deadline.Expired()),
+        failures_(failures) {}
+
+  // The attempt's script call.
+  Step Request() const {
+    return plan_.model->Acquire(name_, owner_, plan_.lease, plan_.fresh, queue_,
+                                plan_.options,
+                                env_.backend().publish_command());
+  }
+  // The deadline of an attempt's requests, and of their undo.
+  Deadline Timeout() const {
+    return AttemptDeadline(env_, plan_.lease, deadline_, ReplicaTime(sync()));
+  }
+  const backend::WaitReplicas* sync() const { return plan_.sync(); }
+  backend::Enough FailFast() const {
+    backend::Backend& backend = env_.backend();
+    return algorithm_internal::FailFast(env_.policy(), backend.nodes(),
+                                        backend.quorum(), sync());
+  }
+
+  // What an attempt sent at `start` got, with what it may have taken undone
+  // (`async`: that undo is sent without waiting for its answers).
+  Attempt Judge(const std::vector<backend::Answer>& answers,
+                SteadyClock::time_point start, bool async) const {
+    std::vector<bool> undo;
+    Attempt a =
+        Evaluate(env_, answers, start, plan_.lease, plan_.fresh, sync(), &undo);
+    Undo(env_, *plan_.model, name_, owner_, plan_.fresh, undo, Timeout(),
+         async);
+    return a;
+  }
+
+  // One attempt, blocking, on the calling thread. Safe to resend on a
+  // dropped connection: a fresh acquire that ran twice sets the count to 1
+  // twice; a re-entry counted twice is cleared at the outermost release. (A
+  // fenced acquire that ran twice took two tokens: they still only grow.)
+  Attempt SendHere() const {
+    const Step step = Request();
+    const backend::Call call = step.Views();
+    const SteadyClock::time_point start = env_.clock().Now();
+    return Judge(
+        env_.backend().Run(step.script, call.keys, call.args, Timeout(),
+                           Resend::kIfDropped, FailFast(), nullptr, sync()),
+        start, /*async=*/false);
+  }
+
+  Next Decide(const Attempt& a) {
+    if (a.kind == Attempt::kAcquired) return Next{};
+    if (a.kind == Attempt::kFailed) {
+      absl::StatusOr<absl::Duration> delay =
+          RetryAfter(env_.policy(), env_.backend(), ++failures_, a, deadline_);
+      if (!delay.ok()) {
+        return Next{Next::kFinish, delay.status(), absl::ZeroDuration()};
+      }
+      return Next{Next::kRetry, absl::OkStatus(), *delay};
+    }
+    if (deadline_.Expired()) {
+      return Next{Next::kFinish, HeldByOther(a, env_.backend().nodes()),
+                  absl::ZeroDuration()};
+    }
+    return Next{Next::kWait, absl::OkStatus(), absl::ZeroDuration()};
+  }
+
+  int failures() const { return failures_; }
+
+ private:
+  LockEnv& env_;
+  const std::string& name_;
+  const std::string& owner_;
+  const AcquirePlan& plan_;
+  const Deadline deadline_;
+  const bool queue_;  // the caller may wait (see LockModel::Acquire)
+  int failures_;
+};
+
 // Acquire()'s attempts and notified waits, driven by callbacks. The
 // asynchronous acquire runs all of it here; a blocking Acquire() hands its
 // wait over once its first attempt (made on the calling thread) found the
@@ -236,19 +333,18 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
   using Done = std::function<void(absl::Status, const Grant&, bool waited)>;
 
   // `keep` (may be null): held until the machine is gone (see keep_).
+  // `failures`: attempts that already failed for lack of answers (made on a
+  // blocking caller's thread).
   AcquireMachine(LockEnv& env, std::shared_ptr<void> keep, std::string name,
                  const OwnerId& by, const AcquirePlan& plan, Deadline deadline,
-                 Done done)
+                 Done done, int failures = 0)
       : keep_(std::move(keep)),
         env_(env),
         name_(std::move(name)),
         owner_(OwnerField(env.id(), by.number)),
-        lease_(plan.lease),
-        fresh_(plan.fresh),
-        model_(*plan.model),
-        options_(plan.options),
+        plan_(plan),
         deadline_(deadline),
-        queue_(!deadline.Expired()),
+        attempts_(env, name_, owner_, plan_, deadline, failures),
         done_(std::move(done)),
         timer_(env.backend().NewTimer()) {}
 
@@ -276,57 +372,43 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
  private:
   enum class Phase { kAttempting, kBackingOff, kConfirming, kWaiting, kDone };
 
+  // One attempt on the loop: OnAttempt() gets its outcome.
   void TryNow() {
     if (phase_ == Phase::kDone) return;
     phase_ = Phase::kAttempting;
-    backend::Backend& backend = env_.backend();
-    const LockPolicy& policy = env_.policy();
-    const Step step = model_.Acquire(name_, owner_, lease_, fresh_, queue_,
-                                     options_, backend.publish_command());
+    const Step step = attempts_.Request();
     const backend::Call call = step.Views();
     const SteadyClock::time_point start = env_.clock().Now();
-    const backend::WaitReplicas* sync = ReplicaWait(options_.replica_sync);
-    backend.RunAsync(
-        step.script, call.keys, call.args,
-        AttemptDeadline(env_, lease_, deadline_, ReplicaTime(sync)),
-        Resend::kIfDropped,
-        FailFast(policy, backend.nodes(), backend.quorum(), sync),
+    env_.backend().RunAsync(
+        step.script, call.keys, call.args, attempts_.Timeout(),
+        Resend::kIfDropped, attempts_.FailFast(),
         [self = shared_from_this(),
          start](const std::vector<backend::Answer>& answers) {
-          self->OnAnswers(answers, start);
+          if (self->phase_ == Phase::kDone) return;
+          self->OnAttempt(
+              self->attempts_.Judge(answers, start, /*async=*/true));
         },
-        nullptr, sync);
-  }
-
-  void OnAnswers(const std::vector<backend::Answer>& answers,
-                 SteadyClock::time_point start) {
-    if (phase_ == Phase::kDone) return;
-    std::vector<bool> undo;
-    const backend::WaitReplicas* sync = ReplicaWait(options_.replica_sync);
-    Attempt a = Evaluate(env_, answers, start, lease_, fresh_, sync, &undo);
-    Undo(env_, model_, name_, owner_, fresh_, undo,
-         AttemptDeadline(env_, lease_, deadline_, ReplicaTime(sync)),
-         /*async=*/true);
-    OnAttempt(std::move(a));
+        nullptr, attempts_.sync());
   }
 
   void OnAttempt(Attempt a) {
     if (phase_ == Phase::kDone) return;
     const size_t n = env_.backend().nodes();
-    if (a.kind == Attempt::kAcquired) {
-      return Finish(absl::OkStatus(), Grant{a.start, a.token});
+    if (a.kind == Attempt::kFailed && sub_ != nullptr) {
+      sub_->PassOn();  // a wake-up we consumed goes on
     }
-    if (a.kind == Attempt::kFailed) {
-      if (sub_ != nullptr) sub_->PassOn();  // a wake-up we consumed goes on
-      absl::StatusOr<absl::Duration> delay =
-          RetryAfter(env_.policy(), env_.backend(), ++failures_, a, deadline_);
-      if (!delay.ok()) return Finish(delay.status());
-      phase_ = Phase::kBackingOff;
-      timer_->At(After(*delay),
-                 [self = shared_from_this()] { self->TryNow(); });
-      return;
+    const Attempts::Next next = attempts_.Decide(a);
+    switch (next.what) {
+      case Attempts::Next::kFinish:
+        return Finish(next.status, Grant{a.start, a.token});
+      case Attempts::Next::kRetry:
+        phase_ = Phase::kBackingOff;
+        timer_->At(After(next.delay),
+                   [self = shared_from_this()] { self->TryNow(); });
+        return;
+      case Attempts::Next::kWait:
+        break;
     }
-    if (deadline_.Expired()) return Finish(HeldByOther(a, n));
     waited_ = true;
     const bool split = a.took_some;
     last_ = std::move(a);
@@ -354,7 +436,7 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
       sleep = kNoLeaseRecheck;
       if (n == 1) CheckIsALock();
     }
-    sleep = std::min(sleep, model_.max_sleep());
+    sleep = std::min(sleep, plan_.model->max_sleep());
     phase_ = Phase::kWaiting;
     timer_->At(Earliest(deadline_, After(sleep)), [self = shared_from_this()] {
       if (self->phase_ == Phase::kWaiting) self->Confirm();
@@ -365,15 +447,15 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
   void Subscribe() {
     std::weak_ptr<AcquireMachine> weak = weak_from_this();
     sub_ = env_.backend().Subscribe(
-        model_.WaitChannel(name_, owner_), model_.wake_policy(), /*waiter=*/"",
-        [weak] {
+        plan_.model->WaitChannel(name_, owner_), plan_.model->wake_policy(),
+        /*waiter=*/"", [weak] {
           if (std::shared_ptr<AcquireMachine> self = weak.lock()) self->Look();
         });
   }
 
   // The inspect script: a key that holds anything but a lock ends the wait.
   void CheckIsALock() {
-    const Step step = model_.Inspect(name_, owner_);
+    const Step step = plan_.model->Inspect(name_, owner_);
     const backend::Call call = step.Views();
     env_.backend().RunAsync(step.script, call.keys, call.args, deadline_,
                             Resend::kIfDropped, nullptr,
@@ -463,18 +545,14 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
   LockEnv& env_;
   const std::string name_;
   const std::string owner_;
-  const absl::Duration lease_;
-  const bool fresh_;
-  const LockModel& model_;
-  const AcquireOptions options_;
+  const AcquirePlan plan_;
   const Deadline deadline_;
-  const bool queue_;  // the caller may wait (see LockModel::Acquire)
+  Attempts attempts_;  // refers to name_, owner_ and plan_
   Done done_;
   const std::unique_ptr<backend::Timer> timer_;
   std::unique_ptr<backend::Waiter> sub_;
   bool confirmed_ = false;  // the subscription, as of the last look
   Phase phase_ = Phase::kAttempting;
-  int failures_ = 0;
   Attempt last_;  // the latest attempt that found the lock held
   Deadline confirm_by_ = Deadline::Never();
   int splits_ = 0;  // split votes so far
@@ -484,10 +562,11 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
 // Waits for the lock that attempt `held` found held: the machine above
 // waits (notified) and makes the next attempts on the loop thread; this
 // thread blocks until it is done. On success, `*grant` is the winning
-// acquire's.
+// acquire's. `failures`: attempts that failed for lack of answers so far.
 absl::Status WaitForLock(LockEnv& env, const std::string& name,
                          const OwnerId& by, const AcquirePlan& plan,
-                         Deadline deadline, Attempt held, Grant* grant) {
+                         Deadline deadline, int failures, Attempt held,
+                         Grant* grant) {
   struct Result {
     absl::Status status;
     Grant grant;
@@ -499,7 +578,8 @@ absl::Status WaitForLock(LockEnv& env, const std::string& name,
       env, /*keep=*/nullptr, name, by, plan, deadline,
       [slot](const absl::Status& s, const Grant& won, bool /*waited*/) {
         slot(Result{Unshared(s), won});  // it crosses to the waiting thread
-      })
+      },
+      failures)
       ->WaitAfter(std::move(held));
   // The machine always ends: with the lock, at its deadline, or on Close()
   // (or, its callbacks dropped, from its destructor).
@@ -510,31 +590,31 @@ absl::Status WaitForLock(LockEnv& env, const std::string& name,
   return got[0]->status;
 }
 
-// On success, `*grant` is the winning acquire's. The first attempt runs on
-// the calling thread (on an idle connection, with its own I/O); a lock found
-// held is waited for by WaitForLock() (`*waited` is then set). `queue`: the
-// caller may wait.
-absl::Status AcquireLoop(LockEnv& env, const std::string& name,
+// A blocking acquire: the attempts run on the calling thread (on an idle
+// connection, with its own I/O), the pauses between them on the env's
+// clock, by the rules of Attempts, the async machine's own; a lock found
+// held is waited for by WaitForLock() (`*waited` is then set). On success,
+// `*grant` is the winning acquire's.
+absl::Status AcquireHere(LockEnv& env, const std::string& name,
                          const OwnerId& by, const AcquirePlan& plan,
-                         Deadline deadline, bool queue, Grant* grant,
-                         bool* waited) {
+                         Deadline deadline, Grant* grant, bool* waited) {
   const std::string owner = OwnerField(env.id(), by.number);
-  for (int failures = 0;;) {
-    Attempt a = TryOnce(env, *plan.model, plan.options, name, owner, plan.lease,
-                        plan.fresh, queue, deadline, plan.sync());
-    if (a.kind == Attempt::kAcquired) {
-      *grant = Grant{a.start, a.token};
-      return absl::OkStatus();
+  Attempts attempts(env, name, owner, plan, deadline);
+  for (;;) {
+    Attempt a = attempts.SendHere();
+    const Attempts::Next next = attempts.Decide(a);
+    switch (next.what) {
+      case Attempts::Next::kFinish:
+        *grant = Grant{a.start, a.token};
+        return next.status;
+      case Attempts::Next::kRetry:
+        env.clock().SleepFor(next.delay);
+        continue;
+      case Attempts::Next::kWait:
+        *waited = true;
+        return WaitForLock(env, name, by, plan, deadline, attempts.failures(),
+                           std::move(a), grant);
     }
-    if (a.kind == Attempt::kHeldByOther) {
-      if (deadline.Expired()) return HeldByOther(a, env.backend().nodes());
-      *waited = true;
-      return WaitForLock(env, name, by, plan, deadline, std::move(a), grant);
-    }
-    absl::StatusOr<absl::Duration> delay =
-        RetryAfter(env.policy(), env.backend(), ++failures, a, deadline);
-    if (!delay.ok()) return delay.status();
-    env.clock().SleepFor(*delay);
   }
 }
 
@@ -584,8 +664,7 @@ absl::Status Acquire(LockEnv& env, const std::string& name, const OwnerId& by,
   // A call that may not wait leaves no trace in a queue.
   const bool queue = !deadline.Expired();
   bool waited = false;
-  absl::Status s =
-      AcquireLoop(env, name, by, *plan, deadline, queue, &grant, &waited);
+  absl::Status s = AcquireHere(env, name, by, *plan, deadline, &grant, &waited);
   if (s.ok()) {
     // Registered (and, for a watchdog lease, renewed from now on) before
     // Acquire() returns.

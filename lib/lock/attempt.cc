@@ -282,32 +282,6 @@ void Undo(LockEnv& env, const LockModel& model, const std::string& name,
   }
 }
 
-Attempt TryOnce(LockEnv& env, const LockModel& model,
-                const AcquireOptions& options, const std::string& name,
-                const std::string& owner, absl::Duration lease, bool fresh,
-                bool queue, Deadline wait, const backend::WaitReplicas* sync) {
-  backend::Backend& backend = env.backend();
-  const LockPolicy& policy = env.policy();
-  const SteadyClock::time_point start = env.clock().Now();
-  // Safe to resend on a dropped connection: a fresh acquire that ran twice
-  // sets the count to 1 twice; a re-entry counted twice is cleared at the
-  // outermost release. (A fenced acquire that ran twice took two tokens:
-  // they still only grow.)
-  const Step step = model.Acquire(name, owner, lease, fresh, queue, options,
-                                  backend.publish_command());
-  const backend::Call call = step.Views();
-  const absl::Duration extra = ReplicaTime(sync);
-  std::vector<backend::Answer> answers = backend.Run(
-      step.script, call.keys, call.args,
-      AttemptDeadline(env, lease, wait, extra), Resend::kIfDropped,
-      FailFast(policy, backend.nodes(), backend.quorum(), sync), nullptr, sync);
-  std::vector<bool> undo;
-  Attempt a = Evaluate(env, answers, start, lease, fresh, sync, &undo);
-  Undo(env, model, name, owner, fresh, undo,
-       AttemptDeadline(env, lease, wait, extra), /*async=*/false);
-  return a;
-}
-
 absl::StatusOr<Inspection> ParseInspection(const redis::Reply& r) {
   const redis::ReplyView v = r.view();
   if (!v.is_array() || v.size() != 3 || !v[0].is_integer() ||

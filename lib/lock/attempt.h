@@ -95,16 +95,6 @@ void Undo(LockEnv& env, const LockModel& model, const std::string& name,
           const std::string& owner, bool fresh, const std::vector<bool>& undo,
           Deadline deadline, bool async);
 
-// One attempt: the acquire script on every node at once (each followed by
-// WAIT with `sync`). On fewer than a quorum of grants (or no validity left),
-// undoes what it may have taken. `fresh`: the owner holds no hold of its own
-// (see lua/acquire.lua); `queue`: the caller waits if it does not get the
-// lock (see LockModel::Acquire).
-Attempt TryOnce(LockEnv& env, const LockModel& model,
-                const AcquireOptions& options, const std::string& name,
-                const std::string& owner, absl::Duration lease, bool fresh,
-                bool queue, Deadline wait, const backend::WaitReplicas* sync);
-
 // What is at `name`: {held, pttl ms, the caller's hold count}. A key that
 // holds anything but a lock is FailedPrecondition.
 struct Inspection {
