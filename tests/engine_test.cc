@@ -1,0 +1,521 @@
+// The lock engine (lib/lock/) below the API, without Redis: its algorithms
+// run on a FakeBackend (tests/testing/fake_backend.h) of one or three nodes
+// and a FakeClock, so every wait is simulated time.
+//
+//   suite            what it pins
+//   ---------------  ---------------------------------------------------------
+//   LockModelTest    each lock type's script calls: script, keys, arguments,
+//                    channel and wake policy (the wire contract)
+//   QuorumTallyTest  one attempt on three nodes: grants, split votes, lost
+//                    replies, silent nodes, validity; what is undone where
+//   RetryTest        the retry schedule of attempts without a quorum
+//   FakeWaitTest     waiting for a held lock, in simulated time
+//   ReleaseJudgementTest  what release answers from several nodes mean
+//   RenewalTest      the watchdog's renewal batch: renewed, gone, undecided
+//   CloseBatchTest   a closing client's release batch
+//
+// The real-server tests keep what needs a server: the scripts themselves,
+// wire compatibility with Redisson, pub/sub, cluster, sentinel, TLS, faults.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "absl/types/optional.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "lib/lock/algorithm.h"
+#include "lib/lock/fair_lock.h"
+#include "lib/lock/lock_model.h"
+#include "lib/lock/lock_scripts.h"
+#include "lib/lock/owner.h"
+#include "lib/lock/rw_lock.h"
+#include "relock/backoff.h"
+#include "tests/testing/fake_backend.h"
+#include "tests/testing/fake_lock_env.h"
+#include "tests/testing/status_matchers.h"
+
+namespace relock {
+namespace {
+
+using lock::AcquireOptions;
+using lock::LockKind;
+using lock::OwnerId;
+using lock::Step;
+using ::relock::testing::FakeCall;
+using ::relock::testing::FakeFault;
+using ::relock::testing::FakeLockEnv;
+using ::relock::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kLease = absl::Seconds(30);
+const OwnerId kMe{1, true};
+const char kOther[] = "aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee:7";
+
+// A real-time bound for what runs in simulated time: generous, since only
+// a hang (or a real sleep) comes near it.
+constexpr absl::Duration kRealTimeBound = absl::Seconds(20);
+
+absl::Status AcquireFor(FakeLockEnv& env, const std::string& name,
+                        absl::Duration wait,
+                        const AcquireOptions& options = AcquireOptions(),
+                        int64_t* token = nullptr) {
+  return lock::Acquire(env, name, kMe, kLease,
+                       Deadline::After(wait, &env.clock()), options, token);
+}
+
+// --- The lock types' script calls.
+
+TEST(LockModelTest, ReentrantStepsAreRedissonsCalls) {
+  const lock::LockModel& m = lock::ReentrantModel();
+  const std::string owner = "id:1";
+  const Step fresh = m.Acquire("n", owner, kLease, /*fresh=*/true,
+                               /*queue=*/true, AcquireOptions(), "publish");
+  EXPECT_EQ(fresh.script, internal::kAcquireScript);
+  EXPECT_THAT(fresh.keys, ElementsAre("n", lock::FairQueueKey("n")));
+  EXPECT_THAT(fresh.args, ElementsAre("30000", owner));
+  const Step again = m.Acquire("n", owner, kLease, /*fresh=*/false,
+                               /*queue=*/true, AcquireOptions(), "publish");
+  EXPECT_THAT(again.keys, ElementsAre("n"));
+  EXPECT_THAT(again.args, ElementsAre("30000", owner, "0"));
+  AcquireOptions fenced;
+  fenced.fenced = true;
+  EXPECT_THAT(m.Acquire("n", owner, kLease, true, true, fenced, "publish").keys,
+              ElementsAre("n", lock::FairQueueKey("n"), lock::TokenKey("n")));
+  EXPECT_THAT(
+      m.Acquire("n", owner, kLease, false, true, fenced, "publish").keys,
+      ElementsAre("n", lock::TokenKey("n")));
+
+  const Step inner = m.Release("n", owner, "0", "spublish", /*last=*/false);
+  EXPECT_EQ(inner.script, internal::kReleaseScript);
+  EXPECT_THAT(inner.keys, ElementsAre("n", "redisson_lock__channel:{n}"));
+  EXPECT_THAT(inner.args, ElementsAre("0", "0", owner, "spublish"));
+  EXPECT_THAT(
+      m.Release("n", owner, "30000", "publish", /*last=*/true).keys,
+      ElementsAre("n", "redisson_lock__channel:{n}", lock::FairQueueKey("n")));
+  EXPECT_EQ(m.ReleaseAll("n", owner, "publish").script,
+            internal::kReleaseAllScript);
+  EXPECT_EQ(m.ForceRelease("n", "publish").script,
+            internal::kForceReleaseScript);
+  EXPECT_FALSE(m.Leave("n", owner, AcquireOptions(), true, "publish"));
+  EXPECT_EQ(m.WaitChannel("n", owner), "redisson_lock__channel:{n}");
+  EXPECT_EQ(m.wake_policy(), pubsub::WakePolicy::kWakeOne);
+  EXPECT_EQ(m.renew_script(), internal::kRenewScript);
+  EXPECT_EQ(m.Inspect("n", owner).script, internal::kInspectScript);
+}
+
+TEST(LockModelTest, FairStepsCarryTheQueueAndWaitOnTheirOwnChannel) {
+  const lock::LockModel& m = lock::ModelOf(LockKind::kFair);
+  EXPECT_EQ(m.kind(), LockKind::kFair);
+  AcquireOptions options;
+  options.queue_wait = absl::Seconds(5);
+  const Step acquire = m.Acquire("n", "id:1", kLease, /*fresh=*/true,
+                                 /*queue=*/false, options, "publish");
+  EXPECT_EQ(acquire.script, internal::kFairAcquireScript);
+  EXPECT_THAT(acquire.keys, ::testing::Contains(lock::FairQueueKey("n")));
+  EXPECT_THAT(acquire.keys, ::testing::Contains(lock::FairTimeoutKey("n")));
+  EXPECT_THAT(acquire.args,
+              ElementsAre("30000", "id:1", "5000", "1", "0", "publish"));
+  const absl::optional<Step> leave =
+      m.Leave("n", "id:1", options, /*fresh=*/false, "publish");
+  ASSERT_TRUE(leave.has_value());
+  EXPECT_EQ(leave->script, internal::kFairLeaveScript);
+  EXPECT_EQ(m.WaitChannel("n", "id:1"), "redisson_lock__channel:{n}:id:1");
+  EXPECT_EQ(m.wake_policy(), pubsub::WakePolicy::kWakeOne);
+  EXPECT_LT(m.max_sleep(), absl::InfiniteDuration());
+}
+
+TEST(LockModelTest, ReadAndWriteLocksShareOneHashAndOneChannel) {
+  const lock::LockModel& read = lock::ModelOf(LockKind::kRead);
+  const lock::LockModel& write = lock::ModelOf(LockKind::kWrite);
+  EXPECT_EQ(
+      read.Acquire("n", "id:1", kLease, true, true, AcquireOptions(), "publish")
+          .script,
+      internal::kReadAcquireScript);
+  EXPECT_EQ(
+      write
+          .Acquire("n", "id:1", kLease, true, true, AcquireOptions(), "publish")
+          .script,
+      internal::kWriteAcquireScript);
+  EXPECT_EQ(read.WaitChannel("n", "id:1"), lock::ReadWriteChannel("n"));
+  EXPECT_EQ(write.WaitChannel("n", "id:1"), lock::ReadWriteChannel("n"));
+  EXPECT_EQ(read.wake_policy(), pubsub::WakePolicy::kReadWrite);
+  // Redisson's messages: a write release wakes every waiter ("1": the
+  // readers may all go), a read release one ("0").
+  EXPECT_EQ(write.Release("n", "id:1", "0", "publish", true).args[0], "1");
+  EXPECT_EQ(read.Release("n", "id:1", "0", "publish", true).args[0], "0");
+  EXPECT_EQ(read.renew_script(), internal::kReadRenewScript);
+  EXPECT_EQ(write.Inspect("n", "id:1").args[1], "write");
+  EXPECT_EQ(read.ForceRelease("n", "publish").args[0], "read");
+}
+
+// --- One attempt on three nodes (quorum 2).
+
+class QuorumTallyTest : public ::testing::Test {
+ protected:
+  QuorumTallyTest() : env_(3) { env_.mutable_policy().noun = "redlock"; }
+  FakeLockEnv env_;
+  testing::FakeBackend& fake() { return env_.fake(); }
+};
+
+TEST_F(QuorumTallyTest, AQuorumOfGrantsAcquiresAndLeavesTheRestAlone) {
+  fake().Hold(2, "q", kOther, 1, kLease);
+  ASSERT_OK(AcquireFor(env_, "q", absl::ZeroDuration()));
+  const std::string me = env_.Owner(kMe.number);
+  EXPECT_EQ(fake().CountOf(0, "q", me), 1);
+  EXPECT_EQ(fake().CountOf(1, "q", me), 1);
+  EXPECT_EQ(fake().CountOf(2, "q", kOther), 1);
+  EXPECT_EQ(fake().CallsOf(internal::kReleaseAllScript), 0u);
+  ASSERT_OK(lock::Release(env_, "q", kMe));
+  EXPECT_EQ(fake().CountOf(0, "q", me), 0);
+  EXPECT_EQ(fake().CountOf(2, "q", kOther), 1);
+}
+
+TEST_F(QuorumTallyTest, ASplitVoteUndoesTheNodeItTook) {
+  fake().Hold(1, "q", kOther, 1, kLease);
+  fake().Hold(2, "q", "ffffffff-bbbb-4ccc-8ddd-eeeeeeeeeeee:1", 1, kLease);
+  EXPECT_THAT(AcquireFor(env_, "q", absl::ZeroDuration()),
+              StatusIs(absl::StatusCode::kDeadlineExceeded,
+                       HasSubstr("held by another owner")));
+  EXPECT_EQ(fake().CountOf(0, "q", env_.Owner(kMe.number)), 0);
+  // The undo went to node 0 only: the node it took.
+  std::vector<size_t> undone;
+  for (const FakeCall& c : fake().calls()) {
+    if (c.script == internal::kReleaseAllScript) undone.push_back(c.node);
+  }
+  EXPECT_THAT(undone, ElementsAre(0u));
+}
+
+TEST_F(QuorumTallyTest, TooFewAnswersIsUnavailableAndWhatRanIsUndone) {
+  fake().SetFault(1, FakeFault::kDown);
+  fake().SetFault(2, FakeFault::kSilent);
+  const absl::Status s = AcquireFor(env_, "q", absl::Seconds(1));
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kUnavailable,
+                          HasSubstr("no quorum (2 of 3)")));
+  EXPECT_THAT(s.message(), HasSubstr("fake-node-0:6379: acquired"));
+  EXPECT_EQ(fake().CountOf(0, "q", env_.Owner(kMe.number)), 0);
+  EXPECT_FALSE(env_.holds().Find("q", kMe.number).has_value());
+}
+
+TEST_F(QuorumTallyTest, AFreshAcquireWhoseReplyWasLostIsUndoneThere) {
+  fake().SetFault(0, FakeFault::kLoseReply);  // ran, but no reply
+  fake().SetFault(1, FakeFault::kDown);
+  EXPECT_THAT(AcquireFor(env_, "q", absl::ZeroDuration()),
+              StatusIs(absl::StatusCode::kUnavailable));
+  // Node 0 ran the acquire; the undo (sent to every node whose outcome is
+  // unknown) removed it.
+  fake().SetFault(0, FakeFault::kNone);
+  EXPECT_EQ(fake().CountOf(0, "q", env_.Owner(kMe.number)), 0);
+  EXPECT_EQ(fake().CountOf(2, "q", env_.Owner(kMe.number)), 0);
+}
+
+TEST_F(QuorumTallyTest, AGrantThatUsedUpItsValidityIsUndone) {
+  // A Redlock checks validity: lease - elapsed - drift must stay positive.
+  // Node 2 never answers, so the attempt lasts its whole timeout (the
+  // lease itself here) and nothing of the lease is left.
+  lock::LockPolicy& policy = env_.mutable_policy();
+  policy.check_validity = true;
+  policy.attempt_timeout_factor = 1.0;
+  policy.command_timeout = absl::Minutes(1);
+  fake().SetFault(2, FakeFault::kSilent);
+  EXPECT_THAT(
+      AcquireFor(env_, "q", absl::ZeroDuration()),
+      StatusIs(absl::StatusCode::kUnavailable, HasSubstr("validity used up")));
+  EXPECT_EQ(fake().CountOf(0, "q", env_.Owner(kMe.number)), 0);
+  EXPECT_EQ(fake().CountOf(1, "q", env_.Owner(kMe.number)), 0);
+  EXPECT_GE(env_.Elapsed(), kLease);
+}
+
+TEST_F(QuorumTallyTest, WithoutAValidityCheckASlowQuorumStillAcquires) {
+  // The attempt lasts half the lease (node 2's timeout); the grants stand.
+  env_.mutable_policy().attempt_timeout_factor = 0.5;
+  env_.mutable_policy().command_timeout = absl::Minutes(1);
+  fake().SetFault(2, FakeFault::kSilent);
+  ASSERT_OK(AcquireFor(env_, "q", absl::ZeroDuration()));
+  EXPECT_EQ(env_.Elapsed(), kLease / 2);
+  EXPECT_EQ(fake().CountOf(1, "q", env_.Owner(kMe.number)), 1);
+}
+
+TEST_F(QuorumTallyTest, UnacknowledgedGrantsCountAsNotGrantedAndAreUndone) {
+  // A responder answers node 1 as granted but says no replica acknowledged
+  // it (WAIT's count), as a master cut off from its replicas would.
+  AcquireOptions options;
+  options.replica_sync.replicas = 1;
+  options.replica_sync.timeout = absl::Milliseconds(50);
+  fake().SetResponder(1, [&](const FakeCall& call, testing::FakeNode& node) {
+    std::vector<std::pair<std::string, std::string>> published;
+    backend::Answer a{node.Run(call, env_.clock().Now(), &published)};
+    if (call.script == internal::kAcquireScript) a.acked = 0;
+    return a;
+  });
+  fake().SetFault(2, FakeFault::kDown);
+  EXPECT_THAT(AcquireFor(env_, "q", absl::ZeroDuration(), options),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("only 0 of the 1 required replicas")));
+  EXPECT_EQ(fake().CountOf(0, "q", env_.Owner(kMe.number)), 0);
+  EXPECT_EQ(fake().CountOf(1, "q", env_.Owner(kMe.number)), 0);
+}
+
+// --- Retries of attempts without a quorum.
+
+TEST(RetryTest, AttemptsWithoutAnswersAreRetriedOnTheBackoffSchedule) {
+  FakeLockEnv env;
+  absl::StatusOr<std::shared_ptr<const BackoffStrategy>> backoff =
+      ListBackoff({absl::Milliseconds(100), absl::Milliseconds(300)});
+  ASSERT_OK(backoff);
+  env.mutable_policy().tries = 3;
+  env.mutable_policy().retry_backoff = *backoff;
+  env.fake().SetFault(0, FakeFault::kDown);
+  const absl::Time real_start = absl::Now();
+  EXPECT_THAT(AcquireFor(env, "r", absl::Minutes(1)),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("after 3 attempt(s)")));
+  EXPECT_EQ(env.fake().CallsOf(internal::kAcquireScript), 3u);
+  // Exactly the two pauses, in simulated time.
+  EXPECT_EQ(env.Elapsed(), absl::Milliseconds(400));
+  EXPECT_LT(absl::Now() - real_start, kRealTimeBound);
+}
+
+TEST(RetryTest, APauseThatWouldPassTheDeadlineEndsTheWait) {
+  FakeLockEnv env;
+  absl::StatusOr<std::shared_ptr<const BackoffStrategy>> backoff =
+      ConstantBackoff(absl::Seconds(10));
+  ASSERT_OK(backoff);
+  env.mutable_policy().tries = 5;
+  env.mutable_policy().retry_backoff = *backoff;
+  env.fake().SetFault(0, FakeFault::kDown);
+  EXPECT_THAT(AcquireFor(env, "r", absl::Seconds(5)),
+              StatusIs(absl::StatusCode::kDeadlineExceeded,
+                       HasSubstr("wait ended without a quorum")));
+  EXPECT_EQ(env.fake().CallsOf(internal::kAcquireScript), 1u);
+  EXPECT_EQ(env.Elapsed(), absl::ZeroDuration());
+}
+
+TEST(RetryTest, FailuresCountAcrossTheHandOverToTheWait) {
+  // A blocking acquire's attempts run on the calling thread until the lock
+  // is found held; the wait then runs on the machine, which goes on
+  // counting: attempt 1 gets no answer, attempt 2 finds the lock held,
+  // attempt 3 (after the wait) gets no answer again: the second failure of
+  // two tries ends the call.
+  FakeLockEnv env;
+  absl::StatusOr<std::shared_ptr<const BackoffStrategy>> backoff =
+      ConstantBackoff(absl::Milliseconds(10));
+  ASSERT_OK(backoff);
+  env.mutable_policy().tries = 2;
+  env.mutable_policy().retry_backoff = *backoff;
+  int acquires = 0;
+  env.fake().SetResponder(0, [&](const FakeCall& call, testing::FakeNode&) {
+    if (call.script != internal::kAcquireScript) {
+      return backend::Answer{testing::IntReply(0)};
+    }
+    if (++acquires == 2) return backend::Answer{testing::IntReply(100)};
+    return backend::Answer{absl::UnavailableError("no answer (fake)")};
+  });
+  EXPECT_THAT(AcquireFor(env, "r", absl::Minutes(1)),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("after 2 attempt(s)")));
+  EXPECT_EQ(acquires, 3);
+}
+
+TEST(RetryTest, OneNodeWithoutRetriesReturnsItsOwnError) {
+  FakeLockEnv env;
+  env.fake().SetFault(0, FakeFault::kDown);
+  EXPECT_THAT(AcquireFor(env, "r", absl::Seconds(5)),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("connection refused (fake)")));
+  EXPECT_EQ(env.fake().CallsOf(internal::kAcquireScript), 1u);
+}
+
+// --- Waiting for a held lock, in simulated time.
+
+TEST(FakeWaitTest, AWaiterGetsTheLockWhenTheHoldersLeaseEnds) {
+  FakeLockEnv env;
+  env.fake().Hold(0, "w", kOther, 1, absl::Minutes(2));
+  const absl::Time real_start = absl::Now();
+  ASSERT_OK(AcquireFor(env, "w", absl::Minutes(5)));
+  EXPECT_EQ(env.fake().CountOf(0, "w", env.Owner(kMe.number)), 1);
+  // Not before the lease ended; re-checked at its end (plus a millisecond),
+  // not on a poll interval.
+  EXPECT_GE(env.Elapsed(), absl::Minutes(2));
+  EXPECT_LE(env.Elapsed(), absl::Minutes(2) + absl::Seconds(1));
+  EXPECT_LT(absl::Now() - real_start, kRealTimeBound);
+  EXPECT_EQ(env.metrics().Snapshot().waits, 1u);
+  ASSERT_OK(lock::Release(env, "w", kMe));
+}
+
+TEST(FakeWaitTest, AWaitThatOutlastsItsDeadlineIsDeadlineExceeded) {
+  FakeLockEnv env;
+  env.fake().Hold(0, "w", kOther, 1, absl::Hours(1));
+  EXPECT_THAT(AcquireFor(env, "w", absl::Minutes(1)),
+              StatusIs(absl::StatusCode::kDeadlineExceeded,
+                       HasSubstr("held by another owner")));
+  EXPECT_GE(env.Elapsed(), absl::Minutes(1));
+  EXPECT_LT(env.Elapsed(), absl::Hours(1));
+  EXPECT_EQ(env.fake().CountOf(0, "w", kOther), 1);
+}
+
+TEST(FakeWaitTest, AnUnlockMessageWakesTheWaiterBeforeTheLeaseEnds) {
+  FakeLockEnv env;
+  env.fake().SetAutoAdvance(false);  // time stands still unless moved
+  env.fake().Hold(0, "w", kOther, 1, absl::Hours(1));
+  absl::Status got = absl::UnknownError("not done");
+  std::thread waiter([&] { got = AcquireFor(env, "w", absl::Hours(2)); });
+  // Once the waiter listens (it re-checked after subscribing), the holder
+  // releases: its script publishes the unlock message.
+  while (env.fake().CallsOf(internal::kAcquireScript) < 2) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  const std::vector<absl::string_view> keys = {"w",
+                                               "redisson_lock__channel:{w}"};
+  const std::vector<absl::string_view> args = {"0", "0", kOther, "publish"};
+  std::vector<backend::Answer> released =
+      env.fake().Run(internal::kReleaseScript, keys, args, Deadline::Never(),
+                     backend::Resend::kNever, nullptr, nullptr, nullptr);
+  ASSERT_OK(released[0].reply);
+  EXPECT_EQ(released[0].reply->integer(), 1);
+  waiter.join();
+  ASSERT_OK(got);
+  EXPECT_EQ(env.Elapsed(), absl::ZeroDuration());  // woken, not timed out
+}
+
+TEST(FakeWaitTest, AsyncAcquireWaitsOnTheSameMachine) {
+  FakeLockEnv env;
+  env.fake().Hold(0, "a", kOther, 1, absl::Seconds(45));
+  const OwnerId owner{42, false};
+  absl::Notification done;
+  absl::Status got;
+  lock::AcquireAsync(env, nullptr, "a", owner, kLease,
+                     Deadline::After(absl::Minutes(1), &env.clock()),
+                     AcquireOptions(), [&](absl::Status s, int64_t) {
+                       got = std::move(s);
+                       done.Notify();
+                     });
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(kRealTimeBound));
+  ASSERT_OK(got);
+  EXPECT_GE(env.Elapsed(), absl::Seconds(45));
+  EXPECT_EQ(env.fake().CountOf(0, "a", env.Owner(owner.number)), 1);
+}
+
+// --- What release answers from several nodes mean.
+
+class ReleaseJudgementTest : public QuorumTallyTest {};
+
+TEST_F(ReleaseJudgementTest, AQuorumOfReleasesIsOkEvenIfOneNodeLostIt) {
+  ASSERT_OK(AcquireFor(env_, "j", absl::ZeroDuration()));
+  fake().SetFault(2, FakeFault::kDown);
+  ASSERT_OK(lock::Release(env_, "j", kMe));
+  EXPECT_FALSE(env_.holds().Find("j", kMe.number).has_value());
+}
+
+TEST_F(ReleaseJudgementTest, AMajorityThatNoLongerHasItIsALostLease) {
+  ASSERT_OK(AcquireFor(env_, "j", absl::ZeroDuration()));
+  const std::string me = env_.Owner(kMe.number);
+  // Two nodes lost it (their lease ran out; another owner took them).
+  fake().Hold(0, "j", kOther, 1, kLease);
+  fake().Hold(1, "j", kOther, 1, kLease);
+  EXPECT_THAT(lock::Release(env_, "j", kMe),
+              StatusIs(absl::StatusCode::kAborted,
+                       HasSubstr("a majority of masters no longer have it")));
+  // The other owner keeps what it took; node 2's stale copy is released.
+  EXPECT_EQ(fake().CountOf(0, "j", kOther), 1);
+  EXPECT_EQ(fake().CountOf(2, "j", me), 0);
+  EXPECT_FALSE(env_.holds().Find("j", kMe.number).has_value());
+}
+
+TEST_F(ReleaseJudgementTest, NoQuorumOfAnswersIsUnavailableAndForgetsTheHold) {
+  ASSERT_OK(AcquireFor(env_, "j", absl::ZeroDuration()));
+  fake().SetFault(0, FakeFault::kDown);
+  fake().SetFault(1, FakeFault::kSilent);
+  EXPECT_THAT(lock::Release(env_, "j", kMe),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("no quorum of masters answered")));
+  // The outermost release abandons the hold: never renewed again.
+  EXPECT_FALSE(env_.holds().Find("j", kMe.number).has_value());
+}
+
+TEST_F(ReleaseJudgementTest, AReleaseOfALockNeverHeldIsFailedPrecondition) {
+  EXPECT_THAT(lock::Release(env_, "never", kMe),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("not held by this thread")));
+}
+
+// --- The watchdog's renewal batch.
+
+TEST(RenewalTest, EachItemIsRenewedGoneOrUndecided) {
+  FakeLockEnv env(3);
+  const std::string me = env.Owner(kMe.number);
+  for (size_t node = 0; node < 3; ++node) {
+    env.fake().Hold(node, "kept", me, 1, absl::Seconds(5));
+  }
+  env.fake().Hold(0, "lost", me, 1, absl::Seconds(5));  // on 1 of 3 only
+  std::vector<watchdog::RenewItem> items(2);
+  items[0].name = "kept";
+  items[0].owner = me;
+  items[1].name = "lost";
+  items[1].owner = me;
+  std::atomic<uint64_t> round_trips{0};
+  watchdog::RenewResult r = lock::RenewHolds(env, items, &round_trips);
+  EXPECT_OK(r.error);
+  EXPECT_THAT(r.items, ElementsAre(watchdog::Renewal::kRenewed,
+                                   watchdog::Renewal::kGone));
+  EXPECT_EQ(round_trips.load(), 3u);  // one batch per node
+  // The renewal set the watchdog lease on every node that had it.
+  env.fake_clock().Advance(absl::Seconds(20));
+  EXPECT_EQ(env.fake().CountOf(2, "kept", me), 1);
+
+  // Two nodes silent: nothing is decided.
+  env.fake().SetFault(1, FakeFault::kSilent);
+  env.fake().SetFault(2, FakeFault::kDown);
+  r = lock::RenewHolds(env, {items[0]}, &round_trips);
+  EXPECT_THAT(r.items, ElementsAre(watchdog::Renewal::kUndecided));
+  EXPECT_FALSE(r.error.ok());
+}
+
+// --- A closing client's release batch.
+
+TEST(CloseBatchTest, HeldLocksAreReleasedAndLostOnesReportedAborted) {
+  FakeLockEnv env;
+  const std::string me = env.Owner(kMe.number);
+  ASSERT_OK(AcquireFor(env, "held", absl::ZeroDuration()));
+  ASSERT_OK(AcquireFor(env, "lost", absl::ZeroDuration()));
+  env.fake().Hold(0, "lost", kOther, 1, kLease);  // taken over
+  std::vector<std::pair<lock::HoldRegistry::Key, lock::Hold>> held;
+  for (const std::string name : {"held", "lost"}) {
+    absl::optional<lock::Hold> h = env.holds().Find(name, kMe.number);
+    ASSERT_TRUE(h.has_value()) << name;
+    held.emplace_back(lock::HoldRegistry::Key{name, kMe.number}, *h);
+  }
+  std::vector<absl::Status> out = lock::ReleaseHolds(
+      env, held, Deadline::After(absl::Seconds(5), &env.clock()));
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_OK(out[0]);
+  EXPECT_THAT(out[1], StatusIs(absl::StatusCode::kAborted));
+  EXPECT_EQ(env.fake().CountOf(0, "held", me), 0);
+  EXPECT_EQ(env.fake().CountOf(0, "lost", kOther), 1);
+}
+
+// --- The model's fencing tokens through the engine.
+
+TEST(FencedEngineTest, EveryAcquisitionTakesTheNextToken) {
+  FakeLockEnv env;
+  AcquireOptions fenced;
+  fenced.fenced = true;
+  int64_t first = -1, second = -1;
+  ASSERT_OK(AcquireFor(env, "f", absl::ZeroDuration(), fenced, &first));
+  ASSERT_OK(AcquireFor(env, "f", absl::ZeroDuration(), fenced, &second));
+  EXPECT_EQ(first, 1);
+  EXPECT_EQ(second, 2);  // a re-entry takes a token too (Redisson's rule)
+  EXPECT_THAT(lock::LastToken(env, "f"), testing::IsOkAndHolds(2));
+}
+
+}  // namespace
+}  // namespace relock
