@@ -49,6 +49,7 @@ using algorithm_internal::LoopCompletion;
 using algorithm_internal::ParseInspection;
 using algorithm_internal::ReplicaTime;
 using algorithm_internal::RetryAfter;
+using algorithm_internal::SendIgnoringAnswers;
 using algorithm_internal::Undo;
 using algorithm_internal::Whom;
 
@@ -183,19 +184,10 @@ absl::Status RegisterHold(LockEnv& env, const std::string& name,
   if (plan.watchdog) env.ActivateWatchdog();
   if (!env.closed()) return absl::OkStatus();
   env.holds().Forget(name, by.number);
-  const Step step =
-      plan.model->ReleaseAll(name, owner, env.backend().publish_command());
-  const backend::Call call = step.Views();
-  const Deadline deadline =
-      Deadline::After(env.confirm_timeout(), &env.clock());
-  if (async) {
-    env.backend().RunAsync(step.script, call.keys, call.args, deadline,
-                           Resend::kNever, nullptr,
-                           [](const std::vector<backend::Answer>&) {});
-  } else {
-    env.backend().Run(step.script, call.keys, call.args, deadline,
-                      Resend::kNever);
-  }
+  SendIgnoringAnswers(
+      env, plan.model->ReleaseAll(name, owner, env.backend().publish_command()),
+      Deadline::After(env.confirm_timeout(), &env.clock()), Resend::kNever,
+      /*wait=*/!async);
   return absl::CancelledError("the client was closed");
 }
 
@@ -627,16 +619,9 @@ void LeaveQueue(LockEnv& env, const std::string& name, const OwnerId& by,
       plan.model->Leave(name, OwnerField(env.id(), by.number), plan.options,
                         plan.fresh, env.backend().publish_command());
   if (!step.has_value()) return;
-  const backend::Call call = step->Views();
-  const Deadline deadline = Deadline::After(kMinAttemptTime, &env.clock());
-  if (wait) {
-    env.backend().Run(step->script, call.keys, call.args, deadline,
-                      Resend::kIfDropped);
-  } else {
-    env.backend().RunAsync(step->script, call.keys, call.args, deadline,
-                           Resend::kIfDropped, nullptr,
-                           [](const std::vector<backend::Answer>&) {});
-  }
+  SendIgnoringAnswers(env, *step,
+                      Deadline::After(kMinAttemptTime, &env.clock()),
+                      Resend::kIfDropped, wait);
 }
 
 }  // namespace

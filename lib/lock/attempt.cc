@@ -266,20 +266,12 @@ void Undo(LockEnv& env, const LockModel& model, const std::string& name,
   if (std::none_of(undo.begin(), undo.end(), [](bool b) { return b; })) {
     return;
   }
-  backend::Backend& backend = env.backend();
-  const Step step =
-      fresh ? model.ReleaseAll(name, owner, backend.publish_command())
-            : model.Release(name, owner, "0", backend.publish_command(),
-                            /*last=*/false);
-  const backend::Call call = step.Views();
-  if (async) {
-    backend.RunAsync(
-        step.script, call.keys, call.args, deadline, Resend::kNever, nullptr,
-        [](const std::vector<backend::Answer>&) {}, &undo);
-  } else {
-    backend.Run(step.script, call.keys, call.args, deadline, Resend::kNever,
-                nullptr, &undo);
-  }
+  const absl::string_view publish = env.backend().publish_command();
+  SendIgnoringAnswers(
+      env,
+      fresh ? model.ReleaseAll(name, owner, publish)
+            : model.Release(name, owner, "0", publish, /*last=*/false),
+      deadline, Resend::kNever, /*wait=*/!async, &undo);
 }
 
 absl::StatusOr<Inspection> ParseInspection(const redis::Reply& r) {

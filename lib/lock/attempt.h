@@ -152,6 +152,37 @@ class LoopCompletion {
   std::function<void(absl::Status)> done_;
 };
 
+// Sends `step` to every node (or those i with (*only)[i]) with `deadline`
+// and `resend`, and hands the answers to `then` (a callable taking
+// std::vector<backend::Answer>): `here`, blocking on the calling thread
+// (its own I/O; `then` runs before Send() returns); else on the event loop
+// (`then` runs there). A step of an algorithm is so written once for both
+// modes.
+template <typename Then>
+void Send(LockEnv& env, const Step& step, Deadline deadline,
+          backend::Resend resend, bool here, Then then,
+          const std::vector<bool>* only = nullptr) {
+  const backend::Call call = step.Views();
+  if (here) {
+    then(env.backend().Run(step.script, call.keys, call.args, deadline, resend,
+                           nullptr, only));
+  } else {
+    env.backend().RunAsync(step.script, call.keys, call.args, deadline, resend,
+                           nullptr, std::move(then), only);
+  }
+}
+
+// Send() for a step whose answers nobody reads (an undo, a release of a
+// hold the client no longer wants): `wait`, until they arrived.
+inline void SendIgnoringAnswers(LockEnv& env, const Step& step,
+                                Deadline deadline, backend::Resend resend,
+                                bool wait,
+                                const std::vector<bool>* only = nullptr) {
+  Send(
+      env, step, deadline, resend, wait,
+      [](const std::vector<backend::Answer>& /*answers*/) {}, only);
+}
+
 // Runs `step` on the backend's first node without a deadline and returns
 // its reply (error replies included) or the failure: for the queries and
 // force-release of the single-node API (Lock), whose backend has one node.

@@ -35,6 +35,7 @@ using algorithm_internal::CheckModel;
 using algorithm_internal::Details;
 using algorithm_internal::LoopCompletion;
 using algorithm_internal::RunOnFirstNode;
+using algorithm_internal::Send;
 using algorithm_internal::Unexpected;
 using algorithm_internal::Whom;
 
@@ -197,35 +198,59 @@ absl::Status FinishRelease(LockEnv& env, const std::string& name,
   return absl::OkStatus();
 }
 
-absl::Status ReleaseOnce(LockEnv& env, const std::string& name,
-                         const OwnerId& by, LockKind kind) {
-  if (absl::Status s = env.CheckBlockingCall(); !s.ok()) {
-    return Annotate(s, "release", name, env.policy().noun);
-  }
+// A release after its checks, written once for both modes: the release
+// script, the judgement of its answers, and the release-all of holds that
+// Redis counted twice. `here`: blocking on the calling thread, and `done`
+// runs before this returns; else on the loop (`keep`, the client, is held
+// until `done` ran).
+void SendRelease(LockEnv& env, std::shared_ptr<void> keep,
+                 const std::string& name, const OwnerId& by, LockKind kind,
+                 bool here, std::function<void(absl::Status)> done) {
+  auto call = std::make_shared<const ReleaseCall>(
+      BeginReleaseCall(env, name, by, kind));
+  Send(env,
+       call->model->Release(name, call->owner, call->lease_ms,
+                            env.backend().publish_command(), call->last),
+       call->deadline, call->resend, here,
+       [&env, keep = std::move(keep), name, by, call, here,
+        done = std::move(done)](const std::vector<backend::Answer>& answers) {
+         bool release_all = false, freed_all = false;
+         absl::Status s = JudgeRelease(env, name, by, *call, answers,
+                                       &release_all, &freed_all);
+         if (!release_all) return done(s);
+         Send(env,
+              call->model->ReleaseAll(name, call->owner,
+                                      env.backend().publish_command()),
+              call->deadline, Resend::kNever, here,
+              [&env, keep, name, by, freed_all,
+               done](const std::vector<backend::Answer>& all) {
+                done(FinishRelease(env, name, by, all, freed_all));
+              });
+       });
+}
+
+// The checks of a release, in either mode: what fails them, else whether
+// a re-entry counted locally was released locally (true: done).
+absl::StatusOr<bool> CheckRelease(LockEnv& env, const std::string& name,
+                                  const OwnerId& by, LockKind kind,
+                                  const absl::Status& open) {
+  if (!open.ok()) return Annotate(open, "release", name, env.policy().noun);
   if (absl::Status s = CheckModel(env, name, by, kind); !s.ok()) {
     return Annotate(s, "release", name, env.policy().noun);
   }
-  // A re-entry counted locally is released locally.
-  if (env.holds().TryLocalRelease(name, by.number)) {
-    return absl::OkStatus();
-  }
-  const ReleaseCall call = BeginReleaseCall(env, name, by, kind);
-  const absl::string_view publish = env.backend().publish_command();
-  const Step step =
-      call.model->Release(name, call.owner, call.lease_ms, publish, call.last);
-  const backend::Call views = step.Views();
-  std::vector<backend::Answer> answers = env.backend().Run(
-      step.script, views.keys, views.args, call.deadline, call.resend);
-  bool release_all = false, freed_all = false;
-  absl::Status s =
-      JudgeRelease(env, name, by, call, answers, &release_all, &freed_all);
-  if (!release_all) return s;
-  const Step all_step = call.model->ReleaseAll(name, call.owner, publish);
-  const backend::Call all_views = all_step.Views();
-  std::vector<backend::Answer> all =
-      env.backend().Run(all_step.script, all_views.keys, all_views.args,
-                        call.deadline, Resend::kNever);
-  return FinishRelease(env, name, by, all, freed_all);
+  return env.holds().TryLocalRelease(name, by.number);
+}
+
+absl::Status ReleaseOnce(LockEnv& env, const std::string& name,
+                         const OwnerId& by, LockKind kind) {
+  const absl::StatusOr<bool> local =
+      CheckRelease(env, name, by, kind, env.CheckBlockingCall());
+  if (!local.ok()) return local.status();
+  if (*local) return absl::OkStatus();
+  absl::Status result;
+  SendRelease(env, /*keep=*/nullptr, name, by, kind, /*here=*/true,
+              [&result](absl::Status s) { result = std::move(s); });
+  return result;
 }
 
 }  // namespace
@@ -248,42 +273,13 @@ void ReleaseAsync(LockEnv& env, std::shared_ptr<void> keep,
     CountRelease(*metrics, s);
     done(std::move(s));
   };
-  if (absl::Status s = env.CheckOpen(); !s.ok()) {
-    return done(Annotate(s, "release", name, env.policy().noun));
-  }
-  if (absl::Status s = CheckModel(env, name, by, kind); !s.ok()) {
-    return done(Annotate(s, "release", name, env.policy().noun));
-  }
-  // A re-entry counted locally is released locally.
-  if (env.holds().TryLocalRelease(name, by.number)) {
+  const absl::StatusOr<bool> local =
+      CheckRelease(env, name, by, kind, env.CheckOpen());
+  if (!local.ok()) return done(local.status());
+  if (*local)
     return LoopCompletion::Post(env, std::move(keep), std::move(done));
-  }
-  auto call = std::make_shared<const ReleaseCall>(
-      BeginReleaseCall(env, name, by, kind));
-  const Step step =
-      call->model->Release(name, call->owner, call->lease_ms,
-                           env.backend().publish_command(), call->last);
-  const backend::Call views = step.Views();
-  env.backend().RunAsync(
-      step.script, views.keys, views.args, call->deadline, call->resend,
-      nullptr,
-      [&env, keep = std::move(keep), name, by, call,
-       done = std::move(done)](const std::vector<backend::Answer>& answers) {
-        bool release_all = false, freed_all = false;
-        absl::Status s = JudgeRelease(env, name, by, *call, answers,
-                                      &release_all, &freed_all);
-        if (!release_all) return done(s);
-        const Step all_step = call->model->ReleaseAll(
-            name, call->owner, env.backend().publish_command());
-        const backend::Call all_views = all_step.Views();
-        env.backend().RunAsync(
-            all_step.script, all_views.keys, all_views.args, call->deadline,
-            Resend::kNever, nullptr,
-            [&env, keep, name, by, freed_all,
-             done](const std::vector<backend::Answer>& all) {
-              done(FinishRelease(env, name, by, all, freed_all));
-            });
-      });
+  SendRelease(env, std::move(keep), name, by, kind, /*here=*/false,
+              std::move(done));
 }
 
 absl::StatusOr<bool> ForceRelease(LockEnv& env, const std::string& name,
