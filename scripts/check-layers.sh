@@ -13,7 +13,8 @@
 #   io -> backoff
 #
 # Public headers (include/relock/) come in two kinds:
-#   - vocabulary (options, limits, metrics, lock info, backoff, version): any
+#   - vocabulary (options, limits, metrics, lock info, lock kind, backoff,
+#     version): any
 #     layer may include them, and they include only one another;
 #   - the API classes (Client, Lock and the rest): only lib/api/ includes them.
 # No public header includes anything from lib/.
@@ -27,7 +28,7 @@ root=${1:-"$(dirname "$0")/.."}
 cd "$root"
 
 vocabulary=(options.h redlock_options.h limits.h metrics.h lock_info.h
-  backoff.h version.h)
+  lock_kind.h backoff.h version.h)
 
 declare -A direct=()
 while read -r layer deps; do

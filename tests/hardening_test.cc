@@ -402,7 +402,7 @@ TEST(HardeningTest, ExpiredExplicitLeaseHoldsAreDroppedFromTheRegistry) {
     absl::optional<watchdog::Hold> h = holds.Find("lock-0", 1);
     absl::optional<watchdog::Hold> last =
         holds.Find(absl::StrCat("lock-", kHolds - 1), 1);
-    return h.has_value() && h->expired && last.has_value() && last->expired;
+    return h.has_value() && h->expired() && last.has_value() && last->expired();
   }));
   clock.Advance(kRetention);
   EXPECT_TRUE(wait_for([&] { return holds.size() == 1; }))

@@ -126,7 +126,7 @@ TEST_F(HoldRegistryTest, NoLocalReentryUnlessTheLeaseIsKnownCurrent) {
                                       absl::Milliseconds(2)))
       << "re-entered a hold whose final release is on its way";
   AdvanceTo(lease + absl::Seconds(1));
-  EXPECT_TRUE(MustFind("explicit").expired);
+  EXPECT_TRUE(MustFind("explicit").expired());
   EXPECT_FALSE(holds_.TryLocalRelease("explicit", kThread));
 }
 
@@ -134,17 +134,17 @@ TEST_F(HoldRegistryTest, ExplicitLeaseEndMarksTheHoldExpired) {
   AcquireExplicit("a", absl::Seconds(10));
   Hold h = MustFind("a");
   EXPECT_FALSE(h.watchdog);
-  EXPECT_FALSE(h.renewing);
+  EXPECT_FALSE(h.renewing());
   EXPECT_EQ(h.lease_end(), At(absl::Seconds(10)));
 
   AdvanceTo(absl::Seconds(10) - absl::Milliseconds(1));
-  EXPECT_FALSE(MustFind("a").expired) << "expired before its lease end";
+  EXPECT_FALSE(MustFind("a").expired()) << "expired before its lease end";
 
   AdvanceTo(absl::Seconds(10));
   h = MustFind("a");
-  EXPECT_TRUE(h.expired);
+  EXPECT_TRUE(h.expired());
   EXPECT_TRUE(h.ended());
-  EXPECT_FALSE(h.lost) << "an explicit lease that ran out is not lost";
+  EXPECT_FALSE(h.lost()) << "an explicit lease that ran out is not lost";
   EXPECT_EQ(h.count, 1) << "kept for Release() to say the lease ran out";
   // Close() releases only what is held.
   EXPECT_TRUE(holds_.TakeAll().empty());
@@ -155,7 +155,7 @@ TEST_F(HoldRegistryTest, ExpiredHoldIsDroppedWhenTheRetentionEnds) {
   AcquireExplicit("a", absl::Seconds(10));
   AcquireWatchdog("w", absl::Seconds(30), clock_.Now());
   AdvanceTo(absl::Seconds(10));
-  ASSERT_TRUE(MustFind("a").expired);
+  ASSERT_TRUE(MustFind("a").expired());
 
   AdvanceTo(absl::Seconds(10) + kRetention - absl::Milliseconds(1));
   EXPECT_TRUE(holds_.Find("a", kThread).has_value())
@@ -183,9 +183,9 @@ TEST_F(HoldRegistryTest, ReentryWithALaterEndMovesTheLeaseEnd) {
   EXPECT_EQ(MustFind("a").lease_end(), At(absl::Seconds(15)));
 
   AdvanceTo(absl::Seconds(10));
-  EXPECT_FALSE(MustFind("a").expired) << "the first lease's timer fired";
+  EXPECT_FALSE(MustFind("a").expired()) << "the first lease's timer fired";
   AdvanceTo(absl::Seconds(15));
-  EXPECT_TRUE(MustFind("a").expired);
+  EXPECT_TRUE(MustFind("a").expired());
 }
 
 TEST_F(HoldRegistryTest, ReentryWithAnEarlierEndDoesNotShortenTheHold) {
@@ -195,9 +195,9 @@ TEST_F(HoldRegistryTest, ReentryWithAnEarlierEndDoesNotShortenTheHold) {
   EXPECT_EQ(MustFind("a").lease_end(), At(absl::Seconds(10)));
 
   AdvanceTo(absl::Seconds(9));
-  EXPECT_FALSE(MustFind("a").expired);
+  EXPECT_FALSE(MustFind("a").expired());
   AdvanceTo(absl::Seconds(10));
-  EXPECT_TRUE(MustFind("a").expired);
+  EXPECT_TRUE(MustFind("a").expired());
 }
 
 TEST_F(HoldRegistryTest, AReleasedHoldsTimerNeitherFiresNorTouchesTheNextHold) {
@@ -211,27 +211,27 @@ TEST_F(HoldRegistryTest, AReleasedHoldsTimerNeitherFiresNorTouchesTheNextHold) {
 
   AcquireExplicit("a", absl::Seconds(100));  // a new hold, ends at 105 s
   AdvanceTo(absl::Seconds(10));
-  EXPECT_FALSE(MustFind("a").expired);
+  EXPECT_FALSE(MustFind("a").expired());
   AdvanceTo(absl::Seconds(105));
-  EXPECT_TRUE(MustFind("a").expired);
+  EXPECT_TRUE(MustFind("a").expired());
 }
 
 TEST_F(HoldRegistryTest, AcquiringOverAnExpiredHoldStartsAFreshOne) {
   AcquireExplicit("a", absl::Seconds(10));
   const uint64_t first_id = MustFind("a").hold_id;
   AdvanceTo(absl::Seconds(10));
-  ASSERT_TRUE(MustFind("a").expired);
+  ASSERT_TRUE(MustFind("a").expired());
 
   AcquireExplicit("a", absl::Seconds(10));  // ends at 20 s
   Hold h = MustFind("a");
-  EXPECT_FALSE(h.expired);
+  EXPECT_FALSE(h.expired());
   EXPECT_EQ(h.count, 1) << "the expired hold's count was carried over";
   EXPECT_NE(h.hold_id, first_id);
   // The first hold's retention timer must not drop the new one.
   AdvanceTo(absl::Seconds(19));
-  EXPECT_FALSE(MustFind("a").expired);
+  EXPECT_FALSE(MustFind("a").expired());
   AdvanceTo(absl::Seconds(20));
-  EXPECT_TRUE(MustFind("a").expired);
+  EXPECT_TRUE(MustFind("a").expired());
 }
 
 TEST_F(HoldRegistryTest, ExtendTurnsAWatchdogHoldIntoAnExplicitOne) {
@@ -241,11 +241,11 @@ TEST_F(HoldRegistryTest, ExtendTurnsAWatchdogHoldIntoAnExplicitOne) {
   ASSERT_TRUE(holds_.OnExtended("a", kThread, absl::Seconds(5), clock_.Now()));
   Hold h = MustFind("a");
   EXPECT_FALSE(h.watchdog);
-  EXPECT_FALSE(h.renewing);
+  EXPECT_FALSE(h.renewing());
   EXPECT_EQ(h.lease_end(), At(absl::Seconds(6)));
 
   AdvanceTo(absl::Seconds(6));
-  EXPECT_TRUE(MustFind("a").expired);
+  EXPECT_TRUE(MustFind("a").expired());
   EXPECT_FALSE(holds_.OnExtended("a", kThread, absl::Seconds(5), clock_.Now()))
       << "extended a hold that had ended";
 }
@@ -256,7 +256,7 @@ TEST(HoldRegistryWithoutTimersTest, ExplicitHoldsNeverExpireByThemselves) {
                    SteadyClock::time_point());
   absl::optional<Hold> h = holds.Find("a", kThread);
   ASSERT_TRUE(h.has_value());
-  EXPECT_FALSE(h->expired);
+  EXPECT_FALSE(h->expired());
   EXPECT_EQ(h->timer, timer::TimerId{0});
   EXPECT_EQ(holds.TakeAll().size(), 1u);
 }
@@ -269,14 +269,14 @@ TEST_F(HoldRegistryTest, OnlyTheOutermostReleaseStopsRenewal) {
   absl::optional<Hold> before = holds_.BeginRelease("a", kThread);
   ASSERT_TRUE(before.has_value());
   EXPECT_EQ(before->count, 2);
-  EXPECT_TRUE(MustFind("a").renewing) << "an inner release stopped renewal";
+  EXPECT_TRUE(MustFind("a").renewing()) << "an inner release stopped renewal";
   holds_.OnReleased("a", kThread, /*freed=*/false);
   EXPECT_EQ(MustFind("a").count, 1);
-  EXPECT_TRUE(MustFind("a").renewing);
+  EXPECT_TRUE(MustFind("a").renewing());
 
   // The final release stops renewal before it is sent.
   ASSERT_TRUE(holds_.BeginRelease("a", kThread).has_value());
-  EXPECT_FALSE(MustFind("a").renewing);
+  EXPECT_FALSE(MustFind("a").renewing());
   std::vector<RenewItem> due;
   std::vector<LostHold> lost;
   EXPECT_EQ(holds_.Sweep(At(absl::Seconds(20)), At(absl::Seconds(25)),
@@ -288,7 +288,7 @@ TEST_F(HoldRegistryTest, OnlyTheOutermostReleaseStopsRenewal) {
   // Redis says holds remain (the local count was stale): renew again.
   holds_.OnReleased("a", kThread, /*freed=*/false);
   EXPECT_EQ(MustFind("a").count, 1);
-  EXPECT_TRUE(MustFind("a").renewing);
+  EXPECT_TRUE(MustFind("a").renewing());
 }
 
 TEST_F(HoldRegistryTest, SweepCollectsHoldsDueBeforeTheNextRound) {
@@ -351,8 +351,8 @@ TEST_F(HoldRegistryTest, SweepMarksAHoldLostOnceWhenItsLeaseRanOut) {
   ASSERT_EQ(due.size(), 1u);
   EXPECT_EQ(due[0].name, "long");
   Hold h = MustFind("short");
-  EXPECT_TRUE(h.lost);
-  EXPECT_FALSE(h.renewing);
+  EXPECT_TRUE(h.lost());
+  EXPECT_FALSE(h.renewing());
 
   // Reported once only.
   lost.clear();
@@ -382,20 +382,20 @@ TEST_F(HoldRegistryTest, ApplyRenewalsMovesAckedAtToWhenTheRenewalWasSent) {
   Hold a = MustFind("a");
   EXPECT_EQ(a.acked_at, At(absl::Seconds(8)));
   EXPECT_EQ(a.lease_end(), At(absl::Seconds(38)));
-  EXPECT_TRUE(a.renewing);
+  EXPECT_TRUE(a.renewing());
   // `b`'s owner field was gone: lost, reported once, renewed no more.
   ASSERT_EQ(lost.size(), 1u);
   EXPECT_EQ(lost[0].name, "b");
   EXPECT_EQ(lost[0].acked_at, At(absl::Seconds(0)));
-  EXPECT_TRUE(MustFind("b").lost);
-  EXPECT_FALSE(MustFind("b").renewing);
+  EXPECT_TRUE(MustFind("b").lost());
+  EXPECT_FALSE(MustFind("b").renewing());
 
   // A renewal sent before the last acknowledged one never moves it back.
   lost.clear();
   holds_.ApplyRenewals(due, {kR, kR}, At(absl::Seconds(5)), &lost);
   EXPECT_EQ(MustFind("a").acked_at, At(absl::Seconds(8)));
   EXPECT_TRUE(lost.empty()) << "a lost hold was reported twice";
-  EXPECT_TRUE(MustFind("b").lost) << "a renewal revived a lost hold";
+  EXPECT_TRUE(MustFind("b").lost()) << "a renewal revived a lost hold";
 }
 
 TEST_F(HoldRegistryTest, ApplyRenewalsIgnoresHoldsReleasedOrRestartedSince) {
@@ -418,8 +418,8 @@ TEST_F(HoldRegistryTest, ApplyRenewalsIgnoresHoldsReleasedOrRestartedSince) {
   holds_.ApplyRenewals(due, {Renewal::kGone, Renewal::kGone},
                        At(absl::Seconds(8)), &lost);
   EXPECT_TRUE(lost.empty());
-  EXPECT_FALSE(MustFind("restarted").lost) << "the new hold was marked lost";
-  EXPECT_FALSE(MustFind("releasing").lost) << "a released hold was lost";
+  EXPECT_FALSE(MustFind("restarted").lost()) << "the new hold was marked lost";
+  EXPECT_FALSE(MustFind("releasing").lost()) << "a released hold was lost";
 
   // Nor does a success for the old hold move the new hold's lease.
   holds_.ApplyRenewals(due, {Renewal::kRenewed, Renewal::kRenewed},
@@ -438,8 +438,8 @@ TEST_F(HoldRegistryTest, AnUndecidedRenewalLeavesTheHoldAsItWas) {
   EXPECT_TRUE(lost.empty());
   Hold a = MustFind("a");
   EXPECT_EQ(a.acked_at, At(absl::Seconds(0)));  // not renewed
-  EXPECT_TRUE(a.renewing);                      // not lost either
-  EXPECT_FALSE(a.lost);
+  EXPECT_TRUE(a.renewing());                    // not lost either
+  EXPECT_FALSE(a.lost());
 }
 
 // Loss callbacks: handed out once, in the LostHold that reports the loss.
@@ -493,7 +493,7 @@ TEST_F(HoldRegistryTest, AnExplicitLeaseEndGoesToTheExpiryHandler) {
   AdvanceTo(absl::Seconds(10));
   // The timer thread ran the handler before the barriers.
   EXPECT_EQ(expired, std::vector<std::string>{"watched"});
-  EXPECT_TRUE(MustFind("watched").expired);
+  EXPECT_TRUE(MustFind("watched").expired());
   EXPECT_EQ(holds_.AddLossCallback("watched", kThread, nothing).code(),
             absl::StatusCode::kAborted);
   EXPECT_EQ(holds_.AddLossCallback("released", kThread, nothing).code(),
@@ -511,12 +511,12 @@ TEST_F(HoldRegistryTest, ALeaseEndDuringTheFinalReleaseCallsNoCallback) {
   int called = 0;
   // Installed with the hold, before its lease timer can fire.
   holds_.OnAcquired("x", kThread, kOwner, /*watchdog=*/false, absl::Seconds(10),
-                    clock_.Now(), /*kind=*/0,
+                    clock_.Now(), LockKind::kReentrant,
                     [&called](const absl::Status&) { ++called; });
   ASSERT_NE(MustFind("x").on_lost, nullptr);
   // A re-entry's callback is ignored (the hold has its own).
   holds_.OnAcquired("x", kThread, kOwner, /*watchdog=*/false, absl::Seconds(10),
-                    clock_.Now(), /*kind=*/0,
+                    clock_.Now(), LockKind::kReentrant,
                     [&called](const absl::Status&) { called += 100; });
   EXPECT_EQ(MustFind("x").on_lost->size(), 1u);
   ASSERT_TRUE(holds_.BeginRelease("x", kThread).has_value());
@@ -524,7 +524,7 @@ TEST_F(HoldRegistryTest, ALeaseEndDuringTheFinalReleaseCallsNoCallback) {
   ASSERT_TRUE(holds_.BeginRelease("x", kThread).has_value());  // the final
   AdvanceTo(absl::Seconds(10));  // the lease ends while it is under way
   EXPECT_TRUE(expired.empty());
-  EXPECT_TRUE(MustFind("x").expired);
+  EXPECT_TRUE(MustFind("x").expired());
   EXPECT_EQ(MustFind("x").on_lost, nullptr);
   EXPECT_EQ(called, 0);
 }

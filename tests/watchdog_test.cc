@@ -160,7 +160,7 @@ class WatchdogFakeClockTest : public ::testing::Test {
   bool AnyRenewing() const {
     for (const std::string& name : names_) {
       absl::optional<watchdog::Hold> h = holds_.Find(name, kThread);
-      if (h.has_value() && h->renewing && !h->ended()) return true;
+      if (h.has_value() && h->renewing() && !h->ended()) return true;
     }
     return false;
   }
@@ -380,8 +380,8 @@ TEST_F(WatchdogFakeClockTest, AMissingOwnerFieldIsReportedLostOnce) {
   ASSERT_EQ(calls().size(), 1u);
   EXPECT_EQ(lost[0].at, calls()[0].at)
       << "not reported by the round whose renewal found it gone";
-  EXPECT_TRUE(MustFind("gone").lost);
-  EXPECT_FALSE(MustFind("gone").renewing);
+  EXPECT_TRUE(MustFind("gone").lost());
+  EXPECT_FALSE(MustFind("gone").renewing());
 
   // Two more leases: never renewed nor reported again; the other lives on.
   const size_t calls_at_loss = calls().size();
@@ -421,7 +421,7 @@ TEST_F(WatchdogFakeClockTest, FailedRoundsAreRetriedUntilTheLeaseRunsOut) {
   // Every round that sent a renewal failed; the last one sent none.
   EXPECT_EQ(watchdog_.failed_rounds(), calls().size());
   EXPECT_EQ(RenewalsOf("a").size(), calls().size());
-  EXPECT_TRUE(MustFind("a").lost);
+  EXPECT_TRUE(MustFind("a").lost());
   // Nothing is left to renew: no round is scheduled.
   EXPECT_EQ(timers_.pending(), 0u);
   EXPECT_EQ(Advance(kFakeLease), 0);
@@ -449,7 +449,7 @@ TEST_F(WatchdogFakeClockTest, AnUndecidedItemDoesNotHoldBackTheOthers) {
   EXPECT_GT(MustFind("up").acked_at, At(kFakeLease - kPeriod));
   for (int i = 0; i < 12; ++i) Advance(kInterval);
   EXPECT_EQ(losses().size(), 1u);
-  EXPECT_FALSE(MustFind("up").lost);
+  EXPECT_FALSE(MustFind("up").lost());
 }
 
 TEST_F(WatchdogFakeClockTest, ATransientFailureIsRetriedAndTheHoldKept) {
@@ -514,8 +514,8 @@ TEST_F(WatchdogFakeClockTest, AnAnswerForAReleasedHoldLeavesTheNextHoldAlone) {
   ASSERT_EQ(calls().size(), 1u);
   EXPECT_TRUE(losses().empty()) << "the new hold was reported lost";
   watchdog::Hold h = MustFind("a");
-  EXPECT_FALSE(h.lost);
-  EXPECT_TRUE(h.renewing);
+  EXPECT_FALSE(h.lost());
+  EXPECT_TRUE(h.renewing());
   EXPECT_EQ(h.acked_at, calls()[0].at) << "the new hold's lease was moved";
 
   // The new hold is renewed as usual.

@@ -129,7 +129,7 @@ class FairLock : public Lock {
  public:
   // A handle that refers to no client: every call fails with
   // FailedPrecondition. Get real ones from `Client::GetFairLock()`.
-  FairLock() { kind_ = 1; }
+  FairLock() { kind_ = LockKind::kFair; }
 
   // Everything else is relock::Lock's: lock(), try_lock*(), unlock(),
   // Acquire(), TryAcquire(), Release(), the asynchronous calls, the queries

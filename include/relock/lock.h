@@ -220,6 +220,7 @@
 #include "absl/types/optional.h"
 #include "relock/future.h"
 #include "relock/limits.h"
+#include "relock/lock_kind.h"
 #include "relock/options.h"
 #include "relock/owner.h"
 
@@ -637,10 +638,10 @@ class Lock : public internal::LockableBase<Lock> {
   // A FencedLock's handle (relock/fenced_lock.h): every acquire also takes a
   // fencing token.
   bool fenced_ = false;
-  // The lock type (lib/lock/lock_model.h's LockKind): 0 plain or fenced, 1
-  // a FairLock (relock/fair_lock.h), 2 and 3 a ReadWriteLock's read and
-  // write locks (relock/read_write_lock.h).
-  uint8_t kind_ = 0;
+  // The lock type (relock/lock_kind.h): kReentrant for a plain or fenced
+  // lock, kFair for a FairLock (relock/fair_lock.h), kRead and kWrite for a
+  // ReadWriteLock's read and write locks (relock/read_write_lock.h).
+  LockKind kind_ = LockKind::kReentrant;
   // A FairLock's queue wait.
   absl::Duration queue_wait_ = absl::Minutes(5);
 };

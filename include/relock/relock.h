@@ -30,6 +30,8 @@
 //   relock/options.h, relock/redlock_options.h
 //                     ClientOptions, LockOptions, LockEvent; RedlockOptions.
 //   relock/limits.h   kMaxLockNameSize, kMinLease, kMaxLease.
+//   relock/lock_kind.h
+//                     LockKind: the lock types of the family.
 //   relock/metrics.h, relock/lock_info.h, relock/backoff.h, relock/version.h
 //                     What a client reports; retry delays; kVersionString.
 //
@@ -56,6 +58,7 @@
 #include "relock/limits.h"
 #include "relock/lock.h"
 #include "relock/lock_info.h"
+#include "relock/lock_kind.h"
 #include "relock/metrics.h"
 #include "relock/multi_lock.h"
 #include "relock/options.h"

@@ -68,18 +68,13 @@ inline absl::StatusOr<lock::OwnerId> CheckCall(
   return lock::HolderOf(*by, kind);
 }
 
-// A handle's lock type (Lock::kind_).
-inline lock::LockKind KindOf(uint8_t kind) {
-  return static_cast<lock::LockKind>(kind);
-}
-
 // A handle's lock type, as the algorithms take it (AcquireOptionsFor() adds
 // the handle's options).
-inline lock::AcquireOptions LockType(bool fenced, uint8_t kind,
+inline lock::AcquireOptions LockType(bool fenced, LockKind kind,
                                      absl::Duration queue_wait) {
   lock::AcquireOptions type;
   type.fenced = fenced;
-  type.kind = KindOf(kind);
+  type.kind = kind;
   type.queue_wait = queue_wait;
   return type;
 }

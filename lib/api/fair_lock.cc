@@ -12,7 +12,7 @@ namespace relock {
 FairLock::FairLock(std::shared_ptr<internal::ClientCore> core, std::string name,
                    const FairLockOptions& options)
     : Lock(std::move(core), std::move(name), options) {
-  kind_ = static_cast<uint8_t>(lock::LockKind::kFair);
+  kind_ = LockKind::kFair;
   queue_wait_ = options.queue_wait;
 }
 

@@ -58,7 +58,8 @@ absl::StatusOr<int64_t> FencedLock::AcquireWithToken(
   int64_t token = -1;
   absl::Status s = internal::Acquire(
       core_, name_, owner, wait, lease, options_,
-      internal::LockType(/*fenced=*/true, /*kind=*/0, queue_wait_), &token);
+      internal::LockType(/*fenced=*/true, LockKind::kReentrant, queue_wait_),
+      &token);
   return TokenOf(std::move(s), token);
 }
 
@@ -69,7 +70,7 @@ void FencedLock::AcquireWithTokenAsync(const Owner& owner, absl::Duration wait,
   if (wait < absl::ZeroDuration()) return done(NegativeWait(wait));
   internal::AcquireAsync(
       core_, name_, owner, wait, absl::nullopt, options_,
-      internal::LockType(/*fenced=*/true, /*kind=*/0, queue_wait_),
+      internal::LockType(/*fenced=*/true, LockKind::kReentrant, queue_wait_),
       [done = std::move(done)](absl::Status s, int64_t token) {
         done(TokenOf(std::move(s), token));
       });

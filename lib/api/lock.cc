@@ -91,34 +91,32 @@ void Lock::ReleaseAsyncFor(const Owner& owner,
                            std::function<void(absl::Status)> done) {
   done = internal::Contained(core_, std::move(done));
   if (absl::Status s = CheckUsable(); !s.ok()) return done(s);
-  internal::ReleaseAsync(core_, name_, owner, std::move(done),
-                         internal::KindOf(kind_));
+  internal::ReleaseAsync(core_, name_, owner, std::move(done), kind_);
 }
 
 void Lock::ReportUnlockFailure(absl::Status status) noexcept {
   if (core_ != nullptr) {
     // unlock() acts for the calling thread: its hold of this handle's type.
-    core_->Report(
-        LockEventType::kUnlockFailed, name_, std::move(status),
-        lock::HolderOf(lock::ThisThread(), internal::KindOf(kind_)).number);
+    core_->Report(LockEventType::kUnlockFailed, name_, std::move(status),
+                  lock::HolderOf(lock::ThisThread(), kind_).number);
   }
 }
 
 absl::Status Lock::ReleaseFor(const Owner& owner) {
   if (absl::Status s = CheckUsable(); !s.ok()) return s;
-  return internal::Release(core_, name_, owner, internal::KindOf(kind_));
+  return internal::Release(core_, name_, owner, kind_);
 }
 
 absl::StatusOr<bool> Lock::ForceRelease() {
   if (absl::Status s = CheckUsable(); !s.ok()) return s;
   if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
-  return lock::ForceRelease(*core_, name_, internal::KindOf(kind_));
+  return lock::ForceRelease(*core_, name_, kind_);
 }
 
 absl::StatusOr<bool> Lock::IsLocked() const {
   if (absl::Status s = CheckUsable(); !s.ok()) return s;
   if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
-  return lock::IsLocked(*core_, name_, internal::KindOf(kind_));
+  return lock::IsLocked(*core_, name_, kind_);
 }
 
 absl::StatusOr<bool> Lock::IsHeldByCurrentThread() const {
@@ -137,16 +135,15 @@ absl::StatusOr<int64_t> Lock::HoldCount() const {
 
 absl::StatusOr<int64_t> Lock::HoldCount(const Owner& owner) const {
   if (absl::Status s = CheckUsable(); !s.ok()) return s;
-  absl::StatusOr<lock::OwnerId> by =
-      internal::CheckCall(name_, owner, internal::KindOf(kind_));
+  absl::StatusOr<lock::OwnerId> by = internal::CheckCall(name_, owner, kind_);
   if (!by.ok()) return by.status();
-  return lock::HoldCount(*core_, name_, *by, internal::KindOf(kind_));
+  return lock::HoldCount(*core_, name_, *by, kind_);
 }
 
 absl::StatusOr<absl::Duration> Lock::RemainingLease() const {
   if (absl::Status s = CheckUsable(); !s.ok()) return s;
   if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
-  return lock::RemainingLease(*core_, name_, internal::KindOf(kind_));
+  return lock::RemainingLease(*core_, name_, kind_);
 }
 
 absl::StatusOr<std::chrono::steady_clock::time_point> Lock::SafeUntil() const {
@@ -156,8 +153,7 @@ absl::StatusOr<std::chrono::steady_clock::time_point> Lock::SafeUntil() const {
 absl::StatusOr<std::chrono::steady_clock::time_point> Lock::SafeUntil(
     const Owner& owner) const {
   if (absl::Status s = CheckUsable(); !s.ok()) return s;
-  absl::StatusOr<lock::OwnerId> by =
-      internal::CheckCall(name_, owner, internal::KindOf(kind_));
+  absl::StatusOr<lock::OwnerId> by = internal::CheckCall(name_, owner, kind_);
   if (!by.ok()) return by.status();
   return lock::SafeUntil(*core_, name_, *by);
 }
@@ -169,8 +165,7 @@ absl::Status Lock::OnLost(std::function<void(const LockEvent&)> callback) {
 absl::Status Lock::OnLost(const Owner& owner,
                           std::function<void(const LockEvent&)> callback) {
   if (absl::Status s = CheckUsable(); !s.ok()) return s;
-  absl::StatusOr<lock::OwnerId> by =
-      internal::CheckCall(name_, owner, internal::KindOf(kind_));
+  absl::StatusOr<lock::OwnerId> by = internal::CheckCall(name_, owner, kind_);
   if (!by.ok()) return by.status();
   return lock::OnLost(*core_, name_, *by, std::move(callback));
 }

@@ -24,9 +24,9 @@ namespace internal {
 struct MultiLockPart {
   std::string order;  // the global order: name, then the servers
   std::string name;
-  // The lock type (Lock::kind_; 0 for a RedlockLock): two parts of one lock
-  // (the same order) must be of one type.
-  uint8_t kind = 0;
+  // The lock type (Lock::kind_; kReentrant for a RedlockLock): two parts
+  // of one lock (the same order) must be of one type.
+  LockKind kind = LockKind::kReentrant;
   std::string type;  // the type's name, for messages
   std::function<absl::Status(const Owner&, absl::Duration,
                              absl::optional<absl::Duration>)>
@@ -90,17 +90,18 @@ absl::Status WithUndo(absl::Status failure, const absl::Status& undo) {
 }
 
 // A Lock handle's type (Lock::kind_), for messages.
-const char* TypeName(uint8_t kind) {
+const char* TypeName(LockKind kind) {
   switch (kind) {
-    case 1:
+    case LockKind::kFair:
       return "a fair lock";
-    case 2:
+    case LockKind::kRead:
       return "the read lock of a read-write lock";
-    case 3:
+    case LockKind::kWrite:
       return "the write lock of a read-write lock";
-    default:
-      return "a lock";
+    case LockKind::kReentrant:
+      break;
   }
+  return "a lock";
 }
 
 // FailedPrecondition when one lock (the same name on the same servers) is in

@@ -10,16 +10,16 @@
 namespace relock {
 
 ReadWriteLock::ReadWriteLock() {
-  read_.kind_ = static_cast<uint8_t>(lock::LockKind::kRead);
-  write_.kind_ = static_cast<uint8_t>(lock::LockKind::kWrite);
+  read_.kind_ = LockKind::kRead;
+  write_.kind_ = LockKind::kWrite;
 }
 
 ReadWriteLock::ReadWriteLock(std::shared_ptr<internal::ClientCore> core,
                              std::string name, const LockOptions& options)
     : read_(core, name, options),
       write_(std::move(core), std::move(name), options) {
-  read_.kind_ = static_cast<uint8_t>(lock::LockKind::kRead);
-  write_.kind_ = static_cast<uint8_t>(lock::LockKind::kWrite);
+  read_.kind_ = LockKind::kRead;
+  write_.kind_ = LockKind::kWrite;
 }
 
 }  // namespace relock

@@ -148,8 +148,7 @@ absl::StatusOr<AcquirePlan> PlanAcquire(LockEnv& env, const std::string& name,
     // the wait could only end at its deadline (Redisson's would hang).
     const absl::optional<Hold> read =
         env.holds().Find(name, by.number & ~kWriteHoldBit);
-    if (read.has_value() && !read->ended() &&
-        static_cast<LockKind>(read->kind) == LockKind::kRead) {
+    if (read.has_value() && !read->ended() && read->kind == LockKind::kRead) {
       return Annotate(
           absl::FailedPreconditionError(absl::StrCat(
               Whom(by),
@@ -177,7 +176,7 @@ absl::Status RegisterHold(LockEnv& env, const std::string& name,
                           SteadyClock::time_point sent_at, bool async) {
   const std::string owner = OwnerField(env.id(), by.number);
   env.holds().OnAcquired(name, by.number, owner, plan.watchdog, plan.lease,
-                         sent_at, static_cast<uint8_t>(plan.model->kind()),
+                         sent_at, plan.model->kind(),
                          plan.fresh && plan.options.on_lost
                              ? LossCallback(name, owner, plan.options.on_lost)
                              : nullptr);

@@ -104,7 +104,7 @@ absl::Status CheckModel(LockEnv& env, const std::string& name,
   for (const uint64_t number : {by.number, by.number ^ kWriteHoldBit}) {
     const absl::optional<Hold> held = env.holds().Find(name, number);
     if (!held.has_value() || held->ended() ||
-        IsReadWrite(static_cast<LockKind>(held->kind)) == IsReadWrite(kind)) {
+        IsReadWrite(held->kind) == IsReadWrite(kind)) {
       continue;
     }
     return absl::FailedPreconditionError(absl::StrCat(

@@ -222,7 +222,7 @@ absl::StatusOr<SteadyClock::time_point> SafeUntil(LockEnv& env,
         absl::FailedPreconditionError(absl::StrCat("not held by ", Whom(by))),
         "query", name);
   }
-  if (hold->lost) {
+  if (hold->lost()) {
     return Annotate(absl::AbortedError("lease lost (reported as kLockLost)"),
                     "query", name);
   }
@@ -232,7 +232,7 @@ absl::StatusOr<SteadyClock::time_point> SafeUntil(LockEnv& env,
   const absl::Duration drift = env.policy().Drift(hold->lease);
   const SteadyClock::time_point safe_until =
       hold->acked_at + absl::ToChronoNanoseconds(hold->lease - drift);
-  if (hold->expired || safe_until <= env.clock().Now()) {
+  if (hold->expired() || safe_until <= env.clock().Now()) {
     return Annotate(
         absl::AbortedError(absl::StrCat(
             hold->watchdog ? "no renewal of the watchdog lease was confirmed "
@@ -262,7 +262,7 @@ watchdog::RenewResult RenewHolds(LockEnv& env,
   for (size_t i = 0; i < items.size(); ++i) {
     order[i] = i;
     group[i] = {backend.KeyGroup(items[i].name),
-                ModelOf(static_cast<LockKind>(items[i].kind)).renew_script()};
+                ModelOf(items[i].kind).renew_script()};
   }
   std::stable_sort(order.begin(), order.end(), [&group](size_t a, size_t b) {
     return group[a] < group[b];
@@ -327,9 +327,8 @@ std::vector<absl::Status> ReleaseHolds(
   std::vector<Step> steps;
   steps.reserve(held.size());
   for (const auto& [key, hold] : held) {
-    steps.push_back(
-        ModelOf(static_cast<LockKind>(hold.kind))
-            .ReleaseAll(key.first, hold.owner, backend.publish_command()));
+    steps.push_back(ModelOf(hold.kind).ReleaseAll(key.first, hold.owner,
+                                                  backend.publish_command()));
   }
   std::vector<backend::Call> calls;
   calls.reserve(steps.size());

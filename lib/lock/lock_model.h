@@ -34,19 +34,15 @@
 #include "lib/lock/lock_scripts.h"
 #include "lib/lock/owner.h"
 #include "lib/pubsub/subscriber.h"
+#include "relock/lock_kind.h"
 #include "relock/options.h"
 
 namespace relock {
 namespace lock {
 
-// The lock types; a hold remembers its type (Hold::kind) so that a closing
-// client releases it with the right script.
-enum class LockKind : uint8_t {
-  kReentrant = 0,  // relock::Lock, FencedLock (Redisson's RLock)
-  kFair = 1,       // relock::FairLock (Redisson's RFairLock)
-  kRead = 2,       // ReadWriteLock::ReadLock() (Redisson's RReadWriteLock)
-  kWrite = 3,      // ReadWriteLock::WriteLock()
-};
+// The lock types (relock/lock_kind.h); a hold remembers its type
+// (Hold::kind) so that a closing client releases it with the right script.
+using ::relock::LockKind;
 
 // The OwnerId under which `by` holds a lock of type `kind` (a write hold:
 // under its number with kWriteHoldBit).

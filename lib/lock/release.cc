@@ -82,8 +82,7 @@ ReleaseCall BeginReleaseCall(LockEnv& env, const std::string& name,
   c.last = !c.hold.has_value() || c.hold->count <= 1;
   c.resend = c.outermost ? Resend::kIfDropped : Resend::kNever;
   // The hold's own lock type, should the handle's differ.
-  c.model =
-      &ModelOf(c.hold.has_value() ? static_cast<LockKind>(c.hold->kind) : kind);
+  c.model = &ModelOf(c.hold.has_value() ? c.hold->kind : kind);
   c.deadline =
       env.backend().nodes() == 1
           ? Deadline::Never()
@@ -159,10 +158,10 @@ absl::Status JudgeRelease(LockEnv& env, const std::string& name,
       return Annotate(
           absl::AbortedError(absl::StrCat(
               "lease lost: ", Whom(by), " held the lock, but ",
-              lost->lost      ? "the watchdog could not keep its lease alive"
-              : lost->expired ? "its explicit lease ran out"
-              : n > 1         ? "a majority of masters no longer have it"
-                              : "its lease ran out or it was force-released",
+              lost->lost()      ? "the watchdog could not keep its lease alive"
+              : lost->expired() ? "its explicit lease ran out"
+              : n > 1           ? "a majority of masters no longer have it"
+                                : "its lease ran out or it was force-released",
               " before this release; work done under it may have overlapped "
               "with another owner",
               n > 1 ? absl::StrCat(": ", Details(details)) : "")),

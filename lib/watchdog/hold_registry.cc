@@ -26,16 +26,15 @@ void HoldRegistry::OnTimer(const Key& key, uint64_t hold_id) {
     if (it == holds_.end() || it->second.hold_id != hold_id) return;
     Hold& h = it->second;
     h.timer = 0;
-    if (h.expired) {  // the retention ended
+    if (h.expired()) {  // the retention ended
       holds_.erase(it);
       return;
     }
-    if (h.watchdog || h.lost) return;
+    if (h.watchdog || h.lost()) return;
     // A final release under way when the lease ends: its answer tells the
     // holder (OK if it beat the lease, Aborted if not); no callback.
-    if (h.releasing) h.on_lost = nullptr;
-    h.expired = true;
-    h.renewing = false;
+    if (h.releasing()) h.on_lost = nullptr;
+    h.state = HoldState::kExpired;
     h.timer = timers_->ScheduleAt(
         h.lease_end() + absl::ToChronoNanoseconds(retention_),
         [this, key, hold_id] { OnTimer(key, hold_id); });
@@ -54,8 +53,8 @@ absl::Status HoldRegistry::AddLossCallback(const std::string& name,
   }
   Hold& h = it->second;
   if (h.ended()) {
-    return absl::AbortedError(h.lost ? "the hold was lost already"
-                                     : "the hold's lease ran out already");
+    return absl::AbortedError(h.lost() ? "the hold was lost already"
+                                       : "the hold's lease ran out already");
   }
   if (h.on_lost == nullptr) h.on_lost = std::make_shared<LossFns>();
   h.on_lost->push_back(std::move(fn));
@@ -72,7 +71,7 @@ size_t HoldRegistry::live() const {
 void HoldRegistry::OnAcquired(const std::string& name, uint64_t thread,
                               const std::string& owner, bool watchdog,
                               absl::Duration lease,
-                              SteadyClock::time_point sent_at, uint8_t kind,
+                              SteadyClock::time_point sent_at, LockKind kind,
                               LossFn on_lost) {
   const Key key(name, thread);
   MutexLock lock(&mu_);
@@ -97,7 +96,6 @@ void HoldRegistry::OnAcquired(const std::string& name, uint64_t thread,
     h.acked_at = sent_at;
   }
   h.watchdog = watchdog;
-  h.renewing = watchdog;
   ArmLeaseEnd(key, h);
 }
 
@@ -108,7 +106,7 @@ bool HoldRegistry::TryLocalReentry(const std::string& name, uint64_t thread,
   auto it = holds_.find(KeyView(name, thread));
   if (it == holds_.end()) return false;
   Hold& h = it->second;
-  if (h.count <= 0 || h.ended() || !h.watchdog || !h.renewing ||
+  if (h.count <= 0 || !h.renewing() ||
       h.lease_end() - absl::ToChronoNanoseconds(drift) <= safe_after) {
     return false;
   }
@@ -134,9 +132,8 @@ absl::optional<Hold> HoldRegistry::BeginRelease(const std::string& name,
   auto it = holds_.find(KeyView(name, thread));
   if (it == holds_.end()) return absl::nullopt;
   Hold before = it->second;
-  if (it->second.count <= 1) {
-    it->second.renewing = false;
-    it->second.releasing = true;
+  if (it->second.count <= 1 && it->second.state == HoldState::kHeld) {
+    it->second.state = HoldState::kReleasing;
   }
   return before;
 }
@@ -155,8 +152,7 @@ void HoldRegistry::OnReleased(const std::string& name, uint64_t thread,
   // Holds remain in Redis: keep the local count at least 1 and renew again
   // if BeginRelease stopped it on a stale count.
   h.count = std::max<int64_t>(1, h.count - 1);
-  h.renewing = h.watchdog && !h.ended();
-  h.releasing = false;
+  if (h.releasing()) h.state = HoldState::kHeld;
 }
 
 bool HoldRegistry::OnExtended(const std::string& name, uint64_t thread,
@@ -169,8 +165,7 @@ bool HoldRegistry::OnExtended(const std::string& name, uint64_t thread,
   Hold& h = it->second;
   h.lease = lease;
   h.acked_at = sent_at;
-  h.watchdog = false;
-  h.renewing = false;
+  h.watchdog = false;  // no longer renewed
   ArmLeaseEnd(key, h);
   return true;
 }
@@ -235,10 +230,9 @@ size_t HoldRegistry::Sweep(SteadyClock::time_point now,
   size_t renewing = 0;
   MutexLock lock(&mu_);
   for (auto& [key, h] : holds_) {
-    if (!h.renewing || h.ended()) continue;
+    if (!h.renewing()) continue;
     if (now >= h.lease_end()) {
-      h.lost = true;
-      h.renewing = false;
+      h.state = HoldState::kLost;
       lost->push_back(
           {key.first, key.second, h.acked_at, std::move(h.on_lost)});
       continue;
@@ -263,9 +257,8 @@ void HoldRegistry::ApplyRenewals(const std::vector<RenewItem>& due,
     if (h.hold_id != due[i].hold_id || h.ended()) continue;
     if (renewed[i] == Renewal::kRenewed) {
       if (sent_at > h.acked_at) h.acked_at = sent_at;
-    } else if (renewed[i] == Renewal::kGone && h.renewing) {
-      h.lost = true;
-      h.renewing = false;
+    } else if (renewed[i] == Renewal::kGone && h.renewing()) {
+      h.state = HoldState::kLost;
       lost->push_back(
           {due[i].name, due[i].thread, h.acked_at, std::move(h.on_lost)});
     }

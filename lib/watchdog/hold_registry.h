@@ -44,6 +44,7 @@
 #include "lib/common/deadline.h"
 #include "lib/common/mutex.h"
 #include "lib/timer/timer_thread.h"
+#include "relock/lock_kind.h"
 
 namespace relock {
 namespace watchdog {
@@ -57,6 +58,22 @@ inline constexpr absl::Duration kExpiredHoldRetention = absl::Minutes(1);
 using LossFn = std::function<void(const absl::Status& why)>;
 using LossFns = std::vector<LossFn>;
 
+// Where a hold is in its life. Only a watchdog hold that is kHeld is
+// renewed; an ended hold (kLost, kExpired) stays in the registry so that
+// Release() can say how it ended.
+//
+//   state       how it got there                 Release()
+//   ----------  -------------------------------  --------------------------
+//   kHeld       acquired; an inner or failed     releases it
+//               release
+//   kReleasing  its final release began          (under way)
+//               (BeginRelease)
+//   kLost       the watchdog could not renew it  Aborted: lease lost
+//               (lease end passed, or its owner
+//               field gone)
+//   kExpired    its explicit lease ran out       Aborted: lease ran out
+enum class HoldState : uint8_t { kHeld, kReleasing, kLost, kExpired };
+
 struct Hold {
   std::string owner;  // the owner field in Redis
   int64_t count = 0;  // holds, as the client counts them
@@ -64,16 +81,10 @@ struct Hold {
   // not count: Redis's count is count - local.
   int64_t local = 0;
   bool watchdog = true;  // lease is lock_watchdog_timeout, renewed
-  bool renewing = true;  // watchdog && not in its final release
-  bool lost = false;     // reported lost; Release() says so
-  bool expired = false;  // explicit lease ran out; Release() says so
-  // The final release is under way (BeginRelease): a lease end meanwhile
-  // calls no loss callback (the release's answer tells the holder).
-  bool releasing = false;
+  HoldState state = HoldState::kHeld;
   uint64_t hold_id = 0;  // changes whenever a hold starts from zero
-  // The lock type (lib/lock/lock_model.h's LockKind), opaque here: which
-  // scripts release the hold.
-  uint8_t kind = 0;
+  // The lock type, opaque here: which scripts release the hold.
+  LockKind kind = LockKind::kReentrant;
   absl::Duration lease;
   SteadyClock::time_point acked_at;
   timer::TimerId timer = 0;  // explicit holds: lease end, then retention end
@@ -81,8 +92,15 @@ struct Hold {
   // the LostHold that reports the loss.
   std::shared_ptr<LossFns> on_lost;
 
+  // Renewed by the watchdog: a watchdog hold not in its final release.
+  bool renewing() const { return watchdog && state == HoldState::kHeld; }
+  // The final release is under way: a lease end meanwhile calls no loss
+  // callback (the release's answer tells the holder).
+  bool releasing() const { return state == HoldState::kReleasing; }
+  bool lost() const { return state == HoldState::kLost; }
+  bool expired() const { return state == HoldState::kExpired; }
   // Whether the hold ended without a release (lost or expired).
-  bool ended() const { return lost || expired; }
+  bool ended() const { return lost() || expired(); }
   SteadyClock::time_point lease_end() const {
     return acked_at + absl::ToChronoNanoseconds(lease);
   }
@@ -94,7 +112,7 @@ struct RenewItem {
   std::string owner;
   uint64_t thread = 0;
   uint64_t hold_id = 0;
-  uint8_t kind = 0;  // Hold::kind: which script renews it
+  LockKind kind = LockKind::kReentrant;  // Hold::kind: which script renews it
 };
 
 // What a renewal found for one hold: its owner field was there and the lease
@@ -138,7 +156,8 @@ class HoldRegistry {
   // a re-entry.
   void OnAcquired(const std::string& name, uint64_t thread,
                   const std::string& owner, bool watchdog, absl::Duration lease,
-                  SteadyClock::time_point sent_at, uint8_t kind = 0,
+                  SteadyClock::time_point sent_at,
+                  LockKind kind = LockKind::kReentrant,
                   LossFn on_lost = nullptr);
   // A re-entry without a round trip: if `thread` has a live watchdog hold of
   // `name` still being renewed whose lease is known to last beyond
