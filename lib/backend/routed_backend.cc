@@ -6,10 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include "absl/base/macros.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -21,64 +19,9 @@ namespace relock {
 namespace backend {
 namespace {
 
-constexpr absl::Duration kFirstPause = absl::Milliseconds(10);
-constexpr absl::Duration kMaxPause = absl::Milliseconds(200);
-
-// What an answer asks of the routed backend.
-struct Verdict {
-  // kFailover: the node is unreachable and the call may be sent again
-  // (Resend::kIfDropped): try the slot's master again after a pause, until
-  // kFailoverWait after the first such failure.
-  enum class Next { kDone, kRedirect, kRetryLater, kFailover };
-  Next next = Next::kDone;
-  absl::optional<redis::Redirect> redirect;  // kRedirect
-  bool refresh = false;                      // refresh the slot map
-};
-
-// When a call that met a failover stops waiting for it: kFailoverWait after
-// the first failover verdict, on the steady clock (a step of the wall clock
-// changes nothing). `end` keeps it across the call's attempts.
-Deadline FailoverEnd(absl::optional<Deadline>* end) {
-  if (!end->has_value()) *end = Deadline::After(RoutedBackend::kFailoverWait);
-  return **end;
-}
-
-Verdict Judge(const Answer& answer, const redis::Endpoint& at, Resend resend) {
-  Verdict v;
-  if (!answer.reply.ok()) {
-    // The node is unreachable or silent: maybe failing over. A call that is
-    // harmless to run twice waits for the promotion; another one fails.
-    if (answer.reply.status().code() == absl::StatusCode::kUnavailable) {
-      v.refresh = true;
-      if (resend == Resend::kIfDropped) v.next = Verdict::Next::kFailover;
-    }
-    return v;
-  }
-  if (!answer.reply->is_error()) return v;
-  const absl::string_view error = answer.reply->str();
-  if (absl::optional<redis::Redirect> r = redis::ParseRedirect(error, at)) {
-    v.next = Verdict::Next::kRedirect;
-    v.refresh = r->kind == redis::Redirect::Kind::kMoved;
-    v.redirect = std::move(r);
-  } else if (absl::StartsWith(error, "TRYAGAIN")) {
-    v.next = Verdict::Next::kRetryLater;
-  } else if (absl::StartsWith(error, "CLUSTERDOWN") ||
-             absl::StartsWith(error, "READONLY")) {
-    // The cluster is healing, or this master was demoted to a replica (a
-    // Sentinel failover): the map will say where to go.
-    v.next = Verdict::Next::kRetryLater;
-    v.refresh = true;
-  }
-  return v;
-}
-
-// Whether an error reply says the call did not run and may be sent again
-// (elsewhere, or later).
-bool DidNotRun(absl::string_view error) {
-  return absl::StartsWith(error, "MOVED ") || absl::StartsWith(error, "ASK ") ||
-         absl::StartsWith(error, "TRYAGAIN") ||
-         absl::StartsWith(error, "CLUSTERDOWN") ||
-         absl::StartsWith(error, "READONLY");
+// The slot a call goes to: its first key's (0 without keys).
+int SlotOf(absl::Span<const absl::string_view> keys) {
+  return keys.empty() ? 0 : redis::KeySlot(keys[0]);
 }
 
 std::vector<Answer> OneAnswer(absl::Status status) {
@@ -87,29 +30,22 @@ std::vector<Answer> OneAnswer(absl::Status status) {
   return answers;
 }
 
-absl::Status TooManyRedirects(const std::string& name, const Answer& last) {
-  return absl::UnavailableError(
-      absl::StrCat(name, ": more than ", RoutedBackend::kMaxRedirects,
-                   " redirections for one call; last: ", last.reply->str()));
-}
-
-absl::Status StillBusy(const std::string& name, const Answer& last) {
-  return absl::DeadlineExceededError(
-      absl::StrCat(name,
-                   ": the call's deadline passed while the masters "
-                   "refused it for now: ",
-                   last.reply->str()));
-}
-
-// The pause after `pause`: doubled, at most kMaxPause.
-absl::Duration NextPause(absl::Duration pause) {
-  return std::min(pause * 2, kMaxPause);
+// The call's answers once `step` ended it (kDone, kFail, or a redirection
+// that found the backend closed), shown to `enough` as the one node's
+// answer.
+std::vector<Answer> Conclude(RouteStep step, std::vector<Answer> answers,
+                             const Enough& enough) {
+  if (step.kind == RouteStep::Kind::kFail) {
+    answers = OneAnswer(std::move(step.status));
+  }
+  if (enough) enough(0, answers[0]);
+  return answers;
 }
 
 }  // namespace
 
 // An asynchronous call that follows redirections: owns copies of its keys
-// and arguments, and sends itself again as the answers ask.
+// and arguments, and sends itself again as its RedirectRules say.
 class RoutedBackend::AsyncCall
     : public std::enable_shared_from_this<AsyncCall> {
  public:
@@ -122,15 +58,16 @@ class RoutedBackend::AsyncCall
         script_(script),
         keys_(keys.begin(), keys.end()),
         args_(args.begin(), args.end()),
-        slot_(keys.empty() ? 0 : redis::KeySlot(keys[0])),
+        slot_(SlotOf(keys)),
         deadline_(deadline),
         resend_(resend),
         wait_(wait != nullptr ? absl::make_optional(*wait) : absl::nullopt),
         enough_(std::move(enough)),
-        done_(std::move(done)) {}
+        done_(std::move(done)),
+        rules_(backend->name_, deadline, resend, kFailoverWait) {}
 
   void Start(NodeBackend* node) {
-    node_ = node;
+    hop_.node = node;
     Send();
   }
 
@@ -143,63 +80,38 @@ class RoutedBackend::AsyncCall
       self->OnAnswers(std::move(answers));
     };
     const WaitReplicas* wait = wait_.has_value() ? &*wait_ : nullptr;
-    if (asking_) {
-      node_->RunAskingAsync(script_, keys, args, deadline_, resend_,
-                            std::move(on_answers), wait);
+    if (hop_.asking) {
+      hop_.node->RunAskingAsync(script_, keys, args, deadline_, resend_,
+                                std::move(on_answers), wait);
     } else {
-      node_->RunAsync(script_, keys, args, deadline_, resend_, nullptr,
-                      std::move(on_answers), nullptr, wait);
+      hop_.node->RunAsync(script_, keys, args, deadline_, resend_, nullptr,
+                          std::move(on_answers), nullptr, wait);
     }
   }
 
+  // Does what the rules say; the blocking Run() does the same, sleeping
+  // where this sets a timer.
   void OnAnswers(std::vector<Answer> answers) {
-    const Verdict v = Judge(answers[0], node_->endpoint(), resend_);
-    if (v.refresh) backend_->RefreshSoon();
-    switch (v.next) {
-      case Verdict::Next::kDone:
-        return Finish(std::move(answers));
-      case Verdict::Next::kRedirect: {
-        if (++hops_ > kMaxRedirects) {
-          return Finish(
-              OneAnswer(TooManyRedirects(backend_->name_, answers[0])));
-        }
-        NodeBackend* next = backend_->NodeAt(v.redirect->endpoint);
-        if (next == nullptr) return Finish(std::move(answers));  // closed
-        node_ = next;
-        asking_ = v.redirect->kind == redis::Redirect::Kind::kAsk;
+    RouteStep step = rules_.Next(answers[0], hop_.node->endpoint());
+    if (step.refresh) backend_->RefreshSoon();
+    if (step.kind == RouteStep::Kind::kRetry) {
+      if (timer_ == nullptr) timer_ = backend_->NewTimer();
+      std::shared_ptr<AsyncCall> self = shared_from_this();
+      timer_->At(Deadline::After(step.pause), [self] {
+        self->hop_ = self->backend_->Retried(self->slot_, self->hop_.node);
+        self->Send();
+      });
+      return;
+    }
+    if (step.kind == RouteStep::Kind::kRedirect) {
+      const Hop next = backend_->Redirected(step.redirect);
+      if (next.node != nullptr) {
+        hop_ = next;
         return Send();
       }
-      case Verdict::Next::kFailover:
-        if (Earliest(deadline_, FailoverEnd(&failover_end_)).Remaining() <=
-            pause_) {
-          return Finish(std::move(answers));
-        }
-        ABSL_FALLTHROUGH_INTENDED;
-      case Verdict::Next::kRetryLater: {
-        if (deadline_.Remaining() <= pause_) {
-          return Finish(
-              v.next == Verdict::Next::kFailover
-                  ? std::move(answers)
-                  : OneAnswer(StillBusy(backend_->name_, answers[0])));
-        }
-        if (timer_ == nullptr) timer_ = backend_->NewTimer();
-        std::shared_ptr<AsyncCall> self = shared_from_this();
-        timer_->At(Deadline::After(pause_), [self] {
-          NodeBackend* master = self->backend_->MasterOf(self->slot_);
-          if (master != nullptr) self->node_ = master;
-          self->asking_ = false;
-          self->Send();
-        });
-        pause_ = NextPause(pause_);
-        return;
-      }
     }
-  }
-
-  void Finish(std::vector<Answer> answers) {
-    if (enough_) enough_(0, answers[0]);
     AnswersDone done = std::move(done_);
-    done(std::move(answers));
+    done(Conclude(std::move(step), std::move(answers), enough_));
   }
 
   RoutedBackend* const backend_;
@@ -213,11 +125,8 @@ class RoutedBackend::AsyncCall
   Enough enough_;
   AnswersDone done_;
   // Loop thread only (each step runs in a callback of the previous one).
-  NodeBackend* node_ = nullptr;
-  bool asking_ = false;
-  int hops_ = 0;
-  absl::Duration pause_ = kFirstPause;
-  absl::optional<Deadline> failover_end_;
+  RedirectRules rules_;
+  Hop hop_;
   std::unique_ptr<Timer> timer_;
 };
 
@@ -399,6 +308,27 @@ void RoutedBackend::RefreshSoon() {
   StartRefresh();
 }
 
+RoutedBackend::Hop RoutedBackend::Redirected(const redis::Redirect& redirect) {
+  return Hop{NodeAt(redirect.endpoint),
+             redirect.kind == redis::Redirect::Kind::kAsk};
+}
+
+RoutedBackend::Hop RoutedBackend::Retried(int slot, NodeBackend* from) {
+  NodeBackend* master = MasterOf(slot);
+  return Hop{master != nullptr ? master : from, false};
+}
+
+absl::StatusOr<NodeBackend*> RoutedBackend::FirstNode(
+    int slot, const std::vector<bool>* only) {
+  if (only != nullptr && !(*only)[0]) return absl::CancelledError("not sent");
+  NodeBackend* node = MasterOf(slot);
+  if (node == nullptr) {
+    return absl::UnavailableError(absl::StrCat(
+        name_, ": no master serves slot ", slot, " (or the client is closed)"));
+  }
+  return node;
+}
+
 std::vector<Answer> RoutedBackend::Run(size_t script,
                                        absl::Span<const absl::string_view> keys,
                                        absl::Span<const absl::string_view> args,
@@ -406,60 +336,34 @@ std::vector<Answer> RoutedBackend::Run(size_t script,
                                        const Enough& enough,
                                        const std::vector<bool>* only,
                                        const WaitReplicas* wait) {
-  if (only != nullptr && !(*only)[0]) {
-    return OneAnswer(absl::CancelledError("not sent"));
-  }
-  const int slot = keys.empty() ? 0 : redis::KeySlot(keys[0]);
-  NodeBackend* node = MasterOf(slot);
-  if (node == nullptr) {
-    return OneAnswer(absl::UnavailableError(
-        absl::StrCat(name_, ": no master serves slot ", slot,
-                     " (or the client is closed)")));
-  }
-  bool asking = false;
-  int hops = 0;
-  absl::Duration pause = kFirstPause;
-  absl::optional<Deadline> failover_end;
+  const int slot = SlotOf(keys);
+  absl::StatusOr<NodeBackend*> first = FirstNode(slot, only);
+  if (!first.ok()) return OneAnswer(first.status());
+  // As AsyncCall::OnAnswers, on this thread: the rules decide, this loop
+  // sleeps where the asynchronous call sets a timer.
+  RedirectRules rules(name_, deadline, resend, kFailoverWait);
+  Hop hop{*first, false};
   while (true) {
     std::vector<Answer> answers =
-        asking ? node->RunAskingBlocking(script, keys, args, deadline, resend,
-                                         wait)
-               : node->Run(script, keys, args, deadline, resend, nullptr,
-                           nullptr, wait);
-    const Verdict v = Judge(answers[0], node->endpoint(), resend);
-    if (v.refresh) RefreshSoon();
-    switch (v.next) {
-      case Verdict::Next::kDone:
-        if (enough) enough(0, answers[0]);
-        return answers;
-      case Verdict::Next::kRedirect: {
-        if (++hops > kMaxRedirects) {
-          return OneAnswer(TooManyRedirects(name_, answers[0]));
-        }
-        NodeBackend* next = NodeAt(v.redirect->endpoint);
-        if (next == nullptr) return answers;  // closed
-        node = next;
-        asking = v.redirect->kind == redis::Redirect::Kind::kAsk;
-        break;
-      }
-      case Verdict::Next::kFailover:
-        if (Earliest(deadline, FailoverEnd(&failover_end)).Remaining() <=
-            pause) {
-          return answers;
-        }
-        ABSL_FALLTHROUGH_INTENDED;
-      case Verdict::Next::kRetryLater: {
-        if (deadline.Remaining() <= pause) {
-          if (v.next == Verdict::Next::kFailover) return answers;
-          return OneAnswer(StillBusy(name_, answers[0]));
-        }
-        absl::SleepFor(pause);
-        pause = NextPause(pause);
-        if (NodeBackend* master = MasterOf(slot)) node = master;
-        asking = false;
-        break;
+        hop.asking ? hop.node->RunAskingBlocking(script, keys, args, deadline,
+                                                 resend, wait)
+                   : hop.node->Run(script, keys, args, deadline, resend,
+                                   nullptr, nullptr, wait);
+    RouteStep step = rules.Next(answers[0], hop.node->endpoint());
+    if (step.refresh) RefreshSoon();
+    if (step.kind == RouteStep::Kind::kRetry) {
+      absl::SleepFor(step.pause);
+      hop = Retried(slot, hop.node);
+      continue;
+    }
+    if (step.kind == RouteStep::Kind::kRedirect) {
+      const Hop next = Redirected(step.redirect);
+      if (next.node != nullptr) {
+        hop = next;
+        continue;
       }
     }
+    return Conclude(std::move(step), std::move(answers), enough);
   }
 }
 
@@ -469,19 +373,11 @@ void RoutedBackend::RunAsync(size_t script,
                              Deadline deadline, Resend resend, Enough enough,
                              AnswersDone done, const std::vector<bool>* only,
                              const WaitReplicas* wait) {
-  if (only != nullptr && !(*only)[0]) {
-    return done(OneAnswer(absl::CancelledError("not sent")));
-  }
-  const int slot = keys.empty() ? 0 : redis::KeySlot(keys[0]);
-  NodeBackend* node = MasterOf(slot);
-  if (node == nullptr) {
-    return done(OneAnswer(absl::UnavailableError(
-        absl::StrCat(name_, ": no master serves slot ", slot,
-                     " (or the client is closed)"))));
-  }
+  absl::StatusOr<NodeBackend*> first = FirstNode(SlotOf(keys), only);
+  if (!first.ok()) return done(OneAnswer(first.status()));
   std::make_shared<AsyncCall>(this, script, keys, args, deadline, resend,
                               std::move(enough), std::move(done), wait)
-      ->Start(node);
+      ->Start(*first);
 }
 
 std::unique_ptr<Timer> RoutedBackend::NewTimer() {
@@ -501,8 +397,7 @@ BatchReplies RoutedBackend::RunBatch(const std::vector<Call>& calls,
   std::vector<NodeBackend*> masters;
   std::vector<std::vector<size_t>> members;
   for (size_t i = 0; i < calls.size(); ++i) {
-    const int slot =
-        calls[i].keys.empty() ? 0 : redis::KeySlot(calls[i].keys[0]);
+    const int slot = SlotOf(calls[i].keys);
     NodeBackend* node = MasterOf(slot);
     if (node == nullptr) {
       replies[i] = absl::UnavailableError(

@@ -55,6 +55,7 @@
 #include "absl/status/statusor.h"
 #include "lib/backend/backend.h"
 #include "lib/backend/node_backend.h"
+#include "lib/backend/redirect.h"
 #include "lib/common/mutex.h"
 #include "lib/io/event_loop.h"
 #include "lib/redis/cluster.h"
@@ -66,7 +67,7 @@ namespace backend {
 
 class RoutedBackend : public Backend {
  public:
-  static constexpr int kMaxRedirects = 5;
+  static constexpr int kMaxRedirects = RedirectRules::kMaxRedirects;
   // How long a resendable call keeps trying a slot whose master does not
   // answer (within its deadline).
   static constexpr absl::Duration kFailoverWait = absl::Seconds(20);
@@ -176,6 +177,22 @@ class RoutedBackend : public Backend {
  private:
   class AsyncCall;
   class RoutedWaiter;
+  // Where a call is sent next: `node`, after ASKING when `asking`.
+  struct Hop {
+    NodeBackend* node = nullptr;
+    bool asking = false;
+  };
+  // The first stop of a call to `slot` (the slot's master), or why it does
+  // not start: Cancelled "not sent" (per `only`, as Run's), Unavailable when
+  // no master serves the slot (or the backend is closed).
+  absl::StatusOr<NodeBackend*> FirstNode(int slot,
+                                         const std::vector<bool>* only);
+  // Following `redirect` (RouteStep::kRedirect): the node it names, after
+  // ASKING for an ASK; node == nullptr once the backend is closed.
+  Hop Redirected(const redis::Redirect& redirect);
+  // After a pause (RouteStep::kRetry): the master of `slot` now, or `from`
+  // while the map names none.
+  Hop Retried(int slot, NodeBackend* from);
   // An administrative command's answer, as it is; an error that says the
   // map may be stale (unreachable, MOVED, CLUSTERDOWN...) refreshes it.
   Answer Settled(Answer answer);

@@ -206,6 +206,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Connection(EventLoop* loop, ConnectionOptions options,
              std::shared_ptr<TlsContext> tls);
 
+  // FailedPrecondition "the client is closed": what a request gets once
+  // Close() was called.
+  static absl::Status Closed();
+
   // Loop thread.
   void Pump();
   void StartConnect();
@@ -276,8 +280,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::shared_ptr<Transport> lent_transport_ ABSL_GUARDED_BY(mu_);
   int lent_fd_ ABSL_GUARDED_BY(mu_) = -1;
   // The parked socket is in blocking mode with SO_RCVTIMEO = command_timeout
-  // (see ParkBlocking() in connection.cc): a direct caller may wait for its
-  // reply in recv() itself rather than in poll() and then recv().
+  // (see ParkBlocking() in connection_direct.cc): a direct caller may wait for
+  // its reply in recv() itself rather than in poll() and then recv().
   bool lent_blocking_ ABSL_GUARDED_BY(mu_) = false;
 
   // Loop thread only (reader_ and read_buf_ also a direct caller's, while

@@ -72,11 +72,11 @@ class Transport : public std::enable_shared_from_this<Transport> {
   // longer wakes the loop, and returns its descriptor: whoever has exclusive
   // use of the transport may then send(2)/recv(2) on it (non-blocking as
   // the loop left it; the connection may switch it to blocking while parked
-  // and back, see ParkBlocking() in connection.cc; Asio sets non-blocking
-  // again before its first operation after Unpark() anyway) until Unpark()
-  // gives it back to the loop. -1 for TLS,
-  // whose bytes only the OpenSSL stream may touch (nothing changes). Close()
-  // and the destructor close a parked socket too.
+  // and back, see ParkBlocking() in connection_direct.cc; Asio sets
+  // non-blocking again before its first operation after Unpark() anyway) until
+  // Unpark() gives it back to the loop. -1 for TLS, whose bytes only the
+  // OpenSSL stream may touch (nothing changes). Close() and the destructor
+  // close a parked socket too.
   virtual int Park() = 0;
   virtual void Unpark() = 0;
 

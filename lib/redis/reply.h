@@ -1,5 +1,6 @@
 // RAII ownership of hiredis replies, and a non-owning view for reading them.
-// The only place besides connection.cc that knows hiredis reply types.
+// The only place besides lib/io/connection*.cc that knows hiredis reply
+// types.
 
 #ifndef RELOCK_LIB_REDIS_REPLY_H_
 #define RELOCK_LIB_REDIS_REPLY_H_

@@ -1,5 +1,5 @@
 // RESP (the Redis protocol) encoding of commands. Replies are parsed by
-// hiredis's redisReader (lib/io/connection.cc), never by hand.
+// hiredis's redisReader (lib/io/connection*.cc), never by hand.
 
 #ifndef RELOCK_LIB_REDIS_RESP_H_
 #define RELOCK_LIB_REDIS_RESP_H_
