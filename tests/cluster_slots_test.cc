@@ -17,10 +17,10 @@
 #include "gtest/gtest.h"
 #include "lib/redis/cluster.h"
 #include "relock/relock.h"
-#include "tests/resp_util.h"
 #include "tests/test_util.h"
 #include "tests/testing/fake_server.h"
 #include "tests/testing/redis_cluster.h"
+#include "tests/testing/resp_reply.h"
 #include "tests/testing/status_matchers.h"
 
 namespace relock {
@@ -29,9 +29,9 @@ namespace {
 
 using ::relock::testing::FakeServer;
 using ::relock::testing::FakeServerOptions;
-using ::relock::testing::ParseResp;
 using ::relock::testing::RedisCluster;
 using ::relock::testing::RedisValue;
+using ::relock::testing::RespReply;
 using ::testing::HasSubstr;
 
 // --- RESP text for hand-made replies -----------------------------------------
@@ -152,7 +152,7 @@ TEST(RedirectTest, OtherErrorsAndMalformedOnesAreNone) {
 // ------------------------------------------
 
 TEST(SlotMapTest, FromShards) {
-  const Reply reply = ParseResp(Arr({
+  const Reply reply = RespReply(Arr({
       Shard({0, 5460},
             {ShardNode("m1", 7000, "10.0.0.1", "10.0.0.1", "master"),
              ShardNode("r1", 7003, "10.0.0.4", "10.0.0.4", "replica")}),
@@ -186,7 +186,7 @@ TEST(SlotMapTest, FromShards) {
 }
 
 TEST(SlotMapTest, ShardsUseTheTlsPortForATlsSeedAndTheIpForAnUnknownEndpoint) {
-  const Reply reply = ParseResp(
+  const Reply reply = RespReply(
       Arr({Shard({0, 16383}, {ShardNode("m1", 7000, "10.0.0.1", "?", "master",
                                         "online", 8000)})}));
   absl::StatusOr<SlotMap> tls = SlotMap::FromShards(reply.view(), Seed(true));
@@ -201,7 +201,7 @@ TEST(SlotMapTest, ShardsUseTheTlsPortForATlsSeedAndTheIpForAnUnknownEndpoint) {
 }
 
 TEST(SlotMapTest, FromSlots) {
-  const Reply reply = ParseResp(Arr({
+  const Reply reply = RespReply(Arr({
       Arr({Int(5461), Int(16383), Arr({Bulk(""), Int(7001), Bulk("m2")}),
            Arr({Bulk("?"), Int(7004), Bulk("r2")})}),
       Arr({Int(0), Int(5460), Arr({Bulk("10.0.0.1"), Int(7000), Bulk("m1")}),
@@ -231,22 +231,22 @@ TEST(SlotMapTest, BadRepliesAreInvalidArgument) {
            Shard({10, 20}, {ShardNode("b", 2, "h", "h", "master")})}),
   };
   for (const std::string& resp : bad_shards) {
-    const Reply reply = ParseResp(resp);
+    const Reply reply = RespReply(resp);
     absl::StatusOr<SlotMap> map = SlotMap::FromShards(reply.view(), Seed());
     EXPECT_EQ(map.status().code(), absl::StatusCode::kInvalidArgument) << resp;
   }
-  const Reply overlap = ParseResp(
+  const Reply overlap = RespReply(
       Arr({Shard({0, 10}, {ShardNode("a", 1, "h", "h", "master")}),
            Shard({10, 20}, {ShardNode("b", 2, "h", "h", "master")})}));
   EXPECT_THAT(SlotMap::FromShards(overlap.view(), Seed()).status().message(),
               HasSubstr("slot 10 is served by both h:1 and h:2"));
-  const Reply slots = ParseResp(Arr({Arr({Int(0), Int(5)})}));
+  const Reply slots = RespReply(Arr({Arr({Int(0), Int(5)})}));
   EXPECT_EQ(SlotMap::FromSlots(slots.view(), Seed()).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
 TEST(SlotMapTest, AMasterWithoutAnAddressIsUnavailable) {
-  const Reply reply = ParseResp(
+  const Reply reply = RespReply(
       Arr({Shard({0, 16383}, {ShardNode("m", 7000, "?", "?", "master")})}));
   EXPECT_EQ(SlotMap::FromShards(reply.view(), Seed()).status().code(),
             absl::StatusCode::kUnavailable);

@@ -18,14 +18,14 @@
 #include "lib/backend/backend.h"
 #include "lib/common/deadline.h"
 #include "lib/redis/url.h"
-#include "tests/resp_util.h"
+#include "tests/testing/resp_reply.h"
 #include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace backend {
 namespace {
 
-using ::relock::testing::ParseResp;
+using ::relock::testing::RespReply;
 using ::relock::testing::StatusIs;
 using ::testing::HasSubstr;
 
@@ -46,7 +46,7 @@ redis::Endpoint At() {
 }
 
 // A reply parsed from RESP text, as a connection would give it.
-Answer ReplyAnswer(const std::string& resp) { return Answer{ParseResp(resp)}; }
+Answer ReplyAnswer(const std::string& resp) { return Answer{RespReply(resp)}; }
 
 Answer ErrorAnswer(absl::string_view error) {
   return ReplyAnswer(absl::StrCat("-", error, "\r\n"));

@@ -7,13 +7,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/types/optional.h"
 #include "lib/backend/async_answers.h"
-#include "lib/redis/resp.h"
 
 namespace relock {
 namespace backend {

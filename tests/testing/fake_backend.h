@@ -58,18 +58,10 @@
 #include "lib/common/mutex.h"
 #include "lib/pubsub/subscriber.h"
 #include "lib/redis/reply.h"
+#include "tests/testing/resp_reply.h"
 
 namespace relock {
 namespace testing {
-
-// Replies as a server sends them, made by hiredis's reader from RESP.
-redis::Reply RespReply(absl::string_view resp);
-redis::Reply NilReply();
-redis::Reply IntReply(int64_t n);
-redis::Reply BulkReply(absl::string_view s);
-redis::Reply ErrorReply(absl::string_view text);
-// An array of integers and (as "s:<text>") bulk strings.
-redis::Reply ArrayReply(const std::vector<std::string>& elements);
 
 // One call as a node received it.
 struct FakeCall {
