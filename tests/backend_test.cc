@@ -82,13 +82,16 @@ class BackendTest : public ::testing::Test {
     const absl::string_view keys[] = {key};
     const absl::string_view args[] = {"owner"};
     io::EventLoop* loop = &loop_;
-    node_->RunAsync(
-        ::relock::internal::kInspectScript, keys, args, deadline,
-        Resend::kIfDropped, nullptr,
-        [out, loop](std::vector<Answer> answers) {
-          out->Set(std::move(answers), loop->InLoopThread());
-        },
-        only);
+    ScriptCall call;
+    call.script = ::relock::internal::kInspectScript;
+    call.keys = keys;
+    call.args = args;
+    call.deadline = deadline;
+    call.resend = Resend::kIfDropped;
+    call.only = only;
+    node_->RunAsync(std::move(call), [out, loop](std::vector<Answer> answers) {
+      out->Set(std::move(answers), loop->InLoopThread());
+    });
   }
 
   std::unique_ptr<RedisServer> server_;

@@ -601,26 +601,32 @@ class ClusterBackendTest : public ClusterTest {
     loop_.Stop();
   }
 
-  // The inspect script (a read) on `key`, blocking.
+  // The inspect script (a read) on `keys[0]`.
+  static backend::ScriptCall InspectCall(
+      absl::Span<const absl::string_view> keys) {
+    static constexpr absl::string_view kArgs[] = {"owner"};
+    backend::ScriptCall call;
+    call.script = internal::kInspectScript;
+    call.keys = keys;
+    call.args = kArgs;
+    call.deadline = Deadline::After(absl::Seconds(10));
+    call.resend = backend::Resend::kIfDropped;
+    return call;
+  }
+  // The inspect script on `key`, blocking.
   backend::Answer Inspect(const std::string& key) {
     const absl::string_view keys[] = {key};
-    const absl::string_view args[] = {"owner"};
-    return std::move(backend_->Run(internal::kInspectScript, keys, args,
-                                   Deadline::After(absl::Seconds(10)),
-                                   backend::Resend::kIfDropped)[0]);
+    return std::move(backend_->Run(InspectCall(keys))[0]);
   }
   // The same, asynchronously, waited for.
   backend::Answer InspectAsync(const std::string& key) {
     const absl::string_view keys[] = {key};
-    const absl::string_view args[] = {"owner"};
     // relock's Mutex, not absl::Notification: Debian's absl is not built
     // for TSan, which would not see that handoff.
     Mutex mu;
     bool done = false;
     backend::Answer answer;
-    backend_->RunAsync(internal::kInspectScript, keys, args,
-                       Deadline::After(absl::Seconds(10)),
-                       backend::Resend::kIfDropped, nullptr,
+    backend_->RunAsync(InspectCall(keys),
                        [&](std::vector<backend::Answer> answers) {
                          MutexLock lock(&mu);
                          answer = std::move(answers[0]);

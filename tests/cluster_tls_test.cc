@@ -289,9 +289,13 @@ TEST_F(ClusterTlsTest, AMovedSlotIsFollowedOverTls) {
   const uint64_t refreshes = (*backend)->refreshes();
   const absl::string_view keys[] = {name};
   const absl::string_view args[] = {"owner"};
-  std::vector<backend::Answer> answers = (*backend)->Run(
-      internal::kInspectScript, keys, args, Deadline::After(absl::Seconds(10)),
-      backend::Resend::kIfDropped);
+  backend::ScriptCall call;
+  call.script = internal::kInspectScript;
+  call.keys = keys;
+  call.args = args;
+  call.deadline = Deadline::After(absl::Seconds(10));
+  call.resend = backend::Resend::kIfDropped;
+  std::vector<backend::Answer> answers = (*backend)->Run(call);
   ASSERT_OK(answers[0].reply);
   EXPECT_FALSE(answers[0].reply->is_error()) << answers[0].reply->str();
   for (Stopwatch watch; mapped_port() != cluster_->node(*home).tls_port() &&

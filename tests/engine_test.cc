@@ -377,9 +377,11 @@ TEST(FakeWaitTest, AnUnlockMessageWakesTheWaiterBeforeTheLeaseEnds) {
   const std::vector<absl::string_view> keys = {"w",
                                                "redisson_lock__channel:{w}"};
   const std::vector<absl::string_view> args = {"0", "0", kOther, "publish"};
-  std::vector<backend::Answer> released =
-      env.fake().Run(internal::kReleaseScript, keys, args, Deadline::Never(),
-                     backend::Resend::kNever, nullptr, nullptr, nullptr);
+  backend::ScriptCall release;
+  release.script = internal::kReleaseScript;
+  release.keys = keys;
+  release.args = args;
+  std::vector<backend::Answer> released = env.fake().Run(release);
   ASSERT_OK(released[0].reply);
   EXPECT_EQ(released[0].reply->integer(), 1);
   waiter.join();

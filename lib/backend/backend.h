@@ -82,8 +82,29 @@ class Waiter {
   virtual void PassOn() = 0;
 };
 
-// One script call: the script (an index into the backend's script set; in
-// a batch, each call names its own), its keys and arguments.
+// One script call, as Run() and RunAsync() take it: the script (an index
+// into the backend's script set), its keys and arguments (views that must
+// stay valid until Run() returns, or RunAsync() has returned), the deadline
+// of its answers, whether it may be resent, and optionally when to stop
+// waiting, which nodes it goes to and a WAIT after it.
+struct ScriptCall {
+  size_t script = 0;
+  absl::Span<const absl::string_view> keys;
+  absl::Span<const absl::string_view> args;
+  Deadline deadline = Deadline::Never();
+  Resend resend = Resend::kNever;
+  // Asked after each answer (null: every node is waited for).
+  Enough enough;
+  // Only the nodes i with (*only)[i] (null: every node); the others answer
+  // Cancelled "not sent".
+  const std::vector<bool>* only = nullptr;
+  // Each node's call is followed by this WAIT in the same round trip (every
+  // resend too), and its answer carries the count (Answer::acked).
+  const WaitReplicas* wait = nullptr;
+};
+
+// One call of a batch (RunBatch()): the script (each call names its own),
+// its keys and arguments.
 struct Call {
   size_t script = 0;
   std::vector<absl::string_view> keys;
@@ -155,30 +176,16 @@ class Backend {
   // for a single server or a Redlock.
   virtual absl::Duration failover_wait() const { return absl::ZeroDuration(); }
 
-  // Runs script `script` (an index into the backend's script set) on every
-  // node at once (or only on the nodes i with (*only)[i]; the others answer
-  // Cancelled "not sent"); one answer per node, in node order. With `wait`,
-  // each node's call is followed by that WAIT in the same round trip (every
-  // resend too), and its answer carries the count (Answer::acked).
-  virtual std::vector<Answer> Run(size_t script,
-                                  absl::Span<const absl::string_view> keys,
-                                  absl::Span<const absl::string_view> args,
-                                  Deadline deadline, Resend resend,
-                                  const Enough& enough = nullptr,
-                                  const std::vector<bool>* only = nullptr,
-                                  const WaitReplicas* wait = nullptr) = 0;
+  // Runs `call` on every node at once (or on those in call.only); one
+  // answer per node, in node order.
+  virtual std::vector<Answer> Run(const ScriptCall& call) = 0;
 
   // Run(), asynchronously: `done` gets one answer per node once every node
-  // answered, `enough` said stop (asked on the thread that delivers each
-  // answer), or `deadline` passed. `done` runs once, on the client's event
-  // loop thread (or on the calling thread when the call ends at once, e.g.
-  // on a closed backend); it must not block.
-  virtual void RunAsync(size_t script, absl::Span<const absl::string_view> keys,
-                        absl::Span<const absl::string_view> args,
-                        Deadline deadline, Resend resend, Enough enough,
-                        AnswersDone done,
-                        const std::vector<bool>* only = nullptr,
-                        const WaitReplicas* wait = nullptr) = 0;
+  // answered, call.enough said stop (asked on the thread that delivers each
+  // answer), or call.deadline passed. `done` runs once, on the client's
+  // event loop thread (or on the calling thread when the call ends at once,
+  // e.g. on a closed backend); it must not block.
+  virtual void RunAsync(ScriptCall call, AnswersDone done) = 0;
   // A timer on the loop that RunAsync's and Subscribe's callbacks run on.
   virtual std::unique_ptr<Timer> NewTimer() = 0;
 

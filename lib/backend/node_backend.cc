@@ -451,55 +451,41 @@ std::vector<Answer> NodeBackend::CallBlocking(const std::shared_ptr<Pending>& p,
   return answers;
 }
 
-std::vector<Answer> NodeBackend::Run(size_t script,
-                                     absl::Span<const absl::string_view> keys,
-                                     absl::Span<const absl::string_view> args,
-                                     Deadline deadline, Resend resend,
-                                     const Enough& enough,
-                                     const std::vector<bool>* only,
-                                     const WaitReplicas* wait) {
-  if (only != nullptr && !(*only)[0]) {
+std::vector<Answer> NodeBackend::Run(const ScriptCall& call) {
+  if (call.only != nullptr && !(*call.only)[0]) {
     std::vector<Answer> none;
     none.push_back(Answer{absl::CancelledError("not sent"), false});
     return none;
   }
-  return CallBlocking(
-      MakeScriptCall(script, keys, args, resend, nullptr, nullptr, wait),
-      deadline, enough);
+  return CallBlocking(MakeScriptCall(call.script, call.keys, call.args,
+                                     call.resend, nullptr, nullptr, call.wait),
+                      call.deadline, call.enough);
 }
 
-void NodeBackend::RunAsync(size_t script,
-                           absl::Span<const absl::string_view> keys,
-                           absl::Span<const absl::string_view> args,
-                           Deadline deadline, Resend resend, Enough enough,
-                           AnswersDone done, const std::vector<bool>* only,
-                           const WaitReplicas* wait) {
+void NodeBackend::RunAsync(ScriptCall call, AnswersDone done) {
   NodeBackend* self = this;
-  RunAsyncOn(absl::MakeConstSpan(&self, 1), {0}, script, keys, args, deadline,
-             resend, std::move(enough), std::move(done), only, wait);
+  RunAsyncOn(absl::MakeConstSpan(&self, 1), {0}, std::move(call),
+             std::move(done));
 }
 
 void NodeBackend::RunAsyncOn(absl::Span<NodeBackend* const> nodes,
-                             const std::vector<size_t>& order, size_t script,
-                             absl::Span<const absl::string_view> keys,
-                             absl::Span<const absl::string_view> args,
-                             Deadline deadline, Resend resend, Enough enough,
-                             AnswersDone done, const std::vector<bool>* only,
-                             const WaitReplicas* wait) {
+                             const std::vector<size_t>& order, ScriptCall call,
+                             AnswersDone done) {
   std::vector<std::string> names;
   for (NodeBackend* node : nodes) names.push_back(node->name_);
   std::shared_ptr<AsyncAnswers> answers = AsyncAnswers::Start(
-      nodes[0]->loop_, nodes.size(), deadline, nodes[0]->backstop(),
-      std::move(enough),
+      nodes[0]->loop_, nodes.size(), call.deadline, nodes[0]->backstop(),
+      std::move(call.enough),
       [names = std::move(names)](size_t i) { return names[i]; },
       std::move(done));
   for (size_t i : order) {
-    if (only != nullptr && !(*only)[i]) {
+    if (call.only != nullptr && !(*call.only)[i]) {
       answers->Slot(i)(Answer{absl::CancelledError("not sent"), false});
       continue;
     }
-    nodes[i]->RunOnNode(script, keys, args, resend, answers->abandon(),
-                        answers->Slot(i), /*asking=*/false, wait);
+    nodes[i]->RunOnNode(call.script, call.keys, call.args, call.resend,
+                        answers->abandon(), answers->Slot(i),
+                        /*asking=*/false, call.wait);
   }
 }
 

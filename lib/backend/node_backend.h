@@ -73,18 +73,8 @@ class NodeBackend : public Backend {
   size_t quorum() const override { return 1; }
   const std::string& node_name(size_t) const override { return name_; }
 
-  std::vector<Answer> Run(size_t script,
-                          absl::Span<const absl::string_view> keys,
-                          absl::Span<const absl::string_view> args,
-                          Deadline deadline, Resend resend,
-                          const Enough& enough = nullptr,
-                          const std::vector<bool>* only = nullptr,
-                          const WaitReplicas* wait = nullptr) override;
-  void RunAsync(size_t script, absl::Span<const absl::string_view> keys,
-                absl::Span<const absl::string_view> args, Deadline deadline,
-                Resend resend, Enough enough, AnswersDone done,
-                const std::vector<bool>* only = nullptr,
-                const WaitReplicas* wait = nullptr) override;
+  std::vector<Answer> Run(const ScriptCall& call) override;
+  void RunAsync(ScriptCall call, AnswersDone done) override;
   std::unique_ptr<Timer> NewTimer() override;
   BatchReplies RunBatch(const std::vector<Call>& calls, Deadline deadline,
                         std::atomic<uint64_t>* round_trips = nullptr) override;
@@ -146,12 +136,8 @@ class NodeBackend : public Backend {
   // RunAsync() on several nodes at once (started in `order`): one answer
   // per node.
   static void RunAsyncOn(absl::Span<NodeBackend* const> nodes,
-                         const std::vector<size_t>& order, size_t script,
-                         absl::Span<const absl::string_view> keys,
-                         absl::Span<const absl::string_view> args,
-                         Deadline deadline, Resend resend, Enough enough,
-                         AnswersDone done, const std::vector<bool>* only,
-                         const WaitReplicas* wait = nullptr);
+                         const std::vector<size_t>& order, ScriptCall call,
+                         AnswersDone done);
   // SCRIPT LOAD of every script: connects, and says now whether this server
   // can be used: Unavailable, Unauthenticated, FailedPrecondition (a
   // replica, with require_master; a Sentinel), PermissionDenied (the user

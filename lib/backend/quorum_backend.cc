@@ -93,38 +93,26 @@ std::vector<size_t> QuorumBackend::Order() const {
   return order;
 }
 
-std::vector<Answer> QuorumBackend::Run(size_t script,
-                                       absl::Span<const absl::string_view> keys,
-                                       absl::Span<const absl::string_view> args,
-                                       Deadline deadline, Resend resend,
-                                       const Enough& enough,
-                                       const std::vector<bool>* only,
-                                       const WaitReplicas* wait) {
+std::vector<Answer> QuorumBackend::Run(const ScriptCall& call) {
   auto abandon = std::make_shared<std::atomic<bool>>(false);
   const std::vector<size_t> order = Order();
   std::vector<Answer> answers = AwaitAnswers(
-      nodes_.size(), deadline, nodes_[0]->backstop(), enough,
+      nodes_.size(), call.deadline, nodes_[0]->backstop(), call.enough,
       [&](size_t i, Done done) {
-        if (only != nullptr && !(*only)[i]) {
+        if (call.only != nullptr && !(*call.only)[i]) {
           return done(Answer{absl::CancelledError("not sent"), false});
         }
-        nodes_[i]->RunOnNode(script, keys, args, resend, abandon,
-                             std::move(done), /*asking=*/false, wait);
+        nodes_[i]->RunOnNode(call.script, call.keys, call.args, call.resend,
+                             abandon, std::move(done), /*asking=*/false,
+                             call.wait);
       },
       [this](size_t i) { return node_name(i); }, &order);
   abandon->store(true, std::memory_order_relaxed);
   return answers;
 }
 
-void QuorumBackend::RunAsync(size_t script,
-                             absl::Span<const absl::string_view> keys,
-                             absl::Span<const absl::string_view> args,
-                             Deadline deadline, Resend resend, Enough enough,
-                             AnswersDone done, const std::vector<bool>* only,
-                             const WaitReplicas* wait) {
-  NodeBackend::RunAsyncOn(Nodes(), Order(), script, keys, args, deadline,
-                          resend, std::move(enough), std::move(done), only,
-                          wait);
+void QuorumBackend::RunAsync(ScriptCall call, AnswersDone done) {
+  NodeBackend::RunAsyncOn(Nodes(), Order(), std::move(call), std::move(done));
 }
 
 std::unique_ptr<Timer> QuorumBackend::NewTimer() {

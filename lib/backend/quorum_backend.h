@@ -32,18 +32,8 @@ class QuorumBackend : public Backend {
     return nodes_[i]->node_name(0);
   }
 
-  std::vector<Answer> Run(size_t script,
-                          absl::Span<const absl::string_view> keys,
-                          absl::Span<const absl::string_view> args,
-                          Deadline deadline, Resend resend,
-                          const Enough& enough = nullptr,
-                          const std::vector<bool>* only = nullptr,
-                          const WaitReplicas* wait = nullptr) override;
-  void RunAsync(size_t script, absl::Span<const absl::string_view> keys,
-                absl::Span<const absl::string_view> args, Deadline deadline,
-                Resend resend, Enough enough, AnswersDone done,
-                const std::vector<bool>* only = nullptr,
-                const WaitReplicas* wait = nullptr) override;
+  std::vector<Answer> Run(const ScriptCall& call) override;
+  void RunAsync(ScriptCall call, AnswersDone done) override;
   std::unique_ptr<Timer> NewTimer() override;
   BatchReplies RunBatch(const std::vector<Call>& calls, Deadline deadline,
                         std::atomic<uint64_t>* round_trips = nullptr) override;

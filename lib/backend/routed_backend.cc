@@ -81,8 +81,14 @@ class RoutedBackend::AsyncCall
       hop_.node->RunAskingAsync(script_, keys, args, deadline_, resend_,
                                 std::move(on_answers), wait);
     } else {
-      hop_.node->RunAsync(script_, keys, args, deadline_, resend_, nullptr,
-                          std::move(on_answers), nullptr, wait);
+      ScriptCall call;
+      call.script = script_;
+      call.keys = keys;
+      call.args = args;
+      call.deadline = deadline_;
+      call.resend = resend_;
+      call.wait = wait;
+      hop_.node->RunAsync(std::move(call), std::move(on_answers));
     }
   }
 
@@ -326,26 +332,24 @@ absl::StatusOr<NodeBackend*> RoutedBackend::FirstNode(
   return node;
 }
 
-std::vector<Answer> RoutedBackend::Run(size_t script,
-                                       absl::Span<const absl::string_view> keys,
-                                       absl::Span<const absl::string_view> args,
-                                       Deadline deadline, Resend resend,
-                                       const Enough& enough,
-                                       const std::vector<bool>* only,
-                                       const WaitReplicas* wait) {
-  const int slot = SlotOf(keys);
-  absl::StatusOr<NodeBackend*> first = FirstNode(slot, only);
+std::vector<Answer> RoutedBackend::Run(const ScriptCall& call) {
+  const int slot = SlotOf(call.keys);
+  absl::StatusOr<NodeBackend*> first = FirstNode(slot, call.only);
   if (!first.ok()) return OneAnswer(first.status());
   // As AsyncCall::OnAnswers, on this thread: the rules decide, this loop
   // sleeps where the asynchronous call sets a timer.
-  RedirectRules rules(name_, deadline, resend, kFailoverWait);
+  RedirectRules rules(name_, call.deadline, call.resend, kFailoverWait);
+  // Each hop goes to one node, and is asked `enough` only at the end.
+  ScriptCall hop_call = call;
+  hop_call.enough = nullptr;
+  hop_call.only = nullptr;
   Hop hop{*first, false};
   while (true) {
     std::vector<Answer> answers =
-        hop.asking ? hop.node->RunAskingBlocking(script, keys, args, deadline,
-                                                 resend, wait)
-                   : hop.node->Run(script, keys, args, deadline, resend,
-                                   nullptr, nullptr, wait);
+        hop.asking
+            ? hop.node->RunAskingBlocking(call.script, call.keys, call.args,
+                                          call.deadline, call.resend, call.wait)
+            : hop.node->Run(hop_call);
     RouteStep step = rules.Next(answers[0], hop.node->endpoint());
     if (step.refresh) RefreshSoon();
     if (step.kind == RouteStep::Kind::kRetry) {
@@ -360,20 +364,16 @@ std::vector<Answer> RoutedBackend::Run(size_t script,
         continue;
       }
     }
-    return Conclude(std::move(step), std::move(answers), enough);
+    return Conclude(std::move(step), std::move(answers), call.enough);
   }
 }
 
-void RoutedBackend::RunAsync(size_t script,
-                             absl::Span<const absl::string_view> keys,
-                             absl::Span<const absl::string_view> args,
-                             Deadline deadline, Resend resend, Enough enough,
-                             AnswersDone done, const std::vector<bool>* only,
-                             const WaitReplicas* wait) {
-  absl::StatusOr<NodeBackend*> first = FirstNode(SlotOf(keys), only);
+void RoutedBackend::RunAsync(ScriptCall call, AnswersDone done) {
+  absl::StatusOr<NodeBackend*> first = FirstNode(SlotOf(call.keys), call.only);
   if (!first.ok()) return done(OneAnswer(first.status()));
-  std::make_shared<AsyncCall>(this, script, keys, args, deadline, resend,
-                              std::move(enough), std::move(done), wait)
+  std::make_shared<AsyncCall>(
+      this, call.script, call.keys, call.args, call.deadline, call.resend,
+      std::move(call.enough), std::move(done), call.wait)
       ->Start(*first);
 }
 
@@ -469,9 +469,12 @@ BatchReplies RoutedBackend::RunBatch(const std::vector<Call>& calls,
         RefreshSoon();  // maybe failing over: the next round finds out
       }
       if (reply.ok() && reply->is_error() && DidNotRun(reply->str())) {
-        std::vector<Answer> again =
-            Run(calls[i].script, calls[i].keys, calls[i].args, deadline,
-                Resend::kNever);
+        ScriptCall again_call;
+        again_call.script = calls[i].script;
+        again_call.keys = calls[i].keys;
+        again_call.args = calls[i].args;
+        again_call.deadline = deadline;
+        std::vector<Answer> again = Run(again_call);
         replies[i] = std::move(again[0].reply);
       } else {
         replies[i] = std::move(reply);

@@ -39,6 +39,7 @@ namespace lock {
 using algorithm_internal::Annotate;
 using algorithm_internal::Attempt;
 using algorithm_internal::AttemptDeadline;
+using algorithm_internal::CallOf;
 using algorithm_internal::CheckAsyncOwner;
 using algorithm_internal::CheckModel;
 using algorithm_internal::Evaluate;
@@ -259,18 +260,23 @@ class Attempts {
     return a;
   }
 
+  // The attempt's backend call, of its Request()'s `views`.
+  backend::ScriptCall Call(const backend::Call& views) const {
+    backend::ScriptCall call = CallOf(views, Timeout(), Resend::kIfDropped);
+    call.enough = FailFast();
+    call.wait = sync();
+    return call;
+  }
+
   // One attempt, blocking, on the calling thread. Safe to resend on a
   // dropped connection: a fresh acquire that ran twice sets the count to 1
   // twice; a re-entry counted twice is cleared at the outermost release. (A
   // fenced acquire that ran twice took two tokens: they still only grow.)
   Attempt SendHere() const {
     const Step step = Request();
-    const backend::Call call = step.Views();
+    const backend::Call views = step.Views();
     const SteadyClock::time_point start = env_.clock().Now();
-    return Judge(
-        env_.backend().Run(step.script, call.keys, call.args, Timeout(),
-                           Resend::kIfDropped, FailFast(), nullptr, sync()),
-        start, /*async=*/false);
+    return Judge(env_.backend().Run(Call(views)), start, /*async=*/false);
   }
 
   Next Decide(const Attempt& a) {
@@ -368,18 +374,15 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
     if (phase_ == Phase::kDone) return;
     phase_ = Phase::kAttempting;
     const Step step = attempts_.Request();
-    const backend::Call call = step.Views();
+    const backend::Call views = step.Views();
     const SteadyClock::time_point start = env_.clock().Now();
-    env_.backend().RunAsync(
-        step.script, call.keys, call.args, attempts_.Timeout(),
-        Resend::kIfDropped, attempts_.FailFast(),
-        [self = shared_from_this(),
-         start](const std::vector<backend::Answer>& answers) {
-          if (self->phase_ == Phase::kDone) return;
-          self->OnAttempt(
-              self->attempts_.Judge(answers, start, /*async=*/true));
-        },
-        nullptr, attempts_.sync());
+    env_.backend().RunAsync(attempts_.Call(views),
+                            [self = shared_from_this(), start](
+                                const std::vector<backend::Answer>& answers) {
+                              if (self->phase_ == Phase::kDone) return;
+                              self->OnAttempt(self->attempts_.Judge(
+                                  answers, start, /*async=*/true));
+                            });
   }
 
   void OnAttempt(Attempt a) {
@@ -447,9 +450,8 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
   // The inspect script: a key that holds anything but a lock ends the wait.
   void CheckIsALock() {
     const Step step = plan_.model->Inspect(name_, owner_);
-    const backend::Call call = step.Views();
-    env_.backend().RunAsync(step.script, call.keys, call.args, deadline_,
-                            Resend::kIfDropped, nullptr,
+    const backend::Call views = step.Views();
+    env_.backend().RunAsync(CallOf(views, deadline_, Resend::kIfDropped),
                             [self = shared_from_this()](
                                 const std::vector<backend::Answer>& answers) {
                               if (!answers[0].reply.ok())

@@ -330,11 +330,9 @@ absl::Status CheckAsyncOwner(LockEnv& env, const std::string& name,
 
 absl::StatusOr<redis::Reply> RunOnFirstNode(LockEnv& env, const Step& step,
                                             backend::Resend resend) {
-  const backend::Call call = step.Views();
+  const backend::Call views = step.Views();
   return std::move(
-      env.backend()
-          .Run(step.script, call.keys, call.args, Deadline::Never(), resend)[0]
-          .reply);
+      env.backend().Run(CallOf(views, Deadline::Never(), resend))[0].reply);
 }
 
 }  // namespace algorithm_internal

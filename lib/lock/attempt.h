@@ -152,6 +152,19 @@ class LoopCompletion {
   std::function<void(absl::Status)> done_;
 };
 
+// The backend call of a step's `views` (Step::Views(), kept alive by the
+// caller while the call is made).
+inline backend::ScriptCall CallOf(const backend::Call& views, Deadline deadline,
+                                  backend::Resend resend) {
+  backend::ScriptCall call;
+  call.script = views.script;
+  call.keys = views.keys;
+  call.args = views.args;
+  call.deadline = deadline;
+  call.resend = resend;
+  return call;
+}
+
 // Sends `step` to every node (or those i with (*only)[i]) with `deadline`
 // and `resend`, and hands the answers to `then` (a callable taking
 // std::vector<backend::Answer>): `here`, blocking on the calling thread
@@ -162,13 +175,13 @@ template <typename Then>
 void Send(LockEnv& env, const Step& step, Deadline deadline,
           backend::Resend resend, bool here, Then then,
           const std::vector<bool>* only = nullptr) {
-  const backend::Call call = step.Views();
+  const backend::Call views = step.Views();
+  backend::ScriptCall call = CallOf(views, deadline, resend);
+  call.only = only;
   if (here) {
-    then(env.backend().Run(step.script, call.keys, call.args, deadline, resend,
-                           nullptr, only));
+    then(env.backend().Run(call));
   } else {
-    env.backend().RunAsync(step.script, call.keys, call.args, deadline, resend,
-                           nullptr, std::move(then), only);
+    env.backend().RunAsync(std::move(call), std::move(then));
   }
 }
 

@@ -145,10 +145,14 @@ absl::Status Extend(LockEnv& env, const std::string& name, const OwnerId& by,
   const std::string lease_ms = absl::StrCat(absl::ToInt64Milliseconds(lease));
   const absl::string_view keys[] = {name};
   const absl::string_view args[] = {lease_ms, hold->owner};
-  std::vector<backend::Answer> answers = backend.Run(
-      internal::kRenewScript, keys, args,
-      AttemptDeadline(env, lease, Deadline::Never(), absl::ZeroDuration()),
-      Resend::kIfDropped);
+  backend::ScriptCall call;
+  call.script = internal::kRenewScript;
+  call.keys = keys;
+  call.args = args;
+  call.deadline =
+      AttemptDeadline(env, lease, Deadline::Never(), absl::ZeroDuration());
+  call.resend = Resend::kIfDropped;
+  std::vector<backend::Answer> answers = backend.Run(call);
   size_t renewed = 0, gone = 0;
   std::vector<std::string> details;
   for (size_t i = 0; i < n; ++i) {

@@ -115,9 +115,12 @@ absl::StatusOr<LockInfo> InspectLock(LockEnv& env, absl::string_view name) {
   const std::string what = absl::StrCat("inspect lock \"", name, "\"");
   const std::string queue = FairQueueKey(name);
   const absl::string_view keys[] = {key, queue};
-  backend::Answer answer = std::move(
-      env.backend().Run(internal::kLockInfoScript, keys, {}, CallDeadline(env),
-                        backend::Resend::kIfDropped)[0]);
+  backend::ScriptCall call;
+  call.script = internal::kLockInfoScript;
+  call.keys = keys;
+  call.deadline = CallDeadline(env);
+  call.resend = backend::Resend::kIfDropped;
+  backend::Answer answer = std::move(env.backend().Run(call)[0]);
   if (absl::Status s = AnswerError(answer, what); !s.ok()) return s;
   const redis::ReplyView v = answer.reply->view();
   if (!v.is_array() || v.size() != 4 || !v[0].is_string() ||

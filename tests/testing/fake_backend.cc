@@ -409,10 +409,17 @@ Answer FakeBackend::AnswerLocked(const FakeCall& call, Deadline deadline,
   return answer;
 }
 
-FakeBackend::Sent FakeBackend::Send(const FakeCall& proto, Deadline deadline,
-                                    const backend::Enough& enough,
-                                    const std::vector<bool>* only,
-                                    const backend::WaitReplicas* wait) {
+FakeBackend::Sent FakeBackend::Send(const backend::ScriptCall& c, bool async) {
+  const FakeCall proto{0,
+                       c.script,
+                       {c.keys.begin(), c.keys.end()},
+                       {c.args.begin(), c.args.end()},
+                       false,
+                       async};
+  const Deadline deadline = c.deadline;
+  const backend::Enough& enough = c.enough;
+  const std::vector<bool>* only = c.only;
+  const backend::WaitReplicas* wait = c.wait;
   Sent sent;
   sent.answers.resize(names_.size());
   bool stopped = false;
@@ -454,20 +461,13 @@ SteadyTime FakeBackend::SilentUntil(Deadline deadline) const {
                              : deadline.time();
 }
 
-std::vector<Answer> FakeBackend::Run(
-    size_t script, absl::Span<const absl::string_view> keys,
-    absl::Span<const absl::string_view> args, Deadline deadline,
-    backend::Resend /*resend*/, const backend::Enough& enough,
-    const std::vector<bool>* only, const backend::WaitReplicas* wait) {
+std::vector<Answer> FakeBackend::Run(const backend::ScriptCall& call) {
   {
     MutexLock lock(&mu_);
     ++in_call_;
   }
-  Sent sent = Send(
-      FakeCall{
-          0, script, {keys.begin(), keys.end()}, {args.begin(), args.end()}},
-      deadline, enough, only, wait);
-  if (sent.silent) clock_->SleepUntil(SilentUntil(deadline));
+  Sent sent = Send(call, /*async=*/false);
+  if (sent.silent) clock_->SleepUntil(SilentUntil(call.deadline));
   {
     MutexLock lock(&mu_);
     --in_call_;
@@ -476,28 +476,18 @@ std::vector<Answer> FakeBackend::Run(
   return std::move(sent.answers);
 }
 
-void FakeBackend::RunAsync(size_t script,
-                           absl::Span<const absl::string_view> keys,
-                           absl::Span<const absl::string_view> args,
-                           Deadline deadline, backend::Resend /*resend*/,
-                           backend::Enough enough, backend::AnswersDone done,
-                           const std::vector<bool>* only,
-                           const backend::WaitReplicas* wait) {
+void FakeBackend::RunAsync(backend::ScriptCall call,
+                           backend::AnswersDone done) {
   // The answers are made now; a silent node's arrive at the deadline (in
   // simulated time, so the caller's other events come first).
-  Sent sent = Send(FakeCall{0,
-                            script,
-                            {keys.begin(), keys.end()},
-                            {args.begin(), args.end()},
-                            false,
-                            /*async=*/true},
-                   deadline, enough, only, wait);
+  Sent sent = Send(call, /*async=*/true);
   auto answers = std::make_shared<std::vector<Answer>>(std::move(sent.answers));
   std::function<void()> finish = [answers, done = std::move(done)] {
     done(std::move(*answers));
   };
   if (sent.silent) {
-    SetTimer(Deadline::At(SilentUntil(deadline), clock_), std::move(finish));
+    SetTimer(Deadline::At(SilentUntil(call.deadline), clock_),
+             std::move(finish));
     return;
   }
   MutexLock lock(&mu_);

@@ -142,18 +142,8 @@ class FakeBackend final : public backend::Backend {
   size_t nodes() const override { return names_.size(); }
   size_t quorum() const override { return quorum_; }
   const std::string& node_name(size_t i) const override { return names_[i]; }
-  std::vector<backend::Answer> Run(size_t script,
-                                   absl::Span<const absl::string_view> keys,
-                                   absl::Span<const absl::string_view> args,
-                                   Deadline deadline, backend::Resend resend,
-                                   const backend::Enough& enough,
-                                   const std::vector<bool>* only,
-                                   const backend::WaitReplicas* wait) override;
-  void RunAsync(size_t script, absl::Span<const absl::string_view> keys,
-                absl::Span<const absl::string_view> args, Deadline deadline,
-                backend::Resend resend, backend::Enough enough,
-                backend::AnswersDone done, const std::vector<bool>* only,
-                const backend::WaitReplicas* wait) override;
+  std::vector<backend::Answer> Run(const backend::ScriptCall& call) override;
+  void RunAsync(backend::ScriptCall call, backend::AnswersDone done) override;
   std::unique_ptr<backend::Timer> NewTimer() override;
   backend::BatchReplies RunBatch(const std::vector<backend::Call>& calls,
                                  Deadline deadline,
@@ -195,9 +185,7 @@ class FakeBackend final : public backend::Backend {
     std::vector<backend::Answer> answers;
     bool silent = false;
   };
-  Sent Send(const FakeCall& proto, Deadline deadline,
-            const backend::Enough& enough, const std::vector<bool>* only,
-            const backend::WaitReplicas* wait);
+  Sent Send(const backend::ScriptCall& call, bool async);
   // When a silent node's call ends: its deadline, or the command timeout.
   SteadyClock::time_point SilentUntil(Deadline deadline) const;
   void PublishLocked(const std::string& channel, const std::string& message)
