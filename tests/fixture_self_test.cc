@@ -31,6 +31,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/child_process.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/raw_connection.h"
 #include "tests/testing/redis_server.h"
 #include "tests/testing/spawn.h"
@@ -41,6 +42,7 @@ namespace relock {
 namespace testing {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::AnyOf;
 using ::testing::Eq;
 using ::testing::HasSubstr;
@@ -914,6 +916,97 @@ TEST(RawConnectionTest, AuthenticatesAndFailsWithAStatus) {
   redis.reset();  // nobody listens there now
   EXPECT_THAT(RawConnection::Connect(port),
               StatusIs(absl::StatusCode::kUnavailable));
+}
+
+// --- Eventually and the waits (tests/testing/eventually.h) ------------------
+
+TEST(EventuallyTest, ReturnsOnceTheConditionHoldsAndFailsAtTheLimit) {
+  int looks = 0;
+  EXPECT_TRUE(Eventually([&] { return ++looks == 3; }));
+  EXPECT_EQ(looks, 3);
+
+  // Never true: false once the limit passed, after growing pauses (a fixed
+  // 1 ms poll would look about 200 times, growing ones some 20 times).
+  looks = 0;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(Eventually(
+      [&] {
+        ++looks;
+        return false;
+      },
+      absl::Milliseconds(200)));
+  EXPECT_GE(absl::FromChrono(std::chrono::steady_clock::now() - start),
+            absl::Milliseconds(200));
+  EXPECT_GE(looks, 2);
+  EXPECT_LT(looks, 100);
+
+  EXPECT_OK(WaitUntil("at once", [] { return true; }));
+  EXPECT_THAT(
+      WaitUntil(
+          "the impossible", [] { return false; }, absl::Milliseconds(10)),
+      StatusIs(absl::StatusCode::kDeadlineExceeded,
+               HasSubstr("the impossible: not within 10ms")));
+}
+
+TEST(EventuallyTest, WaitForSubscribersSeesSubscribersComeAndGo) {
+  RedisServer& redis = SharedRedisServer();
+  const std::string channel = "eventually:channel";
+  EXPECT_OK(WaitForSubscribers(redis, channel, 0));
+  {
+    absl::StatusOr<RawConnection> classic =
+        RawConnection::Connect(redis.port());
+    ASSERT_OK(classic);
+    ASSERT_OK(classic->Command({"SUBSCRIBE", channel}));
+    absl::StatusOr<RawConnection> sharded =
+        RawConnection::Connect(redis.port());
+    ASSERT_OK(sharded);
+    ASSERT_OK(sharded->Command({"SSUBSCRIBE", channel}));
+    EXPECT_OK(WaitForSubscribers(redis, channel, 1));
+    EXPECT_OK(WaitForSubscribers(redis, channel, 1, PubSub::kSharded));
+    EXPECT_THAT(Subscribers(redis, channel), IsOkAndHolds(1));
+    EXPECT_THAT(WaitForSubscribers(redis, channel, 2, PubSub::kClassic,
+                                   absl::Milliseconds(50)),
+                StatusIs(absl::StatusCode::kDeadlineExceeded,
+                         AllOf(HasSubstr(channel), HasSubstr("(integer) 1"))));
+  }
+  // The connections are freed with their RawConnection: no subscriber left.
+  EXPECT_OK(WaitForSubscribers(redis, channel, 0));
+  EXPECT_OK(WaitForSubscribers(redis, channel, 0, PubSub::kSharded));
+}
+
+TEST(EventuallyTest, WaitForKeyGoneAndWaitForField) {
+  RedisServer& redis = SharedRedisServer();
+  ASSERT_OK(redis.Command({"SET", "eventually:leased", "1", "PX", "200"}));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_OK(WaitForKeyGone(redis, "eventually:leased"));
+  // Not before its TTL (Redis's clock; slack for the clocks' granularity).
+  EXPECT_GE(absl::FromChrono(std::chrono::steady_clock::now() - start),
+            absl::Milliseconds(150));
+  ASSERT_OK(redis.Command({"SET", "eventually:kept", "1"}));
+  EXPECT_THAT(WaitForKeyGone(redis, "eventually:kept", absl::Milliseconds(50)),
+              StatusIs(absl::StatusCode::kDeadlineExceeded));
+
+  EXPECT_THAT(
+      WaitForField(redis, "eventually:hash", "f", absl::Milliseconds(50)),
+      StatusIs(absl::StatusCode::kDeadlineExceeded,
+               HasSubstr("field f of eventually:hash")));
+  ASSERT_OK(redis.Command({"HSET", "eventually:hash", "f", "1"}));
+  EXPECT_OK(WaitForField(redis, "eventually:hash", "f"));
+  ASSERT_OK(redis.Command({"DEL", "eventually:kept", "eventually:hash"}));
+}
+
+TEST(EventuallyTest, WaitForReplyOutlivesARestartOfTheServer) {
+  std::unique_ptr<RedisServer> redis = MustStart();
+  ASSERT_NE(redis, nullptr);
+  std::thread restarter([&] {
+    EXPECT_OK(redis->Restart());  // breaks the wait's connection
+    EXPECT_OK(redis->Command({"SET", "after", "restart"}));
+  });
+  EXPECT_OK(WaitForReply(
+      *redis, {"GET", "after"},
+      [](const RedisValue& v) { return v.str == "restart"; },
+      "the key set after the restart"));
+  restarter.join();
 }
 
 }  // namespace
