@@ -9,9 +9,6 @@
 
 #include "lib/redis/cluster.h"
 
-#include <hiredis/hiredis.h>
-#include <sys/time.h>
-
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -33,6 +30,8 @@
 #include "tests/cluster_test_util.h"
 #include "tests/redisson_scripts.h"
 #include "tests/test_util.h"
+#include "tests/testing/eventually.h"
+#include "tests/testing/raw_connection.h"
 #include "tests/testing/redis_cluster.h"
 #include "tests/testing/status_matchers.h"
 
@@ -761,25 +760,16 @@ TEST_F(ClusterBackendTest, AShardedSubscriptionIsDroppedWhenItsSlotMoves) {
 // as a `kind` push ("message" or "smessage").
 void ExpectReleaseIsHeard(Lock& lock, int port, const char* subscribe,
                           const std::string& channel, const char* kind) {
-  timeval tv{5, 0};
-  redisContext* sub = redisConnectWithTimeout("127.0.0.1", port, tv);
-  ASSERT_TRUE(sub != nullptr && sub->err == 0);
-  redisSetTimeout(sub, tv);
-  const std::string command = absl::StrCat(subscribe, " %b");
-  redisReply* r = static_cast<redisReply*>(
-      redisCommand(sub, command.c_str(), channel.data(), channel.size()));
-  ASSERT_NE(r, nullptr);
-  freeReplyObject(r);
+  absl::StatusOr<testing::RawConnection> sub =
+      testing::RawConnection::Connect(port);
+  ASSERT_OK(sub);
+  ASSERT_OK(sub->Command({subscribe, channel}));
   EXPECT_OK(lock.Release());
-  void* raw = nullptr;
-  ASSERT_EQ(redisGetReply(sub, &raw), REDIS_OK);
-  r = static_cast<redisReply*>(raw);
-  ASSERT_EQ(r->type, REDIS_REPLY_ARRAY);
-  ASSERT_EQ(r->elements, 3u);
-  EXPECT_EQ(std::string(r->element[0]->str), kind);
-  EXPECT_EQ(std::string(r->element[2]->str), "0");
-  freeReplyObject(r);
-  redisFree(sub);
+  absl::StatusOr<RedisValue> message = sub->NextReply();
+  ASSERT_OK(message);
+  ASSERT_EQ(message->elements.size(), 3u) << *message;
+  EXPECT_EQ(message->elements[0].str, kind);
+  EXPECT_EQ(message->elements[2].str, "0");
 }
 
 // Redisson's own lock and unlock scripts (3.x, the unlock publishing with the

@@ -6,8 +6,6 @@
 // own read-write scripts as a peer (exclusion and wake-ups both ways); the
 // std surface, the asynchronous calls and bad input.
 
-#include <hiredis/hiredis.h>
-
 #include <atomic>
 #include <chrono>
 #include <iostream>
@@ -28,6 +26,8 @@
 #include "tests/redisson_scripts.h"
 #include "tests/test_util.h"
 #include "tests/testing/child_process.h"
+#include "tests/testing/eventually.h"
+#include "tests/testing/raw_connection.h"
 #include "tests/testing/status_matchers.h"
 
 namespace relock {
@@ -42,9 +42,12 @@ using ::relock::testing::kRedissonReadUnlock;
 using ::relock::testing::kRedissonWriteLock;
 using ::relock::testing::kRedissonWriteUnlock;
 using ::relock::testing::MustConnect;
+using ::relock::testing::RawConnection;
 using ::relock::testing::RedisValue;
 using ::relock::testing::Stopwatch;
 using ::relock::testing::TestLockName;
+using ::relock::testing::WaitForKeyGone;
+using ::relock::testing::WaitUntilWaiting;
 using ::testing::HasSubstr;
 
 std::string Channel(const std::string& name) {
@@ -472,29 +475,22 @@ TEST_F(ReadWriteLockTest, RedissonsScriptsShareTheLockBothWays) {
   }
 
   // relock writes: Redisson's reader is excluded; the release tells it.
-  timeval tv{10, 0};
-  redisContext* sub = redisConnectWithTimeout("127.0.0.1", redis().port(), tv);
-  ASSERT_TRUE(sub != nullptr && sub->err == 0);
-  redisSetTimeout(sub, tv);
   const std::string channel = Channel(name);
-  redisReply* r = static_cast<redisReply*>(
-      redisCommand(sub, "SUBSCRIBE %b", channel.data(), channel.size()));
-  ASSERT_NE(r, nullptr);
-  freeReplyObject(r);
-  ASSERT_OK(rw.WriteLock().Acquire());
-  absl::StatusOr<RedisValue> excluded = redisson_read();
-  ASSERT_TRUE(excluded.ok() && excluded->is_integer()) << excluded.status();
-  EXPECT_GT(excluded->integer, 0);
-  ASSERT_OK(rw.WriteLock().Release());
-  void* raw = nullptr;
-  ASSERT_EQ(redisGetReply(sub, &raw), REDIS_OK);
-  r = static_cast<redisReply*>(raw);
-  ASSERT_EQ(r->type, REDIS_REPLY_ARRAY);
-  ASSERT_EQ(r->elements, 3u);
-  EXPECT_EQ(std::string(r->element[1]->str, r->element[1]->len), channel);
-  EXPECT_EQ(std::string(r->element[2]->str), "1");  // wakes every waiter
-  freeReplyObject(r);
-  redisFree(sub);
+  {
+    absl::StatusOr<RawConnection> sub = RawConnection::Connect(redis().port());
+    ASSERT_OK(sub);
+    ASSERT_OK(sub->Command({"SUBSCRIBE", channel}));
+    ASSERT_OK(rw.WriteLock().Acquire());
+    absl::StatusOr<RedisValue> excluded = redisson_read();
+    ASSERT_TRUE(excluded.ok() && excluded->is_integer()) << excluded.status();
+    EXPECT_GT(excluded->integer, 0);
+    ASSERT_OK(rw.WriteLock().Release());
+    absl::StatusOr<RedisValue> message = sub->NextReply();
+    ASSERT_OK(message);
+    ASSERT_EQ(message->elements.size(), 3u) << *message;
+    EXPECT_EQ(message->elements[1].str, channel);
+    EXPECT_EQ(message->elements[2].str, "1");  // wakes every waiter
+  }                                            // the subscriber leaves
 
   // A Redisson writer excludes relock's reader; its release wakes it.
   const std::string redisson_writer = redisson + ":write";
