@@ -46,16 +46,6 @@ constexpr char kRedissonUnlock[] =
     "ARGV[1]); return 1; end; return nil;";
 constexpr char kRedissonOwner[] = "0b6b2f6e-1c54-4a3c-9d7e-3f1f0c2a9e11:77";
 
-// Redisson's channel name (RedissonObject.prefixName), written out here
-// independently of relock's code: "prefix:{N}", or "prefix:N" when N
-// contains "{".
-std::string Channel(const std::string& name) {
-  if (name.find('{') != std::string::npos) {
-    return absl::StrCat("redisson_lock__channel:", name);
-  }
-  return absl::StrCat("redisson_lock__channel:{", name, "}");
-}
-
 // A plain lock name and one with a hash tag, as Redis Cluster users write.
 std::vector<std::string> NamesToTry() {
   return {TestLockName(), TestLockName("order:{42}")};
@@ -72,7 +62,7 @@ class DataModelTest : public testing::RedisClientTest {
     return Must({"EVAL", kRedissonLock, "1", name, "30000", kRedissonOwner});
   }
   RedisValue RedissonUnlock(const std::string& name) {
-    return Must({"EVAL", kRedissonUnlock, "2", name, Channel(name), "0",
+    return Must({"EVAL", kRedissonUnlock, "2", name, LockChannel(name), "0",
                  "30000", kRedissonOwner});
   }
 };
@@ -242,7 +232,7 @@ TEST_F(DataModelTest, RedissonUnlockWakesARelockWaiter) {
       EXPECT_OK(lock.TryAcquire(absl::Seconds(20))) << name;
       EXPECT_OK(lock.Release());
     });
-    absl::SleepFor(absl::Milliseconds(300));
+    EXPECT_OK(WaitUntilWaiting(redis(), LockChannel(lock.name()), *client_));
     Stopwatch since_unlock;  // steady clock
     EXPECT_EQ(RedissonUnlock(lock.name()).integer, 1);
     waiter.join();
@@ -267,7 +257,8 @@ TEST_F(DataModelTest, BracedNamesShareRedissonsChannelBothWays) {
       EXPECT_OK(lock.Release());
     }
   });
-  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_OK(
+      WaitUntilWaiting(redis(), "redisson_lock__channel:" + name, *client_));
   Stopwatch since_unlock;
   EXPECT_EQ(
       Must({"EVAL", kRedissonUnlock, "2", name,

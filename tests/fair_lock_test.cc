@@ -111,7 +111,7 @@ RELOCK_CHILD_MAIN(FairWaiters) {
                .ok()) {
         ++failures;
       }
-      absl::SleepFor(absl::Milliseconds(2));
+      absl::SleepFor(absl::Milliseconds(2));  // held a while
     });
   }
   for (std::thread& w : workers) w.join();

@@ -148,7 +148,7 @@ TEST_F(ReadWriteLockTest, AWriterIsAloneReadersOverlap) {
         if (writer) {
           std::lock_guard<ReadWriteLock> guard(rw);
           if (++writers != 1 || readers.load() != 0) ++overlaps;
-          absl::SleepFor(absl::Milliseconds(2));
+          absl::SleepFor(absl::Milliseconds(2));  // held a while
           --writers;
           ++writes;
         } else {
@@ -158,7 +158,7 @@ TEST_F(ReadWriteLockTest, AWriterIsAloneReadersOverlap) {
           while (now > seen && !max_readers.compare_exchange_weak(seen, now)) {
           }
           if (writers.load() != 0) ++overlaps;
-          absl::SleepFor(absl::Milliseconds(3));
+          absl::SleepFor(absl::Milliseconds(3));  // held a while
           --readers;
           ++reads;
         }
@@ -263,7 +263,7 @@ TEST_F(ReadWriteLockTest, ReadersAndWritersExcludeEachOtherAcrossProcesses) {
   EXPECT_FALSE(rw.try_lock());
   {
     testing::BackgroundWaiter reader(rw.ReadLock(), absl::Seconds(120));
-    absl::SleepFor(absl::Milliseconds(300));
+    ASSERT_OK(WaitUntilWaiting(redis(), Channel(name), *client));
     EXPECT_FALSE(reader.done());
     Stopwatch watch;
     ASSERT_TRUE((*writer)->CloseStdin().ok());
@@ -282,7 +282,7 @@ TEST_F(ReadWriteLockTest, ReadersAndWritersExcludeEachOtherAcrossProcesses) {
   {
     testing::BackgroundWaiter waiting_writer(rw.WriteLock(),
                                              absl::Seconds(120));
-    absl::SleepFor(absl::Milliseconds(300));
+    ASSERT_OK(WaitUntilWaiting(redis(), Channel(name), *client));
     EXPECT_FALSE(waiting_writer.done());
     Stopwatch watch;
     ASSERT_TRUE((*reader)->CloseStdin().ok());
@@ -322,7 +322,7 @@ TEST_F(ReadWriteLockTest, WritersStarveWhileReadsOverlap) {
       }
       std::swap(holder, next);
       ++hand_overs;
-      absl::SleepFor(absl::Milliseconds(5));
+      absl::SleepFor(absl::Milliseconds(5));  // the readers' pace
     }
     EXPECT_OK(read.Release(*holder));
   });
@@ -352,7 +352,8 @@ TEST_F(ReadWriteLockTest, WritersStarveWhileReadsOverlap) {
     }
   });
   ASSERT_TRUE(Eventually([&] { return writer_waiting.load(); }));
-  absl::SleepFor(absl::Milliseconds(500));
+  // The writer waits (readers never do: only it listens on the channel).
+  ASSERT_OK(WaitUntilWaiting(redis(), Channel(name), *client));
   EXPECT_EQ(got_after_ms.load(), -1);  // still starved
   since_stop = Stopwatch();
   stop = true;
@@ -383,7 +384,8 @@ TEST_F(ReadWriteLockTest, WatchdogRenewsReadAndWriteHoldsAndReportsLoss) {
   ASSERT_OK(rw.ReadLock().Acquire());
   const std::string reader = OnlyReader(redis(), name);
   ASSERT_FALSE(reader.empty());
-  // Over two leases later, both holds live, and so does the read lease key.
+  // Over two leases later (time passes on purpose: only renewals keep them),
+  // both holds live, and so does the read lease key.
   absl::SleepFor(absl::Seconds(7));
   EXPECT_EQ(Integer({"HEXISTS", name, reader}), 1);
   EXPECT_EQ(Integer({"HEXISTS", name, reader + ":write"}), 1);
@@ -423,7 +425,8 @@ TEST_F(ReadWriteLockTest, ADeadReadersHoldEndsWithItsOwnLease) {
   EXPECT_EQ(
       rw.WriteLock().TryAcquire(Owner::New(), absl::ZeroDuration()).code(),
       absl::StatusCode::kDeadlineExceeded);
-  absl::SleepFor(absl::Milliseconds(1500));  // the dead reader's lease ends
+  // The dead reader's lease ends (its lease key expires on the server).
+  ASSERT_OK(WaitForKeyGone(redis(), ReadLeaseKey(name, dead, 1)));
   ASSERT_OK(rw.ReadLock().Release());
   EXPECT_EQ(Integer({"EXISTS", name}), 0);
   EXPECT_TRUE(rw.try_lock());
@@ -463,7 +466,7 @@ TEST_F(ReadWriteLockTest, RedissonsScriptsShareTheLockBothWays) {
   EXPECT_EQ(Integer({"EXISTS", name}), 1);  // still Redisson's
   {
     testing::BackgroundWaiter writer(rw.WriteLock(), absl::Seconds(120));
-    absl::SleepFor(absl::Milliseconds(300));
+    ASSERT_OK(WaitUntilWaiting(redis(), Channel(name), *client));
     EXPECT_FALSE(writer.done());
     Stopwatch watch;
     absl::StatusOr<RedisValue> unlocked = redisson_read_unlock();
@@ -500,7 +503,7 @@ TEST_F(ReadWriteLockTest, RedissonsScriptsShareTheLockBothWays) {
   EXPECT_FALSE(rw.try_lock_shared());
   {
     testing::BackgroundWaiter reader(rw.ReadLock(), absl::Seconds(120));
-    absl::SleepFor(absl::Milliseconds(300));
+    ASSERT_OK(WaitUntilWaiting(redis(), channel, *client));
     EXPECT_FALSE(reader.done());
     Stopwatch watch;
     absl::StatusOr<RedisValue> unlocked =

@@ -781,6 +781,7 @@ TEST_F(WatchdogTest, TransientErrorsAreRetriedWithoutLosingTheLock) {
   ASSERT_OK(lock.Acquire());
   for (int i = 0; i < 6; ++i) {  // kill every pooled connection repeatedly
     ASSERT_OK(redis().Command({"CLIENT", "KILL", "TYPE", "normal"}));
+    // Time passes on purpose: the kills span several renewal periods.
     absl::SleepFor(kLease / 4);
   }
   EXPECT_EQ(*lock.HoldCount(), 1);
@@ -847,7 +848,8 @@ TEST_F(WatchdogTest, KilledHoldersLockFreesWithinAboutOneLease) {
       {redis().url(), name, absl::StrCat(absl::ToInt64Milliseconds(kLease))});
   ASSERT_OK(child);
   ASSERT_EQ(*(*child)->ReadLine(absl::Seconds(30)), "locked");
-  // The child's watchdog keeps it past several leases.
+  // The child's watchdog keeps it past several leases (time passes on
+  // purpose).
   absl::SleepFor(kLease * 3);
   Lock lock = client_->GetLock(name);
   EXPECT_EQ(lock.TryAcquire(absl::ZeroDuration()).code(),
@@ -866,6 +868,7 @@ TEST_F(WatchdogTest, ClosingTheClientStopsRenewalAndReleases) {
   internal::ClientCore& core = internal::ClientAccess::Core(*client);
   client->Close();
   const uint64_t trips = core.renew_round_trips();
+  // Time passes on purpose: no renewal may happen in a whole lease.
   absl::SleepFor(kLease);
   EXPECT_EQ(core.renew_round_trips(), trips);
   EXPECT_EQ(redis().Command({"EXISTS", lock.name()})->integer, 0);
