@@ -1,8 +1,9 @@
 // What every benchmark binary needs beside relock: the smoke-mode switch,
-// raw hiredis connections for the baselines (owned contexts and replies, a
-// command sent as an argument vector, a command formatted once and sent
-// many times), and relock's own lock scripts sent raw (exactly the keys and
-// arguments the library sends, from lib/lock/lock_model.h).
+// raw hiredis connections for the baselines (RawConnection, from
+// tests/testing/raw_connection.h; a command sent as an argument vector, a
+// command formatted once and sent many times), and relock's own lock scripts
+// sent raw (exactly the keys and arguments the library sends, from
+// lib/lock/lock_model.h).
 
 #ifndef RELOCK_BENCHMARKS_BENCH_UTIL_H_
 #define RELOCK_BENCHMARKS_BENCH_UTIL_H_
@@ -11,8 +12,8 @@
 
 #include <cstdint>
 #include <cstdlib>
-#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -24,6 +25,7 @@
 #include "lib/lock/lock_scripts.h"
 #include "lib/lock/owner.h"
 #include "relock/options.h"
+#include "tests/testing/raw_connection.h"
 
 namespace relock {
 namespace bench {
@@ -38,17 +40,26 @@ inline bool EnvFlag(const char* name) {
 // RELOCK_BENCH_SMOKE: the fewest iterations, for CI (numbers mean nothing).
 inline bool SmokeMode() { return EnvFlag("RELOCK_BENCH_SMOKE"); }
 
-struct RawContextFree {
-  void operator()(redisContext* c) const { redisFree(c); }
-};
-struct RawReplyFree {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
-};
-using RawContext = std::unique_ptr<redisContext, RawContextFree>;
-using RawReply = std::unique_ptr<redisReply, RawReplyFree>;
+// The raw baselines' connections: tests/testing/raw_connection.h (owned
+// contexts and replies).
+using testing::RawConnection;
+using testing::RawConnectionOptions;
+using testing::RawReply;
 
-// Takes the reply of a command just sent on `c` (`what` names it for
-// errors): a broken connection or an error reply is an error Status.
+// `reply`, read for `what`, or an error Status for an error reply (Internal,
+// quoting it).
+inline absl::StatusOr<RawReply> NoErrorReply(absl::StatusOr<RawReply> reply,
+                                             absl::string_view what) {
+  if (reply.ok() && (*reply)->type == REDIS_REPLY_ERROR) {
+    return absl::InternalError(absl::StrCat(
+        what, ": ", absl::string_view((*reply)->str, (*reply)->len)));
+  }
+  return reply;
+}
+
+// Takes the reply of a command just sent on `c` with hiredis's own calls
+// (`what` names it for errors): a broken connection or an error reply is an
+// error Status.
 inline absl::StatusOr<RawReply> TakeReply(redisContext* c, void* raw,
                                           absl::string_view what) {
   RawReply reply(static_cast<redisReply*>(raw));
@@ -56,26 +67,15 @@ inline absl::StatusOr<RawReply> TakeReply(redisContext* c, void* raw,
     return absl::UnavailableError(
         absl::StrCat(what, ": ", c->err != 0 ? c->errstr : "no reply"));
   }
-  if (reply->type == REDIS_REPLY_ERROR) {
-    return absl::InternalError(
-        absl::StrCat(what, ": ", absl::string_view(reply->str, reply->len)));
-  }
-  return reply;
+  return NoErrorReply(std::move(reply), what);
 }
 
-// Sends `argv` (binary-safe) and waits for its reply.
+// Sends `argv` (binary-safe) on `c` and waits for its reply; an error reply
+// is an error Status.
 inline absl::StatusOr<RawReply> RawCommand(
-    redisContext* c, const std::vector<std::string>& argv) {
-  std::vector<const char*> args;
-  std::vector<size_t> lens;
-  for (const std::string& a : argv) {
-    args.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  return TakeReply(c,
-                   redisCommandArgv(c, static_cast<int>(args.size()),
-                                    args.data(), lens.data()),
-                   argv.empty() ? absl::string_view() : argv[0]);
+    RawConnection& c, const std::vector<std::string>& argv) {
+  return NoErrorReply(c.Call(argv),
+                      argv.empty() ? absl::string_view() : argv[0]);
 }
 
 // `argv` in the Redis protocol, for redisAppendFormattedCommand() (empty if
@@ -114,7 +114,7 @@ inline std::string RawOwner(uint64_t n) {
 }
 
 // Loads relock's lock script `id` through `c`: its SHA.
-inline absl::StatusOr<std::string> LoadLockScript(redisContext* c,
+inline absl::StatusOr<std::string> LoadLockScript(RawConnection& c,
                                                   internal::ScriptId id) {
   absl::StatusOr<RawReply> sha = RawCommand(
       c, {"SCRIPT", "LOAD", std::string(internal::LockScripts()[id].source)});
@@ -129,7 +129,7 @@ struct PairWire {
   std::string acquire;
   std::string release;
 };
-inline absl::StatusOr<PairWire> RelockPairWire(redisContext* c,
+inline absl::StatusOr<PairWire> RelockPairWire(RawConnection& c,
                                                const std::string& key,
                                                uint64_t owner) {
   absl::StatusOr<std::string> acquire_sha =

@@ -343,7 +343,7 @@ class CostMeter {
 
 // ------------------------------------------------------- raw hiredis --
 
-using Context = bench::RawContext;
+using Context = bench::RawConnection;
 using Reply = bench::RawReply;
 using bench::Formatted;
 using bench::TakeReply;
@@ -364,33 +364,16 @@ absl::StatusOr<Context> Connect(const redis::Endpoint& ep) {
     return absl::UnimplementedError(
         "the naive client speaks plain TCP and unix sockets, not TLS");
   }
-  const timeval timeout = {5, 0};
-  Context c(ep.kind == redis::Endpoint::Kind::kUnix
-                ? redisConnectUnixWithTimeout(ep.path.c_str(), timeout)
-                : redisConnectWithTimeout(ep.host.c_str(), ep.port, timeout));
-  if (c == nullptr) return absl::ResourceExhaustedError("redisConnect");
-  if (c->err != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("connecting to ", ep.ToString(), ": ", c->errstr));
-  }
-  if (redisSetTimeout(c.get(), timeout) != REDIS_OK) {
-    return absl::UnavailableError("redisSetTimeout");
-  }
-  if (!ep.password.empty()) {
-    absl::StatusOr<Reply> auth =
-        ep.username.empty() ? Call(c.get(), "AUTH %s", ep.password.c_str())
-                            : Call(c.get(), "AUTH %s %s", ep.username.c_str(),
-                                   ep.password.c_str());
-    if (!auth.ok()) return auth.status();
-  }
-  if (ep.db != 0) {
-    const std::string db = absl::StrCat(ep.db);
-    if (absl::StatusOr<Reply> r = Call(c.get(), "SELECT %s", db.c_str());
-        !r.ok()) {
-      return r.status();
-    }
-  }
-  return c;
+  bench::RawConnectionOptions options;
+  options.connect_timeout = absl::Seconds(5);
+  options.command_timeout = absl::Seconds(5);
+  options.user = ep.username;
+  options.password = ep.password;
+  options.db = ep.db;
+  options.suppress_sigpipe = false;  // the naive client pays for nothing else
+  return ep.kind == redis::Endpoint::Kind::kUnix
+             ? Context::ConnectUnix(ep.path, options)
+             : Context::Connect(ep.host, ep.port, options);
 }
 
 absl::StatusOr<std::string> LoadScript(redisContext* c, const char* source) {
@@ -714,12 +697,8 @@ class NaiveLock {
     if (!c.ok()) return c.status();
     absl::StatusOr<std::string> sha = LoadScript(c->get(), kNaiveUnlock);
     if (!sha.ok()) return sha.status();
-    NaiveLock lock;
-    lock.conn_ = *std::move(c);
-    lock.unlock_sha_ = *std::move(sha);
-    lock.key_ = std::move(key);
-    lock.token_ = std::move(token);
-    return lock;
+    return NaiveLock(*std::move(c), *std::move(sha), std::move(key),
+                     std::move(token));
   }
 
   // SET key token NX PX 30000. The key is this thread's own, so a nil reply
@@ -748,7 +727,12 @@ class NaiveLock {
   }
 
  private:
-  NaiveLock() = default;
+  NaiveLock(Context conn, std::string unlock_sha, std::string key,
+            std::string token)
+      : conn_(std::move(conn)),
+        unlock_sha_(std::move(unlock_sha)),
+        key_(std::move(key)),
+        token_(std::move(token)) {}
   Context conn_;
   std::string unlock_sha_;
   std::string key_;
@@ -1113,7 +1097,7 @@ void BM_UncontendedVsTwoRoundTrips(benchmark::State& state) {
   const std::string evalsha =
       Formatted({"EVALSHA", *sha, "1", Key(*env, "bound"), "field"});
   absl::StatusOr<bench::PairWire> scripts_wire =
-      bench::RelockPairWire(raw->get(), Key(*env, "scripts"), /*owner=*/1);
+      bench::RelockPairWire(*raw, Key(*env, "scripts"), /*owner=*/1);
   if (!scripts_wire.ok()) {
     state.SkipWithError(scripts_wire.status().ToString().c_str());
     return;

@@ -87,7 +87,6 @@
 //   --benchmark_min_time=0.01
 
 #include <hiredis/hiredis.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -288,37 +287,22 @@ std::string Key(const BenchEnv& env, absl::string_view name) {
 constexpr char kRawScript[] = "return redis.call('hexists', KEYS[1], ARGV[1])";
 
 using bench::RawCommand;
-using bench::RawContext;
+using bench::RawConnection;
+using bench::RawConnectionOptions;
 using bench::RawOwner;
 using bench::RawReply;
 using bench::StepArgv;
 
-absl::StatusOr<RawContext> RawConnect(const RawEndpoint& ep) {
-  const timeval timeout = {2, 0};
-  RawContext c(
-      ep.unix_socket
-          ? redisConnectUnixWithTimeout(ep.path.c_str(), timeout)
-          : redisConnectWithTimeout(ep.host.c_str(), ep.port, timeout));
-  if (c == nullptr) return absl::ResourceExhaustedError("redisConnect");
-  if (c->err != 0) {
-    return absl::UnavailableError(absl::StrCat("connect: ", c->errstr));
-  }
-  if (redisSetTimeout(c.get(), timeout) != REDIS_OK) {
-    return absl::UnavailableError("redisSetTimeout");
-  }
-  if (!ep.password.empty()) {
-    std::vector<std::string> auth = {"AUTH"};
-    if (!ep.user.empty()) auth.push_back(ep.user);
-    auth.push_back(ep.password);
-    if (auto r = RawCommand(c.get(), auth); !r.ok()) return r.status();
-  }
-  if (ep.db != 0) {
-    if (auto r = RawCommand(c.get(), {"SELECT", absl::StrCat(ep.db)});
-        !r.ok()) {
-      return r.status();
-    }
-  }
-  return c;
+absl::StatusOr<RawConnection> RawConnect(const RawEndpoint& ep) {
+  RawConnectionOptions options;
+  options.connect_timeout = absl::Seconds(2);
+  options.command_timeout = absl::Seconds(2);
+  options.user = ep.user;
+  options.password = ep.password;
+  options.db = ep.db;
+  options.suppress_sigpipe = false;  // the baselines pay for nothing else
+  return ep.unix_socket ? RawConnection::ConnectUnix(ep.path, options)
+                        : RawConnection::Connect(ep.host, ep.port, options);
 }
 
 // Nanoseconds per raw EVALSHA round trip, as last measured by
@@ -328,16 +312,15 @@ std::atomic<double> g_rtt_ns{0};
 // Runs `round_trips` raw EVALSHAs and returns the ns per round trip.
 absl::StatusOr<double> MeasureRawRtt(const RawEndpoint& ep,
                                      const std::string& key, int round_trips) {
-  absl::StatusOr<RawContext> c = RawConnect(ep);
+  absl::StatusOr<RawConnection> c = RawConnect(ep);
   if (!c.ok()) return c.status();
-  absl::StatusOr<RawReply> sha =
-      RawCommand(c->get(), {"SCRIPT", "LOAD", kRawScript});
+  absl::StatusOr<RawReply> sha = RawCommand(*c, {"SCRIPT", "LOAD", kRawScript});
   if (!sha.ok()) return sha.status();
   const std::vector<std::string> argv = {
       "EVALSHA", std::string((*sha)->str, (*sha)->len), "1", key, "field"};
   const int64_t start = NowNs();
   for (int i = 0; i < round_trips; ++i) {
-    if (auto r = RawCommand(c->get(), argv); !r.ok()) return r.status();
+    if (auto r = RawCommand(*c, argv); !r.ok()) return r.status();
   }
   return static_cast<double>(NowNs() - start) / round_trips;
 }
@@ -365,13 +348,12 @@ absl::optional<double> RttNsOrSkip(benchmark::State& state,
 void BM_RawEvalshaRoundTrip(benchmark::State& state) {
   BenchEnv* env = EnvOrSkip(state);
   if (env == nullptr) return;
-  absl::StatusOr<RawContext> c = RawConnect(env->raw);
+  absl::StatusOr<RawConnection> c = RawConnect(env->raw);
   if (!c.ok()) {
     state.SkipWithError(c.status().ToString().c_str());
     return;
   }
-  absl::StatusOr<RawReply> sha =
-      RawCommand(c->get(), {"SCRIPT", "LOAD", kRawScript});
+  absl::StatusOr<RawReply> sha = RawCommand(*c, {"SCRIPT", "LOAD", kRawScript});
   if (!sha.ok()) {
     state.SkipWithError(sha.status().ToString().c_str());
     return;
@@ -382,7 +364,7 @@ void BM_RawEvalshaRoundTrip(benchmark::State& state) {
   const int64_t start = NowNs();
   for (auto _ : state) {
     for (int i = 0; i < 2; ++i) {
-      absl::StatusOr<RawReply> r = RawCommand(c->get(), argv);
+      absl::StatusOr<RawReply> r = RawCommand(*c, argv);
       if (!r.ok()) {
         state.SkipWithError(r.status().ToString().c_str());
         return;
@@ -412,24 +394,23 @@ std::atomic<double> g_pipelined_scripts_per_s{0};
 
 // One connection of BM_RawPipelinedEvalsha and its pipeline, formatted once.
 struct PipelinedConnection {
-  RawContext conn;
+  RawConnection conn;
   std::string pipeline;
 };
 
 absl::StatusOr<PipelinedConnection> OpenPipelinedConnection(const BenchEnv& env,
                                                             int index) {
-  absl::StatusOr<RawContext> c = RawConnect(env.raw);
+  absl::StatusOr<RawConnection> c = RawConnect(env.raw);
   if (!c.ok()) return c.status();
-  absl::StatusOr<bench::PairWire> pair = bench::RelockPairWire(
-      c->get(), Key(env, absl::StrCat("raw-pipelined-", index)),
-      static_cast<uint64_t>(index) + 1);
+  absl::StatusOr<bench::PairWire> pair =
+      bench::RelockPairWire(*c, Key(env, absl::StrCat("raw-pipelined-", index)),
+                            static_cast<uint64_t>(index) + 1);
   if (!pair.ok()) return pair.status();
-  PipelinedConnection p;
-  p.conn = *std::move(c);
+  std::string pipeline;
   for (int i = 0; i < kPipelineDepth / 2; ++i) {
-    absl::StrAppend(&p.pipeline, pair->acquire, pair->release);
+    absl::StrAppend(&pipeline, pair->acquire, pair->release);
   }
-  return p;
+  return PipelinedConnection{*std::move(c), std::move(pipeline)};
 }
 
 absl::Status SendPipeline(PipelinedConnection& p) {
@@ -441,7 +422,7 @@ absl::Status SendPipeline(PipelinedConnection& p) {
   while (done == 0) {
     if (redisBufferWrite(p.conn.get(), &done) != REDIS_OK) {
       return absl::UnavailableError(
-          absl::StrCat("raw pipeline: write: ", p.conn->errstr));
+          absl::StrCat("raw pipeline: write: ", p.conn.get()->errstr));
     }
   }
   return absl::OkStatus();
@@ -454,7 +435,7 @@ absl::Status ReadPipeline(PipelinedConnection& p) {
     void* raw = nullptr;
     if (redisGetReply(p.conn.get(), &raw) != REDIS_OK || raw == nullptr) {
       return absl::UnavailableError(
-          absl::StrCat("raw pipeline: read: ", p.conn->errstr));
+          absl::StrCat("raw pipeline: read: ", p.conn.get()->errstr));
     }
     RawReply reply(static_cast<redisReply*>(raw));
     if (reply->type == REDIS_REPLY_ERROR) {
@@ -523,24 +504,23 @@ class PairedRawRoundTrips {
  public:
   static absl::StatusOr<std::unique_ptr<PairedRawRoundTrips>> Open(
       const BenchEnv& env, int depth) {
-    absl::StatusOr<RawContext> c = RawConnect(env.raw);
+    absl::StatusOr<RawConnection> c = RawConnect(env.raw);
     if (!c.ok()) return c.status();
     auto load = [&](const std::string& source) -> absl::StatusOr<std::string> {
-      absl::StatusOr<RawReply> sha =
-          RawCommand(c->get(), {"SCRIPT", "LOAD", source});
+      absl::StatusOr<RawReply> sha = RawCommand(*c, {"SCRIPT", "LOAD", source});
       if (!sha.ok()) return sha.status();
       return std::string((*sha)->str, (*sha)->len);
     };
     absl::StatusOr<std::string> baseline = load(kRawScript);
     if (!baseline.ok()) return baseline.status();
     absl::StatusOr<std::string> acquire =
-        bench::LoadLockScript(c->get(), internal::kAcquireScript);
+        bench::LoadLockScript(*c, internal::kAcquireScript);
     if (!acquire.ok()) return acquire.status();
     absl::StatusOr<std::string> release =
-        bench::LoadLockScript(c->get(), internal::kReleaseScript);
+        bench::LoadLockScript(*c, internal::kReleaseScript);
     if (!release.ok()) return release.status();
-    auto p = std::unique_ptr<PairedRawRoundTrips>(new PairedRawRoundTrips);
-    p->conn_ = *std::move(c);
+    auto p = std::unique_ptr<PairedRawRoundTrips>(
+        new PairedRawRoundTrips(*std::move(c)));
     p->argv_ = {"EVALSHA", *baseline, "1", Key(env, "raw"), "field"};
     const std::string key = Key(env, "raw-lock");
     const std::string owner = RawOwner(1);
@@ -564,11 +544,11 @@ class PairedRawRoundTrips {
   absl::Status Run(int round_trips) {
     const int64_t start = NowNs();
     for (int i = 0; i < round_trips; ++i) {
-      if (auto r = RawCommand(conn_.get(), argv_); !r.ok()) return r.status();
+      if (auto r = RawCommand(conn_, argv_); !r.ok()) return r.status();
     }
     const int64_t middle = NowNs();
     for (const std::vector<std::string>& argv : lock_argvs_) {
-      absl::StatusOr<RawReply> r = RawCommand(conn_.get(), argv);
+      absl::StatusOr<RawReply> r = RawCommand(conn_, argv);
       if (!r.ok()) return r.status();
       if ((*r)->type == REDIS_REPLY_ERROR) {
         return absl::InternalError(absl::StrCat(
@@ -584,8 +564,8 @@ class PairedRawRoundTrips {
   int64_t lock_scripts_ns() const { return lock_scripts_ns_; }
 
  private:
-  PairedRawRoundTrips() = default;
-  RawContext conn_;
+  explicit PairedRawRoundTrips(RawConnection conn) : conn_(std::move(conn)) {}
+  RawConnection conn_;
   std::vector<std::string> argv_;
   std::vector<std::vector<std::string>> lock_argvs_;
   int64_t elapsed_ns_ = 0;
@@ -763,26 +743,26 @@ class RawHandOffRound {
         hold_(hold) {}
 
   absl::StatusOr<std::vector<int64_t>> Run() {
-    absl::StatusOr<RawContext> releaser = RawConnect(ep_);
+    absl::StatusOr<RawConnection> releaser = RawConnect(ep_);
     if (!releaser.ok()) return releaser.status();
-    absl::StatusOr<RawContext> sub = RawConnect(ep_);
+    absl::StatusOr<RawConnection> sub = RawConnect(ep_);
     if (!sub.ok()) return sub.status();
-    absl::StatusOr<RawContext> acquirer = RawConnect(ep_);
+    absl::StatusOr<RawConnection> acquirer = RawConnect(ep_);
     if (!acquirer.ok()) return acquirer.status();
     absl::StatusOr<std::string> release_sha =
-        Load(releaser->get(), kRawReleaseScript);
+        Load(*releaser, kRawReleaseScript);
     if (!release_sha.ok()) return release_sha.status();
     absl::StatusOr<std::string> acquire_sha =
-        Load(releaser->get(), kRawAcquireScript);
+        Load(*releaser, kRawAcquireScript);
     if (!acquire_sha.ok()) return acquire_sha.status();
-    if (auto r = RawCommand(sub->get(), {"SUBSCRIBE", channel_}); !r.ok()) {
+    if (auto r = RawCommand(*sub, {"SUBSCRIBE", channel_}); !r.ok()) {
       return r.status();
     }
     const std::vector<std::string> release = {"EVALSHA", *release_sha, "2",
                                               key_,      channel_,     "0"};
     const std::vector<std::string> acquire = {"EVALSHA", *acquire_sha, "1",
                                               key_, "owner"};
-    std::thread waiter([&] { Waiter(sub->get(), acquirer->get(), acquire); });
+    std::thread waiter([&] { Waiter(*sub, *acquirer, acquire); });
     for (int i = 0; i < handoffs_; ++i) {
       {
         MutexLock l(&mu_);
@@ -794,7 +774,7 @@ class RawHandOffRound {
       }
       absl::SleepFor(hold_);
       release_ns_.store(NowNs());
-      if (auto r = RawCommand(releaser->get(), release); !r.ok()) {
+      if (auto r = RawCommand(*releaser, release); !r.ok()) {
         MutexLock l(&mu_);
         if (error_.ok()) error_ = r.status();
         break;
@@ -802,20 +782,21 @@ class RawHandOffRound {
     }
     // The waiter ends after `handoffs_` messages or on its read timeout.
     waiter.join();
-    (void)RawCommand(releaser->get(), {"DEL", key_});
+    (void)RawCommand(*releaser, {"DEL", key_});
     MutexLock l(&mu_);
     if (!error_.ok()) return error_;
     return std::move(samples_);
   }
 
  private:
-  static absl::StatusOr<std::string> Load(redisContext* c, const char* script) {
+  static absl::StatusOr<std::string> Load(RawConnection& c,
+                                          const char* script) {
     absl::StatusOr<RawReply> sha = RawCommand(c, {"SCRIPT", "LOAD", script});
     if (!sha.ok()) return sha.status();
     return std::string((*sha)->str, (*sha)->len);
   }
 
-  void Waiter(redisContext* sub, redisContext* acquirer,
+  void Waiter(RawConnection& sub, RawConnection& acquirer,
               const std::vector<std::string>& acquire) {
     for (int i = 0; i < handoffs_; ++i) {
       {
@@ -823,15 +804,16 @@ class RawHandOffRound {
         if (!error_.ok()) return;
         waiting_for_ = i;
       }
-      void* raw = nullptr;
-      if (redisGetReply(sub, &raw) != REDIS_OK || raw == nullptr) {
+      if (absl::StatusOr<RawReply> message = sub.NextRawReply();
+          !message.ok()) {
         MutexLock l(&mu_);
-        if (error_.ok())
-          error_ = absl::UnavailableError(absl::StrCat(
-              "raw hand-off: reading the unlock message: ", sub->errstr));
+        if (error_.ok()) {
+          error_ = absl::UnavailableError(
+              absl::StrCat("raw hand-off: reading the unlock message: ",
+                           message.status().message()));
+        }
         return;
       }
-      freeReplyObject(raw);
       absl::StatusOr<RawReply> r = RawCommand(acquirer, acquire);
       const int64_t acquired_ns = NowNs();
       MutexLock l(&mu_);
@@ -1103,10 +1085,10 @@ class CountedClient {
  public:
   static absl::StatusOr<std::unique_ptr<CountedClient>> Connect(
       const BenchEnv& env) {
-    auto c = std::unique_ptr<CountedClient>(new CountedClient);
-    absl::StatusOr<RawContext> asker = RawConnect(env.raw);
+    absl::StatusOr<RawConnection> asker = RawConnect(env.raw);
     if (!asker.ok()) return asker.status();
-    c->asker_ = *std::move(asker);
+    auto c =
+        std::unique_ptr<CountedClient>(new CountedClient(*std::move(asker)));
     absl::StatusOr<std::vector<std::string>> before = c->ClientIds();
     if (!before.ok()) return before.status();
     c->before_ = std::set<std::string>(before->begin(), before->end());
@@ -1135,12 +1117,11 @@ class CountedClient {
   }
 
  private:
-  CountedClient() = default;
+  explicit CountedClient(RawConnection asker) : asker_(std::move(asker)) {}
 
   // The id= of every connection in CLIENT LIST.
   absl::StatusOr<std::vector<std::string>> ClientIds() {
-    absl::StatusOr<RawReply> list =
-        RawCommand(asker_.get(), {"CLIENT", "LIST"});
+    absl::StatusOr<RawReply> list = RawCommand(asker_, {"CLIENT", "LIST"});
     if (!list.ok()) return list.status();
     if ((*list)->type != REDIS_REPLY_STRING) {
       return absl::InternalError("CLIENT LIST: not a string reply");
@@ -1159,7 +1140,7 @@ class CountedClient {
     return ids;
   }
 
-  RawContext asker_;
+  RawConnection asker_;
   std::set<std::string> before_;
   std::atomic<int64_t> lock_events_{0};
   std::unique_ptr<Client> client_;  // last: closes before the counter goes

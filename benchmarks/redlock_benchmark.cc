@@ -21,7 +21,6 @@
 //   --benchmark_min_time=0.01
 
 #include <hiredis/hiredis.h>
-#include <sys/time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -36,6 +35,7 @@
 #include "benchmark/benchmark.h"
 #include "lib/common/mutex.h"
 #include "relock/relock.h"
+#include "tests/testing/raw_connection.h"
 #include "tests/testing/redis_server.h"
 
 namespace relock {
@@ -53,7 +53,7 @@ struct World {
   std::unique_ptr<Client> single;
   std::unique_ptr<RedlockClient> redlock1;
   std::unique_ptr<RedlockClient> redlock5;
-  std::vector<redisContext*> raw;  // one per server
+  std::vector<testing::RawConnection> raw;  // one per server
   std::string sha;
   std::string error;
 };
@@ -89,23 +89,31 @@ World& GetWorld() {
     w->single = *std::move(c);
     w->redlock1 = *std::move(r1);
     w->redlock5 = *std::move(r5);
-    timeval tv{5, 0};
+    testing::RawConnectionOptions options;
+    options.connect_timeout = absl::Seconds(5);
+    options.suppress_sigpipe = false;  // the baseline pays for nothing else
     for (auto& s : w->servers) {
-      redisContext* ctx = redisConnectWithTimeout("127.0.0.1", s->port(), tv);
-      redisReply* r = static_cast<redisReply*>(redisCommand(
-          ctx, "SCRIPT LOAD %s", "return redis.call('exists', KEYS[1])"));
-      w->sha.assign(r->str, r->len);
-      freeReplyObject(r);
-      w->raw.push_back(ctx);
+      absl::StatusOr<testing::RawConnection> conn =
+          testing::RawConnection::Connect(s->port(), options);
+      absl::StatusOr<testing::RedisValue> sha =
+          conn.ok() ? conn->Command({"SCRIPT", "LOAD",
+                                     "return redis.call('exists', KEYS[1])"})
+                    : conn.status();
+      if (!sha.ok() || !sha->is_string()) {
+        w->error = absl::StrCat("raw connection: ", sha.status().ToString());
+        return w;
+      }
+      w->sha = sha->str;
+      w->raw.push_back(*std::move(conn));
     }
     return w;
   }();
   return *world;
 }
 
-bool RawEval(redisContext* ctx, const std::string& sha) {
+bool RawEval(testing::RawConnection& conn, const std::string& sha) {
   redisReply* r = static_cast<redisReply*>(
-      redisCommand(ctx, "EVALSHA %s 1 bench:raw", sha.c_str()));
+      redisCommand(conn.get(), "EVALSHA %s 1 bench:raw", sha.c_str()));
   const bool ok = r != nullptr && r->type == REDIS_REPLY_INTEGER;
   if (r != nullptr) freeReplyObject(r);
   return ok;
@@ -130,8 +138,8 @@ void BM_RawRoundTripToAll5(benchmark::State& state) {
   if (!w.error.empty()) return state.SkipWithError(w.error.c_str());
   const absl::Time start = absl::Now();
   for (auto _ : state) {
-    for (redisContext* ctx : w.raw) {
-      if (!RawEval(ctx, w.sha)) return state.SkipWithError("raw failed");
+    for (testing::RawConnection& conn : w.raw) {
+      if (!RawEval(conn, w.sha)) return state.SkipWithError("raw failed");
     }
   }
   const double per = absl::ToDoubleNanoseconds(absl::Now() - start) /

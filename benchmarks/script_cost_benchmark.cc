@@ -50,7 +50,6 @@
 //   build/benchmarks/script_cost_benchmark --benchmark_filter=fair
 
 #include <hiredis/hiredis.h>
-#include <sys/time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -58,6 +57,7 @@
 #include <cstdlib>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -114,8 +114,8 @@ int EnvInt(const char* name, int fallback) {
   return value;
 }
 
+using bench::RawConnection;
 using bench::SmokeMode;
-using Context = bench::RawContext;
 using Reply = bench::RawReply;
 constexpr auto& Command = bench::RawCommand;
 
@@ -348,7 +348,7 @@ using PairMaker =
 
 // The usec of the script calls (EVALSHA, EVAL) so far, from INFO
 // commandstats.
-absl::StatusOr<int64_t> ScriptUsec(redisContext* c) {
+absl::StatusOr<int64_t> ScriptUsec(RawConnection& c) {
   absl::StatusOr<Reply> info = Command(c, {"INFO", "commandstats"});
   if (!info.ok()) return info.status();
   int64_t usec = 0;
@@ -421,7 +421,7 @@ absl::Status Send(redisContext* c, Type type, const Batch& batch) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Shas> Load(redisContext* c,
+absl::StatusOr<Shas> Load(RawConnection& c,
                           const std::vector<absl::string_view>& sources) {
   Shas shas;
   for (absl::string_view source : sources) {
@@ -436,7 +436,7 @@ absl::StatusOr<Shas> Load(redisContext* c,
 // The server (stopped at exit), a connection, and both sides' scripts.
 struct Env {
   std::unique_ptr<testing::RedisServer> server;
-  Context c;
+  std::optional<RawConnection> c;
   Shas relock, redisson;
   absl::Status status;
 };
@@ -450,23 +450,33 @@ Env MakeEnv() {
     return e;
   }
   e.server = *std::move(server);
-  const timeval timeout = {10, 0};
-  e.c.reset(redisConnectWithTimeout(testing::RedisServer::kHost,
-                                    e.server->port(), timeout));
-  if (e.c == nullptr || e.c->err != 0) {
-    e.status = absl::UnavailableError(
-        absl::StrCat("connect: ", e.c != nullptr ? e.c->errstr : "no memory"));
+  bench::RawConnectionOptions options;
+  options.connect_timeout = absl::Seconds(10);
+  options.command_timeout = absl::Seconds(10);
+  options.suppress_sigpipe = false;
+  absl::StatusOr<RawConnection> c =
+      RawConnection::Connect(e.server->port(), options);
+  if (!c.ok()) {
+    e.status = c.status();
     return e;
   }
+  e.c.emplace(*std::move(c));
   std::vector<absl::string_view> relock;
   for (const redis::ScriptSource& s : internal::LockScripts()) {
     relock.push_back(s.source);
   }
-  absl::StatusOr<Shas> shas = Load(e.c.get(), relock);
-  if (shas.ok()) e.relock = *std::move(shas);
-  if (shas.ok()) shas = Load(e.c.get(), RedissonSources());
-  if (shas.ok()) e.redisson = *std::move(shas);
-  e.status = shas.status();
+  absl::StatusOr<Shas> relock_shas = Load(*e.c, relock);
+  if (!relock_shas.ok()) {
+    e.status = relock_shas.status();
+    return e;
+  }
+  e.relock = *std::move(relock_shas);
+  absl::StatusOr<Shas> redisson_shas = Load(*e.c, RedissonSources());
+  if (!redisson_shas.ok()) {
+    e.status = redisson_shas.status();
+    return e;
+  }
+  e.redisson = *std::move(redisson_shas);
   return e;
 }
 
@@ -488,7 +498,7 @@ void BM_ScriptCost(benchmark::State& state) {
   const int pairs = EnvInt("RELOCK_BENCH_PAIRS", smoke ? 200 : 2000);
   const int rounds = EnvInt("RELOCK_BENCH_ROUNDS", smoke ? 3 : 15);
   state.SetLabel(kTypeNames[type]);
-  redisContext* c = env.c.get();
+  redisContext* c = env.c->get();
   // [0] relock's, [1] Redisson's.
   const Batch batches[2] = {MakeBatch(type, env.relock, RelockPair),
                             MakeBatch(type, env.redisson, RedissonPair)};
@@ -501,7 +511,7 @@ void BM_ScriptCost(benchmark::State& state) {
         return;
       }
     }
-    absl::StatusOr<int64_t> before = ScriptUsec(c);
+    absl::StatusOr<int64_t> before = ScriptUsec(*env.c);
     for (int r = 0; r < rounds && before.ok(); ++r) {
       std::vector<double> per_pair[2];
       for (int i = 0; per_pair[1].size() * batches[1].pairs < size_t(pairs);
@@ -511,7 +521,7 @@ void BM_ScriptCost(benchmark::State& state) {
           state.SkipWithError(s.ToString().c_str());
           return;
         }
-        absl::StatusOr<int64_t> after = ScriptUsec(c);
+        absl::StatusOr<int64_t> after = ScriptUsec(*env.c);
         if (!after.ok()) {
           before = after;
           break;

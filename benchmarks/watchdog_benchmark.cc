@@ -22,7 +22,6 @@
 //   RELOCK_BENCH_SMOKE=1 build/benchmarks/watchdog_benchmark
 
 #include <hiredis/hiredis.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -41,6 +40,7 @@
 #include "lua/renew.lua.h"
 #include "relock/relock.h"
 #include "tests/testing/notification.h"
+#include "tests/testing/raw_connection.h"
 #include "tests/testing/redis_server.h"
 
 namespace relock {
@@ -172,17 +172,19 @@ void BM_OneRoundTripPerLock(benchmark::State& state) {
     state.SkipWithError(w.error.c_str());
     return;
   }
-  timeval tv{5, 0};
-  redisContext* ctx =
-      redisConnectWithTimeout("127.0.0.1", w.server->port(), tv);
-  if (ctx == nullptr || ctx->err != 0) {
+  testing::RawConnectionOptions options;
+  options.connect_timeout = absl::Seconds(5);
+  options.suppress_sigpipe = false;  // the baseline pays for nothing else
+  absl::StatusOr<testing::RawConnection> conn =
+      testing::RawConnection::Connect(w.server->port(), options);
+  if (!conn.ok()) {
     state.SkipWithError("connect failed");
     return;
   }
-  redisReply* r = static_cast<redisReply*>(
-      redisCommand(ctx, "SCRIPT LOAD %s", lua::kRenew));
-  const std::string sha = r != nullptr ? std::string(r->str, r->len) : "";
-  if (r != nullptr) freeReplyObject(r);
+  redisContext* ctx = conn->get();
+  absl::StatusOr<testing::RedisValue> loaded =
+      conn->Command({"SCRIPT", "LOAD", lua::kRenew});
+  const std::string sha = loaded.ok() ? loaded->str : "";
   const std::string lease_ms = "3600000";
   double wall_s = 0;
   uint64_t rounds = 0;
@@ -190,25 +192,21 @@ void BM_OneRoundTripPerLock(benchmark::State& state) {
     const absl::Time start = absl::Now();
     for (size_t i = 0; i < w.locks.size(); ++i) {
       const std::string& name = w.locks[i].name();
-      r = static_cast<redisReply*>(redisCommand(
+      testing::RawReply r(static_cast<redisReply*>(redisCommand(
           ctx, "EVALSHA %b 1 %b %b %b", sha.data(), sha.size(), name.data(),
           name.size(), lease_ms.data(), lease_ms.size(), w.owners[i].data(),
-          w.owners[i].size()));
+          w.owners[i].size())));
       if (r == nullptr || r->type != REDIS_REPLY_ARRAY ||
           r->element[0]->integer != 1) {
         state.SkipWithError("renew failed");
-        if (r != nullptr) freeReplyObject(r);
-        redisFree(ctx);
         return;
       }
-      freeReplyObject(r);
     }
     const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
     wall_s += elapsed;
     ++rounds;
     state.SetIterationTime(elapsed);
   }
-  redisFree(ctx);
   const double per_round = wall_s / static_cast<double>(rounds);
   state.counters["locks"] = static_cast<double>(w.locks.size());
   state.counters["wall_ms"] = 1e3 * per_round;

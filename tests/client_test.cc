@@ -60,7 +60,8 @@ TEST_F(ClientTest, CloseReleasesHeldLocksAndReportsEach) {
   std::thread waiter([&] {
     waited = watcher->GetLock(a.name()).TryAcquire(absl::Seconds(20));
   });
-  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_OK(testing::WaitUntilWaiting(redis(), testing::LockChannel(a.name()),
+                                      *watcher));
   client->Close();
   closed.Notify();
   other.join();

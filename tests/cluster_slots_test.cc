@@ -19,6 +19,7 @@
 #include "relock/relock.h"
 #include "tests/test_util.h"
 #include "tests/testing/fake_server.h"
+#include "tests/testing/raw_connection.h"
 #include "tests/testing/redis_cluster.h"
 #include "tests/testing/resp_reply.h"
 #include "tests/testing/status_matchers.h"
@@ -261,19 +262,13 @@ class RealClusterTest : public ::testing::Test {
 
   // `argv` on node `i` through hiredis, as the library would read it.
   static Reply Raw(size_t i, const std::vector<std::string>& argv) {
-    redisContext* c = redisConnect("127.0.0.1", cluster_->node(i).port());
-    EXPECT_TRUE(c != nullptr && c->err == 0);
-    std::vector<const char*> args;
-    std::vector<size_t> lens;
-    for (const std::string& a : argv) {
-      args.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    void* r = redisCommandArgv(c, static_cast<int>(args.size()), args.data(),
-                               lens.data());
-    redisFree(c);
-    EXPECT_NE(r, nullptr);
-    return Reply(static_cast<redisReply*>(r));
+    absl::StatusOr<testing::RawConnection> c =
+        testing::RawConnection::Connect(cluster_->node(i).port());
+    EXPECT_OK(c);
+    if (!c.ok()) return Reply(nullptr);
+    absl::StatusOr<testing::RawReply> r = c->Call(argv);
+    EXPECT_OK(r);
+    return Reply(r.ok() ? r->release() : nullptr);
   }
 
   static Endpoint NodeEndpoint(size_t i) {

@@ -9,9 +9,6 @@
 
 #include "lib/redis/cluster.h"
 
-#include <hiredis/hiredis.h>
-#include <sys/time.h>
-
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -33,6 +30,8 @@
 #include "tests/cluster_test_util.h"
 #include "tests/redisson_scripts.h"
 #include "tests/test_util.h"
+#include "tests/testing/eventually.h"
+#include "tests/testing/raw_connection.h"
 #include "tests/testing/redis_cluster.h"
 #include "tests/testing/status_matchers.h"
 
@@ -43,12 +42,16 @@ using ::relock::testing::BackgroundWaiter;
 using ::relock::testing::EventLog;
 using ::relock::testing::kRedissonLock;
 using ::relock::testing::kRedissonUnlock;
+using ::relock::testing::LockChannel;
 using ::relock::testing::MustConnect;
+using ::relock::testing::PubSub;
 using ::relock::testing::RedisCluster;
 using ::relock::testing::RedisServer;
 using ::relock::testing::RedisValue;
+using ::relock::testing::RwLockChannel;
 using ::relock::testing::Stopwatch;
 using ::relock::testing::TestLockName;
+using ::relock::testing::WaitUntilWaiting;
 using ::testing::HasSubstr;
 
 class ClusterTest : public ::testing::Test {
@@ -83,8 +86,11 @@ TEST_F(ClusterTest, TwoClientsExcludeAndAReleaseWakesTheWaiter) {
   std::unique_ptr<Client> b = MustConnect(cluster_->url());
   ASSERT_TRUE(a != nullptr && b != nullptr);
   testing::ExpectAReleaseWakesTheWaiter(
-      *cluster_, *a, *b,
-      [](const std::string&) { absl::SleepFor(absl::Milliseconds(200)); });
+      *cluster_, *a, *b, [&b](const std::string& name) {
+        EXPECT_OK(WaitUntilWaiting(Owner(name), LockChannel(name), *b, 1,
+                                   PubSub::kSharded))
+            << name;
+      });
 }
 
 // A fenced lock's token counter shares its lock's slot (Redisson's
@@ -152,11 +158,8 @@ TEST_F(ClusterTest, FairLocksHandOffInArrivalOrderOnEveryMaster) {
         }
         EXPECT_OK(mine.Release());
       });
-      const Stopwatch watch;
-      while (queued() != i + 1 && watch.Elapsed() < absl::Seconds(60)) {
-        absl::SleepFor(absl::Milliseconds(5));
-      }
-      ASSERT_EQ(queued(), i + 1) << name;
+      ASSERT_TRUE(testing::Eventually([&] { return queued() == i + 1; }))
+          << name << ": " << queued() << " queued";
     }
     ASSERT_OK(lock.Release());
     for (testing::JoiningThread& w : waiters) w.join();
@@ -178,7 +181,8 @@ TEST_F(ClusterTest, ReadWriteLocksShareExcludeAndWakeOnEveryMaster) {
   ASSERT_TRUE(a != nullptr && b != nullptr);
   std::vector<std::string> names = NamesOnEveryMaster(1);
   names.push_back(TestLockName("rw:{7}"));
-  // a reads every lock; renewed past two 3 s leases, lease keys included.
+  // a reads every lock; renewed past two 3 s leases, lease keys included
+  // (time passes on purpose).
   for (const std::string& name : names) {
     ASSERT_OK(a->GetReadWriteLock(name).ReadLock().Acquire()) << name;
   }
@@ -204,7 +208,9 @@ TEST_F(ClusterTest, ReadWriteLocksShareExcludeAndWakeOnEveryMaster) {
     ASSERT_OK(rb.ReadLock().TryAcquire(reader_b, absl::ZeroDuration())) << name;
     {
       testing::BackgroundWaiter writer(rb.WriteLock(), absl::Seconds(60));
-      absl::SleepFor(absl::Milliseconds(200));
+      ASSERT_OK(WaitUntilWaiting(Owner(name), RwLockChannel(name), *b, 1,
+                                 PubSub::kSharded))
+          << name;
       EXPECT_FALSE(writer.done()) << name;
       // b's reader still reads: a's release alone does not free the lock.
       ASSERT_OK(ra.ReadLock().Release()) << name;
@@ -220,7 +226,9 @@ TEST_F(ClusterTest, ReadWriteLocksShareExcludeAndWakeOnEveryMaster) {
     ASSERT_OK(rb.WriteLock().Acquire()) << name;
     {
       testing::BackgroundWaiter reader(ra.ReadLock(), absl::Seconds(60));
-      absl::SleepFor(absl::Milliseconds(200));
+      ASSERT_OK(WaitUntilWaiting(Owner(name), RwLockChannel(name), *a, 1,
+                                 PubSub::kSharded))
+          << name;
       EXPECT_FALSE(reader.done()) << name;
       const Stopwatch watch;
       ASSERT_OK(rb.WriteLock().Release()) << name;
@@ -272,7 +280,7 @@ TEST_F(ClusterTest, MultiLocksSpanEveryMasterAllOrNothing) {
         const absl::Status got = m.TryAcquire(absl::Seconds(60));
         ASSERT_OK(got);
         if (++inside != 1) ++overlaps;
-        absl::SleepFor(absl::Milliseconds(1));
+        absl::SleepFor(absl::Milliseconds(1));  // held a while
         --inside;
         EXPECT_OK(m.Release());
         ++rounds;
@@ -310,7 +318,8 @@ TEST_F(ClusterTest, TheWatchdogRenewsLocksOnEveryMaster) {
     locks.push_back(client->GetLock(name));
     ASSERT_OK(locks.back().Acquire()) << name;
   }
-  // Five leases: without renewals every lock would be gone.
+  // Five leases (time passes on purpose): without renewals every lock would
+  // be gone.
   absl::SleepFor(absl::Seconds(3));
   for (Lock& lock : locks) {
     absl::StatusOr<RedisValue> ttl =
@@ -360,7 +369,7 @@ TEST_F(ClusterTest, ASlotMigratedUnderTrafficLosesNothing) {
           absl::Status s = lock.TryAcquire(absl::Seconds(10));
           if (s.ok()) {
             if (inside.fetch_add(1) != 0) overlaps.fetch_add(1);
-            absl::SleepFor(absl::Microseconds(200));
+            absl::SleepFor(absl::Microseconds(200));  // held a while
             inside.fetch_sub(1);
             s = lock.Release();
           }
@@ -375,13 +384,21 @@ TEST_F(ClusterTest, ASlotMigratedUnderTrafficLosesNothing) {
       });
     }
   }
+  // Some lock traffic before, between and after the moves (the threads stop
+  // on any failure of the wait).
+  auto some_traffic = [&] {
+    const int before = pairs.load() + failures.load();
+    EXPECT_TRUE(testing::Eventually([&] {
+      return pairs.load() + failures.load() >= before + 20;
+    })) << "no lock traffic";
+  };
   for (int round = 0; round < 3; ++round) {
-    absl::SleepFor(absl::Milliseconds(300));
+    some_traffic();
     ASSERT_OK(cluster_->MigrateSlot(slot, away));
-    absl::SleepFor(absl::Milliseconds(300));
+    some_traffic();
     ASSERT_OK(cluster_->MigrateSlot(slot, *home));
   }
-  absl::SleepFor(absl::Milliseconds(300));
+  some_traffic();
   stop = true;
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(overlaps.load(), 0);
@@ -465,11 +482,13 @@ TEST(ClusterPausedMasterTest, OnlyTheLocksOnThePausedMasterAreLost) {
   LockEvent lost;
   const bool told =
       events.WaitFor(LockEventType::kLockLost, absl::Seconds(10), &lost);
-  absl::SleepFor(absl::Milliseconds(500));  // time for more (wrong) losses
+  // Time passes on purpose: time for more (wrong) losses.
+  absl::SleepFor(absl::Milliseconds(500));
   EXPECT_OK(c.node(0).Resume());
   ASSERT_TRUE(told) << "the lock on the paused master was not reported lost";
   EXPECT_EQ(lost.lock_name, names[0]);
-  // Two more leases: the other locks are still renewed and kept.
+  // Two more leases (time passes on purpose): the other locks are still
+  // renewed and kept.
   absl::SleepFor(absl::Seconds(4));
   for (const LockEvent& e : events.events()) {
     EXPECT_EQ(e.lock_name, names[0]) << e.status.ToString();
@@ -498,14 +517,15 @@ TEST_F(ClusterFailoverTest, AHeldLockSurvivesItsMastersFailover) {
   ASSERT_TRUE(acked.ok() && acked->integer == 1) << "not replicated";
 
   BackgroundWaiter waiter(other_client_->GetLock(name), absl::Seconds(40));
-  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_OK(WaitUntilWaiting(c.node(0), LockChannel(name), *other_client_, 1,
+                             PubSub::kSharded));
   EXPECT_OK(c.Kill(0));
   EXPECT_OK(c.WaitUntilHealthy(absl::Seconds(30)));
   absl::StatusOr<size_t> promoted = c.NodeForKey(name);
   EXPECT_TRUE(promoted.ok() && *promoted != 0) << promoted.status();
 
-  // More than a lease after the kill: only renewals on the new master kept
-  // the lock.
+  // More than a lease after the kill (time passes on purpose): only renewals
+  // on the new master kept the lock.
   absl::SleepFor(kLease + absl::Seconds(1));
   if (promoted.ok()) {
     absl::StatusOr<RedisValue> fields =
@@ -664,10 +684,8 @@ TEST_F(ClusterBackendTest, AMovedSlotIsFollowedAndTheMapRefreshed) {
   ASSERT_OK(cluster_->MigrateSlot(slot, away));
   ExpectAnswered(Inspect(key), "after the move");  // MOVED, followed
   // The MOVED also refreshed the map (in the background).
-  for (int i = 0; i < 200 && MappedPort(slot) != cluster_->node(away).port();
-       ++i) {
-    absl::SleepFor(absl::Milliseconds(50));
-  }
+  EXPECT_TRUE(testing::Eventually(
+      [&] { return MappedPort(slot) == cluster_->node(away).port(); }));
   EXPECT_GT(backend_->refreshes(), refreshes);
   EXPECT_EQ(MappedPort(slot), cluster_->node(away).port());
 
@@ -767,25 +785,16 @@ TEST_F(ClusterBackendTest, AShardedSubscriptionIsDroppedWhenItsSlotMoves) {
 // as a `kind` push ("message" or "smessage").
 void ExpectReleaseIsHeard(Lock& lock, int port, const char* subscribe,
                           const std::string& channel, const char* kind) {
-  timeval tv{5, 0};
-  redisContext* sub = redisConnectWithTimeout("127.0.0.1", port, tv);
-  ASSERT_TRUE(sub != nullptr && sub->err == 0);
-  redisSetTimeout(sub, tv);
-  const std::string command = absl::StrCat(subscribe, " %b");
-  redisReply* r = static_cast<redisReply*>(
-      redisCommand(sub, command.c_str(), channel.data(), channel.size()));
-  ASSERT_NE(r, nullptr);
-  freeReplyObject(r);
+  absl::StatusOr<testing::RawConnection> sub =
+      testing::RawConnection::Connect(port);
+  ASSERT_OK(sub);
+  ASSERT_OK(sub->Command({subscribe, channel}));
   EXPECT_OK(lock.Release());
-  void* raw = nullptr;
-  ASSERT_EQ(redisGetReply(sub, &raw), REDIS_OK);
-  r = static_cast<redisReply*>(raw);
-  ASSERT_EQ(r->type, REDIS_REPLY_ARRAY);
-  ASSERT_EQ(r->elements, 3u);
-  EXPECT_EQ(std::string(r->element[0]->str), kind);
-  EXPECT_EQ(std::string(r->element[2]->str), "0");
-  freeReplyObject(r);
-  redisFree(sub);
+  absl::StatusOr<RedisValue> message = sub->NextReply();
+  ASSERT_OK(message);
+  ASSERT_EQ(message->elements.size(), 3u) << *message;
+  EXPECT_EQ(message->elements[0].str, kind);
+  EXPECT_EQ(message->elements[2].str, "0");
 }
 
 // Redisson's own lock and unlock scripts (3.x, the unlock publishing with the
@@ -810,7 +819,7 @@ TEST_F(ClusterTest, RedissonPeersShareLocksAndShardedWakeUps) {
   EXPECT_EQ(lock.TryAcquire(absl::ZeroDuration()).code(),
             absl::StatusCode::kDeadlineExceeded);
   BackgroundWaiter waiter(lock, absl::Seconds(20));  // the lease is 30 s
-  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_OK(WaitUntilWaiting(master, channel, *client, 1, PubSub::kSharded));
   Stopwatch since_unlock;
   absl::StatusOr<RedisValue> unlocked =
       master.Command({"EVAL", kRedissonUnlock, "2", name, channel, "0", "30000",
@@ -853,7 +862,7 @@ TEST_F(ClusterTest, ClassicPubSubWhenAskedForReachesClassicPeers) {
   ASSERT_OK(owner.Command({"HSET", name, kPeer, "1"}));
   ASSERT_OK(owner.Command({"PEXPIRE", name, "30000"}));
   BackgroundWaiter waiter(lock, absl::Seconds(20));
-  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_OK(WaitUntilWaiting(owner, channel, **client, 1, PubSub::kClassic));
   EXPECT_FALSE(waiter.got());
   ASSERT_OK(owner.Command({"DEL", name}));
   Stopwatch since_unlock;

@@ -81,33 +81,30 @@ class ClusterTlsTest : public ::testing::Test {
     return made.ok() ? *std::move(made) : nullptr;
   }
 
-  // Whether, within 10 s, the lock's master has one subscriber of the lock's
+  // Whether, eventually, the lock's master has one subscriber of the lock's
   // channel (sharded pub/sub) and a sharded subscriber connected to its TLS
   // port.
   static bool ShardedTlsSubscriberAppears(const std::string& name) {
-    const std::string channel =
-        absl::StrCat("redisson_lock__channel:{", name, "}");
+    const std::string channel = testing::LockChannel(name);
     RedisServer& master = testing::MasterOf(*cluster_, name);
     const std::string tls_laddr = absl::StrCat(" laddr=", RedisServer::kHost,
                                                ":", master.tls_port(), " ");
-    for (Stopwatch watch; watch.Elapsed() < absl::Seconds(10);
-         absl::SleepFor(absl::Milliseconds(20))) {
-      absl::StatusOr<RedisValue> n =
-          master.Command({"PUBSUB", "SHARDNUMSUB", channel});
-      if (!n.ok() || n->elements.size() != 2 || n->elements[1].integer != 1) {
-        continue;
+    return testing::Eventually([&] {
+      if (testing::Subscribers(master, channel, testing::PubSub::kSharded)
+              .value_or(0) != 1) {
+        return false;
       }
       absl::StatusOr<RedisValue> clients =
           master.Command({"CLIENT", "LIST", "TYPE", "pubsub"});
-      if (!clients.ok()) continue;
+      if (!clients.ok()) return false;
       for (absl::string_view line : absl::StrSplit(clients->str, '\n')) {
         if (absl::StrContains(line, tls_laddr) &&
             !absl::StrContains(line, " ssub=0 ")) {
           return true;
         }
       }
-    }
-    return false;
+      return false;
+    });
   }
 
   // The node whose TLS port is `port`, or size() if none.
@@ -214,8 +211,9 @@ TEST_F(ClusterTlsTest, TwoClientsExcludeAndAReleaseWakesTheWaiter) {
   std::unique_ptr<Client> b = MustConnect("", UseTls);
   ASSERT_TRUE(a != nullptr && b != nullptr);
   testing::ExpectAReleaseWakesTheWaiter(
-      *cluster_, *a, *b, [](const std::string& name) {
+      *cluster_, *a, *b, [&b](const std::string& name) {
         EXPECT_TRUE(ShardedTlsSubscriberAppears(name)) << name;
+        EXPECT_OK(testing::WaitUntilIdle(*b)) << name;  // the waiter sleeps
       });
 }
 
@@ -298,10 +296,8 @@ TEST_F(ClusterTlsTest, AMovedSlotIsFollowedOverTls) {
   std::vector<backend::Answer> answers = (*backend)->Run(call);
   ASSERT_OK(answers[0].reply);
   EXPECT_FALSE(answers[0].reply->is_error()) << answers[0].reply->str();
-  for (Stopwatch watch; mapped_port() != cluster_->node(*home).tls_port() &&
-                        watch.Elapsed() < absl::Seconds(10);) {
-    absl::SleepFor(absl::Milliseconds(50));
-  }
+  EXPECT_TRUE(testing::Eventually(
+      [&] { return mapped_port() == cluster_->node(*home).tls_port(); }));
   EXPECT_GT((*backend)->refreshes(), refreshes);
   EXPECT_EQ(IndexOfTlsPort(mapped_port()), *home);
   (*backend)->Close();

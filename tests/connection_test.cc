@@ -349,12 +349,12 @@ TEST_F(FaultTest, GhostHoldFromALostAcquireReplyIsAbsorbed) {
   EXPECT_FALSE(lock.TryAcquire(absl::ZeroDuration()).ok());
   ASSERT_OK(server_->Resume());
   // The buffered acquire runs when Redis wakes: a count nobody knows of.
-  absl::StatusOr<testing::RedisValue> orphan;
-  for (int i = 0; i < 50; ++i) {
-    orphan = server_->Command({"HGETALL", lock.name()});
-    if (orphan.ok() && orphan->elements.size() == 2) break;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
+  ASSERT_OK(testing::WaitForReply(
+      *server_, {"HGETALL", lock.name()},
+      [](const testing::RedisValue& v) { return v.elements.size() == 2; },
+      "the lost acquire's hold"));
+  absl::StatusOr<testing::RedisValue> orphan =
+      server_->Command({"HGETALL", lock.name()});
   ASSERT_OK(orphan);
   ASSERT_EQ(orphan->elements.size(), 2u) << "the lost acquire did not run";
   const std::string owner = orphan->elements[0].str;
@@ -399,7 +399,8 @@ TEST_F(FaultTest, WaiterAcquiresAfterTheServerComesBack) {
     waited = lock.TryAcquire(absl::Seconds(20));
     if (waited.ok()) released = lock.Release();
   });
-  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_OK(testing::WaitUntilWaiting(
+      *server_, testing::LockChannel(lock.name()), *client_));
   // Restart without persistence: the lock is gone, every connection drops.
   ASSERT_OK(server_->Restart());
   Stopwatch watch;

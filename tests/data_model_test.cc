@@ -5,9 +5,6 @@
 // exclude relock and be excluded by it, and its unlock must wake relock's
 // waiters.
 
-#include <hiredis/hiredis.h>
-#include <sys/time.h>
-
 #include <atomic>
 #include <set>
 #include <string>
@@ -22,16 +19,20 @@
 #include "relock/relock.h"
 #include "tests/redisson_scripts.h"
 #include "tests/test_util.h"
+#include "tests/testing/raw_connection.h"
 #include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace {
 
 using ::relock::testing::kRedissonLock;
+using ::relock::testing::LockChannel;
 using ::relock::testing::MustConnect;
+using ::relock::testing::RawConnection;
 using ::relock::testing::RedisValue;
 using ::relock::testing::Stopwatch;
 using ::relock::testing::TestLockName;
+using ::relock::testing::WaitUntilWaiting;
 using ::testing::MatchesRegex;
 
 // Redisson 3.x RedissonLock scripts as the interop peer: its lock script
@@ -44,16 +45,6 @@ constexpr char kRedissonUnlock[] =
     "else redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], "
     "ARGV[1]); return 1; end; return nil;";
 constexpr char kRedissonOwner[] = "0b6b2f6e-1c54-4a3c-9d7e-3f1f0c2a9e11:77";
-
-// Redisson's channel name (RedissonObject.prefixName), written out here
-// independently of relock's code: "prefix:{N}", or "prefix:N" when N
-// contains "{".
-std::string Channel(const std::string& name) {
-  if (name.find('{') != std::string::npos) {
-    return absl::StrCat("redisson_lock__channel:", name);
-  }
-  return absl::StrCat("redisson_lock__channel:{", name, "}");
-}
 
 // A plain lock name and one with a hash tag, as Redis Cluster users write.
 std::vector<std::string> NamesToTry() {
@@ -71,7 +62,7 @@ class DataModelTest : public testing::RedisClientTest {
     return Must({"EVAL", kRedissonLock, "1", name, "30000", kRedissonOwner});
   }
   RedisValue RedissonUnlock(const std::string& name) {
-    return Must({"EVAL", kRedissonUnlock, "2", name, Channel(name), "0",
+    return Must({"EVAL", kRedissonUnlock, "2", name, LockChannel(name), "0",
                  "30000", kRedissonOwner});
   }
 };
@@ -131,30 +122,20 @@ TEST_F(DataModelTest, FinalReleasePublishesZeroOnTheRedissonChannel) {
   for (const std::string& name : NamesToTry()) {
     Lock lock = client_->GetLock(name);
     // A plain hiredis subscriber, independent of relock.
-    timeval tv{5, 0};
-    redisContext* sub =
-        redisConnectWithTimeout("127.0.0.1", redis().port(), tv);
-    ASSERT_TRUE(sub != nullptr && sub->err == 0);
-    redisSetTimeout(sub, tv);
-    const std::string channel = Channel(lock.name());
-    redisReply* r = static_cast<redisReply*>(
-        redisCommand(sub, "SUBSCRIBE %b", channel.data(), channel.size()));
-    ASSERT_NE(r, nullptr);
-    freeReplyObject(r);
+    absl::StatusOr<RawConnection> sub = RawConnection::Connect(redis().port());
+    ASSERT_OK(sub);
+    const std::string channel = LockChannel(lock.name());
+    ASSERT_OK(sub->Command({"SUBSCRIBE", channel}));
     ASSERT_OK(lock.Acquire());
     ASSERT_OK(lock.Acquire());
     ASSERT_OK(lock.Release());  // holds remain: no message
     ASSERT_OK(lock.Release());  // free: one message
-    void* raw = nullptr;
-    ASSERT_EQ(redisGetReply(sub, &raw), REDIS_OK) << name;
-    r = static_cast<redisReply*>(raw);
-    ASSERT_EQ(r->type, REDIS_REPLY_ARRAY);
-    ASSERT_EQ(r->elements, 3u);
-    EXPECT_EQ(std::string(r->element[0]->str), "message");
-    EXPECT_EQ(std::string(r->element[1]->str, r->element[1]->len), channel);
-    EXPECT_EQ(std::string(r->element[2]->str), "0");
-    freeReplyObject(r);
-    redisFree(sub);
+    absl::StatusOr<RedisValue> message = sub->NextReply();
+    ASSERT_OK(message) << name;
+    ASSERT_EQ(message->elements.size(), 3u) << *message;
+    EXPECT_EQ(message->elements[0].str, "message");
+    EXPECT_EQ(message->elements[1].str, channel);
+    EXPECT_EQ(message->elements[2].str, "0");
   }
 }
 
@@ -168,27 +149,19 @@ TEST_F(DataModelTest, ReleaseScriptsPublishWithTheCommandTheyAreGiven) {
   const std::string release_all(scripts[internal::kReleaseAllScript].source);
   const std::string force(scripts[internal::kForceReleaseScript].source);
   const std::string name = TestLockName();
-  const std::string channel = Channel(name);
+  const std::string channel = LockChannel(name);
   const std::string owner = "c0ffee00-0000-4000-8000-000000000001:1";
 
-  timeval tv{5, 0};
-  redisContext* sub = redisConnectWithTimeout("127.0.0.1", redis().port(), tv);
-  ASSERT_TRUE(sub != nullptr && sub->err == 0);
-  redisSetTimeout(sub, tv);
-  redisReply* r = static_cast<redisReply*>(
-      redisCommand(sub, "SSUBSCRIBE %b", channel.data(), channel.size()));
-  ASSERT_NE(r, nullptr);
-  freeReplyObject(r);
+  absl::StatusOr<RawConnection> sub = RawConnection::Connect(redis().port());
+  ASSERT_OK(sub);
+  ASSERT_OK(sub->Command({"SSUBSCRIBE", channel}));
   auto expect_smessage = [&](const std::string& what) {
-    void* raw = nullptr;
-    ASSERT_EQ(redisGetReply(sub, &raw), REDIS_OK) << what;
-    redisReply* m = static_cast<redisReply*>(raw);
-    ASSERT_EQ(m->type, REDIS_REPLY_ARRAY) << what;
-    ASSERT_EQ(m->elements, 3u) << what;
-    EXPECT_EQ(std::string(m->element[0]->str), "smessage") << what;
-    EXPECT_EQ(std::string(m->element[1]->str, m->element[1]->len), channel);
-    EXPECT_EQ(std::string(m->element[2]->str), "0") << what;
-    freeReplyObject(m);
+    absl::StatusOr<RedisValue> m = sub->NextReply();
+    ASSERT_OK(m) << what;
+    ASSERT_EQ(m->elements.size(), 3u) << what << ": " << *m;
+    EXPECT_EQ(m->elements[0].str, "smessage") << what;
+    EXPECT_EQ(m->elements[1].str, channel);
+    EXPECT_EQ(m->elements[2].str, "0") << what;
   };
   auto hold = [&] { Must({"HSET", name, owner, "1"}); };
 
@@ -225,7 +198,6 @@ TEST_F(DataModelTest, ReleaseScriptsPublishWithTheCommandTheyAreGiven) {
     EXPECT_EQ(Must({"HGET", name, owner}).str, "1");
   }
   Must({"DEL", name});
-  redisFree(sub);
 }
 
 TEST_F(DataModelTest, RedissonHolderExcludesRelock) {
@@ -260,7 +232,7 @@ TEST_F(DataModelTest, RedissonUnlockWakesARelockWaiter) {
       EXPECT_OK(lock.TryAcquire(absl::Seconds(20))) << name;
       EXPECT_OK(lock.Release());
     });
-    absl::SleepFor(absl::Milliseconds(300));
+    EXPECT_OK(WaitUntilWaiting(redis(), LockChannel(lock.name()), *client_));
     Stopwatch since_unlock;  // steady clock
     EXPECT_EQ(RedissonUnlock(lock.name()).integer, 1);
     waiter.join();
@@ -285,7 +257,8 @@ TEST_F(DataModelTest, BracedNamesShareRedissonsChannelBothWays) {
       EXPECT_OK(lock.Release());
     }
   });
-  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_OK(
+      WaitUntilWaiting(redis(), "redisson_lock__channel:" + name, *client_));
   Stopwatch since_unlock;
   EXPECT_EQ(
       Must({"EVAL", kRedissonUnlock, "2", name,

@@ -3,6 +3,7 @@
 // and without a wait, release, queries and client creation. (Renewal under a
 // paused Redis: watchdog_test.cc, RedisPausedPastTheLeaseIsReportedLost.)
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -11,14 +12,21 @@
 #include "gtest/gtest.h"
 #include "relock/relock.h"
 #include "tests/test_util.h"
+#include "tests/testing/eventually.h"
+#include "tests/testing/raw_connection.h"
 #include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace {
 
+using ::relock::testing::Eventually;
+using ::relock::testing::LockChannel;
 using ::relock::testing::MustConnect;
+using ::relock::testing::RawConnection;
+using ::relock::testing::RawConnectionOptions;
 using ::relock::testing::RedisServer;
 using ::relock::testing::Stopwatch;
+using ::relock::testing::Subscribers;
 using ::relock::testing::TestLockName;
 
 // A loaded 2-core CI machine can be late by this much.
@@ -99,12 +107,19 @@ TEST_F(DeadlineTest, WaitingForAHeldLockKeepsItsWaitWhenRedisPausesMidWait) {
   ASSERT_OK(holder_->GetLock(TestLockName()).Acquire());
   Lock lock = client_->GetLock(TestLockName());
   absl::Status s;
+  std::atomic<bool> returned{false};
   std::thread pauser([&] {
-    absl::SleepFor(absl::Milliseconds(150));
+    // Mid-wait: once the waiter listens for the unlock message (or, on a
+    // machine too slow for that, once its wait is over).
+    EXPECT_TRUE(Eventually([&] {
+      return returned.load() ||
+             Subscribers(*server_, LockChannel(lock.name())).value_or(0) == 1;
+    }));
     EXPECT_OK(server_->Pause());
   });
   absl::Duration took =
       Timed([&] { s = lock.TryAcquire(absl::Milliseconds(600)); });
+  returned = true;
   pauser.join();
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
   EXPECT_LT(took, absl::Milliseconds(600) + kMargin);
@@ -118,7 +133,15 @@ TEST_F(DeadlineTest, TryAcquireKeepsItsWaitWhileRedisIsBusy) {
     // Blocks the whole server for 2 s.
     EXPECT_OK(server_->Command({"DEBUG", "SLEEP", "2"}));
   });
-  absl::SleepFor(absl::Milliseconds(100));
+  // Once the server sleeps, a PING goes unanswered (250 ms: far longer than
+  // a round trip on a loaded machine, far shorter than the sleep).
+  RawConnectionOptions probe;
+  probe.command_timeout = absl::Milliseconds(250);
+  EXPECT_TRUE(Eventually([&] {
+    absl::StatusOr<RawConnection> c =
+        RawConnection::Connect(server_->port(), probe);
+    return c.ok() && !c->Command({"PING"}).ok();
+  })) << "the server never went busy";
   absl::Status s;
   absl::Duration took =
       Timed([&] { s = lock.TryAcquire(absl::Milliseconds(300)); });

@@ -5,8 +5,6 @@
 // fair lock scripts as a peer in the same queue (exclusion and wake-ups both
 // ways); the asynchronous calls; bad input.
 
-#include <hiredis/hiredis.h>
-
 #include <atomic>
 #include <chrono>
 #include <iostream>
@@ -25,6 +23,7 @@
 #include "tests/redisson_scripts.h"
 #include "tests/test_util.h"
 #include "tests/testing/child_process.h"
+#include "tests/testing/raw_connection.h"
 #include "tests/testing/status_matchers.h"
 
 namespace relock {
@@ -37,6 +36,7 @@ using ::relock::testing::kRedissonFairAcquire;
 using ::relock::testing::kRedissonFairAcquireFailed;
 using ::relock::testing::kRedissonFairUnlock;
 using ::relock::testing::MustConnect;
+using ::relock::testing::RawConnection;
 using ::relock::testing::RedisValue;
 using ::relock::testing::Stopwatch;
 using ::relock::testing::TestLockName;
@@ -111,7 +111,7 @@ RELOCK_CHILD_MAIN(FairWaiters) {
                .ok()) {
         ++failures;
       }
-      absl::SleepFor(absl::Milliseconds(2));
+      absl::SleepFor(absl::Milliseconds(2));  // held a while
     });
   }
   for (std::thread& w : workers) w.join();
@@ -344,15 +344,10 @@ TEST_F(FairLockTest, RedissonsFairScriptsShareTheQueueInOrder) {
   ASSERT_OK(lock.Acquire());
 
   // The Redisson owner queues first and listens on its own channel.
-  timeval tv{10, 0};
-  redisContext* sub = redisConnectWithTimeout("127.0.0.1", redis().port(), tv);
-  ASSERT_TRUE(sub != nullptr && sub->err == 0);
-  redisSetTimeout(sub, tv);
+  absl::StatusOr<RawConnection> sub = RawConnection::Connect(redis().port());
+  ASSERT_OK(sub);
   const std::string redisson_channel = Channel(name) + ":" + redisson;
-  redisReply* r = static_cast<redisReply*>(redisCommand(
-      sub, "SUBSCRIBE %b", redisson_channel.data(), redisson_channel.size()));
-  ASSERT_NE(r, nullptr);
-  freeReplyObject(r);
+  ASSERT_OK(sub->Command({"SUBSCRIBE", redisson_channel}));
   absl::StatusOr<RedisValue> queued = redisson_acquire();
   ASSERT_TRUE(queued.ok() && queued->is_integer()) << queued.status();
 
@@ -379,19 +374,15 @@ TEST_F(FairLockTest, RedissonsFairScriptsShareTheQueueInOrder) {
 
   // relock's release wakes the Redisson owner (the head) on its channel...
   ASSERT_OK(lock.Release());
-  void* raw = nullptr;
-  ASSERT_EQ(redisGetReply(sub, &raw), REDIS_OK);
-  r = static_cast<redisReply*>(raw);
-  ASSERT_EQ(r->type, REDIS_REPLY_ARRAY);
-  ASSERT_EQ(r->elements, 3u);
-  EXPECT_EQ(std::string(r->element[1]->str, r->element[1]->len),
-            redisson_channel);
-  EXPECT_EQ(std::string(r->element[2]->str), "0");
-  freeReplyObject(r);
-  redisFree(sub);
+  absl::StatusOr<RedisValue> woken = sub->NextReply();
+  ASSERT_OK(woken);
+  ASSERT_EQ(woken->elements.size(), 3u) << *woken;
+  EXPECT_EQ(woken->elements[1].str, redisson_channel);
+  EXPECT_EQ(woken->elements[2].str, "0");
   // ... which takes it (the relock waiter, behind it, does not).
   absl::StatusOr<RedisValue> taken = redisson_acquire();
   ASSERT_TRUE(taken.ok() && taken->is_nil()) << taken.status();
+  // Time passes on purpose: the relock waiter must NOT get the lock in it.
   absl::SleepFor(absl::Milliseconds(200));
   EXPECT_FALSE(relock_got.load());
 
@@ -470,24 +461,15 @@ TEST_F(FairLockTest, TheNextWaiterIsWokenWhenTheHeadOfAFreeLockChanges) {
     ASSERT_OK(redis().Command(
         {"ZADD", TimeoutKey(name), first_deadline, first, future, next}));
   };
-  timeval tv{10, 0};
-  redisContext* sub = redisConnectWithTimeout("127.0.0.1", redis().port(), tv);
-  ASSERT_TRUE(sub != nullptr && sub->err == 0);
-  redisSetTimeout(sub, tv);
+  absl::StatusOr<RawConnection> sub = RawConnection::Connect(redis().port());
+  ASSERT_OK(sub);
   const std::string next_channel = Channel(name) + ":" + next;
-  redisReply* r = static_cast<redisReply*>(redisCommand(
-      sub, "SUBSCRIBE %b", next_channel.data(), next_channel.size()));
-  ASSERT_NE(r, nullptr);
-  freeReplyObject(r);
+  ASSERT_OK(sub->Command({"SUBSCRIBE", next_channel}));
   auto expect_woken = [&](const std::string& what) {
-    void* raw = nullptr;
-    ASSERT_EQ(redisGetReply(sub, &raw), REDIS_OK) << what;
-    redisReply* m = static_cast<redisReply*>(raw);
-    ASSERT_EQ(m->type, REDIS_REPLY_ARRAY) << what;
-    ASSERT_EQ(m->elements, 3u) << what;
-    EXPECT_EQ(std::string(m->element[1]->str, m->element[1]->len), next_channel)
-        << what;
-    freeReplyObject(m);
+    absl::StatusOr<RedisValue> m = sub->NextReply();
+    ASSERT_OK(m) << what;
+    ASSERT_EQ(m->elements.size(), 3u) << what << ": " << *m;
+    EXPECT_EQ(m->elements[1].str, next_channel) << what;
     EXPECT_EQ(List(QueueKey(name)).at(0), next) << what;
   };
   const std::vector<std::string> fair_keys = {name, QueueKey(name),
@@ -524,7 +506,6 @@ TEST_F(FairLockTest, TheNextWaiterIsWokenWhenTheHeadOfAFreeLockChanges) {
   ASSERT_TRUE(attempt.ok() && attempt->is_integer()) << attempt.status();
   expect_woken("acquire");
   EXPECT_EQ(List(QueueKey(name)), (std::vector<std::string>{next, late}));
-  redisFree(sub);
 }
 
 TEST_F(FairLockTest, BadInput) {

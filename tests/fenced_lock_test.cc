@@ -30,10 +30,12 @@ namespace {
 using ::relock::testing::ChildProcess;
 using ::relock::testing::kRedissonFencedAcquire;
 using ::relock::testing::kRedissonUnlock;
+using ::relock::testing::LockChannel;
 using ::relock::testing::MustConnect;
 using ::relock::testing::RedisValue;
 using ::relock::testing::Stopwatch;
 using ::relock::testing::TestLockName;
+using ::relock::testing::WaitUntilWaiting;
 using ::testing::HasSubstr;
 
 // A resource guarded by fencing tokens, as the README shows: a write is
@@ -105,7 +107,8 @@ TEST_F(FencedLockTest, ALockAndAFencedLockOfOneNameAreOneLock) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(Counter(name), -1) << "a refused acquire took a token";
   std::thread release([&] {
-    absl::SleepFor(absl::Milliseconds(200));
+    // Once the fenced lock waits for it.
+    EXPECT_OK(WaitUntilWaiting(redis(), LockChannel(name), *b));
     EXPECT_OK(plain.Release(holder));
   });
   Stopwatch waited;
@@ -250,7 +253,7 @@ TEST_F(FencedLockTest, RedissonsFencedLockSharesTheLockAndTheCounter) {
   const Owner waiter_owner = Owner::New();  // holds beyond its thread
   std::thread waiter(
       [&] { got = lock.TryLockAndGetToken(waiter_owner, absl::Seconds(20)); });
-  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_OK(WaitUntilWaiting(redis(), channel, *client));
   Stopwatch since_unlock;
   absl::StatusOr<RedisValue> unlocked =
       redis().Command({"EVAL", kRedissonUnlock, "2", name, channel, "0",

@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <hiredis/hiredis.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -32,6 +31,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/child_process.h"
+#include "tests/testing/eventually.h"
+#include "tests/testing/raw_connection.h"
 #include "tests/testing/redis_server.h"
 #include "tests/testing/spawn.h"
 #include "tests/testing/status_matchers.h"
@@ -41,6 +42,7 @@ namespace relock {
 namespace testing {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::AnyOf;
 using ::testing::Eq;
 using ::testing::HasSubstr;
@@ -60,13 +62,11 @@ RELOCK_CHILD_MAIN(EchoUntilEof) {
 // PINGs the server on port args[0] and prints the reply.
 RELOCK_CHILD_MAIN(PingPort) {
   if (args.size() != 1) return 2;
-  redisContext* c = redisConnect("127.0.0.1", std::stoi(args[0]));
-  if (c == nullptr || c->err) return 3;
-  auto* reply = static_cast<redisReply*>(redisCommand(c, "PING"));
-  if (reply == nullptr) return 4;
-  std::cout << std::string(reply->str, reply->len) << std::endl;
-  freeReplyObject(reply);
-  redisFree(c);
+  absl::StatusOr<RawConnection> c = RawConnection::Connect(std::stoi(args[0]));
+  if (!c.ok()) return 3;
+  absl::StatusOr<RedisValue> reply = c->Command({"PING"});
+  if (!reply.ok()) return 4;
+  std::cout << reply->str << std::endl;
   return 0;
 }
 
@@ -140,42 +140,6 @@ bool PathExists(const std::string& path) {
   struct stat st;
   return lstat(path.c_str(), &st) == 0;
 }
-
-// A raw hiredis connection with `timeout` for connect and commands.
-struct RawConnection {
-  explicit RawConnection(int port, absl::Duration timeout = absl::Seconds(2)) {
-    c = redisConnectWithTimeout("127.0.0.1", port, absl::ToTimeval(timeout));
-    if (c != nullptr && !c->err) {
-      redisSetTimeout(c, absl::ToTimeval(timeout));
-    }
-  }
-  ~RawConnection() {
-    if (c != nullptr) redisFree(c);
-  }
-  bool ok() const { return c != nullptr && !c->err; }
-  // The reply as "status:..", "error:..", "string:..", or "io:<errstr>".
-  std::string Run(const char* command) {
-    auto* reply = static_cast<redisReply*>(redisCommand(c, command));
-    if (reply == nullptr) return absl::StrCat("io:", c->errstr);
-    std::string out;
-    switch (reply->type) {
-      case REDIS_REPLY_STATUS:
-        out = absl::StrCat("status:", reply->str);
-        break;
-      case REDIS_REPLY_ERROR:
-        out = absl::StrCat("error:", reply->str);
-        break;
-      case REDIS_REPLY_STRING:
-        out = absl::StrCat("string:", reply->str);
-        break;
-      default:
-        out = absl::StrCat("type:", reply->type);
-    }
-    freeReplyObject(reply);
-    return out;
-  }
-  redisContext* c = nullptr;
-};
 
 // /usr/bin/<name>, else the first <name> on $PATH, else empty.
 std::string FindTool(const std::string& name) {
@@ -350,14 +314,12 @@ TEST(RedisServerTest, UnixSocketIsCreated) {
   ASSERT_EQ(stat(redis->socket_path().c_str(), &st), 0);
   EXPECT_TRUE(S_ISSOCK(st.st_mode));
 
-  redisContext* c = redisConnectUnix(redis->socket_path().c_str());
-  ASSERT_NE(c, nullptr);
-  ASSERT_EQ(c->err, 0) << c->errstr;
-  auto* reply = static_cast<redisReply*>(redisCommand(c, "PING"));
-  ASSERT_NE(reply, nullptr);
-  EXPECT_STREQ(reply->str, "PONG");
-  freeReplyObject(reply);
-  redisFree(c);
+  absl::StatusOr<RawConnection> c =
+      RawConnection::ConnectUnix(redis->socket_path());
+  ASSERT_OK(c);
+  absl::StatusOr<RedisValue> reply = c->Command({"PING"});
+  ASSERT_OK(reply);
+  EXPECT_EQ(reply->str, "PONG");
 }
 
 TEST(RedisServerTest, RequirePassIsEnforcedAndUsedByCommand) {
@@ -372,9 +334,12 @@ TEST(RedisServerTest, RequirePassIsEnforcedAndUsedByCommand) {
                                             "?password=s3cret%2Fpw"));
   EXPECT_EQ(redis->Command({"PING"})->str, "PONG");
 
-  RawConnection raw(redis->port());
-  ASSERT_TRUE(raw.ok());
-  EXPECT_THAT(raw.Run("PING"), StartsWith("error:NOAUTH"));
+  absl::StatusOr<RawConnection> raw = RawConnection::Connect(redis->port());
+  ASSERT_OK(raw);
+  absl::StatusOr<RedisValue> refused = raw->Command({"PING"});
+  ASSERT_OK(refused);
+  EXPECT_TRUE(refused->is_error()) << *refused;
+  EXPECT_THAT(refused->str, StartsWith("NOAUTH"));
 }
 
 TEST(RedisServerTest, ExtraArgsReachTheServer) {
@@ -431,11 +396,16 @@ TEST(RedisServerTest, PauseMakesCommandsTimeOutAndResumeRecovers) {
   EXPECT_TRUE(redis->running());
   {
     const auto start = std::chrono::steady_clock::now();
-    RawConnection raw(redis->port(), absl::Milliseconds(200));
-    std::string reply = raw.ok() ? raw.Run("PING") : "connect failed";
+    RawConnectionOptions quick;
+    quick.connect_timeout = absl::Milliseconds(200);
+    quick.command_timeout = absl::Milliseconds(200);
+    absl::StatusOr<RawConnection> raw =
+        RawConnection::Connect(redis->port(), quick);
+    ASSERT_OK(raw);  // the kernel accepts for the stopped process
+    absl::StatusOr<RedisValue> reply = raw->Command({"PING"});
     const absl::Duration elapsed =
         absl::FromChrono(std::chrono::steady_clock::now() - start);
-    EXPECT_THAT(reply, StartsWith("io:")) << "a paused server answered";
+    EXPECT_FALSE(reply.ok()) << "a paused server answered: " << *reply;
     EXPECT_GE(elapsed, absl::Milliseconds(150));
     EXPECT_LT(elapsed, absl::Seconds(3));
   }
@@ -888,6 +858,155 @@ TEST(StatusMatchersTest, MatchStatusesAndStatusOrsByCodeMessageAndValue) {
   EXPECT_FALSE(not_ok);
   EXPECT_STREQ(not_ok.message(),
                "Find(name) is not OK: NOT_FOUND: no such lock");
+}
+
+// --- RawConnection (tests/testing/raw_connection.h) --------------------------
+
+TEST(RawConnectionTest, RunsCommandsAndReadsPushes) {
+  RedisServer& redis = SharedRedisServer();
+  absl::StatusOr<RawConnection> c = RawConnection::Connect(redis.port());
+  ASSERT_OK(c);
+  EXPECT_EQ(c->where(), absl::StrCat("127.0.0.1:", redis.port()));
+  ASSERT_OK(c->Command({"SET", "raw:k", std::string("v\0w", 3)}));
+  absl::StatusOr<RedisValue> got = c->Command({"GET", "raw:k"});
+  ASSERT_OK(got);
+  EXPECT_EQ(got->str, std::string("v\0w", 3));  // binary-safe
+  // An error reply is a reply, not an error Status.
+  absl::StatusOr<RedisValue> wrong = c->Command({"HGET", "raw:k", "f"});
+  ASSERT_OK(wrong);
+  EXPECT_TRUE(wrong->is_error()) << *wrong;
+  absl::StatusOr<RawReply> raw = c->Call({"STRLEN", "raw:k"});
+  ASSERT_OK(raw);
+  EXPECT_EQ((*raw)->type, REDIS_REPLY_INTEGER);
+  EXPECT_EQ((*raw)->integer, 3);
+  EXPECT_THAT(c->Command({}), StatusIs(absl::StatusCode::kInvalidArgument));
+
+  // A subscriber reads the published message as a push.
+  absl::StatusOr<RawConnection> sub = RawConnection::Connect(redis.port());
+  ASSERT_OK(sub);
+  ASSERT_OK(sub->Command({"SUBSCRIBE", "raw:channel"}));
+  ASSERT_OK(c->Command({"PUBLISH", "raw:channel", "hello"}));
+  absl::StatusOr<RedisValue> message = sub->NextReply();
+  ASSERT_OK(message);
+  ASSERT_EQ(message->elements.size(), 3u) << *message;
+  EXPECT_EQ(message->elements[0].str, "message");
+  EXPECT_EQ(message->elements[2].str, "hello");
+  // Nothing more: the read times out (DeadlineExceeded), the connection is
+  // done for.
+  ASSERT_OK(sub->SetTimeout(absl::Milliseconds(50)));
+  EXPECT_THAT(sub->NextReply(), StatusIs(absl::StatusCode::kDeadlineExceeded));
+  ASSERT_OK(c->Command({"DEL", "raw:k"}));
+}
+
+TEST(RawConnectionTest, AuthenticatesAndFailsWithAStatus) {
+  RedisServerOptions options;
+  options.requirepass = "pw";
+  std::unique_ptr<RedisServer> redis = MustStart(options);
+  ASSERT_NE(redis, nullptr);
+  RawConnectionOptions with_password;
+  with_password.password = "pw";
+  absl::StatusOr<RawConnection> c =
+      RawConnection::Connect(redis->port(), with_password);
+  ASSERT_OK(c);
+  EXPECT_EQ(c->Command({"PING"})->str, "PONG");
+  with_password.password = "wrong";
+  EXPECT_THAT(RawConnection::Connect(redis->port(), with_password),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  const int port = redis->port();
+  redis.reset();  // nobody listens there now
+  EXPECT_THAT(RawConnection::Connect(port),
+              StatusIs(absl::StatusCode::kUnavailable));
+}
+
+// --- Eventually and the waits (tests/testing/eventually.h) ------------------
+
+TEST(EventuallyTest, ReturnsOnceTheConditionHoldsAndFailsAtTheLimit) {
+  int looks = 0;
+  EXPECT_TRUE(Eventually([&] { return ++looks == 3; }));
+  EXPECT_EQ(looks, 3);
+
+  // Never true: false once the limit passed, after growing pauses (a fixed
+  // 1 ms poll would look about 200 times, growing ones some 20 times).
+  looks = 0;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(Eventually(
+      [&] {
+        ++looks;
+        return false;
+      },
+      absl::Milliseconds(200)));
+  EXPECT_GE(absl::FromChrono(std::chrono::steady_clock::now() - start),
+            absl::Milliseconds(200));
+  EXPECT_GE(looks, 2);
+  EXPECT_LT(looks, 100);
+
+  EXPECT_OK(WaitUntil("at once", [] { return true; }));
+  EXPECT_THAT(
+      WaitUntil(
+          "the impossible", [] { return false; }, absl::Milliseconds(10)),
+      StatusIs(absl::StatusCode::kDeadlineExceeded,
+               HasSubstr("the impossible: not within 10ms")));
+}
+
+TEST(EventuallyTest, WaitForSubscribersSeesSubscribersComeAndGo) {
+  RedisServer& redis = SharedRedisServer();
+  const std::string channel = "eventually:channel";
+  EXPECT_OK(WaitForSubscribers(redis, channel, 0));
+  {
+    absl::StatusOr<RawConnection> classic =
+        RawConnection::Connect(redis.port());
+    ASSERT_OK(classic);
+    ASSERT_OK(classic->Command({"SUBSCRIBE", channel}));
+    absl::StatusOr<RawConnection> sharded =
+        RawConnection::Connect(redis.port());
+    ASSERT_OK(sharded);
+    ASSERT_OK(sharded->Command({"SSUBSCRIBE", channel}));
+    EXPECT_OK(WaitForSubscribers(redis, channel, 1));
+    EXPECT_OK(WaitForSubscribers(redis, channel, 1, PubSub::kSharded));
+    EXPECT_THAT(Subscribers(redis, channel), IsOkAndHolds(1));
+    EXPECT_THAT(WaitForSubscribers(redis, channel, 2, PubSub::kClassic,
+                                   absl::Milliseconds(50)),
+                StatusIs(absl::StatusCode::kDeadlineExceeded,
+                         AllOf(HasSubstr(channel), HasSubstr("(integer) 1"))));
+  }
+  // The connections are freed with their RawConnection: no subscriber left.
+  EXPECT_OK(WaitForSubscribers(redis, channel, 0));
+  EXPECT_OK(WaitForSubscribers(redis, channel, 0, PubSub::kSharded));
+}
+
+TEST(EventuallyTest, WaitForKeyGoneAndWaitForField) {
+  RedisServer& redis = SharedRedisServer();
+  ASSERT_OK(redis.Command({"SET", "eventually:leased", "1", "PX", "200"}));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_OK(WaitForKeyGone(redis, "eventually:leased"));
+  // Not before its TTL (Redis's clock; slack for the clocks' granularity).
+  EXPECT_GE(absl::FromChrono(std::chrono::steady_clock::now() - start),
+            absl::Milliseconds(150));
+  ASSERT_OK(redis.Command({"SET", "eventually:kept", "1"}));
+  EXPECT_THAT(WaitForKeyGone(redis, "eventually:kept", absl::Milliseconds(50)),
+              StatusIs(absl::StatusCode::kDeadlineExceeded));
+
+  EXPECT_THAT(
+      WaitForField(redis, "eventually:hash", "f", absl::Milliseconds(50)),
+      StatusIs(absl::StatusCode::kDeadlineExceeded,
+               HasSubstr("field f of eventually:hash")));
+  ASSERT_OK(redis.Command({"HSET", "eventually:hash", "f", "1"}));
+  EXPECT_OK(WaitForField(redis, "eventually:hash", "f"));
+  ASSERT_OK(redis.Command({"DEL", "eventually:kept", "eventually:hash"}));
+}
+
+TEST(EventuallyTest, WaitForReplyOutlivesARestartOfTheServer) {
+  std::unique_ptr<RedisServer> redis = MustStart();
+  ASSERT_NE(redis, nullptr);
+  std::thread restarter([&] {
+    EXPECT_OK(redis->Restart());  // breaks the wait's connection
+    EXPECT_OK(redis->Command({"SET", "after", "restart"}));
+  });
+  EXPECT_OK(WaitForReply(
+      *redis, {"GET", "after"},
+      [](const RedisValue& v) { return v.str == "restart"; },
+      "the key set after the restart"));
+  restarter.join();
 }
 
 }  // namespace

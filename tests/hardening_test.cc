@@ -220,10 +220,8 @@ TEST_F(StaleConnectionTest, NoSpuriousUnavailableAfterAnIdleTimeout) {
   // Redis closes idle clients in its cron, some seconds after `timeout`. Left
   // are this query's connection and the pub/sub one (type normal while
   // subscribed to nothing), which its PINGs keep busy.
-  for (int i = 0; i < 100 && NormalClients() > 2; ++i) {
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  ASSERT_LE(NormalClients(), 2) << "the server did not close idle clients";
+  ASSERT_TRUE(testing::Eventually([&] { return NormalClients() <= 2; }))
+      << "the server did not close idle clients";
   ExpectCallsWork();
 }
 
@@ -251,7 +249,8 @@ TEST_F(ShortLeaseTest, ReentryWithAnExplicitLeaseDoesNotCutAWatchdogHoldShort) {
   lock.lock();
   ASSERT_OK(lock.Acquire(absl::Milliseconds(200)));
   ASSERT_OK(lock.Release());
-  absl::SleepFor(kShortWatchdog * 3);  // several leases: renewed throughout
+  // Time passes on purpose: several leases, renewed throughout.
+  absl::SleepFor(kShortWatchdog * 3);
   EXPECT_EQ(
       other_->GetLock(lock.name()).TryAcquire(absl::ZeroDuration()).code(),
       absl::StatusCode::kDeadlineExceeded)
@@ -269,6 +268,7 @@ TEST_F(ShortLeaseTest, ReentryNeverShortensAnExplicitLease) {
   ASSERT_OK(lock.Acquire(absl::Seconds(20)));
   ASSERT_OK(lock.Acquire(absl::Milliseconds(100)));
   EXPECT_GT(*lock.RemainingLease(), absl::Seconds(15));
+  // Time passes on purpose: past the 100 ms lease the re-entry asked for.
   absl::SleepFor(absl::Milliseconds(300));
   EXPECT_OK(lock.SafeUntil());
   EXPECT_OK(lock.Release());
@@ -278,6 +278,7 @@ TEST_F(ShortLeaseTest, ReentryNeverShortensAnExplicitLease) {
 TEST_F(ShortLeaseTest, SafeUntilNeverReturnsAPastTimeAsOk) {
   Lock lock = client_->GetLock(TestLockName());
   ASSERT_OK(lock.Acquire(absl::Milliseconds(100)));
+  // Time passes on purpose: the lease ends on this process's clock.
   absl::SleepFor(absl::Milliseconds(400));
   absl::StatusOr<std::chrono::steady_clock::time_point> safe = lock.SafeUntil();
   EXPECT_EQ(safe.status().code(), absl::StatusCode::kAborted)
@@ -391,11 +392,10 @@ TEST(HardeningTest, ExpiredExplicitLeaseHoldsAreDroppedFromTheRegistry) {
                    start);
   ASSERT_EQ(holds.size(), kHolds + 1u);
   auto wait_for = [&](auto done) {
-    for (int i = 0; i < 500 && !done(); ++i) {
+    return testing::Eventually([&] {
       timers.Poke();
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-    return done();
+      return done();
+    });
   };
   clock.Advance(absl::Milliseconds(1001));
   EXPECT_TRUE(wait_for([&] {
@@ -423,6 +423,7 @@ TEST_F(ShortLeaseTest, ExpiredExplicitLeaseHoldsAreNotReportedOnClose) {
   }
   Lock kept = client_->GetLock(TestLockName("kept"));
   ASSERT_OK(kept.Acquire(absl::Seconds(30)));
+  // Time passes on purpose: the 100 ms leases end on this process's clock.
   absl::SleepFor(absl::Milliseconds(600));
   // Within the retention, the holder is told its lease ran out.
   absl::Status s = locks[0].Release();
@@ -503,7 +504,8 @@ TEST_F(NotALockTest, LockWithoutTtlIsRecheckedNotAwaitedForever) {
       EXPECT_OK(lock.Release());
     }
   });
-  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_OK(
+      testing::WaitUntilWaiting(redis(), testing::LockChannel(name), *client_));
   Stopwatch watch;
   ASSERT_OK(redis().Command({"DEL", name}));  // no unlock message
   waiter.join();
@@ -583,7 +585,8 @@ TEST_F(ShortLeaseTest, ForkedChildIsNotAnOwnerAndItsExitKeepsTheParentsLocks) {
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status)) << "the child crashed: " << status;
   EXPECT_EQ(WEXITSTATUS(status), 0);
-  // The parent still holds it, renewed, and releases it normally.
+  // The parent still holds it, renewed (time passes on purpose: two leases),
+  // and releases it normally.
   absl::SleepFor(kShortWatchdog * 2);
   EXPECT_EQ(*lock.HoldCount(), 1);
   EXPECT_EQ(

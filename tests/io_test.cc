@@ -62,14 +62,10 @@ Result Send(Connection& conn, std::initializer_list<absl::string_view> argv,
   return Call(conn, std::move(wire), 1, deadline, direct);
 }
 
-// Waits (up to 10 s) until `conn` is parked: idle, free for a direct call.
+// Waits (up to a minute) until `conn` is parked: idle, free for a direct
+// call.
 bool AwaitParked(const Connection& conn) {
-  const Deadline limit = Deadline::After(absl::Seconds(10));
-  while (!conn.parked()) {
-    if (limit.Expired()) return false;
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  return true;
+  return testing::Eventually([&] { return conn.parked(); });
 }
 
 // Who does a call's I/O: the loop thread, or the caller on a parked
@@ -202,7 +198,7 @@ TEST_F(IoConnectionTest, DirectCallsAndLoopCallsInterleaveInOrder) {
             (commands == 2 && r.replies[1].str() != b)) {
           wrong.fetch_add(1);
         }
-        if (i % 50 == 0) absl::SleepFor(absl::Microseconds(200));
+        if (i % 50 == 0) absl::SleepFor(absl::Microseconds(200));  // pace
       }
     });
   }
@@ -404,7 +400,7 @@ TEST_P(IoPathTest, ASilentServerIsNoticedWhileSignalsKeepInterruptingTheWait) {
     // fails the test instead of hanging it).
     for (int i = 0; i < 400 && !done.load(); ++i) {
       pthread_kill(caller, SIGURG);
-      absl::SleepFor(absl::Milliseconds(50));
+      absl::SleepFor(absl::Milliseconds(50));  // the signals' pace
     }
   });
   Stopwatch watch;
@@ -467,10 +463,7 @@ TEST_P(IoPathTest, CloseFailsWhatIsOutstandingAndLaterCalls) {
     slow = Send(*conn, {"DEBUG", "SLEEP", "3"}, Deadline::Never(), direct());
   });
   // Closed while the request is out (a direct caller is inside its call).
-  const Deadline limit = Deadline::After(absl::Seconds(10));
-  while (conn->outstanding() == 0 && !limit.Expired()) {
-    absl::SleepFor(absl::Milliseconds(1));
-  }
+  EXPECT_TRUE(testing::Eventually([&] { return conn->outstanding() > 0; }));
   EXPECT_EQ(conn->direct_calls(), direct_before + (direct() ? 1 : 0));
   conn->Close();
   waiter.join();

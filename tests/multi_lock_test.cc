@@ -88,7 +88,9 @@ TEST_F(MultiLockTest, OneDeadlineForTheWholeCallAndNothingLeftHeld) {
   EXPECT_FALSE(Held(a));
   // Once the rival lets go, a waiting multi-lock gets both.
   std::thread release([&] {
-    absl::SleepFor(absl::Milliseconds(200));
+    // Once the multi-lock waits for b.
+    EXPECT_OK(testing::WaitUntilWaiting(*other_, testing::LockChannel(b.name()),
+                                        *there_));
     EXPECT_OK(b_by_rival.Release(rival_owner));
   });
   EXPECT_OK(both.TryAcquire(absl::Seconds(20)));
@@ -136,7 +138,7 @@ TEST_F(MultiLockTest, OverlappingMultiLocksNeverDeadlock) {
         }
         if (inside_b.fetch_add(1) != 0) ++overlaps;
         if (inside_c.fetch_add(1) != 0) ++overlaps;
-        absl::SleepFor(absl::Microseconds(300));
+        absl::SleepFor(absl::Microseconds(300));  // held a while
         inside_b.fetch_sub(1);
         inside_c.fetch_sub(1);
         if (!mine.Release().ok()) ++failures;

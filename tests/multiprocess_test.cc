@@ -70,7 +70,7 @@ RELOCK_CHILD_MAIN(CountUnderLock) {
         (!value->is_nil() && !absl::SimpleAtoi(value->str, &n))) {
       return 4;
     }
-    absl::SleepFor(absl::Microseconds(200));
+    absl::SleepFor(absl::Microseconds(200));  // a lost update would show
     if (!testing::CommandOnPort(port, {"SET", args[3], absl::StrCat(n + 1)})
              .ok()) {
       return 5;
@@ -241,7 +241,8 @@ TEST_F(MultiProcessTest, WaiterInThisProcessGetsTheLockWhenAChildReleases) {
     acquired = lock.TryAcquire(absl::Seconds(20));
     if (acquired.ok()) released = lock.Release();
   });
-  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_OK(
+      testing::WaitUntilWaiting(redis(), testing::LockChannel(name), *client));
   Stopwatch watch;
   ASSERT_TRUE((*child)->WriteLine("release").ok());
   waiter.join();

@@ -18,7 +18,7 @@ TEST(MutexTest, AwaitWakesWhenAnotherThreadMakesTheConditionTrue) {
   Mutex mu;
   bool ready = false;  // guarded by mu
   std::thread t([&] {
-    absl::SleepFor(absl::Milliseconds(20));
+    absl::SleepFor(absl::Milliseconds(20));  // on purpose: Await() waits first
     MutexLock lock(&mu);
     ready = true;  // no explicit signal: releasing the mutex is enough
   });
@@ -143,7 +143,7 @@ TEST(MutexTest, CondVarSignalWakesAWaiter) {
   CondVar cv;
   int value = 0;  // guarded by mu
   std::thread t([&] {
-    absl::SleepFor(absl::Milliseconds(20));
+    absl::SleepFor(absl::Milliseconds(20));  // on purpose: Wait() waits first
     MutexLock lock(&mu);
     value = 1;
     cv.Signal();

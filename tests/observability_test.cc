@@ -24,7 +24,6 @@ namespace {
 using ::relock::testing::EventLog;
 using ::relock::testing::JoiningThread;
 using ::relock::testing::MustConnect;
-using ::relock::testing::RedisValue;
 using ::relock::testing::TestLockName;
 using ::testing::HasSubstr;
 
@@ -69,11 +68,8 @@ class ObservabilityTest : public testing::RedisTest {
  protected:
   // Subscribers of `name`'s unlock channel (a waiter waits there).
   int64_t Waiters(const std::string& name) {
-    absl::StatusOr<RedisValue> v =
-        redis().Command({"PUBSUB", "NUMSUB",
-                         absl::StrCat("redisson_lock__channel:{", name, "}")});
-    if (!v.ok() || v->elements.size() != 2) return -1;
-    return v->elements[1].integer;
+    return testing::Subscribers(redis(), testing::LockChannel(name))
+        .value_or(-1);
   }
 };
 

@@ -6,8 +6,6 @@
 // own read-write scripts as a peer (exclusion and wake-ups both ways); the
 // std surface, the asynchronous calls and bad input.
 
-#include <hiredis/hiredis.h>
-
 #include <atomic>
 #include <chrono>
 #include <iostream>
@@ -28,6 +26,8 @@
 #include "tests/redisson_scripts.h"
 #include "tests/test_util.h"
 #include "tests/testing/child_process.h"
+#include "tests/testing/eventually.h"
+#include "tests/testing/raw_connection.h"
 #include "tests/testing/status_matchers.h"
 
 namespace relock {
@@ -42,9 +42,12 @@ using ::relock::testing::kRedissonReadUnlock;
 using ::relock::testing::kRedissonWriteLock;
 using ::relock::testing::kRedissonWriteUnlock;
 using ::relock::testing::MustConnect;
+using ::relock::testing::RawConnection;
 using ::relock::testing::RedisValue;
 using ::relock::testing::Stopwatch;
 using ::relock::testing::TestLockName;
+using ::relock::testing::WaitForKeyGone;
+using ::relock::testing::WaitUntilWaiting;
 using ::testing::HasSubstr;
 
 std::string Channel(const std::string& name) {
@@ -145,7 +148,7 @@ TEST_F(ReadWriteLockTest, AWriterIsAloneReadersOverlap) {
         if (writer) {
           std::lock_guard<ReadWriteLock> guard(rw);
           if (++writers != 1 || readers.load() != 0) ++overlaps;
-          absl::SleepFor(absl::Milliseconds(2));
+          absl::SleepFor(absl::Milliseconds(2));  // held a while
           --writers;
           ++writes;
         } else {
@@ -155,7 +158,7 @@ TEST_F(ReadWriteLockTest, AWriterIsAloneReadersOverlap) {
           while (now > seen && !max_readers.compare_exchange_weak(seen, now)) {
           }
           if (writers.load() != 0) ++overlaps;
-          absl::SleepFor(absl::Milliseconds(3));
+          absl::SleepFor(absl::Milliseconds(3));  // held a while
           --readers;
           ++reads;
         }
@@ -260,7 +263,7 @@ TEST_F(ReadWriteLockTest, ReadersAndWritersExcludeEachOtherAcrossProcesses) {
   EXPECT_FALSE(rw.try_lock());
   {
     testing::BackgroundWaiter reader(rw.ReadLock(), absl::Seconds(120));
-    absl::SleepFor(absl::Milliseconds(300));
+    ASSERT_OK(WaitUntilWaiting(redis(), Channel(name), *client));
     EXPECT_FALSE(reader.done());
     Stopwatch watch;
     ASSERT_TRUE((*writer)->CloseStdin().ok());
@@ -279,7 +282,7 @@ TEST_F(ReadWriteLockTest, ReadersAndWritersExcludeEachOtherAcrossProcesses) {
   {
     testing::BackgroundWaiter waiting_writer(rw.WriteLock(),
                                              absl::Seconds(120));
-    absl::SleepFor(absl::Milliseconds(300));
+    ASSERT_OK(WaitUntilWaiting(redis(), Channel(name), *client));
     EXPECT_FALSE(waiting_writer.done());
     Stopwatch watch;
     ASSERT_TRUE((*reader)->CloseStdin().ok());
@@ -319,7 +322,7 @@ TEST_F(ReadWriteLockTest, WritersStarveWhileReadsOverlap) {
       }
       std::swap(holder, next);
       ++hand_overs;
-      absl::SleepFor(absl::Milliseconds(5));
+      absl::SleepFor(absl::Milliseconds(5));  // the readers' pace
     }
     EXPECT_OK(read.Release(*holder));
   });
@@ -349,7 +352,8 @@ TEST_F(ReadWriteLockTest, WritersStarveWhileReadsOverlap) {
     }
   });
   ASSERT_TRUE(Eventually([&] { return writer_waiting.load(); }));
-  absl::SleepFor(absl::Milliseconds(500));
+  // The writer waits (readers never do: only it listens on the channel).
+  ASSERT_OK(WaitUntilWaiting(redis(), Channel(name), *client));
   EXPECT_EQ(got_after_ms.load(), -1);  // still starved
   since_stop = Stopwatch();
   stop = true;
@@ -380,7 +384,8 @@ TEST_F(ReadWriteLockTest, WatchdogRenewsReadAndWriteHoldsAndReportsLoss) {
   ASSERT_OK(rw.ReadLock().Acquire());
   const std::string reader = OnlyReader(redis(), name);
   ASSERT_FALSE(reader.empty());
-  // Over two leases later, both holds live, and so does the read lease key.
+  // Over two leases later (time passes on purpose: only renewals keep them),
+  // both holds live, and so does the read lease key.
   absl::SleepFor(absl::Seconds(7));
   EXPECT_EQ(Integer({"HEXISTS", name, reader}), 1);
   EXPECT_EQ(Integer({"HEXISTS", name, reader + ":write"}), 1);
@@ -420,7 +425,8 @@ TEST_F(ReadWriteLockTest, ADeadReadersHoldEndsWithItsOwnLease) {
   EXPECT_EQ(
       rw.WriteLock().TryAcquire(Owner::New(), absl::ZeroDuration()).code(),
       absl::StatusCode::kDeadlineExceeded);
-  absl::SleepFor(absl::Milliseconds(1500));  // the dead reader's lease ends
+  // The dead reader's lease ends (its lease key expires on the server).
+  ASSERT_OK(WaitForKeyGone(redis(), ReadLeaseKey(name, dead, 1)));
   ASSERT_OK(rw.ReadLock().Release());
   EXPECT_EQ(Integer({"EXISTS", name}), 0);
   EXPECT_TRUE(rw.try_lock());
@@ -460,7 +466,7 @@ TEST_F(ReadWriteLockTest, RedissonsScriptsShareTheLockBothWays) {
   EXPECT_EQ(Integer({"EXISTS", name}), 1);  // still Redisson's
   {
     testing::BackgroundWaiter writer(rw.WriteLock(), absl::Seconds(120));
-    absl::SleepFor(absl::Milliseconds(300));
+    ASSERT_OK(WaitUntilWaiting(redis(), Channel(name), *client));
     EXPECT_FALSE(writer.done());
     Stopwatch watch;
     absl::StatusOr<RedisValue> unlocked = redisson_read_unlock();
@@ -472,29 +478,22 @@ TEST_F(ReadWriteLockTest, RedissonsScriptsShareTheLockBothWays) {
   }
 
   // relock writes: Redisson's reader is excluded; the release tells it.
-  timeval tv{10, 0};
-  redisContext* sub = redisConnectWithTimeout("127.0.0.1", redis().port(), tv);
-  ASSERT_TRUE(sub != nullptr && sub->err == 0);
-  redisSetTimeout(sub, tv);
   const std::string channel = Channel(name);
-  redisReply* r = static_cast<redisReply*>(
-      redisCommand(sub, "SUBSCRIBE %b", channel.data(), channel.size()));
-  ASSERT_NE(r, nullptr);
-  freeReplyObject(r);
-  ASSERT_OK(rw.WriteLock().Acquire());
-  absl::StatusOr<RedisValue> excluded = redisson_read();
-  ASSERT_TRUE(excluded.ok() && excluded->is_integer()) << excluded.status();
-  EXPECT_GT(excluded->integer, 0);
-  ASSERT_OK(rw.WriteLock().Release());
-  void* raw = nullptr;
-  ASSERT_EQ(redisGetReply(sub, &raw), REDIS_OK);
-  r = static_cast<redisReply*>(raw);
-  ASSERT_EQ(r->type, REDIS_REPLY_ARRAY);
-  ASSERT_EQ(r->elements, 3u);
-  EXPECT_EQ(std::string(r->element[1]->str, r->element[1]->len), channel);
-  EXPECT_EQ(std::string(r->element[2]->str), "1");  // wakes every waiter
-  freeReplyObject(r);
-  redisFree(sub);
+  {
+    absl::StatusOr<RawConnection> sub = RawConnection::Connect(redis().port());
+    ASSERT_OK(sub);
+    ASSERT_OK(sub->Command({"SUBSCRIBE", channel}));
+    ASSERT_OK(rw.WriteLock().Acquire());
+    absl::StatusOr<RedisValue> excluded = redisson_read();
+    ASSERT_TRUE(excluded.ok() && excluded->is_integer()) << excluded.status();
+    EXPECT_GT(excluded->integer, 0);
+    ASSERT_OK(rw.WriteLock().Release());
+    absl::StatusOr<RedisValue> message = sub->NextReply();
+    ASSERT_OK(message);
+    ASSERT_EQ(message->elements.size(), 3u) << *message;
+    EXPECT_EQ(message->elements[1].str, channel);
+    EXPECT_EQ(message->elements[2].str, "1");  // wakes every waiter
+  }                                            // the subscriber leaves
 
   // A Redisson writer excludes relock's reader; its release wakes it.
   const std::string redisson_writer = redisson + ":write";
@@ -504,7 +503,7 @@ TEST_F(ReadWriteLockTest, RedissonsScriptsShareTheLockBothWays) {
   EXPECT_FALSE(rw.try_lock_shared());
   {
     testing::BackgroundWaiter reader(rw.ReadLock(), absl::Seconds(120));
-    absl::SleepFor(absl::Milliseconds(300));
+    ASSERT_OK(WaitUntilWaiting(redis(), channel, *client));
     EXPECT_FALSE(reader.done());
     Stopwatch watch;
     absl::StatusOr<RedisValue> unlocked =

@@ -77,7 +77,7 @@ RELOCK_CHILD_MAIN(RedlockCounter) {
         testing::CommandOnPort(port, {"GET", key});
     int64_t n = 0;
     if (!v.ok() || (!v->is_nil() && !absl::SimpleAtoi(v->str, &n))) return 4;
-    absl::SleepFor(absl::Microseconds(300));
+    absl::SleepFor(absl::Microseconds(300));  // a lost update would show
     if (!testing::CommandOnPort(port, {"SET", key, absl::StrCat(n + 1)}).ok()) {
       return 5;
     }
@@ -375,6 +375,7 @@ TEST_F(RedlockTest, ExtendRenewsAnExplicitLease) {
   RedlockLock lock = client_->GetLock(TestLockName());
   ASSERT_OK(lock.Acquire(absl::Milliseconds(800)));
   ASSERT_OK(lock.Extend(absl::Seconds(5)));
+  // Time passes on purpose: past the first lease, within the extended one.
   absl::SleepFor(absl::Milliseconds(1200));
   EXPECT_EQ(OnMasters({"EXISTS", lock.name()}), kMasters);
   EXPECT_GT(*lock.ValidUntil(), std::chrono::steady_clock::now());
@@ -389,6 +390,7 @@ TEST_F(RedlockTest, TheWatchdogExtendsALockWithoutALease) {
   ASSERT_OK(client);
   RedlockLock lock = (*client)->GetLock(TestLockName());
   ASSERT_OK(lock.Acquire());
+  // Time passes on purpose: over three leases, renewed throughout.
   absl::SleepFor(absl::Milliseconds(2000));
   EXPECT_EQ(OnMasters({"EXISTS", lock.name()}), kMasters);
   ASSERT_OK(lock.Release());
@@ -426,7 +428,11 @@ TEST_F(RedlockTest, AWaiterIsWokenByTheUnlockMessage) {
     acquired_at = std::chrono::steady_clock::now();
     ASSERT_OK(mine.Release());
   });
-  absl::SleepFor(absl::Milliseconds(300));
+  // It waits: subscribed on every master, every request answered.
+  for (auto& s : Servers()) {
+    EXPECT_OK(testing::WaitUntilWaiting(*s, testing::LockChannel(mine.name()),
+                                        *client_));
+  }
   const auto released_at = std::chrono::steady_clock::now();
   ASSERT_OK(theirs.Release());
   waiter.join();

@@ -28,6 +28,7 @@ namespace {
 
 using ::relock::testing::BackgroundWaiter;
 using ::relock::testing::EventLog;
+using ::relock::testing::LockChannel;
 using ::relock::testing::MustConnect;
 using ::relock::testing::RedisSentinelGroup;
 using ::relock::testing::RedisSentinelOptions;
@@ -35,6 +36,7 @@ using ::relock::testing::RedisServer;
 using ::relock::testing::RedisValue;
 using ::relock::testing::Stopwatch;
 using ::relock::testing::TestLockName;
+using ::relock::testing::WaitUntilWaiting;
 using ::testing::HasSubstr;
 
 // The primary that the sentinels name now.
@@ -95,7 +97,7 @@ TEST_F(SentinelTest, TwoClientsExcludeAndAReleaseWakesTheWaiter) {
   EXPECT_EQ(wanted.TryAcquire(absl::ZeroDuration()).code(),
             absl::StatusCode::kDeadlineExceeded);
   BackgroundWaiter waiter(wanted, absl::Seconds(30));
-  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_OK(WaitUntilWaiting(Primary(*group_), LockChannel(name), *b));
   EXPECT_FALSE(waiter.got());
   Stopwatch since_release;
   ASSERT_OK(held.Release());
@@ -228,13 +230,14 @@ TEST_F(SentinelFailoverTest, AReplicatedLockSurvivesSentinelFailover) {
   ASSERT_TRUE(acked.ok() && acked->integer == 2) << "not replicated";
 
   BackgroundWaiter waiter(other_client_->GetLock(name), absl::Seconds(60));
-  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_OK(WaitUntilWaiting(g.node(*old_primary), LockChannel(name),
+                             *other_client_));
   absl::StatusOr<size_t> new_primary = g.Failover();
   ASSERT_OK(new_primary);
   ASSERT_NE(*new_primary, *old_primary);
 
-  // More than a lease after the switch: only renewals on the new primary
-  // kept the lock.
+  // More than a lease after the switch (time passes on purpose): only
+  // renewals on the new primary kept the lock.
   absl::SleepFor(kLease + absl::Seconds(1));
   absl::StatusOr<RedisValue> fields =
       g.node(*new_primary).Command({"HGETALL", name});
@@ -294,7 +297,7 @@ TEST_F(SentinelFailoverTest, AKilledPrimarysUnreplicatedLocksAreReportedLost) {
   ASSERT_OK(held_leased.Acquire(absl::Seconds(60)));
 
   BackgroundWaiter waiter(other_client_->GetLock(leased), absl::Seconds(50));
-  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_OK(WaitUntilWaiting(primary, LockChannel(leased), *other_client_));
   ASSERT_OK(primary.Kill());
   for (RedisServer* r : replicas) ASSERT_OK(r->Resume());
   absl::StatusOr<size_t> new_primary =

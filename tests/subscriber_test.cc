@@ -227,12 +227,13 @@ TEST_F(SubscriberTest, AnUnlockMessageTellsOneWaitingListenerInTurn) {
   // its way).
   auto told_once = [&](int i) {
     std::vector<int> sum(kWaiters);
-    for (const Deadline until = Deadline::After(kLong);
-         sum[i] == 0 && !until.Expired();) {
-      std::vector<int> got = told();
-      for (int j = 0; j < kWaiters; ++j) sum[j] += got[j];
-      if (sum[i] == 0) absl::SleepFor(absl::Milliseconds(5));
-    }
+    testing::Eventually(
+        [&] {
+          std::vector<int> got = told();
+          for (int j = 0; j < kWaiters; ++j) sum[j] += got[j];
+          return sum[i] != 0;
+        },
+        kLong);
     return sum;
   };
   std::vector<int> got = told_once(0);
@@ -280,13 +281,8 @@ TEST_F(SubscriberTest, ShardedModeListensToSpublish) {
     EXPECT_EQ(n->integer, 1);
     EXPECT_EQ(WaitLong(*s), WakeReason::kNotified);
     s.reset();  // SUNSUBSCRIBE
-    for (int i = 0; i < 100; ++i) {
-      absl::StatusOr<testing::RedisValue> subs =
-          server_->Command({"PUBSUB", "SHARDNUMSUB", kChannel});
-      ASSERT_TRUE(subs.ok() && subs->elements.size() == 2) << subs.status();
-      if (subs->elements[1].integer == 0) break;
-      absl::SleepFor(absl::Milliseconds(20));
-    }
+    EXPECT_OK(testing::WaitForSubscribers(*server_, kChannel, 0,
+                                          testing::PubSub::kSharded));
   }
   sharded->Close();
 }

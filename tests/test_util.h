@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -12,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
@@ -20,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "lib/common/mutex.h"
 #include "relock/relock.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/redis_server.h"
 
 namespace relock {
@@ -121,19 +124,50 @@ inline absl::Status ConnectError(const ClientOptions& options) {
                      : client.status();
 }
 
-// Polls `ready` every `poll` until it holds (true) or `limit` passed (one
-// last look). For conditions on Redis or on other threads that come true by
-// themselves; a failure means the limit, generous by design, was reached.
-template <class Ready>
-bool Eventually(Ready ready, absl::Duration limit = absl::Seconds(60),
-                absl::Duration poll = absl::Milliseconds(5)) {
-  const auto end =
-      std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(limit);
-  while (std::chrono::steady_clock::now() < end) {
-    if (ready()) return true;
-    absl::SleepFor(poll);
-  }
-  return ready();
+// Where a plain (reentrant or fenced) lock's waiters listen, and where its
+// releases publish: Redisson's channel name (RedissonObject.prefixName),
+// written out here independently of relock's code:
+// "redisson_lock__channel:{N}", or "redisson_lock__channel:N" when N
+// contains "{".
+inline std::string LockChannel(const std::string& name) {
+  return absl::StrContains(name, "{") ? "redisson_lock__channel:" + name
+                                      : "redisson_lock__channel:{" + name + "}";
+}
+
+// Where a read-write lock's waiters listen: "redisson_rwlock:{N}" (or
+// "redisson_rwlock:N" when N has a "{").
+inline std::string RwLockChannel(const std::string& name) {
+  return absl::StrContains(name, "{") ? "redisson_rwlock:" + name
+                                      : "redisson_rwlock:{" + name + "}";
+}
+
+// Waits until `client` (a Client or a RedlockClient) has no request in
+// flight (ClientMetrics::pending_requests is 0).
+template <class AnyClient>
+absl::Status WaitUntilIdle(const AnyClient& client,
+                           absl::Duration limit = kEventuallyLimit) {
+  return WaitUntil(
+      "no request of the client in flight",
+      [&] { return client.Metrics().pending_requests == 0; }, limit);
+}
+
+// Waits until a thread of `client` that found a lock held sleeps in its
+// wait: `channel` on `server` has `subscribers` subscribers (a relock client
+// counts once, however many of its threads wait) and `client` has no request
+// in flight (its SUBSCRIBE confirmed and the re-check made after it
+// answered), so only an unlock message or a timer wakes it now. What the old
+// "let it subscribe" sleeps stood for; wait for this before the release whose
+// message must wake it. On a cluster `server` is the master of the lock's
+// slot, and `kind` kSharded on Redis >= 7 (ClusterPubSub::kAuto).
+template <class AnyClient>
+absl::Status WaitUntilWaiting(RedisServer& server, const std::string& channel,
+                              const AnyClient& client, int64_t subscribers = 1,
+                              PubSub kind = PubSub::kClassic,
+                              absl::Duration limit = kEventuallyLimit) {
+  absl::Status s =
+      WaitForSubscribers(server, channel, subscribers, kind, limit);
+  if (!s.ok()) return s;
+  return WaitUntilIdle(client, limit);
 }
 
 // A std::thread that is joined when it goes out of scope, so that a failed

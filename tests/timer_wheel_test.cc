@@ -188,6 +188,8 @@ TEST(TimerThreadTest, RealClockFiresCancelsAndReschedulesFromCallbacks) {
   });
   EXPECT_TRUE(thread.Cancel(cancelled));
   EXPECT_TRUE(chained.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  // Time passes on purpose: past the cancelled timer's time, which must not
+  // fire.
   absl::SleepFor(absl::Milliseconds(50));
   EXPECT_EQ(fired.load(), 1);
   EXPECT_EQ(thread.pending(), 0u);
@@ -199,7 +201,7 @@ TEST(TimerThreadTest, ShutdownWaitsForARunningCallbackWithoutDeadlock) {
   std::atomic<bool> finished{false};
   thread.ScheduleAfter(absl::ZeroDuration(), [&] {
     started.Notify();
-    absl::SleepFor(absl::Milliseconds(200));
+    absl::SleepFor(absl::Milliseconds(200));  // still running at Shutdown()
     finished = true;
   });
   int dropped_ran = 0;

@@ -83,6 +83,7 @@ TEST_F(TlsTest, LockWaitAndRenewOverTls) {
   const std::string renewed = TestLockName("renewed");
   Lock watched = (*a)->GetLock(renewed);
   ASSERT_OK(watched.Acquire());
+  // Time passes on purpose: longer than a lease.
   absl::SleepFor(absl::Milliseconds(2500));
   EXPECT_TRUE(*watched.IsHeldByCurrentThread());
   absl::StatusOr<testing::RedisValue> pttl =
@@ -106,7 +107,8 @@ TEST_F(TlsTest, LockWaitAndRenewOverTls) {
     if (waited.ok()) waited = lock.Release();
   });
   waiting.WaitForNotification();
-  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_OK(
+      testing::WaitUntilWaiting(*server_, testing::LockChannel(name), **b));
   ASSERT_OK(held.Release());
   waiter.join();
   EXPECT_OK(waited);
@@ -212,10 +214,7 @@ TEST_F(TlsTest, FifoAsCaFileFailsAtOnceInsteadOfHanging) {
   // bound, so that the test fails rather than hangs.
   std::atomic<bool> done{false};
   std::thread unblock([&] {
-    Stopwatch waited;
-    while (!done.load() && waited.Elapsed() < absl::Seconds(10)) {
-      absl::SleepFor(absl::Milliseconds(20));
-    }
+    testing::Eventually([&] { return done.load(); }, absl::Seconds(10));
     const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
     if (fd >= 0) ::close(fd);
   });

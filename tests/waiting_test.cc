@@ -17,9 +17,11 @@
 namespace relock {
 namespace {
 
+using ::relock::testing::LockChannel;
 using ::relock::testing::MustConnect;
 using ::relock::testing::Stopwatch;
 using ::relock::testing::TestLockName;
+using ::relock::testing::WaitUntilWaiting;
 
 // Hand-off bounds are generous (a loaded 2-core CI machine, sanitizers); the
 // expected figure is about one pub/sub delivery plus one round trip (~0.2 ms
@@ -46,7 +48,7 @@ TEST_F(WaitingTest, WaiterIsWokenPromptlyByUnlock) {
     ASSERT_OK(lock.Release());
   });
   waiting.WaitForNotification();
-  absl::SleepFor(absl::Milliseconds(300));  // let it subscribe and sleep
+  EXPECT_OK(WaitUntilWaiting(redis(), LockChannel(lock.name()), *client_));
   const SteadyTime released_at = std::chrono::steady_clock::now();
   ASSERT_OK(lock.Release());
   waiter.join();
@@ -66,7 +68,7 @@ TEST_F(WaitingTest, WaiterInAnotherClientIsWokenByUnlock) {
     acquired_at = std::chrono::steady_clock::now();
     ASSERT_OK(theirs.Release());
   });
-  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_OK(WaitUntilWaiting(redis(), LockChannel(theirs.name()), *other));
   const SteadyTime released_at = std::chrono::steady_clock::now();
   ASSERT_OK(mine.Release());
   waiter.join();
@@ -118,7 +120,7 @@ TEST_F(WaitingTest, ForceReleaseWakesAWaiter) {
   Lock lock = client_->GetLock(TestLockName());
   absl::Status acquired;
   std::thread waiter([&] { acquired = lock.TryAcquire(absl::Seconds(20)); });
-  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_OK(WaitUntilWaiting(redis(), LockChannel(lock.name()), *client_));
   Stopwatch watch;
   ASSERT_EQ(*lock.ForceRelease(), true);
   waiter.join();
@@ -130,21 +132,26 @@ TEST_F(WaitingTest, ManyWaitersOnOneLockAllGetItInTurn) {
   Lock lock = client_->GetLock(TestLockName());
   constexpr int kWaiters = 6;
   ASSERT_OK(lock.Acquire());
-  std::atomic<int> inside{0}, overlaps{0}, done{0};
+  std::atomic<int> started{0}, inside{0}, overlaps{0}, done{0};
   std::vector<std::thread> threads;
   for (int i = 0; i < kWaiters; ++i) {
     threads.emplace_back([&] {
+      started.fetch_add(1);
       // The holders below use the 30 s watchdog lease: only notifications can
       // hand the lock on within the 20 s wait.
       ASSERT_OK(lock.TryAcquire(absl::Seconds(20)));
       if (inside.fetch_add(1) != 0) overlaps.fetch_add(1);
-      absl::SleepFor(absl::Milliseconds(5));
+      absl::SleepFor(absl::Milliseconds(5));  // held a while: overlaps show
       inside.fetch_sub(1);
       ASSERT_OK(lock.Release());
       done.fetch_add(1);
     });
   }
-  absl::SleepFor(absl::Milliseconds(200));
+  // Every thread has called TryAcquire, and the client waits (its one
+  // subscription confirmed, every attempt answered).
+  EXPECT_OK(relock::testing::WaitUntil("every waiter started",
+                                       [&] { return started == kWaiters; }));
+  EXPECT_OK(WaitUntilWaiting(redis(), LockChannel(lock.name()), *client_));
   Stopwatch watch;
   ASSERT_OK(lock.Release());
   for (std::thread& t : threads) t.join();
@@ -163,7 +170,7 @@ TEST_F(WaitingTest, WaitersRecheckAfterThePubSubConnectionIsKilled) {
     acquired = lock.TryAcquire(absl::Seconds(20));
     if (acquired.ok()) released = lock.Release();
   });
-  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_OK(WaitUntilWaiting(redis(), LockChannel(lock.name()), *client_));
   // Kill every pub/sub connection (ours and the other client's), then
   // release while ours may still be reconnecting.
   ASSERT_OK(redis().Command({"CLIENT", "KILL", "TYPE", "pubsub"}));
@@ -191,9 +198,10 @@ TEST_F(WaitingTest, AWaiterDoesNotSpinAfterThePubSubConnectionIsReplaced) {
     acquired = lock.TryAcquire(absl::Seconds(30));
     if (acquired.ok()) acquired = lock.Release();
   });
-  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_OK(WaitUntilWaiting(redis(), LockChannel(lock.name()), *client_));
   ASSERT_OK(redis().Command({"CLIENT", "KILL", "TYPE", "pubsub"}));
-  absl::SleepFor(absl::Milliseconds(500));  // resubscribe, re-check once
+  // Resubscribed on a new connection, and re-checked once.
+  EXPECT_OK(WaitUntilWaiting(redis(), LockChannel(lock.name()), *client_));
   auto evalsha_calls = [this] {
     absl::StatusOr<testing::RedisValue> info =
         redis().Command({"INFO", "commandstats"});
@@ -204,6 +212,7 @@ TEST_F(WaitingTest, AWaiterDoesNotSpinAfterThePubSubConnectionIsReplaced) {
     return static_cast<int64_t>(std::stoll(text.substr(at + 22)));
   };
   const int64_t before = evalsha_calls();
+  // Time passes on purpose: a spinning waiter would send scripts meanwhile.
   absl::SleepFor(absl::Seconds(1));
   EXPECT_LT(evalsha_calls() - before, 20)
       << "a waiting thread kept sending acquire scripts";
@@ -238,7 +247,7 @@ TEST_F(WaitingTest, ClosingTheClientCancelsItsWaiters) {
   Lock lock = client_->GetLock(TestLockName());
   absl::Status acquired;
   std::thread waiter([&] { acquired = lock.Acquire(); });
-  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_OK(WaitUntilWaiting(redis(), LockChannel(lock.name()), *client_));
   Stopwatch watch;
   client_->Close();
   waiter.join();

@@ -16,9 +16,6 @@
 
 #include "lib/watchdog/watchdog.h"
 
-#include <hiredis/hiredis.h>
-#include <sys/time.h>
-
 #include <algorithm>
 #include <csignal>
 #include <functional>
@@ -42,6 +39,7 @@
 #include "tests/test_util.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/notification.h"
+#include "tests/testing/raw_connection.h"
 #include "tests/testing/status_matchers.h"
 
 namespace relock {
@@ -689,15 +687,12 @@ TEST_F(WatchdogTest, NoRenewalReachesRedisAfterUnlock) {
       Eventually([&] { return core.watchdog().rounds() > rounds_at_release; }));
 
   // Up to 10 s per reply: renewals come every lease/4 or so.
-  timeval tv{10, 0};
-  std::unique_ptr<redisContext, decltype(&redisFree)> monitor(
-      redisConnectWithTimeout("127.0.0.1", redis().port(), tv), &redisFree);
-  ASSERT_TRUE(monitor != nullptr && monitor->err == 0);
-  redisSetTimeout(monitor.get(), tv);
-  std::unique_ptr<redisReply, decltype(&freeReplyObject)> ok(
-      static_cast<redisReply*>(redisCommand(monitor.get(), "MONITOR")),
-      &freeReplyObject);
-  ASSERT_NE(ok, nullptr);
+  testing::RawConnectionOptions ten_seconds;
+  ten_seconds.command_timeout = absl::Seconds(10);
+  absl::StatusOr<testing::RawConnection> monitor =
+      testing::RawConnection::Connect(redis().port(), ten_seconds);
+  ASSERT_OK(monitor);
+  ASSERT_OK(monitor->Command({"MONITOR"}));
   // Three more renewal round trips of the watchdog thread, then a marker:
   // every command of the first two (at least) is shown before the marker.
   const uint64_t trips = core.renew_round_trips();
@@ -707,13 +702,9 @@ TEST_F(WatchdogTest, NoRenewalReachesRedisAfterUnlock) {
   ASSERT_OK(redis().Command({"ECHO", marker}));
   int keeper_lines = 0, released_lines = 0;
   while (true) {
-    void* raw = nullptr;
-    ASSERT_EQ(redisGetReply(monitor.get(), &raw), REDIS_OK)
-        << "MONITOR: " << monitor->errstr;
-    std::unique_ptr<redisReply, decltype(&freeReplyObject)> line(
-        static_cast<redisReply*>(raw), &freeReplyObject);
-    ASSERT_NE(line, nullptr);
-    absl::string_view text(line->str, line->len);
+    absl::StatusOr<testing::RedisValue> line = monitor->NextReply();
+    ASSERT_OK(line) << "MONITOR";
+    const std::string& text = line->str;
     if (absl::StrContains(text, marker)) break;
     keeper_lines += absl::StrContains(text, keeper.name());
     released_lines += absl::StrContains(text, released.name());
@@ -790,6 +781,7 @@ TEST_F(WatchdogTest, TransientErrorsAreRetriedWithoutLosingTheLock) {
   ASSERT_OK(lock.Acquire());
   for (int i = 0; i < 6; ++i) {  // kill every pooled connection repeatedly
     ASSERT_OK(redis().Command({"CLIENT", "KILL", "TYPE", "normal"}));
+    // Time passes on purpose: the kills span several renewal periods.
     absl::SleepFor(kLease / 4);
   }
   EXPECT_EQ(*lock.HoldCount(), 1);
@@ -856,7 +848,8 @@ TEST_F(WatchdogTest, KilledHoldersLockFreesWithinAboutOneLease) {
       {redis().url(), name, absl::StrCat(absl::ToInt64Milliseconds(kLease))});
   ASSERT_OK(child);
   ASSERT_EQ(*(*child)->ReadLine(absl::Seconds(30)), "locked");
-  // The child's watchdog keeps it past several leases.
+  // The child's watchdog keeps it past several leases (time passes on
+  // purpose).
   absl::SleepFor(kLease * 3);
   Lock lock = client_->GetLock(name);
   EXPECT_EQ(lock.TryAcquire(absl::ZeroDuration()).code(),
@@ -875,6 +868,7 @@ TEST_F(WatchdogTest, ClosingTheClientStopsRenewalAndReleases) {
   internal::ClientCore& core = internal::ClientAccess::Core(*client);
   client->Close();
   const uint64_t trips = core.renew_round_trips();
+  // Time passes on purpose: no renewal may happen in a whole lease.
   absl::SleepFor(kLease);
   EXPECT_EQ(core.renew_round_trips(), trips);
   EXPECT_EQ(redis().Command({"EXISTS", lock.name()})->integer, 0);

@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -28,7 +27,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -38,7 +36,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "lib/common/mutex.h"
-#include "lib/common/sigpipe.h"
+#include "tests/testing/raw_connection.h"
 #include "tests/testing/spawn.h"
 #include "tests/testing/temp_dir.h"
 
@@ -351,104 +349,20 @@ std::string UserInfo(const std::string& password) {
   return absl::StrCat(":", PercentEncode(password), "@");
 }
 
-struct ContextDeleter {
-  void operator()(redisContext* c) const { redisFree(c); }
-};
-struct ReplyDeleter {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
-};
-using ContextPtr = std::unique_ptr<redisContext, ContextDeleter>;
-using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
-
-absl::Status ContextError(absl::string_view what, const redisContext* c,
-                          int saved_errno) {
-  const bool timeout = c->err == REDIS_ERR_IO &&
-                       (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK ||
-                        saved_errno == ETIMEDOUT || saved_errno == EINPROGRESS);
-  const std::string message =
-      absl::StrCat(what, ": ", c->errstr[0] ? c->errstr : "hiredis error");
-  return timeout ? absl::DeadlineExceededError(message)
-                 : absl::UnavailableError(message);
-}
-
-RedisValue Decode(const redisReply& reply) {
-  RedisValue v;
-  switch (reply.type) {
-    case REDIS_REPLY_STRING:
-      v.type = RedisValue::Type::kString;
-      v.str.assign(reply.str, reply.len);
-      break;
-    case REDIS_REPLY_STATUS:
-      v.type = RedisValue::Type::kStatus;
-      v.str.assign(reply.str, reply.len);
-      break;
-    case REDIS_REPLY_ERROR:
-      v.type = RedisValue::Type::kError;
-      v.str.assign(reply.str, reply.len);
-      break;
-    case REDIS_REPLY_INTEGER:
-      v.type = RedisValue::Type::kInteger;
-      v.integer = reply.integer;
-      break;
-    case REDIS_REPLY_ARRAY:
-      v.type = RedisValue::Type::kArray;
-      v.elements.reserve(reply.elements);
-      for (size_t i = 0; i < reply.elements; ++i) {
-        v.elements.push_back(Decode(*reply.element[i]));
-      }
-      break;
-    case REDIS_REPLY_NIL:
-    default:
-      v.type = RedisValue::Type::kNil;
-      break;
-  }
-  return v;
-}
-
 // One command on a fresh connection to 127.0.0.1:`port`.
 absl::StatusOr<RedisValue> RawCommand(int port, const std::string& password,
                                       const std::vector<std::string>& argv,
                                       absl::Duration connect_timeout,
                                       absl::Duration command_timeout) {
   if (argv.empty()) return absl::InvalidArgumentError("empty command");
-  const std::string where = absl::StrCat(RedisServer::kHost, ":", port);
-  ScopedSigpipeSuppression no_sigpipe;
-  ContextPtr c(redisConnectWithTimeout(RedisServer::kHost, port,
-                                       absl::ToTimeval(connect_timeout)));
-  if (c == nullptr) {
-    return absl::ResourceExhaustedError("hiredis: cannot allocate a context");
-  }
-  if (c->err) {
-    return ContextError(absl::StrCat("connecting to ", where), c.get(), errno);
-  }
-  if (redisSetTimeout(c.get(), absl::ToTimeval(command_timeout)) != REDIS_OK) {
-    return ContextError(absl::StrCat("setting timeouts for ", where), c.get(),
-                        errno);
-  }
-  auto run =
-      [&](const std::vector<std::string>& args) -> absl::StatusOr<RedisValue> {
-    std::vector<const char*> ptrs;
-    std::vector<size_t> lens;
-    for (const std::string& a : args) {
-      ptrs.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    ReplyPtr reply(static_cast<redisReply*>(redisCommandArgv(
-        c.get(), static_cast<int>(args.size()), ptrs.data(), lens.data())));
-    if (reply == nullptr) {
-      return ContextError(absl::StrCat(args[0], " on ", where), c.get(), errno);
-    }
-    return Decode(*reply);
-  };
-  if (!password.empty()) {
-    absl::StatusOr<RedisValue> auth = run({"AUTH", password});
-    if (!auth.ok()) return auth.status();
-    if (auth->is_error()) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("AUTH on ", where, ": ", auth->str));
-    }
-  }
-  return run(argv);
+  RawConnectionOptions options;
+  options.connect_timeout = connect_timeout;
+  options.command_timeout = command_timeout;
+  options.password = password;
+  absl::StatusOr<RawConnection> c =
+      RawConnection::Connect(RedisServer::kHost, port, options);
+  if (!c.ok()) return c.status();
+  return c->Command(argv);
 }
 
 // Every RedisServer of this process that has not been destroyed, with the
@@ -472,43 +386,6 @@ std::string TlsPath(const RedisServerOptions& options, const std::string& dir,
 }  // namespace
 
 // ------------------------------------------------------------- RedisValue --
-
-std::string RedisValue::DebugString() const {
-  switch (type) {
-    case Type::kNil:
-      return "nil";
-    case Type::kInteger:
-      return absl::StrCat("(integer) ", integer);
-    case Type::kString:
-      return absl::StrCat("\"", absl::CHexEscape(str), "\"");
-    case Type::kStatus:
-      return absl::StrCat("(status) ", str);
-    case Type::kError:
-      return absl::StrCat("(error) ", str);
-    case Type::kArray: {
-      std::string out = "[";
-      for (size_t i = 0; i < elements.size(); ++i) {
-        absl::StrAppend(&out, i ? ", " : "", elements[i].DebugString());
-      }
-      return out + "]";
-    }
-  }
-  return "?";
-}
-
-bool operator==(const RedisValue& a, const RedisValue& b) {
-  if (a.type != b.type) return false;
-  switch (a.type) {
-    case RedisValue::Type::kNil:
-      return true;
-    case RedisValue::Type::kInteger:
-      return a.integer == b.integer;
-    case RedisValue::Type::kArray:
-      return a.elements == b.elements;
-    default:
-      return a.str == b.str;
-  }
-}
 
 // ------------------------------------------------------------ RedisServer --
 

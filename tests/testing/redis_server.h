@@ -94,6 +94,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "lib/common/mutex.h"
+#include "tests/testing/raw_connection.h"
 
 namespace relock {
 namespace testing {
@@ -136,37 +137,6 @@ struct RedisServerOptions {
   // Appended last (so they override the defaults), e.g.
   // {"--maxmemory", "10mb"}.
   std::vector<std::string> extra_args;
-};
-
-// A decoded Redis reply, for tests that inspect Redis with plain commands.
-struct RedisValue {
-  enum class Type { kNil, kInteger, kString, kStatus, kError, kArray };
-
-  Type type = Type::kNil;
-  long long integer = 0;             // kInteger.
-  std::string str;                   // kString, kStatus, kError.
-  std::vector<RedisValue> elements;  // kArray.
-
-  bool is_nil() const { return type == Type::kNil; }
-  bool is_integer() const { return type == Type::kInteger; }
-  bool is_string() const { return type == Type::kString; }
-  bool is_status() const { return type == Type::kStatus; }
-  bool is_error() const { return type == Type::kError; }
-  bool is_array() const { return type == Type::kArray; }
-  // True for a kStatus reply "OK".
-  bool is_ok() const { return type == Type::kStatus && str == "OK"; }
-
-  // E.g. `nil`, `(integer) 3`, `"v\x00"`, `(status) OK`, `(error) ERR ...`,
-  // `["a", (integer) 1]`.
-  std::string DebugString() const;
-
-  friend bool operator==(const RedisValue& a, const RedisValue& b);
-  friend bool operator!=(const RedisValue& a, const RedisValue& b) {
-    return !(a == b);
-  }
-  friend std::ostream& operator<<(std::ostream& os, const RedisValue& v) {
-    return os << v.DebugString();
-  }
 };
 
 class RedisServer {

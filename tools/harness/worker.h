@@ -21,7 +21,6 @@
 #define RELOCK_TOOLS_HARNESS_WORKER_H_
 
 #include <hiredis/hiredis.h>
-#include <sys/time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -45,6 +44,7 @@
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
 #include "relock/relock.h"
+#include "tests/testing/raw_connection.h"
 #include "tools/harness/record.h"
 
 namespace relock {
@@ -209,100 +209,70 @@ struct WorkerConfig {
 };
 
 // A plain hiredis connection for the counters (relock has no raw command
-// API). Reconnects on the next call after any error.
+// API): a testing::RawConnection (tests/testing/raw_connection.h), made again
+// on the next call after any error.
 class RawRedis {
  public:
   RawRedis(std::string host, int port, absl::Duration timeout)
       : host_(std::move(host)), port_(port), timeout_(timeout) {}
   RawRedis(const RawRedis&) = delete;
   RawRedis& operator=(const RawRedis&) = delete;
-  ~RawRedis() { Reset(); }
 
   bool EnsureConnected() {
-    if (ctx_ != nullptr) return true;
-    timeval connect_tv{1, 0};
-    ctx_ = redisConnectWithTimeout(host_.c_str(), port_, connect_tv);
-    if (ctx_ == nullptr || ctx_->err != 0) {
-      Reset();
-      return false;
-    }
-    timeval tv = absl::ToTimeval(timeout_);
-    redisSetTimeout(ctx_, tv);
-    redisReply* r = Run("CLIENT SETNAME %s", kRawClientName);
+    if (conn_.has_value()) return true;
+    testing::RawConnectionOptions options;
+    options.connect_timeout = absl::Seconds(1);
+    options.command_timeout = timeout_;
+    absl::StatusOr<testing::RawConnection> conn =
+        testing::RawConnection::Connect(host_, port_, options);
+    if (!conn.ok()) return false;
+    conn_.emplace(*std::move(conn));
+    testing::RawReply r = Command({"CLIENT", "SETNAME", kRawClientName});
     const bool ok = r != nullptr && r->type == REDIS_REPLY_STATUS;
-    if (r != nullptr) freeReplyObject(r);
-    if (!ok) Reset();
+    if (!ok) conn_.reset();
     return ok;
   }
 
   // GET as an integer (0 when absent); nullopt on any failure.
   absl::optional<int64_t> Get(const std::string& key) {
-    return IntegerOrZero(Run("GET %b", key.data(), key.size()));
+    return IntegerOrZero(Command({"GET", key}));
   }
 
   bool Set(const std::string& key, int64_t value) {
-    const std::string v = absl::StrCat(value);
-    redisReply* r =
-        Run("SET %b %b", key.data(), key.size(), v.data(), v.size());
-    const bool ok = r != nullptr && r->type == REDIS_REPLY_STATUS;
-    if (r != nullptr) freeReplyObject(r);
-    return ok;
+    testing::RawReply r = Command({"SET", key, absl::StrCat(value)});
+    return r != nullptr && r->type == REDIS_REPLY_STATUS;
   }
 
-  // A bulk-string integer reply as a number (nil: 0), freeing it; nullopt
-  // for no reply or anything else.
-  static absl::optional<int64_t> IntegerOrZero(redisReply* r) {
+  // A bulk-string integer reply as a number (nil: 0); nullopt for no reply
+  // or anything else.
+  static absl::optional<int64_t> IntegerOrZero(const testing::RawReply& r) {
     if (r == nullptr) return absl::nullopt;
-    absl::optional<int64_t> value;
-    if (r->type == REDIS_REPLY_NIL) value = 0;
+    if (r->type == REDIS_REPLY_NIL) return 0;
     int64_t v = 0;
     if (r->type == REDIS_REPLY_STRING &&
         absl::SimpleAtoi(absl::string_view(r->str, r->len), &v)) {
-      value = v;
+      return v;
     }
-    freeReplyObject(r);
-    return value;
+    return absl::nullopt;
   }
 
-  // Any command; the reply (the caller frees it) or null on failure.
-  redisReply* Command(const std::vector<std::string>& argv) {
-    std::vector<const char*> args;
-    std::vector<size_t> lens;
-    for (const std::string& a : argv) {
-      args.push_back(a.data());
-      lens.push_back(a.size());
+  // Any command; the reply, or null on failure (and the connection is made
+  // again on the next call).
+  testing::RawReply Command(const std::vector<std::string>& argv) {
+    if (!conn_.has_value() && !EnsureConnected()) return nullptr;
+    absl::StatusOr<testing::RawReply> r = conn_->Call(argv);
+    if (!r.ok()) {
+      conn_.reset();
+      return nullptr;
     }
-    if (ctx_ == nullptr && !EnsureConnected()) return nullptr;
-    auto* r = static_cast<redisReply*>(redisCommandArgv(
-        ctx_, static_cast<int>(args.size()), args.data(), lens.data()));
-    return Checked(r);
+    return *std::move(r);
   }
 
  private:
-  template <class... Args>
-  redisReply* Run(const char* format, Args... args) {
-    if (ctx_ == nullptr && !EnsureConnected()) return nullptr;
-    return Checked(
-        static_cast<redisReply*>(redisCommand(ctx_, format, args...)));
-  }
-  // `r`, or null (and a reset connection) after a connection error.
-  redisReply* Checked(redisReply* r) {
-    if (r == nullptr || ctx_->err != 0) {
-      if (r != nullptr) freeReplyObject(r);
-      Reset();
-      return nullptr;
-    }
-    return r;
-  }
-  void Reset() {
-    if (ctx_ != nullptr) redisFree(ctx_);
-    ctx_ = nullptr;
-  }
-
   const std::string host_;
   const int port_;
   const absl::Duration timeout_;
-  redisContext* ctx_ = nullptr;
+  absl::optional<testing::RawConnection> conn_;
 };
 
 // Reads lock hashes where they live, on plain hiredis connections: on a
@@ -323,24 +293,20 @@ class RawKeys {
 
   // PTTL; -3 on failure.
   int64_t PTtl(const std::string& key) {
-    redisReply* r = Run(key, {"PTTL", key});
+    testing::RawReply r = Run(key, {"PTTL", key});
     if (r == nullptr) return -3;
-    const int64_t ttl = r->type == REDIS_REPLY_INTEGER ? r->integer : -3;
-    freeReplyObject(r);
-    return ttl;
+    return r->type == REDIS_REPLY_INTEGER ? r->integer : -3;
   }
 
   // HKEYS; empty on failure.
   std::vector<std::string> HKeys(const std::string& key) {
     std::vector<std::string> keys;
-    redisReply* r = Run(key, {"HKEYS", key});
-    if (r == nullptr) return keys;
-    if (r->type == REDIS_REPLY_ARRAY) {
+    testing::RawReply r = Run(key, {"HKEYS", key});
+    if (r != nullptr && r->type == REDIS_REPLY_ARRAY) {
       for (size_t i = 0; i < r->elements; ++i) {
         keys.emplace_back(r->element[i]->str, r->element[i]->len);
       }
     }
-    freeReplyObject(r);
     return keys;
   }
 
@@ -348,19 +314,15 @@ class RawKeys {
   // Runs `argv` on the node that serves `key` (the last one that did, or
   // the seed), following up to 5 redirections; null on failure or on an
   // error reply.
-  redisReply* Run(const std::string& key,
-                  const std::vector<std::string>& argv) {
+  testing::RawReply Run(const std::string& key,
+                        const std::vector<std::string>& argv) {
     auto known = where_.find(key);
     std::string node = known == where_.end() ? seed_ : known->second;
     bool asking = false;
     for (int hop = 0; hop < 6; ++hop) {
       RawRedis& conn = Node(node);
-      if (asking) {
-        redisReply* ok = conn.Command({"ASKING"});
-        if (ok == nullptr) return nullptr;
-        freeReplyObject(ok);
-      }
-      redisReply* r = conn.Command(argv);
+      if (asking && conn.Command({"ASKING"}) == nullptr) return nullptr;
+      testing::RawReply r = conn.Command(argv);
       if (r == nullptr) return nullptr;
       if (r->type != REDIS_REPLY_ERROR) {
         if (!asking) where_[key] = node;
@@ -369,7 +331,6 @@ class RawKeys {
       // "MOVED <slot> <host>:<port>" or "ASK <slot> <host>:<port>".
       std::vector<std::string> words =
           absl::StrSplit(absl::string_view(r->str, r->len), ' ');
-      freeReplyObject(r);
       if (words.size() != 3 || (words[0] != "MOVED" && words[0] != "ASK")) {
         return nullptr;
       }
