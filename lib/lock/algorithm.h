@@ -1,10 +1,14 @@
-// The reentrant lock's operations on Redis (the algorithms behind
-// relock::Lock). See include/relock/lock.h for the contract.
+// The lock algorithm of every lock type (the operations behind relock::Lock
+// and its kin; a type's scripts are its LockModel). See include/relock/lock.h
+// for the contract.
 //
 // Implemented, a file a job, in lib/lock/: acquire.cc, release.cc (and
 // ForceRelease), holds.cc (Extend, loss callbacks, SafeUntil, renewal and
-// close batches), queries.cc; attempt.cc (attempt.h: what they share, one
-// attempt included) holds ValidateName and ValidateReplicaSync.
+// close batches), queries.cc; attempt.cc (attempt.h: what they share: an
+// attempt's judgement, the undo, Send()) holds ValidateName and
+// ValidateReplicaSync. Each step is written once for the blocking and the
+// asynchronous calls; time comes from LockEnv::clock(), so the algorithm
+// runs on a fake backend and clock in tests (tests/engine_test.cc).
 
 #ifndef RELOCK_LIB_LOCK_ALGORITHM_H_
 #define RELOCK_LIB_LOCK_ALGORITHM_H_
