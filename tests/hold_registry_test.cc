@@ -291,6 +291,25 @@ TEST_F(HoldRegistryTest, OnlyTheOutermostReleaseStopsRenewal) {
   EXPECT_TRUE(MustFind("a").renewing());
 }
 
+TEST_F(HoldRegistryTest, AnAcquireAfterAnUnfinishedFinalReleaseIsRenewedAgain) {
+  // The final release began (renewal stopped) but never finished: on one
+  // node, its release-all failed, and nothing told the registry. The owner
+  // acquires again (a re-entry: the hold has not ended): it is renewed
+  // again, as a hold that is held must be, not left to run out unreported.
+  AcquireWatchdog("a", absl::Seconds(30), clock_.Now());
+  ASSERT_TRUE(holds_.BeginRelease("a", kThread).has_value());
+  ASSERT_FALSE(MustFind("a").renewing());
+  AcquireWatchdog("a", absl::Seconds(30), clock_.Now());
+  EXPECT_TRUE(MustFind("a").renewing());
+  EXPECT_FALSE(MustFind("a").releasing());
+  std::vector<RenewItem> due;
+  std::vector<LostHold> lost;
+  EXPECT_EQ(holds_.Sweep(At(absl::Seconds(20)), At(absl::Seconds(25)),
+                         absl::Seconds(10), /*all=*/true, &due, &lost),
+            1u);
+  EXPECT_EQ(due.size(), 1u);
+}
+
 TEST_F(HoldRegistryTest, SweepCollectsHoldsDueBeforeTheNextRound) {
   constexpr absl::Duration kLease = absl::Seconds(30);
   const absl::Duration kPeriod = kLease / 3;

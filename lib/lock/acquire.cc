@@ -230,6 +230,9 @@ class Attempts {
         deadline_(deadline),
         queue_(!deadline.Expired()),
         failures_(failures) {}
+  // Refers to its owner's members: never copied.
+  Attempts(const Attempts&) = delete;
+  Attempts& operator=(const Attempts&) = delete;
 
   // The attempt's script call.
   Step Request() const {

@@ -246,7 +246,8 @@ absl::Status ReleaseOnce(LockEnv& env, const std::string& name,
       CheckRelease(env, name, by, kind, env.CheckBlockingCall());
   if (!local.ok()) return local.status();
   if (*local) return absl::OkStatus();
-  absl::Status result;
+  // Set by the continuation, which runs before SendRelease() returns here.
+  absl::Status result = absl::InternalError("release: no answer was judged");
   SendRelease(env, /*keep=*/nullptr, name, by, kind, /*here=*/true,
               [&result](absl::Status s) { result = std::move(s); });
   return result;

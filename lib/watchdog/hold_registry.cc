@@ -96,6 +96,9 @@ void HoldRegistry::OnAcquired(const std::string& name, uint64_t thread,
     h.acked_at = sent_at;
   }
   h.watchdog = watchdog;
+  // An acquire means no release is under way: a final release that never
+  // finished (its release-all failed) leaves the hold renewed again.
+  if (h.releasing()) h.state = HoldState::kHeld;
   ArmLeaseEnd(key, h);
 }
 
