@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
 #include "lib/client/client_core.h"
@@ -24,6 +25,18 @@
 
 namespace relock {
 namespace internal {
+
+// FailedPrecondition for a call on a handle that is not bound to a client
+// (default-constructed or moved-from): `handle` is its class
+// ("relock::Lock"), `getter` the call that gives a bound one.
+inline absl::Status UnboundHandle(absl::string_view handle,
+                                  absl::string_view getter) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("this ", handle,
+                   " handle is not bound to a client (default-constructed or "
+                   "moved-from); get one from ",
+                   getter, "()"));
+}
 
 // InvalidArgument for a default-constructed Owner.
 inline absl::StatusOr<lock::OwnerId> CheckedOwner(const Owner& owner) {

@@ -13,11 +13,8 @@
 namespace relock {
 namespace {
 
-absl::Status Unbound() {
-  return absl::FailedPreconditionError(
-      "this relock::FencedLock handle is not bound to a client "
-      "(default-constructed or moved-from); get one from "
-      "Client::GetFencedLock()");
+absl::Status UnboundFencedLock() {
+  return internal::UnboundHandle("relock::FencedLock", "Client::GetFencedLock");
 }
 
 absl::Status NegativeWait(absl::Duration wait) {
@@ -53,7 +50,7 @@ FencedLock::FencedLock(std::shared_ptr<internal::ClientCore> core,
 absl::StatusOr<int64_t> FencedLock::AcquireWithToken(
     const Owner& owner, absl::Duration wait,
     absl::optional<absl::Duration> lease) {
-  if (core_ == nullptr) return Unbound();
+  if (core_ == nullptr) return UnboundFencedLock();
   if (wait < absl::ZeroDuration()) return NegativeWait(wait);
   int64_t token = -1;
   absl::Status s = internal::Acquire(
@@ -66,7 +63,7 @@ absl::StatusOr<int64_t> FencedLock::AcquireWithToken(
 void FencedLock::AcquireWithTokenAsync(const Owner& owner, absl::Duration wait,
                                        TokenCallback done) {
   done = internal::Contained(core_, std::move(done));
-  if (core_ == nullptr) return done(Unbound());
+  if (core_ == nullptr) return done(UnboundFencedLock());
   if (wait < absl::ZeroDuration()) return done(NegativeWait(wait));
   internal::AcquireAsync(
       core_, name_, owner, wait, absl::nullopt, options_,
@@ -129,7 +126,7 @@ void FencedLock::TryLockAndGetTokenAsync(const Owner& owner,
 }
 
 absl::StatusOr<int64_t> FencedLock::GetToken() const {
-  if (core_ == nullptr) return Unbound();
+  if (core_ == nullptr) return UnboundFencedLock();
   if (absl::Status s = internal::AcquireOptionsFor(*core_, options_).status();
       !s.ok()) {
     return s;

@@ -36,10 +36,8 @@ std::errc ErrcFor(absl::StatusCode code) {
   }
 }
 
-absl::Status Unbound() {
-  return absl::FailedPreconditionError(
-      "this relock::Lock handle is not bound to a client (default-constructed "
-      "or moved-from); get one from Client::GetLock()");
+absl::Status UnboundLock() {
+  return internal::UnboundHandle("relock::Lock", "Client::GetLock");
 }
 
 }  // namespace
@@ -62,7 +60,7 @@ Lock::Lock(std::shared_ptr<internal::ClientCore> core, std::string name,
 // Whether the handle can make calls other than acquires (which check their
 // options themselves): bound, with valid options.
 absl::Status Lock::CheckUsable() const {
-  if (core_ == nullptr) return Unbound();
+  if (core_ == nullptr) return UnboundLock();
   return internal::AcquireOptionsFor(
              *core_, options_, internal::LockType(fenced_, kind_, queue_wait_))
       .status();
@@ -70,7 +68,7 @@ absl::Status Lock::CheckUsable() const {
 
 absl::Status Lock::AcquireFor(const Owner& owner, absl::Duration wait,
                               absl::optional<absl::Duration> lease) {
-  if (core_ == nullptr) return Unbound();
+  if (core_ == nullptr) return UnboundLock();
   return internal::Acquire(core_, name_, owner, wait, lease, options_,
                            internal::LockType(fenced_, kind_, queue_wait_));
 }
@@ -79,7 +77,7 @@ void Lock::AcquireAsyncFor(const Owner& owner, absl::Duration wait,
                            absl::optional<absl::Duration> lease,
                            std::function<void(absl::Status)> done) {
   done = internal::Contained(core_, std::move(done));
-  if (core_ == nullptr) return done(Unbound());
+  if (core_ == nullptr) return done(UnboundLock());
   internal::AcquireAsync(core_, name_, owner, wait, lease, options_,
                          internal::LockType(fenced_, kind_, queue_wait_),
                          [done = std::move(done)](absl::Status s, int64_t) {

@@ -14,10 +14,9 @@
 namespace relock {
 namespace {
 
-absl::Status Unbound() {
-  return absl::FailedPreconditionError(
-      "this relock::RedlockLock handle is not bound to a client (default-"
-      "constructed or moved-from); get one from RedlockClient::GetLock()");
+absl::Status UnboundRedlock() {
+  return internal::UnboundHandle("relock::RedlockLock",
+                                 "RedlockClient::GetLock");
 }
 
 }  // namespace
@@ -50,7 +49,7 @@ RedlockLock::RedlockLock(std::shared_ptr<internal::ClientCore> core,
 
 absl::Status RedlockLock::AcquireFor(const Owner& owner, absl::Duration wait,
                                      absl::optional<absl::Duration> lease) {
-  if (core_ == nullptr) return Unbound();
+  if (core_ == nullptr) return UnboundRedlock();
   // The client's replica_sync (RedlockOptions::connection), on every master.
   return internal::Acquire(core_, name_, owner, wait, lease, LockOptions());
 }
@@ -59,7 +58,7 @@ void RedlockLock::AcquireAsyncFor(const Owner& owner, absl::Duration wait,
                                   absl::optional<absl::Duration> lease,
                                   std::function<void(absl::Status)> done) {
   done = internal::Contained(core_, std::move(done));
-  if (core_ == nullptr) return done(Unbound());
+  if (core_ == nullptr) return done(UnboundRedlock());
   internal::AcquireAsync(core_, name_, owner, wait, lease, LockOptions(),
                          std::move(done));
 }
@@ -67,7 +66,7 @@ void RedlockLock::AcquireAsyncFor(const Owner& owner, absl::Duration wait,
 void RedlockLock::ReleaseAsyncFor(const Owner& owner,
                                   std::function<void(absl::Status)> done) {
   done = internal::Contained(core_, std::move(done));
-  if (core_ == nullptr) return done(Unbound());
+  if (core_ == nullptr) return done(UnboundRedlock());
   internal::ReleaseAsync(core_, name_, owner, std::move(done));
 }
 
@@ -78,19 +77,19 @@ void RedlockLock::ReportUnlockFailure(absl::Status status) noexcept {
 }
 
 absl::Status RedlockLock::ReleaseFor(const Owner& owner) {
-  if (core_ == nullptr) return Unbound();
+  if (core_ == nullptr) return UnboundRedlock();
   return internal::Release(core_, name_, owner);
 }
 
 absl::Status RedlockLock::Extend(absl::Duration lease) {
-  if (core_ == nullptr) return Unbound();
+  if (core_ == nullptr) return UnboundRedlock();
   if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
   return lock::Extend(*core_, name_, lock::ThisThread(), lease);
 }
 
 absl::StatusOr<std::chrono::steady_clock::time_point> RedlockLock::ValidUntil()
     const {
-  if (core_ == nullptr) return Unbound();
+  if (core_ == nullptr) return UnboundRedlock();
   if (absl::Status s = lock::ValidateName(name_); !s.ok()) return s;
   return lock::SafeUntil(*core_, name_, lock::ThisThread());
 }

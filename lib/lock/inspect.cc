@@ -38,7 +38,8 @@ absl::Status AnswerError(const backend::Answer& answer,
   return absl::OkStatus();
 }
 
-absl::Status Unexpected(const redis::ReplyView& reply, absl::string_view what) {
+absl::Status UnexpectedReply(const redis::ReplyView& reply,
+                             absl::string_view what) {
   return absl::InternalError(
       absl::StrCat(what, ": unexpected reply ", reply.Describe()));
 }
@@ -63,7 +64,7 @@ absl::StatusOr<int64_t> Subscribers(LockEnv& env, const std::string& channel,
     if (absl::Status s = AnswerError(answer, what); !s.ok()) return s;
     const redis::ReplyView v = answer.reply->view();
     if (!v.is_array() || v.size() != 2 || !v[1].is_integer()) {
-      return Unexpected(v, what);
+      return UnexpectedReply(v, what);
     }
     total += v[1].integer();
   }
@@ -82,7 +83,7 @@ absl::StatusOr<absl::optional<HolderClient>> ReadClientInfo(
   if (answer.reply.ok() && answer.reply->is_error()) return absl::nullopt;
   if (absl::Status s = AnswerError(answer, what); !s.ok()) return s;
   const redis::ReplyView v = answer.reply->view();
-  if (!v.is_array()) return Unexpected(v, what);
+  if (!v.is_array()) return UnexpectedReply(v, what);
   if (v.size() == 0) return absl::nullopt;
   HolderClient client;
   for (size_t i = 0; i + 1 < v.size(); i += 2) {
@@ -125,7 +126,7 @@ absl::StatusOr<LockInfo> InspectLock(LockEnv& env, absl::string_view name) {
   const redis::ReplyView v = answer.reply->view();
   if (!v.is_array() || v.size() != 4 || !v[0].is_string() ||
       !v[1].is_integer() || !v[2].is_integer() || !v[3].is_array()) {
-    return Unexpected(v, what);
+    return UnexpectedReply(v, what);
   }
   LockInfo info;
   info.name = key;
@@ -162,7 +163,7 @@ absl::StatusOr<LockInfo> InspectLock(LockEnv& env, absl::string_view name) {
     holder.write = info.shape == LockShape::kReadWriteLock &&
                    absl::EndsWith(field, kWriteSuffix);
     if (!absl::SimpleAtoi(fields[i + 1].str(), &holder.hold_count)) {
-      return Unexpected(fields[i + 1], what);
+      return UnexpectedReply(fields[i + 1], what);
     }
     info.holders.push_back(std::move(holder));
   }
@@ -223,7 +224,7 @@ absl::StatusOr<std::vector<LockInfo>> ListLocks(LockEnv& env,
       const redis::ReplyView v = answer.reply->view();
       if (!v.is_array() || v.size() != 2 || !v[0].is_string() ||
           !v[1].is_array()) {
-        return Unexpected(v, what);
+        return UnexpectedReply(v, what);
       }
       cursor = std::string(v[0].str());
       for (size_t i = 0; i < v[1].size(); ++i) {
