@@ -3,7 +3,8 @@
 # (scripts/check-layers.sh), the CMake build, clang-tidy over the
 # library sources, the CMake tests, the install check, the tests under
 # ASan+UBSan and under TSan (clang), a short libFuzzer run of each fuzz
-# target, the Bazel build and tests, and a smoke run of each benchmark.
+# target, the Bazel build and tests, the outside Bazel consumer, and a smoke
+# run of each benchmark.
 #
 #   scripts/test.sh                          # everything
 #   RELOCK_SKIP_BAZEL=1 scripts/test.sh      # skip the Bazel stages
@@ -16,11 +17,21 @@
 # fuzz/corpus/ in a temp dir, so no new corpus files land in the repo; a
 # crashing input is kept there (the path is printed).
 #
-# Every stage runs its whole set: the tests run in each of the CMake build,
-# ASan+UBSan, TSan and Bazel. The tests mostly wait (leases, failovers,
-# harness runs), so ctest and Bazel run four at a time, and the longest are
-# split into gtest shards (RELOCK_SHARDED_TESTS in CMakeLists.txt,
-# shard_count in BUILD.bazel). Each stage prints its time.
+# Every stage runs its whole set: every test runs in each of the CMake build,
+# ASan+UBSan, TSan and Bazel. What keeps the whole run short on two cores:
+# - The CMake builds compile the library in unity batches
+#   (RELOCK_UNITY_BUILD); Bazel compiles file by file, so a .cc that does not
+#   include what it uses still fails there.
+# - The sanitizer builds compile at -O0 with line tables only (the sanitizers
+#   check the same at any optimization level; the gcc build is the -O2 one).
+# - The tests mostly wait (leases, failovers, harness runs), so each test run
+#   goes on in the background while the next CPU-bound stage (clang-tidy, the
+#   next build, the fuzzers) runs: the tests must pass on a loaded machine
+#   anyway. ctest and Bazel run four tests at a time, and the longest are split
+#   into gtest shards (RELOCK_SHARDED_TESTS in CMakeLists.txt, SHARDS in
+#   BUILD.bazel).
+# Each stage prints its time; a background stage prints its output when it is
+# joined, with the time it ran (its own, overlapping the stages beside it).
 #
 # Exits non-zero at the first failing stage.
 set -euo pipefail
@@ -30,13 +41,20 @@ build_dir=build
 start=$SECONDS
 stage_name=""
 stage_start=$SECONDS
+# Background stages: their logs, pids, names and start times.
+bg_dir=$(mktemp -d "${TMPDIR:-/tmp}/relock-test.XXXXXX")
+declare -A bg_pid=() bg_title=() bg_start=()
 
 stage() {
   finish_stage
   stage_name=$1
   stage_start=$SECONDS
+  banner "$stage_name"
+}
+
+banner() {
   printf '\n==============================================================\n'
-  printf '== %s\n' "$stage_name"
+  printf '== %s\n' "$1"
   printf '==============================================================\n'
 }
 
@@ -46,10 +64,50 @@ finish_stage() {
     printf '== ok (%ds): %s\n' $((SECONDS - stage_start)) "$stage_name"
     stage_times+=("$(printf '%6ds  %s' $((SECONDS - stage_start)) "$stage_name")")
   fi
+  stage_name=""
+}
+
+# background KEY TITLE COMMAND...: runs COMMAND as a stage of its own in the
+# background (its own process group), its output into a log.
+background() {
+  local key=$1 title=$2
+  shift 2
+  printf '\n== started in the background: %s\n' "$title"
+  setsid "$@" >"$bg_dir/$key.log" 2>&1 &
+  bg_pid[$key]=$!
+  bg_title[$key]=$title
+  bg_start[$key]=$SECONDS
+}
+
+# join KEY: waits for a background stage, prints its output and time; a
+# failed one fails the run.
+join() {
+  local key=$1 status=0
+  finish_stage
+  wait "${bg_pid[$key]}" || status=$?
+  local took=$((SECONDS - bg_start[$key])) title=${bg_title[$key]}
+  unset 'bg_pid[$key]'
+  banner "$title (ran in the background)"
+  cat "$bg_dir/$key.log"
+  if [[ $status -ne 0 ]]; then
+    stage_name=$title
+    return "$status"
+  fi
+  printf '== ok (%ds, in the background): %s\n' "$took" "$title"
+  stage_times+=("$(printf '%6ds  %s (background)' "$took" "$title")")
 }
 
 on_exit() {
-  local status=$?
+  local status=$? key
+  for key in "${!bg_pid[@]}"; do
+    kill -TERM -- "-${bg_pid[$key]}" 2>/dev/null || true
+    wait "${bg_pid[$key]}" 2>/dev/null || true
+    if [[ $status -ne 0 ]]; then
+      printf '\n== stopped: %s; its output so far:\n' "${bg_title[$key]}" >&2
+      cat "$bg_dir/$key.log" >&2
+    fi
+  done
+  rm -rf "$bg_dir"
   if [[ $status -ne 0 ]]; then
     printf '\n== FAILED in stage "%s" (exit %d) after %ds total\n' \
       "${stage_name:-setup}" "$status" $((SECONDS - start)) >&2
@@ -63,74 +121,95 @@ bash scripts/install-deps.sh
 stage "Layers: no #include climbs a layer (scripts/check-layers.sh)"
 bash scripts/check-layers.sh
 
+# cmake_build DIR CMAKE_ARGS...: configures (Ninja, unity batches, -Werror)
+# and builds DIR.
+cmake_build() {
+  local dir=$1
+  shift
+  local generator=()
+  if [[ ! -f $dir/CMakeCache.txt ]]; then generator=(-G Ninja); fi
+  cmake -S . -B "$dir" "${generator[@]}" -DRELOCK_UNITY_BUILD=ON \
+    -DRELOCK_WERROR=ON "$@"
+  cmake --build "$dir" -j2
+}
+
 stage "CMake: configure and build ($build_dir/)"
-generator=()
-if [[ ! -f $build_dir/CMakeCache.txt ]]; then generator=(-G Ninja); fi
-cmake -S . -B "$build_dir" "${generator[@]}" \
+cmake_build "$build_dir" \
   -DRELOCK_BUILD_TESTS=ON -DRELOCK_BUILD_BENCHMARKS=ON -DRELOCK_BUILD_EXAMPLES=ON \
-  -DRELOCK_SANITIZE= -DRELOCK_WERROR=ON -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
-cmake --build "$build_dir" -j2
+  -DRELOCK_SANITIZE= -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
+
+background ctest "CMake: tests (ctest, $build_dir/)" \
+  ctest --test-dir "$build_dir" --output-on-failure -j4
 
 if [[ ${RELOCK_SKIP_SANITIZERS:-0} == 1 ]]; then
   stage "clang-tidy: skipped (RELOCK_SKIP_SANITIZERS=1)"
 else
-  stage "clang-tidy: lib/**/*.cc (.clang-tidy, $build_dir/compile_commands.json)"
-  # Every finding is an error. Two files at a time, each into its own log; the
-  # logs of the files with findings are printed whole, one after the other.
+  stage "clang-tidy: lib/ ($build_dir/compile_commands.json, .clang-tidy)"
+  # Every finding is an error. The library's sources are compiled as unity
+  # files (each includes up to eight .cc files of one layer), and clang-tidy
+  # checks those: .clang-tidy's HeaderFilterRegex reports findings in the .cc
+  # files they include. (bugprone-suspicious-include would flag the unity
+  # files' own #include of a .cc; lib/ includes no .cc.) Two at a time, each
+  # into its own log; the logs with findings are printed whole.
   tidy_logs=$(mktemp -d "${TMPDIR:-/tmp}/relock-tidy.XXXXXX")
   tidy_status=0
-  find lib -name '*.cc' -print0 | sort -z |
+  # shellcheck disable=SC2016  # $0, $1 and $2 belong to the inner sh
+  sed -n 's/^ *"file": "\(.*\)",*$/\1/p' "$build_dir/compile_commands.json" |
+    grep -E '/relock_[a-z]+\.dir/Unity/unity_[0-9]+_cxx\.cxx$|/lib/.*\.cc$' |
+    grep -v '/relock_cli\.dir/' | sort -u | tr '\n' '\0' |
     xargs -0 -P2 -n1 sh -c '
       log="$0/$(printf %s "$2" | tr / _).log"
-      clang-tidy -p "$1" --quiet --warnings-as-errors="*" "$2" >"$log" 2>&1 ||
+      clang-tidy -p "$1" --quiet --warnings-as-errors="*" \
+        --checks=-bugprone-suspicious-include "$2" >"$log" 2>&1 ||
         { mv "$log" "$log.failed"; exit 1; }' "$tidy_logs" "$build_dir" ||
     tidy_status=$?
+  tidy_checked=$(find "$tidy_logs" -name '*.log*' | wc -l)
   shopt -s nullglob
   tidy_failed=("$tidy_logs"/*.failed)
   shopt -u nullglob
   if [[ ${#tidy_failed[@]} -gt 0 ]]; then cat "${tidy_failed[@]}"; fi
   rm -rf "$tidy_logs"
   if [[ $tidy_status -ne 0 ]]; then
-    echo "clang-tidy: findings in ${#tidy_failed[@]} file(s) (above)" >&2
+    echo "clang-tidy: findings in ${#tidy_failed[@]} of $tidy_checked file(s) (above)" >&2
     exit 1
   fi
+  echo "clang-tidy: $tidy_checked files, no findings"
 fi
 
-stage "CMake: tests (ctest)"
-ctest --test-dir "$build_dir" --output-on-failure -j4
+join ctest
 
 stage "CMake: install check (scripts/check-install.sh)"
 bash scripts/check-install.sh "$build_dir"
 
-# A clang build tree with RELOCK_SANITIZE=$2 and without benchmarks/examples.
+# A clang build tree with RELOCK_SANITIZE=$2, without benchmarks/examples, at
+# -O0 with line tables (stack traces name file and line).
 sanitizer_build() {
   local dir=$1 sanitize=$2
   shift 2
-  local generator=()
-  if [[ ! -f $dir/CMakeCache.txt ]]; then generator=(-G Ninja); fi
-  cmake -S . -B "$dir" "${generator[@]}" \
-    -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DRELOCK_SANITIZE="$sanitize" -DRELOCK_WERROR=ON \
+  cmake_build "$dir" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
+    -DCMAKE_CXX_FLAGS_DEBUG="-O0 -gline-tables-only" \
+    -DRELOCK_SANITIZE="$sanitize" \
     -DRELOCK_BUILD_BENCHMARKS=OFF -DRELOCK_BUILD_EXAMPLES=OFF "$@"
-  cmake --build "$dir" -j2
 }
 
 if [[ ${RELOCK_SKIP_SANITIZERS:-0} == 1 ]]; then
   stage "Sanitizers and fuzzing: skipped (RELOCK_SKIP_SANITIZERS=1)"
 else
-  stage "Sanitizers: ASan+UBSan (clang, build-asan/, with the fuzzers)"
-  # One ASan tree for the tests and the fuzzers: the library is built once,
-  # with the fuzzers' coverage instrumentation.
+  stage "Sanitizers: ASan+UBSan build (clang, build-asan/, with the fuzzers)"
+  # One ASan tree for the tests and the fuzzers.
   sanitizer_build build-asan address -DRELOCK_BUILD_TESTS=ON -DRELOCK_BUILD_FUZZERS=ON
-  ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1 \
+  background asan "Sanitizers: ASan+UBSan tests (ctest, build-asan/)" \
+    env ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j4
 
-  stage "Sanitizers: TSan (clang, build-tsan/)"
+  stage "Sanitizers: TSan build (clang, build-tsan/)"
   # relock's mutexes are std-based (lib/common/mutex.h): Debian's libabsl is
   # not instrumented, so TSan could not see absl::Mutex.
   sanitizer_build build-tsan thread -DRELOCK_BUILD_TESTS=ON
-  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+  join asan
+  background tsan "Sanitizers: TSan tests (ctest, build-tsan/)" \
+    env TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
     ctest --test-dir build-tsan --output-on-failure -j4
 
   stage "Fuzzing (libFuzzer, 30 s each, two at a time, build-asan/)"
@@ -177,16 +256,19 @@ fi
 if [[ ${RELOCK_SKIP_BAZEL:-0} == 1 ]]; then
   stage "Bazel: skipped (RELOCK_SKIP_BAZEL=1)"
 else
-  stage "Bazel: build and test (bazel test //...)"
-  # `bazel test //...` builds every target (library, tests, benchmarks,
-  # examples) and runs the tests; the build line below only names the
-  # benchmarks and examples explicitly.
-  bazel test --config=werror //...
-  bazel build --config=werror //:benchmarks //:examples
-  bazel shutdown
+  stage "Bazel: build (bazel build //...: library, tests, tools, benchmarks, examples)"
+  bazel build --config=werror //...
+  if [[ -n ${bg_pid[tsan]:-} ]]; then join tsan; fi
+  # The tests are built: this stage only runs them, beside the consumer's
+  # build (a Bazel server of its own).
+  # shellcheck disable=SC2016  # $? and $status belong to the inner sh
+  background bazel "Bazel: tests (bazel test //...)" \
+    sh -c 'status=0; bazel test --config=werror //... || status=$?; bazel shutdown; exit $status'
   stage "Bazel: an outside workspace depends on @relock (tests/bazel_consumer)"
   (cd tests/bazel_consumer && bazel run //:app && bazel shutdown)
+  join bazel
 fi
+if [[ -n ${bg_pid[tsan]:-} ]]; then join tsan; fi
 
 stage "Benchmarks: smoke run (CMake build)"
 export RELOCK_BENCH_SMOKE=1
@@ -208,6 +290,5 @@ for benchmark in "${benchmarks[@]}"; do
 done
 
 finish_stage
-stage_name=""
 printf '\n== All stages passed in %ds\n' $((SECONDS - start))
 printf '%s\n' "${stage_times[@]}"
