@@ -20,7 +20,7 @@
 # ASan+UBSan, TSan and Bazel. The tests mostly wait (leases, failovers,
 # harness runs), so ctest and Bazel run four at a time, and the longest are
 # split into gtest shards (RELOCK_SHARDED_TESTS in CMakeLists.txt,
-# shard_count in BUILD.bazel). Each stage prints its time.
+# shard_count in tests/BUILD.bazel). Each stage prints its time.
 #
 # Exits non-zero at the first failing stage.
 set -euo pipefail
