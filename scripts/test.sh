@@ -178,6 +178,9 @@ if [[ ${RELOCK_SKIP_BAZEL:-0} == 1 ]]; then
   stage "Bazel: skipped (RELOCK_SKIP_BAZEL=1)"
 else
   stage "Bazel: build and test (bazel test //...)"
+  # Each layer's package is visible to exactly the layers above it (a few
+  # seconds of `bazel query`).
+  bash scripts/check-layers.sh --bazel
   # `bazel test //...` builds every target (library, tests, benchmarks,
   # examples) and runs the tests; the build line below only names the
   # benchmarks and examples explicitly.
