@@ -29,7 +29,7 @@
 #   next build, the fuzzers) runs: the tests must pass on a loaded machine
 #   anyway. ctest and Bazel run four tests at a time, and the longest are split
 #   into gtest shards (RELOCK_SHARDED_TESTS in CMakeLists.txt, SHARDS in
-#   BUILD.bazel).
+#   tests/BUILD.bazel).
 # Each stage prints its time; a background stage prints its output when it is
 # joined, with the time it ran (its own, overlapping the stages beside it).
 #
@@ -257,6 +257,9 @@ if [[ ${RELOCK_SKIP_BAZEL:-0} == 1 ]]; then
   stage "Bazel: skipped (RELOCK_SKIP_BAZEL=1)"
 else
   stage "Bazel: build (bazel build //...: library, tests, tools, benchmarks, examples)"
+  # Each layer's package is visible to exactly the layers above it (a few
+  # seconds of `bazel query`).
+  bash scripts/check-layers.sh --bazel
   bazel build --config=werror //...
   if [[ -n ${bg_pid[tsan]:-} ]]; then join tsan; fi
   # The tests are built: this stage only runs them, beside the consumer's

@@ -18,8 +18,8 @@
 // (a RedisValue of kError, a raw reply of REDIS_REPLY_ERROR). After a failed
 // call the context is unusable (hiredis's rule): connect again.
 //
-// Its own library (relock_raw_connection in CMakeLists.txt, :raw_connection
-// in BUILD.bazel), on hiredis and Abseil only: the redis-server fixture, the
+// Its own library (relock_raw_connection in CMakeLists.txt,
+// //tests/testing:raw_connection in Bazel), on hiredis and Abseil only: the redis-server fixture, the
 // harness and the benchmarks all use it. Not thread-safe (a redisContext is
 // not); movable (a moved-from one may only be assigned or destroyed), not
 // copyable.
