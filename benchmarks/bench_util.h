@@ -143,12 +143,12 @@ inline absl::StatusOr<PairWire> RelockPairWire(RawConnection& c,
   const lock::LockModel& model = lock::ReentrantModel();
   PairWire wire;
   wire.acquire = Formatted(
-      StepArgv(*acquire_sha, model.Acquire(key, field, lease, /*fresh=*/true,
-                                           /*queue=*/true, {}, "publish")));
+      StepArgv(*acquire_sha,
+               model.Acquire(key, field, lock::Lease::Of(lease), /*fresh=*/true,
+                             /*queue=*/true, {}, "publish")));
   wire.release = Formatted(StepArgv(
-      *release_sha,
-      model.Release(key, field, absl::StrCat(absl::ToInt64Milliseconds(lease)),
-                    "publish", /*last=*/true)));
+      *release_sha, model.Release(key, field, lock::Lease::Of(lease), "publish",
+                                  /*last=*/true)));
   if (wire.acquire.empty() || wire.release.empty()) {
     return absl::ResourceExhaustedError("redisFormatCommandArgv");
   }

@@ -189,44 +189,51 @@ std::vector<Call> RelockPair(Type type, const Shas& shas,
     case kFenced: {
       options.fenced = type == kFenced;
       const lock::LockModel& model = lock::ReentrantModel();
-      calls.push_back(
-          FromStep(shas,
-                   model.Acquire(name, owner, kLease, /*fresh=*/true,
-                                 /*queue=*/true, options, publish),
-                   type == kFenced ? Expect::kTokenArray : Expect::kNil));
-      calls.push_back(
-          FromStep(shas, model.Release(name, owner, kLeaseMs, publish, true),
-                   Expect::kOne));
+      calls.push_back(FromStep(
+          shas,
+          model.Acquire(name, owner, lock::Lease::Of(kLease), /*fresh=*/true,
+                        /*queue=*/true, options, publish),
+          type == kFenced ? Expect::kTokenArray : Expect::kNil));
+      calls.push_back(FromStep(
+          shas,
+          model.Release(name, owner, lock::Lease::Of(kLease), publish, true),
+          Expect::kOne));
       break;
     }
     case kReentry: {
       const lock::LockModel& model = lock::ReentrantModel();
-      calls.push_back(FromStep(
-          shas,
-          model.Acquire(name, owner, kLease, true, true, options, publish),
-          Expect::kNil));
-      calls.push_back(FromStep(
-          shas,
-          model.Acquire(name, owner, kLease, false, true, options, publish),
-          Expect::kNil));
-      calls.push_back(FromStep(
-          shas, model.Release(name, owner, "0", publish, /*last=*/false),
-          Expect::kZero));
-      calls.push_back(FromStep(
-          shas, model.Release(name, owner, "0", publish, /*last=*/true),
-          Expect::kOne));
+      calls.push_back(
+          FromStep(shas,
+                   model.Acquire(name, owner, lock::Lease::Of(kLease), true,
+                                 true, options, publish),
+                   Expect::kNil));
+      calls.push_back(
+          FromStep(shas,
+                   model.Acquire(name, owner, lock::Lease::Of(kLease), false,
+                                 true, options, publish),
+                   Expect::kNil));
+      calls.push_back(FromStep(shas,
+                               model.Release(name, owner, lock::Lease::Keep(),
+                                             publish, /*last=*/false),
+                               Expect::kZero));
+      calls.push_back(FromStep(shas,
+                               model.Release(name, owner, lock::Lease::Keep(),
+                                             publish, /*last=*/true),
+                               Expect::kOne));
       break;
     }
     case kFair: {
       options.kind = LockKind::kFair;
       const lock::LockModel& model = lock::ModelOf(LockKind::kFair);
+      calls.push_back(
+          FromStep(shas,
+                   model.Acquire(name, owner, lock::Lease::Of(kLease), true,
+                                 true, options, publish),
+                   Expect::kNil));
       calls.push_back(FromStep(
           shas,
-          model.Acquire(name, owner, kLease, true, true, options, publish),
-          Expect::kNil));
-      calls.push_back(
-          FromStep(shas, model.Release(name, owner, kLeaseMs, publish, true),
-                   Expect::kOne));
+          model.Release(name, owner, lock::Lease::Of(kLease), publish, true),
+          Expect::kOne));
       break;
     }
     case kRead:
@@ -237,13 +244,15 @@ std::vector<Call> RelockPair(Type type, const Shas& shas,
       // A write hold's field is the writer's (lib/lock/owner.h).
       const std::string field = lock::OwnerField(
           kRelockId, lock::HolderOf(lock::OwnerId{kThread}, kind).number);
+      calls.push_back(
+          FromStep(shas,
+                   model.Acquire(name, field, lock::Lease::Of(kLease), true,
+                                 true, options, publish),
+                   Expect::kNil));
       calls.push_back(FromStep(
           shas,
-          model.Acquire(name, field, kLease, true, true, options, publish),
-          Expect::kNil));
-      calls.push_back(
-          FromStep(shas, model.Release(name, field, kLeaseMs, publish, true),
-                   Expect::kOne));
+          model.Release(name, field, lock::Lease::Of(kLease), publish, true),
+          Expect::kOne));
       break;
     }
     case kTypes:

@@ -47,6 +47,7 @@ namespace relock {
 namespace {
 
 using lock::AcquireOptions;
+using lock::Lease;
 using lock::LockKind;
 using lock::OwnerId;
 using lock::Step;
@@ -75,32 +76,42 @@ absl::Status AcquireFor(FakeLockEnv& env, const std::string& name,
 
 // --- The lock types' script calls.
 
+TEST(LeaseTest, TheWireFormIsWholeMillisecondsAndKeepIsZero) {
+  EXPECT_EQ(Lease::Of(kLease).wire(), "30000");
+  EXPECT_EQ(Lease::Of(absl::Microseconds(1500)).wire(), "1");
+  EXPECT_EQ(Lease::Keep().wire(), "0");
+}
+
 TEST(LockModelTest, ReentrantStepsAreRedissonsCalls) {
   const lock::LockModel& m = lock::ReentrantModel();
   const std::string owner = "id:1";
-  const Step fresh = m.Acquire("n", owner, kLease, /*fresh=*/true,
+  const Step fresh = m.Acquire("n", owner, Lease::Of(kLease), /*fresh=*/true,
                                /*queue=*/true, AcquireOptions(), "publish");
   EXPECT_EQ(fresh.script, internal::kAcquireScript);
   EXPECT_THAT(fresh.keys, ElementsAre("n", lock::FairQueueKey("n")));
   EXPECT_THAT(fresh.args, ElementsAre("30000", owner));
-  const Step again = m.Acquire("n", owner, kLease, /*fresh=*/false,
+  const Step again = m.Acquire("n", owner, Lease::Of(kLease), /*fresh=*/false,
                                /*queue=*/true, AcquireOptions(), "publish");
   EXPECT_THAT(again.keys, ElementsAre("n"));
   EXPECT_THAT(again.args, ElementsAre("30000", owner, "0"));
   AcquireOptions fenced;
   fenced.fenced = true;
-  EXPECT_THAT(m.Acquire("n", owner, kLease, true, true, fenced, "publish").keys,
-              ElementsAre("n", lock::FairQueueKey("n"), lock::TokenKey("n")));
   EXPECT_THAT(
-      m.Acquire("n", owner, kLease, false, true, fenced, "publish").keys,
+      m.Acquire("n", owner, Lease::Of(kLease), true, true, fenced, "publish")
+          .keys,
+      ElementsAre("n", lock::FairQueueKey("n"), lock::TokenKey("n")));
+  EXPECT_THAT(
+      m.Acquire("n", owner, Lease::Of(kLease), false, true, fenced, "publish")
+          .keys,
       ElementsAre("n", lock::TokenKey("n")));
 
-  const Step inner = m.Release("n", owner, "0", "spublish", /*last=*/false);
+  const Step inner =
+      m.Release("n", owner, Lease::Keep(), "spublish", /*last=*/false);
   EXPECT_EQ(inner.script, internal::kReleaseScript);
   EXPECT_THAT(inner.keys, ElementsAre("n", "redisson_lock__channel:{n}"));
   EXPECT_THAT(inner.args, ElementsAre("0", "0", owner, "spublish"));
   EXPECT_THAT(
-      m.Release("n", owner, "30000", "publish", /*last=*/true).keys,
+      m.Release("n", owner, Lease::Of(kLease), "publish", /*last=*/true).keys,
       ElementsAre("n", "redisson_lock__channel:{n}", lock::FairQueueKey("n")));
   EXPECT_EQ(m.ReleaseAll("n", owner, "publish").script,
             internal::kReleaseAllScript);
@@ -118,7 +129,7 @@ TEST(LockModelTest, FairStepsCarryTheQueueAndWaitOnTheirOwnChannel) {
   EXPECT_EQ(m.kind(), LockKind::kFair);
   AcquireOptions options;
   options.queue_wait = absl::Seconds(5);
-  const Step acquire = m.Acquire("n", "id:1", kLease, /*fresh=*/true,
+  const Step acquire = m.Acquire("n", "id:1", Lease::Of(kLease), /*fresh=*/true,
                                  /*queue=*/false, options, "publish");
   EXPECT_EQ(acquire.script, internal::kFairAcquireScript);
   EXPECT_THAT(acquire.keys, ::testing::Contains(lock::FairQueueKey("n")));
@@ -137,22 +148,24 @@ TEST(LockModelTest, FairStepsCarryTheQueueAndWaitOnTheirOwnChannel) {
 TEST(LockModelTest, ReadAndWriteLocksShareOneHashAndOneChannel) {
   const lock::LockModel& read = lock::ModelOf(LockKind::kRead);
   const lock::LockModel& write = lock::ModelOf(LockKind::kWrite);
-  EXPECT_EQ(
-      read.Acquire("n", "id:1", kLease, true, true, AcquireOptions(), "publish")
-          .script,
-      internal::kReadAcquireScript);
-  EXPECT_EQ(
-      write
-          .Acquire("n", "id:1", kLease, true, true, AcquireOptions(), "publish")
-          .script,
-      internal::kWriteAcquireScript);
+  EXPECT_EQ(read.Acquire("n", "id:1", Lease::Of(kLease), true, true,
+                         AcquireOptions(), "publish")
+                .script,
+            internal::kReadAcquireScript);
+  EXPECT_EQ(write
+                .Acquire("n", "id:1", Lease::Of(kLease), true, true,
+                         AcquireOptions(), "publish")
+                .script,
+            internal::kWriteAcquireScript);
   EXPECT_EQ(read.WaitChannel("n", "id:1"), lock::ReadWriteChannel("n"));
   EXPECT_EQ(write.WaitChannel("n", "id:1"), lock::ReadWriteChannel("n"));
   EXPECT_EQ(read.wake_policy(), pubsub::WakePolicy::kReadWrite);
   // Redisson's messages: a write release wakes every waiter ("1": the
   // readers may all go), a read release one ("0").
-  EXPECT_EQ(write.Release("n", "id:1", "0", "publish", true).args[0], "1");
-  EXPECT_EQ(read.Release("n", "id:1", "0", "publish", true).args[0], "0");
+  EXPECT_EQ(write.Release("n", "id:1", Lease::Keep(), "publish", true).args[0],
+            "1");
+  EXPECT_EQ(read.Release("n", "id:1", Lease::Keep(), "publish", true).args[0],
+            "0");
   EXPECT_EQ(read.renew_script(), internal::kReadRenewScript);
   EXPECT_EQ(write.Inspect("n", "id:1").args[1], "write");
   EXPECT_EQ(read.ForceRelease("n", "publish").args[0], "read");

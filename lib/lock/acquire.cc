@@ -27,6 +27,7 @@
 #include "lib/common/unshared.h"
 #include "lib/lock/algorithm.h"
 #include "lib/lock/attempt.h"
+#include "lib/lock/lease.h"
 #include "lib/lock/lock_env.h"
 #include "lib/lock/lock_model.h"
 #include "lib/lock/owner.h"
@@ -236,8 +237,8 @@ class Attempts {
 
   // The attempt's script call.
   Step Request() const {
-    return plan_.model->Acquire(name_, owner_, plan_.lease, plan_.fresh, queue_,
-                                plan_.options,
+    return plan_.model->Acquire(name_, owner_, Lease::Of(plan_.lease),
+                                plan_.fresh, queue_, plan_.options,
                                 env_.backend().publish_command());
   }
   // The deadline of an attempt's requests, and of their undo.

@@ -1,6 +1,7 @@
 #include "lib/lock/fair_lock.h"
 
 #include "absl/strings/str_cat.h"
+#include "lib/lock/lease.h"
 #include "lib/lock/owner.h"
 
 namespace relock {
@@ -13,31 +14,30 @@ namespace {
 // holder that crashed (its lease ends without an unlock message) within it.
 constexpr absl::Duration kMaxFairSleep = absl::Seconds(30);
 
-std::string Millis(absl::Duration d) {
-  return absl::StrCat(absl::ToInt64Milliseconds(d));
+// The queue wait's argument (Redisson's threadWaitTime, in ms).
+std::string QueueWaitMs(const AcquireOptions& options) {
+  return absl::StrCat(absl::ToInt64Milliseconds(options.queue_wait));
 }
 
 class Fair final : public LockModel {
  public:
   LockKind kind() const override { return LockKind::kFair; }
 
-  Step Acquire(const std::string& name, const std::string& owner,
-               absl::Duration lease, bool fresh, bool queue,
-               const AcquireOptions& options,
+  Step Acquire(const std::string& name, const std::string& owner, Lease lease,
+               bool fresh, bool queue, const AcquireOptions& options,
                absl::string_view publish) const override {
     return Step{internal::kFairAcquireScript,
                 Keys(name),
-                {Millis(lease), owner, Millis(options.queue_wait),
-                 fresh ? "1" : "0", queue ? "1" : "0", std::string(publish)}};
+                {lease.wire(), owner, QueueWaitMs(options), fresh ? "1" : "0",
+                 queue ? "1" : "0", std::string(publish)}};
   }
 
-  Step Release(const std::string& name, const std::string& owner,
-               const std::string& lease_ms, absl::string_view publish,
-               bool /*last*/) const override {
-    return Step{
-        internal::kFairReleaseScript,
-        Keys(name),
-        {std::string(kUnlockMessage), lease_ms, owner, std::string(publish)}};
+  Step Release(const std::string& name, const std::string& owner, Lease lease,
+               absl::string_view publish, bool /*last*/) const override {
+    return Step{internal::kFairReleaseScript,
+                Keys(name),
+                {std::string(kUnlockMessage), lease.wire(), owner,
+                 std::string(publish)}};
   }
 
   Step ReleaseAll(const std::string& name, const std::string& owner,
@@ -59,7 +59,7 @@ class Fair final : public LockModel {
                              absl::string_view publish) const override {
     return Step{internal::kFairLeaveScript,
                 Keys(name),
-                {owner, Millis(options.queue_wait), std::string(kUnlockMessage),
+                {owner, QueueWaitMs(options), std::string(kUnlockMessage),
                  std::string(publish), fresh ? "1" : "0"}};
   }
 

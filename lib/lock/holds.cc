@@ -22,6 +22,7 @@
 #include "lib/common/deadline.h"
 #include "lib/lock/algorithm.h"
 #include "lib/lock/attempt.h"
+#include "lib/lock/lease.h"
 #include "lib/lock/lock_env.h"
 #include "lib/lock/lock_model.h"
 #include "lib/lock/lock_scripts.h"
@@ -142,7 +143,7 @@ absl::Status Extend(LockEnv& env, const std::string& name, const OwnerId& by,
     return Annotate(absl::AbortedError("lease lost"), "extend", name, noun);
   }
   const SteadyClock::time_point start = env.clock().Now();
-  const std::string lease_ms = absl::StrCat(absl::ToInt64Milliseconds(lease));
+  const std::string lease_ms = Lease::Of(lease).wire();
   const absl::string_view keys[] = {name};
   const absl::string_view args[] = {lease_ms, hold->owner};
   backend::ScriptCall call;
@@ -253,7 +254,7 @@ watchdog::RenewResult RenewHolds(LockEnv& env,
                                  std::atomic<uint64_t>* round_trips) {
   backend::Backend& backend = env.backend();
   const absl::Duration lease = env.watchdog_lease();
-  const std::string lease_ms = absl::StrCat(absl::ToInt64Milliseconds(lease));
+  const std::string lease_ms = Lease::Of(lease).wire();
   const Deadline deadline =
       env.policy().attempt_timeout_factor > 0
           ? AttemptDeadline(env, lease, Deadline::Never(), absl::ZeroDuration())

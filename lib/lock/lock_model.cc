@@ -1,7 +1,7 @@
 #include "lib/lock/lock_model.h"
 
-#include "absl/strings/str_cat.h"
 #include "lib/lock/fair_lock.h"
+#include "lib/lock/lease.h"
 #include "lib/lock/owner.h"
 #include "lib/lock/rw_lock.h"
 
@@ -15,9 +15,8 @@ class Reentrant final : public LockModel {
  public:
   LockKind kind() const override { return LockKind::kReentrant; }
 
-  Step Acquire(const std::string& name, const std::string& owner,
-               absl::Duration lease, bool fresh, bool /*queue*/,
-               const AcquireOptions& options,
+  Step Acquire(const std::string& name, const std::string& owner, Lease lease,
+               bool fresh, bool /*queue*/, const AcquireOptions& options,
                absl::string_view /*publish*/) const override {
     // Only the keys the script's fast path reads (each key and argument
     // costs every call; see lua/acquire.lua): a fresh acquire passes the
@@ -28,22 +27,21 @@ class Reentrant final : public LockModel {
     Step step{internal::kAcquireScript, {name}, {}};
     if (fresh) step.keys.push_back(FairQueueKey(name));
     if (options.fenced) step.keys.push_back(TokenKey(name));
-    step.args = {absl::StrCat(absl::ToInt64Milliseconds(lease)), owner};
+    step.args = {lease.wire(), owner};
     if (!fresh) step.args.push_back("0");
     return step;
   }
 
-  Step Release(const std::string& name, const std::string& owner,
-               const std::string& lease_ms, absl::string_view publish,
-               bool last) const override {
+  Step Release(const std::string& name, const std::string& owner, Lease lease,
+               absl::string_view publish, bool last) const override {
     // The fair lock's queue, whose head waiter a release that frees the lock
     // wakes, only for a last release: each key costs every call, and the
     // script finds the queue by its name should another release free the
     // lock all the same.
-    Step step{
-        internal::kReleaseScript,
-        {name, UnlockChannel(name)},
-        {std::string(kUnlockMessage), lease_ms, owner, std::string(publish)}};
+    Step step{internal::kReleaseScript,
+              {name, UnlockChannel(name)},
+              {std::string(kUnlockMessage), lease.wire(), owner,
+               std::string(publish)}};
     if (last) step.keys.push_back(FairQueueKey(name));
     return step;
   }

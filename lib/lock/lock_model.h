@@ -31,6 +31,7 @@
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
 #include "lib/backend/backend.h"
+#include "lib/lock/lease.h"
 #include "lib/lock/lock_scripts.h"
 #include "lib/lock/owner.h"
 #include "lib/pubsub/subscriber.h"
@@ -95,15 +96,15 @@ class LockModel {
   // queueing lock type then keeps its place; else the attempt leaves no
   // trace).
   virtual Step Acquire(const std::string& name, const std::string& owner,
-                       absl::Duration lease, bool fresh, bool queue,
+                       Lease lease, bool fresh, bool queue,
                        const AcquireOptions& options,
                        absl::string_view publish) const = 0;
-  // One release by `owner`; `lease_ms`: the lease to set when holds remain
-  // ("0": keep the TTL). `last`: as far as the caller knows, the release
-  // frees the lock (its outermost hold, or a hold it no longer tracks); a
-  // script may be sent fewer keys otherwise (see lua/release.lua).
+  // One release by `owner`; `lease`: the lease to set when holds remain
+  // (Lease::Keep(): keep the TTL). `last`: as far as the caller knows, the
+  // release frees the lock (its outermost hold, or a hold it no longer tracks);
+  // a script may be sent fewer keys otherwise (see lua/release.lua).
   virtual Step Release(const std::string& name, const std::string& owner,
-                       const std::string& lease_ms, absl::string_view publish,
+                       Lease lease, absl::string_view publish,
                        bool last) const = 0;
   // Every hold of `owner` (a closing client; an undo).
   virtual Step ReleaseAll(const std::string& name, const std::string& owner,

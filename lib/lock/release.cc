@@ -20,6 +20,7 @@
 #include "lib/common/deadline.h"
 #include "lib/lock/algorithm.h"
 #include "lib/lock/attempt.h"
+#include "lib/lock/lease.h"
 #include "lib/lock/lock_env.h"
 #include "lib/lock/lock_model.h"
 #include "lib/lock/lock_scripts.h"
@@ -50,7 +51,7 @@ void CountRelease(Metrics& m, const absl::Status& s) {
 // A release on its way: what was sent, and what the answers are read with.
 struct ReleaseCall {
   std::string owner;
-  std::string lease_ms;
+  Lease lease = Lease::Keep();
   const LockModel* model = nullptr;
   absl::optional<Hold> hold;
   bool outermost = false;
@@ -71,10 +72,9 @@ ReleaseCall BeginReleaseCall(LockEnv& env, const std::string& name,
   // end of its lease, never one renewed forever.
   c.hold = env.holds().BeginRelease(name, by.number);
   // When holds remain, refresh a watchdog lease; keep an explicit lease's TTL.
-  c.lease_ms =
-      c.hold.has_value() && c.hold->watchdog
-          ? absl::StrCat(absl::ToInt64Milliseconds(env.watchdog_lease()))
-          : "0";
+  c.lease = c.hold.has_value() && c.hold->watchdog
+                ? Lease::Of(env.watchdog_lease())
+                : Lease::Keep();
   // The outermost release may be resent on a dropped connection: if the
   // first one ran, the resent one finds the lock already released. An inner
   // one may not (counting down twice would free the lock early).
@@ -208,7 +208,7 @@ void SendRelease(LockEnv& env, std::shared_ptr<void> keep,
   auto call = std::make_shared<const ReleaseCall>(
       BeginReleaseCall(env, name, by, kind));
   Send(env,
-       call->model->Release(name, call->owner, call->lease_ms,
+       call->model->Release(name, call->owner, call->lease,
                             env.backend().publish_command(), call->last),
        call->deadline, call->resend, here,
        [&env, keep = std::move(keep), name, by, call, here,

@@ -1,6 +1,6 @@
 #include "lib/lock/rw_lock.h"
 
-#include "absl/strings/str_cat.h"
+#include "lib/lock/lease.h"
 #include "lib/lock/owner.h"
 
 namespace relock {
@@ -17,24 +17,21 @@ class ReadWrite final : public LockModel {
     return write_ ? LockKind::kWrite : LockKind::kRead;
   }
 
-  Step Acquire(const std::string& name, const std::string& owner,
-               absl::Duration lease, bool fresh, bool /*queue*/,
-               const AcquireOptions& /*options*/,
+  Step Acquire(const std::string& name, const std::string& owner, Lease lease,
+               bool fresh, bool /*queue*/, const AcquireOptions& /*options*/,
                absl::string_view /*publish*/) const override {
     return Step{
         write_ ? internal::kWriteAcquireScript : internal::kReadAcquireScript,
         {name},
-        {absl::StrCat(absl::ToInt64Milliseconds(lease)), owner,
-         fresh ? "1" : "0"}};
+        {lease.wire(), owner, fresh ? "1" : "0"}};
   }
 
-  Step Release(const std::string& name, const std::string& owner,
-               const std::string& lease_ms, absl::string_view publish,
-               bool /*last*/) const override {
+  Step Release(const std::string& name, const std::string& owner, Lease lease,
+               absl::string_view publish, bool /*last*/) const override {
     return Step{
         write_ ? internal::kWriteReleaseScript : internal::kReadReleaseScript,
         {name, ReadWriteChannel(name)},
-        {std::string(Message()), lease_ms, owner, std::string(publish)}};
+        {std::string(Message()), lease.wire(), owner, std::string(publish)}};
   }
 
   Step ReleaseAll(const std::string& name, const std::string& owner,
