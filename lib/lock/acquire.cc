@@ -176,19 +176,21 @@ absl::StatusOr<AcquirePlan> PlanAcquire(LockEnv& env, const std::string& name,
 absl::Status RegisterHold(LockEnv& env, const std::string& name,
                           const OwnerId& by, const AcquirePlan& plan,
                           SteadyClock::time_point sent_at, bool async) {
-  const std::string owner = OwnerField(env.id(), by.number);
-  env.holds().OnAcquired(name, by.number, owner, plan.watchdog, plan.lease,
-                         sent_at, plan.model->kind(),
+  const OwnerField owner(env.id(), by.number);
+  env.holds().OnAcquired(name, by.number, owner.wire(), plan.watchdog,
+                         plan.lease, sent_at, plan.model->kind(),
                          plan.fresh && plan.options.on_lost
                              ? LossCallback(name, owner, plan.options.on_lost)
                              : nullptr);
   if (plan.watchdog) env.ActivateWatchdog();
   if (!env.closed()) return absl::OkStatus();
   env.holds().Forget(name, by.number);
-  SendIgnoringAnswers(
-      env, plan.model->ReleaseAll(name, owner, env.backend().publish_command()),
-      Deadline::After(env.confirm_timeout(), &env.clock()), Resend::kNever,
-      /*wait=*/!async);
+  SendIgnoringAnswers(env,
+                      plan.model->ReleaseAll(LockName(name), owner,
+                                             env.backend().publish_command()),
+                      Deadline::After(env.confirm_timeout(), &env.clock()),
+                      Resend::kNever,
+                      /*wait=*/!async);
   return absl::CancelledError("the client was closed");
 }
 
@@ -222,7 +224,7 @@ class Attempts {
   };
 
   // `failures`: attempts that already failed for lack of answers.
-  Attempts(LockEnv& env, const std::string& name, const std::string& owner,
+  Attempts(LockEnv& env, LockName name, const OwnerField& owner,
            const AcquirePlan& plan, Deadline deadline, int failures = 0)
       : env_(env),
         name_(name),
@@ -304,8 +306,8 @@ class Attempts {
 
  private:
   LockEnv& env_;
-  const std::string& name_;
-  const std::string& owner_;
+  const LockName name_;
+  const OwnerField& owner_;
   const AcquirePlan& plan_;
   const Deadline deadline_;
   const bool queue_;  // the caller may wait (see LockModel::Acquire)
@@ -342,10 +344,10 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
       : keep_(std::move(keep)),
         env_(env),
         name_(std::move(name)),
-        owner_(OwnerField(env.id(), by.number)),
+        owner_(env.id(), by.number),
         plan_(plan),
         deadline_(deadline),
-        attempts_(env, name_, owner_, plan_, deadline, failures),
+        attempts_(env, LockName(name_), owner_, plan_, deadline, failures),
         done_(std::move(done)),
         timer_(env.backend().NewTimer()) {}
 
@@ -445,7 +447,8 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
   void Subscribe() {
     std::weak_ptr<AcquireMachine> weak = weak_from_this();
     sub_ = env_.backend().Subscribe(
-        plan_.model->WaitChannel(name_, owner_), plan_.model->wake_policy(),
+        plan_.model->WaitChannel(LockName(name_), owner_),
+        plan_.model->wake_policy(),
         /*waiter=*/"", [weak] {
           if (std::shared_ptr<AcquireMachine> self = weak.lock()) self->Look();
         });
@@ -453,7 +456,7 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
 
   // The inspect script: a key that holds anything but a lock ends the wait.
   void CheckIsALock() {
-    const Step step = plan_.model->Inspect(name_, owner_);
+    const Step step = plan_.model->Inspect(LockName(name_), owner_);
     const backend::Call views = step.Views();
     env_.backend().RunAsync(CallOf(views, deadline_, Resend::kIfDropped),
                             [self = shared_from_this()](
@@ -541,7 +544,7 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
   const std::shared_ptr<void> keep_;
   LockEnv& env_;
   const std::string name_;
-  const std::string owner_;
+  const OwnerField owner_;
   const AcquirePlan plan_;
   const Deadline deadline_;
   Attempts attempts_;  // refers to name_, owner_ and plan_
@@ -595,8 +598,8 @@ absl::Status WaitForLock(LockEnv& env, const std::string& name,
 absl::Status AcquireHere(LockEnv& env, const std::string& name,
                          const OwnerId& by, const AcquirePlan& plan,
                          Deadline deadline, Grant* grant, bool* waited) {
-  const std::string owner = OwnerField(env.id(), by.number);
-  Attempts attempts(env, name, owner, plan, deadline);
+  const OwnerField owner(env.id(), by.number);
+  Attempts attempts(env, LockName(name), owner, plan, deadline);
   for (;;) {
     Attempt a = attempts.SendHere();
     const Attempts::Next next = attempts.Decide(a);
@@ -620,9 +623,9 @@ absl::Status AcquireHere(LockEnv& env, const std::string& name,
 // queue no longer holds it when the failed call returns.
 void LeaveQueue(LockEnv& env, const std::string& name, const OwnerId& by,
                 const AcquirePlan& plan, bool wait) {
-  const absl::optional<Step> step =
-      plan.model->Leave(name, OwnerField(env.id(), by.number), plan.options,
-                        plan.fresh, env.backend().publish_command());
+  const absl::optional<Step> step = plan.model->Leave(
+      LockName(name), OwnerField(env.id(), by.number), plan.options, plan.fresh,
+      env.backend().publish_command());
   if (!step.has_value()) return;
   SendIgnoringAnswers(env, *step,
                       Deadline::After(kMinAttemptTime, &env.clock()),

@@ -83,7 +83,7 @@ absl::StatusOr<bool> ForceRelease(LockEnv& env, const std::string& name,
                                   LockKind kind = LockKind::kReentrant);
 // A loss callback of the registry (watchdog::LossFn) that calls `fn` with
 // the kLockLost LockEvent of `owner`'s hold of `name`.
-watchdog::LossFn LossCallback(const std::string& name, const std::string& owner,
+watchdog::LossFn LossCallback(const std::string& name, const OwnerField& owner,
                               std::function<void(const LockEvent&)> fn);
 // Registers `fn` for `by`'s current hold of `name` (see Lock::OnLost()):
 // FailedPrecondition if it holds none, Aborted if the hold ended,

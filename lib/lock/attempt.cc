@@ -261,8 +261,8 @@ Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
   return a;
 }
 
-void Undo(LockEnv& env, const LockModel& model, const std::string& name,
-          const std::string& owner, bool fresh, const std::vector<bool>& undo,
+void Undo(LockEnv& env, const LockModel& model, LockName name,
+          const OwnerField& owner, bool fresh, const std::vector<bool>& undo,
           Deadline deadline, bool async) {
   if (std::none_of(undo.begin(), undo.end(), [](bool b) { return b; })) {
     return;

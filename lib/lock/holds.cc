@@ -188,9 +188,10 @@ absl::Status Extend(LockEnv& env, const std::string& name, const OwnerId& by,
                   "extend", name, noun);
 }
 
-watchdog::LossFn LossCallback(const std::string& name, const std::string& owner,
+watchdog::LossFn LossCallback(const std::string& name, const OwnerField& owner,
                               std::function<void(const LockEvent&)> fn) {
-  return [name, owner, fn = std::move(fn)](const absl::Status& why) {
+  return [name, owner = owner.wire(),
+          fn = std::move(fn)](const absl::Status& why) {
     fn(LockEvent{LockEventType::kLockLost, name, why, owner});
   };
 }
@@ -332,8 +333,9 @@ std::vector<absl::Status> ReleaseHolds(
   std::vector<Step> steps;
   steps.reserve(held.size());
   for (const auto& [key, hold] : held) {
-    steps.push_back(ModelOf(hold.kind).ReleaseAll(key.first, hold.owner,
-                                                  backend.publish_command()));
+    steps.push_back(ModelOf(hold.kind).ReleaseAll(
+        LockName(key.first), OwnerField::FromWire(hold.owner),
+        backend.publish_command()));
   }
   std::vector<backend::Call> calls;
   calls.reserve(steps.size());

@@ -50,7 +50,7 @@ void CountRelease(Metrics& m, const absl::Status& s) {
 
 // A release on its way: what was sent, and what the answers are read with.
 struct ReleaseCall {
-  std::string owner;
+  OwnerField owner = OwnerField::None();
   Lease lease = Lease::Keep();
   const LockModel* model = nullptr;
   absl::optional<Hold> hold;
@@ -103,7 +103,7 @@ absl::Status JudgeRelease(LockEnv& env, const std::string& name,
   const size_t n = backend.nodes();
   const size_t quorum = backend.quorum();
   const uint64_t thread = by.number;
-  const std::string& owner = call.owner;
+  const OwnerField& owner = call.owner;
   const bool outermost = call.outermost;
   size_t released = 0, freed = 0, not_owner = 0;
   absl::Status error, unpublished;
@@ -169,7 +169,7 @@ absl::Status JudgeRelease(LockEnv& env, const std::string& name,
     }
     return Annotate(
         absl::FailedPreconditionError(absl::StrCat(
-            "not held by ", Whom(by), " (owner ", owner,
+            "not held by ", Whom(by), " (owner ", owner.wire(),
             "; a hold whose explicit lease ran out is forgotten ",
             absl::FormatDuration(kExpiredHoldRetention), " after it ended)")),
         "release", name, noun);
@@ -208,7 +208,7 @@ void SendRelease(LockEnv& env, std::shared_ptr<void> keep,
   auto call = std::make_shared<const ReleaseCall>(
       BeginReleaseCall(env, name, by, kind));
   Send(env,
-       call->model->Release(name, call->owner, call->lease,
+       call->model->Release(LockName(name), call->owner, call->lease,
                             env.backend().publish_command(), call->last),
        call->deadline, call->resend, here,
        [&env, keep = std::move(keep), name, by, call, here,
@@ -218,7 +218,7 @@ void SendRelease(LockEnv& env, std::shared_ptr<void> keep,
                                        &release_all, &freed_all);
          if (!release_all) return done(s);
          Send(env,
-              call->model->ReleaseAll(name, call->owner,
+              call->model->ReleaseAll(LockName(name), call->owner,
                                       env.backend().publish_command()),
               call->deadline, Resend::kNever, here,
               [&env, keep, name, by, freed_all,
@@ -287,9 +287,11 @@ absl::StatusOr<bool> ForceRelease(LockEnv& env, const std::string& name,
   if (absl::Status s = env.CheckBlockingCall(); !s.ok()) {
     return Annotate(s, "force-release", name);
   }
-  absl::StatusOr<redis::Reply> r = RunOnFirstNode(
-      env, ModelOf(kind).ForceRelease(name, env.backend().publish_command()),
-      backend::Resend::kNever);
+  absl::StatusOr<redis::Reply> r =
+      RunOnFirstNode(env,
+                     ModelOf(kind).ForceRelease(
+                         LockName(name), env.backend().publish_command()),
+                     backend::Resend::kNever);
   if (!r.ok()) return Annotate(r.status(), "force-release", name);
   if (internal::IsUnpublished(*r)) {
     return Annotate(internal::UnpublishedStatus("force_release script", *r),
