@@ -291,13 +291,20 @@ TEST_F(QuorumTallyTest, UnacknowledgedGrantsCountAsNotGrantedAndAreUndone) {
 
 // --- Retries of attempts without a quorum.
 
+// Has `env` retry attempts without a quorum: `tries` in all, paced by
+// `backoff` (which must be OK).
+void WithRetries(
+    FakeLockEnv& env, int tries,
+    absl::StatusOr<std::shared_ptr<const BackoffStrategy>> backoff) {
+  ASSERT_OK(backoff);
+  env.mutable_policy().tries = tries;
+  env.mutable_policy().retry_backoff = *std::move(backoff);
+}
+
 TEST(RetryTest, AttemptsWithoutAnswersAreRetriedOnTheBackoffSchedule) {
   FakeLockEnv env;
-  absl::StatusOr<std::shared_ptr<const BackoffStrategy>> backoff =
-      ListBackoff({absl::Milliseconds(100), absl::Milliseconds(300)});
-  ASSERT_OK(backoff);
-  env.mutable_policy().tries = 3;
-  env.mutable_policy().retry_backoff = *backoff;
+  ASSERT_NO_FATAL_FAILURE(WithRetries(
+      env, 3, ListBackoff({absl::Milliseconds(100), absl::Milliseconds(300)})));
   env.fake().SetFault(0, FakeFault::kDown);
   const absl::Time real_start = absl::Now();
   EXPECT_THAT(AcquireFor(env, "r", absl::Minutes(1)),
@@ -311,11 +318,8 @@ TEST(RetryTest, AttemptsWithoutAnswersAreRetriedOnTheBackoffSchedule) {
 
 TEST(RetryTest, APauseThatWouldPassTheDeadlineEndsTheWait) {
   FakeLockEnv env;
-  absl::StatusOr<std::shared_ptr<const BackoffStrategy>> backoff =
-      ConstantBackoff(absl::Seconds(10));
-  ASSERT_OK(backoff);
-  env.mutable_policy().tries = 5;
-  env.mutable_policy().retry_backoff = *backoff;
+  ASSERT_NO_FATAL_FAILURE(
+      WithRetries(env, 5, ConstantBackoff(absl::Seconds(10))));
   env.fake().SetFault(0, FakeFault::kDown);
   EXPECT_THAT(AcquireFor(env, "r", absl::Seconds(5)),
               StatusIs(absl::StatusCode::kDeadlineExceeded,
@@ -331,11 +335,8 @@ TEST(RetryTest, FailuresCountAcrossTheHandOverToTheWait) {
   // attempt 3 (after the wait) gets no answer again: the second failure of
   // two tries ends the call.
   FakeLockEnv env;
-  absl::StatusOr<std::shared_ptr<const BackoffStrategy>> backoff =
-      ConstantBackoff(absl::Milliseconds(10));
-  ASSERT_OK(backoff);
-  env.mutable_policy().tries = 2;
-  env.mutable_policy().retry_backoff = *backoff;
+  ASSERT_NO_FATAL_FAILURE(
+      WithRetries(env, 2, ConstantBackoff(absl::Milliseconds(10))));
   int acquires = 0;
   env.fake().SetResponder(0, [&](const FakeCall& call, testing::FakeNode&) {
     if (call.script != internal::kAcquireScript) {
