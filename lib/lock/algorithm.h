@@ -2,7 +2,8 @@
 // and its kin; a type's scripts are its LockModel). See include/relock/lock.h
 // for the contract.
 //
-// Implemented, a file a job, in lib/lock/: acquire.cc, release.cc (and
+// Implemented, a file a job, in lib/lock/: acquire.cc (with attempts.cc:
+// an acquire's plan and the steps of its attempts), release.cc (and
 // ForceRelease), holds.cc (Extend, loss callbacks, SafeUntil, renewal and
 // close batches), queries.cc; attempt.cc (attempt.h: what they share: an
 // attempt's judgement, the undo, Send()) holds ValidateName and
