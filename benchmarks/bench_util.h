@@ -110,7 +110,7 @@ inline std::vector<std::string> StepArgv(const std::string& sha,
 // The owner field of raw baseline `n` (a relock-shaped field: a UUID, a
 // thread number).
 inline std::string RawOwner(uint64_t n) {
-  return lock::OwnerField("00000000-0000-4000-8000-00000000b0b0", n);
+  return lock::OwnerField("00000000-0000-4000-8000-00000000b0b0", n).wire();
 }
 
 // Loads relock's lock script `id` through `c`: its SHA.
@@ -138,17 +138,19 @@ inline absl::StatusOr<PairWire> RelockPairWire(RawConnection& c,
   absl::StatusOr<std::string> release_sha =
       LoadLockScript(c, internal::kReleaseScript);
   if (!release_sha.ok()) return release_sha.status();
-  const std::string field = RawOwner(owner);
+  const lock::LockName name(key);
+  const lock::OwnerField field = lock::OwnerField::FromWire(RawOwner(owner));
   const absl::Duration lease = ClientOptions().lock_watchdog_timeout;
   const lock::LockModel& model = lock::ReentrantModel();
   PairWire wire;
-  wire.acquire = Formatted(
-      StepArgv(*acquire_sha, model.Acquire(key, field, lease, /*fresh=*/true,
-                                           /*queue=*/true, {}, "publish")));
-  wire.release = Formatted(StepArgv(
-      *release_sha,
-      model.Release(key, field, absl::StrCat(absl::ToInt64Milliseconds(lease)),
-                    "publish", /*last=*/true)));
+  wire.acquire = Formatted(StepArgv(
+      *acquire_sha,
+      model.Acquire(name, field, lock::Lease::Of(lease), /*fresh=*/true,
+                    /*queue=*/true, {}, "publish")));
+  wire.release = Formatted(
+      StepArgv(*release_sha,
+               model.Release(name, field, lock::Lease::Of(lease), "publish",
+                             /*last=*/true)));
   if (wire.acquire.empty() || wire.release.empty()) {
     return absl::ResourceExhaustedError("redisFormatCommandArgv");
   }

@@ -523,18 +523,21 @@ class PairedRawRoundTrips {
         new PairedRawRoundTrips(*std::move(c)));
     p->argv_ = {"EVALSHA", *baseline, "1", Key(env, "raw"), "field"};
     const std::string key = Key(env, "raw-lock");
-    const std::string owner = RawOwner(1);
+    const lock::LockName name(key);
+    const lock::OwnerField owner = lock::OwnerField::FromWire(RawOwner(1));
     const absl::Duration lease = ClientOptions().lock_watchdog_timeout;
-    const std::string lease_ms = absl::StrCat(absl::ToInt64Milliseconds(lease));
     const lock::LockModel& model = lock::ReentrantModel();
     for (int i = 0; i < depth; ++i) {
       p->lock_argvs_.push_back(
-          StepArgv(*acquire, model.Acquire(key, owner, lease, /*fresh=*/i == 0,
+          StepArgv(*acquire, model.Acquire(name, owner, lock::Lease::Of(lease),
+                                           /*fresh=*/i == 0,
                                            /*queue=*/true, {}, "publish")));
     }
     for (int i = 0; i < depth; ++i) {
       p->lock_argvs_.push_back(StepArgv(
-          *release, model.Release(key, owner, i + 1 < depth ? lease_ms : "0",
+          *release, model.Release(name, owner,
+                                  i + 1 < depth ? lock::Lease::Of(lease)
+                                                : lock::Lease::Keep(),
                                   "publish", /*last=*/i + 1 == depth)));
     }
     return p;

@@ -180,7 +180,8 @@ Call FromStep(const Shas& relock, const Step& step, Expect expect) {
 // a watchdog lease and keeps an explicit one's TTL, "0").
 std::vector<Call> RelockPair(Type type, const Shas& shas,
                              const std::string& name) {
-  const std::string owner = lock::OwnerField(kRelockId, kThread);
+  const lock::LockName lock_name(name);
+  const lock::OwnerField owner(kRelockId, kThread);
   const absl::string_view publish = "publish";
   lock::AcquireOptions options;
   std::vector<Call> calls;
@@ -191,41 +192,53 @@ std::vector<Call> RelockPair(Type type, const Shas& shas,
       const lock::LockModel& model = lock::ReentrantModel();
       calls.push_back(
           FromStep(shas,
-                   model.Acquire(name, owner, kLease, /*fresh=*/true,
+                   model.Acquire(lock_name, owner, lock::Lease::Of(kLease),
+                                 /*fresh=*/true,
                                  /*queue=*/true, options, publish),
                    type == kFenced ? Expect::kTokenArray : Expect::kNil));
       calls.push_back(
-          FromStep(shas, model.Release(name, owner, kLeaseMs, publish, true),
+          FromStep(shas,
+                   model.Release(lock_name, owner, lock::Lease::Of(kLease),
+                                 publish, true),
                    Expect::kOne));
       break;
     }
     case kReentry: {
       const lock::LockModel& model = lock::ReentrantModel();
-      calls.push_back(FromStep(
-          shas,
-          model.Acquire(name, owner, kLease, true, true, options, publish),
-          Expect::kNil));
-      calls.push_back(FromStep(
-          shas,
-          model.Acquire(name, owner, kLease, false, true, options, publish),
-          Expect::kNil));
-      calls.push_back(FromStep(
-          shas, model.Release(name, owner, "0", publish, /*last=*/false),
-          Expect::kZero));
-      calls.push_back(FromStep(
-          shas, model.Release(name, owner, "0", publish, /*last=*/true),
-          Expect::kOne));
+      calls.push_back(
+          FromStep(shas,
+                   model.Acquire(lock_name, owner, lock::Lease::Of(kLease),
+                                 true, true, options, publish),
+                   Expect::kNil));
+      calls.push_back(
+          FromStep(shas,
+                   model.Acquire(lock_name, owner, lock::Lease::Of(kLease),
+                                 false, true, options, publish),
+                   Expect::kNil));
+      calls.push_back(
+          FromStep(shas,
+                   model.Release(lock_name, owner, lock::Lease::Keep(), publish,
+                                 /*last=*/false),
+                   Expect::kZero));
+      calls.push_back(
+          FromStep(shas,
+                   model.Release(lock_name, owner, lock::Lease::Keep(), publish,
+                                 /*last=*/true),
+                   Expect::kOne));
       break;
     }
     case kFair: {
       options.kind = LockKind::kFair;
       const lock::LockModel& model = lock::ModelOf(LockKind::kFair);
-      calls.push_back(FromStep(
-          shas,
-          model.Acquire(name, owner, kLease, true, true, options, publish),
-          Expect::kNil));
       calls.push_back(
-          FromStep(shas, model.Release(name, owner, kLeaseMs, publish, true),
+          FromStep(shas,
+                   model.Acquire(lock_name, owner, lock::Lease::Of(kLease),
+                                 true, true, options, publish),
+                   Expect::kNil));
+      calls.push_back(
+          FromStep(shas,
+                   model.Release(lock_name, owner, lock::Lease::Of(kLease),
+                                 publish, true),
                    Expect::kOne));
       break;
     }
@@ -235,14 +248,17 @@ std::vector<Call> RelockPair(Type type, const Shas& shas,
       options.kind = kind;
       const lock::LockModel& model = lock::ModelOf(kind);
       // A write hold's field is the writer's (lib/lock/owner.h).
-      const std::string field = lock::OwnerField(
+      const lock::OwnerField field(
           kRelockId, lock::HolderOf(lock::OwnerId{kThread}, kind).number);
-      calls.push_back(FromStep(
-          shas,
-          model.Acquire(name, field, kLease, true, true, options, publish),
-          Expect::kNil));
       calls.push_back(
-          FromStep(shas, model.Release(name, field, kLeaseMs, publish, true),
+          FromStep(shas,
+                   model.Acquire(lock_name, field, lock::Lease::Of(kLease),
+                                 true, true, options, publish),
+                   Expect::kNil));
+      calls.push_back(
+          FromStep(shas,
+                   model.Release(lock_name, field, lock::Lease::Of(kLease),
+                                 publish, true),
                    Expect::kOne));
       break;
     }

@@ -47,7 +47,9 @@ namespace relock {
 namespace {
 
 using lock::AcquireOptions;
+using lock::Lease;
 using lock::LockKind;
+using lock::OwnerField;
 using lock::OwnerId;
 using lock::Step;
 using ::relock::testing::FakeCall;
@@ -75,50 +77,68 @@ absl::Status AcquireFor(FakeLockEnv& env, const std::string& name,
 
 // --- The lock types' script calls.
 
+TEST(LeaseTest, TheWireFormIsWholeMillisecondsAndKeepIsZero) {
+  EXPECT_EQ(Lease::Of(kLease).wire(), "30000");
+  EXPECT_EQ(Lease::Of(absl::Microseconds(1500)).wire(), "1");
+  EXPECT_EQ(Lease::Keep().wire(), "0");
+}
+
+TEST(OwnerFieldTest, IsTheClientIdAndTheNumberAndTheWritersHasASuffix) {
+  EXPECT_EQ(OwnerField("id", 7).wire(), "id:7");
+  EXPECT_EQ(OwnerField("id", 7 | lock::kWriteHoldBit).wire(), "id:7:write");
+  EXPECT_EQ(OwnerField::None().wire(), "");
+}
+
 TEST(LockModelTest, ReentrantStepsAreRedissonsCalls) {
+  const lock::LockName n("n");
+  const OwnerField owner("id", 1);
   const lock::LockModel& m = lock::ReentrantModel();
-  const std::string owner = "id:1";
-  const Step fresh = m.Acquire("n", owner, kLease, /*fresh=*/true,
+  const Step fresh = m.Acquire(n, owner, Lease::Of(kLease), /*fresh=*/true,
                                /*queue=*/true, AcquireOptions(), "publish");
   EXPECT_EQ(fresh.script, internal::kAcquireScript);
   EXPECT_THAT(fresh.keys, ElementsAre("n", lock::FairQueueKey("n")));
-  EXPECT_THAT(fresh.args, ElementsAre("30000", owner));
-  const Step again = m.Acquire("n", owner, kLease, /*fresh=*/false,
+  EXPECT_THAT(fresh.args, ElementsAre("30000", "id:1"));
+  const Step again = m.Acquire(n, owner, Lease::Of(kLease), /*fresh=*/false,
                                /*queue=*/true, AcquireOptions(), "publish");
   EXPECT_THAT(again.keys, ElementsAre("n"));
-  EXPECT_THAT(again.args, ElementsAre("30000", owner, "0"));
+  EXPECT_THAT(again.args, ElementsAre("30000", "id:1", "0"));
   AcquireOptions fenced;
   fenced.fenced = true;
-  EXPECT_THAT(m.Acquire("n", owner, kLease, true, true, fenced, "publish").keys,
-              ElementsAre("n", lock::FairQueueKey("n"), lock::TokenKey("n")));
   EXPECT_THAT(
-      m.Acquire("n", owner, kLease, false, true, fenced, "publish").keys,
+      m.Acquire(n, owner, Lease::Of(kLease), true, true, fenced, "publish")
+          .keys,
+      ElementsAre("n", lock::FairQueueKey("n"), lock::TokenKey("n")));
+  EXPECT_THAT(
+      m.Acquire(n, owner, Lease::Of(kLease), false, true, fenced, "publish")
+          .keys,
       ElementsAre("n", lock::TokenKey("n")));
 
-  const Step inner = m.Release("n", owner, "0", "spublish", /*last=*/false);
+  const Step inner =
+      m.Release(n, owner, Lease::Keep(), "spublish", /*last=*/false);
   EXPECT_EQ(inner.script, internal::kReleaseScript);
   EXPECT_THAT(inner.keys, ElementsAre("n", "redisson_lock__channel:{n}"));
-  EXPECT_THAT(inner.args, ElementsAre("0", "0", owner, "spublish"));
+  EXPECT_THAT(inner.args, ElementsAre("0", "0", "id:1", "spublish"));
   EXPECT_THAT(
-      m.Release("n", owner, "30000", "publish", /*last=*/true).keys,
+      m.Release(n, owner, Lease::Of(kLease), "publish", /*last=*/true).keys,
       ElementsAre("n", "redisson_lock__channel:{n}", lock::FairQueueKey("n")));
-  EXPECT_EQ(m.ReleaseAll("n", owner, "publish").script,
+  EXPECT_EQ(m.ReleaseAll(n, owner, "publish").script,
             internal::kReleaseAllScript);
-  EXPECT_EQ(m.ForceRelease("n", "publish").script,
-            internal::kForceReleaseScript);
-  EXPECT_FALSE(m.Leave("n", owner, AcquireOptions(), true, "publish"));
-  EXPECT_EQ(m.WaitChannel("n", owner), "redisson_lock__channel:{n}");
+  EXPECT_EQ(m.ForceRelease(n, "publish").script, internal::kForceReleaseScript);
+  EXPECT_FALSE(m.Leave(n, owner, AcquireOptions(), true, "publish"));
+  EXPECT_EQ(m.WaitChannel(n, owner), "redisson_lock__channel:{n}");
   EXPECT_EQ(m.wake_policy(), pubsub::WakePolicy::kWakeOne);
   EXPECT_EQ(m.renew_script(), internal::kRenewScript);
-  EXPECT_EQ(m.Inspect("n", owner).script, internal::kInspectScript);
+  EXPECT_EQ(m.Inspect(n, owner).script, internal::kInspectScript);
 }
 
 TEST(LockModelTest, FairStepsCarryTheQueueAndWaitOnTheirOwnChannel) {
+  const lock::LockName n("n");
+  const OwnerField owner("id", 1);
   const lock::LockModel& m = lock::ModelOf(LockKind::kFair);
   EXPECT_EQ(m.kind(), LockKind::kFair);
   AcquireOptions options;
   options.queue_wait = absl::Seconds(5);
-  const Step acquire = m.Acquire("n", "id:1", kLease, /*fresh=*/true,
+  const Step acquire = m.Acquire(n, owner, Lease::Of(kLease), /*fresh=*/true,
                                  /*queue=*/false, options, "publish");
   EXPECT_EQ(acquire.script, internal::kFairAcquireScript);
   EXPECT_THAT(acquire.keys, ::testing::Contains(lock::FairQueueKey("n")));
@@ -126,36 +146,40 @@ TEST(LockModelTest, FairStepsCarryTheQueueAndWaitOnTheirOwnChannel) {
   EXPECT_THAT(acquire.args,
               ElementsAre("30000", "id:1", "5000", "1", "0", "publish"));
   const absl::optional<Step> leave =
-      m.Leave("n", "id:1", options, /*fresh=*/false, "publish");
+      m.Leave(n, owner, options, /*fresh=*/false, "publish");
   ASSERT_TRUE(leave.has_value());
   EXPECT_EQ(leave->script, internal::kFairLeaveScript);
-  EXPECT_EQ(m.WaitChannel("n", "id:1"), "redisson_lock__channel:{n}:id:1");
+  EXPECT_EQ(m.WaitChannel(n, owner), "redisson_lock__channel:{n}:id:1");
   EXPECT_EQ(m.wake_policy(), pubsub::WakePolicy::kWakeOne);
   EXPECT_LT(m.max_sleep(), absl::InfiniteDuration());
 }
 
 TEST(LockModelTest, ReadAndWriteLocksShareOneHashAndOneChannel) {
+  const lock::LockName n("n");
+  const OwnerField owner("id", 1);
   const lock::LockModel& read = lock::ModelOf(LockKind::kRead);
   const lock::LockModel& write = lock::ModelOf(LockKind::kWrite);
-  EXPECT_EQ(
-      read.Acquire("n", "id:1", kLease, true, true, AcquireOptions(), "publish")
-          .script,
-      internal::kReadAcquireScript);
-  EXPECT_EQ(
-      write
-          .Acquire("n", "id:1", kLease, true, true, AcquireOptions(), "publish")
-          .script,
-      internal::kWriteAcquireScript);
-  EXPECT_EQ(read.WaitChannel("n", "id:1"), lock::ReadWriteChannel("n"));
-  EXPECT_EQ(write.WaitChannel("n", "id:1"), lock::ReadWriteChannel("n"));
+  EXPECT_EQ(read.Acquire(n, owner, Lease::Of(kLease), true, true,
+                         AcquireOptions(), "publish")
+                .script,
+            internal::kReadAcquireScript);
+  EXPECT_EQ(write
+                .Acquire(n, owner, Lease::Of(kLease), true, true,
+                         AcquireOptions(), "publish")
+                .script,
+            internal::kWriteAcquireScript);
+  EXPECT_EQ(read.WaitChannel(n, owner), lock::ReadWriteChannel("n"));
+  EXPECT_EQ(write.WaitChannel(n, owner), lock::ReadWriteChannel("n"));
   EXPECT_EQ(read.wake_policy(), pubsub::WakePolicy::kReadWrite);
   // Redisson's messages: a write release wakes every waiter ("1": the
   // readers may all go), a read release one ("0").
-  EXPECT_EQ(write.Release("n", "id:1", "0", "publish", true).args[0], "1");
-  EXPECT_EQ(read.Release("n", "id:1", "0", "publish", true).args[0], "0");
+  EXPECT_EQ(write.Release(n, owner, Lease::Keep(), "publish", true).args[0],
+            "1");
+  EXPECT_EQ(read.Release(n, owner, Lease::Keep(), "publish", true).args[0],
+            "0");
   EXPECT_EQ(read.renew_script(), internal::kReadRenewScript);
-  EXPECT_EQ(write.Inspect("n", "id:1").args[1], "write");
-  EXPECT_EQ(read.ForceRelease("n", "publish").args[0], "read");
+  EXPECT_EQ(write.Inspect(n, owner).args[1], "write");
+  EXPECT_EQ(read.ForceRelease(n, "publish").args[0], "read");
 }
 
 // --- One attempt on three nodes (quorum 2).
@@ -267,13 +291,20 @@ TEST_F(QuorumTallyTest, UnacknowledgedGrantsCountAsNotGrantedAndAreUndone) {
 
 // --- Retries of attempts without a quorum.
 
+// Has `env` retry attempts without a quorum: `tries` in all, paced by
+// `backoff` (which must be OK).
+void WithRetries(
+    FakeLockEnv& env, int tries,
+    absl::StatusOr<std::shared_ptr<const BackoffStrategy>> backoff) {
+  ASSERT_OK(backoff);
+  env.mutable_policy().tries = tries;
+  env.mutable_policy().retry_backoff = *std::move(backoff);
+}
+
 TEST(RetryTest, AttemptsWithoutAnswersAreRetriedOnTheBackoffSchedule) {
   FakeLockEnv env;
-  absl::StatusOr<std::shared_ptr<const BackoffStrategy>> backoff =
-      ListBackoff({absl::Milliseconds(100), absl::Milliseconds(300)});
-  ASSERT_OK(backoff);
-  env.mutable_policy().tries = 3;
-  env.mutable_policy().retry_backoff = *backoff;
+  ASSERT_NO_FATAL_FAILURE(WithRetries(
+      env, 3, ListBackoff({absl::Milliseconds(100), absl::Milliseconds(300)})));
   env.fake().SetFault(0, FakeFault::kDown);
   const absl::Time real_start = absl::Now();
   EXPECT_THAT(AcquireFor(env, "r", absl::Minutes(1)),
@@ -287,11 +318,8 @@ TEST(RetryTest, AttemptsWithoutAnswersAreRetriedOnTheBackoffSchedule) {
 
 TEST(RetryTest, APauseThatWouldPassTheDeadlineEndsTheWait) {
   FakeLockEnv env;
-  absl::StatusOr<std::shared_ptr<const BackoffStrategy>> backoff =
-      ConstantBackoff(absl::Seconds(10));
-  ASSERT_OK(backoff);
-  env.mutable_policy().tries = 5;
-  env.mutable_policy().retry_backoff = *backoff;
+  ASSERT_NO_FATAL_FAILURE(
+      WithRetries(env, 5, ConstantBackoff(absl::Seconds(10))));
   env.fake().SetFault(0, FakeFault::kDown);
   EXPECT_THAT(AcquireFor(env, "r", absl::Seconds(5)),
               StatusIs(absl::StatusCode::kDeadlineExceeded,
@@ -307,11 +335,8 @@ TEST(RetryTest, FailuresCountAcrossTheHandOverToTheWait) {
   // attempt 3 (after the wait) gets no answer again: the second failure of
   // two tries ends the call.
   FakeLockEnv env;
-  absl::StatusOr<std::shared_ptr<const BackoffStrategy>> backoff =
-      ConstantBackoff(absl::Milliseconds(10));
-  ASSERT_OK(backoff);
-  env.mutable_policy().tries = 2;
-  env.mutable_policy().retry_backoff = *backoff;
+  ASSERT_NO_FATAL_FAILURE(
+      WithRetries(env, 2, ConstantBackoff(absl::Milliseconds(10))));
   int acquires = 0;
   env.fake().SetResponder(0, [&](const FakeCall& call, testing::FakeNode&) {
     if (call.script != internal::kAcquireScript) {

@@ -279,9 +279,11 @@ TEST_F(HoldRegistryTest, OnlyTheOutermostReleaseStopsRenewal) {
   EXPECT_FALSE(MustFind("a").renewing());
   std::vector<RenewItem> due;
   std::vector<LostHold> lost;
-  EXPECT_EQ(holds_.Sweep(At(absl::Seconds(20)), At(absl::Seconds(25)),
-                         absl::Seconds(10), /*all=*/true, &due, &lost),
-            0u);
+  EXPECT_EQ(
+      holds_.Sweep({At(absl::Seconds(20)), /*due_by=*/At(absl::Seconds(25)),
+                    /*period=*/absl::Seconds(10), /*all=*/true},
+                   &due, &lost),
+      0u);
   EXPECT_TRUE(due.empty()) << "a renewal would follow the final release";
   EXPECT_TRUE(lost.empty());
 
@@ -304,9 +306,11 @@ TEST_F(HoldRegistryTest, AnAcquireAfterAnUnfinishedFinalReleaseIsRenewedAgain) {
   EXPECT_FALSE(MustFind("a").releasing());
   std::vector<RenewItem> due;
   std::vector<LostHold> lost;
-  EXPECT_EQ(holds_.Sweep(At(absl::Seconds(20)), At(absl::Seconds(25)),
-                         absl::Seconds(10), /*all=*/true, &due, &lost),
-            1u);
+  EXPECT_EQ(
+      holds_.Sweep({At(absl::Seconds(20)), /*due_by=*/At(absl::Seconds(25)),
+                    /*period=*/absl::Seconds(10), /*all=*/true},
+                   &due, &lost),
+      1u);
   EXPECT_EQ(due.size(), 1u);
 }
 
@@ -321,9 +325,11 @@ TEST_F(HoldRegistryTest, SweepCollectsHoldsDueBeforeTheNextRound) {
   std::vector<RenewItem> due;
   std::vector<LostHold> lost;
   // A round at 20 s collects what is due before the next one, at 22.5 s.
-  EXPECT_EQ(holds_.Sweep(At(absl::Seconds(20)), At(absl::Seconds(22.5)),
-                         kPeriod, /*all=*/false, &due, &lost),
-            3u);
+  EXPECT_EQ(
+      holds_.Sweep({At(absl::Seconds(20)), /*due_by=*/At(absl::Seconds(22.5)),
+                    /*period=*/kPeriod, /*all=*/false},
+                   &due, &lost),
+      3u);
   ASSERT_EQ(due.size(), 2u);
   std::vector<std::string> names = {due[0].name, due[1].name};
   std::sort(names.begin(), names.end());
@@ -337,9 +343,11 @@ TEST_F(HoldRegistryTest, SweepCollectsHoldsDueBeforeTheNextRound) {
 
   // `all` collects every renewing hold, never an explicit one.
   due.clear();
-  EXPECT_EQ(holds_.Sweep(At(absl::Seconds(20)), At(absl::Seconds(22.5)),
-                         kPeriod, /*all=*/true, &due, &lost),
-            3u);
+  EXPECT_EQ(
+      holds_.Sweep({At(absl::Seconds(20)), /*due_by=*/At(absl::Seconds(22.5)),
+                    /*period=*/kPeriod, /*all=*/true},
+                   &due, &lost),
+      3u);
   EXPECT_EQ(due.size(), 3u);
   for (const RenewItem& item : due) EXPECT_NE(item.name, "explicit");
 }
@@ -351,18 +359,21 @@ TEST_F(HoldRegistryTest, SweepMarksAHoldLostOnceWhenItsLeaseRanOut) {
   std::vector<LostHold> lost;
 
   // Just before its lease end the hold is due, not lost.
-  EXPECT_EQ(holds_.Sweep(At(absl::Seconds(10)) - std::chrono::nanoseconds(1),
-                         At(absl::Seconds(12)), absl::Seconds(3),
-                         /*all=*/false, &due, &lost),
+  EXPECT_EQ(holds_.Sweep({At(absl::Seconds(10)) - std::chrono::nanoseconds(1),
+                          /*due_by=*/At(absl::Seconds(12)),
+                          /*period=*/absl::Seconds(3), /*all=*/false},
+                         &due, &lost),
             2u);
   EXPECT_TRUE(lost.empty());
   EXPECT_EQ(due.size(), 2u);
 
   // At its lease end it is lost (and no longer due).
   due.clear();
-  EXPECT_EQ(holds_.Sweep(At(absl::Seconds(10)), At(absl::Seconds(12)),
-                         absl::Seconds(3), /*all=*/false, &due, &lost),
-            1u);
+  EXPECT_EQ(
+      holds_.Sweep({At(absl::Seconds(10)), /*due_by=*/At(absl::Seconds(12)),
+                    /*period=*/absl::Seconds(3), /*all=*/false},
+                   &due, &lost),
+      1u);
   ASSERT_EQ(lost.size(), 1u);
   EXPECT_EQ(lost[0].name, "short");
   EXPECT_EQ(lost[0].thread, kThread);
@@ -375,8 +386,9 @@ TEST_F(HoldRegistryTest, SweepMarksAHoldLostOnceWhenItsLeaseRanOut) {
 
   // Reported once only.
   lost.clear();
-  holds_.Sweep(At(absl::Seconds(20)), At(absl::Seconds(22)), absl::Seconds(3),
-               /*all=*/true, &due, &lost);
+  holds_.Sweep({At(absl::Seconds(20)), /*due_by=*/At(absl::Seconds(22)),
+                /*period=*/absl::Seconds(3), /*all=*/true},
+               &due, &lost);
   EXPECT_TRUE(lost.empty());
   // Kept, so that Release() can say the lease was lost; Close() skips it.
   std::vector<std::pair<HoldRegistry::Key, Hold>> all = holds_.TakeAll();
@@ -389,8 +401,9 @@ TEST_F(HoldRegistryTest, ApplyRenewalsMovesAckedAtToWhenTheRenewalWasSent) {
   AcquireWatchdog("b", absl::Seconds(30), At(absl::Seconds(0)));
   std::vector<RenewItem> due;
   std::vector<LostHold> lost;
-  holds_.Sweep(At(absl::Seconds(8)), At(absl::Seconds(10)), absl::Seconds(10),
-               /*all=*/false, &due, &lost);
+  holds_.Sweep({At(absl::Seconds(8)), /*due_by=*/At(absl::Seconds(10)),
+                /*period=*/absl::Seconds(10), /*all=*/false},
+               &due, &lost);
   ASSERT_EQ(due.size(), 2u);
   constexpr Renewal kR = Renewal::kRenewed, kG = Renewal::kGone;
   const std::vector<Renewal> renewed = {due[0].name == "a" ? kR : kG,
@@ -422,8 +435,9 @@ TEST_F(HoldRegistryTest, ApplyRenewalsIgnoresHoldsReleasedOrRestartedSince) {
   AcquireWatchdog("releasing", absl::Seconds(30), At(absl::Seconds(0)));
   std::vector<RenewItem> due;
   std::vector<LostHold> lost;
-  holds_.Sweep(At(absl::Seconds(8)), At(absl::Seconds(10)), absl::Seconds(10),
-               /*all=*/false, &due, &lost);
+  holds_.Sweep({At(absl::Seconds(8)), /*due_by=*/At(absl::Seconds(10)),
+                /*period=*/absl::Seconds(10), /*all=*/false},
+               &due, &lost);
   ASSERT_EQ(due.size(), 2u);
 
   // While the renewal is in flight: one hold is released and acquired again,
@@ -450,8 +464,9 @@ TEST_F(HoldRegistryTest, AnUndecidedRenewalLeavesTheHoldAsItWas) {
   AcquireWatchdog("a", absl::Seconds(30), At(absl::Seconds(0)));
   std::vector<RenewItem> due;
   std::vector<LostHold> lost;
-  holds_.Sweep(At(absl::Seconds(8)), At(absl::Seconds(10)), absl::Seconds(10),
-               /*all=*/false, &due, &lost);
+  holds_.Sweep({At(absl::Seconds(8)), /*due_by=*/At(absl::Seconds(10)),
+                /*period=*/absl::Seconds(10), /*all=*/false},
+               &due, &lost);
   ASSERT_EQ(due.size(), 1u);
   holds_.ApplyRenewals(due, {Renewal::kUndecided}, At(absl::Seconds(8)), &lost);
   EXPECT_TRUE(lost.empty());
@@ -473,8 +488,9 @@ TEST_F(HoldRegistryTest, LossCallbacksGoOutOnceWithTheLoss) {
 
   std::vector<RenewItem> due;
   std::vector<LostHold> lost;
-  holds_.Sweep(At(absl::Seconds(10)), At(absl::Seconds(12)), absl::Seconds(3),
-               /*all=*/true, &due, &lost);
+  holds_.Sweep({At(absl::Seconds(10)), /*due_by=*/At(absl::Seconds(12)),
+                /*period=*/absl::Seconds(3), /*all=*/true},
+               &due, &lost);
   ASSERT_EQ(lost.size(), 1u);
   ASSERT_NE(lost[0].on_lost, nullptr);
   EXPECT_EQ(lost[0].on_lost->size(), 2u);

@@ -84,7 +84,7 @@ TEST_F(InspectTest, HeldLockShowsOwnerCountLeaseAndTheHolderProcess) {
   ASSERT_EQ(info->holders.size(), 1u);
   const LockHolder& holder = info->holders[0];
   EXPECT_EQ(holder.owner,
-            lock::OwnerField(client->id(), lock::CurrentThreadNumber()));
+            lock::OwnerField(client->id(), lock::CurrentThreadNumber()).wire());
   EXPECT_EQ(holder.client_id, client->id());
   EXPECT_EQ(holder.hold_count, 2);
   EXPECT_FALSE(holder.write);

@@ -56,27 +56,27 @@ class Writer {
 
   void Counter(absl::string_view name, absl::string_view help, uint64_t v) {
     Header(name, help, "counter");
-    Sample(name, "", absl::StrCat(v));
+    Sample(name, {}, absl::StrCat(v));
   }
   void Gauge(absl::string_view name, absl::string_view help, int64_t v) {
     Header(name, help, "gauge");
-    Sample(name, "", absl::StrCat(v));
+    Sample(name, {}, absl::StrCat(v));
   }
   void Histogram(absl::string_view name, absl::string_view help,
                  const HistogramSnapshot& h) {
     Header(name, help, "histogram");
     const std::string bucket = absl::StrCat(name, "_bucket");
-    if (h.counts.empty()) Sample(bucket, "le=\"+Inf\"", "0");
+    if (h.counts.empty()) Sample(bucket, {"le", "+Inf"}, "0");
     uint64_t cumulative = 0;
     for (size_t i = 0; i < h.counts.size(); ++i) {
       cumulative += h.counts[i];
       const std::string le =
           i < h.upper_bounds.size() ? Number(h.upper_bounds[i]) : "+Inf";
-      Sample(bucket, absl::StrCat("le=\"", le, "\""), absl::StrCat(cumulative));
+      Sample(bucket, {"le", le}, absl::StrCat(cumulative));
     }
-    Sample(absl::StrCat(name, "_sum"), "",
+    Sample(absl::StrCat(name, "_sum"), {},
            Number(absl::ToDoubleSeconds(h.sum)));
-    Sample(absl::StrCat(name, "_count"), "", absl::StrCat(h.count));
+    Sample(absl::StrCat(name, "_count"), {}, absl::StrCat(h.count));
   }
 
   std::string Take() { return std::move(out_); }
@@ -87,11 +87,18 @@ class Writer {
     absl::StrAppend(&out_, "# HELP ", name, " ", help, "\n# TYPE ", name, " ",
                     type, "\n");
   }
-  void Sample(absl::string_view name, absl::string_view extra,
+  // A label of one sample besides the client's (a histogram bucket's "le");
+  // none when `name` is empty.
+  struct Label {
+    absl::string_view name;
+    std::string value;
+  };
+  void Sample(absl::string_view name, const Label& extra,
               absl::string_view value) {
     std::string labels = labels_;
-    if (!extra.empty()) {
-      absl::StrAppend(&labels, labels.empty() ? "" : ",", extra);
+    if (!extra.name.empty()) {
+      absl::StrAppend(&labels, labels.empty() ? "" : ",", extra.name, "=\"",
+                      extra.value, "\"");
     }
     if (labels.empty()) {
       absl::StrAppend(&out_, name, " ", value, "\n");

@@ -69,14 +69,21 @@ class Stop final : public BackoffStrategy {
   std::string DebugString() const override { return "StopBackoff()"; }
 };
 
+// What a Constant waits: ConstantBackoff()'s arguments (ZeroBackoff():
+// delay 0, no jitter).
+struct ConstantSchedule {
+  absl::Duration delay;
+  int max_retries = 0;
+  double jitter = 0;
+};
+
 class Constant final : public BackoffStrategy {
  public:
-  Constant(absl::string_view name, absl::Duration delay, int max_retries,
-           double jitter)
+  Constant(absl::string_view name, const ConstantSchedule& schedule)
       : name_(name),
-        delay_(delay),
-        max_retries_(max_retries),
-        jitter_(jitter) {}
+        delay_(schedule.delay),
+        max_retries_(schedule.max_retries),
+        jitter_(schedule.jitter) {}
 
   absl::optional<absl::Duration> NextDelay(int retry) const override {
     if (GivesUp(retry, max_retries_)) return absl::nullopt;
@@ -194,8 +201,10 @@ absl::StatusOr<std::shared_ptr<const BackoffStrategy>> ZeroBackoff(
   if (absl::Status s = CheckMaxRetries("ZeroBackoff", max_retries); !s.ok()) {
     return s;
   }
-  return std::make_shared<Constant>("ZeroBackoff", absl::ZeroDuration(),
-                                    max_retries, 0.0);
+  ConstantSchedule zero;
+  zero.delay = absl::ZeroDuration();
+  zero.max_retries = max_retries;
+  return std::make_shared<Constant>("ZeroBackoff", zero);
 }
 
 absl::StatusOr<std::shared_ptr<const BackoffStrategy>> ConstantBackoff(
@@ -206,7 +215,11 @@ absl::StatusOr<std::shared_ptr<const BackoffStrategy>> ConstantBackoff(
         CheckMaxRetries(kName, max_retries), CheckJitter(kName, jitter)}) {
     if (!s.ok()) return s;
   }
-  return std::make_shared<Constant>(kName, delay, max_retries, jitter);
+  ConstantSchedule schedule;
+  schedule.delay = delay;
+  schedule.max_retries = max_retries;
+  schedule.jitter = jitter;
+  return std::make_shared<Constant>(kName, schedule);
 }
 
 absl::StatusOr<std::shared_ptr<const BackoffStrategy>> ExponentialBackoff(

@@ -252,9 +252,10 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
       },
       [raw](const watchdog::LostHold& hold, const absl::Status& why) {
         raw->observer_->metrics.locks_lost.Add();
-        raw->events_->Post(LockEvent{LockEventType::kLockLost, hold.name, why,
-                                     lock::OwnerField(raw->id_, hold.thread)},
-                           hold.on_lost);
+        raw->events_->Post(
+            LockEvent{LockEventType::kLockLost, hold.name, why,
+                      lock::OwnerField(raw->id_, hold.thread).wire()},
+            hold.on_lost);
       });
   // An explicit lease that ran out before its release: news for the hold's
   // loss callbacks only (letting an explicit lease run out may be meant).
@@ -264,7 +265,7 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
                   absl::DeadlineExceededError(
                       "the hold's explicit lease ran out before it was "
                       "released"),
-                  lock::OwnerField(raw->id_, hold.thread)},
+                  lock::OwnerField(raw->id_, hold.thread).wire()},
         hold.on_lost);
   });
   RegisterLiveCore(core);
@@ -343,8 +344,9 @@ void ClientCore::Report(LockEventType type, absl::string_view lock_name,
                         absl::Status status, uint64_t owner_number) {
   Deliver(LockEvent{
       type, std::string(lock_name), std::move(status),
-      lock::OwnerField(id_, owner_number != 0 ? owner_number
-                                              : lock::CurrentThreadNumber())});
+      lock::OwnerField(
+          id_, owner_number != 0 ? owner_number : lock::CurrentThreadNumber())
+          .wire()});
 }
 
 void ClientCore::PostEvent(LockEvent event) {

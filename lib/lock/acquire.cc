@@ -1,9 +1,9 @@
 // Acquire() and AcquireAsync() (lib/lock/algorithm.h): what a call takes
-// (its plan), a re-entry counted locally, the attempts (Attempts: each step
-// defined once, for both modes) and notified waits (a blocking call's
-// attempts on the calling thread, then the AcquireMachine on the event loop
-// thread, with the direct hand-off), the registration of the hold taken, and
-// leaving a queue after a failed wait.
+// (its plan), a re-entry counted locally, the attempts (Attempts, in
+// attempts.h: each step defined once, for both modes) and notified waits (a
+// blocking call's attempts on the calling thread, then the AcquireMachine on
+// the event loop thread, with the direct hand-off), the registration of the
+// hold taken, and leaving a queue after a failed wait.
 
 #include <algorithm>
 #include <cstdint>
@@ -27,6 +27,7 @@
 #include "lib/common/unshared.h"
 #include "lib/lock/algorithm.h"
 #include "lib/lock/attempt.h"
+#include "lib/lock/attempts.h"
 #include "lib/lock/lock_env.h"
 #include "lib/lock/lock_model.h"
 #include "lib/lock/owner.h"
@@ -36,33 +37,24 @@
 namespace relock {
 namespace lock {
 
+using algorithm_internal::AcquirePlan;
 using algorithm_internal::Annotate;
 using algorithm_internal::Attempt;
-using algorithm_internal::AttemptDeadline;
+using algorithm_internal::Attempts;
 using algorithm_internal::CallOf;
 using algorithm_internal::CheckAsyncOwner;
 using algorithm_internal::CheckModel;
-using algorithm_internal::Evaluate;
 using algorithm_internal::HeldByOther;
 using algorithm_internal::Inspection;
 using algorithm_internal::kMinAttemptTime;
 using algorithm_internal::LoopCompletion;
 using algorithm_internal::ParseInspection;
-using algorithm_internal::ReplicaTime;
-using algorithm_internal::RetryAfter;
 using algorithm_internal::SendIgnoringAnswers;
-using algorithm_internal::Undo;
 using algorithm_internal::Whom;
 
 namespace {
 
 using backend::Resend;
-
-// The replicas an acquire must wait for, as the backend takes them: null for
-// none.
-const backend::WaitReplicas* ReplicaWait(const backend::WaitReplicas& sync) {
-  return sync.replicas > 0 ? &sync : nullptr;
-}
 
 // What a successful acquire hands on: when the winning attempt was sent, and
 // its fencing token (-1 unless fenced).
@@ -104,19 +96,8 @@ void CountLocalReentry(LockEnv& env) {
 // unlock message.
 constexpr absl::Duration kNoLeaseRecheck = absl::Seconds(1);
 
-// What an acquire by `by` takes: its lease (the watchdog's or an explicit
-// one) and whether the owner holds no hold of its own yet. InvalidArgument
-// for a lease out of range; the client's error once it is closed.
-struct AcquirePlan {
-  bool fresh = true;
-  bool watchdog = true;
-  absl::Duration lease;
-  AcquireOptions options;
-  const LockModel* model = &ReentrantModel();
-  const backend::WaitReplicas* sync() const {
-    return ReplicaWait(options.replica_sync);
-  }
-};
+// The plan of an acquire by `by` (see AcquirePlan). InvalidArgument for a
+// lease out of range; the client's error once it is closed.
 absl::StatusOr<AcquirePlan> PlanAcquire(LockEnv& env, const std::string& name,
                                         const OwnerId& by,
                                         absl::optional<absl::Duration> lease,
@@ -175,19 +156,21 @@ absl::StatusOr<AcquirePlan> PlanAcquire(LockEnv& env, const std::string& name,
 absl::Status RegisterHold(LockEnv& env, const std::string& name,
                           const OwnerId& by, const AcquirePlan& plan,
                           SteadyClock::time_point sent_at, bool async) {
-  const std::string owner = OwnerField(env.id(), by.number);
-  env.holds().OnAcquired(name, by.number, owner, plan.watchdog, plan.lease,
-                         sent_at, plan.model->kind(),
+  const OwnerField owner(env.id(), by.number);
+  env.holds().OnAcquired(name, by.number, owner.wire(), plan.watchdog,
+                         plan.lease, sent_at, plan.model->kind(),
                          plan.fresh && plan.options.on_lost
                              ? LossCallback(name, owner, plan.options.on_lost)
                              : nullptr);
   if (plan.watchdog) env.ActivateWatchdog();
   if (!env.closed()) return absl::OkStatus();
   env.holds().Forget(name, by.number);
-  SendIgnoringAnswers(
-      env, plan.model->ReleaseAll(name, owner, env.backend().publish_command()),
-      Deadline::After(env.confirm_timeout(), &env.clock()), Resend::kNever,
-      /*wait=*/!async);
+  SendIgnoringAnswers(env,
+                      plan.model->ReleaseAll(LockName(name), owner,
+                                             env.backend().publish_command()),
+                      Deadline::After(env.confirm_timeout(), &env.clock()),
+                      Resend::kNever,
+                      /*wait=*/!async);
   return absl::CancelledError("the client was closed");
 }
 
@@ -204,112 +187,6 @@ bool TryLocalReentry(LockEnv& env, const std::string& name, const OwnerId& by,
          env.holds().TryLocalReentry(name, by.number, env.clock().Now(),
                                      env.policy().Drift(env.watchdog_lease()));
 }
-
-// The attempts of one acquire, in either mode: a blocking Acquire() makes
-// them on the calling thread until it must wait (AcquireHere), the
-// AcquireMachine on the event loop thread. Each step is defined once here:
-// the script call, the deadline of its requests, the judgement of the
-// answers (undoing what a failed attempt may have taken), and what an
-// outcome leads to. Refers to its caller's name, owner and plan.
-class Attempts {
- public:
-  // What an outcome leads to.
-  struct Next {
-    enum What { kFinish, kRetry, kWait } what = kFinish;
-    absl::Status status;   // kFinish: the outcome (OK: acquired)
-    absl::Duration delay;  // kRetry: the pause before the next attempt
-  };
-
-  // `failures`: attempts that already failed for lack of answers.
-  Attempts(LockEnv& env, const std::string& name, const std::string& owner,
-           const AcquirePlan& plan, Deadline deadline, int failures = 0)
-      : env_(env),
-        name_(name),
-        owner_(owner),
-        plan_(plan),
-        deadline_(deadline),
-        queue_(!deadline.Expired()),
-        failures_(failures) {}
-  // Refers to its owner's members: never copied.
-  Attempts(const Attempts&) = delete;
-  Attempts& operator=(const Attempts&) = delete;
-
-  // The attempt's script call.
-  Step Request() const {
-    return plan_.model->Acquire(name_, owner_, plan_.lease, plan_.fresh, queue_,
-                                plan_.options,
-                                env_.backend().publish_command());
-  }
-  // The deadline of an attempt's requests, and of their undo.
-  Deadline Timeout() const {
-    return AttemptDeadline(env_, plan_.lease, deadline_, ReplicaTime(sync()));
-  }
-  const backend::WaitReplicas* sync() const { return plan_.sync(); }
-  backend::Enough FailFast() const {
-    backend::Backend& backend = env_.backend();
-    return algorithm_internal::FailFast(env_.policy(), backend.nodes(),
-                                        backend.quorum(), sync());
-  }
-
-  // What an attempt sent at `start` got, with what it may have taken undone
-  // (`async`: that undo is sent without waiting for its answers).
-  Attempt Judge(const std::vector<backend::Answer>& answers,
-                SteadyClock::time_point start, bool async) const {
-    std::vector<bool> undo;
-    Attempt a =
-        Evaluate(env_, answers, start, plan_.lease, plan_.fresh, sync(), &undo);
-    Undo(env_, *plan_.model, name_, owner_, plan_.fresh, undo, Timeout(),
-         async);
-    return a;
-  }
-
-  // The attempt's backend call, of its Request()'s `views`.
-  backend::ScriptCall Call(const backend::Call& views) const {
-    backend::ScriptCall call = CallOf(views, Timeout(), Resend::kIfDropped);
-    call.enough = FailFast();
-    call.wait = sync();
-    return call;
-  }
-
-  // One attempt, blocking, on the calling thread. Safe to resend on a
-  // dropped connection: a fresh acquire that ran twice sets the count to 1
-  // twice; a re-entry counted twice is cleared at the outermost release. (A
-  // fenced acquire that ran twice took two tokens: they still only grow.)
-  Attempt SendHere() const {
-    const Step step = Request();
-    const backend::Call views = step.Views();
-    const SteadyClock::time_point start = env_.clock().Now();
-    return Judge(env_.backend().Run(Call(views)), start, /*async=*/false);
-  }
-
-  Next Decide(const Attempt& a) {
-    if (a.kind == Attempt::kAcquired) return Next{};
-    if (a.kind == Attempt::kFailed) {
-      absl::StatusOr<absl::Duration> delay =
-          RetryAfter(env_.policy(), env_.backend(), ++failures_, a, deadline_);
-      if (!delay.ok()) {
-        return Next{Next::kFinish, delay.status(), absl::ZeroDuration()};
-      }
-      return Next{Next::kRetry, absl::OkStatus(), *delay};
-    }
-    if (deadline_.Expired()) {
-      return Next{Next::kFinish, HeldByOther(a, env_.backend().nodes()),
-                  absl::ZeroDuration()};
-    }
-    return Next{Next::kWait, absl::OkStatus(), absl::ZeroDuration()};
-  }
-
-  int failures() const { return failures_; }
-
- private:
-  LockEnv& env_;
-  const std::string& name_;
-  const std::string& owner_;
-  const AcquirePlan& plan_;
-  const Deadline deadline_;
-  const bool queue_;  // the caller may wait (see LockModel::Acquire)
-  int failures_;
-};
 
 // Acquire()'s attempts and notified waits, driven by callbacks. The
 // asynchronous acquire runs all of it here; a blocking Acquire() hands its
@@ -341,10 +218,10 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
       : keep_(std::move(keep)),
         env_(env),
         name_(std::move(name)),
-        owner_(OwnerField(env.id(), by.number)),
+        owner_(env.id(), by.number),
         plan_(plan),
         deadline_(deadline),
-        attempts_(env, name_, owner_, plan_, deadline, failures),
+        attempts_(env, LockName(name_), owner_, plan_, deadline, failures),
         done_(std::move(done)),
         timer_(env.backend().NewTimer()) {}
 
@@ -444,7 +321,8 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
   void Subscribe() {
     std::weak_ptr<AcquireMachine> weak = weak_from_this();
     sub_ = env_.backend().Subscribe(
-        plan_.model->WaitChannel(name_, owner_), plan_.model->wake_policy(),
+        plan_.model->WaitChannel(LockName(name_), owner_),
+        plan_.model->wake_policy(),
         /*waiter=*/"", [weak] {
           if (std::shared_ptr<AcquireMachine> self = weak.lock()) self->Look();
         });
@@ -452,7 +330,7 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
 
   // The inspect script: a key that holds anything but a lock ends the wait.
   void CheckIsALock() {
-    const Step step = plan_.model->Inspect(name_, owner_);
+    const Step step = plan_.model->Inspect(LockName(name_), owner_);
     const backend::Call views = step.Views();
     env_.backend().RunAsync(CallOf(views, deadline_, Resend::kIfDropped),
                             [self = shared_from_this()](
@@ -540,7 +418,7 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
   const std::shared_ptr<void> keep_;
   LockEnv& env_;
   const std::string name_;
-  const std::string owner_;
+  const OwnerField owner_;
   const AcquirePlan plan_;
   const Deadline deadline_;
   Attempts attempts_;  // refers to name_, owner_ and plan_
@@ -594,8 +472,8 @@ absl::Status WaitForLock(LockEnv& env, const std::string& name,
 absl::Status AcquireHere(LockEnv& env, const std::string& name,
                          const OwnerId& by, const AcquirePlan& plan,
                          Deadline deadline, Grant* grant, bool* waited) {
-  const std::string owner = OwnerField(env.id(), by.number);
-  Attempts attempts(env, name, owner, plan, deadline);
+  const OwnerField owner(env.id(), by.number);
+  Attempts attempts(env, LockName(name), owner, plan, deadline);
   for (;;) {
     Attempt a = attempts.SendHere();
     const Attempts::Next next = attempts.Decide(a);
@@ -619,9 +497,9 @@ absl::Status AcquireHere(LockEnv& env, const std::string& name,
 // queue no longer holds it when the failed call returns.
 void LeaveQueue(LockEnv& env, const std::string& name, const OwnerId& by,
                 const AcquirePlan& plan, bool wait) {
-  const absl::optional<Step> step =
-      plan.model->Leave(name, OwnerField(env.id(), by.number), plan.options,
-                        plan.fresh, env.backend().publish_command());
+  const absl::optional<Step> step = plan.model->Leave(
+      LockName(name), OwnerField(env.id(), by.number), plan.options, plan.fresh,
+      env.backend().publish_command());
   if (!step.has_value()) return;
   SendIgnoringAnswers(env, *step,
                       Deadline::After(kMinAttemptTime, &env.clock()),

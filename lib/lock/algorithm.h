@@ -2,7 +2,8 @@
 // and its kin; a type's scripts are its LockModel). See include/relock/lock.h
 // for the contract.
 //
-// Implemented, a file a job, in lib/lock/: acquire.cc, release.cc (and
+// Implemented, a file a job, in lib/lock/: acquire.cc (with attempts.cc:
+// an acquire's plan and the steps of its attempts), release.cc (and
 // ForceRelease), holds.cc (Extend, loss callbacks, SafeUntil, renewal and
 // close batches), queries.cc; attempt.cc (attempt.h: what they share: an
 // attempt's judgement, the undo, Send()) holds ValidateName and
@@ -83,7 +84,7 @@ absl::StatusOr<bool> ForceRelease(LockEnv& env, const std::string& name,
                                   LockKind kind = LockKind::kReentrant);
 // A loss callback of the registry (watchdog::LossFn) that calls `fn` with
 // the kLockLost LockEvent of `owner`'s hold of `name`.
-watchdog::LossFn LossCallback(const std::string& name, const std::string& owner,
+watchdog::LossFn LossCallback(const std::string& name, const OwnerField& owner,
                               std::function<void(const LockEvent&)> fn);
 // Registers `fn` for `by`'s current hold of `name` (see Lock::OnLost()):
 // FailedPrecondition if it holds none, Aborted if the hold ended,

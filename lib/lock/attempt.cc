@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/types/optional.h"
 #include "lib/lock/algorithm.h"
+#include "lib/lock/lease.h"
 #include "lib/redis/errors.h"
 #include "relock/limits.h"
 #include "relock/options.h"
@@ -260,18 +261,18 @@ Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
   return a;
 }
 
-void Undo(LockEnv& env, const LockModel& model, const std::string& name,
-          const std::string& owner, bool fresh, const std::vector<bool>& undo,
+void Undo(LockEnv& env, const LockModel& model, LockName name,
+          const OwnerField& owner, bool fresh, const std::vector<bool>& undo,
           Deadline deadline, bool async) {
   if (std::none_of(undo.begin(), undo.end(), [](bool b) { return b; })) {
     return;
   }
   const absl::string_view publish = env.backend().publish_command();
-  SendIgnoringAnswers(
-      env,
-      fresh ? model.ReleaseAll(name, owner, publish)
-            : model.Release(name, owner, "0", publish, /*last=*/false),
-      deadline, Resend::kNever, /*wait=*/!async, &undo);
+  SendIgnoringAnswers(env,
+                      fresh ? model.ReleaseAll(name, owner, publish)
+                            : model.Release(name, owner, Lease::Keep(), publish,
+                                            /*last=*/false),
+                      deadline, Resend::kNever, /*wait=*/!async, &undo);
 }
 
 absl::StatusOr<Inspection> ParseInspection(const redis::Reply& r) {

@@ -91,8 +91,8 @@ Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
 
 // The undo of an attempt on the nodes in `undo`: blocking until `deadline`,
 // or (with `async`) sent without waiting for its answers.
-void Undo(LockEnv& env, const LockModel& model, const std::string& name,
-          const std::string& owner, bool fresh, const std::vector<bool>& undo,
+void Undo(LockEnv& env, const LockModel& model, LockName name,
+          const OwnerField& owner, bool fresh, const std::vector<bool>& undo,
           Deadline deadline, bool async);
 
 // What is at `name`: {held, pttl ms, the caller's hold count}. A key that

@@ -1,6 +1,7 @@
 #include "lib/lock/fair_lock.h"
 
 #include "absl/strings/str_cat.h"
+#include "lib/lock/lease.h"
 #include "lib/lock/owner.h"
 
 namespace relock {
@@ -13,58 +14,58 @@ namespace {
 // holder that crashed (its lease ends without an unlock message) within it.
 constexpr absl::Duration kMaxFairSleep = absl::Seconds(30);
 
-std::string Millis(absl::Duration d) {
-  return absl::StrCat(absl::ToInt64Milliseconds(d));
+// The queue wait's argument (Redisson's threadWaitTime, in ms).
+std::string QueueWaitMs(const AcquireOptions& options) {
+  return absl::StrCat(absl::ToInt64Milliseconds(options.queue_wait));
 }
 
 class Fair final : public LockModel {
  public:
   LockKind kind() const override { return LockKind::kFair; }
 
-  Step Acquire(const std::string& name, const std::string& owner,
-               absl::Duration lease, bool fresh, bool queue,
-               const AcquireOptions& options,
+  Step Acquire(LockName name, const OwnerField& owner, Lease lease, bool fresh,
+               bool queue, const AcquireOptions& options,
                absl::string_view publish) const override {
     return Step{internal::kFairAcquireScript,
                 Keys(name),
-                {Millis(lease), owner, Millis(options.queue_wait),
+                {lease.wire(), owner.wire(), QueueWaitMs(options),
                  fresh ? "1" : "0", queue ? "1" : "0", std::string(publish)}};
   }
 
-  Step Release(const std::string& name, const std::string& owner,
-               const std::string& lease_ms, absl::string_view publish,
-               bool /*last*/) const override {
-    return Step{
-        internal::kFairReleaseScript,
-        Keys(name),
-        {std::string(kUnlockMessage), lease_ms, owner, std::string(publish)}};
-  }
-
-  Step ReleaseAll(const std::string& name, const std::string& owner,
-                  absl::string_view publish) const override {
-    return Step{internal::kFairReleaseAllScript,
+  Step Release(LockName name, const OwnerField& owner, Lease lease,
+               absl::string_view publish, bool /*last*/) const override {
+    return Step{internal::kFairReleaseScript,
                 Keys(name),
-                {std::string(kUnlockMessage), owner, std::string(publish)}};
+                {std::string(kUnlockMessage), lease.wire(), owner.wire(),
+                 std::string(publish)}};
   }
 
-  Step ForceRelease(const std::string& name,
-                    absl::string_view publish) const override {
+  Step ReleaseAll(LockName name, const OwnerField& owner,
+                  absl::string_view publish) const override {
+    return Step{
+        internal::kFairReleaseAllScript,
+        Keys(name),
+        {std::string(kUnlockMessage), owner.wire(), std::string(publish)}};
+  }
+
+  Step ForceRelease(LockName name, absl::string_view publish) const override {
     return Step{internal::kFairForceReleaseScript,
                 Keys(name),
                 {std::string(kUnlockMessage), std::string(publish)}};
   }
 
-  absl::optional<Step> Leave(const std::string& name, const std::string& owner,
+  absl::optional<Step> Leave(LockName name, const OwnerField& owner,
                              const AcquireOptions& options, bool fresh,
                              absl::string_view publish) const override {
-    return Step{internal::kFairLeaveScript,
-                Keys(name),
-                {owner, Millis(options.queue_wait), std::string(kUnlockMessage),
-                 std::string(publish), fresh ? "1" : "0"}};
+    return Step{
+        internal::kFairLeaveScript,
+        Keys(name),
+        {owner.wire(), QueueWaitMs(options), std::string(kUnlockMessage),
+         std::string(publish), fresh ? "1" : "0"}};
   }
 
-  std::string WaitChannel(const std::string& name,
-                          const std::string& owner) const override {
+  std::string WaitChannel(LockName name,
+                          const OwnerField& owner) const override {
     return FairWaitChannel(name, owner);
   }
   pubsub::WakePolicy wake_policy() const override {
@@ -74,9 +75,9 @@ class Fair final : public LockModel {
 
  private:
   // The lock, its queue, its deadlines and its unlock channel.
-  static std::vector<std::string> Keys(const std::string& name) {
-    return {name, FairQueueKey(name), FairTimeoutKey(name),
-            UnlockChannel(name)};
+  static std::vector<std::string> Keys(LockName name) {
+    return {std::string(name.key()), FairQueueKey(name.key()),
+            FairTimeoutKey(name.key()), UnlockChannel(name.key())};
   }
 };
 
@@ -90,9 +91,8 @@ std::string FairTimeoutKey(absl::string_view lock_name) {
   return PrefixName("redisson_lock_timeout", lock_name);
 }
 
-std::string FairWaitChannel(absl::string_view lock_name,
-                            absl::string_view owner) {
-  return absl::StrCat(UnlockChannel(lock_name), ":", owner);
+std::string FairWaitChannel(LockName name, const OwnerField& owner) {
+  return absl::StrCat(UnlockChannel(name.key()), ":", owner.wire());
 }
 
 const LockModel& FairModel() {

@@ -11,6 +11,7 @@
 
 #include "absl/strings/string_view.h"
 #include "lib/lock/lock_model.h"
+#include "lib/lock/owner.h"
 
 namespace relock {
 namespace lock {
@@ -22,8 +23,7 @@ std::string FairTimeoutKey(absl::string_view lock_name);
 
 // The channel the fair lock's waiter `owner` listens on: "<unlock
 // channel>:<owner>" (Redisson's): a release wakes the head of the queue only.
-std::string FairWaitChannel(absl::string_view lock_name,
-                            absl::string_view owner);
+std::string FairWaitChannel(LockName name, const OwnerField& owner);
 
 const LockModel& FairModel();
 

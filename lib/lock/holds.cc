@@ -22,6 +22,7 @@
 #include "lib/common/deadline.h"
 #include "lib/lock/algorithm.h"
 #include "lib/lock/attempt.h"
+#include "lib/lock/lease.h"
 #include "lib/lock/lock_env.h"
 #include "lib/lock/lock_model.h"
 #include "lib/lock/lock_scripts.h"
@@ -142,7 +143,7 @@ absl::Status Extend(LockEnv& env, const std::string& name, const OwnerId& by,
     return Annotate(absl::AbortedError("lease lost"), "extend", name, noun);
   }
   const SteadyClock::time_point start = env.clock().Now();
-  const std::string lease_ms = absl::StrCat(absl::ToInt64Milliseconds(lease));
+  const std::string lease_ms = Lease::Of(lease).wire();
   const absl::string_view keys[] = {name};
   const absl::string_view args[] = {lease_ms, hold->owner};
   backend::ScriptCall call;
@@ -187,9 +188,10 @@ absl::Status Extend(LockEnv& env, const std::string& name, const OwnerId& by,
                   "extend", name, noun);
 }
 
-watchdog::LossFn LossCallback(const std::string& name, const std::string& owner,
+watchdog::LossFn LossCallback(const std::string& name, const OwnerField& owner,
                               std::function<void(const LockEvent&)> fn) {
-  return [name, owner, fn = std::move(fn)](const absl::Status& why) {
+  return [name, owner = owner.wire(),
+          fn = std::move(fn)](const absl::Status& why) {
     fn(LockEvent{LockEventType::kLockLost, name, why, owner});
   };
 }
@@ -253,7 +255,7 @@ watchdog::RenewResult RenewHolds(LockEnv& env,
                                  std::atomic<uint64_t>* round_trips) {
   backend::Backend& backend = env.backend();
   const absl::Duration lease = env.watchdog_lease();
-  const std::string lease_ms = absl::StrCat(absl::ToInt64Milliseconds(lease));
+  const std::string lease_ms = Lease::Of(lease).wire();
   const Deadline deadline =
       env.policy().attempt_timeout_factor > 0
           ? AttemptDeadline(env, lease, Deadline::Never(), absl::ZeroDuration())
@@ -331,8 +333,9 @@ std::vector<absl::Status> ReleaseHolds(
   std::vector<Step> steps;
   steps.reserve(held.size());
   for (const auto& [key, hold] : held) {
-    steps.push_back(ModelOf(hold.kind).ReleaseAll(key.first, hold.owner,
-                                                  backend.publish_command()));
+    steps.push_back(ModelOf(hold.kind).ReleaseAll(
+        LockName(key.first), OwnerField::FromWire(hold.owner),
+        backend.publish_command()));
   }
   std::vector<backend::Call> calls;
   calls.reserve(steps.size());

@@ -1,7 +1,7 @@
 #include "lib/lock/lock_model.h"
 
-#include "absl/strings/str_cat.h"
 #include "lib/lock/fair_lock.h"
+#include "lib/lock/lease.h"
 #include "lib/lock/owner.h"
 #include "lib/lock/rw_lock.h"
 
@@ -15,9 +15,8 @@ class Reentrant final : public LockModel {
  public:
   LockKind kind() const override { return LockKind::kReentrant; }
 
-  Step Acquire(const std::string& name, const std::string& owner,
-               absl::Duration lease, bool fresh, bool /*queue*/,
-               const AcquireOptions& options,
+  Step Acquire(LockName name, const OwnerField& owner, Lease lease, bool fresh,
+               bool /*queue*/, const AcquireOptions& options,
                absl::string_view /*publish*/) const override {
     // Only the keys the script's fast path reads (each key and argument
     // costs every call; see lua/acquire.lua): a fresh acquire passes the
@@ -25,57 +24,63 @@ class Reentrant final : public LockModel {
     // name is one lock type) and no third argument (the script's "1"); a
     // re-entry passes "0" and no queue (the script finds it by its name,
     // FairQueueKey(), should the caller no longer hold the lock).
-    Step step{internal::kAcquireScript, {name}, {}};
-    if (fresh) step.keys.push_back(FairQueueKey(name));
-    if (options.fenced) step.keys.push_back(TokenKey(name));
-    step.args = {absl::StrCat(absl::ToInt64Milliseconds(lease)), owner};
+    Step step{internal::kAcquireScript, {std::string(name.key())}, {}};
+    if (fresh) step.keys.push_back(FairQueueKey(name.key()));
+    if (options.fenced) step.keys.push_back(TokenKey(name.key()));
+    step.args = {lease.wire(), owner.wire()};
     if (!fresh) step.args.push_back("0");
     return step;
   }
 
-  Step Release(const std::string& name, const std::string& owner,
-               const std::string& lease_ms, absl::string_view publish,
-               bool last) const override {
+  Step Release(LockName name, const OwnerField& owner, Lease lease,
+               absl::string_view publish, bool last) const override {
     // The fair lock's queue, whose head waiter a release that frees the lock
     // wakes, only for a last release: each key costs every call, and the
     // script finds the queue by its name should another release free the
     // lock all the same.
-    Step step{
-        internal::kReleaseScript,
-        {name, UnlockChannel(name)},
-        {std::string(kUnlockMessage), lease_ms, owner, std::string(publish)}};
-    if (last) step.keys.push_back(FairQueueKey(name));
+    Step step{internal::kReleaseScript,
+              {std::string(name.key()), UnlockChannel(name.key())},
+              {std::string(kUnlockMessage), lease.wire(), owner.wire(),
+               std::string(publish)}};
+    if (last) step.keys.push_back(FairQueueKey(name.key()));
     return step;
   }
 
-  Step ReleaseAll(const std::string& name, const std::string& owner,
+  Step ReleaseAll(LockName name, const OwnerField& owner,
                   absl::string_view publish) const override {
-    return Step{internal::kReleaseAllScript,
-                {name, UnlockChannel(name), FairQueueKey(name)},
-                {std::string(kUnlockMessage), owner, std::string(publish)}};
+    return Step{
+        internal::kReleaseAllScript,
+        Keys(name),
+        {std::string(kUnlockMessage), owner.wire(), std::string(publish)}};
   }
 
-  Step ForceRelease(const std::string& name,
-                    absl::string_view publish) const override {
+  Step ForceRelease(LockName name, absl::string_view publish) const override {
     return Step{internal::kForceReleaseScript,
-                {name, UnlockChannel(name), FairQueueKey(name)},
+                Keys(name),
                 {std::string(kUnlockMessage), std::string(publish)}};
   }
 
-  std::string WaitChannel(const std::string& name,
-                          const std::string& /*owner*/) const override {
-    return UnlockChannel(name);
+  std::string WaitChannel(LockName name,
+                          const OwnerField& /*owner*/) const override {
+    return UnlockChannel(name.key());
   }
   pubsub::WakePolicy wake_policy() const override {
     return pubsub::WakePolicy::kWakeOne;
+  }
+
+ private:
+  // The lock, its unlock channel and the fair lock's queue (see Acquire).
+  static std::vector<std::string> Keys(LockName name) {
+    return {std::string(name.key()), UnlockChannel(name.key()),
+            FairQueueKey(name.key())};
   }
 };
 
 }  // namespace
 
-Step LockModel::Inspect(const std::string& name,
-                        const std::string& owner) const {
-  return Step{internal::kInspectScript, {name}, {owner}};
+Step LockModel::Inspect(LockName name, const OwnerField& owner) const {
+  return Step{
+      internal::kInspectScript, {std::string(name.key())}, {owner.wire()}};
 }
 
 backend::Call Step::Views() const {

@@ -31,6 +31,7 @@
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
 #include "lib/backend/backend.h"
+#include "lib/lock/lease.h"
 #include "lib/lock/lock_scripts.h"
 #include "lib/lock/owner.h"
 #include "lib/pubsub/subscriber.h"
@@ -94,41 +95,39 @@ class LockModel {
   // own yet. `queue`: the caller will wait if it does not get the lock (a
   // queueing lock type then keeps its place; else the attempt leaves no
   // trace).
-  virtual Step Acquire(const std::string& name, const std::string& owner,
-                       absl::Duration lease, bool fresh, bool queue,
-                       const AcquireOptions& options,
+  virtual Step Acquire(LockName name, const OwnerField& owner, Lease lease,
+                       bool fresh, bool queue, const AcquireOptions& options,
                        absl::string_view publish) const = 0;
-  // One release by `owner`; `lease_ms`: the lease to set when holds remain
-  // ("0": keep the TTL). `last`: as far as the caller knows, the release
-  // frees the lock (its outermost hold, or a hold it no longer tracks); a
-  // script may be sent fewer keys otherwise (see lua/release.lua).
-  virtual Step Release(const std::string& name, const std::string& owner,
-                       const std::string& lease_ms, absl::string_view publish,
-                       bool last) const = 0;
+  // One release by `owner`; `lease`: the lease to set when holds remain
+  // (Lease::Keep(): keep the TTL). `last`: as far as the caller knows, the
+  // release frees the lock (its outermost hold, or a hold it no longer tracks);
+  // a script may be sent fewer keys otherwise (see lua/release.lua).
+  virtual Step Release(LockName name, const OwnerField& owner, Lease lease,
+                       absl::string_view publish, bool last) const = 0;
   // Every hold of `owner` (a closing client; an undo).
-  virtual Step ReleaseAll(const std::string& name, const std::string& owner,
+  virtual Step ReleaseAll(LockName name, const OwnerField& owner,
                           absl::string_view publish) const = 0;
   // Frees the lock whoever holds it.
-  virtual Step ForceRelease(const std::string& name,
-                            absl::string_view publish) const = 0;
+  virtual Step ForceRelease(LockName name, absl::string_view publish) const = 0;
   // What a waiter that gives up sends, if the lock type queues its waiters
   // (none by default). `fresh`: it held no hold of its own (a field of its
   // own at the lock is then an orphan of an attempt whose reply was lost,
   // and goes too).
-  virtual absl::optional<Step> Leave(const std::string& /*name*/,
-                                     const std::string& /*owner*/,
+  virtual absl::optional<Step> Leave(LockName /*name*/,
+                                     const OwnerField& /*owner*/,
                                      const AcquireOptions& /*options*/,
                                      bool /*fresh*/,
                                      absl::string_view /*publish*/) const {
     return absl::nullopt;
   }
   // The channel `owner`'s wait listens on, and how its messages wake.
-  virtual std::string WaitChannel(const std::string& name,
-                                  const std::string& owner) const = 0;
+  virtual std::string WaitChannel(LockName name,
+                                  const OwnerField& owner) const = 0;
   virtual pubsub::WakePolicy wake_policy() const = 0;
   // What is at the lock for `owner` (lua/inspect.lua's reply: {held, pttl,
   // count}, or a NOTALOCK error for a key that is not this type's lock).
-  virtual Step Inspect(const std::string& name, const std::string& owner) const;
+  // OwnerField::None(): nobody's holds are counted.
+  virtual Step Inspect(LockName name, const OwnerField& owner) const;
   // The watchdog's batched renewal (lua/renew.lua's calling convention).
   virtual internal::ScriptId renew_script() const {
     return internal::kRenewScript;

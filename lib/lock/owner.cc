@@ -91,13 +91,11 @@ bool IsClientId(absl::string_view id) {
   return true;
 }
 
-std::string OwnerField(absl::string_view client_id, uint64_t thread_number) {
-  if ((thread_number & kWriteHoldBit) != 0) {
-    return absl::StrCat(client_id, ":", thread_number & ~kWriteHoldBit,
-                        ":write");
-  }
-  return absl::StrCat(client_id, ":", thread_number);
-}
+OwnerField::OwnerField(absl::string_view client_id, uint64_t number)
+    : field_(
+          (number & kWriteHoldBit) != 0
+              ? absl::StrCat(client_id, ":", number & ~kWriteHoldBit, ":write")
+              : absl::StrCat(client_id, ":", number)) {}
 
 std::string PrefixName(absl::string_view prefix, absl::string_view name) {
   if (absl::StrContains(name, '{')) return absl::StrCat(prefix, ":", name);

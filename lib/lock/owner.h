@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/strings/string_view.h"
 
@@ -20,8 +21,10 @@ uint64_t CurrentThreadNumber();
 // never a thread's.
 uint64_t NewOwnerNumber();
 
-// The owner a lock call acts for: the number in its owner field, and
-// whether it is the calling thread (whose exit the client watches).
+// The owner a lock call acts for, the library's one owner type (the API's
+// relock::Owner becomes one at the call, lib/api/calls.h): the number in
+// its owner field, and whether it is the calling thread (whose exit the
+// client watches).
 struct OwnerId {
   uint64_t number = 0;
   bool thread = true;
@@ -58,10 +61,41 @@ bool IsClientId(absl::string_view id);
 // a counter that never reaches it.
 inline constexpr uint64_t kWriteHoldBit = uint64_t{1} << 63;
 
-// "<client-id>:<thread-number>": the hash field that names a lock's owner;
-// for a number with kWriteHoldBit, the writer's field of the owner's number
-// without it, "<client-id>:<number>:write" (Redisson's).
-std::string OwnerField(absl::string_view client_id, uint64_t thread_number);
+// A lock's name: the Redis key of its hash, from which its companion keys
+// and channels are named (PrefixName). A view of the caller's text, which
+// must outlive it; as cheap to pass as an absl::string_view.
+class LockName {
+ public:
+  explicit LockName(absl::string_view key) : key_(key) {}
+  absl::string_view key() const { return key_; }
+
+ private:
+  absl::string_view key_;
+};
+
+// The hash field that names a lock's owner in Redis: "<client-id>:<number>"
+// for OwnerId `number` of client `client_id`; for a number with
+// kWriteHoldBit, the writer's field of the owner's number without it,
+// "<client-id>:<number>:write" (Redisson's). What the scripts take as the
+// owner, what events report; OwnerId is the owner within this process.
+class OwnerField {
+ public:
+  OwnerField(absl::string_view client_id, uint64_t number);
+  // A field kept as text (the hold registry's Hold::owner, which the
+  // constructor above made).
+  static OwnerField FromWire(std::string field) {
+    return OwnerField(std::move(field));
+  }
+  // No owner: what a query passes that counts nobody's holds.
+  static OwnerField None() { return OwnerField(std::string()); }
+
+  // The field's text, as the scripts take it.
+  const std::string& wire() const { return field_; }
+
+ private:
+  explicit OwnerField(std::string field) : field_(std::move(field)) {}
+  std::string field_;
+};
 
 // The name of a companion key or channel of `name` (Redisson's
 // RedissonObject.prefixName): "<prefix>:{<name>}", or "<prefix>:<name>" when

@@ -35,9 +35,9 @@ using backend::Resend;
 
 absl::StatusOr<Inspection> Inspect(LockEnv& env, const LockModel& model,
                                    const std::string& name,
-                                   const std::string& owner) {
-  absl::StatusOr<redis::Reply> r =
-      RunOnFirstNode(env, model.Inspect(name, owner), Resend::kIfDropped);
+                                   const OwnerField& owner) {
+  absl::StatusOr<redis::Reply> r = RunOnFirstNode(
+      env, model.Inspect(LockName(name), owner), Resend::kIfDropped);
   if (!r.ok()) return r.status();
   return ParseInspection(*r);
 }
@@ -49,7 +49,8 @@ absl::StatusOr<bool> IsLocked(LockEnv& env, const std::string& name,
   if (absl::Status s = env.CheckBlockingCall(); !s.ok()) {
     return Annotate(s, "query", name);
   }
-  absl::StatusOr<Inspection> what = Inspect(env, ModelOf(kind), name, "");
+  absl::StatusOr<Inspection> what =
+      Inspect(env, ModelOf(kind), name, OwnerField::None());
   if (!what.ok()) return Annotate(what.status(), "query", name);
   return what->held;
 }
@@ -76,7 +77,8 @@ absl::StatusOr<absl::Duration> RemainingLease(LockEnv& env,
   if (absl::Status s = env.CheckBlockingCall(); !s.ok()) {
     return Annotate(s, "query", name);
   }
-  absl::StatusOr<Inspection> what = Inspect(env, ModelOf(kind), name, "");
+  absl::StatusOr<Inspection> what =
+      Inspect(env, ModelOf(kind), name, OwnerField::None());
   if (!what.ok()) return Annotate(what.status(), "query", name);
   if (!what->held) {
     return absl::NotFoundError(

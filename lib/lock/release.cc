@@ -20,6 +20,7 @@
 #include "lib/common/deadline.h"
 #include "lib/lock/algorithm.h"
 #include "lib/lock/attempt.h"
+#include "lib/lock/lease.h"
 #include "lib/lock/lock_env.h"
 #include "lib/lock/lock_model.h"
 #include "lib/lock/lock_scripts.h"
@@ -49,8 +50,8 @@ void CountRelease(Metrics& m, const absl::Status& s) {
 
 // A release on its way: what was sent, and what the answers are read with.
 struct ReleaseCall {
-  std::string owner;
-  std::string lease_ms;
+  OwnerField owner = OwnerField::None();
+  Lease lease = Lease::Keep();
   const LockModel* model = nullptr;
   absl::optional<Hold> hold;
   bool outermost = false;
@@ -71,10 +72,9 @@ ReleaseCall BeginReleaseCall(LockEnv& env, const std::string& name,
   // end of its lease, never one renewed forever.
   c.hold = env.holds().BeginRelease(name, by.number);
   // When holds remain, refresh a watchdog lease; keep an explicit lease's TTL.
-  c.lease_ms =
-      c.hold.has_value() && c.hold->watchdog
-          ? absl::StrCat(absl::ToInt64Milliseconds(env.watchdog_lease()))
-          : "0";
+  c.lease = c.hold.has_value() && c.hold->watchdog
+                ? Lease::Of(env.watchdog_lease())
+                : Lease::Keep();
   // The outermost release may be resent on a dropped connection: if the
   // first one ran, the resent one finds the lock already released. An inner
   // one may not (counting down twice would free the lock early).
@@ -90,20 +90,26 @@ ReleaseCall BeginReleaseCall(LockEnv& env, const std::string& name,
   return c;
 }
 
-// What the release script's answers say: the call's result, or (with
-// `*release_all`) that holds counted twice must be released too first (see
-// below), and then FinishRelease().
-absl::Status JudgeRelease(LockEnv& env, const std::string& name,
-                          const OwnerId& by, const ReleaseCall& call,
-                          const std::vector<backend::Answer>& answers,
-                          bool* release_all, bool* freed_all) {
-  *release_all = false;
+// What the release script's answers say.
+struct ReleaseVerdict {
+  // The call's result, unless release_all.
+  absl::Status status;
+  // Holds that Redis counted twice must be released too (see
+  // JudgeRelease()), and then FinishRelease(freed_all) gives the result.
+  bool release_all = false;
+  // A quorum freed the lock, or this was the outermost release.
+  bool freed_all = false;
+};
+ReleaseVerdict JudgeRelease(LockEnv& env, const std::string& name,
+                            const OwnerId& by, const ReleaseCall& call,
+                            const std::vector<backend::Answer>& answers) {
+  ReleaseVerdict verdict;
   backend::Backend& backend = env.backend();
   const std::string& noun = env.policy().noun;
   const size_t n = backend.nodes();
   const size_t quorum = backend.quorum();
   const uint64_t thread = by.number;
-  const std::string& owner = call.owner;
+  const OwnerField& owner = call.owner;
   const bool outermost = call.outermost;
   size_t released = 0, freed = 0, not_owner = 0;
   absl::Status error, unpublished;
@@ -139,23 +145,24 @@ absl::Status JudgeRelease(LockEnv& env, const std::string& name,
   if (released >= quorum) {
     if (!unpublished.ok()) {
       env.holds().Forget(name, thread);
-      return Annotate(unpublished, "release", name, noun);
+      verdict.status = Annotate(unpublished, "release", name, noun);
+      return verdict;
     }
-    *freed_all = freed >= quorum || outermost;
+    verdict.freed_all = freed >= quorum || outermost;
     if (outermost && freed < released) {
       // This was the outermost release by our count, yet Redis still counts
       // holds for this owner: re-entries whose replies were lost (timeouts,
       // dropped connections). Nobody would ever release them; release them
       // now (only this owner uses this owner field).
-      *release_all = true;
-      return absl::OkStatus();
+      verdict.release_all = true;
+      return verdict;
     }
-    env.holds().OnReleased(name, thread, *freed_all);
-    return absl::OkStatus();
+    env.holds().OnReleased(name, thread, verdict.freed_all);
+    return verdict;
   }
   if (not_owner > n - quorum) {
     if (absl::optional<Hold> lost = env.holds().Forget(name, thread)) {
-      return Annotate(
+      verdict.status = Annotate(
           absl::AbortedError(absl::StrCat(
               "lease lost: ", Whom(by), " held the lock, but ",
               lost->lost()      ? "the watchdog could not keep its lease alive"
@@ -166,23 +173,28 @@ absl::Status JudgeRelease(LockEnv& env, const std::string& name,
               "with another owner",
               n > 1 ? absl::StrCat(": ", Details(details)) : "")),
           "release", name, noun);
+      return verdict;
     }
-    return Annotate(
+    verdict.status = Annotate(
         absl::FailedPreconditionError(absl::StrCat(
-            "not held by ", Whom(by), " (owner ", owner,
+            "not held by ", Whom(by), " (owner ", owner.wire(),
             "; a hold whose explicit lease ran out is forgotten ",
             absl::FormatDuration(kExpiredHoldRetention), " after it ended)")),
         "release", name, noun);
+    return verdict;
   }
   // The outcome is unknown. A final release abandons the hold: it stays
   // unrenewed (it frees at the end of its lease at the latest), and this
   // thread's next acquire starts afresh, absorbing a count that survived.
   // Retrying Release() frees it now if this attempt did not run.
   if (outermost) env.holds().Forget(name, thread);
-  if (n == 1) return Annotate(error, "release", name, noun);
-  return Annotate(absl::UnavailableError(absl::StrCat(
-                      "no quorum of masters answered: ", Details(details))),
-                  "release", name, noun);
+  verdict.status =
+      n == 1
+          ? Annotate(error, "release", name, noun)
+          : Annotate(absl::UnavailableError(absl::StrCat(
+                         "no quorum of masters answered: ", Details(details))),
+                     "release", name, noun);
+  return verdict;
 }
 
 // After the release-all that JudgeRelease() asked for.
@@ -208,20 +220,19 @@ void SendRelease(LockEnv& env, std::shared_ptr<void> keep,
   auto call = std::make_shared<const ReleaseCall>(
       BeginReleaseCall(env, name, by, kind));
   Send(env,
-       call->model->Release(name, call->owner, call->lease_ms,
+       call->model->Release(LockName(name), call->owner, call->lease,
                             env.backend().publish_command(), call->last),
        call->deadline, call->resend, here,
        [&env, keep = std::move(keep), name, by, call, here,
         done = std::move(done)](const std::vector<backend::Answer>& answers) {
-         bool release_all = false, freed_all = false;
-         absl::Status s = JudgeRelease(env, name, by, *call, answers,
-                                       &release_all, &freed_all);
-         if (!release_all) return done(s);
+         const ReleaseVerdict verdict =
+             JudgeRelease(env, name, by, *call, answers);
+         if (!verdict.release_all) return done(verdict.status);
          Send(env,
-              call->model->ReleaseAll(name, call->owner,
+              call->model->ReleaseAll(LockName(name), call->owner,
                                       env.backend().publish_command()),
               call->deadline, Resend::kNever, here,
-              [&env, keep, name, by, freed_all,
+              [&env, keep, name, by, freed_all = verdict.freed_all,
                done](const std::vector<backend::Answer>& all) {
                 done(FinishRelease(env, name, by, all, freed_all));
               });
@@ -287,9 +298,11 @@ absl::StatusOr<bool> ForceRelease(LockEnv& env, const std::string& name,
   if (absl::Status s = env.CheckBlockingCall(); !s.ok()) {
     return Annotate(s, "force-release", name);
   }
-  absl::StatusOr<redis::Reply> r = RunOnFirstNode(
-      env, ModelOf(kind).ForceRelease(name, env.backend().publish_command()),
-      backend::Resend::kNever);
+  absl::StatusOr<redis::Reply> r =
+      RunOnFirstNode(env,
+                     ModelOf(kind).ForceRelease(
+                         LockName(name), env.backend().publish_command()),
+                     backend::Resend::kNever);
   if (!r.ok()) return Annotate(r.status(), "force-release", name);
   if (internal::IsUnpublished(*r)) {
     return Annotate(internal::UnpublishedStatus("force_release script", *r),

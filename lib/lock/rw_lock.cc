@@ -1,6 +1,6 @@
 #include "lib/lock/rw_lock.h"
 
-#include "absl/strings/str_cat.h"
+#include "lib/lock/lease.h"
 #include "lib/lock/owner.h"
 
 namespace relock {
@@ -17,53 +17,50 @@ class ReadWrite final : public LockModel {
     return write_ ? LockKind::kWrite : LockKind::kRead;
   }
 
-  Step Acquire(const std::string& name, const std::string& owner,
-               absl::Duration lease, bool fresh, bool /*queue*/,
-               const AcquireOptions& /*options*/,
+  Step Acquire(LockName name, const OwnerField& owner, Lease lease, bool fresh,
+               bool /*queue*/, const AcquireOptions& /*options*/,
                absl::string_view /*publish*/) const override {
     return Step{
         write_ ? internal::kWriteAcquireScript : internal::kReadAcquireScript,
-        {name},
-        {absl::StrCat(absl::ToInt64Milliseconds(lease)), owner,
-         fresh ? "1" : "0"}};
+        {std::string(name.key())},
+        {lease.wire(), owner.wire(), fresh ? "1" : "0"}};
   }
 
-  Step Release(const std::string& name, const std::string& owner,
-               const std::string& lease_ms, absl::string_view publish,
-               bool /*last*/) const override {
+  Step Release(LockName name, const OwnerField& owner, Lease lease,
+               absl::string_view publish, bool /*last*/) const override {
     return Step{
         write_ ? internal::kWriteReleaseScript : internal::kReadReleaseScript,
-        {name, ReadWriteChannel(name)},
-        {std::string(Message()), lease_ms, owner, std::string(publish)}};
+        Keys(name),
+        {std::string(Message()), lease.wire(), owner.wire(),
+         std::string(publish)}};
   }
 
-  Step ReleaseAll(const std::string& name, const std::string& owner,
+  Step ReleaseAll(LockName name, const OwnerField& owner,
                   absl::string_view publish) const override {
     return Step{internal::kRwReleaseAllScript,
-                {name, ReadWriteChannel(name)},
-                {std::string(Message()), owner, std::string(publish)}};
+                Keys(name),
+                {std::string(Message()), owner.wire(), std::string(publish)}};
   }
 
-  Step ForceRelease(const std::string& name,
-                    absl::string_view publish) const override {
+  Step ForceRelease(LockName name, absl::string_view publish) const override {
     return Step{internal::kRwForceReleaseScript,
-                {name, ReadWriteChannel(name)},
+                Keys(name),
                 {write_ ? "write" : "read", std::string(Message()),
                  std::string(publish)}};
   }
 
-  std::string WaitChannel(const std::string& name,
-                          const std::string& /*owner*/) const override {
-    return ReadWriteChannel(name);
+  std::string WaitChannel(LockName name,
+                          const OwnerField& /*owner*/) const override {
+    return ReadWriteChannel(name.key());
   }
   pubsub::WakePolicy wake_policy() const override {
     return pubsub::WakePolicy::kReadWrite;
   }
 
-  Step Inspect(const std::string& name,
-               const std::string& owner) const override {
-    return Step{
-        internal::kRwInspectScript, {name}, {owner, write_ ? "write" : "read"}};
+  Step Inspect(LockName name, const OwnerField& owner) const override {
+    return Step{internal::kRwInspectScript,
+                {std::string(name.key())},
+                {owner.wire(), write_ ? "write" : "read"}};
   }
   internal::ScriptId renew_script() const override {
     // A write hold is one field of the hash, as a reentrant lock's; read
@@ -72,6 +69,10 @@ class ReadWrite final : public LockModel {
   }
 
  private:
+  // The hash and its channel.
+  static std::vector<std::string> Keys(LockName name) {
+    return {std::string(name.key()), ReadWriteChannel(name.key())};
+  }
   absl::string_view Message() const {
     return write_ ? kReadUnlockMessage : kUnlockMessage;
   }

@@ -382,7 +382,7 @@ bool Subscriber::OnPush(const redis::Reply& reply) {
   std::vector<std::shared_ptr<const Listener>> tell;
   if (kind == (sharded ? "smessage" : "message")) {
     MutexLock lock(&mu_);
-    OnMessage(v[1].str(), v[2].str(), &tell);
+    OnMessage(v, &tell);
   } else if (sharded && kind == "sunsubscribe") {
     // The reply to our SUNSUBSCRIBE, or the server dropping the channel
     // because its slot moved away: a push that answers no request.
@@ -407,9 +407,10 @@ bool Subscriber::OnPush(const redis::Reply& reply) {
   return true;
 }
 
-void Subscriber::OnMessage(absl::string_view channel, absl::string_view text,
+void Subscriber::OnMessage(const redis::ReplyView& message,
                            std::vector<std::shared_ptr<const Listener>>* tell) {
-  auto it = channels_.find(channel);
+  const absl::string_view text = message[2].str();
+  auto it = channels_.find(message[1].str());
   if (it == channels_.end()) return;
   Channel& c = it->second;
   if (c.refs == 0) return;

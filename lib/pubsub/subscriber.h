@@ -55,6 +55,7 @@
 #include "lib/common/mutex.h"
 #include "lib/io/connection.h"
 #include "lib/io/event_loop.h"
+#include "lib/redis/reply.h"
 
 namespace relock {
 namespace pubsub {
@@ -276,7 +277,8 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
   // Loop thread.
   void OnConnectionState(bool connected, const absl::Status& why);
   bool OnPush(const redis::Reply& reply);
-  void OnMessage(absl::string_view channel, absl::string_view text,
+  // `message`: the push {"message" or "smessage", channel, text}.
+  void OnMessage(const redis::ReplyView& message,
                  std::vector<std::shared_ptr<const Listener>>* tell)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnAnswer(const Command& command, const io::Result& result);

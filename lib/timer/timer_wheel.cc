@@ -98,8 +98,8 @@ void TimerWheel::Cascade(int level) {
   }
 }
 
-int TimerWheel::NextOccupied(int level, int from) const {
-  const std::bitset<kSlots>& bits = levels_[level].occupied;
+int TimerWheel::NextOccupied(const Level& level, int from) {
+  const std::bitset<kSlots>& bits = level.occupied;
   for (int s = from + 1; s < kSlots; ++s) {
     if (bits.test(s)) return s;
   }
@@ -110,7 +110,7 @@ Tick TimerWheel::NextEvent(Tick limit) const {
   Tick best = limit;
   for (int k = 0; k < kLevels; ++k) {
     const int current = static_cast<int>((now_ >> Shift(k)) & (kSlots - 1));
-    const int s = NextOccupied(k, current);
+    const int s = NextOccupied(levels_[k], current);
     if (s == kSlots) continue;
     const Tick window = (now_ >> Shift(k + 1)) << Shift(k + 1);
     best = std::min(best, window + (static_cast<Tick>(s) << Shift(k)));

@@ -100,7 +100,7 @@ class TimerWheel {
   // a higher slot cascades; `limit` if none sooner.
   Tick NextEvent(Tick limit) const;
   // First occupied slot index > `from` in `level`, or kSlots.
-  int NextOccupied(int level, int from) const;
+  static int NextOccupied(const Level& level, int from);
 
   Tick now_;
   TimerId next_id_ = 1;

@@ -224,24 +224,21 @@ size_t HoldRegistry::size() const {
   return holds_.size();
 }
 
-size_t HoldRegistry::Sweep(SteadyClock::time_point now,
-                           SteadyClock::time_point due_by,
-                           absl::Duration period, bool all,
-                           std::vector<RenewItem>* due,
+size_t HoldRegistry::Sweep(const SweepRound& round, std::vector<RenewItem>* due,
                            std::vector<LostHold>* lost) {
-  const auto period_ns = absl::ToChronoNanoseconds(period);
+  const auto period_ns = absl::ToChronoNanoseconds(round.period);
   size_t renewing = 0;
   MutexLock lock(&mu_);
   for (auto& [key, h] : holds_) {
     if (!h.renewing()) continue;
-    if (now >= h.lease_end()) {
+    if (round.now >= h.lease_end()) {
       h.state = HoldState::kLost;
       lost->push_back(
           {key.first, key.second, h.acked_at, std::move(h.on_lost)});
       continue;
     }
     ++renewing;
-    if (all || h.acked_at + period_ns <= due_by) {
+    if (round.all || h.acked_at + period_ns <= round.due_by) {
       due->push_back({key.first, h.owner, key.second, h.hold_id, h.kind});
     }
   }

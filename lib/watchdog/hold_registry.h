@@ -121,6 +121,17 @@ struct RenewItem {
 // runs out before a later renewal).
 enum class Renewal : uint8_t { kRenewed, kGone, kUndecided };
 
+// What one watchdog round sweeps the registry for (HoldRegistry::Sweep()).
+struct SweepRound {
+  // Holds whose lease ran out by now are marked lost.
+  SteadyClock::time_point now;
+  // Renewing holds whose renewal is due by then (acked_at + period <=
+  // due_by) are collected; every renewing hold when `all`.
+  SteadyClock::time_point due_by;
+  absl::Duration period;
+  bool all = false;
+};
+
 // A hold found lost by Sweep() or ApplyRenewals().
 struct LostHold {
   std::string name;
@@ -209,12 +220,10 @@ class HoldRegistry {
   size_t size() const;
 
   // --- For the watchdog.
-  // Collects renewing holds whose renewal is due by `due_by` (acked_at +
-  // `period` <= due_by; every renewing hold when `all`) into `due`, and marks
-  // lost (and collects into `lost`) those whose lease ran out by `now`.
-  // Returns how many renewing holds remain.
-  size_t Sweep(SteadyClock::time_point now, SteadyClock::time_point due_by,
-               absl::Duration period, bool all, std::vector<RenewItem>* due,
+  // Collects the renewing holds whose renewal `round` finds due into `due`,
+  // and marks lost (and collects into `lost`) those whose lease ran out by
+  // round.now. Returns how many renewing holds remain.
+  size_t Sweep(const SweepRound& round, std::vector<RenewItem>* due,
                std::vector<LostHold>* lost);
   // Applies a renewal sent at `sent_at`: renewed[i] is what it found for
   // due[i]. Holds whose field was gone are marked lost and collected;

@@ -78,9 +78,12 @@ RoundStats Watchdog::RunRound(bool all) {
   const absl::Duration cpu_start = ThreadCpuTime();
   std::vector<watchdog::RenewItem> due;
   std::vector<watchdog::LostHold> lost;
-  stats.renewing =
-      holds_->Sweep(start, start + absl::ToChronoNanoseconds(round_interval_),
-                    period_, all, &due, &lost);
+  watchdog::SweepRound sweep;
+  sweep.now = start;
+  sweep.due_by = start + absl::ToChronoNanoseconds(round_interval_);
+  sweep.period = period_;
+  sweep.all = all;
+  stats.renewing = holds_->Sweep(sweep, &due, &lost);
   for (const watchdog::LostHold& h : lost) {
     on_lost_(
         h,
