@@ -73,7 +73,11 @@ background() {
   local key=$1 title=$2
   shift 2
   printf '\n== started in the background: %s\n' "$title"
-  setsid "$@" >"$bg_dir/$key.log" 2>&1 &
+  # The command writes its own time when it ends (a join may come later).
+  # shellcheck disable=SC2016  # expanded by the inner bash
+  setsid bash -c 'start=$SECONDS; status=0; "${@:2}" || status=$?
+    echo $((SECONDS - start)) >"$1"; exit "$status"' \
+    bash "$bg_dir/$key.time" "$@" >"$bg_dir/$key.log" 2>&1 &
   bg_pid[$key]=$!
   bg_title[$key]=$title
   bg_start[$key]=$SECONDS
@@ -85,7 +89,8 @@ join() {
   local key=$1 status=0
   finish_stage
   wait "${bg_pid[$key]}" || status=$?
-  local took=$((SECONDS - bg_start[$key])) title=${bg_title[$key]}
+  local took title=${bg_title[$key]}
+  took=$(cat "$bg_dir/$key.time" 2>/dev/null || echo $((SECONDS - bg_start[$key])))
   unset 'bg_pid[$key]'
   banner "$title (ran in the background)"
   cat "$bg_dir/$key.log"
@@ -93,7 +98,8 @@ join() {
     stage_name=$title
     return "$status"
   fi
-  printf '== ok (%ds, in the background): %s\n' "$took" "$title"
+  printf '== ok (%ds, in the background; joined after %ds): %s\n' "$took" \
+    $((SECONDS - bg_start[$key])) "$title"
   stage_times+=("$(printf '%6ds  %s (background)' "$took" "$title")")
 }
 
