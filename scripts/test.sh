@@ -73,12 +73,18 @@ background() {
   local key=$1 title=$2
   shift 2
   printf '\n== started in the background: %s\n' "$title"
-  # The command writes its own time when it ends (a join may come later).
+  # The command writes its exit status and its own time when it ends (a join
+  # may come later). setsid makes it a process group of its own, which
+  # on_exit stops whole; a run killed outright (SIGKILL) leaves it to finish
+  # alone, and the redis-servers the tests start die with their tests
+  # (PR_SET_PDEATHSIG).
   # shellcheck disable=SC2016  # expanded by the inner bash
   setsid bash -c 'start=$SECONDS; status=0; "${@:2}" || status=$?
-    echo $((SECONDS - start)) >"$1"; exit "$status"' \
-    bash "$bg_dir/$key.time" "$@" >"$bg_dir/$key.log" 2>&1 &
+    echo $((SECONDS - start)) >"$1.time"; echo "$status" >"$1.status"
+    exit "$status"' bash "$bg_dir/$key" "$@" >"$bg_dir/$key.log" 2>&1 &
   bg_pid[$key]=$!
+  # (Without job control, as here, setsid does not fork: $! leads the new
+  # group. Should it fork, join still goes by the status file, not by $!.)
   bg_title[$key]=$title
   bg_start[$key]=$SECONDS
 }
@@ -89,8 +95,11 @@ join() {
   local key=$1 status=0
   finish_stage
   wait "${bg_pid[$key]}" || status=$?
+  if [[ $status -eq 0 && $(cat "$bg_dir/$key.status" 2>/dev/null) != 0 ]]; then
+    status=1  # no status written: it did not run to its end
+  fi
   local took title=${bg_title[$key]}
-  took=$(cat "$bg_dir/$key.time" 2>/dev/null || echo $((SECONDS - bg_start[$key])))
+  took=$(cat "$bg_dir/$key.time")
   unset 'bg_pid[$key]'
   banner "$title (ran in the background)"
   cat "$bg_dir/$key.log"
@@ -104,16 +113,32 @@ join() {
 }
 
 on_exit() {
-  local status=$? key
+  local status=$? key pgid tries
   for key in "${!bg_pid[@]}"; do
-    kill -TERM -- "-${bg_pid[$key]}" 2>/dev/null || true
-    wait "${bg_pid[$key]}" 2>/dev/null || true
-    if [[ $status -ne 0 ]]; then
+    pgid=${bg_pid[$key]}
+    if [[ -f $bg_dir/$key.status ]]; then
+      printf '\n== finished (exit %s), not joined: %s; its output:\n' \
+        "$(cat "$bg_dir/$key.status")" "${bg_title[$key]}" >&2
+    else
+      # The whole group, ctest and its tests or the Bazel client: TERM, and
+      # KILL whatever is left after 10 s.
+      kill -TERM -- "-$pgid" 2>/dev/null || true
+      for ((tries = 0; tries < 100; tries++)); do
+        kill -0 -- "-$pgid" 2>/dev/null || break
+        sleep 0.1
+      done
+      kill -KILL -- "-$pgid" 2>/dev/null || true
       printf '\n== stopped: %s; its output so far:\n' "${bg_title[$key]}" >&2
-      cat "$bg_dir/$key.log" >&2
     fi
+    wait "$pgid" 2>/dev/null || true
+    cat "$bg_dir/$key.log" >&2
   done
   rm -rf "$bg_dir"
+  # A Bazel stage that failed or was stopped leaves its servers up.
+  if [[ $status -ne 0 && ${bazel_started:-0} == 1 ]]; then
+    timeout 60 bazel shutdown >/dev/null 2>&1 || true
+    (cd tests/bazel_consumer && timeout 60 bazel shutdown) >/dev/null 2>&1 || true
+  fi
   if [[ $status -ne 0 ]]; then
     printf '\n== FAILED in stage "%s" (exit %d) after %ds total\n' \
       "${stage_name:-setup}" "$status" $((SECONDS - start)) >&2
@@ -155,9 +180,15 @@ else
   # files (each includes up to eight .cc files of one layer), and clang-tidy
   # checks those: .clang-tidy's HeaderFilterRegex reports findings in the .cc
   # files they include. (bugprone-suspicious-include would flag the unity
-  # files' own #include of a .cc; lib/ includes no .cc.) Two at a time, each
+  # files' own #include of a .cc; the grep below checks that lib/ includes
+  # no .cc.) Two at a time, each
   # into its own log; the logs with findings are printed whole.
-  tidy_logs=$(mktemp -d "${TMPDIR:-/tmp}/relock-tidy.XXXXXX")
+  if grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"][^>"]*\.cc[>"]' lib; then
+    echo "lib/ includes a .cc file (above)" >&2
+    exit 1
+  fi
+  tidy_logs=$bg_dir/tidy
+  mkdir "$tidy_logs"
   tidy_status=0
   # shellcheck disable=SC2016  # $0, $1 and $2 belong to the inner sh
   sed -n 's/^ *"file": "\(.*\)",*$/\1/p' "$build_dir/compile_commands.json" |
@@ -218,7 +249,7 @@ else
     env TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
     ctest --test-dir build-tsan --output-on-failure -j4
 
-  stage "Fuzzing (libFuzzer, 30 s each, two at a time, build-asan/)"
+  stage "Fuzzing (libFuzzer, 30 s each, all at once, build-asan/)"
   fuzz_work=$(mktemp -d "${TMPDIR:-/tmp}/relock-fuzz.XXXXXX")
   shopt -s nullglob
   fuzzers=(build-asan/fuzz/*_fuzzer)
@@ -265,6 +296,7 @@ else
   stage "Bazel: build (bazel build //...: library, tests, tools, benchmarks, examples)"
   # Each layer's package is visible to exactly the layers above it (a few
   # seconds of `bazel query`).
+  bazel_started=1
   bash scripts/check-layers.sh --bazel
   bazel build --config=werror //...
   if [[ -n ${bg_pid[tsan]:-} ]]; then join tsan; fi
