@@ -359,7 +359,7 @@ void ExpectSafeRun(const HarnessOptions& options,
   ASSERT_FALSE(report->kill_reacquires.empty());
   for (const KillReacquire& kr : report->kill_reacquires) {
     EXPECT_GE(kr.delay_ns, 0) << "lock " << kr.lock << " never reacquired";
-    EXPECT_LT(absl::Nanoseconds(kr.delay_ns), options.lease + absl::Seconds(3));
+    EXPECT_LT(absl::Nanoseconds(kr.delay_ns), KillReacquireBound(options));
   }
   EXPECT_EQ(report->unnotified_losses, 0)
       << absl::StrJoin(report->unnotified_examples, "\n");

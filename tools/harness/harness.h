@@ -120,6 +120,8 @@ struct HarnessOptions {
   absl::Duration long_pause = absl::ZeroDuration();
   // Verdict bounds (see CheckInput).
   absl::Duration max_wait_outside_faults = absl::Seconds(3);
+  // Beyond one lease, and beyond the queue wait in a fair run: see
+  // KillReacquireBound().
   absl::Duration max_kill_reacquire_extra = absl::Seconds(3);
   // Ghost holds (a library bug, see worker.h) fail the run unless tolerated.
   bool tolerate_ghost_holds = false;
@@ -149,6 +151,15 @@ struct HarnessOptions {
   bool multi = false;
   absl::Duration cluster_node_timeout = absl::ZeroDuration();
 };
+
+// How soon after a kill -9 of a holder its lock must be taken again: its
+// lease ends, plus max_kill_reacquire_extra (scheduling, a waiter's re-check);
+// in a fair run, plus the queue wait (FairQueueWait), for the killed worker's
+// other thread may have been queued for the lock, at the head, when it died.
+inline absl::Duration KillReacquireBound(const HarnessOptions& o) {
+  return o.lease + o.max_kill_reacquire_extra +
+         (o.fair ? FairQueueWait(o.lease) : absl::ZeroDuration());
+}
 
 namespace internal_harness {
 
@@ -244,7 +255,7 @@ class Coordinator {
     in.max_wait_outside_faults_ns =
         absl::ToInt64Nanoseconds(o_.max_wait_outside_faults);
     in.max_kill_reacquire_extra_ns =
-        absl::ToInt64Nanoseconds(o_.max_kill_reacquire_extra);
+        absl::ToInt64Nanoseconds(KillReacquireBound(o_) - o_.lease);
     in.tolerate_ghost_holds = o_.tolerate_ghost_holds;
     in.fault_kinds = o_.cluster ? ClusterFaultKinds() : SingleNodeFaultKinds();
     in.restart_resets_counters = !o_.cluster;

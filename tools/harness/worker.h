@@ -50,6 +50,11 @@
 namespace relock {
 namespace harness {
 
+// A fair run's queue wait (FairLockOptions::queue_wait): two leases. A killed
+// worker's queued waiter holds the queue up that long past its turn at most
+// (the default, 5 minutes, would stall the run).
+inline absl::Duration FairQueueWait(absl::Duration lease) { return 2 * lease; }
+
 // The name the raw (non-relock) connections give themselves, so that the
 // "kill pool connections" fault can spare them.
 inline constexpr char kRawClientName[] = "harness-raw";
@@ -552,11 +557,8 @@ class Worker {
         locks.push_back(rw.WriteLock());
         reads.push_back(rw.ReadLock());
       } else if (config_.fair) {
-        // A queue wait of two leases: a killed worker's queued waiters hold
-        // the queue up that long past their turn at most (the default, 5
-        // minutes, would stall the run).
         FairLockOptions fair;
-        fair.queue_wait = absl::Milliseconds(2 * config_.lease_ms);
+        fair.queue_wait = FairQueueWait(absl::Milliseconds(config_.lease_ms));
         locks.push_back(client.GetFairLock(name, fair));  // a Lock handle
       } else {
         locks.push_back(client.GetLock(name));
