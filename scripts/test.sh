@@ -26,7 +26,7 @@
 #   check the same at any optimization level; the gcc build is the -O2 one).
 # - The tests mostly wait (leases, failovers, harness runs), so each test run
 #   goes on in the background while the next CPU-bound stage (clang-tidy, the
-#   next build, the fuzzers) runs: the tests must pass on a loaded machine
+#   next build, the fuzzers; the TSan tests end before the Bazel build) runs: the tests must pass on a loaded machine
 #   anyway. ctest and Bazel run four tests at a time, and the longest are split
 #   into gtest shards (RELOCK_SHARDED_TESTS in CMakeLists.txt, SHARDS in
 #   tests/BUILD.bazel).
@@ -296,10 +296,14 @@ else
   stage "Bazel: build (bazel build //...: library, tests, tools, benchmarks, examples)"
   # Each layer's package is visible to exactly the layers above it (a few
   # seconds of `bazel query`).
+  # The TSan tests end first: beside the Bazel build, one of them
+  # (FaultTest.WaiterAcquiresAfterTheServerComesBack) failed once, a waiter
+  # giving up on a server restart (the 2026-11-26 stop note). Beside fuzzing only,
+  # until that is fixed.
+  if [[ -n ${bg_pid[tsan]:-} ]]; then join tsan; fi
   bazel_started=1
   bash scripts/check-layers.sh --bazel
   bazel build --config=werror //...
-  if [[ -n ${bg_pid[tsan]:-} ]]; then join tsan; fi
   # The tests are built: this stage only runs them, beside the consumer's
   # build (a Bazel server of its own).
   # shellcheck disable=SC2016  # $? and $status belong to the inner sh
