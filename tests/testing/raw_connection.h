@@ -19,10 +19,10 @@
 // call the context is unusable (hiredis's rule): connect again.
 //
 // Its own library (relock_raw_connection in CMakeLists.txt,
-// //tests/testing:raw_connection in Bazel), on hiredis and Abseil only: the redis-server fixture, the
-// harness and the benchmarks all use it. Not thread-safe (a redisContext is
-// not); movable (a moved-from one may only be assigned or destroyed), not
-// copyable.
+// //tests/testing:raw_connection in Bazel), on hiredis and Abseil only: the
+// redis-server fixture, the harness and the benchmarks all use it. Not
+// thread-safe (a redisContext is not); movable (a moved-from one may only be
+// assigned or destroyed), not copyable.
 
 #ifndef RELOCK_TESTS_TESTING_RAW_CONNECTION_H_
 #define RELOCK_TESTS_TESTING_RAW_CONNECTION_H_
