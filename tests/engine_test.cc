@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -358,6 +359,59 @@ TEST(RetryTest, OneNodeWithoutRetriesReturnsItsOwnError) {
               StatusIs(absl::StatusCode::kUnavailable,
                        HasSubstr("connection refused (fake)")));
   EXPECT_EQ(env.fake().CallsOf(internal::kAcquireScript), 1u);
+}
+
+// Answers acquires on node 0 by the model, except the ones `down` says are
+// refused (connection refused, as by a restarting server); counts them.
+void RefuseAcquires(FakeLockEnv& env, int* acquires,
+                    std::function<bool(int)> down) {
+  env.fake().SetResponder(
+      0, [&env, acquires, down = std::move(down)](const FakeCall& call,
+                                                  testing::FakeNode& node) {
+        if (call.script == internal::kAcquireScript && down(++*acquires)) {
+          return backend::Answer{
+              absl::UnavailableError("connection refused (fake)")};
+        }
+        std::vector<std::pair<std::string, std::string>> published;
+        return backend::Answer{node.Run(call, env.clock().Now(), &published)};
+      });
+}
+
+TEST(RetryTest, AWaiterOnOneNodeRidesOutARestart) {
+  // The waiter found the lock held; its re-checks then find Redis refusing
+  // connections (its pub/sub connection came back before the pooled one):
+  // it keeps waiting, and gets the lock when the holder's lease ends.
+  FakeLockEnv env;
+  env.fake().Hold(0, "r", kOther, 1, absl::Seconds(3));
+  int acquires = 0;
+  RefuseAcquires(env, &acquires, [](int n) { return n == 2 || n == 3; });
+  ASSERT_OK(AcquireFor(env, "r", absl::Minutes(1)));
+  EXPECT_EQ(env.fake().CountOf(0, "r", env.Owner(kMe.number)), 1);
+  EXPECT_EQ(acquires, 5);  // held, refused twice, held, acquired
+  EXPECT_GE(env.Elapsed(), absl::Seconds(3));
+  EXPECT_LE(env.Elapsed(), absl::Seconds(4));
+  ASSERT_OK(lock::Release(env, "r", kMe));
+}
+
+TEST(RetryTest, AWaiterRidesOutAnOutageOnlyAsLongAsItsSubscriptionWould) {
+  // A node that stays unreachable ends the wait with its error once the
+  // outage outlasts the pub/sub bound (FakeLockEnv: confirm_timeout() 4 s),
+  // long before the wait's own minute; re-checks back off (no busy loop).
+  FakeLockEnv env;
+  env.fake().Hold(0, "r", kOther, 1, absl::Hours(1));
+  int acquires = 0;
+  RefuseAcquires(env, &acquires, [](int n) { return n >= 2; });
+  EXPECT_THAT(AcquireFor(env, "r", absl::Minutes(1)),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("connection refused (fake) (still, after")));
+  EXPECT_GE(env.Elapsed(), absl::Seconds(2));
+  EXPECT_LE(env.Elapsed(), absl::Seconds(4));
+  EXPECT_LT(acquires, 20);
+  // The same within a shorter wait: its deadline ends it first.
+  acquires = 0;
+  EXPECT_THAT(AcquireFor(env, "r", absl::Milliseconds(500)),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("connection refused (fake)")));
 }
 
 // --- Waiting for a held lock, in simulated time.

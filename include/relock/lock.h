@@ -529,6 +529,10 @@ class Lock : public internal::LockableBase<Lock> {
   //   answer in time. A connection the server dropped (restart, CLIENT KILL,
   //   idle timeout) is replaced and the attempt resent within the wait; a
   //   Redis that refuses connections fails the call at once (Unavailable).
+  //   Once waiting (the lock was found held), a call rides out a Redis
+  //   that goes away and comes back (restart, failover): it re-checks on a
+  //   backoff (10 ms doubling to 1 s) for up to connect_timeout +
+  //   command_timeout of outage, within the wait, then fails Unavailable.
   // absl::Status Release();
   //   Releases one hold of the calling thread. FailedPrecondition if this
   //   thread does not hold the lock; Aborted if it did but the lease was

@@ -2,22 +2,47 @@
 
 #include "lib/lock/attempts.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "lib/backend/backend.h"
 #include "lib/common/deadline.h"
 #include "lib/lock/attempt.h"
 #include "lib/lock/lease.h"
 #include "lib/lock/lock_model.h"
+#include "relock/backoff.h"
 
 namespace relock {
 namespace lock {
 namespace algorithm_internal {
 
 using backend::Resend;
+
+namespace {
+
+// A waiter's pause before its next re-check of a node that is unreachable
+// (`error`, the `outage`th failure in a row): 10 ms, doubling to at most 1 s,
+// jittered by a fifth; or Unavailable if `until` would pass first.
+absl::StatusOr<absl::Duration> RideOut(const absl::Status& error, int outage,
+                                       Deadline until) {
+  const absl::Duration delay = ApplyJitter(
+      std::min(kOutagePause * (int64_t{1} << std::min(outage - 1, 7)),
+               kMaxOutagePause),
+      0.2);
+  if (until.Remaining() <= delay) {
+    return absl::UnavailableError(absl::StrCat(error.message(),
+                                               " (still, after ", outage,
+                                               " re-check(s) while waiting)"));
+  }
+  return delay;
+}
+
+}  // namespace
 
 Step Attempts::Request() const {
   return plan_.model->Acquire(name_, owner_, Lease::Of(plan_.lease),
@@ -63,11 +88,22 @@ Attempts::Next Attempts::Decide(const Attempt& a) {
   if (a.kind == Attempt::kFailed) {
     absl::StatusOr<absl::Duration> delay =
         RetryAfter(env_.policy(), env_.backend(), ++failures_, a, deadline_);
+    if (waiting_ && env_.backend().nodes() == 1 && env_.policy().tries <= 1 &&
+        absl::IsUnavailable(a.error)) {
+      if (++outage_ == 1) {
+        outage_ends_ = Deadline::After(
+            env_.confirm_timeout() + env_.backend().failover_wait(),
+            &env_.clock());
+      }
+      delay = RideOut(a.error, outage_, Earliest(deadline_, outage_ends_));
+    }
     if (!delay.ok()) {
       return Next{Next::kFinish, delay.status(), absl::ZeroDuration()};
     }
     return Next{Next::kRetry, absl::OkStatus(), *delay};
   }
+  outage_ = 0;
+  waiting_ = true;
   if (deadline_.Expired()) {
     return Next{Next::kFinish, HeldByOther(a, env_.backend().nodes()),
                 absl::ZeroDuration()};

@@ -41,6 +41,11 @@ struct AcquirePlan {
   }
 };
 
+// A waiter's first pause after it found its one node unreachable, and the
+// longest (see Attempts::Decide).
+inline constexpr absl::Duration kOutagePause = absl::Milliseconds(10);
+inline constexpr absl::Duration kMaxOutagePause = absl::Seconds(1);
+
 // The attempts of one acquire, in either mode: a blocking Acquire() makes
 // them on the calling thread until it must wait (AcquireHere), the
 // AcquireMachine on the event loop thread. Each step is defined once here:
@@ -92,6 +97,14 @@ class Attempts {
   Attempt SendHere() const;
 
   // What attempt `a` leads to (a failed one counts towards the retries).
+  // A waiter on one node without retries (an attempt found the lock held)
+  // that finds Redis unreachable (Unavailable: a restart or failover under
+  // way; the pub/sub connection may be back before the pooled one) rides it
+  // out instead of failing at once as a first attempt does: it re-checks
+  // after kOutagePause, doubling to kMaxOutagePause, for as long as a
+  // pub/sub wait rides out a lost connection (the env's confirm_timeout()
+  // plus the backend's failover_wait()) and within its deadline; then
+  // Unavailable.
   Next Decide(const Attempt& a);
 
   int failures() const { return failures_; }
@@ -104,6 +117,9 @@ class Attempts {
   const Deadline deadline_;
   const bool queue_;  // the caller may wait (see LockModel::Acquire)
   int failures_;
+  bool waiting_ = false;  // an attempt found the lock held
+  int outage_ = 0;        // failed attempts in a row while waiting
+  Deadline outage_ends_ = Deadline::Never();  // set by its first failure
 };
 
 }  // namespace algorithm_internal
