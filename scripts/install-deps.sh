@@ -5,7 +5,9 @@
 #
 # clang + libclang-rt-14-dev are for the sanitizer and libFuzzer builds,
 # clang-tidy for the lint stage;
-# llvm provides llvm-symbolizer, which turns their reports into file:line.
+# llvm provides llvm-symbolizer, which turns their reports into file:line;
+# lld links scripts/test.sh's builds (RELOCK_USE_LLD) several times faster
+# than ld.bfd.
 #
 # redis-server's package starts a system service on port 6379; nothing here
 # needs it (tests start their own servers on free ports), so it is left alone.
@@ -13,7 +15,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git
-  clang clang-tidy libclang-rt-14-dev llvm
+  clang clang-tidy libclang-rt-14-dev llvm lld
   libabsl-dev libhiredis-dev libasio-dev libssl-dev openssl
   libgtest-dev libgmock-dev libbenchmark-dev
   redis-server

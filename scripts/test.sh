@@ -17,8 +17,13 @@
 # fuzz/corpus/ in a temp dir, so no new corpus files land in the repo; a
 # crashing input is kept there (the path is printed).
 #
-# Every stage runs its whole set: every test runs in each of the CMake build,
-# ASan+UBSan, TSan and Bazel. What keeps the whole run short on two cores:
+# Every test runs in each of the CMake build, ASan+UBSan and TSan. The Bazel
+# stage builds every library, tool, benchmark and example target, analyses
+# every target (labels, visibility; `bazel build --nobuild //...`), and of the
+# tests builds and runs //tests:bazel_stage (those of pure logic, the two whose
+# Bazel build differs from CMake's, and the public API on a real server) and
+# the fuzz corpora: the tests it drops run in the three CMake stages.
+# What keeps the whole run short on two cores:
 # - The CMake builds compile the library in unity batches
 #   (RELOCK_UNITY_BUILD); Bazel compiles file by file, so a .cc that does not
 #   include what it uses still fails there.
@@ -26,8 +31,8 @@
 #   check the same at any optimization level; the gcc build is the -O2 one).
 # - The tests mostly wait (leases, failovers, harness runs), so each test run
 #   goes on in the background while the next CPU-bound stage (clang-tidy, the
-#   next build, the fuzzers; the TSan tests end before the Bazel build) runs: the tests must pass on a loaded machine
-#   anyway. ctest and Bazel run four tests at a time, and the longest are split
+#   next build, the fuzzers, the Bazel build) runs: the tests must pass on a
+#   loaded machine anyway. ctest and Bazel run four tests at a time, and the longest are split
 #   into gtest shards (RELOCK_SHARDED_TESTS in CMakeLists.txt, SHARDS in
 #   tests/BUILD.bazel).
 # Each stage prints its time; a background stage prints its output when it is
@@ -152,15 +157,15 @@ bash scripts/install-deps.sh
 stage "Layers: no #include climbs a layer (scripts/check-layers.sh)"
 bash scripts/check-layers.sh
 
-# cmake_build DIR CMAKE_ARGS...: configures (Ninja, unity batches, -Werror)
-# and builds DIR.
+# cmake_build DIR CMAKE_ARGS...: configures (Ninja, unity batches, -Werror,
+# lld) and builds DIR.
 cmake_build() {
   local dir=$1
   shift
   local generator=()
   if [[ ! -f $dir/CMakeCache.txt ]]; then generator=(-G Ninja); fi
   cmake -S . -B "$dir" "${generator[@]}" -DRELOCK_UNITY_BUILD=ON \
-    -DRELOCK_WERROR=ON "$@"
+    -DRELOCK_WERROR=ON -DRELOCK_USE_LLD=ON "$@"
   cmake --build "$dir" -j2
 }
 
@@ -293,22 +298,19 @@ fi
 if [[ ${RELOCK_SKIP_BAZEL:-0} == 1 ]]; then
   stage "Bazel: skipped (RELOCK_SKIP_BAZEL=1)"
 else
-  stage "Bazel: build (bazel build //...: library, tests, tools, benchmarks, examples)"
+  stage "Bazel: build (every library, tool, benchmark and example target; //tests:bazel_stage)"
+  bazel_started=1
   # Each layer's package is visible to exactly the layers above it (a few
   # seconds of `bazel query`).
-  # The TSan tests end first: beside the Bazel build, one of them
-  # (FaultTest.WaiterAcquiresAfterTheServerComesBack) failed once, a waiter
-  # giving up on a server restart (the 2026-11-26 stop note). Beside fuzzing only,
-  # until that is fixed.
-  if [[ -n ${bg_pid[tsan]:-} ]]; then join tsan; fi
-  bazel_started=1
   bash scripts/check-layers.sh --bazel
-  bazel build --config=werror //...
+  # Every target analyses, the tests this stage does not build included.
+  bazel build --config=werror --nobuild //...
+  bazel build --config=werror -- //... -//tests:all //tests:bazel_stage
   # The tests are built: this stage only runs them, beside the consumer's
   # build (a Bazel server of its own).
   # shellcheck disable=SC2016  # $? and $status belong to the inner sh
-  background bazel "Bazel: tests (bazel test //...)" \
-    sh -c 'status=0; bazel test --config=werror //... || status=$?; bazel shutdown; exit $status'
+  background bazel "Bazel: tests (//tests:bazel_stage, //fuzz:all)" \
+    sh -c 'status=0; bazel test --config=werror //tests:bazel_stage //fuzz:all || status=$?; bazel shutdown; exit $status'
   stage "Bazel: an outside workspace depends on @relock (tests/bazel_consumer)"
   (cd tests/bazel_consumer && bazel run //:app && bazel shutdown)
   join bazel
