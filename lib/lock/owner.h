@@ -67,6 +67,9 @@ inline constexpr uint64_t kWriteHoldBit = uint64_t{1} << 63;
 class LockName {
  public:
   explicit LockName(absl::string_view key) : key_(key) {}
+  explicit LockName(const char* key) : key_(key) {}
+  // Not of a temporary string, which would end before the view.
+  explicit LockName(std::string&& key) = delete;
   absl::string_view key() const { return key_; }
 
  private:
