@@ -414,6 +414,24 @@ TEST(RetryTest, AWaiterRidesOutAnOutageOnlyAsLongAsItsSubscriptionWould) {
                        HasSubstr("connection refused (fake)")));
 }
 
+TEST(RetryTest, AWaiterWhoseReCheckMeetsCloseIsCancelled) {
+  // Close() came while the waiter re-checked: the re-check fails as every
+  // request of a closed client does, and the wait ends Cancelled (as the
+  // wake-up Close() sends ends it), not with the request's error.
+  FakeLockEnv env;
+  env.fake().Hold(0, "c", kOther, 1, absl::Hours(1));
+  int acquires = 0;
+  RefuseAcquires(env, &acquires, [&env](int n) {
+    if (n < 2) return false;
+    env.set_closed(true);
+    return true;
+  });
+  EXPECT_THAT(AcquireFor(env, "c", absl::Minutes(1)),
+              StatusIs(absl::StatusCode::kCancelled,
+                       HasSubstr("closed while waiting")));
+  EXPECT_EQ(acquires, 2);
+}
+
 // --- Waiting for a held lock, in simulated time.
 
 TEST(FakeWaitTest, AWaiterGetsTheLockWhenTheHoldersLeaseEnds) {

@@ -86,6 +86,13 @@ Attempt Attempts::SendHere() const {
 Attempts::Next Attempts::Decide(const Attempt& a) {
   if (a.kind == Attempt::kAcquired) return Next{};
   if (a.kind == Attempt::kFailed) {
+    if (waiting_ && env_.closed()) {
+      // The re-check of a waiter failed because Close() came meanwhile (the
+      // pub/sub wake-up it sends came while the re-check was under way).
+      return Next{Next::kFinish,
+                  absl::CancelledError("the client was closed while waiting"),
+                  absl::ZeroDuration()};
+    }
     absl::StatusOr<absl::Duration> delay =
         RetryAfter(env_.policy(), env_.backend(), ++failures_, a, deadline_);
     if (waiting_ && env_.backend().nodes() == 1 && env_.policy().tries <= 1 &&

@@ -104,7 +104,8 @@ class Attempts {
   // after kOutagePause, doubling to kMaxOutagePause, for as long as a
   // pub/sub wait rides out a lost connection (the env's confirm_timeout()
   // plus the backend's failover_wait()) and within its deadline; then
-  // Unavailable.
+  // Unavailable. A waiter's failed attempt once the client is closed ends
+  // the wait with Cancelled, as the wake-up Close() sends does.
   Next Decide(const Attempt& a);
 
   int failures() const { return failures_; }
