@@ -256,7 +256,9 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
             LockEvent{LockEventType::kLockLost, hold.name, why,
                       lock::OwnerField(raw->id_, hold.thread).wire()},
             hold.on_lost);
-      });
+      },
+      // Told when SafeUntil() ends: the drift of the client's lock policy.
+      core->policy_.Drift(core->options_.lock_watchdog_timeout));
   // An explicit lease that ran out before its release: news for the hold's
   // loss callbacks only (letting an explicit lease run out may be meant).
   core->holds_.set_expiry_handler([raw](const watchdog::LostHold& hold) {

@@ -224,6 +224,19 @@ size_t HoldRegistry::size() const {
   return holds_.size();
 }
 
+absl::optional<SteadyClock::time_point> HoldRegistry::EarliestSafeEnd(
+    absl::Duration drift) const {
+  absl::optional<SteadyClock::time_point> earliest;
+  MutexLock lock(&mu_);
+  for (const auto& [key, h] : holds_) {
+    if (!h.renewing()) continue;
+    const SteadyClock::time_point end =
+        h.lease_end() - absl::ToChronoNanoseconds(drift);
+    if (!earliest.has_value() || end < *earliest) earliest = end;
+  }
+  return earliest;
+}
+
 size_t HoldRegistry::Sweep(const SweepRound& round, std::vector<RenewItem>* due,
                            std::vector<LostHold>* lost) {
   const auto period_ns = absl::ToChronoNanoseconds(round.period);
@@ -231,7 +244,7 @@ size_t HoldRegistry::Sweep(const SweepRound& round, std::vector<RenewItem>* due,
   MutexLock lock(&mu_);
   for (auto& [key, h] : holds_) {
     if (!h.renewing()) continue;
-    if (round.now >= h.lease_end()) {
+    if (round.now >= h.lease_end() - absl::ToChronoNanoseconds(round.drift)) {
       h.state = HoldState::kLost;
       lost->push_back(
           {key.first, key.second, h.acked_at, std::move(h.on_lost)});

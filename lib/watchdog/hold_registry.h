@@ -123,8 +123,11 @@ enum class Renewal : uint8_t { kRenewed, kGone, kUndecided };
 
 // What one watchdog round sweeps the registry for (HoldRegistry::Sweep()).
 struct SweepRound {
-  // Holds whose lease ran out by now are marked lost.
+  // Holds whose lease ran out by now, less `drift` (the end SafeUntil()
+  // gives, acked_at + lease - drift), are marked lost: a holder is told no
+  // later than it stops being safe, before another owner can take the lock.
   SteadyClock::time_point now;
+  absl::Duration drift;
   // Renewing holds whose renewal is due by then (acked_at + period <=
   // due_by) are collected; every renewing hold when `all`.
   SteadyClock::time_point due_by;
@@ -221,10 +224,15 @@ class HoldRegistry {
 
   // --- For the watchdog.
   // Collects the renewing holds whose renewal `round` finds due into `due`,
-  // and marks lost (and collects into `lost`) those whose lease ran out by
-  // round.now. Returns how many renewing holds remain.
+  // and marks lost (and collects into `lost`) those whose lease, less
+  // round.drift, ran out by round.now. Returns how many renewing holds
+  // remain.
   size_t Sweep(const SweepRound& round, std::vector<RenewItem>* due,
                std::vector<LostHold>* lost);
+  // The earliest safe end (lease_end() - `drift`) of a renewing hold, or
+  // nullopt if none is renewing.
+  absl::optional<SteadyClock::time_point> EarliestSafeEnd(
+      absl::Duration drift) const;
   // Applies a renewal sent at `sent_at`: renewed[i] is what it found for
   // due[i]. Holds whose field was gone are marked lost and collected;
   // undecided ones are left alone. Results for holds released or restarted

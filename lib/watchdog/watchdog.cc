@@ -20,8 +20,10 @@ absl::Duration ThreadCpuTime() {
 }  // namespace
 
 Watchdog::Watchdog(absl::Duration lease, watchdog::HoldRegistry* holds,
-                   timer::TimerThread* timers, RenewFn renew, LostFn on_lost)
+                   timer::TimerThread* timers, RenewFn renew, LostFn on_lost,
+                   absl::Duration drift)
     : lease_(lease),
+      drift_(drift),
       period_(lease / 3),
       round_interval_(lease / 12),
       retry_interval_(std::min(lease / 12, absl::Milliseconds(500))),
@@ -45,9 +47,77 @@ void Watchdog::ScheduleRound(absl::Duration delay) {
   });
 }
 
+void Watchdog::ArmLossCheck() {
+  if (state_->stop) return;
+  const absl::optional<SteadyClock::time_point> at =
+      holds_->EarliestSafeEnd(drift_);
+  if (state_->loss_timer != 0) {
+    // Armed for no later: it fires first, and re-arms.
+    if (at.has_value() && *at >= state_->loss_at) return;
+    timers_->Cancel(state_->loss_timer);
+    state_->loss_timer = 0;
+  }
+  if (!at.has_value()) return;
+  // A callback cancelled too late finds another generation and does nothing.
+  const uint64_t generation = ++state_->loss_generation;
+  state_->loss_at = *at;
+  state_->loss_timer =
+      timers_->ScheduleAt(*at, [this, state = state_, generation] {
+        {
+          MutexLock lock(&state->mu);
+          if (state->stop || generation != state->loss_generation) return;
+          state->loss_timer = 0;
+          state->checking = true;
+        }
+        // Not stopped: Stop() waits for `checking` to clear.
+        CheckLosses();
+        MutexLock lock(&state_->mu);
+        state_->checking = false;
+        ArmLossCheck();
+      });
+}
+
+void Watchdog::CheckLosses() {
+  watchdog::SweepRound sweep;
+  sweep.now = clock_->Now();
+  sweep.due_by = sweep.now;
+  sweep.period = period_;
+  sweep.drift = drift_;
+  std::vector<watchdog::RenewItem> ignored;
+  size_t lost = 0;
+  SweepAndReport(sweep, &ignored, &lost);
+}
+
+size_t Watchdog::SweepAndReport(const watchdog::SweepRound& sweep,
+                                std::vector<watchdog::RenewItem>* due,
+                                size_t* lost_count) {
+  std::vector<watchdog::LostHold> lost;
+  const size_t renewing = holds_->Sweep(sweep, due, &lost);
+  *lost_count = lost.size();
+  if (lost.empty()) return renewing;
+  MutexLock lock(&lost_mu_);
+  for (const watchdog::LostHold& h : lost) {
+    on_lost_(
+        h,
+        absl::AbortedError(absl::StrCat(
+            "lease lost: no renewal succeeded within the ",
+            absl::FormatDuration(lease_), " lease",
+            last_error_.ok()
+                ? std::string()
+                : absl::StrCat(" (last error: ", last_error_.message(), ")"))));
+  }
+  return renewing;
+}
+
+bool Watchdog::round_scheduled() const {
+  MutexLock lock(&state_->mu);
+  return state_->timer != 0;
+}
+
 void Watchdog::Activate() {
   MutexLock lock(&state_->mu);
   ScheduleRound(round_interval_);
+  ArmLossCheck();
 }
 
 void Watchdog::Stop() {
@@ -56,6 +126,13 @@ void Watchdog::Stop() {
     state_->stop = true;
     if (state_->timer != 0) timers_->Cancel(state_->timer);
     state_->timer = 0;
+    if (state_->loss_timer != 0) timers_->Cancel(state_->loss_timer);
+    state_->loss_timer = 0;
+    // A loss check that began before `stop` was set ends first.
+    auto idle = [this]() ABSL_SHARED_LOCKS_REQUIRED(state_->mu) {
+      return !state_->checking;
+    };
+    state_->mu.Await(absl::Condition(&idle));
   }
   MutexLock lock(&join_mu_);
   if (thread_.joinable()) thread_.join();
@@ -82,25 +159,16 @@ RoundStats Watchdog::RunRound(bool all) {
   sweep.now = start;
   sweep.due_by = start + absl::ToChronoNanoseconds(round_interval_);
   sweep.period = period_;
+  sweep.drift = drift_;
   sweep.all = all;
-  stats.renewing = holds_->Sweep(sweep, &due, &lost);
-  for (const watchdog::LostHold& h : lost) {
-    on_lost_(
-        h,
-        absl::AbortedError(absl::StrCat(
-            "lease lost: no renewal succeeded within the ",
-            absl::FormatDuration(lease_), " lease",
-            last_error_.ok()
-                ? std::string()
-                : absl::StrCat(" (last error: ", last_error_.message(), ")"))));
-  }
-  stats.lost = lost.size();
+  stats.renewing = SweepAndReport(sweep, &due, &stats.lost);
   if (!due.empty()) {
     const SteadyClock::time_point sent_at = clock_->Now();
     RenewResult renewed = renew_(due);
     if (renewed.items.size() == due.size()) {
       lost.clear();
       holds_->ApplyRenewals(due, renewed.items, sent_at, &lost);
+      MutexLock report_lock(&lost_mu_);
       for (const watchdog::LostHold& h : lost) {
         on_lost_(h, absl::AbortedError(
                         "lease lost: the lock's owner field is gone from Redis "
@@ -120,6 +188,7 @@ RoundStats Watchdog::RunRound(bool all) {
         renewed.error = absl::InternalError("short renew reply");
       }
     }
+    MutexLock error_lock(&lost_mu_);
     last_error_ = stats.failed ? renewed.error : absl::OkStatus();
   }
   stats.wall = absl::FromChrono(clock_->Now() - start);
@@ -127,6 +196,7 @@ RoundStats Watchdog::RunRound(bool all) {
   MutexLock lock(&state_->mu);
   ++state_->rounds;
   if (stats.failed) ++state_->failed_rounds;
+  ArmLossCheck();
   return stats;
 }
 

@@ -6,8 +6,9 @@
 // before its final release is sent. The watchdog runs renewal rounds on its
 // own thread, scheduled on the client's timer wheel every
 // `round_interval` = lease / 12 (2.5 s for the default 30 s lease). A round
-//   1. marks lost every renewing hold whose lease ran out without a
-//      successful renewal (acked_at + lease <= now);
+//   1. marks lost every renewing hold whose lease, less the drift allowance
+//      (the end SafeUntil() gives), ran out without a successful renewal
+//      (acked_at + lease - drift <= now);
 //   2. collects every renewing hold due before the next round
 //      (acked_at + lease/3 <= now + round_interval), so each lease is renewed
 //      about every lease/3, in as few, as large batches as possible;
@@ -18,6 +19,14 @@
 //      `on_lost` (which must not block: the client queues the event).
 // A failed round (timeout, reconnect) is retried after `retry_interval` until
 // the lease would have run out, when step 1 reports the loss.
+//
+// A loss is reported on time even while a round waits for its renewals (up
+// to the command timeout, during a network partition): a loss check, a
+// timer at the earliest safe end of a renewing hold, runs step 1 on the
+// timer thread. Without it the holder was told up to a round (plus a
+// command timeout) after its lease had ended on the server, when another
+// owner may already hold the lock (found by the safety harness's partition
+// fault: tools/harness/README.md).
 //
 // No renewal is ever sent for a hold after its final release began; a round
 // already in flight may still reach Redis after the release, where the renew
@@ -77,10 +86,13 @@ class Watchdog {
  public:
   // `holds` and `timers` (not null) must outlive the watchdog; `timers`
   // must be constructed already (its clock is read here). `renew` and
-  // `on_lost` are called on the watchdog's thread, or on the caller's in
-  // RunRound(), never concurrently.
+  // `on_lost` are called on the watchdog's thread, on the timer thread (the
+  // loss check) or on the caller's in RunRound(), never concurrently.
+  // `drift`: how much earlier than acked_at + lease a hold stops being safe
+  // (lib/lock/lock_env.h's LockPolicy::Drift), and is reported lost.
   Watchdog(absl::Duration lease, watchdog::HoldRegistry* holds,
-           timer::TimerThread* timers, RenewFn renew, LostFn on_lost);
+           timer::TimerThread* timers, RenewFn renew, LostFn on_lost,
+           absl::Duration drift = absl::ZeroDuration());
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
@@ -96,6 +108,9 @@ class Watchdog {
   RoundStats RunRound(bool all);
 
   absl::Duration round_interval() const { return round_interval_; }
+  // Whether the next round's timer is pending (for tests: the loss check's
+  // timer may be pending beside it).
+  bool round_scheduled() const;
   // Rounds run and failed so far.
   uint64_t rounds() const;
   uint64_t failed_rounds() const;
@@ -104,8 +119,21 @@ class Watchdog {
   void Run();
   void ScheduleRound(absl::Duration delay)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu);
+  // Arms the loss check at the earliest safe end of a renewing hold, unless
+  // it is armed for no later already (it then re-arms when it fires);
+  // cancels it when nothing is renewing.
+  void ArmLossCheck() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu);
+  // The loss check (on the timer thread): step 1 of a round, then re-arms.
+  void CheckLosses();
+  // Marks lost the renewing holds past their safe end at `sweep.now` and
+  // reports them (how many in *lost_count); the renewals due by
+  // `sweep.due_by` in *due. Returns how many holds are still renewing.
+  size_t SweepAndReport(const watchdog::SweepRound& sweep,
+                        std::vector<watchdog::RenewItem>* due,
+                        size_t* lost_count);
 
   const absl::Duration lease_;
+  const absl::Duration drift_;
   const absl::Duration period_;          // lease / 3
   const absl::Duration round_interval_;  // lease / 12
   const absl::Duration retry_interval_;
@@ -116,7 +144,8 @@ class Watchdog {
   const LostFn on_lost_;
 
   Mutex round_mu_;  // one round at a time
-  absl::Status last_error_ ABSL_GUARDED_BY(round_mu_);
+  Mutex lost_mu_;   // on_lost_ called by one thread at a time
+  absl::Status last_error_ ABSL_GUARDED_BY(lost_mu_);
 
   // Shared with the timer callback, which may run after Stop() cancelled it
   // too late; it then touches only this.
@@ -125,6 +154,10 @@ class Watchdog {
     bool stop ABSL_GUARDED_BY(mu) = false;
     bool due ABSL_GUARDED_BY(mu) = false;          // a round should run now
     timer::TimerId timer ABSL_GUARDED_BY(mu) = 0;  // next round, if scheduled
+    timer::TimerId loss_timer ABSL_GUARDED_BY(mu) = 0;    // the loss check
+    SteadyClock::time_point loss_at ABSL_GUARDED_BY(mu);  // when it fires
+    uint64_t loss_generation ABSL_GUARDED_BY(mu) = 0;     // of the latest one
+    bool checking ABSL_GUARDED_BY(mu) = false;  // a loss check is running
     uint64_t rounds ABSL_GUARDED_BY(mu) = 0;
     uint64_t failed_rounds ABSL_GUARDED_BY(mu) = 0;
   };
