@@ -349,8 +349,9 @@ std::string UserInfo(const std::string& password) {
   return absl::StrCat(":", PercentEncode(password), "@");
 }
 
-// One command on a fresh connection to 127.0.0.1:`port`.
-absl::StatusOr<RedisValue> RawCommand(int port, const std::string& password,
+// One command on a fresh connection to `host`:`port`.
+absl::StatusOr<RedisValue> RawCommand(const std::string& host, int port,
+                                      const std::string& password,
                                       const std::vector<std::string>& argv,
                                       absl::Duration connect_timeout,
                                       absl::Duration command_timeout) {
@@ -359,8 +360,7 @@ absl::StatusOr<RedisValue> RawCommand(int port, const std::string& password,
   options.connect_timeout = connect_timeout;
   options.command_timeout = command_timeout;
   options.password = password;
-  absl::StatusOr<RawConnection> c =
-      RawConnection::Connect(RedisServer::kHost, port, options);
+  absl::StatusOr<RawConnection> c = RawConnection::Connect(host, port, options);
   if (!c.ok()) return c.status();
   return c->Command(argv);
 }
@@ -573,9 +573,9 @@ absl::Status RedisServer::CopyTlsFiles() const {
 }
 
 void RedisServer::AppendCommonArgs(std::vector<std::string>* argv) const {
-  argv->insert(argv->end(), {"--port", absl::StrCat(port_), "--bind", kHost,
-                             "--dir", dir_, "--daemonize", "no", "--logfile",
-                             log_path_, "--protected-mode", "no"});
+  argv->insert(argv->end(), {"--port", absl::StrCat(port_), "--bind",
+                             options_.host, "--dir", dir_, "--daemonize", "no",
+                             "--logfile", log_path_, "--protected-mode", "no"});
 }
 
 absl::Status RedisServer::StartProcessLocked() {
@@ -655,10 +655,22 @@ absl::Status RedisServer::SpawnLocked(const std::vector<std::string>& argv) {
     return ErrnoStatus(absl::StatusCode::kUnavailable,
                        absl::StrCat("opening ", log_path_), errno);
   }
-  const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   internal::SpawnOptions spawn;
   spawn.path = binary_;
   spawn.argv = argv;
+  if (!options_.netns.empty()) {
+    // `ip netns exec` enters the namespace and execs the server in place.
+    absl::StatusOr<std::string> ip = FindTool("RELOCK_IP", "ip", "iproute2");
+    if (!ip.ok() && IsExecutable("/usr/sbin/ip")) ip = "/usr/sbin/ip";
+    if (!ip.ok()) {
+      close(log_fd);
+      return ip.status();
+    }
+    spawn.path = *ip;
+    spawn.argv = {*ip, "netns", "exec", options_.netns};
+    spawn.argv.insert(spawn.argv.end(), argv.begin(), argv.end());
+  }
+  const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   spawn.stdin_fd = null_fd;
   spawn.stdout_fd = log_fd;
   spawn.stderr_fd = log_fd;
@@ -689,16 +701,16 @@ absl::Status RedisServer::WaitUntilReadyLocked() {
     if (!absl::IsUnavailable(status.status())) {
       pid_ = -1;
       return absl::UnavailableError(absl::StrCat(
-          "redis-server (", binary_, ") for ", kHost, ":", port_,
+          "redis-server (", binary_, ") for ", options_.host, ":", port_,
           tls_port_ != 0 ? absl::StrCat(" and TLS port ", tls_port_) : "",
           " ended (",
           status.ok() ? internal::DescribeWaitStatus(*status)
                       : status.status().ToString(),
           ") before answering; tail of ", log_path_, ":\n", LogTail(2048)));
     }
-    absl::StatusOr<RedisValue> info =
-        RawCommand(port_, options_.requirepass, {"INFO", "server"},
-                   absl::Milliseconds(200), absl::Seconds(1));
+    absl::StatusOr<RedisValue> info = RawCommand(
+        options_.host, port_, options_.requirepass, {"INFO", "server"},
+        absl::Milliseconds(200), absl::Seconds(1));
     if (info.ok() && info->is_string() &&
         info->str.find(own_pid) != std::string::npos) {
       return absl::OkStatus();
@@ -757,14 +769,14 @@ bool RedisServer::running() const {
 }
 
 std::string RedisServer::url() const {
-  return absl::StrCat("redis://", UserInfo(options_.requirepass), kHost, ":",
-                      port_);
+  return absl::StrCat("redis://", UserInfo(options_.requirepass), options_.host,
+                      ":", port_);
 }
 
 std::string RedisServer::tls_url() const {
   if (tls_port_ == 0) return "";
-  return absl::StrCat("rediss://", UserInfo(options_.requirepass), kHost, ":",
-                      tls_port_);
+  return absl::StrCat("rediss://", UserInfo(options_.requirepass),
+                      options_.host, ":", tls_port_);
 }
 
 std::string RedisServer::unix_url() const {
@@ -854,13 +866,14 @@ absl::Status RedisServer::Resume() {
 absl::StatusOr<RedisValue> CommandOnPort(int port,
                                          const std::vector<std::string>& argv,
                                          const std::string& password) {
-  return RawCommand(port, password, argv, kConnectTimeout, kCommandTimeout);
+  return RawCommand(RedisServer::kHost, port, password, argv, kConnectTimeout,
+                    kCommandTimeout);
 }
 
 absl::StatusOr<RedisValue> RedisServer::Command(
     const std::vector<std::string>& argv) {
-  return RawCommand(port_, options_.requirepass, argv, kConnectTimeout,
-                    kCommandTimeout);
+  return RawCommand(options_.host, port_, options_.requirepass, argv,
+                    kConnectTimeout, kCommandTimeout);
 }
 
 absl::Status RedisServer::FlushAll() {

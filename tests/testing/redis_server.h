@@ -137,6 +137,15 @@ struct RedisServerOptions {
   // Appended last (so they override the defaults), e.g.
   // {"--maxmemory", "10mb"}.
   std::vector<std::string> extra_args;
+  // The address the server binds and every connection to it (Command(),
+  // url()) uses; kHost by default. With `netns`, an address of that network
+  // namespace that this process can reach (tools/harness/netns.h). Data nodes
+  // only: the cluster and sentinel helpers assume kHost.
+  std::string host = "127.0.0.1";
+  // Run the server in this network namespace (`ip netns exec <netns>
+  // redis-server ...`, which execs in place, so pid() is the server's):
+  // needs CAP_SYS_ADMIN and an `ip` binary. Empty: this process's namespace.
+  std::string netns;
 };
 
 class RedisServer {
@@ -156,6 +165,8 @@ class RedisServer {
 
   static constexpr const char* kHost = "127.0.0.1";
 
+  // RedisServerOptions::host: kHost unless set.
+  const std::string& host() const { return options_.host; }
   int port() const { return port_; }
   // The TLS port, or 0 without RedisServerOptions::tls.
   int tls_port() const { return tls_port_; }
@@ -171,7 +182,7 @@ class RedisServer {
   pid_t pid() const;
 
   // "redis://127.0.0.1:<port>", or "redis://:<pass>@127.0.0.1:<port>" with
-  // requirepass (the password percent-encoded).
+  // requirepass (the password percent-encoded); host() for 127.0.0.1.
   std::string url() const;
   // "unix://<socket_path>" (plus "?password=<pass>" with requirepass), or
   // empty without a socket.
