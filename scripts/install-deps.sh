@@ -7,7 +7,9 @@
 # clang-tidy for the lint stage;
 # llvm provides llvm-symbolizer, which turns their reports into file:line;
 # lld links scripts/test.sh's builds (RELOCK_USE_LLD) several times faster
-# than ld.bfd.
+# than ld.bfd;
+# iproute2 and nftables make the safety harness's network namespaces and
+# partitions (tools/harness/README.md; they need root at run time).
 #
 # redis-server's package starts a system service on port 6379; nothing here
 # needs it (tests start their own servers on free ports), so it is left alone.
@@ -18,7 +20,7 @@ packages=(
   clang clang-tidy libclang-rt-14-dev llvm lld
   libabsl-dev libhiredis-dev libasio-dev libssl-dev openssl
   libgtest-dev libgmock-dev libbenchmark-dev
-  redis-server
+  redis-server iproute2 nftables
   bazel-bootstrap bazel-rules-java
 )
 

@@ -31,6 +31,14 @@
 //   ghost       a thread's owner field found in Redis (by the worker) after
 //               its Release() returned OK or its acquire failed without
 //               "held by another owner": the lock is held by nobody's hold.
+//   cut-off     a hold open when its worker was partitioned from the lock
+//               Redis: only a loss report received before the next holder
+//               acquired excuses an overlap with it; and it must be told by
+//               its lease's end on the server (read right after the cut)
+//               minus the drift, if the cut and the hold last that long.
+//   paused      a hold whose process was SIGSTOPped (pause-holder) during
+//               it: its overlaps are excused by the pause (fencing's job),
+//               and each pause's unsafe window is reported; never clean.
 //   told-must   a hold that began before a restart or a pause longer than
 //               the lease and ended more than a lease after it must have
 //               been told lost (in cluster mode: a hold of a lock on the
@@ -64,9 +72,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "tools/harness/record.h"
 
 namespace relock {
@@ -83,8 +93,21 @@ enum class FaultKind : int {
   // Cluster mode only:
   kFailover = 7,  // SIGKILL of a master, its replica promoted, it rejoins
   kReshard = 8,   // a lock's slot migrated to another master under traffic
+  // Network namespaces only (netns.h): one worker cut off from the lock
+  // Redis, both ways (shorter, then longer than the lease), or one way.
+  kPartition = 9,
+  kPartitionRequests = 10,  // its requests lost, Redis's replies get through
+  kPartitionReplies = 11,   // its requests get through, the replies are lost
+  // Any mode: SIGSTOP of a worker holding a lock, past its lease; SIGCONT.
+  kPauseHolder = 12,
 };
-inline constexpr int kFaultKinds = 9;
+inline constexpr int kFaultKinds = 13;
+
+inline bool IsPartition(FaultKind kind) {
+  return kind == FaultKind::kPartition ||
+         kind == FaultKind::kPartitionRequests ||
+         kind == FaultKind::kPartitionReplies;
+}
 
 // The kinds a run injects (each at least once): on a single redis-server,
 // and on a cluster (where pauses, restarts and failovers hit one master).
@@ -121,22 +144,62 @@ inline const char* FaultKindName(FaultKind kind) {
       return "failover";
     case FaultKind::kReshard:
       return "reshard";
+    case FaultKind::kPartition:
+      return "partition";
+    case FaultKind::kPartitionRequests:
+      return "partition-requests";
+    case FaultKind::kPartitionReplies:
+      return "partition-replies";
+    case FaultKind::kPauseHolder:
+      return "pause-holder";
   }
   return "?";
+}
+
+// The kind named `name` (FaultKindName), or InvalidArgument.
+inline absl::StatusOr<FaultKind> FaultKindFromName(absl::string_view name) {
+  std::vector<std::string> known;
+  for (int i = 0; i < kFaultKinds; ++i) {
+    const FaultKind kind = static_cast<FaultKind>(i);
+    if (name == FaultKindName(kind)) return kind;
+    known.emplace_back(FaultKindName(kind));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown fault \"", name, "\" (known: ", absl::StrJoin(known, ","), ")"));
+}
+
+// The drift allowance relock subtracts from a lease (lib/lock/lock_env.h:
+// 1% of the lease + 2 ms): a holder must be told its lock is lost that long
+// before its lease ends on the server.
+inline int64_t DriftNanos(int64_t lease_ns) {
+  return lease_ns / 100 + 2'000'000;
 }
 
 inline bool IsDisruptive(FaultKind kind) {
   return kind == FaultKind::kKillHolder || kind == FaultKind::kPauseShort ||
          kind == FaultKind::kPauseLong || kind == FaultKind::kRestart ||
-         kind == FaultKind::kFailover;
+         kind == FaultKind::kFailover || kind == FaultKind::kPauseHolder ||
+         IsPartition(kind);
 }
+
+// A lock a partitioned worker held when its link was cut, and when its lease
+// ended on the lock Redis as read (PTTL) right after the cut.
+struct CutHold {
+  int lock = 0;
+  int64_t server_lease_end = 0;  // MonotonicNanos()
+};
 
 struct Fault {
   FaultKind kind = FaultKind::kScriptFlush;
   int64_t start = 0;  // MonotonicNanos()
   int64_t end = 0;    // for a kill: the SIGKILL
   bool injected = false;
-  int worker = -1;  // kKillHolder: the worker killed
+  // The worker killed (kKillHolder), paused (kPauseHolder) or cut off (the
+  // partitions).
+  int worker = -1;
+  // Partitions: the locks the worker held at the cut (start = the cut, end
+  // = the heal).
+  std::vector<CutHold> cut_holds;
   // The locks whose Redis node the fault hit (a cluster's paused, restarted
   // or failed-over master; a resharded lock); empty: every lock.
   std::vector<int> locks;
@@ -176,6 +239,14 @@ struct CheckInput {
   bool fenced = false;
   // Ghost holds (see worker.h) fail the run unless tolerated.
   bool tolerate_ghost_holds = false;
+  // How much later than the lease's end on the server minus the drift a
+  // cut-off holder's loss report may be recorded: what the measure cannot
+  // resolve (PTTL's whole milliseconds, the timer wheel's rounding up to one,
+  // the event's delivery to the worker's callback, which logs its time).
+  // Below the drift, so a report within it still precedes the server's end.
+  int64_t loss_report_slack_ns = 10'000'000;
+  // Printed on the report (e.g. why the partition faults did not run).
+  std::vector<std::string> notes;
 };
 
 struct CounterCheck {
@@ -228,6 +299,20 @@ struct Report {
   // those not told lost.
   int64_t holds_spanning_losses = 0, unnotified_losses = 0;
   std::vector<std::string> unnotified_examples;
+  // Partitions: for each lock a cut-off worker held at the cut, how long
+  // until it was told (kLockLost); late: told (or never told while it went
+  // on holding) after its lease ended on the server minus the drift.
+  std::vector<int64_t> loss_detection_ns;
+  int64_t partition_holds = 0, losses_told_late = 0;
+  // The least time between a report and the lease's end on the server.
+  int64_t min_loss_margin_ns = std::numeric_limits<int64_t>::max();
+  std::vector<std::string> late_examples;
+  std::vector<std::string> partition_details;  // one line per cut-off hold
+  // Overlaps excused by a pause of the old holder's process (pause-holder),
+  // and each pause's unsafe window: how long another holder held the lock
+  // while the paused one still believed it held it.
+  int64_t paused_overlaps = 0;
+  std::vector<std::string> pause_windows;
   // Liveness.
   int64_t waits_measured = 0;
   int64_t max_wait_ns = 0, max_wait_outside_faults_ns = 0,
@@ -252,6 +337,7 @@ struct Report {
   // Problems.
   std::vector<std::string> anomalies;  // E lines, bad lines, unclosed holds
   std::vector<std::string> worker_failures;
+  std::vector<std::string> notes;
   std::vector<std::string> failures;  // the verdict: empty = PASS
   bool ok() const { return failures.empty(); }
   std::string text;  // the printable report
@@ -352,7 +438,11 @@ inline Report Check(CheckInput in) {
         if (t != thread_of.end() && h.thread != t->second) continue;
         if (best == nullptr || h.attempt_end > best->attempt_end) best = &h;
       }
-      if (best != nullptr) best->told_lost = true;
+      if (best != nullptr) {
+        best->told_lost = true;
+        if (best->told_at == 0 || e.time < best->told_at)
+          best->told_at = e.time;
+      }
     }
     auto killed = kill_time.find(log.worker);
     for (Hold& h : log.holds) {
@@ -373,9 +463,17 @@ inline Report Check(CheckInput in) {
         }
       } else {
         h.end = h.release_start;
-        if (h.release_code == static_cast<int>(absl::StatusCode::kAborted) ||
-            h.safe_code == static_cast<int>(absl::StatusCode::kAborted)) {
+        // SafeUntil() was asked before the release began (its own time is
+        // not logged).
+        const int64_t told_by =
+            h.safe_code == static_cast<int>(absl::StatusCode::kAborted)
+                ? h.release_start
+            : h.release_code == static_cast<int>(absl::StatusCode::kAborted)
+                ? h.release_end
+                : 0;
+        if (told_by != 0) {
           h.told_lost = true;
+          if (h.told_at == 0 || told_by < h.told_at) h.told_at = told_by;
         }
         rep.release_aborted +=
             h.release_code == static_cast<int>(absl::StatusCode::kAborted);
@@ -405,11 +503,24 @@ inline Report Check(CheckInput in) {
       }
     }
   }
+  // Holds whose process was paused, or whose worker was cut off, during
+  // them.
+  for (Hold& h : holds) {
+    for (const Fault& f : in.faults) {
+      if (!f.injected || f.worker != h.worker || f.start > h.end ||
+          f.start < h.attempt_end) {
+        continue;
+      }
+      h.paused |= f.kind == FaultKind::kPauseHolder;
+      h.cut |= IsPartition(f.kind);
+    }
+  }
   rep.acquisitions = static_cast<int64_t>(holds.size());
   rep.attempts = rep.acquisitions;
   for (const auto& [code, n] : rep.failed_attempts) rep.attempts += n;
   auto clean = [](const Hold& h) {
-    return !h.open && !h.told_lost && h.outcome == Outcome::kCompleted;
+    return !h.open && !h.told_lost && !h.paused &&
+           h.outcome == Outcome::kCompleted;
   };
   auto maybe_wrote = [&](const Hold& h) {
     return !clean(h) && (h.open || h.set_sent);
@@ -420,6 +531,7 @@ inline Report Check(CheckInput in) {
         h.end == std::numeric_limits<int64_t>::max() ? std::string("never")
                                                      : rel(h.end),
         "]", h.killed ? " killed" : "", h.told_lost ? " told-lost" : "",
+        h.paused ? " paused" : "", h.cut ? " cut-off" : "",
         h.open ? "" : absl::StrCat(" ", OutcomeName(h.outcome)));
   };
   for (const Hold& h : holds) {
@@ -432,6 +544,7 @@ inline Report Check(CheckInput in) {
   for (const Hold& h : holds) by_lock[h.lock].push_back(&h);
   const Fault* last_restart = restarts.empty() ? nullptr : restarts.back();
   rep.counters_ok = true;
+  std::map<const Hold*, int64_t> paused_window;  // paused hold -> window
   for (int k = 0; k < in.locks; ++k) {
     std::vector<const Hold*>& hs = by_lock[k];
     std::sort(hs.begin(), hs.end(), [](const Hold* a, const Hold* b) {
@@ -446,11 +559,27 @@ inline Report Check(CheckInput in) {
                        [&](const Hold* a) { return a->end <= h->attempt_end; }),
                    active.end());
       for (const Hold* a : active) {
-        const bool excused = a->told_lost || h->told_lost;
+        // The old holder `a` paused past its lease: nothing a lock can do
+        // (fencing is); report how long the other held beside it.
+        if (a->paused) {
+          ++rep.paused_overlaps;
+          paused_window[a] = std::max(
+              paused_window[a], std::min(a->end, h->end) - h->attempt_end);
+          continue;
+        }
+        // Cut off from Redis: only a report received before the new holder
+        // acquired excuses it. Otherwise (as before) any report does.
+        const bool excused = a->cut
+                                 ? a->told_lost && a->told_at <= h->attempt_end
+                                 : a->told_lost || h->told_lost;
         (excused ? rep.excused_overlaps : rep.unexcused_overlaps)++;
         if (!excused && rep.overlap_examples.size() < 10) {
           rep.overlap_examples.push_back(absl::StrCat(
-              "lock ", k, ": ", describe(*a), " and ", describe(*h)));
+              "lock ", k, ": ", describe(*a), " and ", describe(*h),
+              a->cut && a->told_lost
+                  ? absl::StrCat(" (the cut-off holder was told at +",
+                                 rel(a->told_at), ", after)")
+                  : ""));
         }
       }
       active.push_back(h);
@@ -663,6 +792,71 @@ inline Report Check(CheckInput in) {
     }
   }
 
+  // --- Pauses of holders: each one's unsafe window.
+  for (const Fault& f : in.faults) {
+    if (!f.injected || f.kind != FaultKind::kPauseHolder) continue;
+    int64_t window = 0;
+    for (const auto& [h, w] : paused_window) {
+      if (h->worker == f.worker && h->attempt_end <= f.start &&
+          h->end >= f.start) {
+        window = std::max(window, w);
+      }
+    }
+    rep.pause_windows.push_back(absl::StrCat(
+        "worker ", f.worker, " stopped at +", rel(f.start), " for ",
+        Ms(f.end - f.start), ": unsafe window ", Ms(window)));
+  }
+
+  // --- Partitions: how soon a cut-off holder was told.
+  const int64_t drift = DriftNanos(in.lease_ns);
+  for (const Fault& f : in.faults) {
+    if (!f.injected || !IsPartition(f.kind)) continue;
+    for (const CutHold& c : f.cut_holds) {
+      const Hold* held = nullptr;
+      for (const Hold& h : holds) {
+        if (h.worker == f.worker && h.lock == c.lock &&
+            h.attempt_end <= f.start && h.end > f.start) {
+          held = &h;
+        }
+      }
+      if (held == nullptr) continue;
+      ++rep.partition_holds;
+      const int64_t deadline = c.server_lease_end - drift;
+      // A report more than a lease after the heal is not this cut's (a hold
+      // may outlive a short cut and be cut again).
+      const bool told = held->told_lost && held->told_at >= f.start &&
+                        held->told_at <= f.end + in.lease_ns;
+      rep.partition_details.push_back(absl::StrCat(
+          "+", rel(f.start), " ", FaultKindName(f.kind), " w", f.worker,
+          " lock ", c.lock, ": lease on the server ended ",
+          Ms(c.server_lease_end - f.start), " after the cut; ",
+          told ? absl::StrCat("told after ", Ms(held->told_at - f.start))
+          : held->told_lost ? absl::StrCat("told at +", rel(held->told_at))
+                            : std::string("never told"),
+          ", released at +", rel(held->end)));
+      if (told) {
+        rep.loss_detection_ns.push_back(held->told_at - f.start);
+        rep.min_loss_margin_ns = std::min(rep.min_loss_margin_ns,
+                                          c.server_lease_end - held->told_at);
+      }
+      // The rule binds while the cut lasts past the deadline and the holder
+      // holds past it.
+      if (f.end < deadline || held->end <= deadline) continue;
+      if (!told || held->told_at > deadline + in.loss_report_slack_ns) {
+        ++rep.losses_told_late;
+        if (rep.late_examples.size() < 10) {
+          rep.late_examples.push_back(absl::StrCat(
+              "lock ", c.lock, ": ", describe(*held), " cut off at +",
+              rel(f.start), " (", FaultKindName(f.kind),
+              "), lease on the server until +", rel(c.server_lease_end),
+              told ? absl::StrCat(", told at +", rel(held->told_at))
+                   : std::string(", never told")));
+        }
+      }
+    }
+  }
+  std::sort(rep.loss_detection_ns.begin(), rep.loss_detection_ns.end());
+
   // --- Verdict.
   std::vector<std::string>& fail = rep.failures;
   if (rep.unexcused_overlaps > 0) {
@@ -682,6 +876,12 @@ inline Report Check(CheckInput in) {
   if (rep.unnotified_losses > 0) {
     fail.push_back(absl::StrCat(rep.unnotified_losses,
                                 " holder(s) never told their lock was lost"));
+  }
+  if (rep.losses_told_late > 0) {
+    fail.push_back(absl::StrCat(
+        rep.losses_told_late,
+        " cut-off holder(s) not told before their lease ended on the server "
+        "(minus the drift)"));
   }
   if (rep.ghost_holds > 0 && !in.tolerate_ghost_holds) {
     fail.push_back(absl::StrCat(
@@ -708,7 +908,11 @@ inline Report Check(CheckInput in) {
         fail.push_back(absl::StrCat("fault ", name, " was never injected"));
       }
     }
-    if (rep.kill_reacquires.empty()) {
+    const std::vector<FaultKind>& kinds =
+        in.fault_kinds.empty() ? SingleNodeFaultKinds() : in.fault_kinds;
+    if (rep.kill_reacquires.empty() &&
+        std::find(kinds.begin(), kinds.end(), FaultKind::kKillHolder) !=
+            kinds.end()) {
       fail.push_back("no worker was killed while holding a lock");
     }
   }
@@ -783,6 +987,33 @@ inline Report Check(CheckInput in) {
   for (const std::string& e : rep.unnotified_examples) {
     absl::StrAppend(&t, "            NOT TOLD ", e, "\n");
   }
+  if (rep.partition_holds > 0) {
+    const std::vector<int64_t>& d = rep.loss_detection_ns;
+    absl::StrAppend(
+        &t, "partition:  ", rep.partition_holds,
+        " holds cut off from Redis; told after p50 ",
+        d.empty() ? std::string("-") : Ms(d[d.size() / 2]), ", max ",
+        d.empty() ? std::string("-") : Ms(d.back()), " (", d.size(),
+        " told; lease ", Ms(in.lease_ns), "), at the least ",
+        d.empty() ? std::string("-") : Ms(rep.min_loss_margin_ns),
+        " before the lease ended on the server; ", rep.losses_told_late,
+        " told after that end minus the drift (", Ms(drift), "; slack ",
+        Ms(in.loss_report_slack_ns), ") (must be 0)\n");
+  }
+  for (const std::string& e : rep.partition_details) {
+    absl::StrAppend(&t, "            ", e, "\n");
+  }
+  for (const std::string& e : rep.late_examples) {
+    absl::StrAppend(&t, "            LATE ", e, "\n");
+  }
+  if (!rep.pause_windows.empty()) {
+    absl::StrAppend(&t, "pauses:     ", rep.paused_overlaps,
+                    " overlaps with a paused holder (excused: only fencing "
+                    "protects the resource then)\n");
+  }
+  for (const std::string& w : rep.pause_windows) {
+    absl::StrAppend(&t, "            ", w, "\n");
+  }
   absl::StrAppend(&t, "ghosts:     ", rep.ghost_holds,
                   " ghost holds (owner field still in Redis one lease after "
                   "its thread held nothing; freed by the worker)",
@@ -851,6 +1082,10 @@ inline Report Check(CheckInput in) {
   }
   for (const std::string& f : rep.failures) {
     absl::StrAppend(&t, "FAIL:       ", f, "\n");
+  }
+  rep.notes = in.notes;
+  for (const std::string& n : rep.notes) {
+    absl::StrAppend(&t, "note:       ", n, "\n");
   }
   absl::StrAppend(&t, "result:     ", rep.ok() ? "PASS" : "FAIL", "\n");
   return rep;

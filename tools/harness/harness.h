@@ -7,6 +7,7 @@
 //   worker.h   the worker process (a child routine) and its critical section
 //   record.h   the workers' log format
 //   checker.h  the checks and the report
+//   netns.h    the network namespaces of the partition faults
 //   harness.h  this file: the coordinator, RunHarness()
 //
 // Faults (each kind at least once per cycle; the first cycle always runs in
@@ -21,6 +22,20 @@
 //                       harness's own counter connections (relock's pools).
 //   client-kill-pubsub  CLIENT KILL TYPE pubsub (relock's subscribers).
 //   script-flush        SCRIPT FLUSH.
+//   pause-holder        SIGSTOP a worker that holds a lock (as for the kill)
+//                       for 2 leases, then SIGCONT: it may write after
+//                       another owner took the lock; excused by the pause,
+//                       its unsafe window reported.
+//   partition           (network namespaces, netns.h) a worker asked for a
+//                       long hold is cut off from the lock Redis both ways,
+//                       for lease/2 and for 2 leases by turns; it must be
+//                       told before its lease ends on the server - drift.
+//   partition-requests  the same, its packets to Redis dropped (2 leases).
+//   partition-replies   the same, Redis's packets to it dropped (2 leases).
+// HarnessOptions::faults chooses among them (default: every fault the mode
+// supports); HarnessOptions::netns where the processes run. In a netns run
+// the counters live on a redis-server of their own, whose links are never
+// cut.
 //
 // In cluster mode the counters live on a redis-server of their own (the
 // protected resource, never faulted), the client kills and SCRIPT FLUSH hit
@@ -87,11 +102,43 @@
 #include "tests/testing/redis_cluster.h"
 #include "tests/testing/redis_server.h"
 #include "tools/harness/checker.h"
+#include "tools/harness/netns.h"
 #include "tools/harness/record.h"
 #include "tools/harness/worker.h"
 
 namespace relock {
 namespace harness {
+
+enum class NetnsMode : int { kAuto, kOn, kOff };
+
+// Every fault kind a mode can inject: the single-server or cluster kinds and
+// pause-holder, plus the partitions on a single server with `netns`.
+inline std::vector<FaultKind> SupportedFaultKinds(bool cluster, bool netns) {
+  std::vector<FaultKind> kinds =
+      cluster ? ClusterFaultKinds() : SingleNodeFaultKinds();
+  kinds.push_back(FaultKind::kPauseHolder);
+  if (netns && !cluster) {
+    kinds.insert(kinds.end(),
+                 {FaultKind::kPartition, FaultKind::kPartitionRequests,
+                  FaultKind::kPartitionReplies});
+  }
+  return kinds;
+}
+
+// "partition,pause-holder" -> kinds; InvalidArgument names an unknown one.
+inline absl::StatusOr<std::vector<FaultKind>> ParseFaultList(
+    absl::string_view list) {
+  std::vector<FaultKind> kinds;
+  for (absl::string_view name : absl::StrSplit(list, ',', absl::SkipEmpty())) {
+    absl::StatusOr<FaultKind> kind = FaultKindFromName(name);
+    if (!kind.ok()) return kind.status();
+    if (std::find(kinds.begin(), kinds.end(), *kind) == kinds.end()) {
+      kinds.push_back(*kind);
+    }
+  }
+  if (kinds.empty()) return absl::InvalidArgumentError("empty fault list");
+  return kinds;
+}
 
 struct HarnessOptions {
   int processes = 3;  // P worker processes at any time
@@ -150,6 +197,19 @@ struct HarnessOptions {
   // `fenced`).
   bool multi = false;
   absl::Duration cluster_node_timeout = absl::ZeroDuration();
+  // The faults to inject (each at least once); empty: every fault the mode
+  // supports (SupportedFaultKinds), the partitions only where network
+  // namespaces can be made.
+  std::vector<FaultKind> faults;
+  // Where the servers and workers run: in network namespaces of their own
+  // (netns.h; needed by the partition faults) or in the harness's.
+  //   kAuto  namespaces when a partition fault is to run (by default, when
+  //          they can be made: otherwise the report says why they did not)
+  //   kOn    always; the run fails if they cannot be made
+  //   kOff   never; asking for a partition fault is then an error
+  NetnsMode netns = NetnsMode::kAuto;
+  // How long pause-holder keeps a holder stopped; zero = 2 * lease.
+  absl::Duration holder_pause = absl::ZeroDuration();
 };
 
 // How soon after a kill -9 of a holder its lock must be taken again: its
@@ -167,6 +227,7 @@ using ::relock::testing::ChildProcess;
 using ::relock::testing::RedisCluster;
 using ::relock::testing::RedisClusterOptions;
 using ::relock::testing::RedisServer;
+using ::relock::testing::RedisServerOptions;
 using ::relock::testing::RedisValue;
 
 struct WorkerProc {
@@ -201,6 +262,7 @@ class Coordinator {
     if (o_.cluster_node_timeout <= absl::ZeroDuration()) {
       o_.cluster_node_timeout = o_.long_pause + absl::Seconds(2);
     }
+    if (o_.holder_pause <= absl::ZeroDuration()) o_.holder_pause = 2 * o_.lease;
     rng_.seed(o_.seed);
   }
 
@@ -210,11 +272,29 @@ class Coordinator {
       return absl::InvalidArgumentError(
           "processes, threads, locks must be >= 1, cluster_masters >= 2");
     }
+    if (absl::Status k = ChooseFaults(); !k.ok()) return k;
     absl::Status s = MakeWorkDir();
     if (!s.ok()) return s;
-    absl::StatusOr<std::unique_ptr<RedisServer>> redis = RedisServer::Start();
-    if (!redis.ok()) return redis.status();
-    redis_ = *std::move(redis);
+    if (lab_ != nullptr) {
+      // The counters on a server of their own, whose links are never cut.
+      RedisServerOptions locks, counters;
+      locks.host = lab_->lock_host();
+      locks.netns = lab_->lock_ns();
+      counters.host = lab_->counter_host();
+      counters.netns = lab_->counter_ns();
+      absl::StatusOr<std::unique_ptr<RedisServer>> l =
+          RedisServer::Start(locks);
+      if (!l.ok()) return l.status();
+      lock_redis_ = *std::move(l);
+      absl::StatusOr<std::unique_ptr<RedisServer>> c =
+          RedisServer::Start(counters);
+      if (!c.ok()) return c.status();
+      redis_ = *std::move(c);
+    } else {
+      absl::StatusOr<std::unique_ptr<RedisServer>> redis = RedisServer::Start();
+      if (!redis.ok()) return redis.status();
+      redis_ = *std::move(redis);
+    }
     if (o_.cluster) {
       RedisClusterOptions cluster_options;
       cluster_options.masters = o_.cluster_masters;
@@ -225,11 +305,16 @@ class Coordinator {
       if (!cluster.ok()) return cluster.status();
       cluster_ = *std::move(cluster);
     }
-    Progress(absl::StrCat(o_.cluster
-                              ? absl::StrCat("cluster ", cluster_->url(),
-                                             ", counters on ", redis_->url())
-                              : absl::StrCat("redis-server on ", redis_->url()),
-                          ", seed ", o_.seed, ", logs in ", dir_));
+    Progress(absl::StrCat(
+        o_.cluster ? absl::StrCat("cluster ", cluster_->url(), ", counters on ",
+                                  redis_->url())
+        : lock_redis_ != nullptr
+            ? absl::StrCat("redis-server on ", lock_redis_->url(), " (netns ",
+                           lab_->lock_ns(), "), counters on ", redis_->url(),
+                           " (netns ", lab_->counter_ns(), ")")
+            : absl::StrCat("redis-server on ", redis_->url()),
+        ", seed ", o_.seed, ", faults ", FaultNames(kinds_), ", logs in ",
+        dir_));
 
     run_start_ = MonotonicNanos();
     // Workers stop by themselves at this time even if never told to.
@@ -257,8 +342,10 @@ class Coordinator {
     in.max_kill_reacquire_extra_ns =
         absl::ToInt64Nanoseconds(KillReacquireBound(o_) - o_.lease);
     in.tolerate_ghost_holds = o_.tolerate_ghost_holds;
-    in.fault_kinds = o_.cluster ? ClusterFaultKinds() : SingleNodeFaultKinds();
-    in.restart_resets_counters = !o_.cluster;
+    in.fault_kinds = kinds_;
+    in.notes = notes_;
+    // In cluster and netns runs the counters live on a server of their own.
+    in.restart_resets_counters = !o_.cluster && lock_redis_ == nullptr;
     in.fenced = o_.fenced;
     for (int k = 0; k < o_.locks; ++k) {
       absl::StatusOr<RedisValue> v =
@@ -275,6 +362,8 @@ class Coordinator {
     }
     redis_.reset();  // stops the servers
     cluster_.reset();
+    lock_redis_.reset();
+    lab_.reset();  // the namespaces, their links and tables
     Report report = Check(std::move(in));
     if (report.ok() && o_.work_dir.empty()) {
       for (const WorkerProc& w : workers_) unlink(w.log_path.c_str());
@@ -317,13 +406,18 @@ class Coordinator {
   absl::Status SpawnWorker() {
     WorkerConfig c;
     c.worker = static_cast<int>(workers_.size());
-    c.url = o_.cluster ? cluster_->url() : redis_->url();
-    c.host = RedisServer::kHost;
+    c.url = o_.cluster ? cluster_->url() : LockServer()->url();
+    c.host = redis_->host();
     c.port = redis_->port();
-    c.keys_host = RedisServer::kHost;
     for (RedisServer* node : DataNodes()) {
+      c.keys_host = node->host();
       c.keys_port = node->port();
       break;
+    }
+    if (lab_ != nullptr) {
+      absl::StatusOr<std::string> ns = lab_->AddWorker(c.worker);
+      if (!ns.ok()) return ns.status();
+      c.netns = *ns;
     }
     c.threads = o_.threads;
     c.locks = o_.locks;
@@ -396,6 +490,12 @@ class Coordinator {
   absl::Duration FaultLength(FaultKind kind) const {
     if (kind == FaultKind::kPauseShort) return o_.short_pause;
     if (kind == FaultKind::kPauseLong) return o_.long_pause;
+    if (kind == FaultKind::kPauseHolder) return o_.holder_pause;
+    // Both ways: shorter than the lease, then longer, by turns.
+    if (kind == FaultKind::kPartition && partitions_ % 2 == 0) {
+      return o_.lease / 2;
+    }
+    if (IsPartition(kind)) return 2 * o_.lease;
     if (kind == FaultKind::kFailover) {
       return o_.cluster_node_timeout + absl::Seconds(5);  // about
     }
@@ -407,7 +507,7 @@ class Coordinator {
   std::vector<RedisServer*> DataNodes() const {
     std::vector<RedisServer*> nodes;
     if (!o_.cluster) {
-      nodes.push_back(redis_.get());
+      nodes.push_back(LockServer());
       return nodes;
     }
     for (size_t i = 0; i < cluster_->size(); ++i) {
@@ -418,7 +518,7 @@ class Coordinator {
 
   // The server that holds lock k now; null if the cluster cannot say.
   RedisServer* LockNode(int k) const {
-    if (!o_.cluster) return redis_.get();
+    if (!o_.cluster) return LockServer();
     absl::StatusOr<size_t> i = cluster_->NodeForKey(LockName(kPrefix, k));
     return i.ok() ? &cluster_->node(*i) : nullptr;
   }
@@ -427,7 +527,7 @@ class Coordinator {
   // the locks it holds in f->locks and its index in *index. Null (and why in
   // f->detail) if the cluster cannot say.
   RedisServer* Target(Fault* f, size_t* index = nullptr) {
-    if (!o_.cluster) return redis_.get();
+    if (!o_.cluster) return LockServer();
     std::uniform_int_distribution<int> pick(0, o_.locks - 1);
     absl::StatusOr<size_t> master =
         cluster_->NodeForKey(LockName(kPrefix, pick(rng_)));
@@ -510,17 +610,21 @@ class Coordinator {
   }
 
   void RunSchedule() {
-    // The first cycle in a fixed order: cheap faults first, the kill before
-    // the pauses (it needs a healthy Redis), the restart last.
-    std::vector<FaultKind> cycle = {
-        FaultKind::kClientKillNormal, FaultKind::kScriptFlush,
-        FaultKind::kKillHolder,       FaultKind::kClientKillPubsub,
-        FaultKind::kPauseShort,       FaultKind::kPauseLong,
-        FaultKind::kRestart};
-    if (o_.cluster) {
-      // The reshard among the cheap ones, the failover before the restart.
-      cycle.insert(cycle.begin() + 2, FaultKind::kReshard);
-      cycle.insert(cycle.end() - 1, FaultKind::kFailover);
+    // The first cycle in a fixed order (of the kinds chosen): cheap faults
+    // first, the kill and the holder's pause before the Redis pauses (they
+    // need a healthy Redis), the partitions (both ways twice: shorter, then
+    // longer than the lease) between them, the restart last.
+    std::vector<FaultKind> cycle;
+    for (const FaultKind kind :
+         {FaultKind::kClientKillNormal, FaultKind::kScriptFlush,
+          FaultKind::kReshard, FaultKind::kKillHolder, FaultKind::kPauseHolder,
+          FaultKind::kClientKillPubsub, FaultKind::kPartition,
+          FaultKind::kPartitionRequests, FaultKind::kPartitionReplies,
+          FaultKind::kPartition, FaultKind::kPauseShort, FaultKind::kPauseLong,
+          FaultKind::kFailover, FaultKind::kRestart}) {
+      if (std::find(kinds_.begin(), kinds_.end(), kind) != kinds_.end()) {
+        cycle.push_back(kind);
+      }
     }
     size_t next = 0;
     bool first_cycle = true;
@@ -572,6 +676,14 @@ class Coordinator {
     switch (kind) {
       case FaultKind::kKillHolder:
         KillHolder(&f);
+        break;
+      case FaultKind::kPauseHolder:
+        PauseHolder(&f);
+        break;
+      case FaultKind::kPartition:
+      case FaultKind::kPartitionRequests:
+      case FaultKind::kPartitionReplies:
+        PartitionWorker(&f);
         break;
       case FaultKind::kPauseShort:
       case FaultKind::kPauseLong: {
@@ -713,7 +825,11 @@ class Coordinator {
     return owners;
   }
 
-  void KillHolder(Fault* f) {
+  // Finds a worker whose owner field is in a lock and SIGSTOPs it, then
+  // makes sure it still holds the lock, in Redis and by its own record (an
+  // open hold); else lets it go on and looks again, for up to 5 s. The
+  // stopped worker (and the lock in *lock), or null (and why in f->detail).
+  WorkerProc* StopAHolder(Fault* f, int* lock) {
     const int64_t give_up = MonotonicNanos() + 5'000'000'000;
     std::vector<int> order(o_.locks);
     for (int k = 0; k < o_.locks; ++k) order[k] = k;
@@ -723,8 +839,6 @@ class Coordinator {
         for (const std::string& owner : Owners(k)) {
           WorkerProc* w = OwnerWorker(owner);
           if (w == nullptr) continue;
-          // Freeze it, then make sure it still holds the lock, in Redis and
-          // by its own record (an open hold of lock k).
           if (!w->child->Signal(SIGSTOP).ok()) continue;
           WaitStopped(w->child->pid(), absl::Milliseconds(200));
           std::vector<std::string> now = Owners(k);
@@ -737,26 +851,132 @@ class Coordinator {
             (void)w->child->Signal(SIGCONT);
             continue;
           }
-          (void)w->child->Signal(SIGKILL);
-          f->end = MonotonicNanos();
-          w->killed = true;
-          (void)w->child->Wait(absl::Seconds(10));
-          f->injected = true;
-          f->worker = w->index;
-          f->detail = absl::StrCat("worker ", w->index, " (pid ",
-                                   w->child->pid(), ") holding lock ", k);
-          if (absl::Status s = SpawnWorker(); !s.ok()) {
-            f->detail += absl::StrCat("; replacement failed: ", s.ToString());
-          } else {
-            f->detail +=
-                absl::StrCat("; replaced by worker ", workers_.back().index);
-          }
-          return;
+          *lock = k;
+          return w;
         }
       }
       absl::SleepFor(absl::Milliseconds(20));
     }
     f->detail = "found no worker holding a lock within 5s";
+    return nullptr;
+  }
+
+  void KillHolder(Fault* f) {
+    int k = -1;
+    WorkerProc* w = StopAHolder(f, &k);
+    if (w == nullptr) return;
+    (void)w->child->Signal(SIGKILL);
+    f->end = MonotonicNanos();
+    w->killed = true;
+    (void)w->child->Wait(absl::Seconds(10));
+    f->injected = true;
+    f->worker = w->index;
+    f->detail = absl::StrCat("worker ", w->index, " (pid ", w->child->pid(),
+                             ") holding lock ", k);
+    if (absl::Status s = SpawnWorker(); !s.ok()) {
+      f->detail += absl::StrCat("; replacement failed: ", s.ToString());
+    } else {
+      f->detail += absl::StrCat("; replaced by worker ", workers_.back().index);
+    }
+  }
+
+  // A holder's process stopped past its lease (a GC pause, a VM steal),
+  // then resumed: it may write after another owner took the lock.
+  void PauseHolder(Fault* f) {
+    int k = -1;
+    WorkerProc* w = StopAHolder(f, &k);
+    if (w == nullptr) return;
+    f->start = MonotonicNanos();
+    absl::SleepFor(o_.holder_pause);
+    const absl::Status s = w->child->Signal(SIGCONT);
+    f->end = MonotonicNanos();
+    f->injected = s.ok();
+    f->worker = w->index;
+    f->detail = absl::StrCat("worker ", w->index, " (pid ", w->child->pid(),
+                             ") holding lock ", k, " stopped for ",
+                             absl::FormatDuration(o_.holder_pause),
+                             s.ok() ? "" : absl::StrCat(": ", s.ToString()));
+  }
+
+  // Cuts a worker off from the lock Redis (netns.h) while it holds a lock
+  // if it can (it is asked for a long hold first), for FaultLength(); the
+  // lease each of its locks has left on the server is read right after the
+  // cut, through the harness's own link.
+  void PartitionWorker(Fault* f) {
+    const absl::Duration length = FaultLength(f->kind);
+    if (f->kind == FaultKind::kPartition) ++partitions_;
+    std::vector<WorkerProc*> live;
+    for (WorkerProc& w : workers_) {
+      if (!w.killed) live.push_back(&w);
+    }
+    if (live.empty()) {
+      f->detail = "no live worker";
+      return;
+    }
+    std::uniform_int_distribution<size_t> pick(0, live.size() - 1);
+    WorkerProc* w = live[pick(rng_)];
+    // Every worker is asked (a worker's threads may be waiting behind
+    // another's long hold for a while); the cut falls on one that took it.
+    for (WorkerProc* l : live) (void)l->child->WriteLine("long 3000");
+    // The locks a worker holds, twice 100 ms apart (a long hold, not a short
+    // one that ends as the cut begins).
+    auto holding = [&] {
+      std::vector<std::pair<WorkerProc*, int>> held;
+      for (int k = 0; k < o_.locks; ++k) {
+        for (const std::string& owner : Owners(k)) {
+          if (WorkerProc* h = OwnerWorker(owner); h != nullptr) {
+            held.emplace_back(h, k);
+          }
+        }
+      }
+      return held;
+    };
+    std::vector<int> held;
+    for (int64_t give_up = MonotonicNanos() + 3'500'000'000;
+         held.empty() && MonotonicNanos() < give_up;) {
+      const std::vector<std::pair<WorkerProc*, int>> before = holding();
+      absl::SleepFor(absl::Milliseconds(100));
+      for (const std::pair<WorkerProc*, int>& now : holding()) {
+        if (std::find(before.begin(), before.end(), now) != before.end() &&
+            (held.empty() || now.first == w)) {
+          w = now.first;
+          held.push_back(now.second);
+        }
+      }
+    }
+    const Cut cut = f->kind == FaultKind::kPartitionRequests  ? Cut::kRequests
+                    : f->kind == FaultKind::kPartitionReplies ? Cut::kReplies
+                                                              : Cut::kBoth;
+    f->worker = w->index;
+    f->start = MonotonicNanos();
+    absl::Status s = lab_->Partition(w->index, cut);
+    if (!s.ok()) {
+      f->detail = s.ToString();
+      return;
+    }
+    for (int k : held) {
+      absl::StatusOr<RedisValue> pttl =
+          LockServer()->Command({"PTTL", LockName(kPrefix, k)});
+      const int64_t now = MonotonicNanos();
+      if (pttl.ok() && pttl->is_integer() && pttl->integer > 0) {
+        f->cut_holds.push_back(CutHold{k, now + pttl->integer * 1'000'000});
+      }
+    }
+    absl::SleepFor(length - absl::Nanoseconds(MonotonicNanos() - f->start));
+    s = lab_->Heal(w->index);
+    f->end = MonotonicNanos();
+    f->injected = true;
+    std::vector<std::string> locks;
+    for (const CutHold& c : f->cut_holds) {
+      locks.push_back(absl::StrCat(c.lock, " (",
+                                   (c.server_lease_end - f->start) / 1'000'000,
+                                   " ms left)"));
+    }
+    f->detail = absl::StrCat(
+        "worker ", w->index, " (pid ", w->child->pid(), ") for ",
+        absl::FormatDuration(length), ", holding ",
+        locks.empty() ? std::string("no lock") : absl::StrJoin(locks, ", "),
+        s.ok() ? "" : absl::StrCat("; HEAL FAILED: ", s.ToString()));
   }
 
   // Tells every live worker to stop and collects them; returns problems.
@@ -788,13 +1008,80 @@ class Coordinator {
     return problems;
   }
 
+  // The faults to inject (each at least once) and the faults dropped and
+  // why: from HarnessOptions::faults and netns; makes lab_ if they need it.
+  absl::Status ChooseFaults() {
+    const bool asked_net =
+        std::any_of(o_.faults.begin(), o_.faults.end(),
+                    [](FaultKind k) { return IsPartition(k); });
+    if (o_.cluster && (asked_net || o_.netns == NetnsMode::kOn)) {
+      return absl::InvalidArgumentError(
+          "the partition faults and network namespaces are single-server "
+          "only for now");
+    }
+    const bool want_lab =
+        !o_.cluster && o_.netns != NetnsMode::kOff &&
+        (o_.netns == NetnsMode::kOn || asked_net || o_.faults.empty());
+    if (asked_net && o_.netns == NetnsMode::kOff) {
+      return absl::InvalidArgumentError(
+          "the partition faults need network namespaces (netns off)");
+    }
+    if (want_lab) {
+      absl::StatusOr<std::unique_ptr<NetworkLab>> lab = NetworkLab::Create();
+      if (lab.ok()) {
+        lab_ = *std::move(lab);
+      } else if (asked_net || o_.netns == NetnsMode::kOn) {
+        return lab.status();
+      } else {
+        notes_.push_back(
+            absl::StrCat("partition faults not run: ", lab.status().message()));
+        Progress(notes_.back());
+      }
+    }
+    const std::vector<FaultKind> supported =
+        SupportedFaultKinds(o_.cluster, lab_ != nullptr);
+    if (o_.faults.empty()) {
+      kinds_ = supported;
+      return absl::OkStatus();
+    }
+    for (const FaultKind kind : o_.faults) {
+      if (std::find(supported.begin(), supported.end(), kind) ==
+          supported.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("fault ", FaultKindName(kind), " is not supported in ",
+                         o_.cluster ? "cluster" : "single-server", " mode"));
+      }
+    }
+    kinds_ = o_.faults;
+    return absl::OkStatus();
+  }
+
+  static std::string FaultNames(const std::vector<FaultKind>& kinds) {
+    std::vector<std::string> names;
+    for (const FaultKind k : kinds) names.emplace_back(FaultKindName(k));
+    return absl::StrJoin(names, ",");
+  }
+
+  // The single server's locks: the lock redis-server in a netns run, else
+  // the only one.
+  RedisServer* LockServer() const {
+    return lock_redis_ != nullptr ? lock_redis_.get() : redis_.get();
+  }
+
   HarnessOptions o_;
   std::mt19937_64 rng_;
+  // First, so that it goes last: its namespaces after the processes in them.
+  std::unique_ptr<NetworkLab> lab_;
+  std::vector<FaultKind> kinds_;
+  std::vector<std::string> notes_;
+  int partitions_ = 0;  // both-ways partitions so far
   std::string dir_;
   // The redis-server: the locks' and the counters' (single mode), or the
   // counters' only (cluster mode, where the locks are on cluster_).
   std::unique_ptr<RedisServer> redis_;
   std::unique_ptr<RedisCluster> cluster_;
+  // Netns runs: the locks' redis-server (redis_ holds the counters only).
+  std::unique_ptr<RedisServer> lock_redis_;
   std::vector<WorkerProc> workers_;
   std::vector<Fault> faults_;
   int64_t run_start_ = 0;

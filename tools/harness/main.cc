@@ -7,7 +7,13 @@
 //       [--hold_min=1ms] [--hold_max=5ms] [--think_max=3ms]
 //       [--seed=0] [--work_dir=DIR] [--tolerate_ghost_holds] [--quiet]
 //       [--cluster] [--cluster_masters=3] [--cluster_node_timeout=D]
-//       [--fenced] [--fair] [--rw] [--multi]
+//       [--fenced] [--fair] [--rw] [--multi] [--faults=LIST]
+//       [--netns=auto|on|off] [--holder_pause=D]
+//
+// --faults: comma-separated fault names (tools/harness/README.md); default
+// every fault the mode supports. --netns: run the servers and workers in
+// network namespaces of their own (needed by the partition faults; auto =
+// when a partition fault is to run and namespaces can be made).
 //
 // Durations in absl::ParseDuration syntax ("90s", "1.5s", "2h30m"). Exits 0
 // when the run passes, 1 when the checker found a problem, 2 on bad usage or
@@ -39,7 +45,8 @@ int Usage(const std::string& bad) {
                "[--hold_min=D] [--hold_max=D] [--think_max=D] [--seed=N] "
                "[--work_dir=DIR] [--tolerate_ghost_holds] [--quiet] "
                "[--cluster] [--cluster_masters=N] [--cluster_node_timeout=D] "
-               "[--fenced] [--fair] [--rw] [--multi]\n";
+               "[--fenced] [--fair] [--rw] [--multi] [--faults=LIST] "
+               "[--netns=auto|on|off] [--holder_pause=D]\n";
   return 2;
 }
 
@@ -127,6 +134,23 @@ int main(int argc, char** argv) {
       ok = absl::SimpleAtoi(value, &o.cluster_masters);
     } else if (key == "cluster_node_timeout") {
       duration(&o.cluster_node_timeout);
+    } else if (key == "holder_pause") {
+      duration(&o.holder_pause);
+    } else if (key == "faults") {
+      absl::StatusOr<std::vector<relock::harness::FaultKind>> kinds =
+          relock::harness::ParseFaultList(value);
+      if (!kinds.ok()) {
+        std::cerr << "relock_safety_harness: --faults: "
+                  << kinds.status().message() << "\n";
+        return 2;
+      }
+      o.faults = *std::move(kinds);
+    } else if (key == "netns") {
+      using relock::harness::NetnsMode;
+      ok = value == "auto" || value == "on" || value == "off";
+      o.netns = value == "on"    ? NetnsMode::kOn
+                : value == "off" ? NetnsMode::kOff
+                                 : NetnsMode::kAuto;
     } else {
       ok = false;
     }

@@ -103,6 +103,9 @@ struct Hold {
   int release_code = 0;  // absl::StatusCode of Release()
   // Set by the checker.
   bool told_lost = false;
+  int64_t told_at = 0;  // the first report of the loss; 0: none timed
+  bool paused = false;  // its process was SIGSTOPped during it (pause-holder)
+  bool cut = false;     // its worker was partitioned during it
   bool killed = false;  // open when its process was SIGKILLed
   int64_t end = 0;      // release_start, or the kill time
 };

@@ -15,6 +15,9 @@
 // <k>,<k>..." the same, but only a hold of one of those locks (lock numbers
 // below 64).
 //
+// In a netns run (netns.h) the worker enters its network namespace
+// ("netns=<name>") before it starts a thread.
+//
 // Header-only; part of tools/harness (see harness.h).
 
 #ifndef RELOCK_TOOLS_HARNESS_WORKER_H_
@@ -45,6 +48,7 @@
 #include "absl/types/optional.h"
 #include "relock/relock.h"
 #include "tests/testing/raw_connection.h"
+#include "tools/harness/netns.h"
 #include "tools/harness/record.h"
 
 namespace relock {
@@ -102,6 +106,8 @@ struct WorkerConfig {
   int64_t hard_end_ns = 0;      // stop by then even without "stop"
   uint64_t seed = 1;
   std::string log_path;
+  // The network namespace to run in (netns.h); empty: the harness's own.
+  std::string netns;
 
   std::vector<std::string> ToArgs() const {
     return {absl::StrCat("worker=", worker),
@@ -128,7 +134,8 @@ struct WorkerConfig {
             absl::StrCat("long_hold_ms=", long_hold_ms),
             absl::StrCat("hard_end_ns=", hard_end_ns),
             absl::StrCat("seed=", seed),
-            absl::StrCat("log_path=", log_path)};
+            absl::StrCat("log_path=", log_path),
+            absl::StrCat("netns=", netns)};
   }
 
   absl::Status FromArgs(const std::vector<std::string>& args) {
@@ -194,6 +201,8 @@ struct WorkerConfig {
         ok = absl::SimpleAtoi(value, &seed);
       } else if (key == "log_path") {
         log_path = value;
+      } else if (key == "netns") {
+        netns = value;
       } else {
         ok = false;
       }
@@ -840,6 +849,13 @@ inline int WorkerMain(const std::vector<std::string>& args) {
   if (absl::Status s = config.FromArgs(args); !s.ok()) {
     std::cerr << "harness worker: " << s << std::endl;
     return 2;
+  }
+  // Before any thread starts: threads stay in the namespace they began in.
+  if (!config.netns.empty()) {
+    if (absl::Status s = EnterNetns(config.netns); !s.ok()) {
+      std::cerr << "harness worker: " << s << std::endl;
+      return 2;
+    }
   }
   return Worker(std::move(config)).Run();
 }
