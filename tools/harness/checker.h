@@ -309,8 +309,9 @@ struct Report {
   std::vector<std::string> late_examples;
   std::vector<std::string> partition_details;  // one line per cut-off hold
   // Overlaps excused by a pause of the old holder's process (pause-holder),
-  // and each pause's unsafe window: how long another holder held the lock
-  // while the paused one still believed it held it.
+  // and each pause's unsafe window: from another owner's first acquisition
+  // of the lock to when the paused holder stopped believing it held it
+  // (told it was lost, or released).
   int64_t paused_overlaps = 0;
   std::vector<std::string> pause_windows;
   // Liveness.
@@ -544,7 +545,8 @@ inline Report Check(CheckInput in) {
   for (const Hold& h : holds) by_lock[h.lock].push_back(&h);
   const Fault* last_restart = restarts.empty() ? nullptr : restarts.back();
   rep.counters_ok = true;
-  std::map<const Hold*, int64_t> paused_window;  // paused hold -> window
+  // Paused hold -> when another owner first acquired its lock beside it.
+  std::map<const Hold*, int64_t> paused_overlap;
   for (int k = 0; k < in.locks; ++k) {
     std::vector<const Hold*>& hs = by_lock[k];
     std::sort(hs.begin(), hs.end(), [](const Hold* a, const Hold* b) {
@@ -563,8 +565,8 @@ inline Report Check(CheckInput in) {
         // (fencing is); report how long the other held beside it.
         if (a->paused) {
           ++rep.paused_overlaps;
-          paused_window[a] = std::max(
-              paused_window[a], std::min(a->end, h->end) - h->attempt_end);
+          auto first = paused_overlap.emplace(a, h->attempt_end).first;
+          first->second = std::min(first->second, h->attempt_end);
           continue;
         }
         // Cut off from Redis: only a report received before the new holder
@@ -795,11 +797,15 @@ inline Report Check(CheckInput in) {
   // --- Pauses of holders: each one's unsafe window.
   for (const Fault& f : in.faults) {
     if (!f.injected || f.kind != FaultKind::kPauseHolder) continue;
+    // From another owner's first acquisition to when the paused holder
+    // stopped believing it held the lock (told, or released).
     int64_t window = 0;
-    for (const auto& [h, w] : paused_window) {
+    for (const auto& [h, first] : paused_overlap) {
       if (h->worker == f.worker && h->attempt_end <= f.start &&
           h->end >= f.start) {
-        window = std::max(window, w);
+        const int64_t believed =
+            h->told_lost ? std::min(h->told_at, h->end) : h->end;
+        window = std::max(window, believed - first);
       }
     }
     rep.pause_windows.push_back(absl::StrCat(

@@ -68,8 +68,9 @@ enum class Cut : int {
   kReplies = 2,   // partition-replies: lock Redis -> worker lost
 };
 
-// Runs `argv` (argv[0] looked up on $PATH, then /usr/sbin and /sbin) and
-// waits; its stdout and stderr in *output. Internal unless it exits 0.
+// Runs `argv` (argv[0] looked up in /usr/sbin, /sbin, /usr/bin and /bin)
+// and waits; its stdout and stderr in *output. Internal unless it exits 0,
+// Unavailable if it cannot be started.
 inline absl::Status RunTool(const std::vector<std::string>& argv,
                             std::string* output = nullptr) {
   std::string path = argv.at(0);
