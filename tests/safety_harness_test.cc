@@ -357,21 +357,31 @@ TEST(SafetyHarnessCheckerTest, ACutOffHolderNeverToldFails) {
   EXPECT_NE(r.text.find("never told"), std::string::npos) << r.text;
 }
 
-// A holder paused past its lease overlaps the next holder: excused by the
-// pause, with its unsafe window reported; the paused section is not clean.
+// A holder paused past its lease overlaps the next holders: excused by the
+// pause, with its unsafe window reported. Its SET, sent after it resumed,
+// sets the counter back (a stale write): the lost update it causes is
+// explained, and the counter keeps only its upper bound.
 TEST(SafetyHarnessCheckerTest, APausedHoldersOverlapIsExcusedAndMeasured) {
-  CheckInput in = Input(
-      {CleanHold(0, 0, 10, 3000, 0), CleanHold(1, 0, 1600, 1700, 0)}, {1});
-  in.faults.push_back(WorkerFault(FaultKind::kPauseHolder, 0, 20, 3000));
+  // Worker 1 writes 1 and 2; worker 0, paused since it read 0, writes 1 at
+  // 2998 ms; worker 1 then reads 1 and writes 2.
+  CheckInput in =
+      Input({CleanHold(0, 0, 10, 3000, 0), CleanHold(1, 0, 1600, 1700, 0),
+             CleanHold(1, 0, 1710, 1720, 1), CleanHold(1, 0, 3100, 3110, 1)},
+            {2});
+  in.faults.push_back(WorkerFault(FaultKind::kPauseHolder, 0, 20, 2990));
   Report r = Check(std::move(in));
   EXPECT_EQ(r.unexcused_overlaps, 0) << r.text;
-  EXPECT_EQ(r.paused_overlaps, 1);
+  EXPECT_EQ(r.paused_overlaps, 2);
+  EXPECT_EQ(r.stale_writes, 1);
+  EXPECT_EQ(r.stale_write_breaks, 1);
   ASSERT_EQ(r.pause_windows.size(), 1u);
   // From the other's acquisition (1600 ms) to the paused one's release.
   EXPECT_NE(r.pause_windows[0].find("unsafe window 1400.0ms"),
             std::string::npos)
       << r.pause_windows[0];
   EXPECT_EQ(r.sequence_breaks, 0) << r.text;
+  ASSERT_EQ(r.counters.size(), 1u);
+  EXPECT_TRUE(r.counters[0].stale);
   EXPECT_TRUE(r.ok()) << r.text;
 }
 
@@ -539,6 +549,10 @@ TEST(SafetyHarnessTest, ShortPartitionRunTellsCutOffHoldersInTime) {
   options.faults = {FaultKind::kPartition, FaultKind::kPartitionRequests,
                     FaultKind::kPartitionReplies};
   options.netns = NetnsMode::kOn;
+  // The timer and event threads of a worker on a loaded 2-core machine may
+  // run tens of milliseconds late; a stand-alone run keeps the default
+  // 10 ms (see tools/harness/README.md).
+  options.loss_report_slack = absl::Milliseconds(250);
   Report report;
   ExpectSafeRun(options, options.faults, &report);
   EXPECT_GE(report.faults["partition"], 2) << "shorter and longer than lease";
@@ -549,7 +563,8 @@ TEST(SafetyHarnessTest, ShortPartitionRunTellsCutOffHoldersInTime) {
   EXPECT_EQ(report.losses_told_late, 0)
       << absl::StrJoin(report.late_examples, "\n");
   for (const int64_t told : report.loss_detection_ns) {
-    EXPECT_LT(absl::Nanoseconds(told), options.lease);
+    EXPECT_LT(absl::Nanoseconds(told),
+              options.lease + options.loss_report_slack);
   }
 }
 

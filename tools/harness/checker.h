@@ -254,6 +254,7 @@ struct CounterCheck {
   int64_t value = -1;
   int64_t clean = 0;        // N
   int64_t maybe_wrote = 0;  // X
+  bool stale = false;       // a paused holder wrote late: no lower bound
   bool ok = false;
 };
 
@@ -313,6 +314,10 @@ struct Report {
   // of the lock to when the paused holder stopped believing it held it
   // (told it was lost, or released).
   int64_t paused_overlaps = 0;
+  // Paused holders' SETs sent after another owner had acquired the lock
+  // (stale writes: only fencing at the resource refuses them), and the
+  // breaks in the sequence of clean sections they explain.
+  int64_t stale_writes = 0, stale_write_breaks = 0;
   std::vector<std::string> pause_windows;
   // Liveness.
   int64_t waits_measured = 0;
@@ -623,18 +628,35 @@ inline Report Check(CheckInput in) {
 
     // Sequence of clean sections.
     const Hold* prev = nullptr;
+    // Paused holders that sent their SET: it may land any time after the
+    // pause, long after holds acquired later (a stale write). One that came
+    // after another owner had acquired the lock is counted.
+    std::vector<const Hold*> late_writers;
+    for (const Hold* h : hs) {
+      if (!h->paused || !h->set_sent) continue;
+      late_writers.push_back(h);
+      auto first = paused_overlap.find(h);
+      rep.stale_writes +=
+          first != paused_overlap.end() && h->set_start > first->second;
+    }
     bool tainted = false;
     for (const Hold* h : hs) {
       if (clean(*h)) {
-        bool restarted = false;
+        bool restarted = false, stale = false;
         if (prev != nullptr) {
           for (const Fault* r : restarts) {
             restarted |=
                 Intersects(prev->set_end, h->get_start, r->start, r->end);
           }
+          for (const Hold* w : late_writers) {
+            stale |= Intersects(w->set_start, w->set_end, prev->get_start,
+                                h->get_start);
+          }
         }
-        if (prev != nullptr && !tainted && !restarted &&
-            h->read_value != prev->read_value + 1) {
+        if (prev != nullptr && stale && h->read_value != prev->read_value + 1) {
+          ++rep.stale_write_breaks;
+        } else if (prev != nullptr && !tainted && !restarted &&
+                   h->read_value != prev->read_value + 1) {
           ++rep.sequence_breaks;
           if (rep.sequence_examples.size() < 10) {
             rep.sequence_examples.push_back(absl::StrCat(
@@ -666,7 +688,11 @@ inline Report Check(CheckInput in) {
         }
       }
     }
-    c.ok = c.value >= c.clean && c.value <= c.clean + c.maybe_wrote;
+    // A stale write may undo any number of increments: only the upper
+    // bound holds then.
+    c.stale = !late_writers.empty();
+    c.ok =
+        (c.stale || c.value >= c.clean) && c.value <= c.clean + c.maybe_wrote;
     rep.counters_ok &= c.ok;
     rep.counters.push_back(c);
 
@@ -1015,7 +1041,9 @@ inline Report Check(CheckInput in) {
   if (!rep.pause_windows.empty()) {
     absl::StrAppend(&t, "pauses:     ", rep.paused_overlaps,
                     " overlaps with a paused holder (excused: only fencing "
-                    "protects the resource then)\n");
+                    "protects the resource then); ",
+                    rep.stale_writes, " stale writes by resumed holders, ",
+                    rep.stale_write_breaks, " lost updates they explain\n");
   }
   for (const std::string& w : rep.pause_windows) {
     absl::StrAppend(&t, "            ", w, "\n");
@@ -1048,7 +1076,8 @@ inline Report Check(CheckInput in) {
   }
   absl::StrAppend(&t, "counters:  ");
   for (const CounterCheck& c : rep.counters) {
-    absl::StrAppend(&t, " lock ", c.lock, "=", c.value, " (", c.clean, "..",
+    absl::StrAppend(&t, " lock ", c.lock, "=", c.value, " (",
+                    c.stale ? "stale write.." : absl::StrCat(c.clean, ".."),
                     c.clean + c.maybe_wrote, ") ", c.ok ? "ok" : "BAD", ";");
   }
   absl::StrAppend(

@@ -210,6 +210,11 @@ struct HarnessOptions {
   NetnsMode netns = NetnsMode::kAuto;
   // How long pause-holder keeps a holder stopped; zero = 2 * lease.
   absl::Duration holder_pause = absl::ZeroDuration();
+  // How late a cut-off holder's loss report may be recorded after its
+  // lease's end on the server minus the drift (CheckInput::
+  // loss_report_slack_ns): what the measure cannot resolve on an idle
+  // machine. A loaded one delays the timer and event threads by more.
+  absl::Duration loss_report_slack = absl::Milliseconds(10);
 };
 
 // How soon after a kill -9 of a holder its lock must be taken again: its
@@ -342,6 +347,7 @@ class Coordinator {
     in.max_kill_reacquire_extra_ns =
         absl::ToInt64Nanoseconds(KillReacquireBound(o_) - o_.lease);
     in.tolerate_ghost_holds = o_.tolerate_ghost_holds;
+    in.loss_report_slack_ns = absl::ToInt64Nanoseconds(o_.loss_report_slack);
     in.fault_kinds = kinds_;
     in.notes = notes_;
     // In cluster and netns runs the counters live on a server of their own.

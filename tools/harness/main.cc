@@ -8,7 +8,7 @@
 //       [--seed=0] [--work_dir=DIR] [--tolerate_ghost_holds] [--quiet]
 //       [--cluster] [--cluster_masters=3] [--cluster_node_timeout=D]
 //       [--fenced] [--fair] [--rw] [--multi] [--faults=LIST]
-//       [--netns=auto|on|off] [--holder_pause=D]
+//       [--netns=auto|on|off] [--holder_pause=D] [--loss_report_slack=D]
 //
 // --faults: comma-separated fault names (tools/harness/README.md); default
 // every fault the mode supports. --netns: run the servers and workers in
@@ -46,7 +46,8 @@ int Usage(const std::string& bad) {
                "[--work_dir=DIR] [--tolerate_ghost_holds] [--quiet] "
                "[--cluster] [--cluster_masters=N] [--cluster_node_timeout=D] "
                "[--fenced] [--fair] [--rw] [--multi] [--faults=LIST] "
-               "[--netns=auto|on|off] [--holder_pause=D]\n";
+               "[--netns=auto|on|off] [--holder_pause=D] "
+               "[--loss_report_slack=D]\n";
   return 2;
 }
 
@@ -136,6 +137,8 @@ int main(int argc, char** argv) {
       duration(&o.cluster_node_timeout);
     } else if (key == "holder_pause") {
       duration(&o.holder_pause);
+    } else if (key == "loss_report_slack") {
+      duration(&o.loss_report_slack);
     } else if (key == "faults") {
       absl::StatusOr<std::vector<relock::harness::FaultKind>> kinds =
           relock::harness::ParseFaultList(value);
