@@ -39,6 +39,9 @@
 //   paused      a hold whose process was SIGSTOPped (pause-holder) during
 //               it: its overlaps are excused by the pause (fencing's job),
 //               and each pause's unsafe window is reported; never clean.
+//               Its SET may land long after later holds (a stale write):
+//               the lost updates it explains are counted apart, and its
+//               lock's counter keeps only the upper bound.
 //   told-must   a hold that began before a restart or a pause longer than
 //               the lease and ended more than a lease after it must have
 //               been told lost (in cluster mode: a hold of a lock on the
