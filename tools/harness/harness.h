@@ -923,32 +923,33 @@ class Coordinator {
     WorkerProc* w = live[pick(rng_)];
     // Every worker is asked (a worker's threads may be waiting behind
     // another's long hold for a while); the cut falls on one that took it.
+    const int64_t asked = MonotonicNanos();
     for (WorkerProc* l : live) (void)l->child->WriteLine("long 3000");
-    // The locks a worker holds, twice 100 ms apart (a long hold, not a short
-    // one that ends as the cut begins).
-    auto holding = [&] {
-      std::vector<std::pair<WorkerProc*, int>> held;
-      for (int k = 0; k < o_.locks; ++k) {
-        for (const std::string& owner : Owners(k)) {
-          if (WorkerProc* h = OwnerWorker(owner); h != nullptr) {
-            held.emplace_back(h, k);
-          }
-        }
-      }
-      return held;
-    };
+    // A worker in a long hold: its owner field in a lock, and its log shows
+    // an open hold of that lock begun since it was asked and over 100 ms ago
+    // (not a short one that ends as the cut begins, nor a long one asked for
+    // by an earlier fault, nearly over). Its other locks are cut off with it.
     std::vector<int> held;
     for (int64_t give_up = MonotonicNanos() + 3'500'000'000;
          held.empty() && MonotonicNanos() < give_up;) {
-      const std::vector<std::pair<WorkerProc*, int>> before = holding();
-      absl::SleepFor(absl::Milliseconds(100));
-      for (const std::pair<WorkerProc*, int>& now : holding()) {
-        if (std::find(before.begin(), before.end(), now) != before.end() &&
-            (held.empty() || now.first == w)) {
-          w = now.first;
-          held.push_back(now.second);
+      for (int k = 0; k < o_.locks && held.empty(); ++k) {
+        for (const std::string& owner : Owners(k)) {
+          WorkerProc* h = OwnerWorker(owner);
+          if (h == nullptr) continue;
+          const int64_t before = MonotonicNanos() - 100'000'000;
+          for (const Hold& open : ParseWorkerLog(h->index, h->log_path).holds) {
+            if (open.open && open.attempt_end > asked &&
+                open.attempt_end < before) {
+              held.push_back(open.lock);
+            }
+          }
+          if (!held.empty()) {
+            w = h;
+            break;
+          }
         }
       }
+      if (held.empty()) absl::SleepFor(absl::Milliseconds(50));
     }
     const Cut cut = f->kind == FaultKind::kPartitionRequests  ? Cut::kRequests
                     : f->kind == FaultKind::kPartitionReplies ? Cut::kReplies
