@@ -115,9 +115,10 @@ class WatchdogFakeClockTest : public ::testing::Test {
 
   // What Acquire() records for a watchdog hold.
   void Acquire(const std::string& name) {
+    const SteadyClock::time_point now = clock_.Now();
     holds_.OnAcquired(name, kThread, kOwner, /*watchdog=*/true, kFakeLease,
-                      clock_.Now());
-    watchdog_.Activate();
+                      now);
+    watchdog_.Activate(now);
     if (std::find(names_.begin(), names_.end(), name) == names_.end()) {
       names_.push_back(name);
     }
@@ -540,7 +541,7 @@ TEST_F(WatchdogFakeClockTest, StopEndsRoundsForGood) {
   ASSERT_EQ(Advance(kInterval), 1);
   watchdog_.Stop();
   EXPECT_EQ(timers_.pending(), 0u) << "Stop() left a round scheduled";
-  watchdog_.Activate();  // an acquire racing with Close()
+  watchdog_.Activate(clock_.Now());  // an acquire racing with Close()
   EXPECT_EQ(timers_.pending(), 0u) << "Activate() after Stop() scheduled";
   const uint64_t rounds = watchdog_.rounds();
   for (int i = 0; i < 24; ++i) EXPECT_EQ(Advance(kInterval), 0);
@@ -583,7 +584,7 @@ TEST(WatchdogLossTest, ACutOffHolderIsToldAtItsSafeEndWhileARenewalHangs) {
   };
   const SteadyClock::time_point start = clock.Now();
   holds.OnAcquired("a", kThread, kOwner, /*watchdog=*/true, kFakeLease, start);
-  watchdog.Activate();
+  watchdog.Activate(start);
   // The round that sends the first renewal (at a third of the lease); it
   // hangs from then on.
   for (int i = 0; i < 4 && !renewing.HasBeenNotified(); ++i) {

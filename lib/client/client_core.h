@@ -96,7 +96,9 @@ class ClientCore final : public std::enable_shared_from_this<ClientCore>,
   }
   void OnFreshHold() override;
   Metrics& metrics() override { return observer_->metrics; }
-  void ActivateWatchdog() override { watchdog_->Activate(); }
+  void ActivateWatchdog(SteadyClock::time_point acked_at) override {
+    watchdog_->Activate(acked_at);
+  }
 
   void OnThreadExit(uint64_t thread_number) override;
 

@@ -162,7 +162,7 @@ absl::Status RegisterHold(LockEnv& env, const std::string& name,
                          plan.fresh && plan.options.on_lost
                              ? LossCallback(name, owner, plan.options.on_lost)
                              : nullptr);
-  if (plan.watchdog) env.ActivateWatchdog();
+  if (plan.watchdog) env.ActivateWatchdog(sent_at);
   if (!env.closed()) return absl::OkStatus();
   env.holds().Forget(name, by.number);
   SendIgnoringAnswers(env,

@@ -81,8 +81,9 @@ class LockEnv {
   virtual absl::Duration confirm_timeout() const = 0;
   // The calling thread took a hold from zero: tell the client when it exits.
   virtual void OnFreshHold() = 0;
-  // A watchdog hold was registered: make sure renewal rounds run.
-  virtual void ActivateWatchdog() = 0;
+  // A watchdog hold acknowledged at `acked_at` was registered: make sure
+  // renewal rounds run and its loss is told at its safe end.
+  virtual void ActivateWatchdog(SteadyClock::time_point acked_at) = 0;
   // The client's counters (relock/metrics.h).
   virtual Metrics& metrics() = 0;
 

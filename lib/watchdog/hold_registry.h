@@ -127,12 +127,12 @@ struct SweepRound {
   // gives, acked_at + lease - drift), are marked lost: a holder is told no
   // later than it stops being safe, before another owner can take the lock.
   SteadyClock::time_point now;
-  absl::Duration drift;
   // Renewing holds whose renewal is due by then (acked_at + period <=
   // due_by) are collected; every renewing hold when `all`.
   SteadyClock::time_point due_by;
   absl::Duration period;
   bool all = false;
+  absl::Duration drift = absl::ZeroDuration();  // see `now`
 };
 
 // A hold found lost by Sweep() or ApplyRenewals().

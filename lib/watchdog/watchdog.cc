@@ -48,9 +48,11 @@ void Watchdog::ScheduleRound(absl::Duration delay) {
 }
 
 void Watchdog::ArmLossCheck() {
+  ArmLossCheckAt(holds_->EarliestSafeEnd(drift_));
+}
+
+void Watchdog::ArmLossCheckAt(absl::optional<SteadyClock::time_point> at) {
   if (state_->stop) return;
-  const absl::optional<SteadyClock::time_point> at =
-      holds_->EarliestSafeEnd(drift_);
   if (state_->loss_timer != 0) {
     // Armed for no later: it fires first, and re-arms.
     if (at.has_value() && *at >= state_->loss_at) return;
@@ -114,10 +116,12 @@ bool Watchdog::round_scheduled() const {
   return state_->timer != 0;
 }
 
-void Watchdog::Activate() {
+void Watchdog::Activate(SteadyClock::time_point acked_at) {
   MutexLock lock(&state_->mu);
   ScheduleRound(round_interval_);
-  ArmLossCheck();
+  // The new hold's safe end: a check armed for no later stays (it was armed
+  // at the earliest of the others'), so an acquire never scans the registry.
+  ArmLossCheckAt(acked_at + absl::ToChronoNanoseconds(lease_ - drift_));
 }
 
 void Watchdog::Stop() {

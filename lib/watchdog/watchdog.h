@@ -97,8 +97,10 @@ class Watchdog {
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
-  // A watchdog hold was registered: make sure rounds are scheduled.
-  void Activate();
+  // A watchdog hold acknowledged at `acked_at` (its Hold::acked_at) was
+  // registered: makes sure rounds are scheduled and the loss check is armed
+  // no later than the hold's safe end. O(1): no scan of the registry.
+  void Activate(SteadyClock::time_point acked_at);
   // Stops rounds and joins the thread (waiting for a round in flight, which
   // is bounded by the command timeout). Idempotent.
   void Stop();
@@ -123,6 +125,10 @@ class Watchdog {
   // it is armed for no later already (it then re-arms when it fires);
   // cancels it when nothing is renewing.
   void ArmLossCheck() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu);
+  // The same at `at` (nullopt: nothing renewing, cancel), unless armed for
+  // no later.
+  void ArmLossCheckAt(absl::optional<SteadyClock::time_point> at)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu);
   // The loss check (on the timer thread): step 1 of a round, then re-arms.
   void CheckLosses();
   // Marks lost the renewing holds past their safe end at `sweep.now` and

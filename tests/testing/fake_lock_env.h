@@ -64,7 +64,9 @@ class FakeLockEnv final : public lock::LockEnv {
   absl::Duration watchdog_lease() const override { return absl::Seconds(30); }
   absl::Duration confirm_timeout() const override { return absl::Seconds(4); }
   void OnFreshHold() override {}
-  void ActivateWatchdog() override { ++activations_; }
+  void ActivateWatchdog(SteadyClock::time_point /*acked_at*/) override {
+    ++activations_;
+  }
   Metrics& metrics() override { return metrics_; }
 
  private:
