@@ -87,7 +87,13 @@
 // lost: a LockEventType::kLockLost event goes to ClientOptions::on_lock_event
 // (on the client's event thread), `IsHeldByCurrentThread()` turns false, and
 // `Release()` returns Aborted ("lease lost"). `SafeUntil()` tells the holder
-// how long it may assume it still holds the lock.
+// how long it may assume it still holds the lock. A hold the watchdog could
+// not renew is reported lost when SafeUntil() ends, the drift allowance
+// (1% of the lease + 2 ms) before its lease ends in Redis, so the holder
+// hears of it before another owner can take the lock, even while a renewal
+// waits for a Redis cut off by the network. Should Redis then still hold it
+// (a renewal was only slow), a Release() right after the report frees it and
+// returns OK: no other owner held it meanwhile.
 //
 // Threads, processes and permissions:
 //   - A thread that exits while holding locks gives them up: the client stops

@@ -33,7 +33,8 @@ enum class LockEventType {
   // (Redis unreachable; the lock stays held until its lease runs out).
   kUnlockFailed,
   // A lock held by this client is gone without having been released: its
-  // lease ran out, the key was deleted, or Redis lost it. The holder must
+  // lease ran out, the key was deleted, or Redis lost it; or no renewal
+  // succeeded by the end of SafeUntil() (relock/lock.h). The holder must
   // assume another owner may now hold it.
   kLockLost,
   // The client was closed while one of its threads held this lock; the
