@@ -89,11 +89,14 @@
 // `Release()` returns Aborted ("lease lost"). `SafeUntil()` tells the holder
 // how long it may assume it still holds the lock. A hold the watchdog could
 // not renew is reported lost when SafeUntil() ends, the drift allowance
-// (1% of the lease + 2 ms) before its lease ends in Redis, so the holder
-// hears of it before another owner can take the lock, even while a renewal
-// waits for a Redis cut off by the network. Should Redis then still hold it
-// (a renewal was only slow), a Release() right after the report frees it and
-// returns OK: no other owner held it meanwhile.
+// (1% of the lease + 2 ms; a Redlock's drift factor) before its lease ends
+// in Redis, so that the holder can hear of it before another owner can take
+// the lock, even while a renewal waits for a Redis cut off by the network
+// (the report still travels through the event thread: a margin, not a
+// promise). Should Redis still hold it then (a renewal was only slow),
+// Release() may free it and return OK instead of Aborted: no other owner
+// held it meanwhile. Release it either way: nothing else frees it before
+// its lease ends.
 //
 // Threads, processes and permissions:
 //   - A thread that exits while holding locks gives them up: the client stops
@@ -537,12 +540,14 @@ class Lock : public internal::LockableBase<Lock> {
   //   Redis that refuses connections fails the call at once (Unavailable).
   //   Once waiting (the lock was found held), a call rides out a Redis
   //   that goes away and comes back (restart, failover): it re-checks on a
-  //   backoff (10 ms doubling to 1 s) for up to connect_timeout +
-  //   command_timeout of outage, within the wait, then fails Unavailable.
+  //   backoff (10 ms doubling to 1 s, less up to a fifth) for up to
+  //   connect_timeout + command_timeout of outage (plus 20 s on Sentinel and
+  //   Cluster, for a failover), within the wait, then fails Unavailable.
   // absl::Status Release();
   //   Releases one hold of the calling thread. FailedPrecondition if this
   //   thread does not hold the lock; Aborted if it did but the lease was
-  //   lost.
+  //   lost (or OK after a loss report, if Redis still held it: see the
+  //   top of this file).
   // Acquire(owner), Acquire(owner, lease), TryAcquire(owner, wait),
   // TryAcquire(owner, wait, lease), Release(owner):
   //   The same for an explicit relock::Owner (relock/owner.h) instead of the

@@ -268,9 +268,12 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
   void OnAttempt(Attempt a) {
     if (phase_ == Phase::kDone) return;
     const size_t n = env_.backend().nodes();
-    if (a.kind == Attempt::kFailed && sub_ != nullptr) {
-      sub_->PassOn();  // a wake-up we consumed goes on
+    // A wake-up this attempt consumed goes on if the attempt failed (only
+    // that one: the re-checks of an outage ridden out consumed none).
+    if (a.kind == Attempt::kFailed && woken_ && sub_ != nullptr) {
+      sub_->PassOn();
     }
+    woken_ = false;
     const Attempts::Next next = attempts_.Decide(a);
     switch (next.what) {
       case Attempts::Next::kFinish:
@@ -384,6 +387,7 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
     if (phase_ != Phase::kWaiting) return;
     switch (sub_->Wait(Now())) {
       case pubsub::WakeReason::kNotified:
+        woken_ = true;
         return Confirm();
       case pubsub::WakeReason::kResubscribed:
         confirmed_ = false;
@@ -426,6 +430,7 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
   const std::unique_ptr<backend::Timer> timer_;
   std::unique_ptr<backend::Waiter> sub_;
   bool confirmed_ = false;  // the subscription, as of the last look
+  bool woken_ = false;      // the next attempt follows a consumed wake-up
   Phase phase_ = Phase::kAttempting;
   Attempt last_;  // the latest attempt that found the lock held
   Deadline confirm_by_ = Deadline::Never();

@@ -103,7 +103,8 @@ size_t Watchdog::SweepAndReport(const watchdog::SweepRound& sweep,
         h,
         absl::AbortedError(absl::StrCat(
             "lease lost: no renewal succeeded within the ",
-            absl::FormatDuration(lease_), " lease",
+            absl::FormatDuration(lease_),
+            " lease, less the drift allowance (SafeUntil() has ended)",
             last_error_.ok()
                 ? std::string()
                 : absl::StrCat(" (last error: ", last_error_.message(), ")"))));

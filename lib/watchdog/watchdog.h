@@ -85,9 +85,11 @@ struct RoundStats {
 class Watchdog {
  public:
   // `holds` and `timers` (not null) must outlive the watchdog; `timers`
-  // must be constructed already (its clock is read here). `renew` and
-  // `on_lost` are called on the watchdog's thread, on the timer thread (the
-  // loss check) or on the caller's in RunRound(), never concurrently.
+  // must be constructed already (its clock is read here). `renew` is called
+  // on the watchdog's thread or on the caller's in RunRound(); `on_lost` on
+  // those or on the timer thread (the loss check), one call at a time, and
+  // possibly while a `renew` is under way. `on_lost` must not call Stop()
+  // (it would wait for the loss check that called it).
   // `drift`: how much earlier than acked_at + lease a hold stops being safe
   // (lib/lock/lock_env.h's LockPolicy::Drift), and is reported lost.
   Watchdog(absl::Duration lease, watchdog::HoldRegistry* holds,
