@@ -407,6 +407,46 @@ TEST_F(ClusterTest, ASlotMigratedUnderTrafficLosesNothing) {
   ASSERT_OK(cluster_->WaitUntilHealthy(absl::Seconds(30)));
 }
 
+// A slow migration (its slot importing and migrating for a second, longer
+// than the ASK-TRYAGAIN rounds once allowed) meets an acquire whose key is
+// not there yet and a release whose key has not moved yet. Both are calls of
+// several keys, which the importing master refuses with TRYAGAIN until every
+// key is there: they wait the migration out and succeed.
+TEST_F(ClusterTest, CallsWaitOutASlowMigration) {
+  const std::string held_name = TestLockName("{slow-migration}held");
+  const std::string fresh_name = TestLockName("{slow-migration}fresh");
+  const int slot = redis::KeySlot(held_name);
+  ASSERT_EQ(redis::KeySlot(fresh_name), slot);
+  absl::StatusOr<size_t> home = cluster_->NodeForSlot(slot);
+  ASSERT_OK(home);
+  const size_t away = (*home + 1) % cluster_->masters();
+
+  std::unique_ptr<Client> client = MustConnect(cluster_->url());
+  ASSERT_NE(client, nullptr);
+  Lock held = client->GetLock(held_name);
+  Lock fresh = client->GetLock(fresh_name);
+  const relock::Owner holder = relock::Owner::New();
+  ASSERT_OK(held.Acquire(holder));
+  absl::Status acquired = absl::UnknownError("not run");  // and released
+  absl::Status released = absl::UnknownError("not run");
+  std::vector<std::thread> calls;
+  ASSERT_OK(cluster_->MigrateSlot(slot, away, [&] {
+    calls.emplace_back([&] {
+      acquired = fresh.TryAcquire(absl::Seconds(20));
+      if (acquired.ok()) acquired = fresh.Release();
+    });
+    calls.emplace_back([&] { released = held.Release(holder); });
+    absl::SleepFor(absl::Seconds(1));  // the slow part of the migration
+  }));
+  for (std::thread& t : calls) t.join();
+  EXPECT_OK(acquired);
+  EXPECT_OK(released);
+  EXPECT_EQ(held.IsLocked().value_or(true), false);
+  EXPECT_EQ(fresh.IsLocked().value_or(true), false);
+  ASSERT_OK(cluster_->MigrateSlot(slot, *home));
+  ASSERT_OK(cluster_->WaitUntilHealthy(absl::Seconds(30)));
+}
+
 // Failovers, each on a cluster of its own (a master is killed): two
 // clients with a 6 s watchdog lease (renewed every 2 s; a promotion takes
 // about node_timeout + 1 s = 2 s here) and a lock name on master 0.

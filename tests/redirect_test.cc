@@ -133,6 +133,41 @@ TEST(RedirectRulesTest, MoreThanMaxRedirectsFails) {
                            " redirections for one call; last: MOVED 1"))));
 }
 
+// While a slot migrates, the old master answers a call whose keys are not
+// all there with ASK, and the importing master refuses it with TRYAGAIN
+// until they all are: the call goes round for as long as the migration
+// takes, within its deadline, and the limit on redirections (which catches
+// a loop of redirections with no pause) does not end it.
+TEST(RedirectRulesTest, AMigrationsAskAndTryAgainRetryUntilTheDeadline) {
+  RedirectRules rules = Rules(Deadline::After(kLongWait));
+  for (int i = 0; i < 10 * RedirectRules::kMaxRedirects; ++i) {
+    ASSERT_EQ(rules.Next(ErrorAnswer("ASK 1 10.0.0.3:7002"), At()).kind,
+              Kind::kRedirect)
+        << i;
+    ASSERT_EQ(rules
+                  .Next(ErrorAnswer("TRYAGAIN Multiple keys request during "
+                                    "rehashing of slot"),
+                        At())
+                  .kind,
+              Kind::kRetry)
+        << i;
+  }
+  RedirectRules near = Rules(Deadline::After(absl::Milliseconds(150)));
+  std::vector<absl::Duration> pauses;
+  RouteStep step;
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_EQ(near.Next(ErrorAnswer("ASK 1 10.0.0.3:7002"), At()).kind,
+              Kind::kRedirect);
+    step = near.Next(ErrorAnswer("TRYAGAIN busy"), At());
+    if (step.kind != Kind::kRetry) break;
+    pauses.push_back(step.pause);
+  }
+  EXPECT_EQ(step.kind, Kind::kFail);
+  EXPECT_THAT(step.status, StatusIs(absl::StatusCode::kDeadlineExceeded,
+                                    HasSubstr("TRYAGAIN")));
+  EXPECT_LE(pauses.size(), 4u);
+}
+
 TEST(RedirectRulesTest, TryAgainRetriesWithDoublingPauses) {
   RedirectRules rules = Rules(Deadline::After(kLongWait));
   std::vector<absl::Duration> pauses;

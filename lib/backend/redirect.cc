@@ -109,6 +109,11 @@ RouteStep RedirectRules::Next(const Answer& answer, const redis::Endpoint& at) {
         }
         return step;
       }
+      // A pause ends a run of redirections: the limit is on redirections
+      // in a row (a loop of them), not on a migration's ASK, TRYAGAIN, ASK...
+      // while its slot moves (an importing master refuses a call of several
+      // keys until they are all there), which the deadline bounds instead.
+      hops_ = 0;
       step.kind = RouteStep::Kind::kRetry;
       step.pause = pause_;
       pause_ = NextPause(pause_);

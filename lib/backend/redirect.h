@@ -8,7 +8,8 @@
 //   a reply (not an error below) kDone (as it is)           no
 //   MOVED slot host:port         kRedirect there            yes
 //   ASK slot host:port           kRedirect there, ASKING    no
-//     (past kMaxRedirects)       kFail: Unavailable         as above
+//     (past kMaxRedirects in a
+//     row, no retry between)     kFail: Unavailable         as above
 //   TRYAGAIN                     kRetry after a pause       no
 //   CLUSTERDOWN, READONLY        kRetry after a pause       yes
 //     (deadline too near)        kFail: DeadlineExceeded    as above
@@ -81,7 +82,7 @@ class RedirectRules {
   const Deadline deadline_;
   const Resend resend_;
   const absl::Duration failover_wait_;
-  int hops_ = 0;  // redirections followed
+  int hops_ = 0;  // redirections followed since the last retry
   absl::Duration pause_ = kFirstPause;
   absl::optional<Deadline> failover_end_;  // set by the first failover
 };

@@ -25,10 +25,12 @@
 //
 // A MOVED, ASK, TRYAGAIN, CLUSTERDOWN or READONLY reply means the call did
 // not write (a script stops at its first write on a replica), so it is sent
-// again whatever its Resend says; at most kMaxRedirects redirections per
-// call. Refreshes run on the loop, one at a time, on errors and every
-// kRefreshInterval. A call's WAIT (Backend::Run's `wait`) goes with it to
-// every node it is sent to.
+// again whatever its Resend says; at most kMaxRedirects redirections in a
+// row (while a slot migrates, a call of several keys meets ASK, then
+// TRYAGAIN at the importing master until every key is there: such a call
+// retries until the migration ends or its deadline passes). Refreshes run on
+// the loop, one at a time, on errors and every kRefreshInterval. A call's WAIT
+// (Backend::Run's `wait`) goes with it to every node it is sent to.
 //
 // Batches (RunBatch) go to each master at once, one pipelined round trip per
 // master (the caller groups keys by KeyGroup(), so that one call's keys share

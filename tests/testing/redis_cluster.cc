@@ -340,7 +340,8 @@ absl::Status RedisCluster::WaitUntilHealthy(absl::Duration timeout) const {
   }
 }
 
-absl::Status RedisCluster::MigrateSlot(int slot, size_t to) const {
+absl::Status RedisCluster::MigrateSlot(
+    int slot, size_t to, const std::function<void()>& while_open) const {
   absl::StatusOr<size_t> from = NodeForSlot(slot);
   if (!from.ok()) return from.status();
   if (*from == to) return absl::OkStatus();
@@ -361,6 +362,7 @@ absl::Status RedisCluster::MigrateSlot(int slot, size_t to) const {
       !v.ok()) {
     return v.status();
   }
+  if (while_open) while_open();
   while (true) {
     absl::StatusOr<RedisValue> keys = Must(
         source, {"CLUSTER", "GETKEYSINSLOT", s, absl::StrCat(kMigrateBatch)});

@@ -45,6 +45,7 @@
 #define RELOCK_TESTS_TESTING_REDIS_CLUSTER_H_
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -132,7 +133,11 @@ class RedisCluster {
   // Moves `slot` to master `to` as `redis-cli --cluster reshard` does:
   // IMPORTING on `to`, MIGRATING on the owner, MIGRATE of the slot's keys
   // (in batches), then SETSLOT NODE on both and the other masters.
-  absl::Status MigrateSlot(int slot, size_t to) const;
+  // `while_open`, if given, runs once the slot is importing and migrating and
+  // before any key moves (a slow migration: calls that meet it).
+  absl::Status MigrateSlot(
+      int slot, size_t to,
+      const std::function<void()>& while_open = nullptr) const;
 
  private:
   RedisCluster(RedisClusterOptions options,
