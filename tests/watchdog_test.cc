@@ -610,6 +610,60 @@ TEST(WatchdogLossTest, ACutOffHolderIsToldAtItsSafeEndWhileARenewalHangs) {
   timers.Shutdown();
 }
 
+// The loss check is armed at the earliest safe end of a renewing hold: by
+// Activate() for a new hold (without a scan), by each round after its
+// renewals (from a scan), and disarmed by a round that finds nothing
+// renewing.
+TEST(WatchdogLossTest, TheLossCheckFollowsTheEarliestSafeEnd) {
+  FakeClock clock;
+  timer::TimerThread timers(&clock);
+  watchdog::HoldRegistry holds(&timers);
+  const absl::Duration drift = kFakeLease / 100 + absl::Milliseconds(2);
+  watchdog::Watchdog watchdog(
+      kFakeLease, &holds, &timers,
+      [](const std::vector<watchdog::RenewItem>& due) {
+        return watchdog::RenewResult{
+            std::vector<watchdog::Renewal>(due.size(),
+                                           watchdog::Renewal::kRenewed),
+            absl::OkStatus()};
+      },
+      [](const watchdog::LostHold&, const absl::Status&) {}, drift);
+  auto safe_end = [&](SteadyClock::time_point acked_at) {
+    return acked_at + absl::ToChronoNanoseconds(kFakeLease - drift);
+  };
+  EXPECT_EQ(watchdog.loss_check_at(), absl::nullopt);
+  const SteadyClock::time_point first = clock.Now();
+  holds.OnAcquired("a", kThread, kOwner, /*watchdog=*/true, kFakeLease, first);
+  watchdog.Activate(first);
+  EXPECT_EQ(watchdog.loss_check_at(), safe_end(first));
+  // A later hold leaves the earlier check alone.
+  clock.Advance(kInterval);
+  const SteadyClock::time_point second = clock.Now();
+  holds.OnAcquired("b", kThread, kOwner, /*watchdog=*/true, kFakeLease, second);
+  watchdog.Activate(second);
+  EXPECT_EQ(watchdog.loss_check_at(), safe_end(first));
+  // A round renews both (sent now). The check armed for earlier stays; when
+  // it fires it finds nothing lost and moves to their new safe end.
+  clock.Advance(kInterval);
+  const SteadyClock::time_point renewed = clock.Now();
+  EXPECT_EQ(watchdog.RunRound(/*all=*/true).renewed, 2u);
+  EXPECT_EQ(watchdog.loss_check_at(), safe_end(first));
+  clock.Advance(absl::FromChrono(safe_end(first) - clock.Now()));
+  RunDueTimers(timers);
+  EXPECT_TRUE(Eventually(
+      [&] { return watchdog.loss_check_at() == safe_end(renewed); }));
+  EXPECT_FALSE(holds.Find("a", kThread)->lost());
+  // Nothing renewing: the next round disarms it.
+  for (const char* name : {"a", "b"}) {
+    ASSERT_TRUE(holds.BeginRelease(name, kThread).has_value());
+    holds.OnReleased(name, kThread, /*freed=*/true);
+  }
+  EXPECT_EQ(watchdog.RunRound(/*all=*/true).renewing, 0u);
+  EXPECT_EQ(watchdog.loss_check_at(), absl::nullopt);
+  watchdog.Stop();
+  timers.Shutdown();
+}
+
 // --- On a real redis-server --------------------------------------------------
 
 // Short leases keep the tests quick; bounds stay generous for a loaded CI box.

@@ -251,7 +251,8 @@ size_t HoldRegistry::Sweep(const SweepRound& round, std::vector<RenewItem>* due,
       continue;
     }
     ++renewing;
-    if (round.all || h.acked_at + period_ns <= round.due_by) {
+    if (due != nullptr &&
+        (round.all || h.acked_at + period_ns <= round.due_by)) {
       due->push_back({key.first, h.owner, key.second, h.hold_id, h.kind});
     }
   }

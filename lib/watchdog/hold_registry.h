@@ -223,10 +223,10 @@ class HoldRegistry {
   size_t size() const;
 
   // --- For the watchdog.
-  // Collects the renewing holds whose renewal `round` finds due into `due`,
-  // and marks lost (and collects into `lost`) those whose lease, less
-  // round.drift, ran out by round.now. Returns how many renewing holds
-  // remain.
+  // Collects the renewing holds whose renewal `round` finds due into `due`
+  // (unless it is null: a loss check renews nothing), and marks lost (and
+  // collects into `lost`) those whose lease, less round.drift, ran out by
+  // round.now. Returns how many renewing holds remain.
   size_t Sweep(const SweepRound& round, std::vector<RenewItem>* due,
                std::vector<LostHold>* lost);
   // The earliest safe end (lease_end() - `drift`) of a renewing hold, or

@@ -48,7 +48,18 @@ void Watchdog::ScheduleRound(absl::Duration delay) {
 }
 
 void Watchdog::ArmLossCheck() {
-  ArmLossCheckAt(holds_->EarliestSafeEnd(drift_));
+  uint64_t activations = 0;
+  {
+    MutexLock lock(&state_->mu);
+    activations = state_->activations;
+  }
+  const absl::optional<SteadyClock::time_point> at =
+      holds_->EarliestSafeEnd(drift_);
+  MutexLock lock(&state_->mu);
+  // A hold registered after the scan began was activated after it too.
+  if (at.has_value() || state_->activations == activations) {
+    ArmLossCheckAt(at);
+  }
 }
 
 void Watchdog::ArmLossCheckAt(absl::optional<SteadyClock::time_point> at) {
@@ -73,9 +84,9 @@ void Watchdog::ArmLossCheckAt(absl::optional<SteadyClock::time_point> at) {
         }
         // Not stopped: Stop() waits for `checking` to clear.
         CheckLosses();
-        MutexLock lock(&state_->mu);
-        state_->checking = false;
         ArmLossCheck();
+        MutexLock lock(&state->mu);
+        state->checking = false;
       });
 }
 
@@ -85,9 +96,8 @@ void Watchdog::CheckLosses() {
   sweep.due_by = sweep.now;
   sweep.period = period_;
   sweep.drift = drift_;
-  std::vector<watchdog::RenewItem> ignored;
   size_t lost = 0;
-  SweepAndReport(sweep, &ignored, &lost);
+  SweepAndReport(sweep, /*due=*/nullptr, &lost);
 }
 
 size_t Watchdog::SweepAndReport(const watchdog::SweepRound& sweep,
@@ -119,6 +129,7 @@ bool Watchdog::round_scheduled() const {
 
 void Watchdog::Activate(SteadyClock::time_point acked_at) {
   MutexLock lock(&state_->mu);
+  ++state_->activations;
   ScheduleRound(round_interval_);
   // The new hold's safe end: a check armed for no later stays (it was armed
   // at the earliest of the others'), so an acquire never scans the registry.
@@ -141,6 +152,12 @@ void Watchdog::Stop() {
   }
   MutexLock lock(&join_mu_);
   if (thread_.joinable()) thread_.join();
+}
+
+absl::optional<SteadyClock::time_point> Watchdog::loss_check_at() const {
+  MutexLock lock(&state_->mu);
+  if (state_->loss_timer == 0) return absl::nullopt;
+  return state_->loss_at;
 }
 
 uint64_t Watchdog::rounds() const {
@@ -198,10 +215,10 @@ RoundStats Watchdog::RunRound(bool all) {
   }
   stats.wall = absl::FromChrono(clock_->Now() - start);
   stats.cpu = ThreadCpuTime() - cpu_start;
+  ArmLossCheck();
   MutexLock lock(&state_->mu);
   ++state_->rounds;
   if (stats.failed) ++state_->failed_rounds;
-  ArmLossCheck();
   return stats;
 }
 

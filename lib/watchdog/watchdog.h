@@ -115,6 +115,8 @@ class Watchdog {
   // Whether the next round's timer is pending (for tests: the loss check's
   // timer may be pending beside it).
   bool round_scheduled() const;
+  // When the loss check fires next, if it is armed (for tests).
+  absl::optional<SteadyClock::time_point> loss_check_at() const;
   // Rounds run and failed so far.
   uint64_t rounds() const;
   uint64_t failed_rounds() const;
@@ -123,19 +125,22 @@ class Watchdog {
   void Run();
   void ScheduleRound(absl::Duration delay)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu);
-  // Arms the loss check at the earliest safe end of a renewing hold, unless
-  // it is armed for no later already (it then re-arms when it fires);
-  // cancels it when nothing is renewing.
-  void ArmLossCheck() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu);
-  // The same at `at` (nullopt: nothing renewing, cancel), unless armed for
-  // no later.
+  // Arms the loss check at `at` unless it is armed for no later already (it
+  // then re-arms when it fires); nullopt (nothing renewing) cancels it.
   void ArmLossCheckAt(absl::optional<SteadyClock::time_point> at)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu);
+  // Arms the loss check at the earliest safe end of a renewing hold. The
+  // registry is scanned (EarliestSafeEnd()) before state_->mu is taken, so
+  // that an acquire's Activate() never waits for a scan; a scan that an
+  // Activate() followed may have missed its hold, and its nullopt then
+  // cancels nothing (Activate() armed the check for that hold).
+  void ArmLossCheck() ABSL_LOCKS_EXCLUDED(state_->mu);
   // The loss check (on the timer thread): step 1 of a round, then re-arms.
   void CheckLosses();
   // Marks lost the renewing holds past their safe end at `sweep.now` and
   // reports them (how many in *lost_count); the renewals due by
-  // `sweep.due_by` in *due. Returns how many holds are still renewing.
+  // `sweep.due_by` in *due (if not null). Returns how many holds are still
+  // renewing.
   size_t SweepAndReport(const watchdog::SweepRound& sweep,
                         std::vector<watchdog::RenewItem>* due,
                         size_t* lost_count);
@@ -165,7 +170,8 @@ class Watchdog {
     timer::TimerId loss_timer ABSL_GUARDED_BY(mu) = 0;    // the loss check
     SteadyClock::time_point loss_at ABSL_GUARDED_BY(mu);  // when it fires
     uint64_t loss_generation ABSL_GUARDED_BY(mu) = 0;     // of the latest one
-    bool checking ABSL_GUARDED_BY(mu) = false;  // a loss check is running
+    bool checking ABSL_GUARDED_BY(mu) = false;     // a loss check is running
+    uint64_t activations ABSL_GUARDED_BY(mu) = 0;  // Activate() calls
     uint64_t rounds ABSL_GUARDED_BY(mu) = 0;
     uint64_t failed_rounds ABSL_GUARDED_BY(mu) = 0;
   };
