@@ -18,11 +18,14 @@
 # crashing input is kept there (the path is printed).
 #
 # Every test runs in each of the CMake build, ASan+UBSan and TSan. The Bazel
-# stage builds every library, tool, benchmark and example target, analyses
-# every target (labels, visibility; `bazel build --nobuild //...`), and of the
-# tests builds and runs //tests:bazel_stage (those of pure logic, the two whose
+# stage analyses every target (labels, visibility; `bazel build --nobuild
+# //...`) and builds every library, tool and example target; of the tests it
+# builds and runs //tests:bazel_stage (those of pure logic, the two whose
 # Bazel build differs from CMake's, and the public API on a real server) and
-# the fuzz corpora: the tests it drops run in the three CMake stages.
+# the fuzz corpora. What it analyses but does not build, the other tests, the
+# benchmarks (//benchmarks) and the harness program (//tools/harness), the
+# CMake build compiles (and runs: the tests in all three CMake stages, the
+# benchmarks in their smoke mode).
 # What keeps the whole run short on two cores:
 # - The CMake builds compile the library in unity batches
 #   (RELOCK_UNITY_BUILD); Bazel compiles file by file, so a .cc that does not
@@ -300,14 +303,15 @@ fi
 if [[ ${RELOCK_SKIP_BAZEL:-0} == 1 ]]; then
   stage "Bazel: skipped (RELOCK_SKIP_BAZEL=1)"
 else
-  stage "Bazel: build (every library, tool, benchmark and example target; //tests:bazel_stage)"
+  stage "Bazel: build (every library, tool and example target; //tests:bazel_stage)"
   bazel_started=1
   # Each layer's package is visible to exactly the layers above it (a few
   # seconds of `bazel query`).
   bash scripts/check-layers.sh --bazel
   # Every target analyses, the tests this stage does not build included.
   bazel build --config=werror --nobuild //...
-  bazel build --config=werror -- //... -//tests:all //tests:bazel_stage
+  bazel build --config=werror -- //... -//tests:all -//:benchmarks -//benchmarks:all \
+    -//tools/harness:all //tests:bazel_stage
   # The tests are built: this stage only runs them, beside the consumer's
   # build (a Bazel server of its own).
   # shellcheck disable=SC2016  # $? and $status belong to the inner sh
