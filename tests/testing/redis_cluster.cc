@@ -234,34 +234,38 @@ absl::StatusOr<size_t> RedisCluster::IndexOfPort(int port) const {
   return absl::NotFoundError(absl::StrCat("no cluster node on port ", port));
 }
 
+absl::StatusOr<size_t> RedisCluster::NodeForSlotSeenBy(size_t i,
+                                                       int slot) const {
+  absl::StatusOr<RedisValue> shards = Must(*nodes_[i], {"CLUSTER", "SHARDS"});
+  if (!shards.ok()) return shards.status();
+  for (const RedisValue& shard : shards->elements) {
+    const RedisValue* slots = Field(shard, "slots");
+    const RedisValue* nodes = Field(shard, "nodes");
+    if (slots == nullptr || nodes == nullptr) continue;
+    bool serves = false;
+    for (size_t j = 0; j + 1 < slots->elements.size(); j += 2) {
+      serves |= slots->elements[j].integer <= slot &&
+                slot <= slots->elements[j + 1].integer;
+    }
+    if (!serves) continue;
+    for (const RedisValue& n : nodes->elements) {
+      const RedisValue* role = Field(n, "role");
+      const RedisValue* port = Field(n, "port");
+      if (role != nullptr && role->str == "master" && port != nullptr) {
+        return IndexOfPort(static_cast<int>(port->integer));
+      }
+    }
+  }
+  return absl::NotFoundError(absl::StrCat("no node serves slot ", slot));
+}
+
 absl::StatusOr<size_t> RedisCluster::NodeForSlot(int slot) const {
   absl::Status last = absl::UnavailableError("no cluster node is running");
-  for (const std::unique_ptr<RedisServer>& node : nodes_) {
-    if (!node->running()) continue;
-    absl::StatusOr<RedisValue> shards = Must(*node, {"CLUSTER", "SHARDS"});
-    if (!shards.ok()) {
-      last = shards.status();
-      continue;
-    }
-    for (const RedisValue& shard : shards->elements) {
-      const RedisValue* slots = Field(shard, "slots");
-      const RedisValue* nodes = Field(shard, "nodes");
-      if (slots == nullptr || nodes == nullptr) continue;
-      bool serves = false;
-      for (size_t i = 0; i + 1 < slots->elements.size(); i += 2) {
-        serves |= slots->elements[i].integer <= slot &&
-                  slot <= slots->elements[i + 1].integer;
-      }
-      if (!serves) continue;
-      for (const RedisValue& n : nodes->elements) {
-        const RedisValue* role = Field(n, "role");
-        const RedisValue* port = Field(n, "port");
-        if (role != nullptr && role->str == "master" && port != nullptr) {
-          return IndexOfPort(static_cast<int>(port->integer));
-        }
-      }
-    }
-    return absl::NotFoundError(absl::StrCat("no node serves slot ", slot));
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (!nodes_[i]->running()) continue;
+    absl::StatusOr<size_t> node = NodeForSlotSeenBy(i, slot);
+    if (node.ok() || absl::IsNotFound(node.status())) return node;
+    last = node.status();
   }
   return last;
 }
@@ -398,7 +402,45 @@ absl::Status RedisCluster::MigrateSlot(
       return v.status();
     }
   }
-  return absl::OkStatus();
+  // Done when every running node says so (the replicas hear it by gossip):
+  // the next NodeForSlot() or MigrateSlot(), whichever node it asks, then
+  // finds the new owner. SETSLOT NODE gives the new owner a config epoch
+  // above those it knows of; one it has not heard of yet (an earlier
+  // migration's, moments ago) can win the slot back for the old owner
+  // through a gossip message sent before the old owner let go. The new owner
+  // is then told again, with the epochs it knows by now.
+  const absl::Time deadline = absl::Now() + options_.ready_timeout;
+  absl::Time retold = absl::Now();
+  while (true) {
+    std::string why;
+    for (size_t i = 0; i < nodes_.size() && why.empty(); ++i) {
+      if (!nodes_[i]->running()) continue;
+      absl::StatusOr<size_t> seen = NodeForSlotSeenBy(i, slot);
+      if (!seen.ok()) {
+        why = absl::StrCat("node ", i, ": ", seen.status().ToString());
+      } else if (*seen != to) {
+        why = absl::StrCat("node ", i, " says node ", *seen, " serves it");
+      }
+    }
+    if (why.empty()) return absl::OkStatus();
+    absl::StatusOr<size_t> own = NodeForSlotSeenBy(to, slot);
+    if ((!own.ok() || *own != to) &&
+        absl::Now() - retold > absl::Milliseconds(500)) {
+      retold = absl::Now();
+      if (absl::StatusOr<RedisValue> v =
+              Must(target, {"CLUSTER", "SETSLOT", s, "NODE", *to_id});
+          !v.ok()) {
+        return v.status();
+      }
+    }
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "RedisCluster: slot ", slot, " moved to node ", to,
+          ", but the nodes did not all agree within ",
+          absl::FormatDuration(options_.ready_timeout), "; last: ", why));
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
 }
 
 RedisCluster& SharedRedisCluster() {

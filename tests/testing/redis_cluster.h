@@ -109,6 +109,8 @@ class RedisCluster {
   // The node that serves `slot` now, as the first running node that answers
   // CLUSTER SHARDS says; NotFound if no node serves it.
   absl::StatusOr<size_t> NodeForSlot(int slot) const;
+  // The node that serves `slot` as node i says (CLUSTER SHARDS on node i).
+  absl::StatusOr<size_t> NodeForSlotSeenBy(size_t i, int slot) const;
   // NodeForSlot(CLUSTER KEYSLOT key).
   absl::StatusOr<size_t> NodeForKey(const std::string& key) const;
 
@@ -132,7 +134,9 @@ class RedisCluster {
 
   // Moves `slot` to master `to` as `redis-cli --cluster reshard` does:
   // IMPORTING on `to`, MIGRATING on the owner, MIGRATE of the slot's keys
-  // (in batches), then SETSLOT NODE on both and the other masters.
+  // (in batches), then SETSLOT NODE on both and the other masters; returns
+  // once every running node says `to` serves it (DeadlineExceeded if they
+  // do not agree within ready_timeout).
   // `while_open`, if given, runs once the slot is importing and migrating and
   // before any key moves (a slow migration: calls that meet it).
   absl::Status MigrateSlot(
