@@ -57,8 +57,10 @@ using ::relock::testing::FakeCall;
 using ::relock::testing::FakeFault;
 using ::relock::testing::FakeLockEnv;
 using ::relock::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr absl::Duration kLease = absl::Seconds(30);
 const OwnerId kMe{1, true};
@@ -412,6 +414,38 @@ TEST(RetryTest, AWaiterRidesOutAnOutageOnlyAsLongAsItsSubscriptionWould) {
   EXPECT_THAT(AcquireFor(env, "r", absl::Milliseconds(500)),
               StatusIs(absl::StatusCode::kUnavailable,
                        HasSubstr("connection refused (fake)")));
+}
+
+TEST(RetryTest, AWaiterIsNotRetriedPastAnUnacknowledgedAcquire) {
+  // With replica acknowledgement, the waiter's re-check after the holder's
+  // lease takes the lock, but no replica acknowledges it (a master cut off
+  // from its replicas): the acquire is undone and the wait ends at once with
+  // that error, as ReplicaSync promises, rather than re-checking as through
+  // a restart.
+  FakeLockEnv env;
+  env.fake().Hold(0, "u", kOther, 1, absl::Seconds(3));
+  int acquires = 0;
+  env.fake().SetResponder(
+      0, [&](const FakeCall& call, testing::FakeNode& node) {
+        std::vector<std::pair<std::string, std::string>> published;
+        backend::Answer a{node.Run(call, env.clock().Now(), &published)};
+        if (call.script == internal::kAcquireScript) {
+          ++acquires;
+          a.acked = 0;
+        }
+        return a;
+      });
+  AcquireOptions options;
+  options.replica_sync.replicas = 1;
+  options.replica_sync.timeout = absl::Milliseconds(50);
+  EXPECT_THAT(AcquireFor(env, "u", absl::Minutes(1), options),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       AllOf(HasSubstr("only 0 of the 1 required replicas"),
+                             Not(HasSubstr("re-check")))));
+  // Held, held again (the re-check once subscribed), then granted but not
+  // acknowledged: no re-check after that.
+  EXPECT_EQ(acquires, 3);
+  EXPECT_EQ(env.fake().CountOf(0, "u", env.Owner(kMe.number)), 0);
 }
 
 TEST(RetryTest, AWaiterWhoseReCheckMeetsCloseIsCancelled) {

@@ -216,6 +216,8 @@ Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
     }
   }
   undo->assign(n, false);
+  a.unacknowledged = std::any_of(unacked_at.begin(), unacked_at.end(),
+                                 [](bool b) { return b; });
   const absl::Duration elapsed = absl::FromChrono(env.clock().Now() - start);
   const bool valid =
       !policy.check_validity ||

@@ -74,6 +74,9 @@ struct Attempt {
   absl::Status error;             // kFailed on one node: that node's own error
   std::string details;            // each node's answer, on several nodes
   bool took_some = false;  // held by others, yet it took (and undid) nodes
+  // kFailed: a node granted it, but too few replicas acknowledged that (see
+  // ReplicaSync): never re-tried, not even by a waiter.
+  bool unacknowledged = false;
 };
 
 // Policy::fail_fast: stop waiting once the attempt's outcome is certain.

@@ -95,8 +95,11 @@ Attempts::Next Attempts::Decide(const Attempt& a) {
     }
     absl::StatusOr<absl::Duration> delay =
         RetryAfter(env_.policy(), env_.backend(), ++failures_, a, deadline_);
+    // (Not past an acquire its replicas did not acknowledge: ReplicaSync
+    // promises no retry, and a master cut off from its replicas is no
+    // restart to ride out.)
     if (waiting_ && env_.backend().nodes() == 1 && env_.policy().tries <= 1 &&
-        absl::IsUnavailable(a.error)) {
+        absl::IsUnavailable(a.error) && !a.unacknowledged) {
       if (++outage_ == 1) {
         outage_ends_ = Deadline::After(
             env_.confirm_timeout() + env_.backend().failover_wait(),
