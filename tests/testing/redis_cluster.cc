@@ -79,6 +79,10 @@ absl::StatusOr<std::unique_ptr<RedisCluster>> RedisCluster::Start(
                      "replicas_per_master in [0, 4], not ",
                      options.masters, " and ", options.replicas_per_master));
   }
+  if (options.network != nullptr && options.tls) {
+    return absl::InvalidArgumentError(
+        "RedisCluster::Start: a cluster on a private network has no TLS");
+  }
   RedisServerOptions server;
   server.cluster = true;
   server.requirepass = options.requirepass;
@@ -87,6 +91,13 @@ absl::StatusOr<std::unique_ptr<RedisCluster>> RedisCluster::Start(
   const int total = options.masters * (1 + options.replicas_per_master);
   std::vector<std::unique_ptr<RedisServer>> nodes;
   for (int i = 0; i < total; ++i) {
+    if (options.network != nullptr) {
+      absl::StatusOr<PrivateNetwork::Host> host =
+          options.network->AddHost(absl::StrCat("node", i));
+      if (!host.ok()) return host.status();
+      server.host = host->address;
+      server.netns = host->netns;
+    }
     absl::StatusOr<std::unique_ptr<RedisServer>> node =
         RedisServer::Start(server);
     if (!node.ok()) return node.status();
@@ -164,7 +175,7 @@ absl::Status RedisCluster::Join() const {
   }
   for (size_t i = 1; i < nodes_.size(); ++i) {
     absl::StatusOr<RedisValue> v =
-        Must(*nodes_[i], {"CLUSTER", "MEET", RedisServer::kHost,
+        Must(*nodes_[i], {"CLUSTER", "MEET", nodes_[0]->host(),
                           absl::StrCat(AnnouncedPort(*nodes_[0])),
                           absl::StrCat(nodes_[0]->cluster_port())});
     if (!v.ok()) return v.status();
@@ -196,7 +207,7 @@ std::string RedisCluster::url() const {
   std::string url = absl::StrCat(
       "redis-cluster://", absl::StripPrefix(nodes_[0]->url(), "redis://"));
   for (size_t i = 1; i < nodes_.size(); ++i) {
-    absl::StrAppend(&url, ",", RedisServer::kHost, ":", nodes_[i]->port());
+    absl::StrAppend(&url, ",", nodes_[i]->host(), ":", nodes_[i]->port());
   }
   return url;
 }
@@ -207,7 +218,7 @@ std::string RedisCluster::tls_url() const {
       absl::StrCat("rediss-cluster://",
                    absl::StripPrefix(nodes_[0]->tls_url(), "rediss://"));
   for (size_t i = 1; i < nodes_.size(); ++i) {
-    absl::StrAppend(&url, ",", RedisServer::kHost, ":", nodes_[i]->tls_port());
+    absl::StrAppend(&url, ",", nodes_[i]->host(), ":", nodes_[i]->tls_port());
   }
   return url;
 }
@@ -372,12 +383,9 @@ absl::Status RedisCluster::MigrateSlot(
         source, {"CLUSTER", "GETKEYSINSLOT", s, absl::StrCat(kMigrateBatch)});
     if (!keys.ok()) return keys.status();
     if (keys->elements.empty()) break;
-    std::vector<std::string> migrate = {"MIGRATE",
-                                        RedisServer::kHost,
-                                        absl::StrCat(AnnouncedPort(target)),
-                                        "",
-                                        "0",
-                                        "5000"};
+    std::vector<std::string> migrate = {
+        "MIGRATE", target.host(), absl::StrCat(AnnouncedPort(target)),
+        "",        "0",           "5000"};
     if (!options_.requirepass.empty()) {
       migrate.insert(migrate.end(), {"AUTH", options_.requirepass});
     }

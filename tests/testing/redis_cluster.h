@@ -54,6 +54,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "tests/testing/private_network.h"
 #include "tests/testing/redis_server.h"
 
 namespace relock {
@@ -72,6 +73,11 @@ struct RedisClusterOptions {
   // Every node with a TLS port, the cluster bus and replication over TLS
   // (see the top of this file). Needs what RedisServerOptions::tls needs.
   bool tls = false;
+  // Each node in a host of its own on this network ("node<i>": see
+  // tests/testing/private_network.h), listening on its address, which url()
+  // names, so that a test can cut nodes and clients apart (a split brain).
+  // It must outlive the cluster. Not with `tls`.
+  PrivateNetwork* network = nullptr;
 };
 
 class RedisCluster {
