@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,8 +13,11 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 extern char** environ;  // NOLINT(readability-redundant-declaration)
 
@@ -131,7 +135,43 @@ std::string PrivateNetwork::Namespace(absl::string_view name) const {
 
 std::string PrivateNetwork::control_address() const { return Address(254); }
 
+// Deletes what networks of test processes that are gone left behind (a test
+// killed before its destructors ran): namespaces "rs<P>-..." and root links
+// "rs<P>c" whose P is no running process.
+static void RemoveStale() {
+  auto gone = [](absl::string_view name) {
+    if (!absl::ConsumePrefix(&name, "rs")) return false;
+    const size_t digits = name.find_first_not_of("0123456789");
+    int pid = 0;
+    if (digits == 0 || digits == absl::string_view::npos ||
+        !absl::SimpleAtoi(name.substr(0, digits), &pid)) {
+      return false;
+    }
+    const absl::string_view rest = name.substr(digits);
+    if (!absl::StartsWith(rest, "-") && rest != "c") return false;
+    return kill(pid, 0) != 0 && errno == ESRCH;
+  };
+  std::string list;
+  if (RunTool({"ip", "netns", "list"}, &list).ok()) {
+    for (absl::string_view line : absl::StrSplit(list, '\n')) {
+      const std::string name(line.substr(0, line.find(' ')));
+      if (gone(name)) (void)RunTool({"ip", "netns", "delete", name});
+    }
+  }
+  std::string links;
+  if (RunTool({"ip", "-o", "link", "show"}, &links).ok()) {
+    for (absl::string_view line : absl::StrSplit(links, '\n')) {
+      // "<index>: <name>@<peer>: <...>"
+      std::vector<absl::string_view> parts = absl::StrSplit(line, ": ");
+      if (parts.size() < 2) continue;
+      const std::string name(parts[1].substr(0, parts[1].find('@')));
+      if (gone(name)) (void)RunTool({"ip", "link", "delete", name});
+    }
+  }
+}
+
 absl::StatusOr<std::unique_ptr<PrivateNetwork>> PrivateNetwork::Create() {
+  RemoveStale();
   std::unique_ptr<PrivateNetwork> net(new PrivateNetwork(getpid()));
   std::string used;
   absl::Status s = RunTool({"ip", "-4", "-o", "addr", "show"}, &used);

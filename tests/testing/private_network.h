@@ -30,7 +30,8 @@
 //
 // The destructor deletes every namespace and the root link; run it after
 // the processes in them stopped (a namespace with processes lives on,
-// unnamed, until they exit).
+// unnamed, until they exit). Create() first deletes the namespaces and links
+// of test processes that are gone (killed before their destructors ran).
 
 #ifndef RELOCK_TESTS_TESTING_PRIVATE_NETWORK_H_
 #define RELOCK_TESTS_TESTING_PRIVATE_NETWORK_H_
