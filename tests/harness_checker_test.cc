@@ -1,0 +1,804 @@
+// The safety harness's checker (tools/harness/checker.h) on hand-made
+// records, so that a real violation cannot go unnoticed: overlaps (excused or
+// not), lost updates, counters, kills, lost reports, ghosts, long pauses and
+// restarts, partitions, pauses of holders, fencing tokens, waits, the verdict
+// and the printed report; and the workers' log format (record.h). Pure logic:
+// no Redis. The runs of the whole harness are safety_harness_test and
+// partition_harness_test.
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
+#include "tools/harness/checker.h"
+#include "tools/harness/harness.h"
+#include "tools/harness/record.h"
+
+namespace relock {
+namespace harness {
+namespace {
+
+using ::testing::Contains;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr int64_t kMs = 1'000'000;
+
+// A closed, clean hold of `lock` by worker `w` over [from, to] ms that read
+// `read`.
+Hold CleanHold(int w, int lock, int64_t from, int64_t to, int64_t read) {
+  Hold h;
+  h.worker = w;
+  h.lock = lock;
+  h.attempt_start = from * kMs - kMs;
+  h.attempt_end = from * kMs;
+  h.open = false;
+  h.outcome = Outcome::kCompleted;
+  h.read_value = read;
+  h.get_start = from * kMs + 1;
+  h.set_sent = true;
+  h.set_start = to * kMs - 2;
+  h.set_end = to * kMs - 1;
+  h.release_start = to * kMs;
+  h.release_end = to * kMs + kMs;
+  return h;
+}
+
+// A hold of `lock` by worker 0 acquired at 10 ms and never closed (no "H"
+// line).
+Hold OpenHoldOfWorker0(int lock) {
+  Hold h;
+  h.worker = 0;
+  h.lock = lock;
+  h.attempt_start = 9 * kMs;
+  h.attempt_end = 10 * kMs;
+  return h;
+}
+
+// Worker 0 stopped at 19 ms and SIGKILLed at 20 ms.
+Fault KillOfWorker0At20Ms() {
+  Fault kill;
+  kill.kind = FaultKind::kKillHolder;
+  kill.start = 19 * kMs;
+  kill.end = 20 * kMs;
+  kill.injected = true;
+  kill.worker = 0;
+  return kill;
+}
+
+CheckInput Input(std::vector<Hold> holds, std::vector<int64_t> counters) {
+  CheckInput in;
+  in.processes = 2;
+  in.threads = 1;
+  in.locks = static_cast<int>(counters.size());
+  in.lease_ns = 1000 * kMs;
+  in.run_start = 0;
+  in.run_end = 10'000 * kMs;
+  in.counters = std::move(counters);
+  in.require_every_fault_kind = false;
+  for (int w = 0; w < 2; ++w) {
+    WorkerLog log;
+    log.worker = w;
+    log.done = true;
+    for (const Hold& h : holds) {
+      if (h.worker == w) log.holds.push_back(h);
+    }
+    in.logs.push_back(log);
+  }
+  return in;
+}
+
+TEST(HarnessCheckerTest, SequentialHoldsPass) {
+  Report r =
+      Check(Input({CleanHold(0, 0, 10, 20, 0), CleanHold(1, 0, 21, 30, 1),
+                   CleanHold(0, 0, 31, 40, 2)},
+                  {3}));
+  EXPECT_TRUE(r.ok()) << r.text;
+  EXPECT_EQ(r.unexcused_overlaps, 0);
+  EXPECT_EQ(r.completed_sections, 3);
+  EXPECT_EQ(r.waits_measured, 0);  // nobody waited
+}
+
+TEST(HarnessCheckerTest, FlagsOverlapLostUpdateAndCounter) {
+  // Two clean holds at once, both read 0: the second increment is lost.
+  Report r = Check(
+      Input({CleanHold(0, 0, 10, 20, 0), CleanHold(1, 0, 15, 25, 0)}, {1}));
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.unexcused_overlaps, 1);
+  EXPECT_EQ(r.sequence_breaks, 1);
+  EXPECT_FALSE(r.counters_ok);
+  EXPECT_NE(r.text.find("OVERLAP"), std::string::npos) << r.text;
+}
+
+TEST(HarnessCheckerTest, OverlapWithAHolderToldLostIsExcused) {
+  Hold lost = CleanHold(0, 0, 10, 20, 0);
+  lost.release_code = static_cast<int>(absl::StatusCode::kAborted);
+  Report r = Check(Input({lost, CleanHold(1, 0, 15, 25, 0)}, {1}));
+  EXPECT_EQ(r.unexcused_overlaps, 0);
+  EXPECT_EQ(r.excused_overlaps, 1);
+  EXPECT_EQ(r.sequence_breaks, 0);
+  EXPECT_TRUE(r.counters_ok) << r.text;  // 1 clean + 1 that may have written
+  EXPECT_EQ(r.holds_told_lost, 1);
+}
+
+TEST(HarnessCheckerTest, LostEventExcusesTheOwnersLatestHold) {
+  CheckInput in =
+      Input({CleanHold(0, 0, 10, 20, 0), CleanHold(1, 0, 15, 25, 0)}, {1});
+  in.logs[0].owners[0] = "client-a:7";
+  in.logs[0].lost.push_back(LostEvent{"client-a:7", 0, 18 * kMs, 10});
+  Report r = Check(std::move(in));
+  EXPECT_EQ(r.unexcused_overlaps, 0) << r.text;
+  EXPECT_EQ(r.lost_events, 1);
+}
+
+TEST(HarnessCheckerTest, KilledHolderEndsAtTheKillAndIsTimed) {
+  const Hold open = OpenHoldOfWorker0(0);
+  CheckInput in = Input({open, CleanHold(1, 0, 1200, 1210, 0)}, {1});
+  in.faults.push_back(KillOfWorker0At20Ms());
+  Report r = Check(std::move(in));
+  EXPECT_TRUE(r.ok()) << r.text;
+  ASSERT_EQ(r.kill_reacquires.size(), 1u);
+  EXPECT_EQ(r.kill_reacquires[0].delay_ns, 1180 * kMs);
+}
+
+// Regression (a false overlap seen in a 3-minute run): a worker stopped and
+// killed right after its release ran on Redis, before it logged it. Its hold
+// ends where the release began, not at the kill.
+TEST(HarnessCheckerTest, KilledHolderWhoseReleaseBeganEndsThere) {
+  auto check = [](bool release_began) {
+    Hold open = OpenHoldOfWorker0(0);
+    if (release_began) open.release_start = 12 * kMs;
+    CheckInput in = Input({open, CleanHold(1, 0, 13, 14, 0)}, {1});
+    in.faults.push_back(KillOfWorker0At20Ms());
+    return Check(std::move(in));
+  };
+  Report began = check(true);
+  EXPECT_TRUE(began.ok()) << began.text;
+  Report not_began = check(false);
+  EXPECT_FALSE(not_began.ok()) << "an overlap with a killed holder that had "
+                                  "not begun to release must be reported";
+}
+
+// A MultiLock round records both holds before it writes either counter; a
+// worker killed while releasing the first leaves both open in its log, so
+// the checker knows both counters may have been written (a regression: the
+// second hold used to be recorded only once the first was closed, and a
+// kill in between showed its write as a lost update).
+TEST(HarnessLogTest, ATwoLockRoundKilledWhileReleasingLeavesBothHoldsOpen) {
+  char path[] = "/tmp/relock-harness-log-test.XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  Hold first;
+  first.thread = 0;
+  first.lock = 1;
+  first.attempt_start = first.attempt_end = 100;
+  first.outcome = Outcome::kCompleted;
+  first.release_start = 300;
+  first.release_end = 310;
+  {
+    std::ofstream log(path);
+    log << FormatAcquired(0, 2, 100, 100) << "\n"
+        << FormatAcquired(0, 1, 100, 100) << "\n"
+        << FormatReleasing(0, 2, 200)
+        << "\n"
+        // Another thread's round closes as usual.
+        << FormatAcquired(1, 1, 50, 60) << "\n"
+        << FormatReleasing(1, 1, 90) << "\n";
+    Hold other = first;
+    other.thread = 1;
+    other.attempt_start = 50;
+    other.attempt_end = 60;
+    other.release_start = 90;
+    log << FormatHold(other) << "\n";
+  }
+  const WorkerLog log = ParseWorkerLog(0, path);
+  std::remove(path);
+  EXPECT_EQ(log.bad_lines, 0);
+  ASSERT_EQ(log.holds.size(), 3u);
+  EXPECT_TRUE(log.holds[0].open);
+  EXPECT_EQ(log.holds[0].lock, 2);
+  EXPECT_EQ(log.holds[0].release_start, 200);
+  EXPECT_TRUE(log.holds[1].open);
+  EXPECT_EQ(log.holds[1].lock, 1);
+  EXPECT_EQ(log.holds[1].release_start, 0);
+  EXPECT_FALSE(log.holds[2].open);
+  EXPECT_EQ(log.holds[2].release_start, 90);
+}
+
+TEST(HarnessCheckerTest, MeasuresTheWaitAfterARelease) {
+  Hold waiter = CleanHold(1, 0, 520, 530, 1);
+  waiter.attempt_start = 15 * kMs;  // waited from before the release at 20
+  Report r = Check(Input({CleanHold(0, 0, 10, 20, 0), waiter}, {2}));
+  EXPECT_EQ(r.waits_measured, 1);
+  EXPECT_EQ(r.max_wait_outside_faults_ns, 500 * kMs);
+  EXPECT_TRUE(r.ok()) << r.text;
+}
+
+// A restart of Redis over [from, to] ms hitting `locks` (empty: all).
+Fault RestartAt(int64_t from, int64_t to, std::vector<int> locks) {
+  Fault f;
+  f.kind = FaultKind::kRestart;
+  f.start = from * kMs;
+  f.end = to * kMs;
+  f.injected = true;
+  f.locks = std::move(locks);
+  return f;
+}
+
+// Cluster mode: a restart of the master of lock 1 asks nothing of lock 0's
+// holds (a hold of lock 0 across it need not be told), and lock 1's holds
+// that span it must be told.
+TEST(HarnessCheckerTest, AFaultOnOneMasterConcernsOnlyItsLocks) {
+  CheckInput in = Input(
+      {CleanHold(0, 0, 10, 3000, 0), CleanHold(1, 1, 10, 3000, 0)}, {1, 1});
+  in.faults.push_back(RestartAt(100, 200, {1}));
+  in.restart_resets_counters = false;
+  Report r = Check(std::move(in));
+  EXPECT_EQ(r.holds_spanning_losses, 1) << r.text;
+  EXPECT_EQ(r.unnotified_losses, 1);
+  ASSERT_EQ(r.unnotified_examples.size(), 1u);
+  EXPECT_EQ(r.unnotified_examples[0].rfind("lock 1:", 0), 0u)
+      << r.unnotified_examples[0];
+}
+
+// A waiter of lock 0 that waits through a fault on lock 1's master is not
+// excused by it; one of lock 1 is.
+TEST(HarnessCheckerTest, OnlyTheFaultedLocksWaitsAreExcused) {
+  for (const int faulted : {0, 1}) {
+    CheckInput in = Input({CleanHold(0, 0, 10, 20, 0)}, {1});
+    // Worker 1 waits from 15 ms to 4 s and gives up; the lock was free from
+    // 20 ms.
+    in.logs[1].failed.push_back(
+        FailedAttempt{0, 0, 15 * kMs, 4000 * kMs,
+                      static_cast<int>(absl::StatusCode::kDeadlineExceeded)});
+    in.faults.push_back(RestartAt(100, 200, {faulted}));
+    in.faults.back().kind = FaultKind::kPauseShort;
+    Report r = Check(std::move(in));
+    if (faulted == 0) {
+      EXPECT_EQ(r.max_waiter_wait_outside_faults_ns, 0) << r.text;
+    } else {
+      EXPECT_EQ(r.max_waiter_wait_outside_faults_ns, 3980 * kMs) << r.text;
+      EXPECT_FALSE(r.ok());
+    }
+  }
+}
+
+// In cluster mode the counters live apart: a restart does not reset them,
+// so the sections before it count.
+TEST(HarnessCheckerTest, ARestartResetsTheCountersOnlyWhereTheyLive) {
+  for (const bool resets : {true, false}) {
+    CheckInput in =
+        Input({CleanHold(0, 0, 10, 20, 0), CleanHold(1, 0, 300, 310, 1)}, {2});
+    in.faults.push_back(RestartAt(100, 200, {}));
+    in.restart_resets_counters = resets;
+    Report r = Check(std::move(in));
+    EXPECT_EQ(r.counters_ok, !resets) << r.text;
+  }
+}
+
+// Fenced runs: a token not above the previous acquisition's is a failure,
+// unless a restart (which loses the counter) came between them.
+TEST(HarnessCheckerTest, TokensMustGrowExceptAcrossACounterLoss) {
+  for (const bool restarted : {false, true}) {
+    Hold first = CleanHold(0, 0, 10, 20, 0);
+    Hold second = CleanHold(1, 0, 300, 310, 1);
+    first.token = 7;
+    second.token = 3;
+    CheckInput in = Input({first, second}, {2});
+    in.fenced = true;
+    in.restart_resets_counters = false;
+    if (restarted) in.faults.push_back(RestartAt(100, 200, {}));
+    Report r = Check(std::move(in));
+    EXPECT_EQ(r.fenced_acquisitions, 2);
+    EXPECT_EQ(r.token_regressions, restarted ? 0 : 1) << r.text;
+    EXPECT_EQ(r.token_resets, restarted ? 1 : 0);
+    EXPECT_EQ(r.ok(), restarted) << r.text;
+  }
+}
+
+// A fault on worker `w` over [from, to] ms.
+Fault WorkerFault(FaultKind kind, int w, int64_t from, int64_t to) {
+  Fault f;
+  f.kind = kind;
+  f.worker = w;
+  f.start = from * kMs;
+  f.end = to * kMs;
+  f.injected = true;
+  return f;
+}
+
+// Worker 0 is cut off at 12 ms while it holds lock 0 (its lease on the
+// server ends at 1012 ms); worker 1 takes the lock at 1015 ms. Worker 0's
+// loss report excuses the overlap only if it came before that.
+TEST(HarnessCheckerTest, ACutOffHolderMustBeToldBeforeTheNextAcquires) {
+  for (const int64_t told : {1000, 1020}) {
+    Hold cut = CleanHold(0, 0, 10, 3000, 0);
+    cut.outcome = Outcome::kAbandoned;
+    CheckInput in = Input({cut, CleanHold(1, 0, 1015, 1020, 0)}, {1});
+    in.logs[0].owners[0] = "client-a:7";
+    in.logs[0].lost.push_back(LostEvent{"client-a:7", 0, told * kMs, 10});
+    Fault f = WorkerFault(FaultKind::kPartition, 0, 12, 4000);
+    f.cut_holds.push_back(CutHold{0, 1012 * kMs});
+    in.faults.push_back(f);
+    Report r = Check(std::move(in));
+    const bool in_time = told < 1015;
+    EXPECT_EQ(r.unexcused_overlaps, in_time ? 0 : 1) << r.text;
+    ASSERT_EQ(r.loss_detection_ns.size(), 1u);
+    EXPECT_EQ(r.loss_detection_ns[0], (told - 12) * kMs);
+    // The deadline is the lease on the server minus the drift (12 ms).
+    EXPECT_EQ(r.losses_told_late, in_time ? 0 : 1) << r.text;
+    EXPECT_EQ(r.ok(), in_time) << r.text;
+  }
+}
+
+// A cut-off holder never told, that goes on holding past its lease on the
+// server, fails the run even if nobody took the lock meanwhile.
+TEST(HarnessCheckerTest, ACutOffHolderNeverToldFails) {
+  Hold cut = CleanHold(0, 0, 10, 3000, 0);
+  CheckInput in = Input({cut}, {1});
+  Fault f = WorkerFault(FaultKind::kPartitionRequests, 0, 12, 4000);
+  f.cut_holds.push_back(CutHold{0, 1012 * kMs});
+  in.faults.push_back(f);
+  Report r = Check(std::move(in));
+  EXPECT_EQ(r.losses_told_late, 1) << r.text;
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.text.find("never told"), std::string::npos) << r.text;
+}
+
+// A holder paused past its lease overlaps the next holders: excused by the
+// pause, with its unsafe window reported. Its SET, sent after it resumed,
+// sets the counter back (a stale write): the lost update it causes is
+// explained, and the counter keeps only its upper bound.
+TEST(HarnessCheckerTest, APausedHoldersOverlapIsExcusedAndMeasured) {
+  // Worker 1 writes 1 and 2; worker 0, paused since it read 0, writes 1 at
+  // 2998 ms; worker 1 then reads 1 and writes 2.
+  CheckInput in =
+      Input({CleanHold(0, 0, 10, 3000, 0), CleanHold(1, 0, 1600, 1700, 0),
+             CleanHold(1, 0, 1710, 1720, 1), CleanHold(1, 0, 3100, 3110, 1)},
+            {2});
+  in.faults.push_back(WorkerFault(FaultKind::kPauseHolder, 0, 20, 2990));
+  Report r = Check(std::move(in));
+  EXPECT_EQ(r.unexcused_overlaps, 0) << r.text;
+  EXPECT_EQ(r.paused_overlaps, 2);
+  EXPECT_EQ(r.stale_writes, 1);
+  EXPECT_EQ(r.stale_write_breaks, 1);
+  ASSERT_EQ(r.pause_windows.size(), 1u);
+  // From the other's acquisition (1600 ms) to the paused one's release.
+  EXPECT_NE(r.pause_windows[0].find("unsafe window 1400.0ms"),
+            std::string::npos)
+      << r.pause_windows[0];
+  EXPECT_EQ(r.sequence_breaks, 0) << r.text;
+  ASSERT_EQ(r.counters.size(), 1u);
+  EXPECT_TRUE(r.counters[0].stale);
+  EXPECT_TRUE(r.ok()) << r.text;
+}
+
+TEST(HarnessCheckerTest, FaultListsNameKnownFaultsOnly) {
+  absl::StatusOr<std::vector<FaultKind>> kinds =
+      ParseFaultList("partition,pause-holder,partition");
+  ASSERT_OK(kinds);
+  EXPECT_EQ(*kinds, (std::vector<FaultKind>{FaultKind::kPartition,
+                                            FaultKind::kPauseHolder}));
+  absl::StatusOr<std::vector<FaultKind>> bad = ParseFaultList("partitoin");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("partitoin"), std::string::npos);
+  for (int i = 0; i < kFaultKinds; ++i) {
+    const FaultKind kind = static_cast<FaultKind>(i);
+    absl::StatusOr<FaultKind> back = FaultKindFromName(FaultKindName(kind));
+    ASSERT_OK(back);
+    EXPECT_EQ(*back, kind);
+  }
+}
+
+// A clean hold of lock 0 by worker 0's thread `thread` over [from, to] ms.
+Hold ThreadHold(int thread, int64_t from, int64_t to, int64_t read) {
+  Hold h = CleanHold(0, 0, from, to, read);
+  h.thread = thread;
+  return h;
+}
+
+// A loss report goes to its owner's thread only: the report for thread 1's
+// owner excuses nothing of thread 0's hold, which overlaps worker 1's.
+TEST(HarnessCheckerTest, ALostEventExcusesOnlyItsOwnersHold) {
+  for (const char* owner : {"client-a:1", "client-a:2"}) {
+    CheckInput in = Input({ThreadHold(1, 5, 8, 0), ThreadHold(0, 10, 20, 1),
+                           CleanHold(1, 0, 15, 25, 1)},
+                          {2});
+    in.logs[0].owners = {{0, "client-a:1"}, {1, "client-a:2"}};
+    in.logs[0].lost.push_back(LostEvent{owner, 0, 18 * kMs, 10});
+    Report r = Check(std::move(in));
+    const bool own = std::string(owner) == "client-a:1";
+    EXPECT_EQ(r.unexcused_overlaps, own ? 0 : 1) << r.text;
+    EXPECT_EQ(r.excused_overlaps, own ? 1 : 0);
+    EXPECT_EQ(r.holds_told_lost, 1);
+    EXPECT_EQ(r.ok(), own) << r.text;
+  }
+}
+
+// Outside partitions a report to either holder excuses an overlap: here the
+// later one's SafeUntil() said Aborted, so it skipped its SET.
+TEST(HarnessCheckerTest, AReportToTheLaterHolderExcusesTheOverlapToo) {
+  Hold later = CleanHold(1, 0, 15, 25, 0);
+  later.safe_code = static_cast<int>(absl::StatusCode::kAborted);
+  later.outcome = Outcome::kAbandoned;
+  later.set_sent = false;
+  Report r = Check(Input({CleanHold(0, 0, 10, 20, 0), later}, {1}));
+  EXPECT_EQ(r.unexcused_overlaps, 0) << r.text;
+  EXPECT_EQ(r.excused_overlaps, 1);
+  EXPECT_EQ(r.holds_told_lost, 1);
+  EXPECT_EQ(r.release_aborted, 0);
+  EXPECT_EQ(r.completed_sections, 1);
+  EXPECT_EQ(r.outcomes["completed"], 1);
+  EXPECT_EQ(r.outcomes["abandoned"], 1);
+  EXPECT_TRUE(r.ok()) << r.text;
+}
+
+// Two clean sections one after the other that read the same value: an
+// update was lost although the holds never overlapped.
+TEST(HarnessCheckerTest, ALostUpdateBetweenCleanSectionsFails) {
+  Report r = Check(
+      Input({CleanHold(0, 0, 10, 20, 0), CleanHold(1, 0, 30, 40, 0)}, {1}));
+  EXPECT_EQ(r.unexcused_overlaps, 0);
+  EXPECT_EQ(r.sequence_breaks, 1);
+  ASSERT_EQ(r.sequence_examples.size(), 1u);
+  EXPECT_THAT(r.sequence_examples[0], HasSubstr("read 0, then w1/t0"));
+  EXPECT_FALSE(r.counters_ok);  // 2 clean sections, the counter says 1
+  EXPECT_THAT(r.failures, Contains("1 lost update(s) between clean sections"));
+  EXPECT_THAT(r.text, HasSubstr("LOST UPDATE lock 0"));
+}
+
+// A section that may have written (its SET failed) between two clean ones
+// explains a jump in what they read; so does a restart that wiped the
+// counter. The counter then lies between the clean sections after the
+// restart and those plus the ones that may have written after it began.
+TEST(HarnessCheckerTest, AMaybeWriteOrARestartExplainsAJump) {
+  Hold failed = CleanHold(1, 0, 22, 25, 1);
+  failed.outcome = Outcome::kSetFailed;
+  Report tainted = Check(Input(
+      {CleanHold(0, 0, 10, 20, 0), failed, CleanHold(0, 0, 30, 40, 2)}, {3}));
+  EXPECT_EQ(tainted.sequence_breaks, 0) << tainted.text;
+  ASSERT_EQ(tainted.counters.size(), 1u);
+  EXPECT_EQ(tainted.counters[0].clean, 2);
+  EXPECT_EQ(tainted.counters[0].maybe_wrote, 1);
+  EXPECT_TRUE(tainted.ok()) << tainted.text;
+
+  for (const int64_t value : {1, 2}) {
+    CheckInput in = Input(
+        {CleanHold(0, 0, 10, 20, 0), CleanHold(1, 0, 300, 310, 0)}, {value});
+    in.faults.push_back(RestartAt(100, 200, {}));
+    Report r = Check(std::move(in));
+    EXPECT_EQ(r.sequence_breaks, 0) << r.text;
+    ASSERT_EQ(r.counters.size(), 1u);
+    EXPECT_EQ(r.counters[0].clean, 1);  // the section after the restart
+    EXPECT_EQ(r.counters[0].maybe_wrote, 0);
+    EXPECT_EQ(r.counters_ok, value == 1) << r.text;
+    EXPECT_THAT(r.text, HasSubstr(value == 1 ? "lock 0=1 (1..1) ok;"
+                                             : "lock 0=2 (1..1) BAD;"));
+  }
+}
+
+// A killed holder's lock must be taken again within a lease plus the
+// allowance: never, or too late, fails the run.
+TEST(HarnessCheckerTest, AKilledHoldersLockMustBeReacquiredInTime) {
+  const Hold open = OpenHoldOfWorker0(0);
+  {
+    CheckInput in = Input({open, CleanHold(1, 0, 4, 6, 0)}, {1});
+    in.faults.push_back(KillOfWorker0At20Ms());
+    Report r = Check(std::move(in));
+    ASSERT_EQ(r.kill_reacquires.size(), 1u);
+    EXPECT_EQ(r.kill_reacquires[0].delay_ns, -1);
+    EXPECT_EQ(r.workers_killed, 1);
+    EXPECT_THAT(r.failures,
+                Contains("lock 0 of killed worker 0 was never reacquired"));
+    EXPECT_THAT(r.text, HasSubstr("NEVER reacquired"));
+  }
+  {
+    // Lease 1 s + 3 s allowed; reacquired 4.1 s after the kill.
+    CheckInput in = Input({open, CleanHold(1, 0, 4120, 4130, 0)}, {1});
+    in.faults.push_back(KillOfWorker0At20Ms());
+    Report r = Check(std::move(in));
+    ASSERT_EQ(r.kill_reacquires.size(), 1u);
+    EXPECT_EQ(r.kill_reacquires[0].delay_ns, 4100 * kMs);
+    EXPECT_THAT(r.failures,
+                Contains("lock 0 of killed worker 0 was reacquired only "
+                         "4.100s after the kill"));
+    // The killed hold may have written: the counter may be 1 or 2.
+    EXPECT_TRUE(r.counters_ok) << r.text;
+  }
+}
+
+// A ghost (an owner field still renewed in Redis though its thread holds
+// nothing) fails the run unless tolerated; an orphan (one that ended within
+// a lease) is only counted.
+TEST(HarnessCheckerTest, AGhostFailsUnlessToleratedAnOrphanNever) {
+  for (const bool tolerate : {false, true}) {
+    CheckInput in = Input({CleanHold(0, 0, 10, 20, 0)}, {1});
+    in.logs[0].ghosts.push_back(
+        GhostHold{0, 0, 30 * kMs, 1, 900, "after-release-ok"});
+    in.logs[1].ghosts.push_back(
+        GhostHold{0, 0, 40 * kMs, 1, 800, "orphan-expired"});
+    in.tolerate_ghost_holds = tolerate;
+    Report r = Check(std::move(in));
+    EXPECT_EQ(r.ghost_holds, 1);
+    EXPECT_EQ(r.orphan_holds, 1);
+    ASSERT_EQ(r.ghost_examples.size(), 1u);
+    EXPECT_EQ(r.ghost_examples[0],
+              "lock 0 w0/t0 at +0.030s after-release-ok: count=1 pttl=900ms");
+    // Worker 1 never acquired a lock: that fails either way.
+    EXPECT_THAT(r.failures, Contains("worker 1 never acquired a lock"));
+    EXPECT_EQ(r.failures.size(), tolerate ? 1u : 2u) << r.text;
+    EXPECT_THAT(r.text, HasSubstr(tolerate ? ", tolerated" : "(must be 0)"));
+  }
+}
+
+// A hold across a long pause of Redis, by more than a lease after it, must
+// have been told its lock was lost; a killed one is not asked.
+TEST(HarnessCheckerTest, AHoldAcrossALongPauseMustBeTold) {
+  for (const bool told : {false, true}) {
+    CheckInput in = Input({CleanHold(0, 0, 10, 3500, 0)}, {1});
+    if (told) {
+      in.logs[0].owners[0] = "client-a:7";
+      in.logs[0].lost.push_back(LostEvent{"client-a:7", 0, 2200 * kMs, 10});
+    }
+    Fault pause = RestartAt(100, 2100, {});
+    pause.kind = FaultKind::kPauseLong;
+    in.faults.push_back(pause);
+    Report r = Check(std::move(in));
+    EXPECT_EQ(r.holds_spanning_losses, 1) << r.text;
+    EXPECT_EQ(r.unnotified_losses, told ? 0 : 1);
+    EXPECT_EQ(r.holds_told_lost, told ? 1 : 0);
+    // A told hold is not clean: the counter may stay at 0.
+    EXPECT_EQ(r.completed_sections, told ? 0 : 1);
+    const std::string not_told = "1 holder(s) never told their lock was lost";
+    if (told) {
+      EXPECT_THAT(r.failures, Not(Contains(not_told))) << r.text;
+    } else {
+      EXPECT_THAT(r.failures, Contains(not_told)) << r.text;
+    }
+  }
+  // Ended within a lease after the pause: nothing asked.
+  CheckInput in = Input({CleanHold(0, 0, 10, 3000, 0)}, {1});
+  Fault pause = RestartAt(100, 2100, {});
+  pause.kind = FaultKind::kPauseLong;
+  in.faults.push_back(pause);
+  Report r = Check(std::move(in));
+  EXPECT_EQ(r.holds_spanning_losses, 0) << r.text;
+}
+
+// Records the checker cannot account for are anomalies, and fail the run:
+// a hold never closed by a worker that was not killed, "E" lines, and
+// unparsable lines (but for one torn last line of a worker that did not
+// finish).
+TEST(HarnessCheckerTest, UnaccountedRecordsAreAnomalies) {
+  Hold open = CleanHold(0, 0, 10, 20, 0);
+  open.open = true;
+  CheckInput in = Input({open}, {1});
+  in.logs[0].anomalies.push_back("thread 0: Release: INTERNAL: boom");
+  in.logs[1].bad_lines = 1;  // done: not a torn last line
+  Report r = Check(std::move(in));
+  ASSERT_EQ(r.anomalies.size(), 3u) << r.text;
+  EXPECT_EQ(r.anomalies[0], "worker 0: thread 0: Release: INTERNAL: boom");
+  EXPECT_EQ(r.anomalies[1],
+            "worker 0 thread 0: hold of lock 0 acquired at +0.010s never "
+            "closed, but the worker was not killed");
+  EXPECT_EQ(r.anomalies[2], "worker 1: 1 unparsable log lines");
+  EXPECT_THAT(r.failures, Contains("3 anomal(ies)"));
+
+  CheckInput torn = Input({CleanHold(1, 0, 10, 20, 0)}, {1});
+  torn.logs[0].bad_lines = 1;
+  torn.logs[0].done = false;
+  torn.logs[0].holds.push_back(CleanHold(0, 0, 30, 40, 1));
+  Report t = Check(std::move(torn));
+  EXPECT_TRUE(t.anomalies.empty()) << t.text;
+}
+
+// Fenced runs: every acquisition must carry a token.
+TEST(HarnessCheckerTest, AFencedHoldWithoutATokenIsAnAnomaly) {
+  Hold first = CleanHold(0, 0, 10, 20, 0);
+  first.token = 4;
+  CheckInput in = Input({first, CleanHold(1, 0, 30, 40, 1)}, {2});
+  in.fenced = true;
+  Report r = Check(std::move(in));
+  EXPECT_EQ(r.fenced_acquisitions, 1);
+  ASSERT_EQ(r.anomalies.size(), 1u);
+  EXPECT_THAT(r.anomalies[0], HasSubstr("has no fencing token"));
+  EXPECT_FALSE(r.ok());
+}
+
+// The verdict asks for every fault kind of the run and for a kill of a
+// holder, and that every worker finished.
+TEST(HarnessCheckerTest, TheVerdictNamesWhatTheRunLacked) {
+  CheckInput in =
+      Input({CleanHold(0, 0, 10, 20, 0), CleanHold(1, 0, 30, 40, 1)}, {2});
+  in.require_every_fault_kind = true;
+  in.fault_kinds = {FaultKind::kKillHolder, FaultKind::kScriptFlush,
+                    FaultKind::kClientKillPubsub};
+  Fault flush = WorkerFault(FaultKind::kScriptFlush, -1, 100, 101);
+  Fault kill = KillOfWorker0At20Ms();
+  kill.injected = false;
+  kill.detail = "found no worker holding a lock within 5s";
+  in.faults = {flush, kill};
+  in.worker_failures.push_back("worker 1 exited with 3");
+  Report r = Check(std::move(in));
+  EXPECT_EQ(r.faults.size(), 1u);
+  EXPECT_EQ(r.faults["script-flush"], 1);
+  EXPECT_EQ(r.workers_killed, 0);
+  EXPECT_EQ(r.failures, (std::vector<std::string>{
+                            "1 worker(s) did not finish normally",
+                            "fault kill-9-holder was never injected",
+                            "fault client-kill-pubsub was never injected",
+                            "no worker was killed while holding a lock"}));
+  ASSERT_EQ(r.fault_log.size(), 2u);
+  EXPECT_EQ(r.fault_log[1],
+            "+0.019s kill-9-holder: NOT INJECTED: found no worker holding a "
+            "lock within 5s");
+}
+
+// A free lock's hand-off to a waiter: excused inside a disruptive fault's
+// window (its span plus a lease plus 1 s), measured apart near a client
+// kill, which excuses nothing.
+TEST(HarnessCheckerTest, AHandOffIsExcusedOnlyByADisruptiveFault) {
+  for (const FaultKind kind :
+       {FaultKind::kPauseShort, FaultKind::kClientKillNormal}) {
+    Hold waiter = CleanHold(1, 0, 1520, 1530, 1);
+    waiter.attempt_start = 15 * kMs;  // waited from before the release at 20
+    CheckInput in = Input({CleanHold(0, 0, 10, 20, 0), waiter}, {2});
+    in.max_wait_outside_faults_ns = 1000 * kMs;
+    in.faults.push_back(WorkerFault(kind, -1, 18, 19));
+    Report r = Check(std::move(in));
+    const bool disruptive = kind == FaultKind::kPauseShort;
+    EXPECT_EQ(r.waits_measured, 1);
+    EXPECT_EQ(r.max_wait_ns, 1500 * kMs);
+    EXPECT_EQ(r.max_wait_outside_faults_ns, disruptive ? 0 : 1500 * kMs);
+    EXPECT_EQ(r.max_wait_near_connection_faults_ns,
+              disruptive ? 0 : 1500 * kMs);
+    EXPECT_EQ(r.waits_over_1s_outside_faults, disruptive ? 0 : 1);
+    EXPECT_EQ(r.max_waiter_wait_outside_faults_ns, disruptive ? 0 : 1500 * kMs);
+    EXPECT_EQ(r.ok(), disruptive) << r.text;
+    if (!disruptive) {
+      EXPECT_EQ(r.max_wait_outside_where, "lock 0 freed at +0.020s");
+      EXPECT_EQ(r.max_waiter_wait_where,
+                "lock 0 freed at +0.020s, w1/t0 waited until +1.520s");
+    }
+  }
+}
+
+// Worker 0 holds lock 0 over [10, 3000] ms (it skips its SET), is cut off by
+// `kind` over [12, heal] ms (its lease on the server ends at 1012 ms) and is
+// told its lock was lost at `told` ms.
+CheckInput CutOffHolder(FaultKind kind, int64_t heal, int64_t told) {
+  Hold held = CleanHold(0, 0, 10, 3000, 0);
+  held.outcome = Outcome::kAbandoned;
+  CheckInput in = Input({held}, {0});
+  in.logs[0].owners[0] = "client-a:7";
+  in.logs[0].lost.push_back(LostEvent{"client-a:7", 0, told * kMs, 10});
+  Fault f = WorkerFault(kind, 0, 12, heal);
+  f.cut_holds.push_back(CutHold{0, 1012 * kMs});
+  in.faults.push_back(f);
+  return in;
+}
+
+// A cut-off holder's report counts for its cut only between the cut and a
+// lease after the heal; a cut shorter than the lease asks nothing of it.
+TEST(HarnessCheckerTest, ACutOffHoldersReportCountsForItsOwnCutOnly) {
+  // Told 1.1 s after a 500 ms cut that ended before the deadline.
+  Report r = Check(CutOffHolder(FaultKind::kPartition, 512, 1112));
+  EXPECT_EQ(r.partition_holds, 1);
+  EXPECT_EQ(r.losses_told_late, 0) << r.text;
+  ASSERT_EQ(r.loss_detection_ns.size(), 1u);
+  EXPECT_EQ(r.min_loss_margin_ns, -100 * kMs);
+  EXPECT_THAT(r.failures, Not(Contains(HasSubstr("cut-off holder")))) << r.text;
+
+  // Told before the cut: not a report of it.
+  r = Check(CutOffHolder(FaultKind::kPartitionReplies, 2012, 11));
+  EXPECT_TRUE(r.loss_detection_ns.empty());
+  EXPECT_EQ(r.losses_told_late, 1) << r.text;
+  ASSERT_EQ(r.partition_details.size(), 1u);
+  EXPECT_EQ(r.partition_details[0],
+            "+0.012s partition-replies w0 lock 0: lease on the server ended "
+            "1000.0ms after the cut; told at +0.011s, released at +3.000s");
+}
+
+// Every section of the report at once, as the checker prints it.
+TEST(HarnessCheckerTest, TheReportPrintsEverySection) {
+  const Hold killed = OpenHoldOfWorker0(1);
+  Hold paused = CleanHold(1, 0, 10, 3000, 0);
+  Hold cut = CleanHold(1, 1, 4000, 7000, 0);
+  cut.thread = 1;
+  cut.outcome = Outcome::kAbandoned;
+  cut.set_sent = false;
+  std::vector<Hold> holds = {killed,
+                             paused,
+                             cut,
+                             CleanHold(0, 0, 1600, 1700, 0),
+                             CleanHold(0, 0, 1710, 1720, 1),
+                             CleanHold(0, 1, 1300, 1310, 0),
+                             CleanHold(0, 0, 3100, 3110, 1),
+                             CleanHold(0, 1, 7100, 7110, 5),
+                             CleanHold(1, 1, 1305, 1308, 0)};
+  int64_t token = 1;
+  for (Hold& h : holds) h.token = token++;
+  holds[4].token = 2;
+  CheckInput in = Input(holds, {2, 7});
+  in.seed = 42;
+  in.fenced = true;
+  in.threads = 2;
+  in.logs[1].owners = {{0, "client-b:1"}, {1, "client-b:2"}};
+  in.logs[1].lost.push_back(LostEvent{"client-b:2", 1, 5100 * kMs, 10});
+  in.logs[0].ghosts.push_back(
+      GhostHold{0, 0, 3200 * kMs, 1, 900, "after-release-ok"});
+  in.logs[0].anomalies.push_back("thread 0: TryAcquire: INTERNAL: boom");
+  Fault kill = KillOfWorker0At20Ms();
+  Fault pause = WorkerFault(FaultKind::kPauseHolder, 1, 20, 2990);
+  pause.detail = "worker 1 stopped";
+  Fault partition = WorkerFault(FaultKind::kPartition, 1, 4100, 6100);
+  partition.cut_holds.push_back(CutHold{1, 5000 * kMs});
+  Fault flush = WorkerFault(FaultKind::kScriptFlush, -1, 8000, 8001);
+  flush.detail = "flushed on 1 of 1 servers";
+  in.faults = {kill, pause, partition, flush};
+  in.worker_failures.push_back("worker 1 exited with 3");
+  in.notes.push_back("partition faults not run: a note");
+  Report r = Check(std::move(in));
+  EXPECT_EQ(r.text, R"(==== relock safety harness report ====
+run:        10.0 s, 2 processes x 2 threads x 2 locks, lease 1.000s, seed 42
+workers:    2 started, 1 killed; acquisitions per worker: w0=6 w1=3
+attempts:   9 (9 acquired)
+sections:   6 clean; abandoned=1 completed=7
+faults:     kill-9-holder=1 partition=1 pause-holder=1 script-flush=1 
+            +0.019s kill-9-holder: 
+            +0.020s pause-holder: worker 1 stopped
+            +4.100s partition: 
+            +8.000s script-flush: flushed on 1 of 1 servers
+overlaps:   1 unexcused (must be 0); 0 excused overlapping pairs (one holder was told its lock was lost)
+            OVERLAP lock 1: w0/t0 [+1.300s, +1.310s] completed and w1/t0 [+1.305s, +1.308s] completed
+lost locks: 1 kLockLost events; 1 holds told lost (0 by Release() = Aborted); 0 releases Unavailable
+            0 holds spanned a restart/long pause; 0 of them never told (must be 0)
+partition:  1 holds cut off from Redis; told after p50 1000.0ms, max 1000.0ms (1 told; lease 1000.0ms), at the least -100.0ms before the lease ended on the server; 1 told after that end minus the drift (12.0ms; slack 10.0ms) (must be 0)
+            +4.100s partition w1 lock 1: lease on the server ended 900.0ms after the cut; told after 1000.0ms, released at +7.000s
+            LATE lock 1: w1/t1 [+4.000s, +7.000s] told-lost cut-off abandoned cut off at +4.100s (partition), lease on the server until +5.000s, told at +5.100s
+pauses:     2 overlaps with a paused holder (excused: only fencing protects the resource then); 1 stale writes by resumed holders, 1 lost updates they explain
+            worker 1 stopped at +0.020s for 2970.0ms: unsafe window 1400.0ms
+ghosts:     1 ghost holds (owner field still in Redis one lease after its thread held nothing; freed by the worker) (must be 0)
+            GHOST lock 0 w0/t0 at +3.200s after-release-ok: count=1 pttl=900ms
+orphans:    0 owner fields left by acquires whose reply was lost, gone within one lease (expected under faults)
+updates:    2 lost updates between clean sections (must be 0)
+            LOST UPDATE lock 1: w0/t0 [+1.300s, +1.310s] completed read 0, then w1/t0 [+1.305s, +1.308s] completed read 0
+            LOST UPDATE lock 1: w1/t0 [+1.305s, +1.308s] completed read 0, then w0/t0 [+7.100s, +7.110s] completed read 5
+tokens:     9 fenced acquisitions; 2 tokens not above the previous one (must be 0); 0 restarts across a counter loss (restart/failover)
+            TOKEN lock 0: w0/t0 [+1.600s, +1.700s] completed token 4, then w0/t0 [+1.710s, +1.720s] completed token 2
+            TOKEN lock 1: w1/t0 [+1.305s, +1.308s] completed token 9, then w1/t1 [+4.000s, +7.000s] told-lost cut-off abandoned token 3
+counters:   lock 0=2 (stale write..4) ok; lock 1=7 (3..4) BAD;
+waits:      longest a waiter waited after its lock was released: 0.0ms outside pause/restart/failover/kill windows, 0.0ms overall
+handoffs:   0 frees with a waiter; longest until the next acquire: 0.0ms outside pause/restart/failover/kill windows, 0.0ms near client-kill/script-flush; 0 > 1s
+kill -9:    lock 1 of worker 0 (killed at +0.020s) reacquired after 1.280s
+calls:      longest TryAcquire 1.0ms, longest Release 1.0ms
+ANOMALY:    worker 0: thread 0: TryAcquire: INTERNAL: boom
+WORKER:     worker 1 exited with 3
+FAIL:       1 unexcused overlap(s) of holds
+FAIL:       2 lost update(s) between clean sections
+FAIL:       a counter is out of bounds
+FAIL:       2 fencing token(s) not above the previous acquisition's
+FAIL:       1 cut-off holder(s) not told before their lease ended on the server (minus the drift)
+FAIL:       1 ghost hold(s): a lock still held in Redis by a thread that held nothing
+FAIL:       1 anomal(ies)
+FAIL:       1 worker(s) did not finish normally
+note:       partition faults not run: a note
+result:     FAIL
+)");
+}
+
+}  // namespace
+}  // namespace harness
+}  // namespace relock
