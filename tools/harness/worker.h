@@ -18,37 +18,24 @@
 // In a netns run (netns.h) the worker enters its network namespace
 // ("netns=<name>") before it starts a thread.
 //
-// Header-only; part of tools/harness (see harness.h).
+// Part of tools/harness (see harness.h); worker.cc has the definitions, and
+// raw_redis.h the worker's plain hiredis connections.
 
 #ifndef RELOCK_TOOLS_HARNESS_WORKER_H_
 #define RELOCK_TOOLS_HARNESS_WORKER_H_
 
-#include <hiredis/hiredis.h>
-
-#include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstdint>
-#include <iostream>
-#include <map>
 #include <memory>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "absl/types/optional.h"
 #include "relock/relock.h"
-#include "tests/testing/raw_connection.h"
-#include "tools/harness/netns.h"
+#include "tools/harness/raw_redis.h"
 #include "tools/harness/record.h"
 
 namespace relock {
@@ -57,18 +44,11 @@ namespace harness {
 // A fair run's queue wait (FairLockOptions::queue_wait): two leases. A killed
 // worker's queued waiter holds the queue up that long past its turn at most
 // (the default, 5 minutes, would stall the run).
-inline absl::Duration FairQueueWait(absl::Duration lease) { return 2 * lease; }
+absl::Duration FairQueueWait(absl::Duration lease);
 
-// The name the raw (non-relock) connections give themselves, so that the
-// "kill pool connections" fault can spare them.
-inline constexpr char kRawClientName[] = "harness-raw";
-
-inline std::string LockName(const std::string& prefix, int k) {
-  return absl::StrCat(prefix, "lock:", k);
-}
-inline std::string CounterName(const std::string& prefix, int k) {
-  return absl::StrCat(prefix, "counter:", k);
-}
+// The names of lock k and of its counter in Redis.
+std::string LockName(const std::string& prefix, int k);
+std::string CounterName(const std::string& prefix, int k);
 
 // Everything a worker needs, passed as "key=value" arguments.
 struct WorkerConfig {
@@ -109,389 +89,28 @@ struct WorkerConfig {
   // The network namespace to run in (netns.h); empty: the harness's own.
   std::string netns;
 
-  std::vector<std::string> ToArgs() const {
-    return {absl::StrCat("worker=", worker),
-            absl::StrCat("url=", url),
-            absl::StrCat("host=", host),
-            absl::StrCat("port=", port),
-            absl::StrCat("keys_host=", keys_host),
-            absl::StrCat("keys_port=", keys_port),
-            absl::StrCat("threads=", threads),
-            absl::StrCat("locks=", locks),
-            absl::StrCat("fenced=", fenced ? 1 : 0),
-            absl::StrCat("fair=", fair ? 1 : 0),
-            absl::StrCat("rw=", rw ? 1 : 0),
-            absl::StrCat("multi=", multi ? 1 : 0),
-            absl::StrCat("prefix=", prefix),
-            absl::StrCat("lease_ms=", lease_ms),
-            absl::StrCat("wait_ms=", wait_ms),
-            absl::StrCat("connect_timeout_ms=", connect_timeout_ms),
-            absl::StrCat("command_timeout_ms=", command_timeout_ms),
-            absl::StrCat("raw_timeout_ms=", raw_timeout_ms),
-            absl::StrCat("hold_min_us=", hold_min_us),
-            absl::StrCat("hold_max_us=", hold_max_us),
-            absl::StrCat("think_max_us=", think_max_us),
-            absl::StrCat("long_hold_ms=", long_hold_ms),
-            absl::StrCat("hard_end_ns=", hard_end_ns),
-            absl::StrCat("seed=", seed),
-            absl::StrCat("log_path=", log_path),
-            absl::StrCat("netns=", netns)};
-  }
+  std::vector<std::string> ToArgs() const;
 
-  absl::Status FromArgs(const std::vector<std::string>& args) {
-    for (const std::string& arg : args) {
-      const size_t eq = arg.find('=');
-      if (eq == std::string::npos) {
-        return absl::InvalidArgumentError(absl::StrCat("bad argument ", arg));
-      }
-      const std::string key = arg.substr(0, eq);
-      const std::string value = arg.substr(eq + 1);
-      bool ok = true;
-      if (key == "worker") {
-        ok = absl::SimpleAtoi(value, &worker);
-      } else if (key == "url") {
-        url = value;
-      } else if (key == "host") {
-        host = value;
-      } else if (key == "port") {
-        ok = absl::SimpleAtoi(value, &port);
-      } else if (key == "keys_host") {
-        keys_host = value;
-      } else if (key == "keys_port") {
-        ok = absl::SimpleAtoi(value, &keys_port);
-      } else if (key == "threads") {
-        ok = absl::SimpleAtoi(value, &threads);
-      } else if (key == "locks") {
-        ok = absl::SimpleAtoi(value, &locks);
-      } else if (key == "fenced") {
-        fenced = value == "1";
-        ok = value == "0" || value == "1";
-      } else if (key == "fair") {
-        fair = value == "1";
-        ok = value == "0" || value == "1";
-      } else if (key == "rw") {
-        rw = value == "1";
-        ok = value == "0" || value == "1";
-      } else if (key == "multi") {
-        multi = value == "1";
-        ok = value == "0" || value == "1";
-      } else if (key == "prefix") {
-        prefix = value;
-      } else if (key == "lease_ms") {
-        ok = absl::SimpleAtoi(value, &lease_ms);
-      } else if (key == "wait_ms") {
-        ok = absl::SimpleAtoi(value, &wait_ms);
-      } else if (key == "connect_timeout_ms") {
-        ok = absl::SimpleAtoi(value, &connect_timeout_ms);
-      } else if (key == "command_timeout_ms") {
-        ok = absl::SimpleAtoi(value, &command_timeout_ms);
-      } else if (key == "raw_timeout_ms") {
-        ok = absl::SimpleAtoi(value, &raw_timeout_ms);
-      } else if (key == "hold_min_us") {
-        ok = absl::SimpleAtoi(value, &hold_min_us);
-      } else if (key == "hold_max_us") {
-        ok = absl::SimpleAtoi(value, &hold_max_us);
-      } else if (key == "think_max_us") {
-        ok = absl::SimpleAtoi(value, &think_max_us);
-      } else if (key == "long_hold_ms") {
-        ok = absl::SimpleAtoi(value, &long_hold_ms);
-      } else if (key == "hard_end_ns") {
-        ok = absl::SimpleAtoi(value, &hard_end_ns);
-      } else if (key == "seed") {
-        ok = absl::SimpleAtoi(value, &seed);
-      } else if (key == "log_path") {
-        log_path = value;
-      } else if (key == "netns") {
-        netns = value;
-      } else {
-        ok = false;
-      }
-      if (!ok) {
-        return absl::InvalidArgumentError(absl::StrCat("bad argument ", arg));
-      }
-    }
-    if (url.empty() || port <= 0 || threads < 1 || locks < 1 ||
-        log_path.empty() || hold_max_us < hold_min_us) {
-      return absl::InvalidArgumentError("incomplete worker arguments");
-    }
-    if (keys_port <= 0) {
-      keys_host = host;
-      keys_port = port;
-    }
-    return absl::OkStatus();
-  }
-};
-
-// A plain hiredis connection for the counters (relock has no raw command
-// API): a testing::RawConnection (tests/testing/raw_connection.h), made again
-// on the next call after any error.
-class RawRedis {
- public:
-  RawRedis(std::string host, int port, absl::Duration timeout)
-      : host_(std::move(host)), port_(port), timeout_(timeout) {}
-  RawRedis(const RawRedis&) = delete;
-  RawRedis& operator=(const RawRedis&) = delete;
-
-  bool EnsureConnected() {
-    if (conn_.has_value()) return true;
-    testing::RawConnectionOptions options;
-    options.connect_timeout = absl::Seconds(1);
-    options.command_timeout = timeout_;
-    absl::StatusOr<testing::RawConnection> conn =
-        testing::RawConnection::Connect(host_, port_, options);
-    if (!conn.ok()) return false;
-    conn_.emplace(*std::move(conn));
-    testing::RawReply r = Command({"CLIENT", "SETNAME", kRawClientName});
-    const bool ok = r != nullptr && r->type == REDIS_REPLY_STATUS;
-    if (!ok) conn_.reset();
-    return ok;
-  }
-
-  // GET as an integer (0 when absent); nullopt on any failure.
-  absl::optional<int64_t> Get(const std::string& key) {
-    return IntegerOrZero(Command({"GET", key}));
-  }
-
-  bool Set(const std::string& key, int64_t value) {
-    testing::RawReply r = Command({"SET", key, absl::StrCat(value)});
-    return r != nullptr && r->type == REDIS_REPLY_STATUS;
-  }
-
-  // A bulk-string integer reply as a number (nil: 0); nullopt for no reply
-  // or anything else.
-  static absl::optional<int64_t> IntegerOrZero(const testing::RawReply& r) {
-    if (r == nullptr) return absl::nullopt;
-    if (r->type == REDIS_REPLY_NIL) return 0;
-    int64_t v = 0;
-    if (r->type == REDIS_REPLY_STRING &&
-        absl::SimpleAtoi(absl::string_view(r->str, r->len), &v)) {
-      return v;
-    }
-    return absl::nullopt;
-  }
-
-  // Any command; the reply, or null on failure (and the connection is made
-  // again on the next call).
-  testing::RawReply Command(const std::vector<std::string>& argv) {
-    if (!conn_.has_value() && !EnsureConnected()) return nullptr;
-    absl::StatusOr<testing::RawReply> r = conn_->Call(argv);
-    if (!r.ok()) {
-      conn_.reset();
-      return nullptr;
-    }
-    return *std::move(r);
-  }
-
- private:
-  const std::string host_;
-  const int port_;
-  const absl::Duration timeout_;
-  absl::optional<testing::RawConnection> conn_;
-};
-
-// Reads lock hashes where they live, on plain hiredis connections: on a
-// single server, that server; on a cluster, the node that serves the key's
-// slot, found by following MOVED and ASK replies from the seed (hiredis has
-// no cluster support). Failures (a node down, a paused one timing out) read
-// as "unknown".
-class RawKeys {
- public:
-  RawKeys(std::string host, int port, absl::Duration timeout)
-      : seed_(absl::StrCat(host, ":", port)), timeout_(timeout) {}
-
-  // HGET as an integer: nullopt on failure, 0 when absent.
-  absl::optional<int64_t> HGet(const std::string& key,
-                               const std::string& field) {
-    return RawRedis::IntegerOrZero(Run(key, {"HGET", key, field}));
-  }
-
-  // PTTL; -3 on failure.
-  int64_t PTtl(const std::string& key) {
-    testing::RawReply r = Run(key, {"PTTL", key});
-    if (r == nullptr) return -3;
-    return r->type == REDIS_REPLY_INTEGER ? r->integer : -3;
-  }
-
-  // HKEYS; empty on failure.
-  std::vector<std::string> HKeys(const std::string& key) {
-    std::vector<std::string> keys;
-    testing::RawReply r = Run(key, {"HKEYS", key});
-    if (r != nullptr && r->type == REDIS_REPLY_ARRAY) {
-      for (size_t i = 0; i < r->elements; ++i) {
-        keys.emplace_back(r->element[i]->str, r->element[i]->len);
-      }
-    }
-    return keys;
-  }
-
- private:
-  // Runs `argv` on the node that serves `key` (the last one that did, or
-  // the seed), following up to 5 redirections; null on failure or on an
-  // error reply.
-  testing::RawReply Run(const std::string& key,
-                        const std::vector<std::string>& argv) {
-    auto known = where_.find(key);
-    std::string node = known == where_.end() ? seed_ : known->second;
-    bool asking = false;
-    for (int hop = 0; hop < 6; ++hop) {
-      RawRedis& conn = Node(node);
-      if (asking && conn.Command({"ASKING"}) == nullptr) return nullptr;
-      testing::RawReply r = conn.Command(argv);
-      if (r == nullptr) return nullptr;
-      if (r->type != REDIS_REPLY_ERROR) {
-        if (!asking) where_[key] = node;
-        return r;
-      }
-      // "MOVED <slot> <host>:<port>" or "ASK <slot> <host>:<port>".
-      std::vector<std::string> words =
-          absl::StrSplit(absl::string_view(r->str, r->len), ' ');
-      if (words.size() != 3 || (words[0] != "MOVED" && words[0] != "ASK")) {
-        return nullptr;
-      }
-      asking = words[0] == "ASK";
-      node = words[2];
-    }
-    return nullptr;
-  }
-
-  RawRedis& Node(const std::string& node) {
-    std::unique_ptr<RawRedis>& conn = nodes_[node];
-    if (conn == nullptr) {
-      const size_t colon = node.rfind(':');
-      int port = 0;
-      (void)absl::SimpleAtoi(node.substr(colon + 1), &port);
-      conn = std::make_unique<RawRedis>(node.substr(0, colon), port, timeout_);
-    }
-    return *conn;
-  }
-
-  const std::string seed_;
-  const absl::Duration timeout_;
-  std::map<std::string, std::unique_ptr<RawRedis>> nodes_;  // "host:port"
-  std::map<std::string, std::string> where_;  // key -> the node serving it
+  absl::Status FromArgs(const std::vector<std::string>& args);
 };
 
 class Worker {
  public:
-  explicit Worker(WorkerConfig config) : config_(std::move(config)) {}
+  explicit Worker(WorkerConfig config);
 
   // The child's main: returns its exit code.
-  int Run() {
-    if (absl::Status s = log_.Open(config_.log_path); !s.ok()) {
-      std::cerr << "harness worker " << config_.worker << ": " << s
-                << std::endl;
-      return 2;
-    }
-    // Detached: it may still block on stdin when the hard end time ends the
-    // run, so it shares the flag instead of referring to this object.
-    std::thread([stop = stop_, long_until = long_until_,
-                 long_locks = long_locks_] {
-      std::string line;
-      while (std::getline(std::cin, line) && line != "stop") {
-        std::vector<absl::string_view> words = absl::StrSplit(line, ' ');
-        int64_t ms = 0;
-        if (words.size() < 2 || words[0] != "long" ||
-            !absl::SimpleAtoi(words[1], &ms)) {
-          continue;
-        }
-        uint64_t mask = ~uint64_t{0};
-        if (words.size() > 2) {
-          mask = 0;
-          for (absl::string_view k : absl::StrSplit(words[2], ',')) {
-            int lock = 0;
-            if (absl::SimpleAtoi(k, &lock) && lock >= 0 && lock < 64) {
-              mask |= uint64_t{1} << lock;
-            }
-          }
-        }
-        long_locks->store(mask);
-        long_until->store(MonotonicNanos() + ms * 1000000);
-      }
-      stop->store(true);
-    }).detach();
-
-    ClientOptions options;
-    options.url = config_.url;
-    options.lock_watchdog_timeout = absl::Milliseconds(config_.lease_ms);
-    options.connect_timeout = absl::Milliseconds(config_.connect_timeout_ms);
-    options.command_timeout = absl::Milliseconds(config_.command_timeout_ms);
-    options.on_lock_event = [this](const LockEvent& e) { OnEvent(e); };
-    std::unique_ptr<Client> client;
-    while (!Stopping()) {
-      absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(options);
-      if (c.ok()) {
-        client = *std::move(c);
-        break;
-      }
-      absl::SleepFor(absl::Milliseconds(100));
-    }
-    if (client == nullptr) {
-      std::cerr << "harness worker " << config_.worker
-                << ": could not connect before the end" << std::endl;
-      return 3;
-    }
-    std::cout << "ready " << client->id() << std::endl;
-
-    std::vector<std::thread> threads;
-    for (int t = 0; t < config_.threads; ++t) {
-      threads.emplace_back([this, &client, t] { ThreadLoop(*client, t); });
-    }
-    for (std::thread& t : threads) t.join();
-    client->Close();
-    log_.Append("D");
-    std::cout << "done" << std::endl;
-    return 0;
-  }
+  int Run();
 
  private:
-  bool Stopping() const {
-    return stop_->load() ||
-           (config_.hard_end_ns > 0 && MonotonicNanos() > config_.hard_end_ns);
-  }
+  bool Stopping() const;
 
-  int LockIndex(const std::string& name) const {
-    const std::string head = config_.prefix + "lock:";
-    int k = -1;
-    if (!absl::StartsWith(name, head) ||
-        !absl::SimpleAtoi(absl::string_view(name).substr(head.size()), &k)) {
-      return -1;
-    }
-    return k;
-  }
+  int LockIndex(const std::string& name) const;
 
-  void OnEvent(const LockEvent& e) {
-    if (e.type != LockEventType::kLockLost) {
-      if (e.type == LockEventType::kUnlockFailed) {
-        log_.Append(absl::StrCat("E unexpected event ",
-                                 LockEventTypeName(e.type), " ", e.lock_name,
-                                 ": ", e.status.ToString()));
-      }
-      return;
-    }
-    LostEvent lost;
-    lost.owner = e.owner;
-    if (config_.rw) {
-      // The checker follows the write holds (under the thread's field):
-      // a read hold's loss excuses none of them.
-      if (!absl::EndsWith(lost.owner, ":write")) return;
-      lost.owner.resize(lost.owner.size() - std::string(":write").size());
-    }
-    lost.lock = LockIndex(e.lock_name);
-    lost.time = MonotonicNanos();
-    lost.code = static_cast<int>(e.status.code());
-    log_.Append(FormatLost(lost));
-  }
+  void OnEvent(const LockEvent& e);
 
-  void Anomaly(int thread, absl::string_view what, const absl::Status& s) {
-    log_.Append(
-        absl::StrCat("E thread ", thread, ": ", what, ": ", s.ToString()));
-  }
+  void Anomaly(int thread, absl::string_view what, const absl::Status& s);
 
-  void Sleep(std::mt19937_64& rng, int64_t min_us, int64_t max_us) {
-    if (max_us <= 0) return;
-    std::uniform_int_distribution<int64_t> d(min_us, max_us);
-    absl::SleepFor(absl::Microseconds(d(rng)));
-  }
+  void Sleep(std::mt19937_64& rng, int64_t min_us, int64_t max_us);
 
   // How thread `t` calls relock: as the thread, blocking, or for an owner
   // token of its own, asynchronously.
@@ -499,144 +118,20 @@ class Worker {
     Owner owner;
     bool async;
 
-    absl::Status TryAcquire(Lock& lock, absl::Duration wait) const {
-      return async ? lock.TryAcquireAsync(owner, wait).Get()
-                   : lock.TryAcquire(owner, wait);
-    }
+    absl::Status TryAcquire(Lock& lock, absl::Duration wait) const;
     // A fenced acquisition: its token in `*token`.
     absl::Status TryAcquire(FencedLock& lock, absl::Duration wait,
-                            int64_t* token) const {
-      absl::StatusOr<int64_t> t =
-          async ? lock.TryLockAndGetTokenAsync(owner, wait).Get()
-                : lock.TryLockAndGetToken(owner, wait);
-      if (t.ok()) *token = *t;
-      return t.status();
-    }
-    absl::Status Release(Lock& lock) const {
-      return async ? lock.ReleaseAsync(owner).Get() : lock.Release(owner);
-    }
+                            int64_t* token) const;
+    absl::Status Release(Lock& lock) const;
   };
-  static Caller CallerFor(int t) {
-    const bool async = t % 2 == 1;
-    return Caller{async ? Owner::New() : Owner::ThisThread(), async};
-  }
+  static Caller CallerFor(int t);
 
   // Learns the caller's owner field: takes a private lock and reads the
   // field relock wrote.
   std::string LearnOwner(Client& client, RawKeys& keys, const Caller& caller,
-                         int t) {
-    const std::string name =
-        absl::StrCat(config_.prefix, "probe:", config_.worker, ":", t);
-    Lock probe = client.GetLock(name);
-    while (!Stopping()) {
-      if (caller.TryAcquire(probe, absl::Milliseconds(config_.wait_ms)).ok()) {
-        std::vector<std::string> fields = keys.HKeys(name);
-        absl::Status released = caller.Release(probe);
-        (void)released;
-        if (fields.size() == 1) {
-          log_.Append(absl::StrCat("O ", t, " ", fields[0]));
-          return fields[0];
-        }
-      }
-      absl::SleepFor(absl::Milliseconds(50));
-    }
-    return "";
-  }
+                         int t);
 
-  void ThreadLoop(Client& client, int t) {
-    std::mt19937_64 rng(config_.seed * 1000003 + config_.worker * 1009 + t);
-    RawRedis raw(config_.host, config_.port,
-                 absl::Milliseconds(config_.raw_timeout_ms));
-    RawKeys keys(config_.keys_host, config_.keys_port,
-                 absl::Milliseconds(config_.raw_timeout_ms));
-    const Caller caller = CallerFor(t);
-    const std::string owner = LearnOwner(client, keys, caller, t);
-    // In fenced runs, locks[k] is fenced[k] (a Lock handle of a fenced lock
-    // takes tokens too).
-    std::vector<FencedLock> fenced;
-    std::vector<Lock> locks;
-    std::vector<Lock> reads;  // rw runs: locks[k]'s read lock
-    for (int k = 0; k < config_.locks; ++k) {
-      const std::string name = LockName(config_.prefix, k);
-      if (config_.fenced) {
-        fenced.push_back(client.GetFencedLock(name));
-        locks.push_back(fenced.back());
-      } else if (config_.rw) {
-        ReadWriteLock rw = client.GetReadWriteLock(name);
-        locks.push_back(rw.WriteLock());
-        reads.push_back(rw.ReadLock());
-      } else if (config_.fair) {
-        FairLockOptions fair;
-        fair.queue_wait = FairQueueWait(absl::Milliseconds(config_.lease_ms));
-        locks.push_back(client.GetFairLock(name, fair));  // a Lock handle
-      } else {
-        locks.push_back(client.GetLock(name));
-      }
-    }
-    const absl::Duration wait = absl::Milliseconds(config_.wait_ms);
-    // Skip the SET unless the lease is safe for at least this long.
-    const absl::Duration margin = std::max(
-        absl::Milliseconds(50), absl::Milliseconds(config_.lease_ms) / 10);
-    std::uniform_int_distribution<int> pick(0, config_.locks - 1);
-    // The write lock's holds have their own field.
-    const std::string field =
-        config_.rw && !owner.empty() ? owner + ":write" : owner;
-    while (!Stopping()) {
-      const int k = pick(rng);
-      Lock& lock = locks[k];
-      if (config_.rw && (rng() & 1) == 0) {
-        ReadRound(reads[k], raw, caller, rng, margin, t, k);
-        continue;
-      }
-      if (config_.multi && !config_.fenced && config_.locks >= 2 &&
-          (rng() & 1) == 0) {
-        MultiRound(locks, raw, keys, caller, rng, margin, t, field);
-        continue;
-      }
-      Hold h;
-      h.worker = config_.worker;
-      h.thread = t;
-      h.lock = k;
-      h.attempt_start = MonotonicNanos();
-      absl::Status s = config_.fenced
-                           ? caller.TryAcquire(fenced[k], wait, &h.token)
-                           : caller.TryAcquire(lock, wait);
-      h.attempt_end = MonotonicNanos();
-      if (!s.ok()) {
-        log_.Append(FormatFailed(FailedAttempt{
-            t, k, h.attempt_start, h.attempt_end, static_cast<int>(s.code())}));
-        if (s.code() != absl::StatusCode::kDeadlineExceeded &&
-            s.code() != absl::StatusCode::kUnavailable) {
-          Anomaly(t, "TryAcquire", s);
-        }
-        if (!absl::StrContains(s.message(), "held by another owner")) {
-          // The acquire may have run on Redis without us hearing of it.
-          CheckNoGhost(lock, keys, caller, field, t, k, "after-failed-acquire");
-        }
-        if (s.code() != absl::StatusCode::kDeadlineExceeded) {
-          absl::SleepFor(absl::Milliseconds(20));  // Redis is unwell
-        }
-        continue;
-      }
-      log_.Append(
-          FormatAcquired(t, k, h.attempt_start, h.attempt_end, h.token));
-      CriticalSection(lock, raw, caller, rng, margin, &h);
-      h.release_start = MonotonicNanos();
-      log_.Append(FormatReleasing(t, k, h.release_start));
-      absl::Status r = caller.Release(lock);
-      h.release_end = MonotonicNanos();
-      h.release_code = static_cast<int>(r.code());
-      log_.Append(FormatHold(h));
-      if (!r.ok() && r.code() != absl::StatusCode::kAborted &&
-          r.code() != absl::StatusCode::kUnavailable) {
-        Anomaly(t, "Release", r);
-      }
-      if (r.ok()) {
-        CheckNoGhost(lock, keys, caller, field, t, k, "after-release-ok");
-      }
-      Sleep(rng, 0, config_.think_max_us);
-    }
-  }
+  void ThreadLoop(Client& client, int t);
 
   // Checks that this thread does not hold `lock` in Redis (after Release()
   // returned OK, or after an acquire that failed without a clear "held by
@@ -652,21 +147,7 @@ class Worker {
   // "orphan-expired"; frees a ghost by releasing as often as Redis counts.
   void CheckNoGhost(Lock& lock, RawKeys& keys, const Caller& caller,
                     const std::string& owner, int t, int k,
-                    absl::string_view where) {
-    if (owner.empty()) return;
-    absl::optional<int64_t> count = keys.HGet(lock.name(), owner);
-    if (!count.has_value() || *count <= 0) return;
-    const int64_t pttl = keys.PTtl(lock.name());
-    const int64_t found_at = MonotonicNanos();
-    absl::SleepFor(absl::Milliseconds(config_.lease_ms + 500));
-    absl::optional<int64_t> still = keys.HGet(lock.name(), owner);
-    const bool ghost = still.has_value() && *still > 0;
-    log_.Append(absl::StrCat("G ", t, " ", k, " ", found_at, " ", *count, " ",
-                             pttl, " ", ghost ? where : "orphan-expired"));
-    for (int64_t i = 0; ghost && i < std::min<int64_t>(*still, 10); ++i) {
-      if (!caller.Release(lock).ok()) break;
-    }
-  }
+                    absl::string_view where);
 
   // A MultiLock round (multi runs): two distinct locks taken as one, then
   // each held and checked as a single round's lock is, and released one by
@@ -678,155 +159,16 @@ class Worker {
   // neither lock held (the ghost checks).
   void MultiRound(std::vector<Lock>& locks, RawRedis& raw, RawKeys& keys,
                   const Caller& caller, std::mt19937_64& rng,
-                  absl::Duration margin, int t, const std::string& field) {
-    const int n = config_.locks;
-    const int k1 = std::uniform_int_distribution<int>(0, n - 1)(rng);
-    const int k2 =
-        (k1 + 1 + std::uniform_int_distribution<int>(0, n - 2)(rng)) % n;
-    MultiLock multi(locks[k1], locks[k2]);
-    // The first lock it takes is held unrecorded while it waits for the
-    // second: keep that well below the checker's limit on a free lock's
-    // wait (3 s).
-    const absl::Duration wait =
-        std::min(absl::Milliseconds(config_.wait_ms), absl::Seconds(1));
-    const absl::Status s = caller.async
-                               ? multi.TryAcquireAsync(caller.owner, wait).Get()
-                               : multi.TryAcquire(caller.owner, wait);
-    const int64_t acquired_at = MonotonicNanos();
-    if (!s.ok()) {
-      if (s.code() != absl::StatusCode::kDeadlineExceeded &&
-          s.code() != absl::StatusCode::kUnavailable) {
-        Anomaly(t, "TryAcquire(multi)", s);
-      }
-      // Whatever the error (a part held by another owner included: the
-      // parts taken before it were released), neither lock may stay held.
-      CheckNoGhost(locks[k1], keys, caller, field, t, k1,
-                   "after-failed-multi-acquire");
-      CheckNoGhost(locks[k2], keys, caller, field, t, k2,
-                   "after-failed-multi-acquire");
-      if (s.code() != absl::StatusCode::kDeadlineExceeded) {
-        absl::SleepFor(absl::Milliseconds(20));  // Redis is unwell
-      }
-      return;
-    }
-    Hold holds[2];
-    const int which[2] = {k1, k2};
-    for (int i = 0; i < 2; ++i) {
-      holds[i].worker = config_.worker;
-      holds[i].thread = t;
-      holds[i].lock = which[i];
-      holds[i].attempt_start = acquired_at;
-      holds[i].attempt_end = acquired_at;
-    }
-    // Both holds are recorded before either counter is written: a kill at any
-    // later point finds both open (and their counters maybe written).
-    log_.Append(FormatAcquired(t, k1, acquired_at, acquired_at));
-    log_.Append(FormatAcquired(t, k2, acquired_at, acquired_at));
-    for (Hold& h : holds) {
-      CriticalSection(locks[h.lock], raw, caller, rng, margin, &h);
-    }
-    for (int i = 0; i < 2; ++i) {
-      Hold& h = holds[i];
-      Lock& lock = locks[h.lock];
-      h.release_start = MonotonicNanos();
-      log_.Append(FormatReleasing(t, h.lock, h.release_start));
-      const absl::Status r = caller.Release(lock);
-      h.release_end = MonotonicNanos();
-      h.release_code = static_cast<int>(r.code());
-      log_.Append(FormatHold(h));
-      if (!r.ok() && r.code() != absl::StatusCode::kAborted &&
-          r.code() != absl::StatusCode::kUnavailable) {
-        Anomaly(t, "Release(multi part)", r);
-      }
-      if (r.ok()) {
-        CheckNoGhost(lock, keys, caller, field, t, h.lock, "after-release-ok");
-      }
-    }
-  }
+                  absl::Duration margin, int t, const std::string& field);
 
   // A read hold of lock k (rw runs): reads the counter, waits, reads it
   // again; while the read hold was safe throughout, no writer may have
   // changed it (an "E" line, an anomaly, if one did).
   void ReadRound(Lock& read, RawRedis& raw, const Caller& caller,
-                 std::mt19937_64& rng, absl::Duration margin, int t, int k) {
-    const absl::Status s =
-        caller.TryAcquire(read, absl::Milliseconds(config_.wait_ms));
-    if (!s.ok()) {
-      if (s.code() != absl::StatusCode::kDeadlineExceeded &&
-          s.code() != absl::StatusCode::kUnavailable) {
-        Anomaly(t, "TryAcquire(read)", s);
-      }
-      if (s.code() != absl::StatusCode::kDeadlineExceeded) {
-        absl::SleepFor(absl::Milliseconds(20));  // Redis is unwell
-      }
-      return;
-    }
-    const std::string counter = CounterName(config_.prefix, k);
-    absl::optional<int64_t> before, after;
-    if (raw.EnsureConnected()) before = raw.Get(counter);
-    Sleep(rng, config_.hold_min_us, config_.hold_max_us);
-    if (before.has_value()) after = raw.Get(counter);
-    absl::StatusOr<std::chrono::steady_clock::time_point> safe =
-        read.SafeUntil(caller.owner);
-    if (!safe.ok() && safe.status().code() != absl::StatusCode::kAborted) {
-      Anomaly(t, "SafeUntil(read)", safe.status());
-    }
-    if (safe.ok() && *safe - std::chrono::steady_clock::now() >=
-                         absl::ToChronoNanoseconds(margin)) {
-      if (before.has_value() && after.has_value() && *before != *after) {
-        Anomaly(t, absl::StrCat("read hold of lock ", k),
-                absl::InternalError(absl::StrCat(
-                    "a write happened under a safe read hold: ", *before,
-                    " -> ", *after)));
-      }
-    }
-    const absl::Status r = caller.Release(read);
-    if (!r.ok() && r.code() != absl::StatusCode::kAborted &&
-        r.code() != absl::StatusCode::kUnavailable) {
-      Anomaly(t, "Release(read)", r);
-    }
-  }
+                 std::mt19937_64& rng, absl::Duration margin, int t, int k);
 
   void CriticalSection(Lock& lock, RawRedis& raw, const Caller& caller,
-                       std::mt19937_64& rng, absl::Duration margin, Hold* h) {
-    const std::string counter = CounterName(config_.prefix, h->lock);
-    if (!raw.EnsureConnected()) {
-      h->outcome = Outcome::kNoConnection;
-      return;
-    }
-    h->get_start = MonotonicNanos();
-    absl::optional<int64_t> value = raw.Get(counter);
-    if (!value.has_value()) {
-      h->outcome = Outcome::kGetFailed;
-      return;
-    }
-    h->read_value = *value;
-    int64_t until = long_until_->load();
-    const bool long_lock =
-        h->lock < 64 && (long_locks_->load() >> h->lock & 1) != 0;
-    if (until > MonotonicNanos() && long_lock &&
-        long_until_->compare_exchange_strong(until, 0)) {
-      absl::SleepFor(absl::Milliseconds(config_.long_hold_ms));
-    } else {
-      Sleep(rng, config_.hold_min_us, config_.hold_max_us);
-    }
-    absl::StatusOr<std::chrono::steady_clock::time_point> safe =
-        lock.SafeUntil(caller.owner);
-    h->safe_code = static_cast<int>(safe.status().code());
-    if (!safe.ok() && safe.status().code() != absl::StatusCode::kAborted) {
-      Anomaly(h->thread, "SafeUntil", safe.status());
-    }
-    if (!safe.ok() || *safe - std::chrono::steady_clock::now() <
-                          absl::ToChronoNanoseconds(margin)) {
-      h->outcome = Outcome::kAbandoned;
-      return;
-    }
-    h->set_sent = true;
-    h->set_start = MonotonicNanos();
-    const bool ok = raw.Set(counter, *value + 1);
-    h->set_end = MonotonicNanos();
-    h->outcome = ok ? Outcome::kCompleted : Outcome::kSetFailed;
-  }
+                       std::mt19937_64& rng, absl::Duration margin, Hold* h);
 
   const WorkerConfig config_;
   LogFile log_;
@@ -844,21 +186,7 @@ class Worker {
 
 // The body of the worker child routine: RELOCK_CHILD_MAIN(SafetyHarnessWorker)
 // { return relock::harness::WorkerMain(args); }
-inline int WorkerMain(const std::vector<std::string>& args) {
-  WorkerConfig config;
-  if (absl::Status s = config.FromArgs(args); !s.ok()) {
-    std::cerr << "harness worker: " << s << std::endl;
-    return 2;
-  }
-  // Before any thread starts: threads stay in the namespace they began in.
-  if (!config.netns.empty()) {
-    if (absl::Status s = EnterNetns(config.netns); !s.ok()) {
-      std::cerr << "harness worker: " << s << std::endl;
-      return 2;
-    }
-  }
-  return Worker(std::move(config)).Run();
-}
+int WorkerMain(const std::vector<std::string>& args);
 
 }  // namespace harness
 }  // namespace relock

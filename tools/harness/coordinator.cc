@@ -1,0 +1,424 @@
+// The safety harness's coordinator (coordinator.h): the run, its servers and
+// workers, the fault schedule and the check.
+
+#include "tools/harness/coordinator.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <iostream>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "tools/harness/record.h"
+#include "tools/harness/worker.h"
+
+namespace relock {
+namespace harness {
+namespace internal_harness {
+
+Coordinator::Coordinator(HarnessOptions o) : o_(std::move(o)) {
+  if (o_.seed == 0) o_.seed = std::random_device()() | 1;
+  if (o_.short_pause <= absl::ZeroDuration()) o_.short_pause = o_.lease / 4;
+  if (o_.long_pause <= absl::ZeroDuration()) o_.long_pause = o_.lease * 2;
+  if (o_.cluster_node_timeout <= absl::ZeroDuration()) {
+    o_.cluster_node_timeout = o_.long_pause + absl::Seconds(2);
+  }
+  if (o_.holder_pause <= absl::ZeroDuration()) o_.holder_pause = 2 * o_.lease;
+  rng_.seed(o_.seed);
+}
+
+absl::StatusOr<Report> Coordinator::Run() {
+  if (o_.processes < 1 || o_.threads < 1 || o_.locks < 1 ||
+      (o_.cluster && o_.cluster_masters < 2)) {
+    return absl::InvalidArgumentError(
+        "processes, threads, locks must be >= 1, cluster_masters >= 2");
+  }
+  if (absl::Status k = ChooseFaults(); !k.ok()) return k;
+  absl::Status s = MakeWorkDir();
+  if (!s.ok()) return s;
+  if (absl::Status servers = StartServers(); !servers.ok()) return servers;
+  Progress(absl::StrCat(
+      o_.cluster ? absl::StrCat("cluster ", cluster_->url(), ", counters on ",
+                                redis_->url())
+      : lock_redis_ != nullptr
+          ? absl::StrCat("redis-server on ", lock_redis_->url(), " (netns ",
+                         lab_->lock_ns(), "), counters on ", redis_->url(),
+                         " (netns ", lab_->counter_ns(), ")")
+          : absl::StrCat("redis-server on ", redis_->url()),
+      ", seed ", o_.seed, ", faults ", FaultNames(kinds_), ", logs in ", dir_));
+
+  run_start_ = MonotonicNanos();
+  // Workers stop by themselves at this time even if never told to.
+  hard_end_ = run_start_ +
+              absl::ToInt64Nanoseconds(o_.duration * 3 + absl::Seconds(120));
+  for (int i = 0; i < o_.processes; ++i) {
+    if (absl::Status w = SpawnWorker(); !w.ok()) return w;
+  }
+  RunSchedule();
+  const int64_t run_end = MonotonicNanos();
+  std::vector<std::string> worker_failures = StopWorkers();
+
+  CheckInput in = MakeCheckInput(run_end, std::move(worker_failures));
+  redis_.reset();  // stops the servers
+  cluster_.reset();
+  lock_redis_.reset();
+  lab_.reset();  // the namespaces, their links and tables
+  Report report = Check(std::move(in));
+  if (report.ok() && o_.work_dir.empty()) {
+    for (const WorkerProc& w : workers_) unlink(w.log_path.c_str());
+    rmdir(dir_.c_str());
+  } else {
+    report.text += absl::StrCat("logs:       ", dir_, "\n");
+  }
+  return report;
+}
+
+absl::Status Coordinator::StartServers() {
+  if (lab_ != nullptr) {
+    // The counters on a server of their own, whose links are never cut.
+    RedisServerOptions locks, counters;
+    locks.host = lab_->lock_host();
+    locks.netns = lab_->lock_ns();
+    counters.host = lab_->counter_host();
+    counters.netns = lab_->counter_ns();
+    absl::StatusOr<std::unique_ptr<RedisServer>> l = RedisServer::Start(locks);
+    if (!l.ok()) return l.status();
+    lock_redis_ = *std::move(l);
+    absl::StatusOr<std::unique_ptr<RedisServer>> c =
+        RedisServer::Start(counters);
+    if (!c.ok()) return c.status();
+    redis_ = *std::move(c);
+  } else {
+    absl::StatusOr<std::unique_ptr<RedisServer>> redis = RedisServer::Start();
+    if (!redis.ok()) return redis.status();
+    redis_ = *std::move(redis);
+  }
+  if (o_.cluster) {
+    RedisClusterOptions cluster_options;
+    cluster_options.masters = o_.cluster_masters;
+    cluster_options.replicas_per_master = 1;
+    cluster_options.node_timeout = o_.cluster_node_timeout;
+    absl::StatusOr<std::unique_ptr<RedisCluster>> cluster =
+        RedisCluster::Start(cluster_options);
+    if (!cluster.ok()) return cluster.status();
+    cluster_ = *std::move(cluster);
+  }
+  return absl::OkStatus();
+}
+
+CheckInput Coordinator::MakeCheckInput(
+    int64_t run_end, std::vector<std::string> worker_failures) {
+  CheckInput in;
+  in.processes = o_.processes;
+  in.threads = o_.threads;
+  in.locks = o_.locks;
+  in.lease_ns = absl::ToInt64Nanoseconds(o_.lease);
+  in.run_start = run_start_;
+  in.run_end = run_end;
+  in.seed = o_.seed;
+  in.faults = faults_;
+  in.worker_failures = std::move(worker_failures);
+  in.max_wait_outside_faults_ns =
+      absl::ToInt64Nanoseconds(o_.max_wait_outside_faults);
+  in.max_kill_reacquire_extra_ns =
+      absl::ToInt64Nanoseconds(KillReacquireBound(o_) - o_.lease);
+  in.tolerate_ghost_holds = o_.tolerate_ghost_holds;
+  in.loss_report_slack_ns = absl::ToInt64Nanoseconds(o_.loss_report_slack);
+  in.fault_kinds = kinds_;
+  in.notes = notes_;
+  // In cluster and netns runs the counters live on a server of their own.
+  in.restart_resets_counters = !o_.cluster && lock_redis_ == nullptr;
+  in.fenced = o_.fenced;
+  for (int k = 0; k < o_.locks; ++k) {
+    absl::StatusOr<RedisValue> v =
+        redis_->Command({"GET", CounterName(kPrefix, k)});
+    int64_t value = -1;
+    if (v.ok() && v->is_nil()) value = 0;
+    if (v.ok() && v->is_string() && !absl::SimpleAtoi(v->str, &value)) {
+      value = -1;
+    }
+    in.counters.push_back(value);
+  }
+  for (const WorkerProc& w : workers_) {
+    in.logs.push_back(ParseWorkerLog(w.index, w.log_path));
+  }
+  return in;
+}
+
+void Coordinator::Progress(const std::string& line) {
+  if (o_.progress == nullptr) return;
+  *o_.progress << absl::StrFormat(
+                      "[harness +%6.2fs] ",
+                      run_start_ == 0
+                          ? 0.0
+                          : static_cast<double>(MonotonicNanos() - run_start_) /
+                                1e9)
+               << line << std::endl;
+}
+
+absl::Status Coordinator::MakeWorkDir() {
+  if (!o_.work_dir.empty()) {
+    dir_ = o_.work_dir;
+    return absl::OkStatus();
+  }
+  const char* tmp = getenv("TMPDIR");
+  std::string templ = absl::StrCat(tmp != nullptr && *tmp ? tmp : "/tmp",
+                                   "/relock-harness-XXXXXX");
+  if (mkdtemp(templ.data()) == nullptr) {
+    return absl::UnavailableError(absl::StrCat("mkdtemp ", templ));
+  }
+  dir_ = templ;
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::SpawnWorker() {
+  WorkerConfig c;
+  c.worker = static_cast<int>(workers_.size());
+  c.url = o_.cluster ? cluster_->url() : LockServer()->url();
+  c.host = redis_->host();
+  c.port = redis_->port();
+  for (RedisServer* node : DataNodes()) {
+    c.keys_host = node->host();
+    c.keys_port = node->port();
+    break;
+  }
+  if (lab_ != nullptr) {
+    absl::StatusOr<std::string> ns = lab_->AddWorker(c.worker);
+    if (!ns.ok()) return ns.status();
+    c.netns = *ns;
+  }
+  c.threads = o_.threads;
+  c.locks = o_.locks;
+  c.fenced = o_.fenced;
+  c.fair = o_.fair;
+  c.rw = o_.rw;
+  c.multi = o_.multi;
+  c.prefix = kPrefix;
+  c.lease_ms = absl::ToInt64Milliseconds(o_.lease);
+  c.wait_ms = absl::ToInt64Milliseconds(o_.acquire_wait);
+  c.connect_timeout_ms = absl::ToInt64Milliseconds(o_.connect_timeout);
+  c.command_timeout_ms = absl::ToInt64Milliseconds(o_.command_timeout);
+  c.raw_timeout_ms =
+      absl::ToInt64Milliseconds(o_.long_pause + absl::Seconds(2));
+  c.hold_min_us = absl::ToInt64Microseconds(o_.hold_min);
+  c.hold_max_us = absl::ToInt64Microseconds(o_.hold_max);
+  c.think_max_us = absl::ToInt64Microseconds(o_.think_max);
+  c.long_hold_ms = absl::ToInt64Milliseconds(LongHold());
+  c.hard_end_ns = hard_end_;
+  c.seed = o_.seed;
+  c.log_path = absl::StrCat(dir_, "/worker-", c.worker, ".log");
+  WorkerProc w;
+  w.index = c.worker;
+  w.log_path = c.log_path;
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child =
+      ChildProcess::Spawn(o_.worker_routine, c.ToArgs());
+  if (!child.ok()) return child.status();
+  w.child = *std::move(child);
+  absl::StatusOr<std::string> line = w.child->ReadLine(absl::Seconds(30));
+  if (!line.ok() || !absl::StartsWith(*line, "ready ")) {
+    return absl::InternalError(absl::StrCat(
+        "worker ", w.index,
+        " did not start: ", line.ok() ? *line : line.status().ToString()));
+  }
+  w.client_id = line->substr(6);
+  Progress(
+      absl::StrCat("worker ", w.index, " (pid ", w.child->pid(), ") ready"));
+  workers_.push_back(std::move(w));
+  return absl::OkStatus();
+}
+
+int64_t Coordinator::Deadline(absl::Duration d) const {
+  return run_start_ + absl::ToInt64Nanoseconds(d);
+}
+
+void Coordinator::SleepUntil(int64_t t) {
+  const int64_t now = MonotonicNanos();
+  if (t > now) absl::SleepFor(absl::Nanoseconds(t - now));
+}
+
+absl::Duration Coordinator::LongHold() const {
+  return o_.long_pause + o_.lease + absl::Seconds(1);
+}
+
+void Coordinator::RequestLongHolds(const std::vector<int>& locks) {
+  const std::string line =
+      locks.empty() ? std::string("long 300")
+                    : absl::StrCat("long 300 ", absl::StrJoin(locks, ","));
+  for (WorkerProc& w : workers_) {
+    if (!w.killed) (void)w.child->WriteLine(line);
+  }
+  absl::SleepFor(absl::Milliseconds(300));
+}
+
+absl::Duration Coordinator::FaultLength(FaultKind kind) const {
+  if (kind == FaultKind::kPauseShort) return o_.short_pause;
+  if (kind == FaultKind::kPauseLong) return o_.long_pause;
+  if (kind == FaultKind::kPauseHolder) return o_.holder_pause;
+  // Both ways: shorter than the lease, then longer, by turns.
+  if (kind == FaultKind::kPartition && partitions_ % 2 == 0) {
+    return o_.lease / 2;
+  }
+  if (IsPartition(kind)) return 2 * o_.lease;
+  if (kind == FaultKind::kFailover) {
+    return o_.cluster_node_timeout + absl::Seconds(5);  // about
+  }
+  return absl::ZeroDuration();
+}
+
+std::vector<RedisServer*> Coordinator::DataNodes() const {
+  std::vector<RedisServer*> nodes;
+  if (!o_.cluster) {
+    nodes.push_back(LockServer());
+    return nodes;
+  }
+  for (size_t i = 0; i < cluster_->size(); ++i) {
+    if (cluster_->node(i).running()) nodes.push_back(&cluster_->node(i));
+  }
+  return nodes;
+}
+
+RedisServer* Coordinator::LockNode(int k) const {
+  if (!o_.cluster) return LockServer();
+  absl::StatusOr<size_t> i = cluster_->NodeForKey(LockName(kPrefix, k));
+  return i.ok() ? &cluster_->node(*i) : nullptr;
+}
+
+void Coordinator::RunSchedule() {
+  // The first cycle in a fixed order (of the kinds chosen): cheap faults
+  // first, the kill and the holder's pause before the Redis pauses (they
+  // need a healthy Redis), the partitions (both ways twice: shorter, then
+  // longer than the lease) between them, the restart last.
+  std::vector<FaultKind> cycle;
+  for (const FaultKind kind :
+       {FaultKind::kClientKillNormal, FaultKind::kScriptFlush,
+        FaultKind::kReshard, FaultKind::kKillHolder, FaultKind::kPauseHolder,
+        FaultKind::kClientKillPubsub, FaultKind::kPartition,
+        FaultKind::kPartitionRequests, FaultKind::kPartitionReplies,
+        FaultKind::kPartition, FaultKind::kPauseShort, FaultKind::kPauseLong,
+        FaultKind::kFailover, FaultKind::kRestart}) {
+    if (std::find(kinds_.begin(), kinds_.end(), kind) != kinds_.end()) {
+      cycle.push_back(kind);
+    }
+  }
+  size_t next = 0;
+  bool first_cycle = true;
+  int64_t at = Deadline(o_.warmup);
+  const int64_t end = Deadline(o_.duration);
+  const int64_t tail = absl::ToInt64Nanoseconds(o_.tail);
+  while (true) {
+    if (next == cycle.size()) {
+      first_cycle = false;
+      next = 0;
+      std::shuffle(cycle.begin(), cycle.end(), rng_);
+    }
+    const FaultKind kind = cycle[next];
+    if (!first_cycle &&
+        at + absl::ToInt64Nanoseconds(FaultLength(kind)) + tail > end) {
+      break;
+    }
+    ++next;
+    SleepUntil(at);
+    Fault f = Inject(kind);
+    Progress(absl::StrCat("fault ", FaultKindName(kind), ": ",
+                          f.injected ? "" : "NOT INJECTED: ", f.detail));
+    faults_.push_back(std::move(f));
+    at = MonotonicNanos() + absl::ToInt64Nanoseconds(o_.fault_gap);
+  }
+  SleepUntil(std::max(end, at - absl::ToInt64Nanoseconds(o_.fault_gap) + tail));
+}
+
+std::vector<std::string> Coordinator::StopWorkers() {
+  std::vector<std::string> problems;
+  for (WorkerProc& w : workers_) {
+    if (!w.killed) (void)w.child->WriteLine("stop");
+  }
+  Progress("workers told to stop");
+  const absl::Duration drain =
+      o_.acquire_wait + o_.long_pause + o_.lease * 2 + absl::Seconds(20);
+  for (WorkerProc& w : workers_) {
+    if (w.killed) continue;
+    absl::StatusOr<std::string> line = w.child->ReadLine(drain);
+    if (!line.ok() || *line != "done") {
+      problems.push_back(
+          absl::StrCat("worker ", w.index, " (pid ", w.child->pid(),
+                       ") did not finish within ", absl::FormatDuration(drain),
+                       ": ", line.ok() ? *line : line.status().ToString()));
+      (void)w.child->Signal(SIGKILL);
+    }
+    absl::StatusOr<int> code = w.child->Wait(absl::Seconds(10));
+    if (!code.ok() || *code != 0) {
+      problems.push_back(absl::StrCat(
+          "worker ", w.index, " exited with ",
+          code.ok() ? absl::StrCat(*code) : code.status().ToString()));
+    }
+  }
+  return problems;
+}
+
+absl::Status Coordinator::ChooseFaults() {
+  const bool asked_net =
+      std::any_of(o_.faults.begin(), o_.faults.end(),
+                  [](FaultKind k) { return IsPartition(k); });
+  if (o_.cluster && (asked_net || o_.netns == NetnsMode::kOn)) {
+    return absl::InvalidArgumentError(
+        "the partition faults and network namespaces are single-server "
+        "only for now");
+  }
+  const bool want_lab =
+      !o_.cluster && o_.netns != NetnsMode::kOff &&
+      (o_.netns == NetnsMode::kOn || asked_net || o_.faults.empty());
+  if (asked_net && o_.netns == NetnsMode::kOff) {
+    return absl::InvalidArgumentError(
+        "the partition faults need network namespaces (netns off)");
+  }
+  if (want_lab) {
+    absl::StatusOr<std::unique_ptr<NetworkLab>> lab = NetworkLab::Create();
+    if (lab.ok()) {
+      lab_ = *std::move(lab);
+    } else if (asked_net || o_.netns == NetnsMode::kOn) {
+      return lab.status();
+    } else {
+      notes_.push_back(
+          absl::StrCat("partition faults not run: ", lab.status().message()));
+      Progress(notes_.back());
+    }
+  }
+  const std::vector<FaultKind> supported =
+      SupportedFaultKinds(o_.cluster, lab_ != nullptr);
+  if (o_.faults.empty()) {
+    kinds_ = supported;
+    return absl::OkStatus();
+  }
+  for (const FaultKind kind : o_.faults) {
+    if (std::find(supported.begin(), supported.end(), kind) ==
+        supported.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("fault ", FaultKindName(kind), " is not supported in ",
+                       o_.cluster ? "cluster" : "single-server", " mode"));
+    }
+  }
+  kinds_ = o_.faults;
+  return absl::OkStatus();
+}
+
+std::string Coordinator::FaultNames(const std::vector<FaultKind>& kinds) {
+  std::vector<std::string> names;
+  for (const FaultKind k : kinds) names.emplace_back(FaultKindName(k));
+  return absl::StrJoin(names, ",");
+}
+
+RedisServer* Coordinator::LockServer() const {
+  return lock_redis_ != nullptr ? lock_redis_.get() : redis_.get();
+}
+
+}  // namespace internal_harness
+}  // namespace harness
+}  // namespace relock

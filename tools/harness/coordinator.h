@@ -1,0 +1,186 @@
+// The safety harness's coordinator (internal to tools/harness): starts the
+// servers and the workers, injects the faults on a schedule, stops the
+// workers and hands their records to the checker. RunHarness() (harness.h)
+// is its public face.
+//
+//   coordinator.cc  the run: servers, workers, the schedule, the check
+//   faults.cc       the fault injections
+//
+// Part of tools/harness (see harness.h).
+
+#ifndef RELOCK_TOOLS_HARNESS_COORDINATOR_H_
+#define RELOCK_TOOLS_HARNESS_COORDINATOR_H_
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "tests/testing/child_process.h"
+#include "tests/testing/redis_cluster.h"
+#include "tests/testing/redis_server.h"
+#include "tools/harness/checker.h"
+#include "tools/harness/harness.h"
+#include "tools/harness/netns.h"
+
+namespace relock {
+namespace harness {
+namespace internal_harness {
+
+using ::relock::testing::ChildProcess;
+using ::relock::testing::RedisCluster;
+using ::relock::testing::RedisClusterOptions;
+using ::relock::testing::RedisServer;
+using ::relock::testing::RedisServerOptions;
+using ::relock::testing::RedisValue;
+
+struct WorkerProc {
+  int index = 0;
+  std::unique_ptr<ChildProcess> child;
+  std::string client_id;
+  std::string log_path;
+  bool killed = false;
+};
+
+// Waits until /proc/<pid>/stat shows the process stopped (T) or gone.
+void WaitStopped(pid_t pid, absl::Duration timeout);
+
+class Coordinator {
+ public:
+  explicit Coordinator(HarnessOptions o);
+
+  // Starts the servers and the workers, injects the faults, stops the
+  // workers and checks their records.
+  absl::StatusOr<Report> Run();
+
+ private:
+  static constexpr char kPrefix[] = "harness:";
+
+  void Progress(const std::string& line);
+
+  absl::Status MakeWorkDir();
+
+  // The redis-server(s) (the locks' and the counters', apart in a netns run)
+  // and, in cluster mode, the cluster.
+  absl::Status StartServers();
+
+  // What the checker reads: the options, the faults, the final counters and
+  // the workers' logs.
+  CheckInput MakeCheckInput(int64_t run_end,
+                            std::vector<std::string> worker_failures);
+
+  absl::Status SpawnWorker();
+
+  int64_t Deadline(absl::Duration d) const;
+  static void SleepUntil(int64_t t);
+
+  // Long enough to span a long pause or a restart plus the lease, so that
+  // the holder must be told its lock was lost before it releases.
+  absl::Duration LongHold() const;
+
+  // Asks every live worker to make one hold that begins in the next 300 ms
+  // a long one, and waits that long.
+  // In cluster mode, only of one of `locks` (the faulted master's), so that
+  // the long hold does not stall a lock the fault does not excuse.
+  void RequestLongHolds(const std::vector<int>& locks);
+
+  absl::Duration FaultLength(FaultKind kind) const;
+
+  // The servers that hold locks: the redis-server, or the cluster's running
+  // nodes.
+  std::vector<RedisServer*> DataNodes() const;
+
+  // The server that holds lock k now; null if the cluster cannot say.
+  RedisServer* LockNode(int k) const;
+
+  // A fault's target: the redis-server, or the master of a random lock, with
+  // the locks it holds in f->locks and its index in *index. Null (and why in
+  // f->detail) if the cluster cannot say.
+  RedisServer* Target(Fault* f, size_t* index = nullptr);
+
+  // Kills master i, waits for its replica's promotion, starts it again and
+  // waits until it has rejoined as a replica. The node is started again even
+  // if no replica took over (the fault then says so), so that the cluster
+  // heals for the rest of the run.
+  void Failover(size_t i, Fault* f);
+
+  // Migrates the slot of a random lock to another master.
+  void Reshard(Fault* f);
+
+  void RunSchedule();
+
+  Fault Inject(FaultKind kind);
+
+  void KillPoolConnections(Fault* f);
+
+  void KillPoolConnectionsOn(RedisServer& node, Fault* f, int* killed,
+                             int* spared);
+
+  // The worker whose client id owns field `owner` ("<client-id>:<n>").
+  WorkerProc* OwnerWorker(const std::string& owner);
+
+  std::vector<std::string> Owners(int k);
+
+  // Finds a worker whose owner field is in a lock and SIGSTOPs it, then
+  // makes sure it still holds the lock, in Redis and by its own record (an
+  // open hold); else lets it go on and looks again, for up to 5 s. The
+  // stopped worker (and the lock in *lock), or null (and why in f->detail).
+  WorkerProc* StopAHolder(Fault* f, int* lock);
+
+  void KillHolder(Fault* f);
+
+  // A holder's process stopped past its lease (a GC pause, a VM steal),
+  // then resumed: it may write after another owner took the lock.
+  void PauseHolder(Fault* f);
+
+  // Cuts a worker off from the lock Redis (netns.h) while it holds a lock
+  // if it can (it is asked for a long hold first), for FaultLength(); the
+  // lease each of its locks has left on the server is read right after the
+  // cut, through the harness's own link.
+  void PartitionWorker(Fault* f);
+
+  // Tells every live worker to stop and collects them; returns problems.
+  std::vector<std::string> StopWorkers();
+
+  // The faults to inject (each at least once) and the faults dropped and
+  // why: from HarnessOptions::faults and netns; makes lab_ if they need it.
+  absl::Status ChooseFaults();
+
+  static std::string FaultNames(const std::vector<FaultKind>& kinds);
+
+  // The single server's locks: the lock redis-server in a netns run, else
+  // the only one.
+  RedisServer* LockServer() const;
+
+  HarnessOptions o_;
+  std::mt19937_64 rng_;
+  // First, so that it goes last: its namespaces after the processes in them.
+  std::unique_ptr<NetworkLab> lab_;
+  std::vector<FaultKind> kinds_;
+  std::vector<std::string> notes_;
+  int partitions_ = 0;  // both-ways partitions so far
+  std::string dir_;
+  // The redis-server: the locks' and the counters' (single mode), or the
+  // counters' only (cluster mode, where the locks are on cluster_).
+  std::unique_ptr<RedisServer> redis_;
+  std::unique_ptr<RedisCluster> cluster_;
+  // Netns runs: the locks' redis-server (redis_ holds the counters only).
+  std::unique_ptr<RedisServer> lock_redis_;
+  std::vector<WorkerProc> workers_;
+  std::vector<Fault> faults_;
+  int64_t run_start_ = 0;
+  int64_t hard_end_ = 0;
+};
+
+}  // namespace internal_harness
+}  // namespace harness
+}  // namespace relock
+
+#endif  // RELOCK_TOOLS_HARNESS_COORDINATOR_H_

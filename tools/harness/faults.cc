@@ -1,0 +1,432 @@
+// The safety harness's fault injections (coordinator.h): kills and pauses of
+// holders and of Redis, restarts, failovers, reshards, client kills, SCRIPT
+// FLUSH and partitions.
+
+#include <signal.h>
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "tools/harness/coordinator.h"
+#include "tools/harness/record.h"
+#include "tools/harness/worker.h"
+
+namespace relock {
+namespace harness {
+namespace internal_harness {
+
+void WaitStopped(pid_t pid, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+    std::string stat((std::istreambuf_iterator<char>(in)),
+                     std::istreambuf_iterator<char>());
+    const size_t paren = stat.rfind(')');
+    if (paren == std::string::npos || paren + 2 >= stat.size()) return;
+    const char state = stat[paren + 2];
+    if (state == 'T' || state == 't' || state == 'Z' || state == 'X') return;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+}
+
+RedisServer* Coordinator::Target(Fault* f, size_t* index) {
+  if (!o_.cluster) return LockServer();
+  std::uniform_int_distribution<int> pick(0, o_.locks - 1);
+  absl::StatusOr<size_t> master =
+      cluster_->NodeForKey(LockName(kPrefix, pick(rng_)));
+  if (!master.ok()) {
+    f->detail = master.status().ToString();
+    return nullptr;
+  }
+  for (int k = 0; k < o_.locks; ++k) {
+    absl::StatusOr<size_t> node = cluster_->NodeForKey(LockName(kPrefix, k));
+    if (node.ok() && *node == *master) f->locks.push_back(k);
+  }
+  if (index != nullptr) *index = *master;
+  f->detail = absl::StrCat("master ", *master, " (port ",
+                           cluster_->node(*master).port(), ", locks ",
+                           absl::StrJoin(f->locks, ","), "): ");
+  return &cluster_->node(*master);
+}
+
+void Coordinator::Failover(size_t i, Fault* f) {
+  const int64_t start = MonotonicNanos();
+  absl::Status s = cluster_->Kill(i);
+  f->injected = s.ok();
+  if (!s.ok()) {
+    absl::StrAppend(&f->detail, s.ToString());
+    return;
+  }
+  const absl::Status promoted = cluster_->WaitUntilHealthy(absl::Seconds(30));
+  const int64_t promoted_at = MonotonicNanos();
+  s = cluster_->Revive(i);
+  if (s.ok()) s = cluster_->WaitUntilHealthy(absl::Seconds(60));
+  auto secs = [start](int64_t t) {
+    return absl::FormatDuration(absl::Nanoseconds(t - start));
+  };
+  absl::StrAppend(
+      &f->detail, "SIGKILL; ",
+      promoted.ok()
+          ? absl::StrCat("replica promoted after ", secs(promoted_at))
+          : absl::StrCat("NO REPLICA PROMOTED: ", promoted.ToString()),
+      s.ok() ? absl::StrCat(", the node back as a replica after ",
+                            secs(MonotonicNanos()))
+             : absl::StrCat(", the node NOT BACK: ", s.ToString()));
+}
+
+void Coordinator::Reshard(Fault* f) {
+  std::uniform_int_distribution<int> pick(0, o_.locks - 1);
+  const int k = pick(rng_);
+  const std::string name = LockName(kPrefix, k);
+  f->locks = {k};
+  absl::StatusOr<size_t> from = cluster_->NodeForKey(name);
+  absl::StatusOr<RedisValue> slot =
+      from.ok() ? cluster_->node(*from).Command({"CLUSTER", "KEYSLOT", name})
+                : absl::StatusOr<RedisValue>(from.status());
+  if (!slot.ok() || !slot->is_integer()) {
+    f->detail = slot.ok() ? slot->DebugString() : slot.status().ToString();
+    return;
+  }
+  std::vector<size_t> others;
+  for (size_t i = 0; i < cluster_->size(); ++i) {
+    absl::StatusOr<bool> master = cluster_->IsMaster(i);
+    if (i != *from && cluster_->node(i).running() && master.ok() && *master) {
+      others.push_back(i);
+    }
+  }
+  if (others.empty()) {
+    f->detail = "no other master";
+    return;
+  }
+  std::uniform_int_distribution<size_t> to_pick(0, others.size() - 1);
+  const size_t to = others[to_pick(rng_)];
+  absl::Status s = cluster_->MigrateSlot(static_cast<int>(slot->integer), to);
+  f->injected = s.ok();
+  f->detail = absl::StrCat("slot ", slot->integer, " (lock ", k,
+                           ") from master ", *from, " to master ", to,
+                           s.ok() ? "" : absl::StrCat(": ", s.ToString()));
+}
+
+Fault Coordinator::Inject(FaultKind kind) {
+  Fault f;
+  f.kind = kind;
+  // The server that a pause, a restart or a failover hits.
+  RedisServer* target = nullptr;
+  size_t index = 0;
+  if (kind == FaultKind::kPauseShort || kind == FaultKind::kPauseLong ||
+      kind == FaultKind::kRestart || kind == FaultKind::kFailover) {
+    target = Target(&f, &index);
+    if (target == nullptr) {
+      f.start = f.end = MonotonicNanos();
+      return f;
+    }
+  }
+  if (kind == FaultKind::kPauseLong || kind == FaultKind::kRestart ||
+      kind == FaultKind::kFailover) {
+    RequestLongHolds(f.locks);
+  }
+  f.start = MonotonicNanos();
+  switch (kind) {
+    case FaultKind::kKillHolder:
+      KillHolder(&f);
+      break;
+    case FaultKind::kPauseHolder:
+      PauseHolder(&f);
+      break;
+    case FaultKind::kPartition:
+    case FaultKind::kPartitionRequests:
+    case FaultKind::kPartitionReplies:
+      PartitionWorker(&f);
+      break;
+    case FaultKind::kPauseShort:
+    case FaultKind::kPauseLong: {
+      const absl::Duration d = FaultLength(kind);
+      absl::Status s = target->Pause();
+      if (s.ok()) {
+        absl::SleepFor(d);
+        s = target->Resume();
+      }
+      f.injected = s.ok();
+      absl::StrAppend(&f.detail, s.ok() ? absl::StrCat("SIGSTOP for ",
+                                                       absl::FormatDuration(d))
+                                        : s.ToString());
+      break;
+    }
+    case FaultKind::kRestart: {
+      absl::Status s = target->Restart();
+      f.injected = s.ok();
+      absl::StrAppend(&f.detail, s.ok() ? "restarted empty" : s.ToString());
+      break;
+    }
+    case FaultKind::kFailover:
+      Failover(index, &f);
+      break;
+    case FaultKind::kReshard:
+      Reshard(&f);
+      break;
+    case FaultKind::kClientKillNormal:
+      KillPoolConnections(&f);
+      break;
+    case FaultKind::kClientKillPubsub: {
+      // A relock subscriber is of type "pubsub" only while some thread
+      // waits (is subscribed); retry briefly until one does.
+      int64_t killed = 0;
+      std::string error;
+      for (int attempt = 0; attempt < 40 && killed == 0; ++attempt) {
+        if (attempt > 0) absl::SleepFor(absl::Milliseconds(50));
+        for (RedisServer* node : DataNodes()) {
+          absl::StatusOr<RedisValue> v =
+              node->Command({"CLIENT", "KILL", "TYPE", "pubsub"});
+          if (v.ok() && v->is_integer()) killed += v->integer;
+          if (!v.ok()) error = v.status().ToString();
+        }
+      }
+      f.injected = killed > 0;
+      f.detail = absl::StrCat("killed ", killed, " pub/sub connections",
+                              error.empty() ? "" : "; ", error);
+      break;
+    }
+    case FaultKind::kScriptFlush: {
+      int flushed = 0;
+      const std::vector<RedisServer*> nodes = DataNodes();
+      for (RedisServer* node : nodes) {
+        absl::StatusOr<RedisValue> v = node->Command({"SCRIPT", "FLUSH"});
+        flushed += v.ok() && v->is_ok();
+        if (!v.ok() || !v->is_ok()) {
+          absl::StrAppend(&f.detail,
+                          v.ok() ? v->DebugString() : v.status().ToString(),
+                          "; ");
+        }
+      }
+      f.injected = flushed == static_cast<int>(nodes.size());
+      absl::StrAppend(&f.detail, "flushed on ", flushed, " of ", nodes.size(),
+                      " servers");
+      break;
+    }
+  }
+  if (f.end == 0) f.end = MonotonicNanos();
+  return f;
+}
+
+void Coordinator::KillPoolConnections(Fault* f) {
+  int killed = 0, spared = 0;
+  for (RedisServer* node : DataNodes()) {
+    KillPoolConnectionsOn(*node, f, &killed, &spared);
+  }
+  f->injected = killed > 0;
+  absl::StrAppend(&f->detail, "killed ", killed,
+                  " relock pool connections (spared ", spared,
+                  " counter and lock-reading connections)");
+}
+
+void Coordinator::KillPoolConnectionsOn(RedisServer& node, Fault* f,
+                                        int* killed, int* spared) {
+  absl::StatusOr<RedisValue> list =
+      node.Command({"CLIENT", "LIST", "TYPE", "normal"});
+  if (!list.ok() || !list->is_string()) {
+    absl::StrAppend(&f->detail,
+                    list.ok() ? list->DebugString() : list.status().ToString(),
+                    "; ");
+    return;
+  }
+  for (absl::string_view line : absl::StrSplit(list->str, '\n')) {
+    std::string id, name;
+    for (absl::string_view field : absl::StrSplit(line, ' ')) {
+      if (absl::StartsWith(field, "id=")) id = std::string(field.substr(3));
+      if (absl::StartsWith(field, "name=")) {
+        name = std::string(field.substr(5));
+      }
+    }
+    if (id.empty()) continue;
+    if (name == kRawClientName) {
+      ++*spared;
+      continue;
+    }
+    absl::StatusOr<RedisValue> r = node.Command({"CLIENT", "KILL", "ID", id});
+    *killed += r.ok() && r->is_integer() && r->integer == 1;
+  }
+}
+
+WorkerProc* Coordinator::OwnerWorker(const std::string& owner) {
+  const size_t colon = owner.rfind(':');
+  if (colon == std::string::npos) return nullptr;
+  const std::string id = owner.substr(0, colon);
+  for (WorkerProc& w : workers_) {
+    if (!w.killed && w.client_id == id) return &w;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> Coordinator::Owners(int k) {
+  std::vector<std::string> owners;
+  RedisServer* node = LockNode(k);
+  if (node == nullptr) return owners;
+  absl::StatusOr<RedisValue> v = node->Command({"HKEYS", LockName(kPrefix, k)});
+  if (v.ok() && v->is_array()) {
+    for (const RedisValue& e : v->elements) {
+      std::string owner = e.str;
+      // rw runs: the writers (whose holds the workers record), under the
+      // thread's own field; not "mode" nor the readers.
+      if (o_.rw && !absl::EndsWith(owner, ":write")) continue;
+      if (o_.rw) owner.resize(owner.size() - std::string(":write").size());
+      owners.push_back(std::move(owner));
+    }
+  }
+  return owners;
+}
+
+WorkerProc* Coordinator::StopAHolder(Fault* f, int* lock) {
+  const int64_t give_up = MonotonicNanos() + 5'000'000'000;
+  std::vector<int> order(o_.locks);
+  for (int k = 0; k < o_.locks; ++k) order[k] = k;
+  while (MonotonicNanos() < give_up) {
+    std::shuffle(order.begin(), order.end(), rng_);
+    for (int k : order) {
+      for (const std::string& owner : Owners(k)) {
+        WorkerProc* w = OwnerWorker(owner);
+        if (w == nullptr) continue;
+        if (!w->child->Signal(SIGSTOP).ok()) continue;
+        WaitStopped(w->child->pid(), absl::Milliseconds(200));
+        std::vector<std::string> now = Owners(k);
+        bool recorded = false;
+        for (const Hold& h : ParseWorkerLog(w->index, w->log_path).holds) {
+          recorded |= h.open && h.lock == k;
+        }
+        if (std::find(now.begin(), now.end(), owner) == now.end() ||
+            !recorded) {
+          (void)w->child->Signal(SIGCONT);
+          continue;
+        }
+        *lock = k;
+        return w;
+      }
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  f->detail = "found no worker holding a lock within 5s";
+  return nullptr;
+}
+
+void Coordinator::KillHolder(Fault* f) {
+  int k = -1;
+  WorkerProc* w = StopAHolder(f, &k);
+  if (w == nullptr) return;
+  (void)w->child->Signal(SIGKILL);
+  f->end = MonotonicNanos();
+  w->killed = true;
+  (void)w->child->Wait(absl::Seconds(10));
+  f->injected = true;
+  f->worker = w->index;
+  f->detail = absl::StrCat("worker ", w->index, " (pid ", w->child->pid(),
+                           ") holding lock ", k);
+  if (absl::Status s = SpawnWorker(); !s.ok()) {
+    f->detail += absl::StrCat("; replacement failed: ", s.ToString());
+  } else {
+    f->detail += absl::StrCat("; replaced by worker ", workers_.back().index);
+  }
+}
+
+void Coordinator::PauseHolder(Fault* f) {
+  int k = -1;
+  WorkerProc* w = StopAHolder(f, &k);
+  if (w == nullptr) return;
+  f->start = MonotonicNanos();
+  absl::SleepFor(o_.holder_pause);
+  const absl::Status s = w->child->Signal(SIGCONT);
+  f->end = MonotonicNanos();
+  f->injected = s.ok();
+  f->worker = w->index;
+  f->detail = absl::StrCat("worker ", w->index, " (pid ", w->child->pid(),
+                           ") holding lock ", k, " stopped for ",
+                           absl::FormatDuration(o_.holder_pause),
+                           s.ok() ? "" : absl::StrCat(": ", s.ToString()));
+}
+
+void Coordinator::PartitionWorker(Fault* f) {
+  const absl::Duration length = FaultLength(f->kind);
+  if (f->kind == FaultKind::kPartition) ++partitions_;
+  std::vector<WorkerProc*> live;
+  for (WorkerProc& w : workers_) {
+    if (!w.killed) live.push_back(&w);
+  }
+  if (live.empty()) {
+    f->detail = "no live worker";
+    return;
+  }
+  std::uniform_int_distribution<size_t> pick(0, live.size() - 1);
+  WorkerProc* w = live[pick(rng_)];
+  // Every worker is asked (a worker's threads may be waiting behind
+  // another's long hold for a while); the cut falls on one that took it.
+  const int64_t asked = MonotonicNanos();
+  for (WorkerProc* l : live) (void)l->child->WriteLine("long 3000");
+  // A worker in a long hold: its owner field in a lock, and its log shows
+  // an open hold of that lock begun since it was asked and over 100 ms ago
+  // (not a short one that ends as the cut begins, nor a long one asked for
+  // by an earlier fault, nearly over). Its other locks are cut off with it.
+  std::vector<int> held;
+  for (int64_t give_up = MonotonicNanos() + 3'500'000'000;
+       held.empty() && MonotonicNanos() < give_up;) {
+    for (int k = 0; k < o_.locks && held.empty(); ++k) {
+      for (const std::string& owner : Owners(k)) {
+        WorkerProc* h = OwnerWorker(owner);
+        if (h == nullptr) continue;
+        const int64_t before = MonotonicNanos() - 100'000'000;
+        for (const Hold& open : ParseWorkerLog(h->index, h->log_path).holds) {
+          if (open.open && open.attempt_end > asked &&
+              open.attempt_end < before) {
+            held.push_back(open.lock);
+          }
+        }
+        if (!held.empty()) {
+          w = h;
+          break;
+        }
+      }
+    }
+    if (held.empty()) absl::SleepFor(absl::Milliseconds(50));
+  }
+  const Cut cut = f->kind == FaultKind::kPartitionRequests  ? Cut::kRequests
+                  : f->kind == FaultKind::kPartitionReplies ? Cut::kReplies
+                                                            : Cut::kBoth;
+  f->worker = w->index;
+  f->start = MonotonicNanos();
+  absl::Status s = lab_->Partition(w->index, cut);
+  if (!s.ok()) {
+    f->detail = s.ToString();
+    return;
+  }
+  for (int k : held) {
+    absl::StatusOr<RedisValue> pttl =
+        LockServer()->Command({"PTTL", LockName(kPrefix, k)});
+    const int64_t now = MonotonicNanos();
+    if (pttl.ok() && pttl->is_integer() && pttl->integer > 0) {
+      f->cut_holds.push_back(CutHold{k, now + pttl->integer * 1'000'000});
+    }
+  }
+  absl::SleepFor(length - absl::Nanoseconds(MonotonicNanos() - f->start));
+  s = lab_->Heal(w->index);
+  f->end = MonotonicNanos();
+  f->injected = true;
+  std::vector<std::string> locks;
+  for (const CutHold& c : f->cut_holds) {
+    locks.push_back(absl::StrCat(c.lock, " (",
+                                 (c.server_lease_end - f->start) / 1'000'000,
+                                 " ms left)"));
+  }
+  f->detail = absl::StrCat(
+      "worker ", w->index, " (pid ", w->child->pid(), ") for ",
+      absl::FormatDuration(length), ", holding ",
+      locks.empty() ? std::string("no lock") : absl::StrJoin(locks, ", "),
+      s.ok() ? "" : absl::StrCat("; HEAL FAILED: ", s.ToString()));
+}
+
+}  // namespace internal_harness
+}  // namespace harness
+}  // namespace relock

@@ -1,0 +1,129 @@
+// The safety harness's plain hiredis connections (raw_redis.h).
+
+#include "tools/harness/raw_redis.h"
+
+#include <hiredis/hiredis.h>
+
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+
+namespace relock {
+namespace harness {
+
+RawRedis::RawRedis(std::string host, int port, absl::Duration timeout)
+    : host_(std::move(host)), port_(port), timeout_(timeout) {}
+
+bool RawRedis::EnsureConnected() {
+  if (conn_.has_value()) return true;
+  testing::RawConnectionOptions options;
+  options.connect_timeout = absl::Seconds(1);
+  options.command_timeout = timeout_;
+  absl::StatusOr<testing::RawConnection> conn =
+      testing::RawConnection::Connect(host_, port_, options);
+  if (!conn.ok()) return false;
+  conn_.emplace(*std::move(conn));
+  testing::RawReply r = Command({"CLIENT", "SETNAME", kRawClientName});
+  const bool ok = r != nullptr && r->type == REDIS_REPLY_STATUS;
+  if (!ok) conn_.reset();
+  return ok;
+}
+
+absl::optional<int64_t> RawRedis::Get(const std::string& key) {
+  return IntegerOrZero(Command({"GET", key}));
+}
+
+bool RawRedis::Set(const std::string& key, int64_t value) {
+  testing::RawReply r = Command({"SET", key, absl::StrCat(value)});
+  return r != nullptr && r->type == REDIS_REPLY_STATUS;
+}
+
+absl::optional<int64_t> RawRedis::IntegerOrZero(const testing::RawReply& r) {
+  if (r == nullptr) return absl::nullopt;
+  if (r->type == REDIS_REPLY_NIL) return 0;
+  int64_t v = 0;
+  if (r->type == REDIS_REPLY_STRING &&
+      absl::SimpleAtoi(absl::string_view(r->str, r->len), &v)) {
+    return v;
+  }
+  return absl::nullopt;
+}
+
+testing::RawReply RawRedis::Command(const std::vector<std::string>& argv) {
+  if (!conn_.has_value() && !EnsureConnected()) return nullptr;
+  absl::StatusOr<testing::RawReply> r = conn_->Call(argv);
+  if (!r.ok()) {
+    conn_.reset();
+    return nullptr;
+  }
+  return *std::move(r);
+}
+
+RawKeys::RawKeys(std::string host, int port, absl::Duration timeout)
+    : seed_(absl::StrCat(host, ":", port)), timeout_(timeout) {}
+
+absl::optional<int64_t> RawKeys::HGet(const std::string& key,
+                                      const std::string& field) {
+  return RawRedis::IntegerOrZero(Run(key, {"HGET", key, field}));
+}
+
+int64_t RawKeys::PTtl(const std::string& key) {
+  testing::RawReply r = Run(key, {"PTTL", key});
+  if (r == nullptr) return -3;
+  return r->type == REDIS_REPLY_INTEGER ? r->integer : -3;
+}
+
+std::vector<std::string> RawKeys::HKeys(const std::string& key) {
+  std::vector<std::string> keys;
+  testing::RawReply r = Run(key, {"HKEYS", key});
+  if (r != nullptr && r->type == REDIS_REPLY_ARRAY) {
+    for (size_t i = 0; i < r->elements; ++i) {
+      keys.emplace_back(r->element[i]->str, r->element[i]->len);
+    }
+  }
+  return keys;
+}
+
+testing::RawReply RawKeys::Run(const std::string& key,
+                               const std::vector<std::string>& argv) {
+  auto known = where_.find(key);
+  std::string node = known == where_.end() ? seed_ : known->second;
+  bool asking = false;
+  for (int hop = 0; hop < 6; ++hop) {
+    RawRedis& conn = Node(node);
+    if (asking && conn.Command({"ASKING"}) == nullptr) return nullptr;
+    testing::RawReply r = conn.Command(argv);
+    if (r == nullptr) return nullptr;
+    if (r->type != REDIS_REPLY_ERROR) {
+      if (!asking) where_[key] = node;
+      return r;
+    }
+    // "MOVED <slot> <host>:<port>" or "ASK <slot> <host>:<port>".
+    std::vector<std::string> words =
+        absl::StrSplit(absl::string_view(r->str, r->len), ' ');
+    if (words.size() != 3 || (words[0] != "MOVED" && words[0] != "ASK")) {
+      return nullptr;
+    }
+    asking = words[0] == "ASK";
+    node = words[2];
+  }
+  return nullptr;
+}
+
+RawRedis& RawKeys::Node(const std::string& node) {
+  std::unique_ptr<RawRedis>& conn = nodes_[node];
+  if (conn == nullptr) {
+    const size_t colon = node.rfind(':');
+    int port = 0;
+    (void)absl::SimpleAtoi(node.substr(colon + 1), &port);
+    conn = std::make_unique<RawRedis>(node.substr(0, colon), port, timeout_);
+  }
+  return *conn;
+}
+
+}  // namespace harness
+}  // namespace relock

@@ -1,0 +1,96 @@
+// The safety harness's plain hiredis connections (relock has no raw command
+// API): RawRedis, one connection to one server, for the counters; RawKeys,
+// reads of lock hashes where they live (a single server, or the node of a
+// cluster that serves the key). The workers (worker.h) use both.
+//
+// Part of tools/harness (see harness.h); raw_redis.cc has the definitions.
+
+#ifndef RELOCK_TOOLS_HARNESS_RAW_REDIS_H_
+#define RELOCK_TOOLS_HARNESS_RAW_REDIS_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "absl/types/optional.h"
+#include "tests/testing/raw_connection.h"
+
+namespace relock {
+namespace harness {
+
+// The name the raw (non-relock) connections give themselves, so that the
+// "kill pool connections" fault can spare them.
+inline constexpr char kRawClientName[] = "harness-raw";
+
+// A plain hiredis connection for the counters (relock has no raw command
+// API): a testing::RawConnection (tests/testing/raw_connection.h), made again
+// on the next call after any error.
+class RawRedis {
+ public:
+  RawRedis(std::string host, int port, absl::Duration timeout);
+  RawRedis(const RawRedis&) = delete;
+  RawRedis& operator=(const RawRedis&) = delete;
+
+  bool EnsureConnected();
+
+  // GET as an integer (0 when absent); nullopt on any failure.
+  absl::optional<int64_t> Get(const std::string& key);
+
+  bool Set(const std::string& key, int64_t value);
+
+  // A bulk-string integer reply as a number (nil: 0); nullopt for no reply
+  // or anything else.
+  static absl::optional<int64_t> IntegerOrZero(const testing::RawReply& r);
+
+  // Any command; the reply, or null on failure (and the connection is made
+  // again on the next call).
+  testing::RawReply Command(const std::vector<std::string>& argv);
+
+ private:
+  const std::string host_;
+  const int port_;
+  const absl::Duration timeout_;
+  absl::optional<testing::RawConnection> conn_;
+};
+
+// Reads lock hashes where they live, on plain hiredis connections: on a
+// single server, that server; on a cluster, the node that serves the key's
+// slot, found by following MOVED and ASK replies from the seed (hiredis has
+// no cluster support). Failures (a node down, a paused one timing out) read
+// as "unknown".
+class RawKeys {
+ public:
+  RawKeys(std::string host, int port, absl::Duration timeout);
+
+  // HGET as an integer: nullopt on failure, 0 when absent.
+  absl::optional<int64_t> HGet(const std::string& key,
+                               const std::string& field);
+
+  // PTTL; -3 on failure.
+  int64_t PTtl(const std::string& key);
+
+  // HKEYS; empty on failure.
+  std::vector<std::string> HKeys(const std::string& key);
+
+ private:
+  // Runs `argv` on the node that serves `key` (the last one that did, or
+  // the seed), following up to 5 redirections; null on failure or on an
+  // error reply.
+  testing::RawReply Run(const std::string& key,
+                        const std::vector<std::string>& argv);
+
+  RawRedis& Node(const std::string& node);
+
+  const std::string seed_;
+  const absl::Duration timeout_;
+  std::map<std::string, std::unique_ptr<RawRedis>> nodes_;  // "host:port"
+  std::map<std::string, std::string> where_;  // key -> the node serving it
+};
+
+}  // namespace harness
+}  // namespace relock
+
+#endif  // RELOCK_TOOLS_HARNESS_RAW_REDIS_H_
