@@ -61,8 +61,9 @@
 //               in cluster mode a fault on one master excuses only the locks
 //               on it.
 //
-//
-// Part of tools/harness (see harness.h); checker.cc has the definitions.
+// Part of tools/harness (see harness.h). Check() runs the steps in
+// checker_steps.h; checker.cc, checker_locks.cc and checker_report.cc have
+// the definitions.
 
 #ifndef RELOCK_TOOLS_HARNESS_CHECKER_H_
 #define RELOCK_TOOLS_HARNESS_CHECKER_H_

@@ -7,7 +7,7 @@
 //   worker.h       the worker process (a child routine) and its critical
 //                  section; raw_redis.h its plain hiredis connections
 //   record.h       the workers' log format
-//   checker.h      the checks and the report
+//   checker.h      the checks and the report (checker_steps.h: its steps)
 //   netns.h        the network namespaces of the partition faults
 //   coordinator.h  the coordinator: servers, workers, the fault schedule
 //                  (faults.cc injects them)

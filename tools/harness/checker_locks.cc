@@ -1,0 +1,369 @@
+// The safety harness checker's per-lock steps (checker_steps.h): each lock's
+// holds in acquisition order, checked for overlaps, tokens, lost updates and
+// the counter's bounds; its waits measured; the losses its holders must have
+// been told of; its killed holders' reacquisitions.
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "tools/harness/checker.h"
+#include "tools/harness/checker_steps.h"
+#include "tools/harness/record.h"
+
+namespace relock {
+namespace harness {
+namespace internal_checker {
+namespace {
+
+// Lock k's holds by acquisition, its attempts by start (sorted in place).
+LockView ViewOfLock(int k, const std::vector<const Hold*>& holds,
+                    CheckState* s) {
+  LockView v;
+  v.lock = k;
+  v.holds = holds;
+  std::sort(v.holds.begin(), v.holds.end(), [](const Hold* a, const Hold* b) {
+    return a->attempt_end < b->attempt_end;
+  });
+  for (const Hold* h : v.holds) v.acquired.push_back(h->attempt_end);
+  std::vector<Attempt>& at = s->attempts[k];
+  std::sort(at.begin(), at.end(), [](const Attempt& a, const Attempt& b) {
+    return a.start < b.start;
+  });
+  v.attempts = &at;
+  return v;
+}
+
+// Whether [from, to] touches the window of a disruptive fault on lock k's
+// Redis.
+bool InDisruptiveWindow(const CheckState& s, int k, int64_t from, int64_t to) {
+  bool in_fault = false;
+  for (const Window& w : s.disruptive) {
+    in_fault |= w.fault->Affects(k) && Intersects(from, to, w.start, w.end);
+  }
+  return in_fault;
+}
+
+// Overlaps: every pair of intersecting holds, excused or not; those beside a
+// paused holder are counted apart, and when the first came
+// (s->paused_overlap).
+void CheckOverlaps(const LockView& v, CheckState* s) {
+  Report& rep = s->rep;
+  const int k = v.lock;
+  const std::vector<const Hold*>& hs = v.holds;
+  std::vector<const Hold*> active;
+  for (const Hold* h : hs) {
+    active.erase(
+        std::remove_if(active.begin(), active.end(),
+                       [&](const Hold* a) { return a->end <= h->attempt_end; }),
+        active.end());
+    for (const Hold* a : active) {
+      // The old holder `a` paused past its lease: nothing a lock can do
+      // (fencing is); report how long the other held beside it.
+      if (a->paused) {
+        ++rep.paused_overlaps;
+        auto first = s->paused_overlap.emplace(a, h->attempt_end).first;
+        first->second = std::min(first->second, h->attempt_end);
+        continue;
+      }
+      // Cut off from Redis: only a report received before the new holder
+      // acquired excuses it. Otherwise (as before) any report does.
+      const bool excused = a->cut ? a->told_lost && a->told_at <= h->attempt_end
+                                  : a->told_lost || h->told_lost;
+      (excused ? rep.excused_overlaps : rep.unexcused_overlaps)++;
+      if (!excused && rep.overlap_examples.size() < 10) {
+        rep.overlap_examples.push_back(absl::StrCat(
+            "lock ", k, ": ", s->Describe(*a), " and ", s->Describe(*h),
+            a->cut && a->told_lost
+                ? absl::StrCat(" (the cut-off holder was told at +",
+                               s->Rel(a->told_at), ", after)")
+                : ""));
+      }
+    }
+    active.push_back(h);
+  }
+}
+
+// Fenced runs: tokens, in acquisition order, must grow, but across a restart
+// or failover of the lock's Redis (which may lose its counter).
+void CheckTokens(const LockView& v, CheckState* s) {
+  const CheckInput& in = s->in;
+  Report& rep = s->rep;
+  const int k = v.lock;
+  const std::vector<const Hold*>& hs = v.holds;
+  const Hold* last = nullptr;
+  for (const Hold* h : hs) {
+    if (h->token < 1) {
+      rep.anomalies.push_back(absl::StrCat("lock ", k, ": ", s->Describe(*h),
+                                           " has no fencing token"));
+      continue;
+    }
+    ++rep.fenced_acquisitions;
+    if (last != nullptr && h->token <= last->token) {
+      bool reset = false;
+      for (const Fault& f : in.faults) {
+        reset |=
+            f.injected && f.Affects(k) &&
+            (f.kind == FaultKind::kRestart || f.kind == FaultKind::kFailover) &&
+            Intersects(last->attempt_end, h->attempt_end, f.start, f.end);
+      }
+      if (reset) {
+        ++rep.token_resets;
+      } else {
+        ++rep.token_regressions;
+        if (rep.token_examples.size() < 10) {
+          rep.token_examples.push_back(absl::StrCat(
+              "lock ", k, ": ", s->Describe(*last), " token ", last->token,
+              ", then ", s->Describe(*h), " token ", h->token));
+        }
+      }
+    }
+    last = h;
+  }
+}
+
+// Paused holders that sent their SET: it may land any time after the
+// pause, long after holds acquired later (a stale write). One that came
+// after another owner had acquired the lock is counted.
+void FindLateWriters(LockView* v, CheckState* s) {
+  Report& rep = s->rep;
+  const std::vector<const Hold*>& hs = v->holds;
+  for (const Hold* h : hs) {
+    if (!h->paused || !h->set_sent) continue;
+    v->late_writers.push_back(h);
+    auto first = s->paused_overlap.find(h);
+    rep.stale_writes +=
+        first != s->paused_overlap.end() && h->set_start > first->second;
+  }
+}
+
+// The sequence of clean sections: each reads the value the previous one
+// wrote, unless a section that may have written, a restart or a stale write
+// came between them.
+void CheckSequence(const LockView& v, CheckState* s) {
+  Report& rep = s->rep;
+  const int k = v.lock;
+  const std::vector<const Hold*>& hs = v.holds;
+  const Hold* prev = nullptr;
+  bool tainted = false;
+  for (const Hold* h : hs) {
+    if (IsClean(*h)) {
+      bool restarted = false, stale = false;
+      if (prev != nullptr) {
+        for (const Fault* r : s->restarts) {
+          restarted |=
+              Intersects(prev->set_end, h->get_start, r->start, r->end);
+        }
+        for (const Hold* w : v.late_writers) {
+          stale |= Intersects(w->set_start, w->set_end, prev->get_start,
+                              h->get_start);
+        }
+      }
+      if (prev != nullptr && stale && h->read_value != prev->read_value + 1) {
+        ++rep.stale_write_breaks;
+      } else if (prev != nullptr && !tainted && !restarted &&
+                 h->read_value != prev->read_value + 1) {
+        ++rep.sequence_breaks;
+        if (rep.sequence_examples.size() < 10) {
+          rep.sequence_examples.push_back(absl::StrCat(
+              "lock ", k, ": ", s->Describe(*prev), " read ", prev->read_value,
+              ", then ", s->Describe(*h), " read ", h->read_value));
+        }
+      }
+      prev = h;
+      tainted = false;
+    } else if (MayHaveWritten(*h)) {
+      tainted = true;
+    }
+  }
+}
+
+// The counter's final value against the sections that may have written it.
+void CheckCounter(const LockView& v, const Fault* last_restart, CheckState* s) {
+  const CheckInput& in = s->in;
+  Report& rep = s->rep;
+  const int k = v.lock;
+  const std::vector<const Hold*>& hs = v.holds;
+  CounterCheck c;
+  c.lock = k;
+  c.value = k < static_cast<int>(in.counters.size()) ? in.counters[k] : -1;
+  for (const Hold* h : hs) {
+    const bool after_restart =
+        last_restart == nullptr || h->get_start > last_restart->end;
+    if (IsClean(*h) && after_restart) {
+      ++c.clean;
+    } else if (IsClean(*h) || MayHaveWritten(*h)) {
+      const int64_t wrote_by =
+          h->open ? h->end : (h->set_end != 0 ? h->set_end : h->end);
+      if (last_restart == nullptr || wrote_by > last_restart->start) {
+        ++c.maybe_wrote;
+      }
+    }
+  }
+  // A stale write may undo any number of increments: only the upper
+  // bound holds then.
+  c.stale = !v.late_writers.empty();
+  c.ok = (c.stale || c.value >= c.clean) && c.value <= c.clean + c.maybe_wrote;
+  rep.counters_ok &= c.ok;
+  rep.counters.push_back(c);
+}
+
+// Hand-offs: from a release while another attempt waited to the lock's next
+// acquisition by anyone.
+void MeasureHandoffs(const LockView& v, CheckState* s) {
+  Report& rep = s->rep;
+  const int k = v.lock;
+  const std::vector<const Hold*>& hs = v.holds;
+  const std::vector<Attempt>& at = *v.attempts;
+  int64_t longest_attempt = 0;
+  for (const Attempt& a : at) {
+    longest_attempt = std::max(longest_attempt, a.end - a.start);
+  }
+  for (const Hold* h : hs) {
+    if (h->open || h->release_code != static_cast<int>(absl::StatusCode::kOk)) {
+      continue;
+    }
+    const int64_t free_at = h->release_start;
+    auto it = std::upper_bound(v.acquired.begin(), v.acquired.end(), free_at);
+    if (it == v.acquired.end()) continue;
+    const int64_t next = *it;
+    bool waiter = false;
+    auto w = std::lower_bound(
+        at.begin(), at.end(), free_at,
+        [](const Attempt& a, int64_t t) { return a.start < t; });
+    while (w != at.begin() && !waiter) {
+      --w;
+      if (w->start < free_at - longest_attempt) break;
+      waiter = w->end > free_at && w->start != h->attempt_start;
+    }
+    if (!waiter) continue;
+    const int64_t wait = next - free_at;
+    ++rep.waits_measured;
+    rep.max_wait_ns = std::max(rep.max_wait_ns, wait);
+    if (InDisruptiveWindow(*s, k, free_at, next)) continue;
+    if (wait > rep.max_wait_outside_faults_ns) {
+      rep.max_wait_outside_faults_ns = wait;
+      rep.max_wait_outside_where =
+          absl::StrCat("lock ", k, " freed at +", s->Rel(free_at));
+    }
+    rep.waits_over_1s_outside_faults += wait > 1'000'000'000;
+    for (const Window& w : s->connection) {
+      if (Intersects(free_at, next, w.start, w.end)) {
+        rep.max_wait_near_connection_faults_ns =
+            std::max(rep.max_wait_near_connection_faults_ns, wait);
+      }
+    }
+  }
+}
+
+// Waiters: from the first release (by another owner) during an attempt
+// to the attempt's end (acquired, or gave up).
+void MeasureWaiterWaits(const LockView& v, CheckState* s) {
+  Report& rep = s->rep;
+  const int k = v.lock;
+  const std::vector<const Hold*>& hs = v.holds;
+  const std::vector<Attempt>& at = *v.attempts;
+  std::vector<const Hold*> frees;
+  for (const Hold* h : hs) {
+    if (!h->open &&
+        h->release_code == static_cast<int>(absl::StatusCode::kOk)) {
+      frees.push_back(h);
+    }
+  }
+  std::sort(frees.begin(), frees.end(), [](const Hold* a, const Hold* b) {
+    return a->release_start < b->release_start;
+  });
+  for (const Attempt& a : at) {
+    auto it = std::lower_bound(
+        frees.begin(), frees.end(), a.start,
+        [](const Hold* h, int64_t t) { return h->release_start < t; });
+    for (; it != frees.end() && (*it)->release_start < a.end; ++it) {
+      if ((*it)->worker == a.worker && (*it)->thread == a.thread) continue;
+      const int64_t free_at = (*it)->release_start;
+      const int64_t wait = a.end - free_at;
+      rep.max_wait_ns = std::max(rep.max_wait_ns, wait);
+      if (!InDisruptiveWindow(*s, k, free_at, a.end) &&
+          wait > rep.max_waiter_wait_outside_faults_ns) {
+        rep.max_waiter_wait_outside_faults_ns = wait;
+        rep.max_waiter_wait_where = absl::StrCat(
+            "lock ", k, " freed at +", s->Rel(free_at), ", w", a.worker, "/t",
+            a.thread, " waited until +", s->Rel(a.end));
+      }
+      break;
+    }
+  }
+}
+
+// Holders that must have been told: holds that span a restart, or a
+// pause longer than the lease, by more than a lease.
+void CheckToldLosses(const LockView& v, CheckState* s) {
+  const CheckInput& in = s->in;
+  Report& rep = s->rep;
+  const int k = v.lock;
+  const std::vector<const Hold*>& hs = v.holds;
+  for (const Hold* h : hs) {
+    if (h->killed) continue;
+    for (const Fault& f : in.faults) {
+      if (!f.injected || !f.Affects(k) ||
+          (f.kind != FaultKind::kRestart && f.kind != FaultKind::kPauseLong)) {
+        continue;
+      }
+      if (h->attempt_end >= f.start || h->end <= f.end + in.lease_ns) {
+        continue;
+      }
+      ++rep.holds_spanning_losses;
+      if (!h->told_lost) {
+        ++rep.unnotified_losses;
+        if (rep.unnotified_examples.size() < 10) {
+          rep.unnotified_examples.push_back(
+              absl::StrCat("lock ", k, ": ", s->Describe(*h), " spans the ",
+                           FaultKindName(f.kind), " at +", s->Rel(f.start)));
+        }
+      }
+    }
+  }
+}
+
+// Locks of killed holders: when did someone else get them?
+void TimeKillReacquires(const LockView& v, CheckState* s) {
+  Report& rep = s->rep;
+  const int k = v.lock;
+  const std::vector<const Hold*>& hs = v.holds;
+  for (const Hold* h : hs) {
+    if (!h->killed) continue;
+    KillReacquire kr{h->worker, k, h->end, -1};
+    auto it = std::upper_bound(v.acquired.begin(), v.acquired.end(), h->end);
+    if (it != v.acquired.end()) kr.delay_ns = *it - h->end;
+    rep.kill_reacquires.push_back(kr);
+  }
+}
+
+}  // namespace
+
+void CheckLocks(CheckState* s) {
+  const CheckInput& in = s->in;
+  std::vector<std::vector<const Hold*>> by_lock(in.locks);
+  for (const Hold& h : s->holds) by_lock[h.lock].push_back(&h);
+  const Fault* last_restart =
+      s->restarts.empty() ? nullptr : s->restarts.back();
+  s->rep.counters_ok = true;
+  for (int k = 0; k < in.locks; ++k) {
+    LockView v = ViewOfLock(k, by_lock[k], s);
+    CheckOverlaps(v, s);
+    if (in.fenced) CheckTokens(v, s);
+    FindLateWriters(&v, s);
+    CheckSequence(v, s);
+    CheckCounter(v, last_restart, s);
+    MeasureHandoffs(v, s);
+    MeasureWaiterWaits(v, s);
+    CheckToldLosses(v, s);
+    TimeKillReacquires(v, s);
+  }
+}
+
+}  // namespace internal_checker
+}  // namespace harness
+}  // namespace relock
