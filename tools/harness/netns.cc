@@ -3,91 +3,14 @@
 
 #include "tools/harness/netns.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <sched.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <tuple>
-#include <utility>
 
-#include "absl/strings/str_join.h"
-
-extern char** environ;  // NOLINT(readability-redundant-declaration)
+#include "absl/strings/str_cat.h"
 
 namespace relock {
 namespace harness {
-
-absl::Status RunTool(const std::vector<std::string>& argv,
-                     std::string* output) {
-  std::string path = argv.at(0);
-  for (const char* dir : {"/usr/sbin/", "/sbin/", "/usr/bin/", "/bin/"}) {
-    const std::string candidate = absl::StrCat(dir, argv[0]);
-    if (access(candidate.c_str(), X_OK) == 0) {
-      path = candidate;
-      break;
-    }
-  }
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) {
-    return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
-  }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
-  std::vector<char*> args;
-  args.reserve(argv.size() + 1);
-  for (const std::string& a : argv)
-    args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc =
-      posix_spawn(&pid, path.c_str(), &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(fds[1]);
-  std::string out;
-  char buf[512];
-  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) != 0;) {
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  close(fds[0]);
-  if (rc != 0) {
-    return absl::UnavailableError(absl::StrCat(
-        absl::StrJoin(argv, " "), ": cannot run ", path, ": ", strerror(rc)));
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (output != nullptr) *output = out;
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return absl::InternalError(
-        absl::StrCat("`", absl::StrJoin(argv, " "), "` failed: ", out));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status EnterNetns(const std::string& name) {
-  const std::string path = absl::StrCat("/run/netns/", name);
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return absl::UnavailableError(
-        absl::StrCat("open ", path, ": ", strerror(errno)));
-  }
-  const int rc = setns(fd, CLONE_NEWNET);
-  const int err = errno;
-  close(fd);
-  if (rc != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("setns ", path, ": ", strerror(err)));
-  }
-  return absl::OkStatus();
-}
 
 NetworkLab::~NetworkLab() {
   for (auto it = namespaces_.rbegin(); it != namespaces_.rend(); ++it) {

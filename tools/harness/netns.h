@@ -45,6 +45,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "tests/testing/private_network.h"
 
 namespace relock {
 namespace harness {
@@ -56,15 +57,10 @@ enum class Cut : int {
   kReplies = 2,   // partition-replies: lock Redis -> worker lost
 };
 
-// Runs `argv` (argv[0] looked up in /usr/sbin, /sbin, /usr/bin and /bin)
-// and waits; its stdout and stderr in *output. Internal unless it exits 0,
-// Unavailable if it cannot be started.
-absl::Status RunTool(const std::vector<std::string>& argv,
-                     std::string* output = nullptr);
-
-// Moves the calling thread (and the threads it starts later) into network
-// namespace `name` (/run/netns/<name>). A worker calls it first thing.
-absl::Status EnterNetns(const std::string& name);
+// The fixture's (tests/testing/private_network.h): RunTool() runs `ip` and
+// `nft`; a worker calls EnterNetns() first thing.
+using ::relock::testing::EnterNetns;
+using ::relock::testing::RunTool;
 
 class NetworkLab {
  public:
