@@ -8,7 +8,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -166,6 +170,15 @@ void Coordinator::Progress(const std::string& line) {
 
 absl::Status Coordinator::MakeWorkDir() {
   if (!o_.work_dir.empty()) {
+    // Made (with its parents) if missing, so that the workers can open their
+    // logs in it.
+    std::error_code error;
+    std::filesystem::create_directories(o_.work_dir, error);
+    if (error || !std::filesystem::is_directory(o_.work_dir)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "work_dir \"", o_.work_dir, "\" is not a directory that can be made",
+          error ? absl::StrCat(": ", error.message()) : std::string()));
+    }
     dir_ = o_.work_dir;
     return absl::OkStatus();
   }
@@ -173,7 +186,8 @@ absl::Status Coordinator::MakeWorkDir() {
   std::string templ = absl::StrCat(tmp != nullptr && *tmp ? tmp : "/tmp",
                                    "/relock-harness-XXXXXX");
   if (mkdtemp(templ.data()) == nullptr) {
-    return absl::UnavailableError(absl::StrCat("mkdtemp ", templ));
+    return absl::UnavailableError(
+        absl::StrCat("mkdtemp ", templ, ": ", strerror(errno)));
   }
   dir_ = templ;
   return absl::OkStatus();

@@ -137,7 +137,8 @@ struct HarnessOptions {
   // The RELOCK_CHILD_MAIN routine that calls WorkerMain().
   std::string worker_routine = "SafetyHarnessWorker";
   // Where worker logs go; empty = a fresh dir under $TMPDIR (removed after a
-  // passing run, kept and named in the report otherwise).
+  // passing run, kept and named in the report otherwise). A given dir is
+  // made if missing (InvalidArgument if it cannot be) and always kept.
   std::string work_dir;
   // Progress lines (faults as they happen); null = silent.
   std::ostream* progress = &std::cout;
