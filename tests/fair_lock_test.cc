@@ -152,14 +152,7 @@ TEST_F(FairLockTest, StrictArrivalOrderAcrossProcessesOneWakeUpPerRelease) {
   ASSERT_EQ(arrival.size(), size_t{kWaiters});
   const int64_t futile_at_release = FutileAttempts();
   ASSERT_OK(lock.Release());
-  for (auto& child : children) {
-    absl::StatusOr<std::string> line = child->ReadLine(absl::Seconds(120));
-    ASSERT_OK(line);
-    EXPECT_EQ(*line, "done");
-    absl::StatusOr<int> code = child->Wait(absl::Seconds(30));
-    ASSERT_OK(code);
-    EXPECT_EQ(*code, 0);
-  }
+  testing::ExpectChildrenDone(children);
   EXPECT_EQ(List(order_key), arrival);
   // Each of the 12 releases woke exactly the next waiter, whose one attempt
   // took the lock (a waiter woken in vain would have made a futile one).

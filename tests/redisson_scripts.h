@@ -1,6 +1,6 @@
 // Redisson's own lock scripts, reproduced from its source (redisson/redisson:
 // RedissonLock, RedissonFencedLock, RedissonFairLock, RedissonReadLock,
-// RedissonWriteLock; the 3.2x forms whose
+// RedissonWriteLock, RedissonSemaphore; the 3.2x forms whose
 // unlock takes the publish command as an argument) so that tests can run them
 // with EVAL as a foreign owner next to relock on the same lock.
 // tests/data_model_test.cc keeps the older form, whose unlock always PUBLISHes.
@@ -231,6 +231,31 @@ inline constexpr char kRedissonWriteUnlock[] =
     "else redis.call('hset', KEYS[1], 'mode', 'read'); end; "
     "return 1; end; end; end; "
     "return nil;";
+
+// RSemaphore's tryAcquire (one attempt). KEYS[1] semaphore; ARGV[1]
+// permits. 1 when taken, else 0.
+inline constexpr char kRedissonSemaphoreTryAcquire[] =
+    "local value = redis.call('get', KEYS[1]); "
+    "if (value ~= false and tonumber(value) >= tonumber(ARGV[1])) then "
+    "local val = redis.call('decrby', KEYS[1], ARGV[1]); "
+    "return 1; end; "
+    "return 0;";
+
+// RSemaphore's release. KEYS[1] semaphore, KEYS[2] channel
+// ("redisson_sc:{N}"); ARGV[1] permits. Publishes the new count.
+inline constexpr char kRedissonSemaphoreRelease[] =
+    "local value = redis.call('incrby', KEYS[1], ARGV[1]); "
+    "redis.call('publish', KEYS[2], value); ";
+
+// RSemaphore's trySetPermits. KEYS[1] semaphore, KEYS[2] channel; ARGV[1]
+// permits. 1 when set, 0 when a count was there.
+inline constexpr char kRedissonSemaphoreTrySetPermits[] =
+    "local value = redis.call('get', KEYS[1]); "
+    "if (value == false) then "
+    "redis.call('set', KEYS[1], ARGV[1]); "
+    "redis.call('publish', KEYS[2], ARGV[1]); "
+    "return 1; end; "
+    "return 0;";
 
 }  // namespace testing
 }  // namespace relock

@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "lib/common/mutex.h"
 #include "relock/relock.h"
+#include "tests/testing/child_process.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/redis_server.h"
 
@@ -124,21 +125,31 @@ inline absl::Status ConnectError(const ClientOptions& options) {
                      : client.status();
 }
 
+// Redisson's name of a companion key or channel of `name`
+// (RedissonObject.prefixName), written out here independently of relock's
+// code: "<prefix>:{N}", or "<prefix>:N" when N contains "{".
+inline std::string RedissonPrefixName(const std::string& prefix,
+                                      const std::string& name) {
+  return absl::StrContains(name, "{") ? prefix + ":" + name
+                                      : prefix + ":{" + name + "}";
+}
+
 // Where a plain (reentrant or fenced) lock's waiters listen, and where its
-// releases publish: Redisson's channel name (RedissonObject.prefixName),
-// written out here independently of relock's code:
-// "redisson_lock__channel:{N}", or "redisson_lock__channel:N" when N
-// contains "{".
+// releases publish: "redisson_lock__channel:{N}" (or ":N").
 inline std::string LockChannel(const std::string& name) {
-  return absl::StrContains(name, "{") ? "redisson_lock__channel:" + name
-                                      : "redisson_lock__channel:{" + name + "}";
+  return RedissonPrefixName("redisson_lock__channel", name);
 }
 
 // Where a read-write lock's waiters listen: "redisson_rwlock:{N}" (or
 // "redisson_rwlock:N" when N has a "{").
 inline std::string RwLockChannel(const std::string& name) {
-  return absl::StrContains(name, "{") ? "redisson_rwlock:" + name
-                                      : "redisson_rwlock:{" + name + "}";
+  return RedissonPrefixName("redisson_rwlock", name);
+}
+
+// Where a semaphore's waiters listen and its changes are published:
+// "redisson_sc:{N}" (or "redisson_sc:N").
+inline std::string SemaphoreChannel(const std::string& name) {
+  return RedissonPrefixName("redisson_sc", name);
 }
 
 // Waits until `client` (a Client or a RedlockClient) has no request in
@@ -221,6 +232,21 @@ class BackgroundWaiter {
   std::atomic<bool> done_{false};
   std::thread thread_;  // last: it starts once the flags exist
 };
+
+// Expects each of `children` to print "done" within `read` and then to exit
+// with code 0 within 30 s.
+inline void ExpectChildrenDone(
+    const std::vector<std::unique_ptr<ChildProcess>>& children,
+    absl::Duration read = absl::Seconds(120)) {
+  for (const std::unique_ptr<ChildProcess>& child : children) {
+    absl::StatusOr<std::string> line = child->ReadLine(read);
+    ASSERT_TRUE(line.ok()) << child->name() << ": " << line.status();
+    EXPECT_EQ(*line, "done") << child->name();
+    absl::StatusOr<int> code = child->Wait(absl::Seconds(30));
+    ASSERT_TRUE(code.ok()) << child->name() << ": " << code.status();
+    EXPECT_EQ(*code, 0) << child->name();
+  }
+}
 
 // The keys on `server` but the clients' info records ("relock:client:<id>",
 // ClientOptions::publish_client_info), which live as long as their client:

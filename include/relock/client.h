@@ -95,6 +95,7 @@
 #include "relock/metrics.h"
 #include "relock/options.h"
 #include "relock/read_write_lock.h"
+#include "relock/semaphore.h"
 
 namespace relock {
 
@@ -166,6 +167,11 @@ class Client {
   ReadWriteLock GetReadWriteLock(absl::string_view name);
   ReadWriteLock GetReadWriteLock(absl::string_view name,
                                  const LockOptions& options);
+  // A counting semaphore (relock/semaphore.h) on `name` (Redisson's
+  // RSemaphore: a string key holding the permits; not a lock). Cheap; no
+  // I/O. An invalid name yields a handle whose calls fail with
+  // InvalidArgument.
+  Semaphore GetSemaphore(absl::string_view name);
 
   // This client's identity in lock owner fields.
   const std::string& id() const;

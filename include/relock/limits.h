@@ -1,13 +1,15 @@
 // relock/limits.h
 //
 // The bounds relock accepts, shared by every lock type: the longest lock
-// name and the range of an explicit lease. An argument outside them gets
+// name and the range of an explicit lease; and the largest count of a
+// semaphore or a count-down latch. An argument outside them gets
 // InvalidArgument (relock/lock.h lists every error).
 
 #ifndef RELOCK_LIMITS_H_
 #define RELOCK_LIMITS_H_
 
 #include <cstddef>
+#include <cstdint>
 
 #include "absl/time/time.h"
 
@@ -19,6 +21,11 @@ inline constexpr size_t kMaxLockNameSize = size_t{64} * 1024;
 // Bounds of an explicit lease.
 inline constexpr absl::Duration kMinLease = absl::Milliseconds(1);
 inline constexpr absl::Duration kMaxLease = absl::Hours(365 * 24);
+// The largest number of permits a semaphore call takes, adds or sets, the
+// largest count a semaphore may hold (either sign), and the largest count of
+// a count-down latch: 2^53 - 1, the largest integer Redis's Lua counts
+// exactly.
+inline constexpr int64_t kMaxCount = (int64_t{1} << 53) - 1;
 
 }  // namespace relock
 

@@ -17,6 +17,9 @@
 //   relock/multi_lock.h
 //                     MultiLock: several locks taken as one, all or
 //                     nothing, in a deadlock-free order.
+//   relock/semaphore.h
+//                     Semaphore: a counting semaphore, at most N holders
+//                     (Redisson's RSemaphore).
 //   relock/owner.h    Owner: an explicit owner token for code whose work
 //                     moves between threads.
 //   relock/future.h   Future: the result of an asynchronous call.
@@ -29,7 +32,7 @@
 //
 //   relock/options.h, relock/redlock_options.h
 //                     ClientOptions, LockOptions, LockEvent; RedlockOptions.
-//   relock/limits.h   kMaxLockNameSize, kMinLease, kMaxLease.
+//   relock/limits.h   kMaxLockNameSize, kMinLease, kMaxLease, kMaxCount.
 //   relock/lock_kind.h
 //                     LockKind: the lock types of the family.
 //   relock/metrics.h, relock/lock_info.h, relock/backoff.h, relock/version.h
@@ -66,6 +69,7 @@
 #include "relock/read_write_lock.h"
 #include "relock/redlock.h"
 #include "relock/redlock_options.h"
+#include "relock/semaphore.h"
 #include "relock/version.h"
 
 #endif  // RELOCK_RELOCK_H_

@@ -57,6 +57,10 @@ ReadWriteLock Client::GetReadWriteLock(absl::string_view name,
   return ReadWriteLock(core_, std::string(name), options);
 }
 
+Semaphore Client::GetSemaphore(absl::string_view name) {
+  return Semaphore(core_, std::string(name));
+}
+
 const std::string& Client::id() const { return core_->id(); }
 
 absl::Status Client::Ping() {

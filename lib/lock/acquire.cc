@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
@@ -90,11 +91,6 @@ void CountLocalReentry(LockEnv& env) {
   m.reentries.Add();
   m.local_reentries.Add();
 }
-
-// A holder without a lease (a key set by hand) is re-checked this often, so
-// that a waiter is not stuck forever when the key is deleted without an
-// unlock message.
-constexpr absl::Duration kNoLeaseRecheck = absl::Seconds(1);
 
 // The plan of an acquire by `by` (see AcquirePlan). InvalidArgument for a
 // lease out of range; the client's error once it is closed.
@@ -308,9 +304,9 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
     absl::Duration sleep = absl::Milliseconds(last_.min_pttl_ms + 1);
     if (last_.min_pttl_ms < 0) {
       // No lease: a lock set by hand, or not a lock at all (bounded either
-      // way: FailedPrecondition, or a re-check every kNoLeaseRecheck); or
-      // (a queue) nothing else to wait for.
-      sleep = kNoLeaseRecheck;
+      // way: FailedPrecondition, or a re-check every unleased_recheck());
+      // or (a queue) nothing else to wait for.
+      sleep = plan_.model->unleased_recheck();
       if (n == 1) CheckIsALock();
     }
     sleep = std::min(sleep, plan_.model->max_sleep());
@@ -511,6 +507,34 @@ void LeaveQueue(LockEnv& env, const std::string& name, const OwnerId& by,
                       Resend::kIfDropped, wait);
 }
 
+// The plan of a wait for `model`'s grant (AwaitGrant()): one fresh attempt
+// after another, no lease, no hold. The client's error once it is closed;
+// Unimplemented on several masters (a Redlock), where a count has no form.
+absl::StatusOr<AcquirePlan> PlanGrant(LockEnv& env, const std::string& name,
+                                      const LockModel& model,
+                                      const AcquireOptions& options,
+                                      const GrantOp& op) {
+  if (absl::Status s = env.CheckOpen(); !s.ok()) {
+    return Annotate(s, op.op, name, op.noun);
+  }
+  if (env.backend().nodes() > 1) {
+    return Annotate(absl::UnimplementedError(
+                        "this synchronizer has no form on several masters"),
+                    op.op, name, op.noun);
+  }
+  AcquirePlan plan;
+  plan.watchdog = false;
+  // Bounds no attempt on one node (see AttemptDeadline).
+  plan.lease = env.watchdog_lease();
+  plan.options = options;
+  plan.model = &model;
+  return plan;
+}
+
+// Nobody owns what a grant takes: the owner field of its attempts is no
+// owner's (the scripts do not read it).
+constexpr OwnerId kNoOwner{0, false};
+
 }  // namespace
 
 absl::Status Acquire(LockEnv& env, const std::string& name, const OwnerId& by,
@@ -583,6 +607,38 @@ void AcquireAsync(LockEnv& env, std::shared_ptr<void> keep,
         CountAcquire(env, result, plan.fresh, waited, start);
         if (result.ok()) return done(result, grant.token);
         done(Annotate(result, "acquire", name, env.policy().noun), -1);
+      })
+      ->Start();
+}
+
+absl::Status AwaitGrant(LockEnv& env, const std::string& name,
+                        const LockModel& model, const AcquireOptions& options,
+                        Deadline deadline, const GrantOp& op) {
+  if (absl::Status s = env.CheckBlockingCall(); !s.ok()) {
+    return Annotate(s, op.op, name, op.noun);
+  }
+  absl::StatusOr<AcquirePlan> plan = PlanGrant(env, name, model, options, op);
+  if (!plan.ok()) return plan.status();
+  Grant grant;
+  bool waited = false;
+  return Annotate(
+      AcquireHere(env, name, kNoOwner, *plan, deadline, &grant, &waited), op.op,
+      name, op.noun);
+}
+
+void AwaitGrantAsync(LockEnv& env, std::shared_ptr<void> keep,
+                     const std::string& name, const LockModel& model,
+                     const AcquireOptions& options, Deadline deadline,
+                     const GrantOp& op,
+                     std::function<void(absl::Status)> done) {
+  absl::StatusOr<AcquirePlan> plan = PlanGrant(env, name, model, options, op);
+  if (!plan.ok()) return done(plan.status());
+  std::make_shared<AcquireMachine>(
+      env, std::move(keep), name, kNoOwner, *plan, deadline,
+      [name, verb = std::string(op.op), noun = std::string(op.noun),
+       done = std::move(done)](const absl::Status& s, const Grant& /*grant*/,
+                               bool /*waited*/) {
+        done(Annotate(s, verb, name, noun));
       })
       ->Start();
 }

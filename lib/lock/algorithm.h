@@ -24,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
 #include "lib/backend/backend.h"
@@ -76,6 +77,27 @@ void AcquireAsync(LockEnv& env, std::shared_ptr<void> keep,
 void ReleaseAsync(LockEnv& env, std::shared_ptr<void> keep,
                   const std::string& name, const OwnerId& by, LockKind kind,
                   std::function<void(absl::Status)> done);
+// Waits (notified, as Acquire() does: the same attempts, confirmed
+// subscription, outage ride-out, deadline and Cancelled on Close()) until
+// `model`'s acquire step grants at `name`, for a synchronizer whose grant no
+// owner holds: a semaphore's permits (options.permits), a count-down
+// latch's zero (lib/lock/semaphore.h). No hold is registered, no queue is
+// left, no lock metric is counted. `op` names the call in messages.
+// Unimplemented on several masters.
+struct GrantOp {
+  absl::string_view op;    // "acquire"
+  absl::string_view noun;  // "semaphore"
+};
+absl::Status AwaitGrant(LockEnv& env, const std::string& name,
+                        const LockModel& model, const AcquireOptions& options,
+                        Deadline deadline, const GrantOp& op);
+// AwaitGrant() without blocking: `done` runs once, on the client's event
+// loop thread (or on the calling thread when it fails at once). `keep` (the
+// client) is held until then.
+void AwaitGrantAsync(LockEnv& env, std::shared_ptr<void> keep,
+                     const std::string& name, const LockModel& model,
+                     const AcquireOptions& options, Deadline deadline,
+                     const GrantOp& op, std::function<void(absl::Status)> done);
 // Sets `by`'s hold of `name` to a new explicit lease on a quorum of nodes
 // (Redlock's Extend); the watchdog stops renewing it.
 absl::Status Extend(LockEnv& env, const std::string& name, const OwnerId& by,

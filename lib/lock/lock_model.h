@@ -18,6 +18,13 @@
 //   write      | WriteModel() (rw_lock)   | write_acquire, write_release,
 //              |                          | rw_release_all, rw_inspect,
 //              |                          | rw_force_release
+//   semaphore  | SemaphoreModel()         | semaphore_acquire, semaphore_add,
+//              | (semaphore)              | semaphore_drain, counter_set,
+//              |                          | counter_inspect
+//
+// A semaphore (and a count-down latch) is no lock: no owner holds what its
+// acquire takes, so only its waits run on the shared machine (AwaitGrant()
+// in lib/lock/algorithm.h); its model's release steps are never sent.
 
 #ifndef RELOCK_LIB_LOCK_LOCK_MODEL_H_
 #define RELOCK_LIB_LOCK_LOCK_MODEL_H_
@@ -71,6 +78,8 @@ struct AcquireOptions {
   LockKind kind = LockKind::kReentrant;
   // A fair lock's queue wait (see relock/fair_lock.h).
   absl::Duration queue_wait = kDefaultQueueWait;
+  // A semaphore's acquire: the permits it takes (lib/lock/semaphore.h).
+  int64_t permits = 1;
   // LockOptions::on_lost: registered for a hold this acquire starts.
   std::function<void(const LockEvent&)> on_lost;
 };
@@ -136,6 +145,12 @@ class LockModel {
   // (besides the holder's lease end, which it always re-checks at); no
   // limit by default.
   virtual absl::Duration max_sleep() const { return absl::InfiniteDuration(); }
+  // How often a waiter re-checks when the attempt found no lease to wait
+  // for (the key has no TTL): a lock set by hand, deleted later without an
+  // unlock message, must not keep a waiter forever. A type whose key
+  // normally has no TTL (a semaphore's count) re-checks more rarely: its
+  // waiters are woken by the messages of every change.
+  virtual absl::Duration unleased_recheck() const { return absl::Seconds(1); }
 };
 
 const LockModel& ReentrantModel();

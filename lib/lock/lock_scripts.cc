@@ -7,6 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "lib/redis/errors.h"
 #include "lua/acquire.lua.h"
+#include "lua/counter_inspect.lua.h"
+#include "lua/counter_lib.lua.h"
+#include "lua/counter_set.lua.h"
 #include "lua/fair_acquire.lua.h"
 #include "lua/fair_force_release.lua.h"
 #include "lua/fair_leave.lua.h"
@@ -27,6 +30,9 @@
 #include "lua/rw_inspect.lua.h"
 #include "lua/rw_lib.lua.h"
 #include "lua/rw_release_all.lua.h"
+#include "lua/semaphore_acquire.lua.h"
+#include "lua/semaphore_add.lua.h"
+#include "lua/semaphore_drain.lua.h"
 #include "lua/shape_lib.lua.h"
 #include "lua/token.lua.h"
 #include "lua/write_acquire.lua.h"
@@ -110,6 +116,18 @@ std::vector<redis::ScriptSource> LockScripts() {
   // Inspection reads both shapes.
   static const std::string* const kLockInfo =
       WithHelpers(lua::kLockInfo, {lua::kShapeLib});
+  // The semaphore's and the count-down latch's, with counter_lib (and
+  // lock_lib where they publish).
+  static const std::string* const kSemaphoreAcquire =
+      WithHelpers(lua::kSemaphoreAcquire, {lua::kCounterLib});
+  static const std::string* const kSemaphoreAdd =
+      WithHelpers(lua::kSemaphoreAdd, {lua::kLockLib, lua::kCounterLib});
+  static const std::string* const kSemaphoreDrain =
+      WithHelpers(lua::kSemaphoreDrain, {lua::kCounterLib});
+  static const std::string* const kCounterSet =
+      WithHelpers(lua::kCounterSet, {lua::kLockLib, lua::kCounterLib});
+  static const std::string* const kCounterInspect =
+      WithHelpers(lua::kCounterInspect, {lua::kCounterLib});
   // Order matches ScriptId.
   return {
       {"acquire", *kAcquire},
@@ -133,6 +151,11 @@ std::vector<redis::ScriptSource> LockScripts() {
       {"rw_inspect", *kRwInspect},
       {"rw_force_release", *kRwForceRelease},
       {"lock_info", *kLockInfo},
+      {"semaphore_acquire", *kSemaphoreAcquire},
+      {"semaphore_add", *kSemaphoreAdd},
+      {"semaphore_drain", *kSemaphoreDrain},
+      {"counter_set", *kCounterSet},
+      {"counter_inspect", *kCounterInspect},
   };
 }
 

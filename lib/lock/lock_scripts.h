@@ -38,12 +38,18 @@ enum ScriptId : size_t {
   kRwInspectScript,
   kRwForceReleaseScript,
   kLockInfoScript,
+  kSemaphoreAcquireScript,
+  kSemaphoreAddScript,
+  kSemaphoreDrainScript,
+  kCounterSetScript,
+  kCounterInspectScript,
 };
 
 // The scripts, in ScriptId order, each with the helper files it uses
 // prepended: lua/lock_lib.lua (publishing, release_one()), lua/shape_lib.lua
 // (what a key holds: is_lock(), is_rwlock()), lua/fair_lib.lua (the fair
-// lock's queue), lua/rw_lib.lua (the read-write lock's lease keys).
+// lock's queue), lua/rw_lib.lua (the read-write lock's lease keys),
+// lua/counter_lib.lua (a semaphore's or latch's count: count_at()).
 std::vector<redis::ScriptSource> LockScripts();
 
 // Whether a release script freed the lock but Redis refused to publish the

@@ -28,9 +28,11 @@ absl::Status ErrorReplyToStatus(absl::string_view what,
   if (starts("NOPERM") || starts("ERR The user executing the script can't")) {
     return absl::PermissionDeniedError(msg);
   }
-  if (starts("WRONGTYPE") || starts("NOTALOCK") || starts("NOTATOKEN")) {
+  if (starts("WRONGTYPE") || starts("NOTALOCK") || starts("NOTATOKEN") ||
+      starts("NOTASEMAPHORE") || starts("NOTALATCH")) {
     return absl::FailedPreconditionError(msg);
   }
+  if (starts("OUTOFRANGE")) return absl::OutOfRangeError(msg);
   if (starts("OOM")) return absl::ResourceExhaustedError(msg);
   if (starts("LOADING") || starts("BUSY") || starts("MASTERDOWN") ||
       starts("TRYAGAIN") || starts("CLUSTERDOWN") || starts("READONLY") ||

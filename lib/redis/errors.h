@@ -12,8 +12,10 @@ namespace redis {
 // Maps an error reply to a Status for operation `what` (e.g. "SCRIPT LOAD").
 // NOAUTH/WRONGPASS -> Unauthenticated, NOPERM (and a script's ACL refusal)
 // -> PermissionDenied,
-// WRONGTYPE and NOTALOCK (relock's scripts) -> FailedPrecondition, OOM
-// (maxmemory with noeviction) -> ResourceExhausted,
+// WRONGTYPE and NOTALOCK, NOTATOKEN, NOTASEMAPHORE, NOTALATCH (relock's
+// scripts) -> FailedPrecondition, OUTOFRANGE (relock's scripts: a count
+// beyond its bounds) -> OutOfRange, OOM (maxmemory with noeviction) ->
+// ResourceExhausted,
 // LOADING/BUSY/MASTERDOWN/TRYAGAIN and the errors after which the server
 // closes the connection (IsConnectionClosingError) -> Unavailable, others ->
 // Internal.

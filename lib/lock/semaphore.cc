@@ -1,0 +1,168 @@
+// The semaphore's calls (lib/lock/semaphore.h) over the counter pieces of
+// lib/lock/counter.h.
+
+#include "lib/lock/semaphore.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "lib/lock/algorithm.h"
+#include "lib/lock/attempt.h"
+#include "lib/lock/counter.h"
+#include "lib/lock/lock_scripts.h"
+#include "lib/lock/owner.h"
+#include "relock/limits.h"
+
+namespace relock {
+namespace lock {
+
+using algorithm_internal::Annotate;
+using counter_internal::CheckArguments;
+using counter_internal::CounterModel;
+using counter_internal::CounterType;
+using counter_internal::CountRange;
+using counter_internal::IntegerReply;
+using counter_internal::RunCounterStep;
+using counter_internal::RunCounterStepHere;
+
+namespace {
+
+std::vector<std::string> SemaphoreWaitArgs(const AcquireOptions& options) {
+  return {absl::StrCat(options.permits)};
+}
+
+const CounterType kSemaphore{"semaphore", "NOTASEMAPHORE", &SemaphoreChannel,
+                             internal::kSemaphoreAcquireScript,
+                             &SemaphoreWaitArgs};
+
+const CounterModel& SemaphoreModel() {
+  static const CounterModel* const kModel = new CounterModel(kSemaphore);
+  return *kModel;
+}
+
+// The acquire's checks and options.
+absl::Status CheckAcquire(const std::string& name, int64_t permits,
+                          AcquireOptions* options) {
+  options->permits = permits;
+  return CheckArguments(kSemaphore, "acquire", name, "permits", permits,
+                        CountRange{1, false});
+}
+
+// lua/semaphore_add.lua's step.
+Step AddStep(LockEnv& env, const std::string& name, int64_t permits) {
+  return Step{
+      internal::kSemaphoreAddScript,
+      {name, SemaphoreChannel(name)},
+      {absl::StrCat(permits), std::string(env.backend().publish_command()),
+       absl::StrCat(kMaxCount)}};
+}
+
+// What semaphore_add's answer `r` means for `op`.
+absl::Status AddResult(const absl::StatusOr<redis::Reply>& r,
+                       absl::string_view op, const std::string& name) {
+  if (!r.ok()) return r.status();
+  return Annotate(IntegerReply(*r, op).status(), op, name, kSemaphore.noun);
+}
+
+}  // namespace
+
+std::string SemaphoreChannel(absl::string_view name) {
+  return PrefixName("redisson_sc", name);
+}
+
+absl::Status AcquirePermits(LockEnv& env, const std::string& name,
+                            int64_t permits, Deadline deadline) {
+  AcquireOptions options;
+  if (absl::Status s = CheckAcquire(name, permits, &options); !s.ok()) {
+    return s;
+  }
+  return AwaitGrant(env, name, SemaphoreModel(), options, deadline,
+                    GrantOp{"acquire", kSemaphore.noun});
+}
+
+void AcquirePermitsAsync(LockEnv& env, std::shared_ptr<void> keep,
+                         const std::string& name, int64_t permits,
+                         Deadline deadline,
+                         std::function<void(absl::Status)> done) {
+  AcquireOptions options;
+  if (absl::Status s = CheckAcquire(name, permits, &options); !s.ok()) {
+    return done(s);
+  }
+  AwaitGrantAsync(env, std::move(keep), name, SemaphoreModel(), options,
+                  deadline, GrantOp{"acquire", kSemaphore.noun},
+                  std::move(done));
+}
+
+absl::Status ReleasePermits(LockEnv& env, const std::string& name,
+                            int64_t permits, bool add) {
+  const absl::string_view op = add ? "add permits to" : "release";
+  if (absl::Status s = CheckArguments(kSemaphore, op, name, "permits", permits,
+                                      CountRange{add ? -kMaxCount : 1, false});
+      !s.ok()) {
+    return s;
+  }
+  return AddResult(
+      RunCounterStepHere(env, kSemaphore, op, name, AddStep(env, name, permits),
+                         backend::Resend::kNever),
+      op, name);
+}
+
+void ReleasePermitsAsync(LockEnv& env, std::shared_ptr<void> keep,
+                         const std::string& name, int64_t permits,
+                         std::function<void(absl::Status)> done) {
+  if (absl::Status s = CheckArguments(kSemaphore, "release", name, "permits",
+                                      permits, CountRange{1, false});
+      !s.ok()) {
+    return done(s);
+  }
+  RunCounterStep(env, kSemaphore, "release", name, AddStep(env, name, permits),
+                 backend::Resend::kNever, /*here=*/false,
+                 [keep = std::move(keep), name,
+                  done = std::move(done)](absl::StatusOr<redis::Reply> r) {
+                   done(AddResult(r, "release", name));
+                 });
+}
+
+absl::StatusOr<bool> TrySetPermits(LockEnv& env, const std::string& name,
+                                   int64_t permits) {
+  if (absl::Status s = CheckArguments(kSemaphore, "set permits of", name,
+                                      "permits", permits, CountRange{});
+      !s.ok()) {
+    return s;
+  }
+  // Redisson publishes the permits set.
+  return counter_internal::TrySet(env, kSemaphore, name, permits,
+                                  absl::StrCat(permits));
+}
+
+absl::StatusOr<int64_t> AvailablePermits(LockEnv& env,
+                                         const std::string& name) {
+  if (absl::Status s =
+          CheckArguments(kSemaphore, "query", name, "permits", 0, CountRange{});
+      !s.ok()) {
+    return s;
+  }
+  return counter_internal::ReadCount(env, kSemaphore, name);
+}
+
+absl::StatusOr<int64_t> DrainPermits(LockEnv& env, const std::string& name) {
+  if (absl::Status s =
+          CheckArguments(kSemaphore, "drain", name, "permits", 0, CountRange{});
+      !s.ok()) {
+    return s;
+  }
+  const Step step{internal::kSemaphoreDrainScript, {name}, {}};
+  absl::StatusOr<redis::Reply> r = RunCounterStepHere(
+      env, kSemaphore, "drain", name, step, backend::Resend::kNever);
+  if (!r.ok()) return r.status();
+  absl::StatusOr<int64_t> drained = IntegerReply(*r, "drain");
+  if (!drained.ok()) {
+    return Annotate(drained.status(), "drain", name, kSemaphore.noun);
+  }
+  return drained;
+}
+
+}  // namespace lock
+}  // namespace relock
