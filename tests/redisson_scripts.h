@@ -1,6 +1,7 @@
 // Redisson's own lock scripts, reproduced from its source (redisson/redisson:
 // RedissonLock, RedissonFencedLock, RedissonFairLock, RedissonReadLock,
-// RedissonWriteLock, RedissonSemaphore; the 3.2x forms whose
+// RedissonWriteLock, RedissonSemaphore, RedissonCountDownLatch; the 3.2x
+// forms whose
 // unlock takes the publish command as an argument) so that tests can run them
 // with EVAL as a foreign owner next to relock on the same lock.
 // tests/data_model_test.cc keeps the older form, whose unlock always PUBLISHes.
@@ -256,6 +257,25 @@ inline constexpr char kRedissonSemaphoreTrySetPermits[] =
     "redis.call('publish', KEYS[2], ARGV[1]); "
     "return 1; end; "
     "return 0;";
+
+// RCountDownLatch's trySetCount. KEYS[1] latch, KEYS[2] channel
+// ("redisson_countdownlatch__channel__{N}"); ARGV[1] new-count message
+// ("1"), ARGV[2] count, ARGV[3] publish command. 1 when set, else 0.
+inline constexpr char kRedissonLatchTrySetCount[] =
+    "if redis.call('exists', KEYS[1]) == 0 then "
+    "redis.call('set', KEYS[1], ARGV[2]); "
+    "redis.call(ARGV[3], KEYS[2], ARGV[1]); "
+    "return 1 "
+    "else "
+    "return 0 "
+    "end";
+
+// RCountDownLatch's countDown. KEYS[1] latch, KEYS[2] channel; ARGV[1]
+// zero-count message ("0"), ARGV[2] publish command.
+inline constexpr char kRedissonLatchCountDown[] =
+    "local v = redis.call('decr', KEYS[1]);"
+    "if v <= 0 then redis.call('del', KEYS[1]) end;"
+    "if v == 0 then redis.call(ARGV[2], KEYS[2], ARGV[1]) end;";
 
 }  // namespace testing
 }  // namespace relock

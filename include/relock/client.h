@@ -88,6 +88,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "relock/count_down_latch.h"
 #include "relock/fair_lock.h"
 #include "relock/fenced_lock.h"
 #include "relock/lock.h"
@@ -172,6 +173,10 @@ class Client {
   // I/O. An invalid name yields a handle whose calls fail with
   // InvalidArgument.
   Semaphore GetSemaphore(absl::string_view name);
+  // A count-down latch (relock/count_down_latch.h) on `name` (Redisson's
+  // RCountDownLatch: a string key holding the count). Cheap; no I/O. An
+  // invalid name yields a handle whose calls fail with InvalidArgument.
+  CountDownLatch GetCountDownLatch(absl::string_view name);
 
   // This client's identity in lock owner fields.
   const std::string& id() const;

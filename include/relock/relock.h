@@ -17,6 +17,9 @@
 //   relock/multi_lock.h
 //                     MultiLock: several locks taken as one, all or
 //                     nothing, in a deadlock-free order.
+//   relock/count_down_latch.h
+//                     CountDownLatch: waiters go when the count reaches
+//                     zero (Redisson's RCountDownLatch).
 //   relock/semaphore.h
 //                     Semaphore: a counting semaphore, at most N holders
 //                     (Redisson's RSemaphore).
@@ -55,6 +58,7 @@
 
 #include "relock/backoff.h"
 #include "relock/client.h"
+#include "relock/count_down_latch.h"
 #include "relock/fair_lock.h"
 #include "relock/fenced_lock.h"
 #include "relock/future.h"

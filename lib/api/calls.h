@@ -20,6 +20,7 @@
 #include "lib/common/deadline.h"
 #include "lib/lock/algorithm.h"
 #include "lib/lock/owner.h"
+#include "relock/future.h"
 #include "relock/options.h"
 #include "relock/owner.h"
 
@@ -67,6 +68,15 @@ std::function<void(Args...)> Contained(const std::shared_ptr<ClientCore>& core,
                       "Then())",
                       done, std::move(args)...);
       };
+}
+
+// Starts an asynchronous call that completes a Future: `start` gets the
+// callback that sets it.
+template <class Start>
+Future<absl::Status> Promised(Start start) {
+  Promise<absl::Status> promise;
+  start([promise](absl::Status s) { promise.Set(std::move(s)); });
+  return promise.future();
 }
 
 // The checks every lock call of a bound handle makes: the name and the

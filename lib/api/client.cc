@@ -61,6 +61,10 @@ Semaphore Client::GetSemaphore(absl::string_view name) {
   return Semaphore(core_, std::string(name));
 }
 
+CountDownLatch Client::GetCountDownLatch(absl::string_view name) {
+  return CountDownLatch(core_, std::string(name));
+}
+
 const std::string& Client::id() const { return core_->id(); }
 
 absl::Status Client::Ping() {

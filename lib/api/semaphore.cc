@@ -23,14 +23,6 @@ absl::Status NegativeWait(absl::Duration wait) {
                    absl::FormatDuration(wait)));
 }
 
-// Starts an asynchronous call that completes a Future.
-template <class Start>
-Future<absl::Status> Promised(Start start) {
-  internal::Promise<absl::Status> promise;
-  start([promise](absl::Status s) { promise.Set(std::move(s)); });
-  return promise.future();
-}
-
 }  // namespace
 
 absl::StatusOr<bool> Semaphore::TrySetPermits(int64_t permits) {
@@ -69,7 +61,7 @@ absl::StatusOr<int64_t> Semaphore::Drain() {
 }
 
 Future<absl::Status> Semaphore::AcquireAsync(int64_t permits) {
-  return Promised([&](std::function<void(absl::Status)> done) {
+  return internal::Promised([&](std::function<void(absl::Status)> done) {
     AcquireAsync(permits, std::move(done));
   });
 }
@@ -81,7 +73,7 @@ void Semaphore::AcquireAsync(int64_t permits,
 
 Future<absl::Status> Semaphore::TryAcquireAsync(int64_t permits,
                                                 absl::Duration wait) {
-  return Promised([&](std::function<void(absl::Status)> done) {
+  return internal::Promised([&](std::function<void(absl::Status)> done) {
     TryAcquireAsync(permits, wait, std::move(done));
   });
 }
@@ -101,7 +93,7 @@ void Semaphore::AcquireAsyncFor(int64_t permits, absl::Duration wait,
 }
 
 Future<absl::Status> Semaphore::ReleaseAsync(int64_t permits) {
-  return Promised([&](std::function<void(absl::Status)> done) {
+  return internal::Promised([&](std::function<void(absl::Status)> done) {
     ReleaseAsync(permits, std::move(done));
   });
 }

@@ -21,6 +21,8 @@
 //   semaphore  | SemaphoreModel()         | semaphore_acquire, semaphore_add,
 //              | (semaphore)              | semaphore_drain, counter_set,
 //              |                          | counter_inspect
+//   latch      | LatchModel()             | latch_await, latch_count_down,
+//              | (count_down_latch)       | counter_set, counter_inspect
 //
 // A semaphore (and a count-down latch) is no lock: no owner holds what its
 // acquire takes, so only its waits run on the shared machine (AwaitGrant()

@@ -18,6 +18,8 @@
 #include "lua/fair_release_all.lua.h"
 #include "lua/force_release.lua.h"
 #include "lua/inspect.lua.h"
+#include "lua/latch_await.lua.h"
+#include "lua/latch_count_down.lua.h"
 #include "lua/lock_info.lua.h"
 #include "lua/lock_lib.lua.h"
 #include "lua/read_acquire.lua.h"
@@ -128,6 +130,10 @@ std::vector<redis::ScriptSource> LockScripts() {
       WithHelpers(lua::kCounterSet, {lua::kLockLib, lua::kCounterLib});
   static const std::string* const kCounterInspect =
       WithHelpers(lua::kCounterInspect, {lua::kCounterLib});
+  static const std::string* const kLatchAwait =
+      WithHelpers(lua::kLatchAwait, {lua::kCounterLib});
+  static const std::string* const kLatchCountDown =
+      WithHelpers(lua::kLatchCountDown, {lua::kLockLib, lua::kCounterLib});
   // Order matches ScriptId.
   return {
       {"acquire", *kAcquire},
@@ -156,6 +162,8 @@ std::vector<redis::ScriptSource> LockScripts() {
       {"semaphore_drain", *kSemaphoreDrain},
       {"counter_set", *kCounterSet},
       {"counter_inspect", *kCounterInspect},
+      {"latch_await", *kLatchAwait},
+      {"latch_count_down", *kLatchCountDown},
   };
 }
 

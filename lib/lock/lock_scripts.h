@@ -43,6 +43,8 @@ enum ScriptId : size_t {
   kSemaphoreDrainScript,
   kCounterSetScript,
   kCounterInspectScript,
+  kLatchAwaitScript,
+  kLatchCountDownScript,
 };
 
 // The scripts, in ScriptId order, each with the helper files it uses
