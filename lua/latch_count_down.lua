@@ -6,12 +6,13 @@
 -- KEYS[2]  channel "redisson_countdownlatch__channel__{<name>}" (or
 --          "redisson_countdownlatch__channel__<name>" when the name
 --          contains "{")
--- ARGV[1]  publish command: "publish" or "spublish"
+-- ARGV[1]  publish command: "publish", "spublish" or "none"
 -- ARGV[2]  the zero message ("0")
 -- Returns the count after (0 when the key did not exist: nothing changed);
 -- NOTALATCH as count_at(); UNPUBLISHED after the write when the publish
 -- was refused.
-local command = publish_command(ARGV[1])
+-- ('none': no pub/sub, nothing is published.)
+local command = ARGV[1] ~= 'none' and publish_command(ARGV[1]) or nil
 local count = count_at(KEYS[1], 'NOTALATCH')
 if count == nil then
   return 0
@@ -21,6 +22,6 @@ if count > 1 then
 end
 redis.call('del', KEYS[1])
 if count == 1 then
-  return publish_unlock(KEYS[2], ARGV[2], command) or 0
+  return command and publish_unlock(KEYS[2], ARGV[2], command) or 0
 end
 return 0

@@ -168,6 +168,19 @@ class Client {
   ReadWriteLock GetReadWriteLock(absl::string_view name);
   ReadWriteLock GetReadWriteLock(absl::string_view name,
                                  const LockOptions& options);
+  // A spin lock on `name`: the same lock as GetLock(name) (Redisson's
+  // RSpinLock: the reentrant lock's data model, so it excludes and is
+  // excluded by GetLock(name), Redisson's RLock and RSpinLock of the name),
+  // whose waiting calls do not subscribe: they re-check on
+  // ClientOptions::spin_backoff (1 ms doubling to 128 ms by default), for
+  // servers that refuse SUBSCRIBE. It takes over up to one backoff delay
+  // after the release, and costs a script call per re-check. Everything
+  // else is relock::Lock's (relock/lock.h): re-entry, leases, watchdog,
+  // loss reports, the std Lockable surface, the asynchronous calls.
+  // Deliberate difference from Redisson's RSpinLock: its release still
+  // PUBLISHes the unlock message (Redisson's spin unlock does not), so that
+  // waiters of GetLock(name) wake at once. Cheap; no I/O.
+  Lock GetSpinLock(absl::string_view name);
   // A counting semaphore (relock/semaphore.h) on `name` (Redisson's
   // RSemaphore: a string key holding the permits; not a lock). Cheap; no
   // I/O. An invalid name yields a handle whose calls fail with

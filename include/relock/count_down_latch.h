@@ -23,7 +23,9 @@
 // a message: every message wakes every waiter of every client (each
 // re-checks), so all of them go at zero, however many wait in one process.
 // No poll: a key without messages is re-checked every 30 s, and at its
-// TTL's end if it has one.
+// TTL's end if it has one. On a client with ClientOptions::pubsub false,
+// nothing subscribes or publishes: waiters re-check on
+// ClientOptions::spin_backoff instead.
 //
 // States:
 //
@@ -91,6 +93,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/base/attributes.h"
 #include "absl/status/status.h"

@@ -114,7 +114,10 @@
 //     an owner field.
 //   - The library never raises SIGPIPE in its host process.
 //   - Waiting needs SUBSCRIBE on the lock's channel and releasing needs
-//     PUBLISH on it (see ClientOptions::url for ACL users). Without them the
+//     PUBLISH on it (see ClientOptions::url for ACL users), except for a
+//     spin lock (Client::GetSpinLock()), whose waits re-check on a backoff
+//     instead, and on a client with ClientOptions::pubsub false, where
+//     every wait does so and a refused PUBLISH is no error. Without them the
 //     calls say PermissionDenied naming the channel; a release whose publish
 //     was refused did free the lock (its status says so), but other clients'
 //     waiters were not woken and find it free only when they re-check.
@@ -659,6 +662,9 @@ class Lock : public internal::LockableBase<Lock> {
   LockKind kind_ = LockKind::kReentrant;
   // A FairLock's queue wait.
   absl::Duration queue_wait_ = absl::Minutes(5);
+  // A spin lock's handle (Client::GetSpinLock()): its waits re-check on
+  // ClientOptions::spin_backoff instead of listening for messages.
+  bool spin_ = false;
 };
 
 // RAII guard: acquires in the constructor, releases in the destructor. Neither

@@ -22,6 +22,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
+#include "relock/backoff.h"
 
 namespace relock {
 
@@ -291,6 +292,27 @@ struct ClientOptions {
   // that may not write the key simply has no record). true (the default):
   // publish; false: no record, no writes. Not used by RedlockClient.
   bool publish_client_info = true;
+
+  // Whether the server has pub/sub. true (the default): waiting calls are
+  // woken by the release's message (they SUBSCRIBE to the name's channel;
+  // without that right they fail with PermissionDenied). false, for servers
+  // that refuse SUBSCRIBE (some managed services and proxies; Redisson's
+  // RSpinLock exists for them): nothing subscribes, and every waiting call
+  // (every lock type's, Semaphore's, CountDownLatch's) re-checks on
+  // spin_backoff instead, as a spin lock does (Client::GetSpinLock()): it
+  // takes over up to one backoff delay after the release and costs one
+  // script call per re-check. Releases of locks still PUBLISH (for clients
+  // that can listen) and a refused PUBLISH is no error then; semaphores and
+  // latches do not publish at all.
+  bool pubsub = true;
+  // How a waiting call that is not woken by messages re-checks (a spin
+  // lock's; every waiting call with pubsub false): the strategy's
+  // NextDelay(i) before re-check i + 1, from the first that found the lock
+  // held (or the permits short); one that gives up (nullopt) ends the wait
+  // with DeadlineExceeded. null (the default): 1 ms doubling to 128 ms, each
+  // less up to a fifth (ExponentialBackoff with initial 1ms, factor 2,
+  // maximum 128ms, jitter 0.2; Redisson's RSpinLock default, with jitter).
+  std::shared_ptr<const BackoffStrategy> spin_backoff;
 };
 
 // Settings of one lock handle (Client::GetLock(name, options)); every unset

@@ -25,7 +25,9 @@
 // connection), re-checks once the subscription is confirmed, and then sleeps
 // until a message: every message wakes every waiter of every client, each
 // re-checks with its own n (no poll; a key without messages is re-checked
-// every 30 s, and at its TTL's end if it has one).
+// every 30 s, and at its TTL's end if it has one). On a client with
+// ClientOptions::pubsub false, nothing subscribes or publishes: waiters
+// re-check on ClientOptions::spin_backoff instead.
 //
 // States, for a call taking n permits (P = available permits):
 //
@@ -103,6 +105,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/base/attributes.h"
 #include "absl/status/status.h"

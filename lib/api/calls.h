@@ -94,11 +94,13 @@ inline absl::StatusOr<lock::OwnerId> CheckCall(
 // A handle's lock type, as the algorithms take it (AcquireOptionsFor() adds
 // the handle's options).
 inline lock::AcquireOptions LockType(bool fenced, LockKind kind,
-                                     absl::Duration queue_wait) {
+                                     absl::Duration queue_wait,
+                                     bool spin = false) {
   lock::AcquireOptions type;
   type.fenced = fenced;
   type.kind = kind;
   type.queue_wait = queue_wait;
+  type.spin = spin;
   return type;
 }
 

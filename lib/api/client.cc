@@ -57,6 +57,12 @@ ReadWriteLock Client::GetReadWriteLock(absl::string_view name,
   return ReadWriteLock(core_, std::string(name), options);
 }
 
+Lock Client::GetSpinLock(absl::string_view name) {
+  Lock lock(core_, std::string(name), LockOptions());
+  lock.spin_ = true;
+  return lock;
+}
+
 Semaphore Client::GetSemaphore(absl::string_view name) {
   return Semaphore(core_, std::string(name));
 }

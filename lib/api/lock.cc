@@ -62,15 +62,17 @@ Lock::Lock(std::shared_ptr<internal::ClientCore> core, std::string name,
 absl::Status Lock::CheckUsable() const {
   if (core_ == nullptr) return UnboundLock();
   return internal::AcquireOptionsFor(
-             *core_, options_, internal::LockType(fenced_, kind_, queue_wait_))
+             *core_, options_,
+             internal::LockType(fenced_, kind_, queue_wait_, spin_))
       .status();
 }
 
 absl::Status Lock::AcquireFor(const Owner& owner, absl::Duration wait,
                               absl::optional<absl::Duration> lease) {
   if (core_ == nullptr) return UnboundLock();
-  return internal::Acquire(core_, name_, owner, wait, lease, options_,
-                           internal::LockType(fenced_, kind_, queue_wait_));
+  return internal::Acquire(
+      core_, name_, owner, wait, lease, options_,
+      internal::LockType(fenced_, kind_, queue_wait_, spin_));
 }
 
 void Lock::AcquireAsyncFor(const Owner& owner, absl::Duration wait,
@@ -79,7 +81,7 @@ void Lock::AcquireAsyncFor(const Owner& owner, absl::Duration wait,
   done = internal::Contained(core_, std::move(done));
   if (core_ == nullptr) return done(UnboundLock());
   internal::AcquireAsync(core_, name_, owner, wait, lease, options_,
-                         internal::LockType(fenced_, kind_, queue_wait_),
+                         internal::LockType(fenced_, kind_, queue_wait_, spin_),
                          [done = std::move(done)](absl::Status s, int64_t) {
                            done(std::move(s));
                          });

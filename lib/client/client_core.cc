@@ -170,6 +170,8 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
       options.client_id.empty() ? lock::NewClientId() : options.client_id;
   lock::LockPolicy policy;
   policy.command_timeout = options.command_timeout;
+  policy.notified = options.pubsub;
+  policy.spin_backoff = options.spin_backoff;
   backend::NodeOptions node;
   node.connection = std::move(io_options);
   node.command_connections = options.command_connections;

@@ -64,10 +64,10 @@ absl::StatusOr<bool> TrySetCount(LockEnv& env, const std::string& name,
 
 absl::StatusOr<int64_t> CountDown(LockEnv& env, const std::string& name) {
   if (absl::Status s = CheckLatchName("count down", name); !s.ok()) return s;
-  const Step step{internal::kLatchCountDownScript,
-                  {name, LatchChannel(name)},
-                  {std::string(env.backend().publish_command()),
-                   std::string(kZeroCountMessage)}};
+  const Step step{
+      internal::kLatchCountDownScript,
+      {name, LatchChannel(name)},
+      {counter_internal::PublishArg(env), std::string(kZeroCountMessage)}};
   // Never resent: twice would count down twice (Redisson's is no-retry too).
   absl::StatusOr<redis::Reply> r = counter_internal::RunCounterStepHere(
       env, kLatch, "count down", name, step, backend::Resend::kNever);

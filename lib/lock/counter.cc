@@ -126,6 +126,11 @@ absl::StatusOr<redis::Reply> RunCounterStepHere(
   return out;
 }
 
+std::string PublishArg(LockEnv& env) {
+  if (!env.policy().notified) return "none";
+  return std::string(env.backend().publish_command());
+}
+
 absl::StatusOr<int64_t> IntegerReply(const redis::Reply& r,
                                      absl::string_view op) {
   if (!r.is_integer()) return algorithm_internal::Unexpected(r, op);
@@ -135,11 +140,10 @@ absl::StatusOr<int64_t> IntegerReply(const redis::Reply& r,
 absl::StatusOr<bool> TrySet(LockEnv& env, const CounterType& type,
                             const std::string& name, int64_t count,
                             absl::string_view message) {
-  const Step step{
-      internal::kCounterSetScript,
-      {name, type.channel(name)},
-      {absl::StrCat(count), std::string(env.backend().publish_command()),
-       std::string(message), std::string(type.wrong_code)}};
+  const Step step{internal::kCounterSetScript,
+                  {name, type.channel(name)},
+                  {absl::StrCat(count), PublishArg(env), std::string(message),
+                   std::string(type.wrong_code)}};
   absl::StatusOr<redis::Reply> r =
       RunCounterStepHere(env, type, "set", name, step, backend::Resend::kNever);
   if (!r.ok()) return r.status();

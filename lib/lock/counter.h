@@ -97,6 +97,10 @@ absl::StatusOr<redis::Reply> RunCounterStepHere(
     LockEnv& env, const CounterType& type, absl::string_view op,
     const std::string& name, const Step& step, backend::Resend resend);
 
+// The publish command of the counter scripts: the backend's, or "none"
+// for a client without pub/sub (nothing listens).
+std::string PublishArg(LockEnv& env);
+
 // An integer reply of `op`, or Internal naming what came.
 absl::StatusOr<int64_t> IntegerReply(const redis::Reply& r,
                                      absl::string_view op);

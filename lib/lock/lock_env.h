@@ -48,6 +48,13 @@ struct LockPolicy {
   std::shared_ptr<const BackoffStrategy> retry_backoff;
   // Finish an attempt as soon as its outcome is certain.
   bool fail_fast = false;
+  // Whether waiters are woken by messages (ClientOptions::pubsub). false:
+  // every wait re-checks on spin_backoff, as a spin lock's does, and a
+  // release whose publish Redis refused is no error.
+  bool notified = true;
+  // How a wait that no message wakes re-checks (ClientOptions::
+  // spin_backoff); null: DefaultSpinBackoff() of lib/lock/acquire.cc.
+  std::shared_ptr<const BackoffStrategy> spin_backoff;
 
   absl::Duration Drift(absl::Duration lease) const {
     return lease * drift_factor + absl::Milliseconds(2);

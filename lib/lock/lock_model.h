@@ -82,6 +82,9 @@ struct AcquireOptions {
   absl::Duration queue_wait = kDefaultQueueWait;
   // A semaphore's acquire: the permits it takes (lib/lock/semaphore.h).
   int64_t permits = 1;
+  // A spin lock's acquire (Redisson's RSpinLock): its wait re-checks on the
+  // policy's spin_backoff instead of listening for messages.
+  bool spin = false;
   // LockOptions::on_lost: registered for a hold this acquire starts.
   std::function<void(const LockEvent&)> on_lost;
 };

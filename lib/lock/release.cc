@@ -121,7 +121,7 @@ ReleaseVerdict JudgeRelease(LockEnv& env, const std::string& name,
       // Freed, but Redis refused to tell its waiters.
       ++released;
       ++freed;
-      if (unpublished.ok()) {
+      if (unpublished.ok() && env.policy().notified) {
         unpublished = internal::UnpublishedStatus("release script", *r);
       }
       details.push_back(absl::StrCat(who, ": released, waiters not told"));
@@ -305,6 +305,7 @@ absl::StatusOr<bool> ForceRelease(LockEnv& env, const std::string& name,
                      backend::Resend::kNever);
   if (!r.ok()) return Annotate(r.status(), "force-release", name);
   if (internal::IsUnpublished(*r)) {
+    if (!env.policy().notified) return true;  // freed; nobody listens
     return Annotate(internal::UnpublishedStatus("force_release script", *r),
                     "force-release", name);
   }

@@ -52,11 +52,10 @@ absl::Status CheckAcquire(const std::string& name, int64_t permits,
 
 // lua/semaphore_add.lua's step.
 Step AddStep(LockEnv& env, const std::string& name, int64_t permits) {
-  return Step{
-      internal::kSemaphoreAddScript,
-      {name, SemaphoreChannel(name)},
-      {absl::StrCat(permits), std::string(env.backend().publish_command()),
-       absl::StrCat(kMaxCount)}};
+  return Step{internal::kSemaphoreAddScript,
+              {name, SemaphoreChannel(name)},
+              {absl::StrCat(permits), counter_internal::PublishArg(env),
+               absl::StrCat(kMaxCount)}};
 }
 
 // What semaphore_add's answer `r` means for `op`.

@@ -1,0 +1,233 @@
+// Client::GetSpinLock() (Redisson's RSpinLock) and ClientOptions::pubsub
+// false on a real redis-server: a spin lock is the reentrant lock's data
+// model and waits by backoff, never subscribing; Redisson's lock scripts
+// exclude it and hand it over both ways; a backoff that gives up ends the
+// wait; a client whose ACL user may use no channel (as a server that
+// refuses SUBSCRIBE) waits for locks, permits and latches by backoff, and
+// its releases succeed although their PUBLISH is refused.
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "relock/relock.h"
+#include "tests/redisson_scripts.h"
+#include "tests/test_util.h"
+#include "tests/testing/status_matchers.h"
+
+namespace relock {
+namespace {
+
+using ::relock::testing::Calls;
+using ::relock::testing::Eventually;
+using ::relock::testing::JoiningThread;
+using ::relock::testing::kRedissonLock;
+using ::relock::testing::kRedissonUnlock;
+using ::relock::testing::LockChannel;
+using ::relock::testing::MustConnect;
+using ::relock::testing::RedisValue;
+using ::relock::testing::SemaphoreChannel;
+using ::relock::testing::Subscribers;
+using ::relock::testing::TestLockName;
+
+constexpr char kRedissonOwner[] = "0b6b2f6e-1c54-4a3c-9d7e-3f1f0c2a9e11:77";
+
+class SpinLockTest : public testing::RedisClientTest {
+ protected:
+  // The script calls so far (every acquire attempt is one).
+  int64_t Attempts() { return Calls(redis(), "evalsha"); }
+  // Waits until at least `n` attempts were made after `since`, and checks
+  // that nobody listens on `channel` meanwhile.
+  void ExpectSpinning(int64_t since, const std::string& channel) {
+    EXPECT_TRUE(Eventually([&] { return Attempts() - since >= 3; }))
+        << Attempts() - since;
+    EXPECT_THAT(Subscribers(redis(), channel), testing::IsOkAndHolds(0));
+  }
+};
+
+TEST_F(SpinLockTest, SharesTheLocksDataModelAndReentry) {
+  const std::string name = TestLockName();
+  Lock spin = client_->GetSpinLock(name);
+  EXPECT_EQ(spin.name(), name);
+  ASSERT_OK(spin.Acquire());
+  ASSERT_OK(spin.Acquire());
+  EXPECT_THAT(spin.HoldCount(), testing::IsOkAndHolds(2));
+  absl::StatusOr<RedisValue> fields = redis().Command({"HGETALL", name});
+  ASSERT_OK(fields);
+  ASSERT_EQ(fields->elements.size(), 2u);
+  EXPECT_THAT(fields->elements[0].str, ::testing::StartsWith(client_->id()));
+  // The plain lock of the name is the same lock.
+  absl::Status other;
+  JoiningThread([&] {
+    other = client_->GetLock(name).TryAcquire(absl::ZeroDuration());
+  }).join();
+  EXPECT_THAT(other, testing::StatusIs(absl::StatusCode::kDeadlineExceeded));
+  ASSERT_OK(spin.Release());
+  ASSERT_OK(spin.Release());
+  EXPECT_EQ(redis().Command({"EXISTS", name})->integer, 0);
+}
+
+TEST_F(SpinLockTest, AWaiterTakesOverByBackoffWithoutSubscribing) {
+  const std::string name = TestLockName();
+  Lock holder = client_->GetLock(name);
+  ASSERT_OK(holder.Acquire());
+  std::unique_ptr<Client> other = MustConnect(redis().url());
+  ASSERT_NE(other, nullptr);
+  ASSERT_TRUE(redis().Command({"CONFIG", "RESETSTAT"}).ok());
+  const int64_t before = Attempts();
+  std::atomic<bool> got{false};
+  JoiningThread waiter([&] {
+    Lock spin = other->GetSpinLock(name);
+    got = spin.TryAcquire(absl::Seconds(30)).ok();
+    if (got) EXPECT_OK(spin.Release());
+  });
+  ExpectSpinning(before, LockChannel(name));
+  EXPECT_FALSE(got.load());
+  ASSERT_OK(holder.Release());
+  waiter.join();
+  EXPECT_TRUE(got.load());
+}
+
+TEST_F(SpinLockTest, RedissonLockScriptsHandOverBothWays) {
+  const std::string name = TestLockName();
+  Lock spin = client_->GetSpinLock(name);
+  auto redisson_lock = [&] {
+    return *redis().Command(
+        {"EVAL", kRedissonLock, "1", name, "30000", kRedissonOwner});
+  };
+  // Redisson holds; the spin lock waits and takes over at its unlock.
+  ASSERT_TRUE(redisson_lock().is_nil());
+  EXPECT_THAT(spin.TryAcquire(absl::ZeroDuration()),
+              testing::StatusIs(absl::StatusCode::kDeadlineExceeded));
+  // (An explicit owner: this thread releases what the waiter takes.)
+  const Owner owner = Owner::New();
+  std::atomic<bool> got{false};
+  JoiningThread waiter(
+      [&] { got = spin.TryAcquire(owner, absl::Seconds(30)).ok(); });
+  ASSERT_TRUE(redis().Command({"CONFIG", "RESETSTAT"}).ok());
+  ExpectSpinning(Attempts(), LockChannel(name));
+  ASSERT_TRUE(
+      redis()
+          .Command({"EVAL", kRedissonUnlock, "2", name, LockChannel(name), "0",
+                    "30000", kRedissonOwner, "PUBLISH"})
+          .ok());
+  waiter.join();
+  ASSERT_TRUE(got.load());
+  // relock's spin lock holds; Redisson's lock finds it held, and gets it
+  // once released.
+  EXPECT_TRUE(redisson_lock().is_integer());
+  ASSERT_OK(spin.Release(owner));
+  EXPECT_TRUE(redisson_lock().is_nil());
+}
+
+TEST_F(SpinLockTest, ABackoffThatGivesUpEndsTheWait) {
+  const std::string name = TestLockName();
+  std::unique_ptr<Client> client =
+      MustConnect(redis().url(), [](ClientOptions& o) {
+        o.spin_backoff =
+            *ListBackoff({absl::Milliseconds(1), absl::Milliseconds(1)});
+      });
+  ASSERT_NE(client, nullptr);
+  ASSERT_OK(client_->GetLock(name).Acquire());
+  absl::Status waited;
+  JoiningThread([&] {
+    waited = client->GetSpinLock(name).TryAcquire(absl::Seconds(60));
+  }).join();
+  EXPECT_THAT(waited, testing::StatusIs(absl::StatusCode::kDeadlineExceeded,
+                                        ::testing::HasSubstr("held")));
+}
+
+// A client whose ACL user may use no channel: SUBSCRIBE and PUBLISH are
+// refused, as on a server without pub/sub.
+class NoPubSubTest : public SpinLockTest {
+ protected:
+  void SetUp() override {
+    SpinLockTest::SetUp();
+    ASSERT_TRUE(redis()
+                    .Command({"ACL", "SETUSER", kUser, "reset", "on", ">secret",
+                              "~*", "resetchannels", "+@all"})
+                    .ok());
+  }
+  void TearDown() override { (void)redis().Command({"ACL", "DELUSER", kUser}); }
+  std::unique_ptr<Client> ConnectAsUser(bool pubsub) {
+    const std::string url = absl::StrReplaceAll(
+        redis().url(),
+        {{"redis://", absl::StrCat("redis://", kUser, ":secret@")}});
+    return MustConnect(url, [pubsub](ClientOptions& o) { o.pubsub = pubsub; });
+  }
+  static constexpr char kUser[] = "relock-no-pubsub";
+};
+
+TEST_F(NoPubSubTest, WithPubSubAWaitFailsWithPermissionDenied) {
+  std::unique_ptr<Client> user = ConnectAsUser(/*pubsub=*/true);
+  ASSERT_NE(user, nullptr);
+  const std::string name = TestLockName();
+  ASSERT_OK(client_->GetLock(name).Acquire());
+  absl::Status waited;
+  JoiningThread([&] {
+    waited = user->GetLock(name).TryAcquire(absl::Seconds(30));
+  }).join();
+  EXPECT_THAT(waited, testing::StatusIs(absl::StatusCode::kPermissionDenied));
+}
+
+TEST_F(NoPubSubTest, EveryWaitPollsAndReleasesSucceed) {
+  std::unique_ptr<Client> user = ConnectAsUser(/*pubsub=*/false);
+  ASSERT_NE(user, nullptr);
+  // A lock (a plain one: every wait of the client polls).
+  const std::string name = TestLockName("lock");
+  Lock holder = client_->GetLock(name);
+  ASSERT_OK(holder.Acquire());
+  std::atomic<bool> got{false};
+  {
+    JoiningThread waiter([&] {
+      Lock lock = user->GetLock(name);
+      got = lock.TryAcquire(absl::Seconds(30)).ok();
+      // Its PUBLISH is refused: no error without pub/sub.
+      if (got) EXPECT_OK(lock.Release());
+    });
+    ASSERT_TRUE(redis().Command({"CONFIG", "RESETSTAT"}).ok());
+    ExpectSpinning(Attempts(), LockChannel(name));
+    ASSERT_OK(holder.Release());
+  }
+  EXPECT_TRUE(got.load());
+  EXPECT_EQ(redis().Command({"EXISTS", name})->integer, 0);
+
+  // A semaphore.
+  const std::string sem_name = TestLockName("semaphore");
+  Semaphore sem = user->GetSemaphore(sem_name);
+  EXPECT_THAT(sem.TrySetPermits(0), testing::IsOkAndHolds(true));
+  got = false;
+  {
+    JoiningThread waiter(
+        [&] { got = sem.TryAcquire(1, absl::Seconds(30)).ok(); });
+    ASSERT_TRUE(redis().Command({"CONFIG", "RESETSTAT"}).ok());
+    ExpectSpinning(Attempts(), SemaphoreChannel(sem_name));
+    ASSERT_OK(client_->GetSemaphore(sem_name).Release());
+  }
+  EXPECT_TRUE(got.load());
+  ASSERT_OK(sem.Release());
+  EXPECT_THAT(sem.AvailablePermits(), testing::IsOkAndHolds(1));
+
+  // A count-down latch.
+  const std::string latch_name = TestLockName("latch");
+  CountDownLatch latch = user->GetCountDownLatch(latch_name);
+  EXPECT_THAT(latch.TrySetCount(2), testing::IsOkAndHolds(true));
+  ASSERT_OK(latch.CountDown());
+  got = false;
+  {
+    JoiningThread waiter([&] { got = latch.Await(absl::Seconds(30)).ok(); });
+    ASSERT_TRUE(redis().Command({"CONFIG", "RESETSTAT"}).ok());
+    EXPECT_TRUE(Eventually([&] { return Attempts() >= 3; }));
+    ASSERT_OK(latch.CountDown());
+  }
+  EXPECT_TRUE(got.load());
+  EXPECT_EQ(redis().Command({"EXISTS", latch_name})->integer, 0);
+}
+
+}  // namespace
+}  // namespace relock
