@@ -184,7 +184,9 @@ TEST_F(CountDownLatchTest, RedissonScriptsShareTheLatchBothWays) {
   ASSERT_THAT(latch.TrySetCount(1), testing::IsOkAndHolds(true));
   EXPECT_EQ(RedissonTrySetCount(name, 3), 0);
   for (const char* expected : {"1", "0"}) {
-    if (std::string(expected) == "0") ASSERT_OK(latch.CountDown());
+    if (std::string(expected) == "0") {
+      ASSERT_OK(latch.CountDown());
+    }
     absl::StatusOr<RedisValue> message = listener->NextReply();
     ASSERT_OK(message);
     ASSERT_EQ(message->elements.size(), 3u) << *message;

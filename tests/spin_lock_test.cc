@@ -84,7 +84,9 @@ TEST_F(SpinLockTest, AWaiterTakesOverByBackoffWithoutSubscribing) {
   JoiningThread waiter([&] {
     Lock spin = other->GetSpinLock(name);
     got = spin.TryAcquire(absl::Seconds(30)).ok();
-    if (got) EXPECT_OK(spin.Release());
+    if (got) {
+      EXPECT_OK(spin.Release());
+    }
   });
   ExpectSpinning(before, LockChannel(name));
   EXPECT_FALSE(got.load());
@@ -188,7 +190,9 @@ TEST_F(NoPubSubTest, EveryWaitPollsAndReleasesSucceed) {
       Lock lock = user->GetLock(name);
       got = lock.TryAcquire(absl::Seconds(30)).ok();
       // Its PUBLISH is refused: no error without pub/sub.
-      if (got) EXPECT_OK(lock.Release());
+      if (got) {
+        EXPECT_OK(lock.Release());
+      }
     });
     ASSERT_TRUE(redis().Command({"CONFIG", "RESETSTAT"}).ok());
     ExpectSpinning(Attempts(), LockChannel(name));
