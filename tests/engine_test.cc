@@ -39,9 +39,11 @@
 #include "lib/lock/lock_scripts.h"
 #include "lib/lock/owner.h"
 #include "lib/lock/rw_lock.h"
+#include "lib/lock/semaphore.h"
 #include "relock/backoff.h"
 #include "tests/testing/fake_backend.h"
 #include "tests/testing/fake_lock_env.h"
+#include "tests/testing/resp_reply.h"
 #include "tests/testing/status_matchers.h"
 
 namespace relock {
@@ -446,6 +448,34 @@ TEST(RetryTest, AWaiterIsNotRetriedPastAnUnacknowledgedAcquire) {
   // acknowledged: no re-check after that.
   EXPECT_EQ(acquires, 3);
   EXPECT_EQ(env.fake().CountOf(0, "u", env.Owner(kMe.number)), 0);
+}
+
+TEST(RetryTest, ASemaphoreAcquireIsSentOnceAndALostAnswerEndsTheWait) {
+  // A semaphore's acquire takes permits each time it runs: never resent
+  // after a dropped connection, and a waiter whose re-check lost its answer
+  // (the permits may have been taken) ends with that error instead of
+  // re-checking, which could take more.
+  FakeLockEnv env;
+  std::vector<backend::Resend> sent;
+  env.fake().SetResponder(
+      0, [&](const FakeCall& call, testing::FakeNode&) -> backend::Answer {
+        if (call.script != internal::kSemaphoreAcquireScript) {
+          return backend::Answer{testing::RespReply(":0\r\n")};
+        }
+        sent.push_back(call.resend);
+        if (sent.size() == 1) {
+          return backend::Answer{testing::RespReply(":60000\r\n")};  // short
+        }
+        return backend::Answer{
+            absl::UnavailableError("connection lost before the reply (fake)")};
+      });
+  EXPECT_THAT(
+      lock::AcquirePermits(env, "s", 1, Deadline::After(absl::Minutes(1))),
+      StatusIs(absl::StatusCode::kUnavailable,
+               AllOf(HasSubstr("connection lost before the reply"),
+                     Not(HasSubstr("re-check")))));
+  EXPECT_EQ(sent, (std::vector<backend::Resend>{backend::Resend::kNever,
+                                                backend::Resend::kNever}));
 }
 
 TEST(RetryTest, AWaiterWhoseReCheckMeetsCloseIsCancelled) {

@@ -303,7 +303,11 @@ struct ClientOptions {
   // takes over up to one backoff delay after the release and costs one
   // script call per re-check. Releases of locks still PUBLISH (for clients
   // that can listen) and a refused PUBLISH is no error then; semaphores and
-  // latches do not publish at all.
+  // latches do not publish at all, so the waiters of a client that relies on
+  // messages (a Redisson RSemaphore or RCountDownLatch, which never re-check
+  // on their own; a relock client with pubsub true, which re-checks every
+  // 30 s) are not woken by this client's changes: do not mix them on one
+  // name.
   bool pubsub = true;
   // How a waiting call that is not woken by messages re-checks (a spin
   // lock's; every waiting call with pubsub false): the strategy's

@@ -72,11 +72,15 @@
 //                       blocking call on the client's event loop thread; an
 //                       unbound handle.
 //   DeadlineExceeded    TryAcquire's wait ended with too few permits.
-//   Unavailable         Redis unreachable, slow or failing. A Release or
-//                       AddPermits whose answer was lost may or may not
-//                       have happened (it is never resent, since twice
-//                       would add twice). A waiter rides out a restart or
-//                       failover as a lock's does (relock/lock.h).
+//   Unavailable         Redis unreachable, slow or failing. A call whose
+//                       answer was lost may or may not have happened, and
+//                       none is resent, since twice would count twice: a
+//                       Release or AddPermits may have added its permits,
+//                       and an Acquire/TryAcquire (a waiter's re-check
+//                       included) may have taken its permits, which are
+//                       then nobody's (give them back with Release() or
+//                       AddPermits() if you know they were taken). Unlike a
+//                       lock's, a waiter does not ride out a restart.
 //   PermissionDenied    an ACL user without the key, the scripts or the
 //                       channel; a Release/AddPermits/TrySetPermits whose
 //                       publish was refused did change the count (the

@@ -70,7 +70,10 @@ Attempt Attempts::Judge(const std::vector<backend::Answer>& answers,
 }
 
 backend::ScriptCall Attempts::Call(const backend::Call& views) const {
-  backend::ScriptCall call = CallOf(views, Timeout(), Resend::kIfDropped);
+  backend::ScriptCall call =
+      CallOf(views, Timeout(),
+             plan_.model->acquire_is_idempotent() ? Resend::kIfDropped
+                                                  : Resend::kNever);
   call.enough = FailFast();
   call.wait = sync();
   return call;
@@ -99,7 +102,8 @@ Attempts::Next Attempts::Decide(const Attempt& a) {
     // promises no retry, and a master cut off from its replicas is no
     // restart to ride out.)
     if (waiting_ && env_.backend().nodes() == 1 && env_.policy().tries <= 1 &&
-        absl::IsUnavailable(a.error) && !a.unacknowledged) {
+        absl::IsUnavailable(a.error) && !a.unacknowledged &&
+        plan_.model->acquire_is_idempotent()) {
       if (++outage_ == 1) {
         outage_ends_ = Deadline::After(
             env_.confirm_timeout() + env_.backend().failover_wait(),

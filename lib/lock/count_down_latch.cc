@@ -31,8 +31,8 @@ std::vector<std::string> LatchWaitArgs(const AcquireOptions& /*options*/) {
 }
 
 const counter_internal::CounterType kLatch{
-    "count-down latch", "NOTALATCH", &LatchChannel, internal::kLatchAwaitScript,
-    &LatchWaitArgs};
+    "count-down latch",          "NOTALATCH",    &LatchChannel,
+    internal::kLatchAwaitScript, &LatchWaitArgs, /*wait_is_read_only=*/true};
 
 const counter_internal::CounterModel& LatchModel() {
   static const counter_internal::CounterModel* const kModel =

@@ -36,6 +36,9 @@ struct CounterType {
   internal::ScriptId wait_script;  // nil when granted, else the key's PTTL
   // The wait step's arguments of an acquire with `options`.
   std::vector<std::string> (*wait_args)(const AcquireOptions& options);
+  // Whether the wait script writes nothing (a latch's await) and may run
+  // twice; a semaphore's takes permits (LockModel::acquire_is_idempotent).
+  bool wait_is_read_only = false;
 };
 
 // The model of a counter type's waits (see LockModel): its acquire step is
@@ -63,6 +66,9 @@ class CounterModel final : public LockModel {
   }
   Step Inspect(LockName name, const OwnerField& owner) const override;
   absl::Duration unleased_recheck() const override { return absl::Seconds(30); }
+  bool acquire_is_idempotent() const override {
+    return type_.wait_is_read_only;
+  }
 
   const CounterType& type() const { return type_; }
 

@@ -156,6 +156,13 @@ class LockModel {
   // normally has no TTL (a semaphore's count) re-checks more rarely: its
   // waiters are woken by the messages of every change.
   virtual absl::Duration unleased_recheck() const { return absl::Seconds(1); }
+  // Whether an acquire step that runs twice takes no more than one run
+  // does. A lock's does (the same owner field; the next fresh acquire or a
+  // release-all absorbs a count left over), so an attempt whose connection
+  // dropped is sent again and a waiter rides out an outage. A counter's does
+  // not (each run takes permits): its attempts are sent once, and an
+  // attempt whose answer was lost ends the call with Unavailable.
+  virtual bool acquire_is_idempotent() const { return true; }
 };
 
 const LockModel& ReentrantModel();

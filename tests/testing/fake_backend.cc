@@ -415,7 +415,8 @@ FakeBackend::Sent FakeBackend::Send(const backend::ScriptCall& c, bool async) {
                        {c.keys.begin(), c.keys.end()},
                        {c.args.begin(), c.args.end()},
                        false,
-                       async};
+                       async,
+                       c.resend};
   const Deadline deadline = c.deadline;
   const backend::Enough& enough = c.enough;
   const std::vector<bool>* only = c.only;

@@ -71,6 +71,8 @@ struct FakeCall {
   std::vector<std::string> args;
   bool batch = false;  // part of a RunBatch()
   bool async = false;  // sent by RunAsync()
+  // Whether a real backend would send it again after a dropped connection.
+  backend::Resend resend = backend::Resend::kNever;
 };
 
 // One node's locks: name -> {owner field -> count}, with a lease end on the
