@@ -168,6 +168,25 @@ TEST(RedirectRulesTest, AMigrationsAskAndTryAgainRetryUntilTheDeadline) {
   EXPECT_LE(pauses.size(), 4u);
 }
 
+// Refusals are waited out for the failover window at most, also by a call
+// without a deadline (a migration left half done must not hold it forever).
+TEST(RedirectRulesTest, RefusalsAreWaitedOutForTheFailoverWindowAtMost) {
+  RedirectRules open_ended =
+      Rules(Deadline::Never(), Resend::kNever, kLongWait);
+  EXPECT_EQ(open_ended.Next(ErrorAnswer("TRYAGAIN busy"), At()).kind,
+            Kind::kRetry);
+  RedirectRules no_window =
+      Rules(Deadline::Never(), Resend::kNever, absl::ZeroDuration());
+  EXPECT_EQ(no_window.Next(ErrorAnswer("ASK 1 10.0.0.3:7002"), At()).kind,
+            Kind::kRedirect);
+  const RouteStep step = no_window.Next(ErrorAnswer("TRYAGAIN busy"), At());
+  EXPECT_EQ(step.kind, Kind::kFail);
+  EXPECT_THAT(step.status,
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("the masters kept refusing the call for 0: "
+                                 "TRYAGAIN busy")));
+}
+
 TEST(RedirectRulesTest, TryAgainRetriesWithDoublingPauses) {
   RedirectRules rules = Rules(Deadline::After(kLongWait));
   std::vector<absl::Duration> pauses;

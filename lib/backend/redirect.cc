@@ -109,6 +109,19 @@ RouteStep RedirectRules::Next(const Answer& answer, const redis::Endpoint& at) {
         }
         return step;
       }
+      if (v.next == Verdict::Next::kRetryLater) {
+        // Refusals (a migration's TRYAGAIN, CLUSTERDOWN) are waited out for
+        // the failover window at most, also by a call without a deadline: a
+        // migration left half done must not hold a call forever.
+        if (!busy_end_.has_value()) busy_end_ = Deadline::After(failover_wait_);
+        if (busy_end_->Remaining() <= pause_) {
+          step.kind = RouteStep::Kind::kFail;
+          step.status = absl::UnavailableError(absl::StrCat(
+              name_, ": the masters kept refusing the call for ",
+              absl::FormatDuration(failover_wait_), ": ", answer.reply->str()));
+          return step;
+        }
+      }
       // A pause ends a run of redirections: the limit is on redirections
       // in a row (a loop of them), not on a migration's ASK, TRYAGAIN, ASK...
       // while its slot moves (an importing master refuses a call of several

@@ -13,6 +13,9 @@
 //   TRYAGAIN                     kRetry after a pause       no
 //   CLUSTERDOWN, READONLY        kRetry after a pause       yes
 //     (deadline too near)        kFail: DeadlineExceeded    as above
+//     (refused for longer than
+//     failover_wait since the
+//     first refusal)             kFail: Unavailable         as above
 //   Unavailable, kIfDropped      kRetry after a pause       yes
 //     (deadline or failover
 //     window too near)           kDone (as it is)           yes
@@ -85,6 +88,7 @@ class RedirectRules {
   int hops_ = 0;  // redirections followed since the last retry
   absl::Duration pause_ = kFirstPause;
   absl::optional<Deadline> failover_end_;  // set by the first failover
+  absl::optional<Deadline> busy_end_;      // set by the first refusal
 };
 
 // Whether an error reply says the call did not run and may be sent again

@@ -28,7 +28,9 @@
 // again whatever its Resend says; at most kMaxRedirects redirections in a
 // row (while a slot migrates, a call of several keys meets ASK, then
 // TRYAGAIN at the importing master until every key is there: such a call
-// retries until the migration ends or its deadline passes). Refreshes run on
+// retries until the migration ends, its deadline passes, or kFailoverWait
+// of refusals has passed, which bounds a call without a deadline when a
+// migration is left half done: Unavailable). Refreshes run on
 // the loop, one at a time, on errors and every kRefreshInterval. A call's WAIT
 // (Backend::Run's `wait`) goes with it to every node it is sent to.
 //
