@@ -27,9 +27,12 @@
 # CMake build compiles (and runs: the tests in all three CMake stages, the
 # benchmarks in their smoke mode).
 # What keeps the whole run short on two cores:
-# - The CMake builds compile the library in unity batches
-#   (RELOCK_UNITY_BUILD); Bazel compiles file by file, so a .cc that does not
-#   include what it uses still fails there.
+# - The CMake builds compile the library, the test fixture, the harness's
+#   library and the tests in unity batches (RELOCK_UNITY_BUILD): every test
+#   file but cli_test links into one binary, relock_tests, and ctest runs each
+#   file's tests as a test of its own (a gtest filter). Bazel compiles file by
+#   file, a binary per test, so a .cc that does not include what it uses still
+#   fails there.
 # - The sanitizer builds compile at -O0 with line tables only (the sanitizers
 #   check the same at any optimization level; the gcc build is the -O2 one,
 #   with -g1, line tables and functions: a quarter less compile time than -g).

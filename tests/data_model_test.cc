@@ -38,7 +38,7 @@ using ::testing::MatchesRegex;
 // Redisson 3.x RedissonLock scripts as the interop peer: its lock script
 // (tests/redisson_scripts.h) and the older form of its unlock script, which
 // always PUBLISHes.
-constexpr char kRedissonUnlock[] =
+constexpr char kRedissonUnlockAlwaysPublishing[] =
     "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; "
     "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); "
     "if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; "
@@ -62,8 +62,8 @@ class DataModelTest : public testing::RedisClientTest {
     return Must({"EVAL", kRedissonLock, "1", name, "30000", kRedissonOwner});
   }
   RedisValue RedissonUnlock(const std::string& name) {
-    return Must({"EVAL", kRedissonUnlock, "2", name, LockChannel(name), "0",
-                 "30000", kRedissonOwner});
+    return Must({"EVAL", kRedissonUnlockAlwaysPublishing, "2", name,
+                 LockChannel(name), "0", "30000", kRedissonOwner});
   }
 };
 
@@ -261,7 +261,7 @@ TEST_F(DataModelTest, BracedNamesShareRedissonsChannelBothWays) {
       WaitUntilWaiting(redis(), "redisson_lock__channel:" + name, *client_));
   Stopwatch since_unlock;
   EXPECT_EQ(
-      Must({"EVAL", kRedissonUnlock, "2", name,
+      Must({"EVAL", kRedissonUnlockAlwaysPublishing, "2", name,
             "redisson_lock__channel:" + name, "0", "30000", kRedissonOwner})
           .integer,
       1);

@@ -25,7 +25,7 @@
 #include "tools/harness/netns.h"
 
 // The worker processes of the harness (re-executions of this binary).
-RELOCK_CHILD_MAIN(SafetyHarnessWorker) {
+RELOCK_CHILD_MAIN(PartitionHarnessWorker) {
   return relock::harness::WorkerMain(args);
 }
 
@@ -45,6 +45,7 @@ TEST(PartitionHarnessTest, ShortPartitionRunTellsCutOffHoldersInTime) {
   options.faults = {FaultKind::kPartition, FaultKind::kPartitionRequests,
                     FaultKind::kPartitionReplies};
   options.netns = NetnsMode::kOn;
+  options.worker_routine = "PartitionHarnessWorker";
   // The timer and event threads of a worker on a loaded 2-core machine may
   // run tens of milliseconds late; a stand-alone run keeps the default
   // 10 ms (see tools/harness/README.md).

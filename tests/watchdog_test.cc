@@ -53,10 +53,10 @@ using ::relock::testing::Stopwatch;
 using ::relock::testing::TestLockName;
 using ::testing::HasSubstr;
 
-// Polls `done` until it holds; false after `limit`, which bounds a hang and
-// is no timing assertion.
-bool Eventually(const std::function<bool()>& done,
-                absl::Duration limit = absl::Seconds(60)) {
+// Polls `done` every 100 us until it holds; false after `limit`, which bounds a
+// hang and is no timing assertion.
+bool EventuallyFast(const std::function<bool()>& done,
+                    absl::Duration limit = absl::Seconds(60)) {
   return testing::Eventually(done, limit, absl::Microseconds(100));
 }
 
@@ -149,9 +149,9 @@ class WatchdogFakeClockTest : public ::testing::Test {
     // Not due: still pending, and no round ran. (pending() first: a round
     // that ran may have scheduled the next already.)
     if (watchdog_.round_scheduled() && watchdog_.rounds() == rounds) return 0;
-    EXPECT_TRUE(Eventually([&] { return watchdog_.rounds() > rounds; }))
+    EXPECT_TRUE(EventuallyFast([&] { return watchdog_.rounds() > rounds; }))
         << "the round that came due did not run";
-    EXPECT_TRUE(Eventually([&] {
+    EXPECT_TRUE(EventuallyFast([&] {
       return watchdog_.round_scheduled() || !AnyRenewing();
     })) << "no next round was scheduled";
     return static_cast<int>(watchdog_.rounds() - rounds);
@@ -591,7 +591,7 @@ TEST(WatchdogLossTest, ACutOffHolderIsToldAtItsSafeEndWhileARenewalHangs) {
     clock.Advance(kInterval);
     RunDueTimers(timers);
   }
-  ASSERT_TRUE(Eventually([&] { return renewing.HasBeenNotified(); }));
+  ASSERT_TRUE(EventuallyFast([&] { return renewing.HasBeenNotified(); }));
   const SteadyClock::time_point safe_end =
       start + absl::ToChronoNanoseconds(kFakeLease - drift);
   clock.Advance(absl::FromChrono(safe_end - clock.Now()) -
@@ -600,7 +600,7 @@ TEST(WatchdogLossTest, ACutOffHolderIsToldAtItsSafeEndWhileARenewalHangs) {
   EXPECT_TRUE(losses().empty()) << "told before SafeUntil() ended";
   clock.Advance(absl::Milliseconds(1));
   RunDueTimers(timers);
-  ASSERT_TRUE(Eventually([&] { return !losses().empty(); }))
+  ASSERT_TRUE(EventuallyFast([&] { return !losses().empty(); }))
       << "not told while the renewal hangs";
   EXPECT_EQ(losses().size(), 1u);
   EXPECT_EQ(losses()[0], safe_end);
@@ -652,7 +652,7 @@ TEST(WatchdogLossTest, TheLossCheckFollowsTheEarliestSafeEnd) {
   // thread, and may renew them again: their safe end is then later still.)
   clock.Advance(absl::FromChrono(safe_end(first) - clock.Now()));
   RunDueTimers(timers);
-  EXPECT_TRUE(Eventually([&] {
+  EXPECT_TRUE(EventuallyFast([&] {
     const absl::optional<SteadyClock::time_point> at = watchdog.loss_check_at();
     return at.has_value() && *at >= safe_end(renewed);
   }));
@@ -669,7 +669,7 @@ TEST(WatchdogLossTest, TheLossCheckFollowsTheEarliestSafeEnd) {
   clock.Advance(kFakeLease);
   RunDueTimers(timers);
   EXPECT_TRUE(
-      Eventually([&] { return !watchdog.loss_check_at().has_value(); }));
+      EventuallyFast([&] { return !watchdog.loss_check_at().has_value(); }));
   watchdog.Stop();
   timers.Shutdown();
 }
@@ -772,7 +772,7 @@ TEST_F(WatchdogTest, ExplicitLeasesAreNotRenewed) {
   EXPECT_EQ(core.watchdog().RunRound(/*all=*/true).renewed, 0u)
       << "an explicit lease was renewed";
   // Redis ends it by itself.
-  EXPECT_TRUE(Eventually([&] {
+  EXPECT_TRUE(EventuallyFast([&] {
     absl::StatusOr<testing::RedisValue> exists =
         redis().Command({"EXISTS", lock.name()});
     return exists.ok() && exists->integer == 0;
@@ -796,7 +796,7 @@ TEST_F(WatchdogTest, NoRenewalReachesRedisAfterUnlock) {
   absl::optional<watchdog::Hold> acquired =
       core.holds().Find(released.name(), thread);
   ASSERT_TRUE(acquired.has_value());
-  ASSERT_TRUE(Eventually([&] {
+  ASSERT_TRUE(EventuallyFast([&] {
     absl::optional<watchdog::Hold> h =
         core.holds().Find(released.name(), thread);
     return h.has_value() && h->acked_at > acquired->acked_at;
@@ -808,8 +808,8 @@ TEST_F(WatchdogTest, NoRenewalReachesRedisAfterUnlock) {
   // release must leave the lock alone. Wait until the next round completes:
   // rounds run one at a time, so one in flight now has completed by then.
   const uint64_t rounds_at_release = core.watchdog().rounds();
-  ASSERT_TRUE(
-      Eventually([&] { return core.watchdog().rounds() > rounds_at_release; }));
+  ASSERT_TRUE(EventuallyFast(
+      [&] { return core.watchdog().rounds() > rounds_at_release; }));
 
   // Up to 10 s per reply: renewals come every lease/4 or so.
   testing::RawConnectionOptions ten_seconds;
@@ -822,7 +822,7 @@ TEST_F(WatchdogTest, NoRenewalReachesRedisAfterUnlock) {
   // every command of the first two (at least) is shown before the marker.
   const uint64_t trips = core.renew_round_trips();
   ASSERT_TRUE(
-      Eventually([&] { return core.renew_round_trips() >= trips + 3; }));
+      EventuallyFast([&] { return core.renew_round_trips() >= trips + 3; }));
   const std::string marker = TestLockName("end-of-watch");
   ASSERT_OK(redis().Command({"ECHO", marker}));
   int keeper_lines = 0, released_lines = 0;

@@ -67,7 +67,7 @@ redis::Reply FakeNode::Run(
     published->emplace_back(channel, message);
   };
   switch (call.script) {
-    case internal::kAcquireScript: {
+    case ::relock::internal::kAcquireScript: {
       const std::string& name = keys[0];
       const bool fresh = args.size() < 3 || args[2] == "1";
       const size_t token_at = fresh ? 2 : 1;
@@ -96,7 +96,7 @@ redis::Reply FakeNode::Run(
       }
       return NilReply();
     }
-    case internal::kReleaseScript: {
+    case ::relock::internal::kReleaseScript: {
       // KEYS: name, channel[, queue]; ARGV: message, lease ms, owner[, pub].
       if (Find(keys[0], now) == nullptr ||
           locks_[keys[0]].counts.count(args[2]) == 0) {
@@ -110,7 +110,7 @@ redis::Reply FakeNode::Run(
       free_lock(keys[0], keys[1], args[0]);
       return IntReply(1);
     }
-    case internal::kReleaseAllScript: {
+    case ::relock::internal::kReleaseAllScript: {
       // KEYS: name, channel, queue; ARGV: message, owner, publish.
       const Lock* lock = Find(keys[0], now);
       if (lock == nullptr || lock->counts.count(args[1]) == 0) {
@@ -119,12 +119,12 @@ redis::Reply FakeNode::Run(
       free_lock(keys[0], keys[1], args[0]);
       return IntReply(1);
     }
-    case internal::kForceReleaseScript: {
+    case ::relock::internal::kForceReleaseScript: {
       if (Find(keys[0], now) == nullptr) return IntReply(0);
       free_lock(keys[0], keys[1], args[0]);
       return IntReply(1);
     }
-    case internal::kRenewScript: {
+    case ::relock::internal::kRenewScript: {
       // KEYS[i]: name i; ARGV[1]: lease ms; ARGV[i+1]: owner of name i.
       std::vector<std::string> out;
       for (size_t i = 0; i < keys.size(); ++i) {
@@ -136,7 +136,7 @@ redis::Reply FakeNode::Run(
       }
       return ArrayReply(out);
     }
-    case internal::kInspectScript: {
+    case ::relock::internal::kInspectScript: {
       const Lock* lock = Find(keys[0], now);
       if (lock == nullptr) return ArrayReply({"0", "-2", "0"});
       auto own = lock->counts.find(args[0]);
@@ -144,7 +144,7 @@ redis::Reply FakeNode::Run(
           {"1", absl::StrCat(PttlMs(*lock, now)),
            absl::StrCat(own == lock->counts.end() ? 0 : own->second)});
     }
-    case internal::kTokenScript: {
+    case ::relock::internal::kTokenScript: {
       auto it = counters_.find(keys[0]);
       return IntReply(it == counters_.end() ? 0 : it->second);
     }

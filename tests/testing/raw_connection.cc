@@ -12,14 +12,40 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "lib/common/sigpipe.h"
 
 namespace relock {
 namespace testing {
+
+std::string InfoField(absl::string_view info, absl::string_view field) {
+  for (absl::string_view line : absl::StrSplit(info, "\r\n")) {
+    if (absl::ConsumePrefix(&line, field) && absl::ConsumePrefix(&line, ":")) {
+      return std::string(line);
+    }
+  }
+  return "";
+}
+
+std::string PercentEncode(absl::string_view s) {
+  std::string out;
+  for (const char c : s) {
+    if (absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' ||
+        c == '.' || c == '_' || c == '~') {
+      out.push_back(c);
+    } else {
+      absl::StrAppendFormat(&out, "%%%02X", static_cast<unsigned char>(c));
+    }
+  }
+  return out;
+}
 
 std::string RedisValue::DebugString() const {
   switch (type) {

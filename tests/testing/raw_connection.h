@@ -42,6 +42,14 @@
 namespace relock {
 namespace testing {
 
+// The value of `field` in the text of an INFO reply ("" if absent).
+std::string InfoField(absl::string_view info, absl::string_view field);
+
+// `s` percent-encoded for the userinfo or fragment of a redis:// URL: RFC
+// 3986's unreserved characters (letters, digits, "-._~") kept, every other
+// byte as %XX.
+std::string PercentEncode(absl::string_view s);
+
 // A decoded Redis reply, for tests that inspect Redis with plain commands.
 struct RedisValue {
   enum class Type { kNil, kInteger, kString, kStatus, kError, kArray };

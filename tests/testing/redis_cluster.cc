@@ -24,6 +24,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "tests/testing/raw_connection.h"
 
 namespace relock {
 namespace testing {
@@ -42,16 +43,6 @@ absl::StatusOr<RedisValue> Must(RedisServer& node,
         absl::StrJoin(argv, " "), " on :", node.port(), ": ", v->str));
   }
   return v;
-}
-
-// The value of `field` in an INFO section's text ("" if absent).
-std::string InfoField(const std::string& info, absl::string_view field) {
-  for (absl::string_view line : absl::StrSplit(info, "\r\n")) {
-    if (absl::ConsumePrefix(&line, field) && absl::ConsumePrefix(&line, ":")) {
-      return std::string(line);
-    }
-  }
-  return "";
 }
 
 // A field of a flat field-value array (CLUSTER SHARDS), or nullptr.

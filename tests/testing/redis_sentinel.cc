@@ -17,6 +17,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "tests/testing/raw_connection.h"
 
 namespace relock {
 namespace testing {
@@ -24,36 +25,12 @@ namespace {
 
 constexpr absl::Duration kPoll = absl::Milliseconds(100);
 
-// The value of `field` in an INFO section's text ("" if absent).
-std::string InfoField(const std::string& info, absl::string_view field) {
-  for (absl::string_view line : absl::StrSplit(info, "\r\n")) {
-    if (absl::ConsumePrefix(&line, field) && absl::ConsumePrefix(&line, ":")) {
-      return std::string(line);
-    }
-  }
-  return "";
-}
-
 // A field of a flat field-value array (SENTINEL MASTER), or "".
-std::string Field(const RedisValue& v, absl::string_view name) {
+std::string FieldText(const RedisValue& v, absl::string_view name) {
   for (size_t i = 0; i + 1 < v.elements.size(); i += 2) {
     if (v.elements[i].str == name) return v.elements[i + 1].str;
   }
   return "";
-}
-
-std::string PercentEncode(absl::string_view s) {
-  std::string out;
-  for (const char c : s) {
-    if (absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' ||
-        c == '_' || c == '.' || c == '~') {
-      out.push_back(c);
-    } else {
-      absl::StrAppend(
-          &out, "%", absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2));
-    }
-  }
-  return out;
 }
 
 }  // namespace
@@ -285,9 +262,9 @@ absl::Status RedisSentinelGroup::WaitUntilHealthy(
         }
         size_t live = 0;
         for (const RedisValue& r : replicas->elements) {
-          if (Field(r, "flags") == "slave") ++live;
+          if (FieldText(r, "flags") == "slave") ++live;
         }
-        const std::string others = Field(*master, "num-other-sentinels");
+        const std::string others = FieldText(*master, "num-other-sentinels");
         if (others != absl::StrCat(running_sentinels - 1) ||
             live < running_replicas) {
           absl::StrAppend(&last, "sentinel :", s->port(), " knows ", others,

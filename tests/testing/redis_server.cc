@@ -276,19 +276,6 @@ std::string ReadTail(const std::string& path, size_t max_bytes) {
   return tail;
 }
 
-std::string PercentEncode(absl::string_view in) {
-  std::string out;
-  for (const char c : in) {
-    if (absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' ||
-        c == '.' || c == '_' || c == '~') {
-      out.push_back(c);
-    } else {
-      absl::StrAppendFormat(&out, "%%%02X", static_cast<unsigned char>(c));
-    }
-  }
-  return out;
-}
-
 // Runs `openssl <args>` (stdin and stdout /dev/null, stderr to
 // <dir>/openssl.log, which each run truncates); an error quotes that stderr.
 absl::Status RunOpenssl(const std::string& openssl, const std::string& dir,
