@@ -206,7 +206,7 @@ else
   # shellcheck disable=SC2016  # $0, $1 and $2 belong to the inner sh
   sed -n 's/^ *"file": "\(.*\)",*$/\1/p' "$build_dir/compile_commands.json" |
     grep -E '/relock_[a-z]+\.dir/Unity/unity_[0-9]+_cxx\.cxx$|/lib/.*\.cc$' |
-    grep -v '/relock_cli\.dir/' | sort -u | tr '\n' '\0' |
+    grep -vE '/relock_(cli|tests|harness|testing_fixture)\.dir/' | sort -u | tr '\n' '\0' |
     xargs -0 -P2 -n1 sh -c '
       log="$0/$(printf %s "$2" | tr / _).log"
       clang-tidy -p "$1" --quiet --warnings-as-errors="*" \
