@@ -40,7 +40,10 @@
 #include "lib/lock/owner.h"
 #include "lib/lock/rw_lock.h"
 #include "lib/lock/semaphore.h"
+#include "lib/timer/timer_thread.h"
+#include "lib/watchdog/watchdog.h"
 #include "relock/backoff.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/fake_backend.h"
 #include "tests/testing/fake_lock_env.h"
 #include "tests/testing/resp_reply.h"
@@ -641,6 +644,115 @@ TEST(RenewalTest, EachItemIsRenewedGoneOrUndecided) {
   r = lock::RenewHolds(env, {items[0]}, &round_trips);
   EXPECT_THAT(r.items, ElementsAre(watchdog::Renewal::kUndecided));
   EXPECT_FALSE(r.error.ok());
+}
+
+// Regression (a split-brain trial: a new holder acquired on the promoted
+// replica while the old holder's SafeUntil still said 5.9 s left): renewals
+// ignored ReplicaSync. A renewal that Redis ran but that no replica
+// acknowledged must not move the hold's safe end.
+
+// A watchdog hold of "r" taken with ReplicaSync{1}; from then on node 0's
+// renewals run but no replica acknowledges them.
+void HoldWithUnacknowledgedRenewals(FakeLockEnv& env) {
+  AcquireOptions options;
+  options.replica_sync.replicas = 1;
+  options.replica_sync.timeout = absl::Milliseconds(50);
+  ASSERT_OK(lock::Acquire(env, "r", kMe, absl::nullopt,
+                          Deadline::After(absl::ZeroDuration(), &env.clock()),
+                          options));
+  env.fake().SetResponder(
+      0, [&env](const FakeCall& call, testing::FakeNode& node) {
+        std::vector<std::pair<std::string, std::string>> published;
+        backend::Answer a{node.Run(call, env.clock().Now(), &published)};
+        if (call.script == internal::kRenewScript) a.acked = 0;
+        return a;
+      });
+}
+
+TEST(RenewalReplicaSyncTest,
+     RenewalsIgnoredReplicaSyncAnUnacknowledgedRenewalDoesNotMoveSafeUntil) {
+  FakeLockEnv env;
+  ASSERT_NO_FATAL_FAILURE(HoldWithUnacknowledgedRenewals(env));
+  const absl::StatusOr<SteadyClock::time_point> before =
+      lock::SafeUntil(env, "r", kMe);
+  ASSERT_OK(before);
+  env.fake_clock().Advance(absl::Seconds(10));
+
+  // The watchdog's batch: the renew script ran (Redis has the longer
+  // lease), a WAIT followed it, and the renewal is undecided.
+  std::vector<watchdog::RenewItem> due;
+  std::vector<watchdog::LostHold> lost;
+  watchdog::SweepRound sweep;
+  sweep.now = env.clock().Now();
+  sweep.due_by = sweep.now;
+  sweep.period = absl::Seconds(10);
+  sweep.all = true;
+  env.holds().Sweep(sweep, &due, &lost);
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].ack.replicas, 1);
+  const SteadyClock::time_point sent_at = env.clock().Now();
+  watchdog::RenewResult r = lock::RenewHolds(env, due, nullptr);
+  EXPECT_THAT(r.items, ElementsAre(watchdog::Renewal::kUndecided));
+  EXPECT_THAT(r.error,
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("only 0 of the 1 required replicas")));
+  env.holds().ApplyRenewals(due, r.items, sent_at, &lost);
+  EXPECT_TRUE(lost.empty());
+  EXPECT_THAT(lock::SafeUntil(env, "r", kMe), testing::IsOkAndHolds(*before));
+
+  // An explicit Extend() is judged the same way.
+  EXPECT_THAT(lock::Extend(env, "r", kMe, absl::Minutes(5)),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("not acknowledged by enough replicas")));
+  EXPECT_THAT(lock::SafeUntil(env, "r", kMe), testing::IsOkAndHolds(*before));
+
+  // Once the replicas acknowledge again, a renewal moves it.
+  env.fake().SetResponder(0, nullptr);
+  r = lock::RenewHolds(env, due, nullptr);
+  EXPECT_THAT(r.items, ElementsAre(watchdog::Renewal::kRenewed));
+  env.holds().ApplyRenewals(due, r.items, sent_at, &lost);
+  const absl::StatusOr<SteadyClock::time_point> after =
+      lock::SafeUntil(env, "r", kMe);
+  ASSERT_OK(after);
+  EXPECT_GT(*after, *before);
+}
+
+TEST(RenewalReplicaSyncTest,
+     RenewalsIgnoredReplicaSyncTheHoldIsLostAtItsSafeEnd) {
+  // The loss check at the hold's safe end reports it lost though Redis
+  // kept renewing it: the holder is not told it holds what a failover
+  // would lose.
+  FakeLockEnv env;
+  ASSERT_NO_FATAL_FAILURE(HoldWithUnacknowledgedRenewals(env));
+  timer::TimerThread timers(&env.fake_clock());
+  std::atomic<int> lost{0};
+  watchdog::Watchdog dog(
+      env.watchdog_lease(), &env.holds(), &timers,
+      [&env](const std::vector<watchdog::RenewItem>& items) {
+        return lock::RenewHolds(env, items, nullptr);
+      },
+      [&lost](const watchdog::LostHold&, const absl::Status&) { ++lost; },
+      env.policy().Drift(env.watchdog_lease()));
+  // Two rounds a third of the lease apart: each renewal runs, none counts.
+  for (int i = 0; i < 2; ++i) {
+    env.fake_clock().Advance(absl::Seconds(10));
+    const watchdog::RoundStats stats = dog.RunRound(/*all=*/true);
+    EXPECT_EQ(stats.renewed, 0u);
+    EXPECT_TRUE(stats.failed);
+  }
+  EXPECT_EQ(env.fake().CallsOf(internal::kRenewScript), 2u);
+  EXPECT_EQ(lost.load(), 0);
+  // Past the safe end of the acquire (the last acknowledged write): the
+  // loss check or the next round reports it, once.
+  env.fake_clock().Advance(absl::Seconds(10));
+  dog.RunRound(/*all=*/true);
+  ASSERT_TRUE(testing::Eventually([&lost] { return lost.load() == 1; }));
+  EXPECT_THAT(lock::SafeUntil(env, "r", kMe),
+              StatusIs(absl::StatusCode::kAborted, HasSubstr("lease lost")));
+  // Redis still has the hold (renewed), yet its holder was told.
+  EXPECT_EQ(env.fake().CountOf(0, "r", env.Owner(kMe.number)), 1);
+  dog.Stop();
+  timers.Shutdown();
 }
 
 // --- A closing client's release batch.

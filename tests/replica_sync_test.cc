@@ -4,6 +4,8 @@
 // re-entry, asynchronous), per-lock overrides in both directions, Redlock
 // per master, and the validation of both option structs.
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -303,6 +305,92 @@ TEST_F(ReplicaSyncTest, UnacknowledgedReentryIsUndoneByOneCount) {
   ASSERT_OK(lock.Release(owner));
   EXPECT_EQ(Exists(primary(), lock.name()), 0);
   EXPECT_EQ(lock.Release(owner).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// Regression (renewals ignored ReplicaSync): a split-brain trial saw a new
+// holder acquire on the promoted replica while the old holder's SafeUntil()
+// still said 5.9 s were left, since the watchdog's renewals were never
+// acknowledged yet moved the hold's safe end. Now each renewal batch is
+// followed by a WAIT, and only acknowledged renewals count.
+
+// A client whose watchdog lease is short (3 s: renewals every second) and
+// whose acquires and renewals need one replica within 200 ms.
+// First, the replica acknowledges a WAIT of the primary's at all (a replica
+// just synced may take its first second), so the acquire's 200 ms are the
+// replica's only when it is paused.
+std::unique_ptr<Client> ConnectShortLease(RedisServer& primary) {
+  absl::StatusOr<RedisValue> acked = primary.Command({"WAIT", "1", "10000"});
+  EXPECT_TRUE(acked.ok() && acked->is_integer() && acked->integer == 1)
+      << "the replica acknowledges nothing";
+  return MustConnect(primary.url(), [](ClientOptions& o) {
+    o.replica_sync = Sync(1, absl::Milliseconds(200));
+    o.lock_watchdog_timeout = absl::Seconds(3);
+  });
+}
+
+TEST_F(ReplicaSyncTest, RenewalsIgnoredReplicaSyncAcknowledgedRenewalsCount) {
+  std::unique_ptr<Client> client = ConnectShortLease(primary());
+  ASSERT_NE(client, nullptr);
+  Lock lock = client->GetLock(TestLockName());
+  ASSERT_OK(lock.Acquire());
+  const absl::StatusOr<std::chrono::steady_clock::time_point> first =
+      lock.SafeUntil();
+  ASSERT_OK(first);
+  ASSERT_OK(primary().Command({"CONFIG", "RESETSTAT"}));
+  // The watchdog renews it with a WAIT after the renewal, the replica
+  // acknowledges, and the safe end moves.
+  ASSERT_TRUE(Eventually([&] {
+    absl::StatusOr<std::chrono::steady_clock::time_point> now =
+        lock.SafeUntil();
+    return now.ok() && *now > *first;
+  }));
+  EXPECT_GE(Calls(primary(), "wait"), 1);
+  EXPECT_GE(Calls(primary(), "evalsha"), 1);
+  ASSERT_OK(lock.Release());
+}
+
+TEST_F(ReplicaSyncTest,
+       RenewalsIgnoredReplicaSyncUnacknowledgedRenewalsEndInALossReport) {
+  std::unique_ptr<Client> client = ConnectShortLease(primary());
+  ASSERT_NE(client, nullptr);
+  LockOptions options;
+  auto lost = std::make_shared<std::atomic<int>>(0);
+  options.on_lost = [lost](const LockEvent&) { ++*lost; };
+  Lock lock = client->GetLock(TestLockName(), options);
+  ASSERT_OK(lock.Acquire());  // acknowledged by the replica
+  const absl::StatusOr<std::chrono::steady_clock::time_point> acquired =
+      lock.SafeUntil();
+  ASSERT_OK(acquired);
+  {
+    // The replica stops (SIGSTOP): it sends no acknowledgements, so every
+    // WAIT after a renewal counts 0 of 1, while the primary keeps running
+    // the renewals (it still has the key, with a fresh lease).
+    Paused paused(replica());
+    ASSERT_OK(paused.status());
+    ASSERT_OK(primary().Command({"CONFIG", "RESETSTAT"}));
+    // The holder is told, by the safe end of its last acknowledged write
+    // (the acquire), instead of believing it holds the lock; meanwhile its
+    // safe end never moved past the acquire's.
+    bool moved = false;
+    ASSERT_TRUE(Eventually([&] {
+      absl::StatusOr<std::chrono::steady_clock::time_point> now =
+          lock.SafeUntil();
+      if (now.ok() && *now != *acquired) moved = true;
+      return lost->load() == 1;
+    })) << "no loss report";
+    EXPECT_FALSE(moved) << "SafeUntil() moved on an unacknowledged renewal";
+    // The watchdog did renew it on the primary, with the WAIT after it.
+    EXPECT_GE(Calls(primary(), "evalsha"), 1);
+    EXPECT_GE(Calls(primary(), "wait"), 1);
+    EXPECT_EQ(lock.SafeUntil().status().code(), absl::StatusCode::kAborted);
+  }
+  // The primary may still have it (its renewals ran): Release() then frees
+  // it and says OK (relock/lock.h), else Aborted. Either way it is gone.
+  const absl::Status released = lock.Release();
+  EXPECT_TRUE(released.ok() || released.code() == absl::StatusCode::kAborted)
+      << released;
+  EXPECT_EQ(Exists(primary(), lock.name()), 0);
+  EXPECT_EQ(lost->load(), 1);
 }
 
 TEST_F(ReplicaSyncTest, LockOptionsOverrideTheClientDefault) {

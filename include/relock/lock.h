@@ -83,7 +83,8 @@
 // Lost locks are reported, never hidden. When the watchdog finds the owner
 // field gone (key deleted, FLUSHALL, restart without persistence, expired
 // while Redis was paused) or cannot renew before the lease runs out (Redis
-// down or paused: transient errors are retried until then), the lock is
+// down or paused: transient errors are retried until then; with ReplicaSync,
+// renewals the replicas did not acknowledge count as not renewed), the lock is
 // lost: a LockEventType::kLockLost event goes to ClientOptions::on_lock_event
 // (on the client's event thread), `IsHeldByCurrentThread()` turns false, and
 // `Release()` returns Aborted ("lease lost"). `SafeUntil()` tells the holder
@@ -133,8 +134,10 @@
 // Correctness: a lease lock gives mutual exclusion as long as the holder is
 // not paused longer than its lease and Redis keeps the key. A Redis failover
 // with asynchronous replication, a restart without persistence, or a process
-// pause can break it. ReplicaSync (relock/options.h) makes an acquire wait
-// until replicas received it, which narrows the failover case only. Protect
+// pause can break it. ReplicaSync (relock/options.h) makes an acquire and
+// every renewal wait until replicas received it (a renewal they did not
+// acknowledge does not move SafeUntil()), which narrows the failover case
+// only. Protect
 // resources that must never see two writers with a fencing token as well
 // (relock::FencedLock, relock/fenced_lock.h).
 //
@@ -165,7 +168,9 @@
 //   Unavailable         Redis unreachable, timed out or failing; retry later.
 //                       Also: fewer replicas than ReplicaSync::replicas
 //                       acknowledged the acquire (relock/options.h); it was
-//                       undone and the message says how many did.
+//                       undone and the message says how many did. Extend()
+//                       likewise when they did not acknowledge the
+//                       extension (SafeUntil() does not move).
 //                       A command that timed out may still run when Redis
 //                       wakes. After Unavailable from the outermost
 //                       Release() the hold is abandoned: it is no longer

@@ -132,12 +132,27 @@ struct SentinelOptions {
 // attempt waits, including one that finds the lock held by another owner
 // and one that re-checks after a wait, since the WAIT is sent with the
 // script; one TryAcquire attempt may then take up to 100 ms + `timeout`.
-// Renewals (the watchdog) and releases send no WAIT, nor does an owner's
-// re-entry of a watchdog hold counted without a round trip (relock/lock.h):
-// it writes nothing, and the hold it re-enters was acknowledged.
+// Renewals (the watchdog's and Lock::Extend()) are acknowledged too: a hold
+// remembers the ReplicaSync it was acquired with (the most that any acquire
+// of it asked), every watchdog renewal batch is followed by one WAIT per
+// node (per master on a cluster; one per batch, not per lock, so a round of
+// many locks stays one round trip per node) and each Extend() by its own, in
+// the same write on the same connection. Only a renewal that enough replicas
+// acknowledged moves the hold's safe end (SafeUntil(), the watchdog's loss
+// check, the kLockLost report): one they did not acknowledge ran on the
+// master, but a failover may lose it, so the holder is not told it is safe
+// for longer. While the replicas do not acknowledge, the watchdog retries as
+// after any failed renewal and reports the lock lost when the safe end of
+// the last acknowledged write (acquire or renewal) passes, though the master
+// may still have it (Release() then frees it and returns OK); Extend()
+// fails with Unavailable and leaves SafeUntil() as it was. Each renewal
+// round may take up to `timeout` longer while the replicas lag. Releases
+// send no WAIT, nor does an owner's re-entry of a watchdog hold counted
+// without a round trip (relock/lock.h): it writes nothing, and the hold it
+// re-enters was acknowledged.
 struct ReplicaSync {
-  // Replicas that must acknowledge each acquire. 0 (the default): send no
-  // WAIT and do not wait. In [0, 64].
+  // Replicas that must acknowledge each acquire and renewal. 0 (the
+  // default): send no WAIT and do not wait. In [0, 64].
   int replicas = 0;
   // How long WAIT waits for them. At least 1 ms and less than
   // ClientOptions::command_timeout (else a WAIT would look like a silent
@@ -229,7 +244,8 @@ struct ClientOptions {
   // first needed, reopened after a failure. Between 1 and 64.
   int command_connections = 1;
 
-  // Replica acknowledgement of every acquire (see ReplicaSync), unless a
+  // Replica acknowledgement of every acquire and of the renewals of what it
+  // took (see ReplicaSync), unless a
   // lock's LockOptions say otherwise. Default: none. On a cluster, the
   // replicas of the slot's master; with Sentinel, of the current master. A
   // RedlockClient (RedlockOptions::connection) applies it on each master: a

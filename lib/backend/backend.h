@@ -111,13 +111,13 @@ struct Call {
   std::vector<absl::string_view> args;
 };
 
-// RunBatch()'s answer: [node][call].
-using BatchReplies = std::vector<std::vector<absl::StatusOr<redis::Reply>>>;
-
-// One node's batch result as one entry per call: the replies, or the batch's
-// error for each of the `calls` calls.
-std::vector<absl::StatusOr<redis::Reply>> PerCall(
-    absl::StatusOr<std::vector<redis::Reply>> batch, size_t calls);
+// RunBatch()'s answer: [node][call], each call's reply or why there is none.
+// With a WAIT (RunBatch's `wait`), Answer::acked is the count of the WAIT
+// sent after the batch that carried the call (on a cluster, the batch of the
+// call's master); -1 without one. A WAIT that gave no count turns the reply
+// of a call that ran without error into an error status that says so, as
+// Run() does.
+using BatchReplies = std::vector<std::vector<Answer>>;
 
 // Starts call `i` of `n` with `done` (see AwaitAnswers).
 using Done = std::function<void(Answer)>;
@@ -193,10 +193,15 @@ class Backend {
   // round trip per node, plus one if a node lost its script cache; on a
   // cluster, one per master). Per node, per call: the reply, or why there is
   // none (the node's batch failed: every call of it gets the error).
-  // `*round_trips`, if given, counts the batches sent.
-  virtual BatchReplies RunBatch(
-      const std::vector<Call>& calls, Deadline deadline,
-      std::atomic<uint64_t>* round_trips = nullptr) = 0;
+  // `*round_trips`, if given, counts the batches sent. `wait`, if given:
+  // each batch is followed by that WAIT in the same write on the same
+  // connection (one WAIT per batch, not per call; after a script cache miss,
+  // again after the calls sent anew), and each call's answer carries its
+  // count (Answer::acked; see BatchReplies).
+  virtual BatchReplies RunBatch(const std::vector<Call>& calls,
+                                Deadline deadline,
+                                std::atomic<uint64_t>* round_trips = nullptr,
+                                const WaitReplicas* wait = nullptr) = 0;
 
   // Any command (PING, ...) on every node; resent if dropped.
   virtual std::vector<Answer> Command(absl::Span<const absl::string_view> argv,

@@ -77,7 +77,8 @@ class NodeBackend : public Backend {
   void RunAsync(ScriptCall call, AnswersDone done) override;
   std::unique_ptr<Timer> NewTimer() override;
   BatchReplies RunBatch(const std::vector<Call>& calls, Deadline deadline,
-                        std::atomic<uint64_t>* round_trips = nullptr) override;
+                        std::atomic<uint64_t>* round_trips = nullptr,
+                        const WaitReplicas* wait = nullptr) override;
   std::vector<Answer> Command(absl::Span<const absl::string_view> argv,
                               Deadline deadline) override;
   absl::StatusOr<std::vector<std::string>> Masters() override;
@@ -120,19 +121,24 @@ class NodeBackend : public Backend {
   void SendOnNode(std::string wire, Resend resend,
                   std::shared_ptr<std::atomic<bool>> abandon, Done done);
   // RunBatch() on this node, asynchronously: `done` runs once, on the loop
-  // thread, with one reply per call or the error that failed the batch.
-  using BatchDone =
-      std::function<void(absl::StatusOr<std::vector<redis::Reply>>)>;
+  // thread, with one answer per call (the batch's error for each when it
+  // failed as a whole); `wait`, if given, follows the batch (see
+  // Backend::RunBatch()).
+  using BatchDone = std::function<void(std::vector<Answer>)>;
   void RunBatchAsync(const std::vector<Call>& calls,
                      const std::shared_ptr<std::atomic<bool>>& abandon,
-                     BatchDone done);
+                     const WaitReplicas* wait, BatchDone done);
   // RunBatch() on several nodes at once (started in `order`), each within
   // `deadline`: one result per node.
   static BatchReplies RunBatchOn(absl::Span<NodeBackend* const> nodes,
                                  const std::vector<size_t>& order,
                                  const std::vector<Call>& calls,
                                  Deadline deadline,
-                                 std::atomic<uint64_t>* round_trips);
+                                 std::atomic<uint64_t>* round_trips,
+                                 const WaitReplicas* wait);
+  // A batch that failed as a whole: `status` for each of its `calls` calls.
+  static std::vector<Answer> FailedBatch(const absl::Status& status,
+                                         size_t calls);
   // RunAsync() on several nodes at once (started in `order`): one answer
   // per node.
   static void RunAsyncOn(absl::Span<NodeBackend* const> nodes,
@@ -166,6 +172,8 @@ class NodeBackend : public Backend {
       std::shared_ptr<std::atomic<bool>> abandon, Done done,
       const WaitReplicas* wait = nullptr);
   void Send(const std::shared_ptr<Pending>& pending);
+  // `WAIT replicas timeout-in-ms` on the wire.
+  static std::string WaitCommand(const WaitReplicas& wait);
   // Fills `answer->acked` from the reply to the WAIT after the call; a WAIT
   // that gave no count turns a call that ran without error into an error
   // status that says so.

@@ -121,9 +121,10 @@ std::unique_ptr<Timer> QuorumBackend::NewTimer() {
 
 BatchReplies QuorumBackend::RunBatch(const std::vector<Call>& calls,
                                      Deadline deadline,
-                                     std::atomic<uint64_t>* round_trips) {
-  return NodeBackend::RunBatchOn(Nodes(), Order(), calls, deadline,
-                                 round_trips);
+                                     std::atomic<uint64_t>* round_trips,
+                                     const WaitReplicas* wait) {
+  return NodeBackend::RunBatchOn(Nodes(), Order(), calls, deadline, round_trips,
+                                 wait);
 }
 
 std::vector<Answer> QuorumBackend::Command(

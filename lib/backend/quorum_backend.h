@@ -36,7 +36,8 @@ class QuorumBackend : public Backend {
   void RunAsync(ScriptCall call, AnswersDone done) override;
   std::unique_ptr<Timer> NewTimer() override;
   BatchReplies RunBatch(const std::vector<Call>& calls, Deadline deadline,
-                        std::atomic<uint64_t>* round_trips = nullptr) override;
+                        std::atomic<uint64_t>* round_trips = nullptr,
+                        const WaitReplicas* wait = nullptr) override;
   std::vector<Answer> Command(absl::Span<const absl::string_view> argv,
                               Deadline deadline) override;
   absl::StatusOr<std::vector<std::string>> Masters() override;

@@ -383,12 +383,13 @@ std::unique_ptr<Timer> RoutedBackend::NewTimer() {
 
 BatchReplies RoutedBackend::RunBatch(const std::vector<Call>& calls,
                                      Deadline deadline,
-                                     std::atomic<uint64_t>* round_trips) {
-  // Per call: the reply or why there is none. One "node": the cluster.
+                                     std::atomic<uint64_t>* round_trips,
+                                     const WaitReplicas* wait) {
+  // Per call: the answer or why there is none. One "node": the cluster.
   BatchReplies out(1);
-  std::vector<absl::StatusOr<redis::Reply>>& replies = out[0];
+  std::vector<Answer>& answers = out[0];
   for (size_t i = 0; i < calls.size(); ++i) {
-    replies.push_back(absl::UnavailableError("not sent"));
+    answers.push_back(Answer{absl::UnavailableError("not sent"), false});
   }
   // Group the calls by the master of their slot.
   std::vector<NodeBackend*> masters;
@@ -397,7 +398,7 @@ BatchReplies RoutedBackend::RunBatch(const std::vector<Call>& calls,
     const int slot = SlotOf(calls[i].keys);
     NodeBackend* node = MasterOf(slot);
     if (node == nullptr) {
-      replies[i] = absl::UnavailableError(
+      answers[i].reply = absl::UnavailableError(
           absl::StrCat(name_, ": no master serves slot ", slot));
       continue;
     }
@@ -409,12 +410,12 @@ BatchReplies RoutedBackend::RunBatch(const std::vector<Call>& calls,
     }
     members[it - masters.begin()].push_back(i);
   }
-  // One batch per master, all at once.
+  // One batch per master (each followed by its WAIT, if any), all at once.
   struct State {
     Mutex mu;
     size_t pending ABSL_GUARDED_BY(mu) = 0;
-    std::vector<absl::optional<absl::StatusOr<std::vector<redis::Reply>>>>
-        results ABSL_GUARDED_BY(mu);
+    std::vector<absl::optional<std::vector<Answer>>> results
+        ABSL_GUARDED_BY(mu);
   };
   auto state = std::make_shared<State>();
   auto abandon = std::make_shared<std::atomic<bool>>(false);
@@ -430,16 +431,14 @@ BatchReplies RoutedBackend::RunBatch(const std::vector<Call>& calls,
     for (size_t i : members[g]) group.push_back(calls[i]);
     backstop = std::max(backstop, masters[g]->backstop());
     if (round_trips != nullptr) round_trips->fetch_add(1);
-    masters[g]->RunBatchAsync(
-        group, abandon,
-        [state, g](absl::StatusOr<std::vector<redis::Reply>> r) {
-          MutexLock lock(&state->mu);
-          state->results[g] = std::move(r);
-          --state->pending;
-        });
+    masters[g]->RunBatchAsync(group, abandon, wait,
+                              [state, g](std::vector<Answer> r) {
+                                MutexLock lock(&state->mu);
+                                state->results[g] = std::move(r);
+                                --state->pending;
+                              });
   }
-  std::vector<absl::optional<absl::StatusOr<std::vector<redis::Reply>>>>
-      results;
+  std::vector<absl::optional<std::vector<Answer>>> results;
   {
     const Deadline limit = Earliest(deadline, Deadline::After(backstop));
     MutexLock lock(&state->mu);
@@ -452,18 +451,20 @@ BatchReplies RoutedBackend::RunBatch(const std::vector<Call>& calls,
   abandon->store(true);
   // Back in call order. A master that failed fails its calls only; a call
   // redirected or refused for now did not run, so it runs again alone (Run
-  // follows the redirections and refreshes the map).
+  // follows the redirections and refreshes the map), with the WAIT too.
   for (size_t g = 0; g < masters.size(); ++g) {
-    std::vector<absl::StatusOr<redis::Reply>> per_call = PerCall(
+    std::vector<Answer> per_call =
         results[g].has_value()
             ? *std::move(results[g])
-            : absl::StatusOr<std::vector<redis::Reply>>(absl::UnavailableError(
-                  absl::StrCat("Redis at ", masters[g]->node_name(0),
-                               ": no reply before the batch's deadline"))),
-        members[g].size());
+            : NodeBackend::FailedBatch(
+                  absl::UnavailableError(
+                      absl::StrCat("Redis at ", masters[g]->node_name(0),
+                                   ": no reply before the batch's deadline")),
+                  members[g].size());
     for (size_t k = 0; k < members[g].size(); ++k) {
       const size_t i = members[g][k];
-      absl::StatusOr<redis::Reply>& reply = per_call[k];
+      Answer& answer = per_call[k];
+      const absl::StatusOr<redis::Reply>& reply = answer.reply;
       if (!reply.ok() &&
           reply.status().code() == absl::StatusCode::kUnavailable) {
         RefreshSoon();  // maybe failing over: the next round finds out
@@ -474,10 +475,11 @@ BatchReplies RoutedBackend::RunBatch(const std::vector<Call>& calls,
         again_call.keys = calls[i].keys;
         again_call.args = calls[i].args;
         again_call.deadline = deadline;
+        again_call.wait = wait;
         std::vector<Answer> again = Run(again_call);
-        replies[i] = std::move(again[0].reply);
+        answers[i] = std::move(again[0]);
       } else {
-        replies[i] = std::move(reply);
+        answers[i] = std::move(answer);
       }
     }
   }

@@ -99,7 +99,8 @@ class RoutedBackend : public Backend {
   void RunAsync(ScriptCall call, AnswersDone done) override;
   std::unique_ptr<Timer> NewTimer() override;
   BatchReplies RunBatch(const std::vector<Call>& calls, Deadline deadline,
-                        std::atomic<uint64_t>* round_trips = nullptr) override;
+                        std::atomic<uint64_t>* round_trips = nullptr,
+                        const WaitReplicas* wait = nullptr) override;
   // Runs `argv` on every master of the slot map; the first failure (or
   // error reply), else the first master's answer.
   std::vector<Answer> Command(absl::Span<const absl::string_view> argv,

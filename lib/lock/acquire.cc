@@ -169,11 +169,14 @@ absl::Status RegisterHold(LockEnv& env, const std::string& name,
                           const OwnerId& by, const AcquirePlan& plan,
                           SteadyClock::time_point sent_at, bool async) {
   const OwnerField owner(env.id(), by.number);
-  env.holds().OnAcquired(name, by.number, owner.wire(), plan.watchdog,
-                         plan.lease, sent_at, plan.model->kind(),
-                         plan.fresh && plan.options.on_lost
-                             ? LossCallback(name, owner, plan.options.on_lost)
-                             : nullptr);
+  env.holds().OnAcquired(
+      name, by.number, owner.wire(), plan.watchdog, plan.lease, sent_at,
+      plan.model->kind(),
+      plan.fresh && plan.options.on_lost
+          ? LossCallback(name, owner, plan.options.on_lost)
+          : nullptr,
+      watchdog::ReplicaAck{plan.options.replica_sync.replicas,
+                           plan.options.replica_sync.timeout});
   if (plan.watchdog) env.ActivateWatchdog(sent_at);
   if (!env.closed()) return absl::OkStatus();
   env.holds().Forget(name, by.number);

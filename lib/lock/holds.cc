@@ -40,28 +40,39 @@ namespace lock {
 using algorithm_internal::Annotate;
 using algorithm_internal::AttemptDeadline;
 using algorithm_internal::Details;
+using algorithm_internal::ReplicaTime;
 using algorithm_internal::Whom;
 
 namespace {
 
 using backend::Resend;
 
-// Adds one node's answers to a renewal batch to the per-item counts; the
-// first error that left some of them uncounted goes to `*error`.
-void CountRenewals(const std::vector<absl::StatusOr<redis::Reply>>& replies,
+// Per item of a renewal batch: the nodes that renewed it, and the nodes
+// where its owner field is gone; the first error that left some of them
+// uncounted.
+struct RenewalTally {
+  std::vector<size_t> renewed, gone;
+  absl::Status error;
+};
+
+// Adds one node's answers to a renewal batch to `tally`. A renewal
+// that too few replicas acknowledged (an item's RenewItem::ack, against the
+// count of the WAIT after the batch) is not counted as renewed: it leaves the
+// item undecided, so its safe end does not move.
+void CountRenewals(const std::vector<backend::Answer>& answers,
                    const std::vector<backend::Call>& calls,
                    const std::vector<std::vector<size_t>>& call_items,
-                   std::vector<size_t>* renewed, std::vector<size_t>* gone,
-                   absl::Status* error) {
-  auto fail = [error](absl::Status s) {
-    if (error->ok()) *error = std::move(s);
+                   const std::vector<RenewItem>& items, RenewalTally* tally) {
+  auto fail = [tally](absl::Status s) {
+    if (tally->error.ok()) tally->error = std::move(s);
   };
   for (size_t call = 0; call < calls.size(); ++call) {
-    if (!replies[call].ok()) {
-      fail(replies[call].status());
+    const absl::StatusOr<redis::Reply>& r = answers[call].reply;
+    if (!r.ok()) {
+      fail(r.status());
       continue;
     }
-    const redis::Reply& reply = *replies[call];
+    const redis::Reply& reply = *r;
     if (reply.is_error()) {
       fail(redis::ErrorReplyToStatus("renew script", reply.str()));
       continue;
@@ -80,7 +91,20 @@ void CountRenewals(const std::vector<absl::StatusOr<redis::Reply>>& replies,
         continue;
       }
       const size_t item = call_items[call][i];
-      (v[i].integer() == 1 ? (*renewed)[item] : (*gone)[item]) += 1;
+      if (v[i].integer() != 1) {
+        tally->gone[item] += 1;
+        continue;
+      }
+      const int needed = items[item].ack.replicas;
+      if (needed > 0 && answers[call].acked < needed) {
+        fail(absl::UnavailableError(absl::StrCat(
+            "the renewal ran, but only ",
+            std::max<int64_t>(0, answers[call].acked), " of the ", needed,
+            " required replicas acknowledged it (ReplicaSync): its safe end "
+            "does not move")));
+        continue;
+      }
+      tally->renewed[item] += 1;
     }
   }
 }
@@ -94,10 +118,10 @@ absl::Status ReleaseResult(backend::Backend& backend,
   std::vector<std::string> failures;
   absl::Status first;
   for (size_t node = 0; node < n; ++node) {
+    const absl::StatusOr<redis::Reply>& reply = batches[node][i].reply;
     absl::Status s =
-        batches[node][i].ok()
-            ? internal::ReleaseAllResult(*batches[node][i], "release on close")
-            : batches[node][i].status();
+        reply.ok() ? internal::ReleaseAllResult(*reply, "release on close")
+                   : reply.status();
     if (s.ok()) {
       ++released;
     } else {
@@ -146,21 +170,35 @@ absl::Status Extend(LockEnv& env, const std::string& name, const OwnerId& by,
   const std::string lease_ms = Lease::Of(lease).wire();
   const absl::string_view keys[] = {name};
   const absl::string_view args[] = {lease_ms, hold->owner};
+  // The hold's replica acknowledgement (its acquire's ReplicaSync): an
+  // extension that too few replicas acknowledged does not count, and the
+  // hold's safe end stays where it was.
+  const backend::WaitReplicas sync{hold->ack.replicas, hold->ack.timeout};
+  const backend::WaitReplicas* wait = sync.replicas > 0 ? &sync : nullptr;
   backend::ScriptCall call;
   call.script = internal::kRenewScript;
   call.keys = keys;
   call.args = args;
   call.deadline =
-      AttemptDeadline(env, lease, Deadline::Never(), absl::ZeroDuration());
+      AttemptDeadline(env, lease, Deadline::Never(), ReplicaTime(wait));
   call.resend = Resend::kIfDropped;
+  call.wait = wait;
   std::vector<backend::Answer> answers = backend.Run(call);
-  size_t renewed = 0, gone = 0;
+  size_t renewed = 0, gone = 0, unacked = 0;
   std::vector<std::string> details;
   for (size_t i = 0; i < n; ++i) {
     const absl::StatusOr<redis::Reply>& r = answers[i].reply;
     if (r.ok() && r->view().is_array() && r->view().size() == 1 &&
         r->view()[0].is_integer()) {
       const bool ok = r->view()[0].integer() == 1;
+      if (ok && wait != nullptr && answers[i].acked < wait->replicas) {
+        ++unacked;
+        details.push_back(
+            absl::StrCat(backend.node_name(i), ": extended, but only ",
+                         std::max<int64_t>(0, answers[i].acked), " of the ",
+                         wait->replicas, " required replicas acknowledged it"));
+        continue;
+      }
       renewed += ok ? 1 : 0;
       gone += ok ? 0 : 1;
       details.push_back(
@@ -180,6 +218,15 @@ absl::Status Extend(LockEnv& env, const std::string& name, const OwnerId& by,
   if (gone > n - quorum) {
     return Annotate(absl::AbortedError(absl::StrCat(
                         "lease lost: a majority of masters no longer have it: ",
+                        Details(details))),
+                    "extend", name, noun);
+  }
+  if (unacked > 0) {
+    // Redis may have the longer lease, but a failover may lose it: the
+    // holder is not told it is safe for longer.
+    return Annotate(absl::UnavailableError(absl::StrCat(
+                        "the extension was not acknowledged by enough replicas "
+                        "(ReplicaSync); SafeUntil() is unchanged: ",
                         Details(details))),
                     "extend", name, noun);
   }
@@ -256,9 +303,18 @@ watchdog::RenewResult RenewHolds(LockEnv& env,
   backend::Backend& backend = env.backend();
   const absl::Duration lease = env.watchdog_lease();
   const std::string lease_ms = Lease::Of(lease).wire();
+  // One WAIT after each node's batch (not one per lock), for the most
+  // replicas and the longest timeout any item needs; each item is judged
+  // against its own ReplicaAck.
+  backend::WaitReplicas sync;
+  for (const RenewItem& item : items) {
+    sync.replicas = std::max(sync.replicas, item.ack.replicas);
+    sync.timeout = std::max(sync.timeout, item.ack.timeout);
+  }
+  const backend::WaitReplicas* wait = sync.replicas > 0 ? &sync : nullptr;
   const Deadline deadline =
       env.policy().attempt_timeout_factor > 0
-          ? AttemptDeadline(env, lease, Deadline::Never(), absl::ZeroDuration())
+          ? AttemptDeadline(env, lease, Deadline::Never(), ReplicaTime(wait))
           : Deadline::Never();
   // Up to kRenewKeysPerCall locks per call, of one key group each (one hash
   // slot on a cluster, where a script's keys must share one) and one renew
@@ -289,15 +345,18 @@ watchdog::RenewResult RenewHolds(LockEnv& env,
     call_items.back().push_back(i);
   }
   const backend::BatchReplies batches =
-      backend.RunBatch(calls, deadline, round_trips);
+      backend.RunBatch(calls, deadline, round_trips, wait);
   const size_t n = backend.nodes();
   const size_t quorum = backend.quorum();
-  // Per item: nodes that renewed it, and nodes where its owner field is gone.
-  std::vector<size_t> renewed(items.size()), gone(items.size());
-  absl::Status error;
+  RenewalTally tally;
+  tally.renewed.resize(items.size());
+  tally.gone.resize(items.size());
   for (size_t node = 0; node < n; ++node) {
-    CountRenewals(batches[node], calls, call_items, &renewed, &gone, &error);
+    CountRenewals(batches[node], calls, call_items, items, &tally);
   }
+  const std::vector<size_t>& renewed = tally.renewed;
+  const std::vector<size_t>& gone = tally.gone;
+  const absl::Status& error = tally.error;
   watchdog::RenewResult out;
   out.items.reserve(items.size());
   for (size_t i = 0; i < items.size(); ++i) {

@@ -72,7 +72,7 @@ void HoldRegistry::OnAcquired(const std::string& name, uint64_t thread,
                               const std::string& owner, bool watchdog,
                               absl::Duration lease,
                               SteadyClock::time_point sent_at, LockKind kind,
-                              LossFn on_lost) {
+                              LossFn on_lost, ReplicaAck ack) {
   const Key key(name, thread);
   MutexLock lock(&mu_);
   Hold& h = holds_[key];
@@ -89,6 +89,8 @@ void HoldRegistry::OnAcquired(const std::string& name, uint64_t thread,
     }
   }
   ++h.count;
+  h.ack.replicas = std::max(h.ack.replicas, ack.replicas);
+  h.ack.timeout = std::max(h.ack.timeout, ack.timeout);
   const SteadyClock::time_point end =
       sent_at + absl::ToChronoNanoseconds(lease);
   if (watchdog || !reentry || end > h.lease_end()) {
@@ -253,7 +255,8 @@ size_t HoldRegistry::Sweep(const SweepRound& round, std::vector<RenewItem>* due,
     ++renewing;
     if (due != nullptr &&
         (round.all || h.acked_at + period_ns <= round.due_by)) {
-      due->push_back({key.first, h.owner, key.second, h.hold_id, h.kind});
+      due->push_back(
+          {key.first, h.owner, key.second, h.hold_id, h.kind, h.ack});
     }
   }
   return renewing;

@@ -74,6 +74,15 @@ using LossFns = std::vector<LossFn>;
 //   kExpired    its explicit lease ran out       Aborted: lease ran out
 enum class HoldState : uint8_t { kHeld, kReleasing, kLost, kExpired };
 
+// The replica acknowledgement that a hold's renewals need (the ReplicaSync
+// of the acquire that took it, relock/options.h): a renewal counts, and
+// moves the hold's safe end, only if `replicas` replicas acknowledged it
+// within `timeout` (a WAIT after it). replicas 0: none needed.
+struct ReplicaAck {
+  int replicas = 0;
+  absl::Duration timeout = absl::ZeroDuration();
+};
+
 struct Hold {
   std::string owner;  // the owner field in Redis
   int64_t count = 0;  // holds, as the client counts them
@@ -85,6 +94,8 @@ struct Hold {
   uint64_t hold_id = 0;  // changes whenever a hold starts from zero
   // The lock type, opaque here: which scripts release the hold.
   LockKind kind = LockKind::kReentrant;
+  // What its renewals need to count (the most any acquire of it asked).
+  ReplicaAck ack;
   absl::Duration lease;
   SteadyClock::time_point acked_at;
   timer::TimerId timer = 0;  // explicit holds: lease end, then retention end
@@ -113,12 +124,14 @@ struct RenewItem {
   uint64_t thread = 0;
   uint64_t hold_id = 0;
   LockKind kind = LockKind::kReentrant;  // Hold::kind: which script renews it
+  ReplicaAck ack;                        // Hold::ack
 };
 
 // What a renewal found for one hold: its owner field was there and the lease
-// is renewed; it was gone (the hold is lost); or no answer decided it (a node
-// did not answer: the hold stays as it was, and is lost only if its lease
-// runs out before a later renewal).
+// is renewed (and acknowledged by the replicas its ReplicaAck asks for); it
+// was gone (the hold is lost); or no answer decided it (a node did not
+// answer, or its replicas did not acknowledge the renewal: the hold stays as
+// it was, and is lost only if its lease runs out before a later renewal).
 enum class Renewal : uint8_t { kRenewed, kGone, kUndecided };
 
 // What one watchdog round sweeps the registry for (HoldRegistry::Sweep()).
@@ -167,12 +180,13 @@ class HoldRegistry {
   // ended one) or adds to the existing one (see the lease rules above).
   // `on_lost`, if given, becomes a new hold's first loss callback (see
   // AddLossCallback), installed before its lease timer can fire; ignored by
-  // a re-entry.
+  // a re-entry. `ack`: what the hold's renewals need (a re-entry raises it to
+  // the most either asked).
   void OnAcquired(const std::string& name, uint64_t thread,
                   const std::string& owner, bool watchdog, absl::Duration lease,
                   SteadyClock::time_point sent_at,
                   LockKind kind = LockKind::kReentrant,
-                  LossFn on_lost = nullptr);
+                  LossFn on_lost = nullptr, ReplicaAck ack = ReplicaAck());
   // A re-entry without a round trip: if `thread` has a live watchdog hold of
   // `name` still being renewed whose lease is known to last beyond
   // `safe_after` (acked_at + lease - drift), counts one more hold locally

@@ -501,7 +501,7 @@ std::unique_ptr<backend::Timer> FakeBackend::NewTimer() {
 
 backend::BatchReplies FakeBackend::RunBatch(
     const std::vector<backend::Call>& calls, Deadline deadline,
-    std::atomic<uint64_t>* round_trips) {
+    std::atomic<uint64_t>* round_trips, const backend::WaitReplicas* wait) {
   backend::BatchReplies out(names_.size());
   bool any_silent = false;
   MutexLock lock(&mu_);
@@ -519,7 +519,12 @@ backend::BatchReplies FakeBackend::RunBatch(
               ? Answer{absl::FailedPreconditionError("the backend is closed")}
               : AnswerLocked(call, deadline, &silent);
       any_silent = any_silent || silent;
-      out[node].push_back(std::move(a.reply));
+      if (wait == nullptr) {
+        a.acked = -1;
+      } else if (a.reply.ok() && a.acked < 0) {
+        a.acked = wait->replicas;  // every replica, unless a responder
+      }
+      out[node].push_back(std::move(a));
     }
   }
   if (any_silent) clock_->SleepUntil(SilentUntil(deadline));

@@ -14,7 +14,8 @@
 //                                the answer is DeadlineExceeded
 //   any other answer             SetResponder(i, fn): fn sees the call and
 //                                the node's model (FakeNode) and answers
-//                                (with WAIT: Answer::acked, else all acked)
+//                                (with WAIT: Answer::acked, else all acked;
+//                                in a RunBatch() too, per call)
 //   a lock held by another       Hold(i, name, owner, count, lease)
 //   what was sent                calls(), CallsOf(script)
 //
@@ -147,9 +148,10 @@ class FakeBackend final : public backend::Backend {
   std::vector<backend::Answer> Run(const backend::ScriptCall& call) override;
   void RunAsync(backend::ScriptCall call, backend::AnswersDone done) override;
   std::unique_ptr<backend::Timer> NewTimer() override;
-  backend::BatchReplies RunBatch(const std::vector<backend::Call>& calls,
-                                 Deadline deadline,
-                                 std::atomic<uint64_t>* round_trips) override;
+  backend::BatchReplies RunBatch(
+      const std::vector<backend::Call>& calls, Deadline deadline,
+      std::atomic<uint64_t>* round_trips,
+      const backend::WaitReplicas* wait = nullptr) override;
   std::vector<backend::Answer> Command(absl::Span<const absl::string_view> argv,
                                        Deadline deadline) override;
   absl::StatusOr<std::vector<std::string>> Masters() override;
