@@ -296,7 +296,10 @@ TEST(HarnessCheckerTest, TokensMustGrowExceptAcrossACounterLoss) {
     Hold second = CleanHold(1, 0, 300, 310, 1);
     first.token = 7;
     second.token = 3;
-    CheckInput in = Input({first, second}, {2});
+    // It wrote nothing (a fenced resource refuses a token below 7).
+    second.outcome = Outcome::kAbandoned;
+    second.set_sent = false;
+    CheckInput in = Input({first, second}, {1});
     in.fenced = true;
     in.restart_resets_counters = false;
     if (restarted) in.faults.push_back(RestartAt(100, 200, {}));
@@ -604,6 +607,92 @@ TEST(HarnessCheckerTest, UnaccountedRecordsAreAnomalies) {
   EXPECT_TRUE(t.anomalies.empty()) << t.text;
 }
 
+// Fencing at the resource: a resumed paused holder's write with an old
+// token is refused by the counter's script; it counts as a stale write
+// refused, wrote nothing (no late writer, no lost update), and the run
+// passes.
+TEST(HarnessCheckerTest, AStaleWriteTheResourceRefusedIsCountedAndHarmless) {
+  Hold paused = CleanHold(0, 0, 10, 3000, 0);
+  paused.token = 1;
+  paused.outcome = Outcome::kRefused;
+  paused.fence_high = 2;
+  Hold next = CleanHold(1, 0, 1500, 1600, 0);
+  next.token = 2;
+  next.fence_high = 1;
+  CheckInput in = Input({paused, next}, {1});
+  in.fenced = true;
+  in.faults.push_back(WorkerFault(FaultKind::kPauseHolder, 0, 20, 2990));
+  Report r = Check(std::move(in));
+  EXPECT_EQ(r.stale_writes_refused, 1);
+  EXPECT_EQ(r.fenced_writes_accepted, 1);
+  EXPECT_EQ(r.stale_writes_accepted, 0);
+  EXPECT_EQ(r.stale_writes_accepted_in_logs, 0);
+  EXPECT_EQ(r.stale_writes, 0);  // refused: it never landed
+  EXPECT_EQ(r.sequence_breaks, 0);
+  EXPECT_TRUE(r.counters_ok) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("1 stale writes refused"));
+  EXPECT_TRUE(r.ok()) << r.text;
+}
+
+// An accepted write whose token is below the highest the script reported
+// having accepted: the script's own report of a stale write accepted.
+TEST(HarnessCheckerTest, AStaleWriteTheScriptReportsAcceptedFailsTheRun) {
+  Hold first = CleanHold(0, 0, 10, 20, 0);
+  first.token = 1;
+  first.fence_high = 5;  // (the resource said it had accepted 5)
+  CheckInput in = Input({first}, {1});
+  in.fenced = true;
+  Report r = Check(std::move(in));
+  EXPECT_EQ(r.stale_writes_accepted, 1);
+  EXPECT_FALSE(r.ok());
+  EXPECT_THAT(r.text, HasSubstr("stale write(s) accepted by the fenced "
+                                "resource: 1 as its script reported"));
+}
+
+// The logs' cross-check, whatever the script reported: a write accepted
+// after one with a higher token had landed is stale, unless a restart that
+// wiped the counters (and the highest accepted token) came between them.
+TEST(HarnessCheckerTest,
+     TheLogsCrossCheckFindsStaleWritesAcceptedButAcrossAReset) {
+  for (const bool restarted : {false, true}) {
+    Hold high = CleanHold(0, 0, 10, 20, 0);
+    high.token = 5;
+    Hold low = CleanHold(1, 0, 300, 310, 1);
+    low.token = 3;  // accepted after 5 landed; fence_high unknown (-1)
+    CheckInput in = Input({high, low}, {restarted ? 1 : 2});
+    in.fenced = true;
+    if (restarted) in.faults.push_back(RestartAt(100, 200, {}));
+    Report r = Check(std::move(in));
+    EXPECT_EQ(r.stale_writes_accepted, 0);
+    EXPECT_EQ(r.stale_writes_accepted_in_logs, restarted ? 0 : 1) << r.text;
+    EXPECT_THAT(r.text, HasSubstr(restarted ? "0 by the logs' cross-check"
+                                            : "1 by the logs' cross-check"));
+  }
+}
+
+// The "H" line carries the highest accepted token in fenced runs.
+TEST(HarnessCheckerTest, TheHoldLineKeepsTheResourcesHighestToken) {
+  const char* path = "harness_checker_test_fence.log";
+  Hold h = CleanHold(0, 0, 10, 20, 0);
+  h.thread = 0;
+  h.token = 4;
+  h.outcome = Outcome::kRefused;
+  h.fence_high = 9;
+  {
+    std::ofstream log(path);
+    log << FormatAcquired(0, 0, h.attempt_start, h.attempt_end, h.token) << "\n"
+        << FormatHold(h) << "\n";
+  }
+  const WorkerLog log = ParseWorkerLog(0, path);
+  std::remove(path);
+  EXPECT_EQ(log.bad_lines, 0);
+  ASSERT_EQ(log.holds.size(), 1u);
+  EXPECT_FALSE(log.holds[0].open);
+  EXPECT_EQ(log.holds[0].outcome, Outcome::kRefused);
+  EXPECT_EQ(log.holds[0].fence_high, 9);
+  EXPECT_EQ(log.holds[0].token, 4);
+}
+
 // Fenced runs: every acquisition must carry a token.
 TEST(HarnessCheckerTest, AFencedHoldWithoutATokenIsAnAnomaly) {
   Hold first = CleanHold(0, 0, 10, 20, 0);
@@ -779,6 +868,11 @@ updates:    2 lost updates between clean sections (must be 0)
 tokens:     9 fenced acquisitions; 2 tokens not above the previous one (must be 0); 0 restarts across a counter loss (restart/failover)
             TOKEN lock 0: w0/t0 [+1.600s, +1.700s] completed token 4, then w0/t0 [+1.710s, +1.720s] completed token 2
             TOKEN lock 1: w1/t0 [+1.305s, +1.308s] completed token 9, then w1/t1 [+4.000s, +7.000s] told-lost cut-off abandoned token 3
+fencing:    7 writes accepted by the resource; 0 stale writes refused; 0 stale writes accepted (must be 0; 4 by the logs' cross-check, must be 0)
+            STALE lock 0: w0/t0 [+1.710s, +1.720s] completed token 2 accepted after w0/t0 [+1.600s, +1.700s] completed token 4 was
+            STALE lock 0: w1/t0 [+0.010s, +3.000s] paused completed token 2 accepted after w0/t0 [+1.600s, +1.700s] completed token 4 was
+            STALE lock 1: w0/t0 [+1.300s, +1.310s] completed token 6 accepted after w1/t0 [+1.305s, +1.308s] completed token 9 was
+            STALE lock 1: w0/t0 [+7.100s, +7.110s] completed token 8 accepted after w1/t0 [+1.305s, +1.308s] completed token 9 was
 counters:   lock 0=2 (stale write..4) ok; lock 1=7 (3..4) BAD;
 waits:      longest a waiter waited after its lock was released: 0.0ms outside pause/restart/failover/kill windows, 0.0ms overall
 handoffs:   0 frees with a waiter; longest until the next acquire: 0.0ms outside pause/restart/failover/kill windows, 0.0ms near client-kill/script-flush; 0 > 1s
@@ -790,6 +884,7 @@ FAIL:       1 unexcused overlap(s) of holds
 FAIL:       2 lost update(s) between clean sections
 FAIL:       a counter is out of bounds
 FAIL:       2 fencing token(s) not above the previous acquisition's
+FAIL:       stale write(s) accepted by the fenced resource: 0 as its script reported, 4 from the logs
 FAIL:       1 cut-off holder(s) not told before their lease ended on the server (minus the drift)
 FAIL:       1 ghost hold(s): a lock still held in Redis by a thread that held nothing
 FAIL:       1 anomal(ies)

@@ -79,6 +79,13 @@ void ExpectSafeRun(const HarnessOptions& options,
       << absl::StrJoin(report->token_examples, "\n");
   if (options.fenced) {
     EXPECT_GT(report->fenced_acquisitions, 0);
+    // The counter is a fenced resource: it accepts writes, and never a
+    // stale one (by its script's report and by the logs' cross-check).
+    EXPECT_GT(report->fenced_writes_accepted, 0);
+    EXPECT_EQ(report->stale_writes_accepted, 0)
+        << absl::StrJoin(report->fence_examples, "\n");
+    EXPECT_EQ(report->stale_writes_accepted_in_logs, 0)
+        << absl::StrJoin(report->fence_examples, "\n");
   }
   EXPECT_TRUE(report->counters_ok);
   for (const FaultKind kind : kinds) {

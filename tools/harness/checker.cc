@@ -148,7 +148,9 @@ bool IsClean(const Hold& h) {
 }
 
 bool MayHaveWritten(const Hold& h) {
-  return !IsClean(h) && (h.open || h.set_sent);
+  // A write the fenced resource refused wrote nothing.
+  return !IsClean(h) &&
+         (h.open || (h.set_sent && h.outcome != Outcome::kRefused));
 }
 
 // The run's figures from the input.

@@ -231,6 +231,15 @@ struct Report {
   bool fenced = false;
   int64_t fenced_acquisitions = 0, token_regressions = 0, token_resets = 0;
   std::vector<std::string> token_examples;
+  // Fenced runs, at the resource (the counter's script): writes it accepted,
+  // stale writes it refused (a token below the highest it had accepted), and
+  // stale writes accepted, counted two ways, both of which must be 0: as the
+  // script reported them (accepted, yet below the highest it reported), and
+  // from the logs (an accepted write whose token is below that of a write
+  // accepted entirely before it was sent).
+  int64_t fenced_writes_accepted = 0, stale_writes_refused = 0,
+          stale_writes_accepted = 0, stale_writes_accepted_in_logs = 0;
+  std::vector<std::string> fence_examples;
   std::vector<CounterCheck> counters;
   bool counters_ok = false;
   // Lost-lock reports.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -125,6 +126,77 @@ void CheckTokens(const LockView& v, CheckState* s) {
   }
 }
 
+// Fenced runs, at the resource: counts the writes the counter's script
+// accepted and refused, and the stale writes it accepted (must be none): as
+// it reported them (accepted below the highest token it reported), and from
+// the logs, independently of what it reported: an accepted write whose token
+// is below that of a write accepted wholly before it was sent (set_end
+// before its set_start: that one certainly landed first).
+void CheckFencedWrites(const LockView& v, CheckState* s) {
+  Report& rep = s->rep;
+  std::vector<const Hold*> accepted;
+  for (const Hold* h : v.holds) {
+    if (h->open || !h->set_sent) continue;
+    if (h->outcome == Outcome::kRefused) {
+      ++rep.stale_writes_refused;
+      continue;
+    }
+    if (h->outcome != Outcome::kCompleted) continue;
+    ++rep.fenced_writes_accepted;
+    accepted.push_back(h);
+    if (h->fence_high >= 0 && h->token < h->fence_high) {
+      ++rep.stale_writes_accepted;
+      if (rep.fence_examples.size() < 10) {
+        rep.fence_examples.push_back(absl::StrCat(
+            "lock ", v.lock, ": ", s->Describe(*h), " token ", h->token,
+            " accepted though the resource had accepted ", h->fence_high));
+      }
+    }
+  }
+  // A restart that wipes the counters wipes the highest accepted token too
+  // (and the lock's token counter): the cross-check compares writes between
+  // the same two such restarts only, and leaves out those during one.
+  auto epoch = [s](const Hold* w) -> int {
+    int e = 0;
+    for (const Fault* r : s->restarts) {
+      if (Intersects(w->set_start, w->set_end, r->start, r->end)) return -1;
+      if (r->end < w->set_start) ++e;
+    }
+    return e;
+  };
+  std::vector<const Hold*> by_end = accepted;
+  std::sort(accepted.begin(), accepted.end(), [](const Hold* a, const Hold* b) {
+    return a->set_start < b->set_start;
+  });
+  std::sort(by_end.begin(), by_end.end(), [](const Hold* a, const Hold* b) {
+    return a->set_end < b->set_end;
+  });
+  size_t ended = 0;
+  std::map<int, const Hold*> highest;  // per epoch, of the writes that ended
+  for (const Hold* h : accepted) {
+    while (ended < by_end.size() && by_end[ended]->set_end < h->set_start) {
+      const Hold* w = by_end[ended++];
+      const int e = epoch(w);
+      if (e < 0 || w->token < 1) continue;
+      const Hold*& top = highest[e];
+      if (top == nullptr || w->token > top->token) top = w;
+    }
+    const int e = epoch(h);
+    auto top = highest.find(e);
+    if (e < 0 || h->token < 1 || top == highest.end() ||
+        h->token >= top->second->token) {
+      continue;
+    }
+    ++rep.stale_writes_accepted_in_logs;
+    if (rep.fence_examples.size() < 10) {
+      rep.fence_examples.push_back(
+          absl::StrCat("lock ", v.lock, ": ", s->Describe(*h), " token ",
+                       h->token, " accepted after ", s->Describe(*top->second),
+                       " token ", top->second->token, " was"));
+    }
+  }
+}
+
 // Paused holders that sent their SET: it may land any time after the
 // pause, long after holds acquired later (a stale write). One that came
 // after another owner had acquired the lock is counted.
@@ -132,7 +204,10 @@ void FindLateWriters(LockView* v, CheckState* s) {
   Report& rep = s->rep;
   const std::vector<const Hold*>& hs = v->holds;
   for (const Hold* h : hs) {
-    if (!h->paused || !h->set_sent) continue;
+    // A write the fenced resource refused is no stale write: it never landed.
+    if (!h->paused || !h->set_sent || h->outcome == Outcome::kRefused) {
+      continue;
+    }
     v->late_writers.push_back(h);
     auto first = s->paused_overlap.find(h);
     rep.stale_writes +=
@@ -353,7 +428,10 @@ void CheckLocks(CheckState* s) {
   for (int k = 0; k < in.locks; ++k) {
     LockView v = ViewOfLock(k, by_lock[k], s);
     CheckOverlaps(v, s);
-    if (in.fenced) CheckTokens(v, s);
+    if (in.fenced) {
+      CheckTokens(v, s);
+      CheckFencedWrites(v, s);
+    }
     FindLateWriters(&v, s);
     CheckSequence(v, s);
     CheckCounter(v, last_restart, s);

@@ -33,6 +33,12 @@ void DecideVerdict(CheckState* s) {
                                 " fencing token(s) not above the previous "
                                 "acquisition's"));
   }
+  if (rep.stale_writes_accepted > 0 || rep.stale_writes_accepted_in_logs > 0) {
+    fail.push_back(
+        absl::StrCat("stale write(s) accepted by the fenced resource: ",
+                     rep.stale_writes_accepted, " as its script reported, ",
+                     rep.stale_writes_accepted_in_logs, " from the logs"));
+  }
   if (rep.unnotified_losses > 0) {
     fail.push_back(absl::StrCat(rep.unnotified_losses,
                                 " holder(s) never told their lock was lost"));
@@ -221,6 +227,16 @@ void WriteSectionsText(CheckState* s) {
                     " restarts across a counter loss (restart/failover)\n");
     for (const std::string& e : rep.token_examples) {
       absl::StrAppend(&t, "            TOKEN ", e, "\n");
+    }
+    absl::StrAppend(&t, "fencing:    ", rep.fenced_writes_accepted,
+                    " writes accepted by the resource; ",
+                    rep.stale_writes_refused, " stale writes refused; ",
+                    rep.stale_writes_accepted,
+                    " stale writes accepted (must be 0; ",
+                    rep.stale_writes_accepted_in_logs,
+                    " by the logs' cross-check, must be 0)\n");
+    for (const std::string& e : rep.fence_examples) {
+      absl::StrAppend(&t, "            STALE ", e, "\n");
     }
   }
   absl::StrAppend(&t, "counters:  ");

@@ -42,6 +42,34 @@ bool RawRedis::Set(const std::string& key, int64_t value) {
   return r != nullptr && r->type == REDIS_REPLY_STATUS;
 }
 
+namespace {
+
+// The fenced resource (KEYS: the counter, its highest accepted token; ARGV:
+// the value, the writer's token): refuses a token below the highest it has
+// accepted, and says which it was. An equal token is the same holder's.
+constexpr char kFencedSetScript[] = R"lua(
+local high = tonumber(redis.call('GET', KEYS[2]) or '0')
+if tonumber(ARGV[2]) < high then return {0, high} end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('SET', KEYS[2], ARGV[2])
+return {1, high}
+)lua";
+
+}  // namespace
+
+absl::optional<RawRedis::FencedWrite> RawRedis::FencedSet(
+    const std::string& key, int64_t value, int64_t token) {
+  testing::RawReply r =
+      Command({"EVAL", kFencedSetScript, "2", key, FenceKey(key),
+               absl::StrCat(value), absl::StrCat(token)});
+  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+      r->element[0]->type != REDIS_REPLY_INTEGER ||
+      r->element[1]->type != REDIS_REPLY_INTEGER) {
+    return absl::nullopt;
+  }
+  return FencedWrite{r->element[0]->integer == 1, r->element[1]->integer};
+}
+
 absl::optional<int64_t> RawRedis::IntegerOrZero(const testing::RawReply& r) {
   if (r == nullptr) return absl::nullopt;
   if (r->type == REDIS_REPLY_NIL) return 0;

@@ -41,6 +41,19 @@ class RawRedis {
 
   bool Set(const std::string& key, int64_t value);
 
+  // A fenced write (--fenced runs): the counter server's script sets `key`
+  // to `value` only if `token` is not below the highest token it has
+  // accepted for `key` (kept at FenceKey(key)), and then records `token` as
+  // the highest. nullopt on failure (the write may or may not have run).
+  struct FencedWrite {
+    bool accepted = false;
+    int64_t highest_before = 0;  // the highest token accepted before it
+  };
+  absl::optional<FencedWrite> FencedSet(const std::string& key, int64_t value,
+                                        int64_t token);
+  // Where the highest accepted token of counter `key` is kept.
+  static std::string FenceKey(const std::string& key) { return key + ":fence"; }
+
   // A bulk-string integer reply as a number (nil: 0); nullopt for no reply
   // or anything else.
   static absl::optional<int64_t> IntegerOrZero(const testing::RawReply& r);

@@ -37,6 +37,8 @@ const char* OutcomeName(Outcome o) {
       return "abandoned";
     case Outcome::kSetFailed:
       return "set-failed";
+    case Outcome::kRefused:
+      return "refused-stale";
   }
   return "?";
 }
@@ -85,7 +87,8 @@ std::string FormatHold(const Hold& h) {
                       h.attempt_end, " ", static_cast<int>(h.outcome), " ",
                       h.read_value, " ", h.get_start, " ", h.set_start, " ",
                       h.set_end, " ", h.set_sent ? 1 : 0, " ", h.safe_code, " ",
-                      h.release_start, " ", h.release_end, " ", h.release_code);
+                      h.release_start, " ", h.release_end, " ", h.release_code,
+                      h.fence_high >= 0 ? absl::StrCat(" ", h.fence_high) : "");
 }
 
 std::string FormatLost(const LostEvent& e) {
@@ -169,7 +172,8 @@ WorkerLog ParseWorkerLog(int worker, const std::string& path) {
                                          static_cast<int>(v[1]), v[2], v[3],
                                          static_cast<int>(v[4])});
       ok = true;
-    } else if (kind == 'H' && f.size() == 15 && ParseInts(f, 1, &v)) {
+    } else if (kind == 'H' && (f.size() == 15 || f.size() == 16) &&
+               ParseInts(f, 1, &v)) {
       auto it = open.find({static_cast<int>(v[0]), static_cast<int>(v[1])});
       if (it != open.end() && log.holds[it->second].attempt_end == v[3]) {
         Hold& h = log.holds[it->second];
@@ -184,6 +188,7 @@ WorkerLog ParseWorkerLog(int worker, const std::string& path) {
         h.release_start = v[11];
         h.release_end = v[12];
         h.release_code = static_cast<int>(v[13]);
+        if (v.size() == 15) h.fence_high = v[14];
         open.erase(it);
         ok = true;
       }

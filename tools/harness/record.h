@@ -12,7 +12,10 @@
 //                                       attempt that failed (status code)
 //   H <thread> <lock> <start> <end> <outcome> <read> <get_start> <set_start>
 //     <set_end> <set_sent> <safe_code> <release_start> <release_end>
-//     <release_code>                    hold closed (all of it again)
+//     <release_code> [<fence_high>]     hold closed (all of it again); in
+//                                       fenced runs, the highest token the
+//                                       resource had accepted before its write
+//                                       (as its script reported; -1: none)
 //   L <owner> <lock> <time> <code>      a kLockLost event (lock -1: unknown)
 //   G <thread> <lock> <time> <count> <pttl> <where>
 //                                       a ghost hold found (and freed): the
@@ -48,6 +51,9 @@ enum class Outcome : int {
   kGetFailed = 3,     // GET failed: nothing written
   kAbandoned = 4,     // SafeUntil() too close or lost: SET skipped
   kSetFailed = 5,     // SET sent but failed: may or may not have written
+  // Fenced runs: the resource (the counter's script) refused the write, its
+  // token being lower than one it had accepted: nothing written.
+  kRefused = 6,
 };
 
 const char* OutcomeName(Outcome o);
@@ -72,6 +78,11 @@ struct Hold {
   int64_t release_start = 0;  // when Release() was called: the hold's end
   int64_t release_end = 0;
   int release_code = 0;  // absl::StatusCode of Release()
+  // Fenced runs: the highest token the resource had accepted before this
+  // hold's write, as its script reported (-1: no write answered, or not
+  // fenced). An accepted write with a token below it is a stale write
+  // accepted, which the script makes impossible.
+  int64_t fence_high = -1;
   // Set by the checker.
   bool told_lost = false;
   int64_t told_at = 0;  // the first report of the loss; 0: none timed

@@ -561,6 +561,20 @@ void Worker::CriticalSection(Lock& lock, RawRedis& raw, const Caller& caller,
   }
   h->set_sent = true;
   h->set_start = MonotonicNanos();
+  if (config_.fenced) {
+    // The resource checks the token: a holder paused past its lease whose
+    // lock another owner has taken (and written under) since is refused.
+    const absl::optional<RawRedis::FencedWrite> w =
+        raw.FencedSet(counter, *value + 1, h->token);
+    h->set_end = MonotonicNanos();
+    if (!w.has_value()) {
+      h->outcome = Outcome::kSetFailed;
+      return;
+    }
+    h->fence_high = w->highest_before;
+    h->outcome = w->accepted ? Outcome::kCompleted : Outcome::kRefused;
+    return;
+  }
   const bool ok = raw.Set(counter, *value + 1);
   h->set_end = MonotonicNanos();
   h->outcome = ok ? Outcome::kCompleted : Outcome::kSetFailed;
