@@ -24,6 +24,7 @@
 #include "tools/harness/checker.h"
 #include "tools/harness/harness.h"
 #include "tools/harness/record.h"
+#include "tools/harness/worker.h"
 
 namespace relock {
 namespace harness {
@@ -403,6 +404,51 @@ TEST(HarnessCheckerTest, FaultListsNameKnownFaultsOnly) {
     ASSERT_OK(back);
     EXPECT_EQ(*back, kind);
   }
+}
+
+// --replica_sync=N: in [0, 64], and above 0 only where there are replicas
+// to acknowledge: the cluster mode's, one per master.
+TEST(HarnessOptionsTest, ReplicaSyncNeedsTheClustersOneReplicaPerMaster) {
+  HarnessOptions o;
+  EXPECT_OK(ValidateHarnessOptions(o));  // 0, single server
+  o.cluster = true;
+  for (int n : {0, 1}) {
+    o.replica_sync = n;
+    EXPECT_OK(ValidateHarnessOptions(o)) << n;
+  }
+  for (int n : {-1, 2, 64, 65}) {
+    o.replica_sync = n;
+    absl::Status s = ValidateHarnessOptions(o);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << n;
+    EXPECT_NE(s.message().find("replica_sync"), std::string::npos) << s;
+  }
+  o.replica_sync = 65;
+  EXPECT_NE(ValidateHarnessOptions(o).message().find("[0, 64]"),
+            std::string::npos);
+  o.replica_sync = 2;
+  EXPECT_NE(ValidateHarnessOptions(o).message().find("1 replica per master"),
+            std::string::npos);
+  o.cluster = false;
+  o.replica_sync = 1;
+  absl::Status single = ValidateHarnessOptions(o);
+  EXPECT_EQ(single.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(single.message().find("--cluster"), std::string::npos) << single;
+}
+
+// The coordinator hands replica_sync to its workers as an argument.
+TEST(HarnessOptionsTest, WorkerArgumentsCarryReplicaSync) {
+  WorkerConfig c;
+  c.url = "redis://127.0.0.1:1";
+  c.port = 1;
+  c.log_path = "/nonexistent/log";
+  c.replica_sync = 1;
+  c.replica_sync_timeout_ms = 150;
+  WorkerConfig back;
+  ASSERT_OK(back.FromArgs(c.ToArgs()));
+  EXPECT_EQ(back.replica_sync, 1);
+  EXPECT_EQ(back.replica_sync_timeout_ms, 150);
+  EXPECT_EQ(back.FromArgs({"replica_sync=65"}).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 // A clean hold of lock 0 by worker 0's thread `thread` over [from, to] ms.
@@ -822,6 +868,7 @@ TEST(HarnessCheckerTest, TheReportPrintsEverySection) {
   holds[4].token = 2;
   CheckInput in = Input(holds, {2, 7});
   in.seed = 42;
+  in.replica_sync = 1;
   in.fenced = true;
   in.threads = 2;
   in.logs[1].owners = {{0, "client-b:1"}, {1, "client-b:2"}};
@@ -841,7 +888,7 @@ TEST(HarnessCheckerTest, TheReportPrintsEverySection) {
   in.notes.push_back("partition faults not run: a note");
   Report r = Check(std::move(in));
   EXPECT_EQ(r.text, R"(==== relock safety harness report ====
-run:        10.0 s, 2 processes x 2 threads x 2 locks, lease 1.000s, seed 42
+run:        10.0 s, 2 processes x 2 threads x 2 locks, lease 1.000s, seed 42, replica_sync 1
 workers:    2 started, 1 killed; acquisitions per worker: w0=6 w1=3
 attempts:   9 (9 acquired)
 sections:   6 clean; abandoned=1 completed=7

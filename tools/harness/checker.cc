@@ -164,6 +164,7 @@ void SummarizeRun(CheckState* s) {
   rep.fenced = in.fenced;
   rep.lease_ns = in.lease_ns;
   rep.seed = in.seed;
+  rep.replica_sync = in.replica_sync;
   rep.workers_started = static_cast<int>(in.logs.size());
   rep.worker_failures = in.worker_failures;
 }

@@ -159,6 +159,9 @@ struct CheckInput {
   int64_t run_start = 0;
   int64_t run_end = 0;  // when the workers were told to stop
   uint64_t seed = 0;
+  // The replicas the workers' clients asked to acknowledge each write
+  // (ReplicaSync::replicas; HarnessOptions::replica_sync): printed only.
+  int replica_sync = 0;
   std::vector<WorkerLog> logs;
   std::vector<Fault> faults;
   // Final value of each counter; -1 if it could not be read.
@@ -211,6 +214,7 @@ struct Report {
   int processes = 0, threads = 0, locks = 0;
   int64_t lease_ns = 0;
   uint64_t seed = 0;
+  int replica_sync = 0;
   int workers_started = 0, workers_killed = 0;
   std::map<int, int64_t> acquisitions_per_worker;
   // Attempts and sections.

@@ -115,9 +115,9 @@ void WriteRunText(CheckState* s) {
   absl::StrAppend(&t, "==== relock safety harness report ====\n");
   absl::StrAppend(
       &t, absl::StrFormat("run:        %.1f s, %d processes x %d threads x "
-                          "%d locks, lease %s, seed %u\n",
+                          "%d locks, lease %s, seed %u, replica_sync %d\n",
                           rep.seconds, rep.processes, rep.threads, rep.locks,
-                          Secs(rep.lease_ns), rep.seed));
+                          Secs(rep.lease_ns), rep.seed, rep.replica_sync));
   absl::StrAppend(&t, "workers:    ", rep.workers_started, " started, ",
                   rep.workers_killed, " killed; acquisitions per worker:");
   for (const auto& [w, n] : rep.acquisitions_per_worker) {

@@ -40,11 +40,7 @@ Coordinator::Coordinator(HarnessOptions o) : o_(std::move(o)) {
 }
 
 absl::StatusOr<Report> Coordinator::Run() {
-  if (o_.processes < 1 || o_.threads < 1 || o_.locks < 1 ||
-      (o_.cluster && o_.cluster_masters < 2)) {
-    return absl::InvalidArgumentError(
-        "processes, threads, locks must be >= 1, cluster_masters >= 2");
-  }
+  if (absl::Status v = ValidateHarnessOptions(o_); !v.ok()) return v;
   if (absl::Status k = ChooseFaults(); !k.ok()) return k;
   absl::Status s = MakeWorkDir();
   if (!s.ok()) return s;
@@ -108,7 +104,7 @@ absl::Status Coordinator::StartServers() {
   if (o_.cluster) {
     RedisClusterOptions cluster_options;
     cluster_options.masters = o_.cluster_masters;
-    cluster_options.replicas_per_master = 1;
+    cluster_options.replicas_per_master = kClusterReplicasPerMaster;
     cluster_options.node_timeout = o_.cluster_node_timeout;
     absl::StatusOr<std::unique_ptr<RedisCluster>> cluster =
         RedisCluster::Start(cluster_options);
@@ -128,6 +124,7 @@ CheckInput Coordinator::MakeCheckInput(
   in.run_start = run_start_;
   in.run_end = run_end;
   in.seed = o_.seed;
+  in.replica_sync = o_.replica_sync;
   in.faults = faults_;
   in.worker_failures = std::move(worker_failures);
   in.max_wait_outside_faults_ns =
@@ -215,6 +212,8 @@ absl::Status Coordinator::SpawnWorker() {
   c.fair = o_.fair;
   c.rw = o_.rw;
   c.multi = o_.multi;
+  c.replica_sync = o_.replica_sync;
+  c.replica_sync_timeout_ms = absl::ToInt64Milliseconds(o_.command_timeout / 2);
   c.prefix = kPrefix;
   c.lease_ms = absl::ToInt64Milliseconds(o_.lease);
   c.wait_ms = absl::ToInt64Milliseconds(o_.acquire_wait);

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "tools/harness/coordinator.h"
 
@@ -35,6 +36,31 @@ absl::StatusOr<std::vector<FaultKind>> ParseFaultList(absl::string_view list) {
   }
   if (kinds.empty()) return absl::InvalidArgumentError("empty fault list");
   return kinds;
+}
+
+absl::Status ValidateHarnessOptions(const HarnessOptions& o) {
+  if (o.processes < 1 || o.threads < 1 || o.locks < 1 ||
+      (o.cluster && o.cluster_masters < 2)) {
+    return absl::InvalidArgumentError(
+        "processes, threads, locks must be >= 1, cluster_masters >= 2");
+  }
+  if (o.replica_sync < 0 || o.replica_sync > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("replica_sync must be in [0, 64], not ", o.replica_sync));
+  }
+  if (o.replica_sync > 0 && !o.cluster) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "replica_sync=", o.replica_sync,
+        " needs replicas: only cluster mode (--cluster) has them, one per "
+        "master; a single redis-server has none"));
+  }
+  if (o.replica_sync > kClusterReplicasPerMaster) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("replica_sync=", o.replica_sync,
+                     " can never be acknowledged: the cluster has ",
+                     kClusterReplicasPerMaster, " replica per master"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Duration KillReacquireBound(const HarnessOptions& o) {

@@ -81,6 +81,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -93,6 +94,9 @@ namespace relock {
 namespace harness {
 
 enum class NetnsMode : int { kAuto, kOn, kOff };
+
+// The replicas of each master of the cluster mode's cluster.
+inline constexpr int kClusterReplicasPerMaster = 1;
 
 // Every fault kind a mode can inject: the single-server or cluster kinds and
 // pause-holder, plus the partitions on a single server with `netns`.
@@ -172,12 +176,27 @@ struct HarnessOptions {
   NetnsMode netns = NetnsMode::kAuto;
   // How long pause-holder keeps a holder stopped; zero = 2 * lease.
   absl::Duration holder_pause = absl::ZeroDuration();
+  // The replicas that must acknowledge each of the workers' acquires and
+  // renewals: their clients' ReplicaSync::replicas (relock/options.h), with
+  // a WAIT timeout of command_timeout / 2 (it must stay below
+  // command_timeout). 0 (the default): no WAIT. In [0, 64]; above 0 only in
+  // cluster mode, whose masters have one replica each, so at most 1 there
+  // (see ValidateHarnessOptions).
+  int replica_sync = 0;
   // How late a cut-off holder's loss report may be recorded after its
   // lease's end on the server minus the drift (CheckInput::
   // loss_report_slack_ns): what the measure cannot resolve on an idle
   // machine. A loaded one delays the timer and event threads by more.
   absl::Duration loss_report_slack = absl::Milliseconds(10);
 };
+
+// InvalidArgument, naming the option, for options no run can use:
+// processes, threads or locks below 1; cluster_masters below 2 in cluster
+// mode; replica_sync outside [0, 64], above 0 without --cluster (a single
+// redis-server has no replica), or above the cluster's replicas per master
+// (1: a WAIT for more could never be satisfied). RunHarness() checks them
+// first; relock_safety_harness reports them as usage errors (exit 2).
+absl::Status ValidateHarnessOptions(const HarnessOptions& o);
 
 // How soon after a kill -9 of a holder its lock must be taken again: its
 // lease ends, plus max_kill_reacquire_extra (scheduling, a waiter's re-check);

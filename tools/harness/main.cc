@@ -9,11 +9,15 @@
 //       [--cluster] [--cluster_masters=3] [--cluster_node_timeout=D]
 //       [--fenced] [--fair] [--rw] [--multi] [--faults=LIST]
 //       [--netns=auto|on|off] [--holder_pause=D] [--loss_report_slack=D]
+//       [--replica_sync=N]
 //
 // --faults: comma-separated fault names (tools/harness/README.md); default
 // every fault the mode supports. --netns: run the servers and workers in
 // network namespaces of their own (needed by the partition faults; auto =
 // when a partition fault is to run and namespaces can be made).
+// --replica_sync: the replicas that must acknowledge the workers' acquires
+// and renewals (ReplicaSync::replicas); 0 by default, at most 1, and only
+// with --cluster (one replica per master): anything else is a usage error.
 //
 // Durations in absl::ParseDuration syntax ("90s", "1.5s", "2h30m"). Exits 0
 // when the run passes, 1 when the checker found a problem, 2 on bad usage or
@@ -24,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/time/time.h"
@@ -47,7 +52,7 @@ int Usage(const std::string& bad) {
                "[--cluster] [--cluster_masters=N] [--cluster_node_timeout=D] "
                "[--fenced] [--fair] [--rw] [--multi] [--faults=LIST] "
                "[--netns=auto|on|off] [--holder_pause=D] "
-               "[--loss_report_slack=D]\n";
+               "[--loss_report_slack=D] [--replica_sync=N]\n";
   return 2;
 }
 
@@ -139,6 +144,8 @@ int main(int argc, char** argv) {
       duration(&o.holder_pause);
     } else if (key == "loss_report_slack") {
       duration(&o.loss_report_slack);
+    } else if (key == "replica_sync") {
+      ok = absl::SimpleAtoi(value, &o.replica_sync);
     } else if (key == "faults") {
       absl::StatusOr<std::vector<relock::harness::FaultKind>> kinds =
           relock::harness::ParseFaultList(value);
@@ -158,6 +165,11 @@ int main(int argc, char** argv) {
       ok = false;
     }
     if (!ok) return Usage(arg);
+  }
+  // Flags that only make sense together (--replica_sync with --cluster).
+  if (absl::Status v = relock::harness::ValidateHarnessOptions(o); !v.ok()) {
+    std::cerr << "relock_safety_harness: " << v.message() << "\n";
+    return 2;
   }
   absl::StatusOr<relock::harness::Report> report =
       relock::harness::RunHarness(o);

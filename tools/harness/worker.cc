@@ -43,6 +43,8 @@ std::vector<std::string> WorkerConfig::ToArgs() const {
           absl::StrCat("fair=", fair ? 1 : 0),
           absl::StrCat("rw=", rw ? 1 : 0),
           absl::StrCat("multi=", multi ? 1 : 0),
+          absl::StrCat("replica_sync=", replica_sync),
+          absl::StrCat("replica_sync_timeout_ms=", replica_sync_timeout_ms),
           absl::StrCat("prefix=", prefix),
           absl::StrCat("lease_ms=", lease_ms),
           absl::StrCat("wait_ms=", wait_ms),
@@ -96,6 +98,11 @@ absl::Status WorkerConfig::FromArgs(const std::vector<std::string>& args) {
     } else if (key == "multi") {
       multi = value == "1";
       ok = value == "0" || value == "1";
+    } else if (key == "replica_sync") {
+      ok = absl::SimpleAtoi(value, &replica_sync) && replica_sync >= 0 &&
+           replica_sync <= 64;
+    } else if (key == "replica_sync_timeout_ms") {
+      ok = absl::SimpleAtoi(value, &replica_sync_timeout_ms);
     } else if (key == "prefix") {
       prefix = value;
     } else if (key == "lease_ms") {
@@ -200,6 +207,9 @@ int Worker::Run() {
   options.lock_watchdog_timeout = absl::Milliseconds(config_.lease_ms);
   options.connect_timeout = absl::Milliseconds(config_.connect_timeout_ms);
   options.command_timeout = absl::Milliseconds(config_.command_timeout_ms);
+  options.replica_sync.replicas = config_.replica_sync;
+  options.replica_sync.timeout =
+      absl::Milliseconds(config_.replica_sync_timeout_ms);
   options.on_lock_event = [this](const LockEvent& e) { OnEvent(e); };
   std::unique_ptr<Client> client;
   while (!Stopping()) {
@@ -207,6 +217,12 @@ int Worker::Run() {
     if (c.ok()) {
       client = *std::move(c);
       break;
+    }
+    if (c.status().code() == absl::StatusCode::kInvalidArgument) {
+      // Options no retry can fix (the coordinator validates its own).
+      std::cerr << "harness worker " << config_.worker << ": " << c.status()
+                << std::endl;
+      return 2;
     }
     absl::SleepFor(absl::Milliseconds(100));
   }

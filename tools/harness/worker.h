@@ -73,6 +73,10 @@ struct WorkerConfig {
   // Every other round takes two of the locks at once with a MultiLock
   // (relock/multi_lock.h); not in fenced runs.
   bool multi = false;
+  // The client's ReplicaSync (relock/options.h): replicas in [0, 64], and
+  // the WAIT timeout, below command_timeout_ms.
+  int replica_sync = 0;
+  int64_t replica_sync_timeout_ms = 150;
   std::string prefix = "harness:";
   int64_t lease_ms = 1500;
   int64_t wait_ms = 2000;
