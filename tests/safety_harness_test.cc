@@ -3,10 +3,11 @@
 // fault kind injected once (kill -9 of a holder, Redis paused shorter and
 // longer than the lease, restarted without persistence, CLIENT KILL of pool
 // and pub/sub connections, SCRIPT FLUSH), and one of pause-holder (a holder's
-// process stopped past its lease). The checker's tests on hand-made records
-// are harness_checker_test; the partition run, which needs network
-// namespaces, is partition_harness_test. tools/harness/README.md describes
-// longer manual runs.
+// process stopped past its lease; in the fenced run, stopped between its
+// check and its write, whose stale write the resource must refuse). The
+// checker's tests on hand-made records are harness_checker_test; the
+// partition run, which needs network namespaces, is partition_harness_test.
+// tools/harness/README.md describes longer manual runs.
 
 #include <stdlib.h>
 
@@ -122,13 +123,22 @@ TEST(SafetyHarnessTest, ShortRunWithEveryFaultKeepsLocksExclusive) {
   ExpectSafeRun(ShortRunOptions(), SingleNodeFaultKinds());
 }
 
-// FencedLocks under the same faults: the lock behaves as Lock does, and each
-// lock's fencing tokens grow in acquisition order (except across the
-// restart, which loses the counter).
+// FencedLocks under the same faults and pause-holder: the lock behaves as
+// Lock does, and each lock's fencing tokens grow in acquisition order
+// (except across the restart, which loses the counter). The first
+// pause-holder of a fenced run stops its holder between the SafeUntil()
+// check and the write, so that the resumed holder's write is stale: the
+// resource (the counter's fencing script) must refuse it, and accept none.
 TEST(SafetyHarnessTest, ShortFencedRunKeepsTokensGrowing) {
   HarnessOptions options = ShortRunOptions();
   options.fenced = true;
-  ExpectSafeRun(options, SingleNodeFaultKinds());
+  options.faults.push_back(FaultKind::kPauseHolder);
+  Report report;
+  ExpectSafeRun(options, options.faults, &report);
+  ASSERT_GE(report.faults["pause-holder"], 1);
+  EXPECT_GE(report.stale_writes_refused, 1) << report.text;
+  EXPECT_EQ(report.stale_writes_accepted, 0);
+  EXPECT_EQ(report.stale_writes_accepted_in_logs, 0);
 }
 
 // FairLocks under the same faults: queued waiters of killed and paused

@@ -351,7 +351,11 @@ void Coordinator::RunSchedule() {
 std::vector<std::string> Coordinator::StopWorkers() {
   std::vector<std::string> problems;
   for (WorkerProc& w : workers_) {
-    if (!w.killed) (void)w.child->WriteLine("stop");
+    if (w.killed) continue;
+    // Every fault resumes what it stopped; this one is for a worker that
+    // stopped itself before a write too late for StopAWriter to see.
+    (void)w.child->Signal(SIGCONT);
+    (void)w.child->WriteLine("stop");
   }
   Progress("workers told to stop");
   const absl::Duration drain =
@@ -359,6 +363,10 @@ std::vector<std::string> Coordinator::StopWorkers() {
   for (WorkerProc& w : workers_) {
     if (w.killed) continue;
     absl::StatusOr<std::string> line = w.child->ReadLine(drain);
+    // A late "pausing-before-write" line (see StopAWriter) is not an error.
+    while (line.ok() && absl::StartsWith(*line, "pausing-before-write ")) {
+      line = w.child->ReadLine(drain);
+    }
     if (!line.ok() || *line != "done") {
       problems.push_back(
           absl::StrCat("worker ", w.index, " (pid ", w.child->pid(),

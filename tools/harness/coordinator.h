@@ -49,8 +49,9 @@ struct WorkerProc {
   bool killed = false;
 };
 
-// Waits until /proc/<pid>/stat shows the process stopped (T) or gone.
-void WaitStopped(pid_t pid, absl::Duration timeout);
+// Waits until /proc/<pid>/stat shows the process stopped (T) or gone;
+// whether it is stopped.
+bool WaitStopped(pid_t pid, absl::Duration timeout);
 
 class Coordinator {
  public:
@@ -134,10 +135,21 @@ class Coordinator {
   // stopped worker (and the lock in *lock), or null (and why in f->detail).
   WorkerProc* StopAHolder(Fault* f, int* lock);
 
+  // Fenced runs (pause-holder): asks a random live worker to stop itself
+  // between a critical section's SafeUntil() check and its fenced write
+  // ("pause-before-write", worker.h) and waits until it has. The stopped
+  // worker (and the lock it was about to write in *lock), or null (and why
+  // in f->detail; the worker is sent SIGCONT in case it stopped after all).
+  WorkerProc* StopAWriter(Fault* f, int* lock);
+
   void KillHolder(Fault* f);
 
   // A holder's process stopped past its lease (a GC pause, a VM steal),
-  // then resumed: it may write after another owner took the lock.
+  // then resumed: it may write after another owner took the lock. In fenced
+  // runs every other one (the first included) stops the holder between its
+  // SafeUntil() check and its write (StopAWriter), so that its write is
+  // stale when it resumes and the resource must refuse it; the others, and
+  // all in other runs, stop a holder wherever it is (StopAHolder).
   void PauseHolder(Fault* f);
 
   // Cuts a worker off from the lock Redis (netns.h) while it holds a lock
@@ -165,7 +177,8 @@ class Coordinator {
   std::unique_ptr<NetworkLab> lab_;
   std::vector<FaultKind> kinds_;
   std::vector<std::string> notes_;
-  int partitions_ = 0;  // both-ways partitions so far
+  int partitions_ = 0;     // both-ways partitions so far
+  int holder_pauses_ = 0;  // pause-holder faults so far
   std::string dir_;
   // The redis-server: the locks' and the counters' (single mode), or the
   // counters' only (cluster mode, where the locks are on cluster_).

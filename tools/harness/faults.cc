@@ -10,9 +10,11 @@
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "tools/harness/coordinator.h"
 #include "tools/harness/record.h"
@@ -22,18 +24,20 @@ namespace relock {
 namespace harness {
 namespace internal_harness {
 
-void WaitStopped(pid_t pid, absl::Duration timeout) {
+bool WaitStopped(pid_t pid, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   while (absl::Now() < deadline) {
     std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
     std::string stat((std::istreambuf_iterator<char>(in)),
                      std::istreambuf_iterator<char>());
     const size_t paren = stat.rfind(')');
-    if (paren == std::string::npos || paren + 2 >= stat.size()) return;
+    if (paren == std::string::npos || paren + 2 >= stat.size()) return false;
     const char state = stat[paren + 2];
-    if (state == 'T' || state == 't' || state == 'Z' || state == 'X') return;
+    if (state == 'T' || state == 't') return true;
+    if (state == 'Z' || state == 'X') return false;
     absl::SleepFor(absl::Milliseconds(1));
   }
+  return false;
 }
 
 RedisServer* Coordinator::Target(Fault* f, size_t* index) {
@@ -333,9 +337,50 @@ void Coordinator::KillHolder(Fault* f) {
   }
 }
 
-void Coordinator::PauseHolder(Fault* f) {
+WorkerProc* Coordinator::StopAWriter(Fault* f, int* lock) {
+  std::vector<WorkerProc*> live;
+  for (WorkerProc& w : workers_) {
+    if (!w.killed) live.push_back(&w);
+  }
+  if (live.empty()) {
+    f->detail = "no live worker";
+    return nullptr;
+  }
+  std::uniform_int_distribution<size_t> pick(0, live.size() - 1);
+  WorkerProc* w = live[pick(rng_)];
+  // The worker takes the request within `window`; its line is awaited a
+  // second longer, so that a late one is not left unread.
+  const absl::Duration window = absl::Seconds(4);
+  (void)w->child->WriteLine(
+      absl::StrCat("pause-before-write ", absl::ToInt64Milliseconds(window)));
+  absl::StatusOr<std::string> line =
+      w->child->ReadLine(window + absl::Seconds(1));
+  constexpr absl::string_view kSaid = "pausing-before-write ";
   int k = -1;
-  WorkerProc* w = StopAHolder(f, &k);
+  if (!line.ok() || !absl::StartsWith(*line, kSaid) ||
+      !absl::SimpleAtoi(absl::string_view(*line).substr(kSaid.size()), &k)) {
+    (void)w->child->Signal(SIGCONT);
+    f->detail = absl::StrCat("worker ", w->index,
+                             " did not stop before a write within ",
+                             absl::FormatDuration(window), ": ",
+                             line.ok() ? *line : line.status().ToString());
+    return nullptr;
+  }
+  if (!WaitStopped(w->child->pid(), absl::Seconds(2))) {
+    (void)w->child->Signal(SIGCONT);
+    f->detail = absl::StrCat("worker ", w->index,
+                             " said it would stop before a write, but did "
+                             "not within 2s");
+    return nullptr;
+  }
+  *lock = k;
+  return w;
+}
+
+void Coordinator::PauseHolder(Fault* f) {
+  const bool before_write = o_.fenced && holder_pauses_++ % 2 == 0;
+  int k = -1;
+  WorkerProc* w = before_write ? StopAWriter(f, &k) : StopAHolder(f, &k);
   if (w == nullptr) return;
   f->start = MonotonicNanos();
   absl::SleepFor(o_.holder_pause);
@@ -343,10 +388,12 @@ void Coordinator::PauseHolder(Fault* f) {
   f->end = MonotonicNanos();
   f->injected = s.ok();
   f->worker = w->index;
-  f->detail = absl::StrCat("worker ", w->index, " (pid ", w->child->pid(),
-                           ") holding lock ", k, " stopped for ",
-                           absl::FormatDuration(o_.holder_pause),
-                           s.ok() ? "" : absl::StrCat(": ", s.ToString()));
+  f->detail = absl::StrCat(
+      "worker ", w->index, " (pid ", w->child->pid(), ") holding lock ", k,
+      before_write ? " stopped between its SafeUntil() check and its write"
+                   : " stopped",
+      " for ", absl::FormatDuration(o_.holder_pause),
+      s.ok() ? "" : absl::StrCat(": ", s.ToString()));
 }
 
 void Coordinator::PartitionWorker(Fault* f) {

@@ -28,7 +28,10 @@
 //   pause-holder        SIGSTOP a worker that holds a lock (as for the kill)
 //                       for 2 leases, then SIGCONT: it may write after
 //                       another owner took the lock; excused by the pause,
-//                       its unsafe window reported.
+//                       its unsafe window reported. In fenced runs every
+//                       other one (the first included) has the worker stop
+//                       itself between its SafeUntil() check and its write,
+//                       so that the resource must refuse its stale write.
 //   partition           (network namespaces, netns.h) a worker asked for a
 //                       long hold is cut off from the lock Redis both ways,
 //                       for lease/2 and for 2 leases by turns; it must be

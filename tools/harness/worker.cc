@@ -2,6 +2,8 @@
 
 #include "tools/harness/worker.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <chrono>
 #include <iostream>
@@ -176,12 +178,17 @@ int Worker::Run() {
   }
   // Detached: it may still block on stdin when the hard end time ends the
   // run, so it shares the flag instead of referring to this object.
-  std::thread([stop = stop_, long_until = long_until_,
-               long_locks = long_locks_] {
+  std::thread([stop = stop_, long_until = long_until_, long_locks = long_locks_,
+               pause_until = pause_before_write_until_] {
     std::string line;
     while (std::getline(std::cin, line) && line != "stop") {
       std::vector<absl::string_view> words = absl::StrSplit(line, ' ');
       int64_t ms = 0;
+      if (words.size() == 2 && words[0] == "pause-before-write" &&
+          absl::SimpleAtoi(words[1], &ms)) {
+        pause_until->store(MonotonicNanos() + ms * 1000000);
+        continue;
+      }
       if (words.size() < 2 || words[0] != "long" ||
           !absl::SimpleAtoi(words[1], &ms)) {
         continue;
@@ -575,6 +582,7 @@ void Worker::CriticalSection(Lock& lock, RawRedis& raw, const Caller& caller,
     h->outcome = Outcome::kAbandoned;
     return;
   }
+  PauseBeforeWriteIfAsked(h->lock);
   h->set_sent = true;
   h->set_start = MonotonicNanos();
   if (config_.fenced) {
@@ -594,6 +602,18 @@ void Worker::CriticalSection(Lock& lock, RawRedis& raw, const Caller& caller,
   const bool ok = raw.Set(counter, *value + 1);
   h->set_end = MonotonicNanos();
   h->outcome = ok ? Outcome::kCompleted : Outcome::kSetFailed;
+}
+
+void Worker::PauseBeforeWriteIfAsked(int k) {
+  int64_t until = pause_before_write_until_->load();
+  if (until <= MonotonicNanos() ||
+      !pause_before_write_until_->compare_exchange_strong(until, 0)) {
+    return;
+  }
+  // Told before the stop (the coordinator waits for this line, then for
+  // the process to be stopped); the whole process stops, every thread.
+  std::cout << "pausing-before-write " << k << std::endl;
+  raise(SIGSTOP);
 }
 
 int WorkerMain(const std::vector<std::string>& args) {

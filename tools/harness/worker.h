@@ -13,7 +13,12 @@
 // prints "done" and exits 0. A line "long <ms>" makes one hold that begins
 // within <ms> a long one (long_hold_ms), to span a coming fault; "long <ms>
 // <k>,<k>..." the same, but only a hold of one of those locks (lock numbers
-// below 64).
+// below 64). A line "pause-before-write <ms>" makes the first critical
+// section that passes its SafeUntil() check within <ms> stop the whole
+// process (raise(SIGSTOP)) between that check and its write, after printing
+// "pausing-before-write <lock>": the coordinator's pause-holder fault, in
+// fenced runs, resumes it (SIGCONT) after the lease, and its write is then
+// a stale one that the fenced resource must refuse.
 //
 // In a netns run (netns.h) the worker enters its network namespace
 // ("netns=<name>") before it starts a thread.
@@ -174,6 +179,11 @@ class Worker {
   void CriticalSection(Lock& lock, RawRedis& raw, const Caller& caller,
                        std::mt19937_64& rng, absl::Duration margin, Hold* h);
 
+  // Between a critical section's SafeUntil() check and its write (of lock
+  // k): if a "pause-before-write" request is pending and this thread takes
+  // it, says so on stdout and stops the process until SIGCONT.
+  void PauseBeforeWriteIfAsked(int k);
+
   const WorkerConfig config_;
   LogFile log_;
   std::shared_ptr<std::atomic<bool>> stop_ =
@@ -186,6 +196,11 @@ class Worker {
   // The locks (bit k: lock k) whose holds may take that request.
   std::shared_ptr<std::atomic<uint64_t>> long_locks_ =
       std::make_shared<std::atomic<uint64_t>>(~uint64_t{0});
+  // A "pause-before-write <ms>" line: until when (monotonic ns) the next
+  // section to pass its check stops itself before writing; 0: no request.
+  // The first thread to get there takes it (resets it to 0).
+  std::shared_ptr<std::atomic<int64_t>> pause_before_write_until_ =
+      std::make_shared<std::atomic<int64_t>>(0);
 };
 
 // The body of the worker child routine: RELOCK_CHILD_MAIN(SafetyHarnessWorker)
