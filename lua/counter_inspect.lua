@@ -6,7 +6,10 @@
 --          NOTALATCH
 -- Returns {exists, pttl, count}, the shape of lua/inspect.lua's answer:
 -- {0, -2, 0} when the key does not exist; the error of count_at().
-local count = count_at(KEYS[1], ARGV[1])
+local count, bad = count_at(KEYS[1], ARGV[1])
+if bad then
+  return bad
+end
 if count == nil then
   return {0, -2, 0}
 end

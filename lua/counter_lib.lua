@@ -1,25 +1,69 @@
 -- Helpers of the counter synchronizers, prepended to their scripts by
 -- lib/lock/lock_scripts.cc: a semaphore's permits and a count-down latch's
 -- count (Redisson's RSemaphore and RCountDownLatch) are a string key holding
--- a decimal integer. (The scripts that publish use lua/lock_lib.lua's
--- publish_command() and publish_unlock() too.)
+-- a decimal integer, and every change that may let a waiter through is
+-- published on the object's channel.
+--
+-- Failures are error replies that the helpers return and the scripts
+-- return in turn (redis.error_reply), never raised with error(): Redis
+-- before 7 turns a raised error table into a generic "Error running script"
+-- message, which would lose the code the client maps to a status.
 local COUNT = '^%-?%d+$'
 
 -- count_at(key, code): the integer at `key`, or nil when the key does not
--- exist. Anything else at the key (another type, a string that is no
--- integer) raises the error reply "<code> ..." (NOTASEMAPHORE, NOTALATCH),
--- before the script writes anything.
+-- exist; for anything else at the key (another type, a string that is no
+-- integer), nil and the error reply "<code> ..." (NOTASEMAPHORE,
+-- NOTALATCH), for the script to return before it writes anything.
 local function count_at(key, code)
   local value = redis.pcall('get', key)
   if value == false then
-    return nil
+    return nil, nil
   end
   if type(value) == 'string' and string.find(value, COUNT) then
-    return tonumber(value)
+    return tonumber(value), nil
   end
   local kind = redis.call('type', key).ok
   if kind == 'string' then
-    error({err = code .. ' the key holds a string that is not an integer'})
+    return nil, redis.error_reply(code ..
+        ' the key holds a string that is not an integer')
   end
-  error({err = code .. ' the key holds a ' .. kind .. ', not a count'})
+  return nil, redis.error_reply(code .. ' the key holds a ' .. kind ..
+      ', not a count')
+end
+
+-- bad_publish(command): nil for "publish" or "spublish" (sharded pub/sub,
+-- Redis >= 7, where the cluster backend's waiters listen); else the error
+-- reply, for the script to return before it writes anything.
+local function bad_publish(command)
+  if command == 'publish' or command == 'spublish' then
+    return nil
+  end
+  return redis.error_reply('ERR publish command must be publish or ' ..
+      'spublish, not ' .. tostring(command))
+end
+
+-- count_to_publish(key, code, command): count_at(key, code), for a script
+-- that will publish with `command`: also nil and the error reply of
+-- bad_publish(), checked first, before the script writes anything.
+local function count_to_publish(key, code, command)
+  local bad = bad_publish(command)
+  if bad then
+    return nil, bad
+  end
+  return count_at(key, code)
+end
+
+-- tell(channel, message, command, refused): publishes `message` with
+-- `command`. Returns nil, or (when Redis refused the publish, e.g. an ACL
+-- user without the channel, and `refused` is "report") the error reply
+-- "UNPUBLISHED <why>" for the script to return after its write: the caller
+-- learns that the change was made but the waiters were not told. With
+-- `refused` "ignore" (a client without pub/sub, whose own waiters re-check
+-- on their own) a refusal is no error.
+local function tell(channel, message, command, refused)
+  local published = redis.pcall(command, channel, message)
+  if type(published) == 'table' and published.err and refused == 'report' then
+    return redis.error_reply('UNPUBLISHED ' .. published.err)
+  end
+  return nil
 end

@@ -6,7 +6,10 @@
 -- key's PTTL (-1 no TTL), the answer of a lock acquire that found the lock
 -- held (lua/acquire.lua), so that the shared acquire machine waits for the
 -- zero message. A NOTALATCH error when the key holds anything but a count.
-local count = count_at(KEYS[1], 'NOTALATCH')
+local count, bad = count_at(KEYS[1], 'NOTALATCH')
+if bad then
+  return bad
+end
 if count == nil or count <= 0 then
   return nil
 end

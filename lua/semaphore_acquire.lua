@@ -6,7 +6,10 @@
 -- answer of a lock acquire that found the lock held (lua/acquire.lua), so
 -- the shared acquire machine waits for a release's message. A NOTASEMAPHORE
 -- error, nothing changed, when the key holds anything but a permit count.
-local permits = count_at(KEYS[1], 'NOTASEMAPHORE')
+local permits, bad = count_at(KEYS[1], 'NOTASEMAPHORE')
+if bad then
+  return bad
+end
 if permits ~= nil and permits >= tonumber(ARGV[1]) then
   redis.call('decrby', KEYS[1], ARGV[1])
   return nil

@@ -4,7 +4,10 @@
 -- KEYS[1]  semaphore name
 -- Returns the count before (0 when the key does not exist, which stays so);
 -- NOTASEMAPHORE as count_at().
-local permits = count_at(KEYS[1], 'NOTASEMAPHORE')
+local permits, bad = count_at(KEYS[1], 'NOTASEMAPHORE')
+if bad then
+  return bad
+end
 if permits == nil then
   return 0
 end

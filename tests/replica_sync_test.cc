@@ -248,6 +248,35 @@ TEST_F(ReplicaSyncTest, AcquireWithPausedReplicaFailsAndLeavesNoKey) {
   EXPECT_OK(theirs.Release());
 }
 
+// Review finding: replica_sync was not applied to semaphores. A semaphore's
+// acquire waits for the replicas as a lock's does; one they did not
+// acknowledge gives its permits back. Its releases, like a lock's, send no
+// WAIT.
+TEST_F(ReplicaSyncTest, SemaphoreAcquireWaitsForTheReplicasOrGivesPermitsBack) {
+  const std::string name = TestLockName();
+  Semaphore sem = client_->GetSemaphore(name);
+  ASSERT_THAT(sem.TrySetPermits(3), testing::IsOkAndHolds(true));
+  ASSERT_OK(primary().Command({"CONFIG", "RESETSTAT"}));
+  ASSERT_OK(sem.Acquire(2));
+  EXPECT_EQ(Calls(primary(), "wait"), 1);
+  EXPECT_EQ(replica().Command({"GET", name})->str, "1");
+  ASSERT_OK(sem.Release());
+  EXPECT_EQ(Calls(primary(), "wait"), 1);
+
+  std::unique_ptr<Client> client = Connect(Sync(1, absl::Milliseconds(200)));
+  ASSERT_NE(client, nullptr);
+  Paused paused(replica());
+  ASSERT_OK(paused.status());
+  absl::Status s = client->GetSemaphore(name).Acquire(2);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(s.message(),
+              AllOf(HasSubstr(absl::StrCat("acquire semaphore \"", name)),
+                    HasSubstr("only 0 of the 1 required replicas")));
+  // The two permits it took are back before Acquire() returned.
+  EXPECT_EQ(primary().Command({"GET", name})->str, "2");
+  paused.Resume();
+}
+
 TEST_F(ReplicaSyncTest, TryAcquireOfNoWaitStillWaitsForTheReplicas) {
   // One attempt may take 100 ms + the replicas' timeout: a TryAcquire(0)
   // hears the count (Unavailable), not its own deadline, and its undo

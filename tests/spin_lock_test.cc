@@ -9,6 +9,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -142,6 +143,37 @@ TEST_F(SpinLockTest, ABackoffThatGivesUpEndsTheWait) {
   }).join();
   EXPECT_THAT(waited, testing::StatusIs(absl::StatusCode::kDeadlineExceeded,
                                         ::testing::HasSubstr("held")));
+}
+
+// Review finding: spin_backoff was not validated. A strategy that never
+// pauses (a wait would send its re-checks back to back) or that gives a
+// negative or infinite delay is refused at Connect(); one that gives up, or
+// pauses at some retry, is taken.
+TEST_F(SpinLockTest, ClientOptionsRefuseASpinBackoffThatNeverPauses) {
+  auto connect = [&](std::shared_ptr<const BackoffStrategy> backoff) {
+    ClientOptions options;
+    options.url = redis().url();
+    options.spin_backoff = std::move(backoff);
+    return Client::Connect(options).status();
+  };
+  EXPECT_THAT(connect(*ZeroBackoff()),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                ::testing::HasSubstr("spin_backoff")));
+  // (A custom strategy: the factories never give such delays.)
+  class NegativeAtRetry3 : public BackoffStrategy {
+   public:
+    absl::optional<absl::Duration> NextDelay(int retry) const override {
+      return retry == 3 ? absl::Milliseconds(-1) : absl::Milliseconds(1);
+    }
+  };
+  EXPECT_THAT(connect(std::make_shared<NegativeAtRetry3>()),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                ::testing::HasSubstr("retry 3")));
+  EXPECT_OK(connect(*ZeroBackoff(5)));
+  EXPECT_OK(connect(StopBackoff()));
+  EXPECT_OK(
+      connect(*ListBackoff({absl::ZeroDuration(), absl::Milliseconds(5)})));
+  EXPECT_OK(connect(nullptr));
 }
 
 // A client whose ACL user may use no channel: SUBSCRIBE and PUBLISH are

@@ -24,8 +24,21 @@
 // re-checks), so all of them go at zero, however many wait in one process.
 // No poll: a key without messages is re-checked every 30 s, and at its
 // TTL's end if it has one. On a client with ClientOptions::pubsub false,
-// nothing subscribes or publishes: waiters re-check on
-// ClientOptions::spin_backoff instead.
+// nothing subscribes: its waiters re-check on ClientOptions::spin_backoff
+// instead; its TrySetCount() and CountDown() still publish, for every other
+// client's waiters (a publish Redis refuses is then no error).
+//
+// Names: the channel is Redisson's, braces around the whole name. On a
+// Redis Cluster, where a script's keys must share one hash slot, a name
+// containing "}" (so any name with a hash tag, "deploy:{42}") would put the
+// channel in another slot than the name: every call on such a name is
+// InvalidArgument there, and nothing is written. On a single server (or
+// Sentinel) every name works.
+//
+// Replica acknowledgement: no call sends ClientOptions::replica_sync's WAIT.
+// Await() writes nothing; TrySetCount() and CountDown() are a latch's
+// releases, and a lock's releases send none either (relock/options.h,
+// ReplicaSync).
 //
 // States:
 //
@@ -49,14 +62,17 @@
 // CountDown().
 //
 // Errors (absl::StatusCode):
-//   InvalidArgument     an empty or over-long name; TrySetCount's count
-//                       not in [1, kMaxCount] (relock/limits.h); a negative
-//                       timeout.
+//   InvalidArgument     an empty or over-long name; on a cluster, a name
+//                       containing "}" (see Names); TrySetCount's count
+//                       not in [1, kMaxCount] (relock/limits.h: 2^53 - 1,
+//                       the largest integer Lua counts exactly; Redisson's
+//                       counts are Java longs); a negative timeout.
 //   FailedPrecondition  the key holds anything but a count (a hash, a list,
 //                       a string that is no integer): nothing is changed or
 //                       deleted; the client is closed; a blocking call on
 //                       the client's event loop thread; an unbound handle.
-//   DeadlineExceeded    Await's timeout ended before the count reached 0.
+//   DeadlineExceeded    Await's timeout ended before the count reached 0
+//                       ("the count did not reach zero within the wait").
 //   Unavailable         Redis unreachable, slow or failing. A CountDown()
 //                       whose answer was lost may or may not have happened
 //                       (it is never resent: twice would count twice). A
@@ -66,8 +82,8 @@
 //                       channel; a CountDown()/TrySetCount() whose publish
 //                       was refused did change the count (the message says
 //                       so), but other clients' waiters only find out when
-//                       they re-check.
-//   Unimplemented       on a Redlock client (several masters).
+//                       they re-check. (Not on a client without pub/sub:
+//                       see Data model.)
 //   Cancelled           the client was closed while the call waited.
 //
 // Deliberate differences from Redisson's RCountDownLatch:
@@ -75,10 +91,8 @@
 //     later countDown deletes).
 //   - CountDown() of an open latch changes nothing (Redisson's DECR makes a
 //     -1 that it deletes at once: the same end state).
-//   - For a name containing "{" the channel is
-//     "redisson_countdownlatch__channel__N", without the extra braces that
-//     Redisson adds, so that it stays in N's cluster slot; Redisson clients
-//     listen elsewhere for such names (names without "{" are the same).
+//   - On a cluster, names containing "}" are InvalidArgument (Redisson's
+//     scripts fail there with CROSSSLOT).
 //   - A key that holds something else is FailedPrecondition and left alone.
 //   - Every waiter wakes at zero, the asynchronous ones too (Redisson's
 //     issue #5349 woke one async waiter).

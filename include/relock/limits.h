@@ -21,11 +21,14 @@ inline constexpr size_t kMaxLockNameSize = size_t{64} * 1024;
 // Bounds of an explicit lease.
 inline constexpr absl::Duration kMinLease = absl::Milliseconds(1);
 inline constexpr absl::Duration kMaxLease = absl::Hours(365 * 24);
-// The largest number of permits a semaphore call takes, adds or sets, the
-// largest count a semaphore may hold (either sign), and the largest count of
-// a count-down latch: 2^53 - 1, the largest integer Redis's Lua counts
-// exactly.
+// The largest count of a count-down latch: 2^53 - 1, the largest integer
+// Redis's Lua counts exactly (Redisson's latch counts are Java longs).
 inline constexpr int64_t kMaxCount = (int64_t{1} << 53) - 1;
+// The largest number of permits a semaphore call takes, adds or sets, and
+// the largest count a semaphore may hold (either sign): 2^31 - 1, Java's
+// Integer.MAX_VALUE, since Redisson's RSemaphore reads and passes permits as
+// Java ints (a larger count would break its availablePermits()).
+inline constexpr int64_t kMaxPermits = (int64_t{1} << 31) - 1;
 
 }  // namespace relock
 

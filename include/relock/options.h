@@ -150,6 +150,9 @@ struct SentinelOptions {
 // send no WAIT, nor does an owner's re-entry of a watchdog hold counted
 // without a round trip (relock/lock.h): it writes nothing, and the hold it
 // re-enters was acknowledged.
+// The client's ReplicaSync applies to a Semaphore's acquires too (permits
+// taken without the acknowledgement are given back), not to its releases nor
+// to a CountDownLatch (relock/semaphore.h, relock/count_down_latch.h).
 struct ReplicaSync {
   // Replicas that must acknowledge each acquire and renewal. 0 (the
   // default): send no WAIT and do not wait. In [0, 64].
@@ -317,13 +320,12 @@ struct ClientOptions {
   // (every lock type's, Semaphore's, CountDownLatch's) re-checks on
   // spin_backoff instead, as a spin lock does (Client::GetSpinLock()): it
   // takes over up to one backoff delay after the release and costs one
-  // script call per re-check. Releases of locks still PUBLISH (for clients
-  // that can listen) and a refused PUBLISH is no error then; semaphores and
-  // latches do not publish at all, so the waiters of a client that relies on
-  // messages (a Redisson RSemaphore or RCountDownLatch, which never re-check
-  // on their own; a relock client with pubsub true, which re-checks every
-  // 30 s) are not woken by this client's changes: do not mix them on one
-  // name.
+  // script call per re-check. Releases of locks and every change of a
+  // semaphore or latch still PUBLISH, so the waiters of clients that listen
+  // (Redisson's, which never re-check on their own; relock's with pubsub
+  // true) are woken by this client's changes too; a PUBLISH that Redis
+  // refuses is no error on such a client. Clients with and without pub/sub
+  // may share every name.
   bool pubsub = true;
   // How a waiting call that is not woken by messages re-checks (a spin
   // lock's; every waiting call with pubsub false): the strategy's
@@ -332,6 +334,9 @@ struct ClientOptions {
   // with DeadlineExceeded. null (the default): 1 ms doubling to 128 ms, each
   // less up to a fifth (ExponentialBackoff with initial 1ms, factor 2,
   // maximum 128ms, jitter 0.2; Redisson's RSpinLock default, with jitter).
+  // Connect() refuses (InvalidArgument) a strategy whose first 32 delays,
+  // until it gives up, include a negative or infinite one, or are all zero
+  // (a wait that never pauses would send its re-checks back to back).
   std::shared_ptr<const BackoffStrategy> spin_backoff;
 };
 

@@ -35,7 +35,8 @@
 //
 //   relock/options.h, relock/redlock_options.h
 //                     ClientOptions, LockOptions, LockEvent; RedlockOptions.
-//   relock/limits.h   kMaxLockNameSize, kMinLease, kMaxLease, kMaxCount.
+//   relock/limits.h   kMaxLockNameSize, kMinLease, kMaxLease, kMaxCount,
+//                     kMaxPermits.
 //   relock/lock_kind.h
 //                     LockKind: the lock types of the family.
 //   relock/metrics.h, relock/lock_info.h, relock/backoff.h, relock/version.h

@@ -26,8 +26,24 @@
 // until a message: every message wakes every waiter of every client, each
 // re-checks with its own n (no poll; a key without messages is re-checked
 // every 30 s, and at its TTL's end if it has one). On a client with
-// ClientOptions::pubsub false, nothing subscribes or publishes: waiters
-// re-check on ClientOptions::spin_backoff instead.
+// ClientOptions::pubsub false, nothing subscribes: its waiters re-check on
+// ClientOptions::spin_backoff instead; its changes still publish, for every
+// other client's waiters (a publish Redis refuses is then no error).
+//
+// Names: on a Redis Cluster, where a script's keys must share one hash
+// slot, a name whose channel would be in another slot than the name is
+// InvalidArgument for every call, and nothing is written: a name containing
+// "}" without a non-empty hash tag before it ("jobs}a": the channel
+// "redisson_sc:{jobs}a}" hashes "jobs"), or with an empty one ("a{}b").
+// Redisson names the channel the same way (and fails there with
+// CROSSSLOT). On a single server (or Sentinel) every name works.
+//
+// Replica acknowledgement: Acquire()/TryAcquire() send
+// ClientOptions::replica_sync's WAIT with each attempt, as a lock's acquire
+// does (relock/options.h, ReplicaSync); permits taken without enough
+// replicas acknowledging are given back before the call fails with
+// Unavailable. Release(), AddPermits(), TrySetPermits() and Drain() send no
+// WAIT, as a lock's release sends none.
 //
 // States, for a call taking n permits (P = available permits):
 //
@@ -56,22 +72,27 @@
 // tens, costly for thousands.
 //
 // Defaults: Acquire() and Release() take or give 1 permit; Acquire() waits
-// without limit. Bounds: every count is in [-kMaxCount, kMaxCount]
-// (relock/limits.h: 2^53 - 1).
+// without limit. Bounds: every count and number of permits is in
+// [-kMaxPermits, kMaxPermits] (relock/limits.h: 2^31 - 1, Java's
+// Integer.MAX_VALUE: Redisson reads and passes permits as Java ints).
 //
 // Errors (absl::StatusCode):
-//   InvalidArgument     an empty or over-long name; permits of Acquire,
-//                       TryAcquire, Release not in [1, kMaxCount];
-//                       TrySetPermits' not in [0, kMaxCount]; AddPermits' 0
-//                       or not in [-kMaxCount, kMaxCount]; a negative wait.
+//   InvalidArgument     an empty or over-long name; on a cluster, a name
+//                       whose channel is in another slot (see Names);
+//                       permits of Acquire, TryAcquire, Release not in
+//                       [1, kMaxPermits]; TrySetPermits' not in
+//                       [0, kMaxPermits]; AddPermits' 0 or not in
+//                       [-kMaxPermits, kMaxPermits]; a negative wait.
 //   OutOfRange          Release/AddPermits would take the count beyond
-//                       +-kMaxCount (nothing changed).
+//                       +-kMaxPermits (nothing changed).
 //   FailedPrecondition  the key holds anything but a permit count (a hash,
 //                       a list, a string that is no integer): nothing is
 //                       changed or deleted; the client is closed; a
 //                       blocking call on the client's event loop thread; an
 //                       unbound handle.
-//   DeadlineExceeded    TryAcquire's wait ended with too few permits.
+//   DeadlineExceeded    TryAcquire's wait ended with too few permits
+//                       ("too few permits were available throughout the
+//                       wait").
 //   Unavailable         Redis unreachable, slow or failing. A call whose
 //                       answer was lost may or may not have happened, and
 //                       none is resent, since twice would count twice: a
@@ -80,13 +101,16 @@
 //                       included) may have taken its permits, which are
 //                       then nobody's (give them back with Release() or
 //                       AddPermits() if you know they were taken). Unlike a
-//                       lock's, a waiter does not ride out a restart.
+//                       lock's, a waiter does not ride out a restart. Also
+//                       an acquire whose replicas did not acknowledge it
+//                       (see Replica acknowledgement; its permits were
+//                       given back).
 //   PermissionDenied    an ACL user without the key, the scripts or the
 //                       channel; a Release/AddPermits/TrySetPermits whose
 //                       publish was refused did change the count (the
 //                       message says so), but other clients' waiters only
-//                       find out when they re-check.
-//   Unimplemented       on a Redlock client (several masters).
+//                       find out when they re-check. (Not on a client
+//                       without pub/sub: see Data model.)
 //   Cancelled           the client was closed while the call waited.
 //
 // Deliberate differences from Redisson's RSemaphore:
@@ -95,7 +119,6 @@
 //   - Drain() keeps the key's TTL (Redisson's SET drops it).
 //   - A key that holds something else is FailedPrecondition and left alone
 //     (Redisson's scripts fail or overwrite it).
-//   - Counts are 64-bit up to 2^53 - 1 (Redisson's are Java ints).
 //   - A wait re-checks a key without a TTL every 30 s even without a
 //     message (Redisson's blocking acquire never does).
 //

@@ -75,6 +75,10 @@ absl::Status ValidateClientOptions(const ClientOptions& o) {
       !s.ok()) {
     return invalid(s.message());
   }
+  if (absl::Status s = lock::ValidateSpinBackoff(o.spin_backoff.get());
+      !s.ok()) {
+    return invalid(s.message());
+  }
   if (o.lock_watchdog_timeout < absl::Milliseconds(30) ||
       o.lock_watchdog_timeout > absl::Hours(365 * 24)) {
     return invalid("lock_watchdog_timeout must be in [30ms, 365 days]");
@@ -172,6 +176,8 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
   policy.command_timeout = options.command_timeout;
   policy.notified = options.pubsub;
   policy.spin_backoff = options.spin_backoff;
+  policy.replica_sync.replicas = options.replica_sync.replicas;
+  policy.replica_sync.timeout = options.replica_sync.timeout;
   backend::NodeOptions node;
   node.connection = std::move(io_options);
   node.command_connections = options.command_connections;

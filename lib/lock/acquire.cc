@@ -345,9 +345,10 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
     const BackoffStrategy& backoff = env_.policy().spin_backoff != nullptr
                                          ? *env_.policy().spin_backoff
                                          : *DefaultSpinBackoff();
-    const absl::optional<absl::Duration> delay = backoff.NextDelay(spins_++);
+    const absl::optional<absl::Duration> delay = backoff.NextDelay(spins_);
+    if (spins_ < kUnlimitedRetries) ++spins_;  // saturates
     if (!delay.has_value()) {
-      return Finish(HeldByOther(last_, env_.backend().nodes()));
+      return Finish(HeldByOther(*plan_.model, last_, env_.backend().nodes()));
     }
     phase_ = Phase::kBackingOff;
     timer_->At(Earliest(deadline_, After(*delay)),
@@ -373,9 +374,15 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
                                 const std::vector<backend::Answer>& answers) {
                               if (!answers[0].reply.ok())
                                 return;  // the next re-check tells
+                              // Only a key of another kind ends the wait;
+                              // anything else (an error reply of a server
+                              // that is busy or loading) is passing, and
+                              // the next re-check tells.
                               absl::StatusOr<Inspection> what =
                                   ParseInspection(*answers[0].reply);
-                              if (!what.ok()) self->Finish(what.status());
+                              if (absl::IsFailedPrecondition(what.status())) {
+                                self->Finish(what.status());
+                              }
                             });
   }
 
@@ -404,7 +411,7 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
     } else if (!confirm_by_.Expired()) {
       return false;  // not yet
     } else if (deadline_.Expired()) {
-      Finish(HeldByOther(last_, env_.backend().nodes()));
+      Finish(HeldByOther(*plan_.model, last_, env_.backend().nodes()));
     } else {
       Finish(absl::UnavailableError(confirmed.message()));
     }
@@ -546,19 +553,15 @@ void LeaveQueue(LockEnv& env, const std::string& name, const OwnerId& by,
 }
 
 // The plan of a wait for `model`'s grant (AwaitGrant()): one fresh attempt
-// after another, no lease, no hold. The client's error once it is closed;
-// Unimplemented on several masters (a Redlock), where a count has no form.
+// after another, no lease, no hold. The client's error once it is closed.
+// (Only relock::Client, whose backend is one node however many masters a
+// cluster has, makes synchronizers: a Redlock client has none.)
 absl::StatusOr<AcquirePlan> PlanGrant(LockEnv& env, const std::string& name,
                                       const LockModel& model,
                                       const AcquireOptions& options,
                                       const GrantOp& op) {
   if (absl::Status s = env.CheckOpen(); !s.ok()) {
     return Annotate(s, op.op, name, op.noun);
-  }
-  if (env.backend().nodes() > 1) {
-    return Annotate(absl::UnimplementedError(
-                        "this synchronizer has no form on several masters"),
-                    op.op, name, op.noun);
   }
   AcquirePlan plan;
   plan.watchdog = false;

@@ -46,6 +46,14 @@ absl::Status ValidateName(const std::string& name);
 absl::Status ValidateReplicaSync(const ReplicaSync& sync,
                                  absl::Duration command_timeout);
 
+// InvalidArgument, naming the retry, unless `backoff` (may be null: the
+// default) suits a spin wait (ClientOptions::spin_backoff): each of its
+// first kSpinBackoffProbes delays, until it gives up, is finite and not
+// negative, and not all of them are zero (a wait that never pauses would
+// send its re-checks back to back).
+inline constexpr int kSpinBackoffProbes = 32;
+absl::Status ValidateSpinBackoff(const BackoffStrategy* backoff);
+
 // An acquire's outcome: its status and, for a fenced acquire that succeeded,
 // the fencing token (else -1).
 using AcquireDone = std::function<void(absl::Status, int64_t token)>;

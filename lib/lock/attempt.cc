@@ -264,17 +264,15 @@ Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
 }
 
 void Undo(LockEnv& env, const LockModel& model, LockName name,
-          const OwnerField& owner, bool fresh, const std::vector<bool>& undo,
-          Deadline deadline, bool async) {
+          const OwnerField& owner, bool fresh, const AcquireOptions& options,
+          const std::vector<bool>& undo, Deadline deadline, bool async) {
   if (std::none_of(undo.begin(), undo.end(), [](bool b) { return b; })) {
     return;
   }
-  const absl::string_view publish = env.backend().publish_command();
-  SendIgnoringAnswers(env,
-                      fresh ? model.ReleaseAll(name, owner, publish)
-                            : model.Release(name, owner, Lease::Keep(), publish,
-                                            /*last=*/false),
-                      deadline, Resend::kNever, /*wait=*/!async, &undo);
+  SendIgnoringAnswers(
+      env,
+      model.Undo(name, owner, fresh, options, env.backend().publish_command()),
+      deadline, Resend::kNever, /*wait=*/!async, &undo);
 }
 
 absl::StatusOr<Inspection> ParseInspection(const redis::Reply& r) {
@@ -286,7 +284,11 @@ absl::StatusOr<Inspection> ParseInspection(const redis::Reply& r) {
   return Inspection{v[0].integer() == 1, v[1].integer(), v[2].integer()};
 }
 
-absl::Status HeldByOther(const Attempt& a, size_t nodes) {
+absl::Status HeldByOther(const LockModel& model, const Attempt& a,
+                         size_t nodes) {
+  if (!model.wait_ended().empty()) {
+    return absl::DeadlineExceededError(model.wait_ended());
+  }
   if (nodes > 1) {
     return absl::DeadlineExceededError(
         absl::StrCat("held by another owner: ", a.details));
@@ -357,6 +359,28 @@ absl::Status ValidateReplicaSync(const ReplicaSync& sync,
                      absl::FormatDuration(sync.timeout)));
   }
   return absl::OkStatus();
+}
+
+absl::Status ValidateSpinBackoff(const BackoffStrategy* backoff) {
+  if (backoff == nullptr) return absl::OkStatus();
+  bool pauses = false;
+  for (int retry = 0; retry < kSpinBackoffProbes; ++retry) {
+    const absl::optional<absl::Duration> delay = backoff->NextDelay(retry);
+    if (!delay.has_value()) return absl::OkStatus();  // gives up: bounded
+    if (*delay < absl::ZeroDuration() || *delay == absl::InfiniteDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "spin_backoff (", backoff->DebugString(), ") gave the delay ",
+          absl::FormatDuration(*delay), " for retry ", retry,
+          "; a delay must be finite and not negative"));
+    }
+    pauses = pauses || *delay > absl::ZeroDuration();
+  }
+  if (pauses) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "spin_backoff (", backoff->DebugString(), ") never waits: its first ",
+      kSpinBackoffProbes,
+      " delays are all zero, so a spin wait would send its re-checks back "
+      "to back (use one that pauses, or gives up)"));
 }
 
 absl::Status ValidateName(const std::string& name) {

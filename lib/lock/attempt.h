@@ -92,11 +92,12 @@ Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
                  bool fresh, const backend::WaitReplicas* sync,
                  std::vector<bool>* undo);
 
-// The undo of an attempt on the nodes in `undo`: blocking until `deadline`,
-// or (with `async`) sent without waiting for its answers.
+// The undo (LockModel::Undo()) of an attempt with `options` on the nodes in
+// `undo`: blocking until `deadline`, or (with `async`) sent without waiting
+// for its answers.
 void Undo(LockEnv& env, const LockModel& model, LockName name,
-          const OwnerField& owner, bool fresh, const std::vector<bool>& undo,
-          Deadline deadline, bool async);
+          const OwnerField& owner, bool fresh, const AcquireOptions& options,
+          const std::vector<bool>& undo, Deadline deadline, bool async);
 
 // What is at `name`: {held, pttl ms, the caller's hold count}. A key that
 // holds anything but a lock is FailedPrecondition.
@@ -107,10 +108,12 @@ struct Inspection {
 };
 absl::StatusOr<Inspection> ParseInspection(const redis::Reply& r);
 
-// The DeadlineExceeded of a wait that ended on attempt `a`, which found the
-// lock held by another owner: on several `nodes`, each node's answer; on
-// one, the holder's lease left.
-absl::Status HeldByOther(const Attempt& a, size_t nodes);
+// The DeadlineExceeded of a wait for `model`'s lock that ended on attempt
+// `a`, which found the lock held by another owner: on several `nodes`, each
+// node's answer; on one, the holder's lease left. (A model with its own
+// text, LockModel::wait_ended(), gets that.)
+absl::Status HeldByOther(const LockModel& model, const Attempt& a,
+                         size_t nodes);
 
 // After the `failures`th failed attempt `a` (no quorum of answers): how
 // long to wait before the next one, or why to stop (the error itself on a

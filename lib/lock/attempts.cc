@@ -65,7 +65,14 @@ Attempt Attempts::Judge(const std::vector<backend::Answer>& answers,
   std::vector<bool> undo;
   Attempt a =
       Evaluate(env_, answers, start, plan_.lease, plan_.fresh, sync(), &undo);
-  Undo(env_, *plan_.model, name_, owner_, plan_.fresh, undo, Timeout(), async);
+  // An acquire that must not run twice (a semaphore's takes permits) is
+  // undone only where it is known to have taken something: giving back
+  // what an unanswered one may not have taken would make permits.
+  if (!plan_.model->acquire_is_idempotent() && !a.unacknowledged) {
+    undo.assign(undo.size(), false);
+  }
+  Undo(env_, *plan_.model, name_, owner_, plan_.fresh, plan_.options, undo,
+       Timeout(), async);
   return a;
 }
 
@@ -119,7 +126,8 @@ Attempts::Next Attempts::Decide(const Attempt& a) {
   outage_ = 0;
   waiting_ = true;
   if (deadline_.Expired()) {
-    return Next{Next::kFinish, HeldByOther(a, env_.backend().nodes()),
+    return Next{Next::kFinish,
+                HeldByOther(*plan_.model, a, env_.backend().nodes()),
                 absl::ZeroDuration()};
   }
   return Next{Next::kWait, absl::OkStatus(), absl::ZeroDuration()};

@@ -7,12 +7,12 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "lib/lock/algorithm.h"
 #include "lib/lock/attempt.h"
 #include "lib/lock/counter.h"
 #include "lib/lock/lock_scripts.h"
+#include "relock/limits.h"
 
 namespace relock {
 namespace lock {
@@ -31,8 +31,17 @@ std::vector<std::string> LatchWaitArgs(const AcquireOptions& /*options*/) {
 }
 
 const counter_internal::CounterType kLatch{
-    "count-down latch",          "NOTALATCH",    &LatchChannel,
-    internal::kLatchAwaitScript, &LatchWaitArgs, /*wait_is_read_only=*/true};
+    "count-down latch",
+    "NOTALATCH",
+    &LatchChannel,
+    internal::kLatchAwaitScript,
+    &LatchWaitArgs,
+    kMaxCount,
+    "the count did not reach zero within the wait",
+    "choose a name without \"}\" (Redisson's latch channel puts braces "
+    "around the whole name, so a hash tag in it cannot work)",
+    /*give_back=*/nullptr,
+    /*wait_is_read_only=*/true};
 
 const counter_internal::CounterModel& LatchModel() {
   static const counter_internal::CounterModel* const kModel =
@@ -40,22 +49,21 @@ const counter_internal::CounterModel& LatchModel() {
   return *kModel;
 }
 
-absl::Status CheckLatchName(absl::string_view op, const std::string& name) {
-  return CheckArguments(kLatch, op, name, "count", 0, CountRange{});
+absl::Status CheckLatchName(LockEnv& env, absl::string_view op,
+                            const std::string& name) {
+  return CheckArguments(env, kLatch, op, name, "count", 0, CountRange{});
 }
 
 }  // namespace
 
 std::string LatchChannel(absl::string_view name) {
-  constexpr absl::string_view kPrefix = "redisson_countdownlatch__channel__";
-  return absl::StrContains(name, "{") ? absl::StrCat(kPrefix, name)
-                                      : absl::StrCat(kPrefix, "{", name, "}");
+  return absl::StrCat("redisson_countdownlatch__channel__{", name, "}");
 }
 
 absl::StatusOr<bool> TrySetCount(LockEnv& env, const std::string& name,
                                  int64_t count) {
-  if (absl::Status s = CheckArguments(kLatch, "set count of", name, "count",
-                                      count, CountRange{1, false});
+  if (absl::Status s = CheckArguments(env, kLatch, "set count of", name,
+                                      "count", count, CountRange{1, false});
       !s.ok()) {
     return s;
   }
@@ -63,11 +71,13 @@ absl::StatusOr<bool> TrySetCount(LockEnv& env, const std::string& name,
 }
 
 absl::StatusOr<int64_t> CountDown(LockEnv& env, const std::string& name) {
-  if (absl::Status s = CheckLatchName("count down", name); !s.ok()) return s;
+  if (absl::Status s = CheckLatchName(env, "count down", name); !s.ok())
+    return s;
   const Step step{
       internal::kLatchCountDownScript,
       {name, LatchChannel(name)},
-      {counter_internal::PublishArg(env), std::string(kZeroCountMessage)}};
+      {counter_internal::PublishArg(env), std::string(kZeroCountMessage),
+       counter_internal::RefusedArg(env)}};
   // Never resent: twice would count down twice (Redisson's is no-retry too).
   absl::StatusOr<redis::Reply> r = counter_internal::RunCounterStepHere(
       env, kLatch, "count down", name, step, backend::Resend::kNever);
@@ -82,13 +92,13 @@ absl::StatusOr<int64_t> CountDown(LockEnv& env, const std::string& name) {
 }
 
 absl::StatusOr<int64_t> GetCount(LockEnv& env, const std::string& name) {
-  if (absl::Status s = CheckLatchName("query", name); !s.ok()) return s;
+  if (absl::Status s = CheckLatchName(env, "query", name); !s.ok()) return s;
   return counter_internal::ReadCount(env, kLatch, name);
 }
 
 absl::Status AwaitZero(LockEnv& env, const std::string& name,
                        Deadline deadline) {
-  if (absl::Status s = CheckLatchName("await", name); !s.ok()) return s;
+  if (absl::Status s = CheckLatchName(env, "await", name); !s.ok()) return s;
   return AwaitGrant(env, name, LatchModel(), AcquireOptions(), deadline,
                     GrantOp{"await", kLatch.noun});
 }
@@ -96,7 +106,8 @@ absl::Status AwaitZero(LockEnv& env, const std::string& name,
 void AwaitZeroAsync(LockEnv& env, std::shared_ptr<void> keep,
                     const std::string& name, Deadline deadline,
                     std::function<void(absl::Status)> done) {
-  if (absl::Status s = CheckLatchName("await", name); !s.ok()) return done(s);
+  if (absl::Status s = CheckLatchName(env, "await", name); !s.ok())
+    return done(s);
   AwaitGrantAsync(env, std::move(keep), name, LatchModel(), AcquireOptions(),
                   deadline, GrantOp{"await", kLatch.noun}, std::move(done));
 }

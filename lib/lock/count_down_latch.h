@@ -2,14 +2,14 @@
 // relock/count_down_latch.h; Redisson's RCountDownLatch): a latch named N
 // is a string key N holding the count (no key: count 0, open). CountDown()
 // decrements it; at zero the key goes and "0" is published on
-// "redisson_countdownlatch__channel__{N}" (Redisson's name; with the "{}"
-// left out when N contains "{", so that the channel stays in N's cluster
-// slot), whose every message wakes every waiter of every client. A wait
-// runs on the shared acquire machine (AwaitGrant(), lib/lock/algorithm.h).
+// "redisson_countdownlatch__channel__{N}" (Redisson's name, braces around
+// the whole name even when N contains "{"), whose every message wakes every
+// waiter of every client. A wait runs on the shared acquire machine
+// (AwaitGrant(), lib/lock/algorithm.h).
 //
 // Each call checks its name and numbers first (InvalidArgument, see
-// relock/count_down_latch.h), and runs on the backend's one node
-// (Unimplemented on several masters).
+// relock/count_down_latch.h; on a cluster, a name containing "}" too, whose
+// channel would be in another slot), and runs on the backend's one node.
 
 #ifndef RELOCK_LIB_LOCK_COUNT_DOWN_LATCH_H_
 #define RELOCK_LIB_LOCK_COUNT_DOWN_LATCH_H_

@@ -7,13 +7,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "lib/common/deadline.h"
 #include "lib/lock/algorithm.h"
 #include "lib/lock/attempt.h"
 #include "lib/redis/errors.h"
-#include "relock/limits.h"
 
 namespace relock {
 namespace lock {
@@ -70,6 +70,13 @@ Step CounterModel::ForceRelease(LockName name,
   return Inspect(name, OwnerField::None());
 }
 
+Step CounterModel::Undo(LockName name, const OwnerField& owner, bool /*fresh*/,
+                        const AcquireOptions& options,
+                        absl::string_view publish) const {
+  if (type_.give_back == nullptr) return Inspect(name, owner);
+  return type_.give_back(name, options, publish);
+}
+
 std::string CounterModel::WaitChannel(LockName name,
                                       const OwnerField& /*owner*/) const {
   return type_.channel(name.key());
@@ -81,16 +88,28 @@ Step CounterModel::Inspect(LockName name, const OwnerField& /*owner*/) const {
               {std::string(type_.wrong_code)}};
 }
 
-absl::Status CheckArguments(const CounterType& type, absl::string_view op,
-                            const std::string& name, absl::string_view what,
-                            int64_t n, CountRange range) {
+absl::Status CheckArguments(LockEnv& env, const CounterType& type,
+                            absl::string_view op, const std::string& name,
+                            absl::string_view what, int64_t n,
+                            CountRange range) {
   if (absl::Status s = ValidateName(name); !s.ok()) {
     return Annotate(s, op, name, type.noun);
   }
-  const int64_t lowest = std::max(range.min, -kMaxCount);
-  if (n < lowest || n > kMaxCount || (n == 0 && !range.zero_ok)) {
+  const std::string channel = type.channel(name);
+  if (env.backend().KeyGroup(name) != env.backend().KeyGroup(channel)) {
+    return Annotate(
+        absl::InvalidArgumentError(absl::StrCat(
+            "on a Redis Cluster the name's channel \"",
+            absl::CHexEscape(channel),
+            "\" (Redisson's name for it) is in another hash slot than the "
+            "name, and a script's keys must share one: ",
+            type.slot_hint)),
+        op, name, type.noun);
+  }
+  const int64_t lowest = std::max(range.min, -type.max);
+  if (n < lowest || n > type.max || (n == 0 && !range.zero_ok)) {
     return Annotate(absl::InvalidArgumentError(absl::StrCat(
-                        what, " must be in [", lowest, ", ", kMaxCount, "]",
+                        what, " must be in [", lowest, ", ", type.max, "]",
                         range.zero_ok ? "" : " and not 0", ", got ", n)),
                     op, name, type.noun);
   }
@@ -106,11 +125,16 @@ void RunCounterStep(LockEnv& env, const CounterType& type, absl::string_view op,
     return then(Annotate(s, op, name, type.noun));
   }
   algorithm_internal::Send(
-      env, step, Deadline::Never(), resend, here,
+      env, step, Deadline::After(env.policy().command_timeout, &env.clock()),
+      resend, here,
       [&type, op = std::string(op), name,
        then = std::move(then)](std::vector<backend::Answer> answers) {
         absl::StatusOr<redis::Reply> r = std::move(answers[0].reply);
         if (r.ok() && r->is_error()) r = ErrorOf(type, *r);
+        if (absl::IsDeadlineExceeded(r.status())) {
+          // The call's own bound (no caller's wait) ran out: Redis was slow.
+          r = absl::UnavailableError(r.status().message());
+        }
         if (!r.ok()) return then(Annotate(r.status(), op, name, type.noun));
         then(std::move(r));
       });
@@ -127,8 +151,11 @@ absl::StatusOr<redis::Reply> RunCounterStepHere(
 }
 
 std::string PublishArg(LockEnv& env) {
-  if (!env.policy().notified) return "none";
   return std::string(env.backend().publish_command());
+}
+
+std::string RefusedArg(LockEnv& env) {
+  return env.policy().notified ? "report" : "ignore";
 }
 
 absl::StatusOr<int64_t> IntegerReply(const redis::Reply& r,
@@ -143,7 +170,7 @@ absl::StatusOr<bool> TrySet(LockEnv& env, const CounterType& type,
   const Step step{internal::kCounterSetScript,
                   {name, type.channel(name)},
                   {absl::StrCat(count), PublishArg(env), std::string(message),
-                   std::string(type.wrong_code)}};
+                   std::string(type.wrong_code), RefusedArg(env)}};
   absl::StatusOr<redis::Reply> r =
       RunCounterStepHere(env, type, "set", name, step, backend::Resend::kNever);
   if (!r.ok()) return r.status();

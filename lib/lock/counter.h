@@ -28,7 +28,8 @@ namespace lock {
 namespace counter_internal {
 
 // One counter type: how it is named in messages, the error code its scripts
-// raise for a key of another kind, its channel and its wait's step.
+// return for a key of another kind, its channel, its bounds and its wait's
+// step.
 struct CounterType {
   absl::string_view noun;        // "semaphore"
   absl::string_view wrong_code;  // "NOTASEMAPHORE"
@@ -36,6 +37,17 @@ struct CounterType {
   internal::ScriptId wait_script;  // nil when granted, else the key's PTTL
   // The wait step's arguments of an acquire with `options`.
   std::vector<std::string> (*wait_args)(const AcquireOptions& options);
+  // The largest count (either sign) and number a call takes.
+  int64_t max = 0;
+  // The DeadlineExceeded text of a wait that ended ungranted.
+  absl::string_view wait_ended;
+  // Which names a cluster takes, for the InvalidArgument of one it cannot.
+  absl::string_view slot_hint;
+  // The step that gives back what a granted wait with `options` took (a
+  // semaphore's permits), for a grant its replicas did not acknowledge;
+  // null when a wait takes nothing.
+  Step (*give_back)(LockName name, const AcquireOptions& options,
+                    absl::string_view publish) = nullptr;
   // Whether the wait script writes nothing (a latch's await) and may run
   // twice; a semaphore's takes permits (LockModel::acquire_is_idempotent).
   bool wait_is_read_only = false;
@@ -59,6 +71,11 @@ class CounterModel final : public LockModel {
   Step ReleaseAll(LockName name, const OwnerField& owner,
                   absl::string_view publish) const override;
   Step ForceRelease(LockName name, absl::string_view publish) const override;
+  // CounterType::give_back, or (nothing to give back) the inspection.
+  Step Undo(LockName name, const OwnerField& owner, bool fresh,
+            const AcquireOptions& options,
+            absl::string_view publish) const override;
+  absl::string_view wait_ended() const override { return type_.wait_ended; }
   std::string WaitChannel(LockName name,
                           const OwnerField& owner) const override;
   pubsub::WakePolicy wake_policy() const override {
@@ -76,23 +93,26 @@ class CounterModel final : public LockModel {
   const CounterType& type_;
 };
 
-// The numbers a call takes: [min, kMaxCount] (min at least -kMaxCount),
+// The numbers a call takes: [min, type.max] (min at least -type.max),
 // without 0 unless `zero_ok`.
 struct CountRange {
   int64_t min = 0;
   bool zero_ok = true;
 };
 
-// InvalidArgument for a bad name, or for `n` outside `range` (`what`:
-// "permits", "count").
-absl::Status CheckArguments(const CounterType& type, absl::string_view op,
-                            const std::string& name, absl::string_view what,
-                            int64_t n, CountRange range);
+// InvalidArgument for a bad name, for a name whose channel would be in
+// another cluster slot than the name (on a cluster, where a script's keys
+// must share one), or for `n` outside `range` (`what`: "permits", "count").
+absl::Status CheckArguments(LockEnv& env, const CounterType& type,
+                            absl::string_view op, const std::string& name,
+                            absl::string_view what, int64_t n,
+                            CountRange range);
 
-// Runs `step` of `type` on the (one) node: blocking when `here` (`then` runs
-// before it returns), else on the event loop. `then` gets the reply, error
-// replies mapped to their status (UNPUBLISHED: the write was made, the
-// publish refused), annotated with `op` and the name.
+// Runs `step` of `type` on the (one) node, bounded by the client's
+// command_timeout (Unavailable when it runs out): blocking when `here` (`then`
+// runs before it returns), else on the event loop. `then` gets the reply, error
+// replies mapped to their status (UNPUBLISHED: the write was made, the publish
+// refused), annotated with `op` and the name.
 void RunCounterStep(LockEnv& env, const CounterType& type, absl::string_view op,
                     const std::string& name, const Step& step,
                     backend::Resend resend, bool here,
@@ -103,9 +123,13 @@ absl::StatusOr<redis::Reply> RunCounterStepHere(
     LockEnv& env, const CounterType& type, absl::string_view op,
     const std::string& name, const Step& step, backend::Resend resend);
 
-// The publish command of the counter scripts: the backend's, or "none"
-// for a client without pub/sub (nothing listens).
+// The publish command of the counter scripts (the backend's: they always
+// publish, for every other client's waiters), and what they do when Redis
+// refuses it: "report" (an UNPUBLISHED error) or, on a client without
+// pub/sub (ClientOptions::pubsub false, whose own waiters re-check on their
+// own, as a lock's release does there), "ignore".
 std::string PublishArg(LockEnv& env);
+std::string RefusedArg(LockEnv& env);
 
 // An integer reply of `op`, or Internal naming what came.
 absl::StatusOr<int64_t> IntegerReply(const redis::Reply& r,

@@ -55,6 +55,9 @@ struct LockPolicy {
   // How a wait that no message wakes re-checks (ClientOptions::
   // spin_backoff); null: DefaultSpinBackoff() of lib/lock/acquire.cc.
   std::shared_ptr<const BackoffStrategy> spin_backoff;
+  // The client's replica acknowledgement (ClientOptions::replica_sync), for
+  // the synchronizers' acquires (a lock's comes with its AcquireOptions).
+  backend::WaitReplicas replica_sync;
 
   absl::Duration Drift(absl::Duration lease) const {
     return lease * drift_factor + absl::Milliseconds(2);

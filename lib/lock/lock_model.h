@@ -123,6 +123,19 @@ class LockModel {
                           absl::string_view publish) const = 0;
   // Frees the lock whoever holds it.
   virtual Step ForceRelease(LockName name, absl::string_view publish) const = 0;
+  // Undoes what an acquire step of `owner` with `options` took but must not
+  // keep (its replicas did not acknowledge it; a Redlock without a quorum):
+  // by default every hold of a `fresh` owner, else the one counted.
+  virtual Step Undo(LockName name, const OwnerField& owner, bool fresh,
+                    const AcquireOptions& /*options*/,
+                    absl::string_view publish) const {
+    return fresh ? ReleaseAll(name, owner, publish)
+                 : Release(name, owner, Lease::Keep(), publish,
+                           /*last=*/false);
+  }
+  // The text of the DeadlineExceeded of a wait that ended with the lock
+  // still taken; empty: "held by another owner" and the holder's lease.
+  virtual absl::string_view wait_ended() const { return {}; }
   // What a waiter that gives up sends, if the lock type queues its waiters
   // (none by default). `fresh`: it held no hold of its own (a field of its
   // own at the lock is then an orphan of an attempt whose reply was lost,

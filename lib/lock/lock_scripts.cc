@@ -118,22 +118,21 @@ std::vector<redis::ScriptSource> LockScripts() {
   // Inspection reads both shapes.
   static const std::string* const kLockInfo =
       WithHelpers(lua::kLockInfo, {lua::kShapeLib});
-  // The semaphore's and the count-down latch's, with counter_lib (and
-  // lock_lib where they publish).
+  // The semaphore's and the count-down latch's, with counter_lib.
   static const std::string* const kSemaphoreAcquire =
       WithHelpers(lua::kSemaphoreAcquire, {lua::kCounterLib});
   static const std::string* const kSemaphoreAdd =
-      WithHelpers(lua::kSemaphoreAdd, {lua::kLockLib, lua::kCounterLib});
+      WithHelpers(lua::kSemaphoreAdd, {lua::kCounterLib});
   static const std::string* const kSemaphoreDrain =
       WithHelpers(lua::kSemaphoreDrain, {lua::kCounterLib});
   static const std::string* const kCounterSet =
-      WithHelpers(lua::kCounterSet, {lua::kLockLib, lua::kCounterLib});
+      WithHelpers(lua::kCounterSet, {lua::kCounterLib});
   static const std::string* const kCounterInspect =
       WithHelpers(lua::kCounterInspect, {lua::kCounterLib});
   static const std::string* const kLatchAwait =
       WithHelpers(lua::kLatchAwait, {lua::kCounterLib});
   static const std::string* const kLatchCountDown =
-      WithHelpers(lua::kLatchCountDown, {lua::kLockLib, lua::kCounterLib});
+      WithHelpers(lua::kLatchCountDown, {lua::kCounterLib});
   // Order matches ScriptId.
   return {
       {"acquire", *kAcquire},

@@ -33,29 +33,53 @@ std::vector<std::string> SemaphoreWaitArgs(const AcquireOptions& options) {
   return {absl::StrCat(options.permits)};
 }
 
-const CounterType kSemaphore{"semaphore", "NOTASEMAPHORE", &SemaphoreChannel,
-                             internal::kSemaphoreAcquireScript,
-                             &SemaphoreWaitArgs};
+// lua/semaphore_add.lua's step, adding `permits`; `refused`: RefusedArg().
+Step AddStep(absl::string_view name, int64_t permits, absl::string_view publish,
+             absl::string_view refused) {
+  return Step{internal::kSemaphoreAddScript,
+              {std::string(name), SemaphoreChannel(name)},
+              {absl::StrCat(permits), std::string(publish),
+               absl::StrCat(kMaxPermits), std::string(refused)}};
+}
+
+// Gives back the permits of an acquire its replicas did not acknowledge
+// (its answer is not read: a refused publish is no matter).
+Step GiveBack(LockName name, const AcquireOptions& options,
+              absl::string_view publish) {
+  return AddStep(name.key(), options.permits, publish, "ignore");
+}
+
+const CounterType kSemaphore{
+    "semaphore",
+    "NOTASEMAPHORE",
+    &SemaphoreChannel,
+    internal::kSemaphoreAcquireScript,
+    &SemaphoreWaitArgs,
+    kMaxPermits,
+    "too few permits were available throughout the wait",
+    "choose a name without \"}\", or one with a non-empty hash tag "
+    "(\"jobs:{42}\")",
+    &GiveBack};
 
 const CounterModel& SemaphoreModel() {
   static const CounterModel* const kModel = new CounterModel(kSemaphore);
   return *kModel;
 }
 
-// The acquire's checks and options.
-absl::Status CheckAcquire(const std::string& name, int64_t permits,
-                          AcquireOptions* options) {
+// The acquire's checks and options: the permits, and the client's replica
+// acknowledgement (ClientOptions::replica_sync), as a lock's acquire has.
+absl::Status CheckAcquire(LockEnv& env, const std::string& name,
+                          int64_t permits, AcquireOptions* options) {
   options->permits = permits;
-  return CheckArguments(kSemaphore, "acquire", name, "permits", permits,
+  options->replica_sync = env.policy().replica_sync;
+  return CheckArguments(env, kSemaphore, "acquire", name, "permits", permits,
                         CountRange{1, false});
 }
 
-// lua/semaphore_add.lua's step.
+// A release's or an addition's step.
 Step AddStep(LockEnv& env, const std::string& name, int64_t permits) {
-  return Step{internal::kSemaphoreAddScript,
-              {name, SemaphoreChannel(name)},
-              {absl::StrCat(permits), counter_internal::PublishArg(env),
-               absl::StrCat(kMaxCount)}};
+  return AddStep(name, permits, counter_internal::PublishArg(env),
+                 counter_internal::RefusedArg(env));
 }
 
 // What semaphore_add's answer `r` means for `op`.
@@ -74,7 +98,7 @@ std::string SemaphoreChannel(absl::string_view name) {
 absl::Status AcquirePermits(LockEnv& env, const std::string& name,
                             int64_t permits, Deadline deadline) {
   AcquireOptions options;
-  if (absl::Status s = CheckAcquire(name, permits, &options); !s.ok()) {
+  if (absl::Status s = CheckAcquire(env, name, permits, &options); !s.ok()) {
     return s;
   }
   return AwaitGrant(env, name, SemaphoreModel(), options, deadline,
@@ -86,7 +110,7 @@ void AcquirePermitsAsync(LockEnv& env, std::shared_ptr<void> keep,
                          Deadline deadline,
                          std::function<void(absl::Status)> done) {
   AcquireOptions options;
-  if (absl::Status s = CheckAcquire(name, permits, &options); !s.ok()) {
+  if (absl::Status s = CheckAcquire(env, name, permits, &options); !s.ok()) {
     return done(s);
   }
   AwaitGrantAsync(env, std::move(keep), name, SemaphoreModel(), options,
@@ -97,8 +121,9 @@ void AcquirePermitsAsync(LockEnv& env, std::shared_ptr<void> keep,
 absl::Status ReleasePermits(LockEnv& env, const std::string& name,
                             int64_t permits, bool add) {
   const absl::string_view op = add ? "add permits to" : "release";
-  if (absl::Status s = CheckArguments(kSemaphore, op, name, "permits", permits,
-                                      CountRange{add ? -kMaxCount : 1, false});
+  if (absl::Status s =
+          CheckArguments(env, kSemaphore, op, name, "permits", permits,
+                         CountRange{add ? -kMaxPermits : 1, false});
       !s.ok()) {
     return s;
   }
@@ -111,8 +136,8 @@ absl::Status ReleasePermits(LockEnv& env, const std::string& name,
 void ReleasePermitsAsync(LockEnv& env, std::shared_ptr<void> keep,
                          const std::string& name, int64_t permits,
                          std::function<void(absl::Status)> done) {
-  if (absl::Status s = CheckArguments(kSemaphore, "release", name, "permits",
-                                      permits, CountRange{1, false});
+  if (absl::Status s = CheckArguments(env, kSemaphore, "release", name,
+                                      "permits", permits, CountRange{1, false});
       !s.ok()) {
     return done(s);
   }
@@ -126,7 +151,7 @@ void ReleasePermitsAsync(LockEnv& env, std::shared_ptr<void> keep,
 
 absl::StatusOr<bool> TrySetPermits(LockEnv& env, const std::string& name,
                                    int64_t permits) {
-  if (absl::Status s = CheckArguments(kSemaphore, "set permits of", name,
+  if (absl::Status s = CheckArguments(env, kSemaphore, "set permits of", name,
                                       "permits", permits, CountRange{});
       !s.ok()) {
     return s;
@@ -138,8 +163,8 @@ absl::StatusOr<bool> TrySetPermits(LockEnv& env, const std::string& name,
 
 absl::StatusOr<int64_t> AvailablePermits(LockEnv& env,
                                          const std::string& name) {
-  if (absl::Status s =
-          CheckArguments(kSemaphore, "query", name, "permits", 0, CountRange{});
+  if (absl::Status s = CheckArguments(env, kSemaphore, "query", name, "permits",
+                                      0, CountRange{});
       !s.ok()) {
     return s;
   }
@@ -147,8 +172,8 @@ absl::StatusOr<int64_t> AvailablePermits(LockEnv& env,
 }
 
 absl::StatusOr<int64_t> DrainPermits(LockEnv& env, const std::string& name) {
-  if (absl::Status s =
-          CheckArguments(kSemaphore, "drain", name, "permits", 0, CountRange{});
+  if (absl::Status s = CheckArguments(env, kSemaphore, "drain", name, "permits",
+                                      0, CountRange{});
       !s.ok()) {
     return s;
   }

@@ -7,8 +7,10 @@
 // any caller may release any number of them, as with Redisson's.
 //
 // Each call checks its name and numbers first (InvalidArgument, see
-// relock/semaphore.h), and runs on the backend's one node (Unimplemented on
-// several masters).
+// relock/semaphore.h; on a cluster, a name whose channel would be in another
+// slot too), and runs on the backend's one node. An acquire waits for the
+// client's ReplicaSync, as a lock's does, and gives its permits back when
+// the replicas did not acknowledge them.
 
 #ifndef RELOCK_LIB_LOCK_SEMAPHORE_H_
 #define RELOCK_LIB_LOCK_SEMAPHORE_H_
