@@ -1,7 +1,8 @@
 // Redisson's own lock scripts, reproduced from its source (redisson/redisson:
 // RedissonLock, RedissonFencedLock, RedissonFairLock, RedissonReadLock,
-// RedissonWriteLock, RedissonSemaphore, RedissonCountDownLatch; the 3.2x
-// forms whose
+// RedissonWriteLock, RedissonSemaphore, RedissonCountDownLatch,
+// RedissonPermitExpirableSemaphore (its 2024 form, whose permit ids are
+// passed as their 16 bytes); the 3.2x forms whose
 // unlock takes the publish command as an argument) so that tests can run them
 // with EVAL as a foreign owner next to relock on the same lock.
 // tests/data_model_test.cc keeps the older form, whose unlock always PUBLISHes.
@@ -276,6 +277,46 @@ inline constexpr char kRedissonLatchCountDown[] =
     "local v = redis.call('decr', KEYS[1]);"
     "if v <= 0 then redis.call('del', KEYS[1]) end;"
     "if v == 0 then redis.call(ARGV[2], KEYS[2], ARGV[1]) end;";
+
+// RPermitExpirableSemaphore's tryAcquire (one attempt). KEYS[1] semaphore,
+// KEYS[2] "{N}:timeout", KEYS[3] channel; ARGV[1] permits, ARGV[2] the
+// lease end (epoch ms, or 922337203685477), ARGV[3] the client's clock (epoch
+// ms), ARGV[4] 922337203685477, ARGV[5] publish command, ARGV[6..] the ids'
+// bytes. "OK" when taken, ":<earliest lease end>" or nil when not.
+inline constexpr char kRedissonPermitTryAcquire[] =
+    "local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], "
+    "'limit', 0, ARGV[1]); "
+    "if #expiredIds > 0 then "
+    "redis.call('zrem', KEYS[2], unpack(expiredIds)); "
+    "local value = redis.call('incrby', KEYS[1], #expiredIds); "
+    "if tonumber(value) > 0 then redis.call(ARGV[5], KEYS[3], value); end;"
+    "end; "
+    "local value = redis.call('get', KEYS[1]); "
+    "if (value ~= false and tonumber(value) >= tonumber(ARGV[1])) then "
+    "redis.call('decrby', KEYS[1], ARGV[1]); "
+    "for i = 6, #ARGV, 1 do redis.call('zadd', KEYS[2], ARGV[2], ARGV[i]); "
+    "end; "
+    "local ttl = redis.call('pttl', KEYS[1]); "
+    "if ttl > 0 then redis.call('pexpire', KEYS[2], ttl); end; "
+    "return 'OK'; "
+    "end; "
+    "local v = redis.call('zrange', KEYS[2], 0, 0, 'WITHSCORES'); "
+    "if v[1] ~= nil and v[2] ~= ARGV[4] then return ':' .. tostring(v[2]); "
+    "end "
+    "return nil;";
+
+// RPermitExpirableSemaphore's tryRelease. KEYS[1] semaphore, KEYS[2]
+// channel, KEYS[3] "{N}:timeout"; ARGV[1] the id's bytes, ARGV[2] 1,
+// ARGV[3] the client's clock (epoch ms), ARGV[4] publish command. 1 when
+// released in time, 0 otherwise.
+inline constexpr char kRedissonPermitTryRelease[] =
+    "local expire = redis.call('zscore', KEYS[3], ARGV[1]);"
+    "local removed = redis.call('zrem', KEYS[3], ARGV[1]);"
+    "if tonumber(removed) ~= 1 then return 0; end;"
+    "local value = redis.call('incrby', KEYS[1], ARGV[2]); "
+    "redis.call(ARGV[4], KEYS[2], value); "
+    "if tonumber(expire) <= tonumber(ARGV[3]) then return 0; end;"
+    "return 1;";
 
 }  // namespace testing
 }  // namespace relock

@@ -95,6 +95,7 @@
 #include "relock/lock_info.h"
 #include "relock/metrics.h"
 #include "relock/options.h"
+#include "relock/permit_expirable_semaphore.h"
 #include "relock/read_write_lock.h"
 #include "relock/semaphore.h"
 
@@ -186,6 +187,10 @@ class Client {
   // I/O. An invalid name yields a handle whose calls fail with
   // InvalidArgument.
   Semaphore GetSemaphore(absl::string_view name);
+  // A semaphore whose permits are handed out by id and end at their lease
+  // end (relock/permit_expirable_semaphore.h; Redisson's
+  // RPermitExpirableSemaphore). Cheap; no round trip.
+  PermitExpirableSemaphore GetPermitExpirableSemaphore(absl::string_view name);
   // A count-down latch (relock/count_down_latch.h) on `name` (Redisson's
   // RCountDownLatch: a string key holding the count). Cheap; no I/O. An
   // invalid name yields a handle whose calls fail with InvalidArgument.

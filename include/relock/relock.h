@@ -20,6 +20,9 @@
 //   relock/count_down_latch.h
 //                     CountDownLatch: waiters go when the count reaches
 //                     zero (Redisson's RCountDownLatch).
+//   relock/permit_expirable_semaphore.h
+//                     PermitExpirableSemaphore: permits by id that end at
+//                     their lease end (Redisson's RPermitExpirableSemaphore).
 //   relock/semaphore.h
 //                     Semaphore: a counting semaphore, at most N holders
 //                     (Redisson's RSemaphore).
@@ -71,6 +74,7 @@
 #include "relock/multi_lock.h"
 #include "relock/options.h"
 #include "relock/owner.h"
+#include "relock/permit_expirable_semaphore.h"
 #include "relock/read_write_lock.h"
 #include "relock/redlock.h"
 #include "relock/redlock_options.h"

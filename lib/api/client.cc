@@ -67,6 +67,11 @@ Semaphore Client::GetSemaphore(absl::string_view name) {
   return Semaphore(core_, std::string(name));
 }
 
+PermitExpirableSemaphore Client::GetPermitExpirableSemaphore(
+    absl::string_view name) {
+  return PermitExpirableSemaphore(core_, std::string(name));
+}
+
 CountDownLatch Client::GetCountDownLatch(absl::string_view name) {
   return CountDownLatch(core_, std::string(name));
 }

@@ -261,8 +261,7 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
       [raw](const watchdog::LostHold& hold, const absl::Status& why) {
         raw->observer_->metrics.locks_lost.Add();
         raw->events_->Post(
-            LockEvent{LockEventType::kLockLost, hold.name, why,
-                      lock::OwnerField(raw->id_, hold.thread).wire()},
+            LockEvent{LockEventType::kLockLost, hold.name, why, hold.owner},
             hold.on_lost);
       },
       // Told when SafeUntil() ends: the drift of the client's lock policy.
@@ -275,7 +274,7 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
                   absl::DeadlineExceededError(
                       "the hold's explicit lease ran out before it was "
                       "released"),
-                  lock::OwnerField(raw->id_, hold.thread).wire()},
+                  hold.owner},
         hold.on_lost);
   });
   RegisterLiveCore(core);

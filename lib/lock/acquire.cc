@@ -654,7 +654,8 @@ void AcquireAsync(LockEnv& env, std::shared_ptr<void> keep,
 
 absl::Status AwaitGrant(LockEnv& env, const std::string& name,
                         const LockModel& model, const AcquireOptions& options,
-                        Deadline deadline, const GrantOp& op) {
+                        Deadline deadline, const GrantOp& op,
+                        SteadyClock::time_point* granted_at) {
   if (absl::Status s = env.CheckBlockingCall(); !s.ok()) {
     return Annotate(s, op.op, name, op.noun);
   }
@@ -662,9 +663,10 @@ absl::Status AwaitGrant(LockEnv& env, const std::string& name,
   if (!plan.ok()) return plan.status();
   Grant grant;
   bool waited = false;
-  return Annotate(
-      AcquireHere(env, name, kNoOwner, *plan, deadline, &grant, &waited), op.op,
-      name, op.noun);
+  absl::Status s =
+      AcquireHere(env, name, kNoOwner, *plan, deadline, &grant, &waited);
+  if (s.ok() && granted_at != nullptr) *granted_at = grant.sent_at;
+  return Annotate(s, op.op, name, op.noun);
 }
 
 void AwaitGrantAsync(LockEnv& env, std::shared_ptr<void> keep,
@@ -672,14 +674,27 @@ void AwaitGrantAsync(LockEnv& env, std::shared_ptr<void> keep,
                      const AcquireOptions& options, Deadline deadline,
                      const GrantOp& op,
                      std::function<void(absl::Status)> done) {
+  AwaitGrantAsync(
+      env, std::move(keep), name, model, options, deadline, op,
+      [done = std::move(done)](absl::Status s, SteadyClock::time_point /*at*/) {
+        done(std::move(s));
+      });
+}
+
+void AwaitGrantAsync(
+    LockEnv& env, std::shared_ptr<void> keep, const std::string& name,
+    const LockModel& model, const AcquireOptions& options, Deadline deadline,
+    const GrantOp& op,
+    std::function<void(absl::Status, SteadyClock::time_point granted_at)>
+        done) {
   absl::StatusOr<AcquirePlan> plan = PlanGrant(env, name, model, options, op);
-  if (!plan.ok()) return done(plan.status());
+  if (!plan.ok()) return done(plan.status(), SteadyClock::time_point());
   std::make_shared<AcquireMachine>(
       env, std::move(keep), name, kNoOwner, *plan, deadline,
       [name, verb = std::string(op.op), noun = std::string(op.noun),
-       done = std::move(done)](const absl::Status& s, const Grant& /*grant*/,
+       done = std::move(done)](const absl::Status& s, const Grant& grant,
                                bool /*waited*/) {
-        done(Annotate(s, verb, name, noun));
+        done(Annotate(s, verb, name, noun), grant.sent_at);
       })
       ->Start();
 }

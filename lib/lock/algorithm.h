@@ -96,9 +96,11 @@ struct GrantOp {
   absl::string_view op;    // "acquire"
   absl::string_view noun;  // "semaphore"
 };
+// `granted_at` (may be null): on success, when the winning attempt was sent.
 absl::Status AwaitGrant(LockEnv& env, const std::string& name,
                         const LockModel& model, const AcquireOptions& options,
-                        Deadline deadline, const GrantOp& op);
+                        Deadline deadline, const GrantOp& op,
+                        SteadyClock::time_point* granted_at = nullptr);
 // AwaitGrant() without blocking: `done` runs once, on the client's event
 // loop thread (or on the calling thread when it fails at once). `keep` (the
 // client) is held until then.
@@ -106,6 +108,12 @@ void AwaitGrantAsync(LockEnv& env, std::shared_ptr<void> keep,
                      const std::string& name, const LockModel& model,
                      const AcquireOptions& options, Deadline deadline,
                      const GrantOp& op, std::function<void(absl::Status)> done);
+// The same, telling `done` when the winning attempt was sent (on success).
+void AwaitGrantAsync(
+    LockEnv& env, std::shared_ptr<void> keep, const std::string& name,
+    const LockModel& model, const AcquireOptions& options, Deadline deadline,
+    const GrantOp& op,
+    std::function<void(absl::Status, SteadyClock::time_point granted_at)> done);
 // Sets `by`'s hold of `name` to a new explicit lease on a quorum of nodes
 // (Redlock's Extend); the watchdog stops renewing it.
 absl::Status Extend(LockEnv& env, const std::string& name, const OwnerId& by,

@@ -95,11 +95,17 @@ absl::Status CheckArguments(LockEnv& env, const CounterType& type,
   if (absl::Status s = ValidateName(name); !s.ok()) {
     return Annotate(s, op, name, type.noun);
   }
-  const std::string channel = type.channel(name);
-  if (env.backend().KeyGroup(name) != env.backend().KeyGroup(channel)) {
+  std::string channel = type.channel(name);
+  absl::string_view what_key = "channel";
+  const int group = env.backend().KeyGroup(name);
+  if (type.companion != nullptr && group == env.backend().KeyGroup(channel)) {
+    channel = type.companion(name);  // the channel is fine: check this one
+    what_key = "companion key";
+  }
+  if (group != env.backend().KeyGroup(channel)) {
     return Annotate(
         absl::InvalidArgumentError(absl::StrCat(
-            "on a Redis Cluster the name's channel \"",
+            "on a Redis Cluster the name's ", what_key, " \"",
             absl::CHexEscape(channel),
             "\" (Redisson's name for it) is in another hash slot than the "
             "name, and a script's keys must share one: ",

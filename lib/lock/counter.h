@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -35,7 +36,8 @@ struct CounterType {
   absl::string_view wrong_code;  // "NOTASEMAPHORE"
   std::string (*channel)(absl::string_view name);
   internal::ScriptId wait_script;  // nil when granted, else the key's PTTL
-  // The wait step's arguments of an acquire with `options`.
+  // The wait step's arguments of an acquire with `options` (null for a
+  // model that overrides Acquire()).
   std::vector<std::string> (*wait_args)(const AcquireOptions& options);
   // The largest count (either sign) and number a call takes.
   int64_t max = 0;
@@ -51,6 +53,10 @@ struct CounterType {
   // Whether the wait script writes nothing (a latch's await) and may run
   // twice; a semaphore's takes permits (LockModel::acquire_is_idempotent).
   bool wait_is_read_only = false;
+  // A companion key its scripts take besides the name and the channel (a
+  // permit-expirable semaphore's "{N}:timeout"), which must share the name's
+  // cluster slot too; null: none.
+  std::string (*companion)(absl::string_view name) = nullptr;
 };
 
 // The model of a counter type's waits (see LockModel): its acquire step is
@@ -58,7 +64,7 @@ struct CounterType {
 // a key without a TTL is re-checked every 30 s only (every change
 // publishes). It is no lock: its release steps are never sent (they are
 // the read-only inspection, should one be).
-class CounterModel final : public LockModel {
+class CounterModel : public LockModel {
  public:
   explicit CounterModel(const CounterType& type) : type_(type) {}
 

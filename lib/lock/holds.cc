@@ -319,6 +319,12 @@ watchdog::RenewResult RenewHolds(LockEnv& env,
   // Up to kRenewKeysPerCall locks per call, of one key group each (one hash
   // slot on a cluster, where a script's keys must share one) and one renew
   // script (per lock type).
+  // The keys the renewals pass (a permit's is not its name); the calls
+  // below view them.
+  std::vector<std::string> keys(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    keys[i] = ModelOf(items[i].kind).RenewKey(items[i].name);
+  }
   std::vector<size_t> order(items.size());
   std::vector<std::pair<int, size_t>> group(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
@@ -340,7 +346,7 @@ watchdog::RenewResult RenewHolds(LockEnv& env,
       calls.back().args.push_back(lease_ms);
       call_items.emplace_back();
     }
-    calls.back().keys.push_back(items[i].name);
+    calls.back().keys.push_back(keys[i]);
     calls.back().args.push_back(items[i].owner);
     call_items.back().push_back(i);
   }

@@ -97,6 +97,7 @@ const LockModel& ReentrantModel() {
 }
 
 const LockModel& ModelOf(LockKind kind) {
+  if (kind == kPermitKind) return PermitModel();
   switch (kind) {
     case LockKind::kFair:
       return FairModel();

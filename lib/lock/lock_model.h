@@ -23,10 +23,17 @@
 //              |                          | counter_inspect
 //   latch      | LatchModel()             | latch_await, latch_count_down,
 //              | (count_down_latch)       | counter_set, counter_inspect
+//   permit     | PermitModel()            | permit_acquire, permit_release,
+//              | (permit_semaphore)       | permit_update, permit_renew,
+//              |                          | permit_available, counter_set,
+//              |                          | counter_inspect
 //
 // A semaphore (and a count-down latch) is no lock: no owner holds what its
 // acquire takes, so only its waits run on the shared machine (AwaitGrant()
 // in lib/lock/algorithm.h); its model's release steps are never sent.
+// A permit-expirable semaphore's permit is held by its id: registered as a
+// hold of kind kPermitKind (under a number of its own), renewed by the
+// watchdog and released on Close() like a lock's hold.
 
 #ifndef RELOCK_LIB_LOCK_LOCK_MODEL_H_
 #define RELOCK_LIB_LOCK_LOCK_MODEL_H_
@@ -53,6 +60,11 @@ namespace lock {
 // The lock types (relock/lock_kind.h); a hold remembers its type
 // (Hold::kind) so that a closing client releases it with the right script.
 using ::relock::LockKind;
+
+// The hold kind of a permit of a permit-expirable semaphore
+// (lib/lock/permit_semaphore.h): internal to the hold registry and
+// ModelOf(), never a relock::LockKind a caller sees.
+inline constexpr LockKind kPermitKind = static_cast<LockKind>(4);
 
 // The OwnerId under which `by` holds a lock of type `kind` (a write hold:
 // under its number with kWriteHoldBit).
@@ -82,6 +94,10 @@ struct AcquireOptions {
   absl::Duration queue_wait = kDefaultQueueWait;
   // A semaphore's acquire: the permits it takes (lib/lock/semaphore.h).
   int64_t permits = 1;
+  // A permit-expirable semaphore's acquire: the permit's id (hex) and its
+  // lease.
+  std::string permit_id;
+  absl::Duration permit_lease;
   // A spin lock's acquire (Redisson's RSpinLock): its wait re-checks on the
   // policy's spin_backoff instead of listening for messages.
   bool spin = false;
@@ -159,6 +175,11 @@ class LockModel {
   virtual internal::ScriptId renew_script() const {
     return internal::kRenewScript;
   }
+  // The key the renewal of a hold of `name` passes (the lock's own key; a
+  // permit's "{N}:timeout").
+  virtual std::string RenewKey(absl::string_view name) const {
+    return std::string(name);
+  }
   // The longest a waiter that no message woke sleeps before it re-checks
   // (besides the holder's lease end, which it always re-checks at); no
   // limit by default.
@@ -182,6 +203,8 @@ const LockModel& ReentrantModel();
 // The read and write locks of a read-write lock (lib/lock/rw_lock.cc).
 const LockModel& ReadModel();
 const LockModel& WriteModel();
+// A permit-expirable semaphore's permits (lib/lock/permit_semaphore.cc).
+const LockModel& PermitModel();
 const LockModel& ModelOf(LockKind kind);
 
 }  // namespace lock

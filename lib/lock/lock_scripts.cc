@@ -22,6 +22,12 @@
 #include "lua/latch_count_down.lua.h"
 #include "lua/lock_info.lua.h"
 #include "lua/lock_lib.lua.h"
+#include "lua/permit_acquire.lua.h"
+#include "lua/permit_available.lua.h"
+#include "lua/permit_lib.lua.h"
+#include "lua/permit_release.lua.h"
+#include "lua/permit_renew.lua.h"
+#include "lua/permit_update.lua.h"
 #include "lua/read_acquire.lua.h"
 #include "lua/read_release.lua.h"
 #include "lua/read_renew.lua.h"
@@ -133,6 +139,17 @@ std::vector<redis::ScriptSource> LockScripts() {
       WithHelpers(lua::kLatchAwait, {lua::kCounterLib});
   static const std::string* const kLatchCountDown =
       WithHelpers(lua::kLatchCountDown, {lua::kCounterLib});
+  // The permit-expirable semaphore's, with counter_lib and permit_lib.
+  static const std::string* const kPermitAcquire =
+      WithHelpers(lua::kPermitAcquire, {lua::kCounterLib, lua::kPermitLib});
+  static const std::string* const kPermitRelease =
+      WithHelpers(lua::kPermitRelease, {lua::kCounterLib, lua::kPermitLib});
+  static const std::string* const kPermitUpdate =
+      WithHelpers(lua::kPermitUpdate, {lua::kCounterLib, lua::kPermitLib});
+  static const std::string* const kPermitRenew =
+      WithHelpers(lua::kPermitRenew, {lua::kCounterLib, lua::kPermitLib});
+  static const std::string* const kPermitAvailable =
+      WithHelpers(lua::kPermitAvailable, {lua::kCounterLib, lua::kPermitLib});
   // Order matches ScriptId.
   return {
       {"acquire", *kAcquire},
@@ -163,6 +180,11 @@ std::vector<redis::ScriptSource> LockScripts() {
       {"counter_inspect", *kCounterInspect},
       {"latch_await", *kLatchAwait},
       {"latch_count_down", *kLatchCountDown},
+      {"permit_acquire", *kPermitAcquire},
+      {"permit_release", *kPermitRelease},
+      {"permit_update", *kPermitUpdate},
+      {"permit_renew", *kPermitRenew},
+      {"permit_available", *kPermitAvailable},
   };
 }
 

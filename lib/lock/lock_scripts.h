@@ -45,13 +45,20 @@ enum ScriptId : size_t {
   kCounterInspectScript,
   kLatchAwaitScript,
   kLatchCountDownScript,
+  kPermitAcquireScript,
+  kPermitReleaseScript,
+  kPermitUpdateScript,
+  kPermitRenewScript,
+  kPermitAvailableScript,
 };
 
 // The scripts, in ScriptId order, each with the helper files it uses
 // prepended: lua/lock_lib.lua (publishing, release_one()), lua/shape_lib.lua
 // (what a key holds: is_lock(), is_rwlock()), lua/fair_lib.lua (the fair
 // lock's queue), lua/rw_lib.lua (the read-write lock's lease keys),
-// lua/counter_lib.lua (a semaphore's or latch's count: count_at()).
+// lua/counter_lib.lua (a semaphore's or latch's count: count_at()),
+// lua/permit_lib.lua (a permit-expirable semaphore's permits, after
+// counter_lib).
 std::vector<redis::ScriptSource> LockScripts();
 
 // Whether a release script freed the lock but Redis refused to publish the

@@ -39,7 +39,8 @@ void HoldRegistry::OnTimer(const Key& key, uint64_t hold_id) {
         h.lease_end() + absl::ToChronoNanoseconds(retention_),
         [this, key, hold_id] { OnTimer(key, hold_id); });
     if (h.on_lost == nullptr || !on_expired_) return;
-    expired = {key.first, key.second, h.acked_at, std::move(h.on_lost)};
+    expired = {key.first, key.second, h.acked_at, std::move(h.on_lost),
+               h.owner};
   }
   on_expired_(expired);
 }
@@ -249,7 +250,7 @@ size_t HoldRegistry::Sweep(const SweepRound& round, std::vector<RenewItem>* due,
     if (round.now >= h.lease_end() - absl::ToChronoNanoseconds(round.drift)) {
       h.state = HoldState::kLost;
       lost->push_back(
-          {key.first, key.second, h.acked_at, std::move(h.on_lost)});
+          {key.first, key.second, h.acked_at, std::move(h.on_lost), h.owner});
       continue;
     }
     ++renewing;
@@ -276,8 +277,8 @@ void HoldRegistry::ApplyRenewals(const std::vector<RenewItem>& due,
       if (sent_at > h.acked_at) h.acked_at = sent_at;
     } else if (renewed[i] == Renewal::kGone && h.renewing()) {
       h.state = HoldState::kLost;
-      lost->push_back(
-          {due[i].name, due[i].thread, h.acked_at, std::move(h.on_lost)});
+      lost->push_back({due[i].name, due[i].thread, h.acked_at,
+                       std::move(h.on_lost), h.owner});
     }
   }
 }

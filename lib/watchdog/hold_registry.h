@@ -154,6 +154,7 @@ struct LostHold {
   uint64_t thread = 0;
   SteadyClock::time_point acked_at;
   std::shared_ptr<LossFns> on_lost;  // the hold's loss callbacks, if any
+  std::string owner;                 // Hold::owner
 };
 
 // Told of explicit-lease holds whose lease ran out before their release

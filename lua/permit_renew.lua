@@ -1,0 +1,21 @@
+-- Renew the leases of many permits of permit-expirable semaphores in one
+-- call (the watchdog's batch; lua/renew.lua's calling convention).
+-- KEYS[i]  the "{N}:timeout" key of permit i
+-- ARGV[1]  lease in milliseconds
+-- ARGV[i+1] permit i's id, hex
+-- Returns an array: element i is 1 when permit i was still out and
+-- unexpired and its lease was renewed, else 0 (the permit is lost).
+local renewed = {}
+local now = now_ms()
+for i = 1, #KEYS do
+  local score = redis.pcall('zscore', KEYS[i], permit_id(ARGV[i + 1]))
+  if type(score) == 'string' and tonumber(score) > now and
+      tonumber(score) < NO_LEASE then
+    redis.call('zadd', KEYS[i], 'XX', score_of(now, ARGV[1]),
+        permit_id(ARGV[i + 1]))
+    renewed[i] = 1
+  else
+    renewed[i] = 0
+  end
+end
+return renewed
