@@ -298,7 +298,7 @@ absl::StatusOr<std::string> AcquirePermit(LockEnv& env, const std::string& name,
   return options.permit_id;
 }
 
-void AcquirePermitAsync(LockEnv& env, std::shared_ptr<void> keep,
+void AcquirePermitAsync(LockEnv& env, const std::shared_ptr<void>& keep,
                         const std::string& name, absl::Duration lease,
                         Deadline deadline,
                         std::function<void(absl::StatusOr<std::string>)> done) {

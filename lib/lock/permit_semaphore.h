@@ -36,7 +36,7 @@ std::string PermitTimeoutKey(absl::string_view name);
 absl::StatusOr<std::string> AcquirePermit(LockEnv& env, const std::string& name,
                                           absl::Duration lease,
                                           Deadline deadline);
-void AcquirePermitAsync(LockEnv& env, std::shared_ptr<void> keep,
+void AcquirePermitAsync(LockEnv& env, const std::shared_ptr<void>& keep,
                         const std::string& name, absl::Duration lease,
                         Deadline deadline,
                         std::function<void(absl::StatusOr<std::string>)> done);
