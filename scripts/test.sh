@@ -37,8 +37,8 @@
 #   check the same at any optimization level; the gcc build is the -O2 one,
 #   with -g1, line tables and functions: a quarter less compile time than -g).
 # - The tests mostly wait (leases, failovers, harness runs), so each test run
-#   goes on in the background while the next CPU-bound stage (clang-tidy, the
-#   next build, the fuzzers, the Bazel build) runs: the tests must pass on a
+#   goes on in the background while the next CPU-bound stage (clang-tidy and
+#   the ASan build, the next build, the fuzzers, the Bazel build) runs: the tests must pass on a
 #   loaded machine anyway. ctest and Bazel run four tests at a time, and the longest are split
 #   into gtest shards (RELOCK_SHARDED_TESTS in CMakeLists.txt, SHARDS in
 #   tests/BUILD.bazel).
@@ -226,8 +226,6 @@ else
   echo "clang-tidy: $tidy_checked files, no findings"
 fi
 
-join ctest
-
 stage "CMake: install check (scripts/check-install.sh)"
 bash scripts/check-install.sh "$build_dir"
 
@@ -243,11 +241,14 @@ sanitizer_build() {
 }
 
 if [[ ${RELOCK_SKIP_SANITIZERS:-0} == 1 ]]; then
+  join ctest
   stage "Sanitizers and fuzzing: skipped (RELOCK_SKIP_SANITIZERS=1)"
 else
   stage "Sanitizers: ASan+UBSan build (clang, build-asan/, with the fuzzers)"
-  # One ASan tree for the tests and the fuzzers.
+  # One ASan tree for the tests and the fuzzers. The gcc tests may still be
+  # running (they outlast clang-tidy): they are joined after this build.
   sanitizer_build build-asan address -DRELOCK_BUILD_TESTS=ON -DRELOCK_BUILD_FUZZERS=ON
+  join ctest
   background asan "Sanitizers: ASan+UBSan tests (ctest, build-asan/)" \
     env ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
