@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
@@ -237,6 +238,17 @@ class CliTest : public RedisTest {
   bool Exists(const std::string& key) {
     absl::StatusOr<RedisValue> v = redis().Command({"EXISTS", key});
     return v.ok() && v->integer == 1;
+  }
+  // The semaphore's count at `name_` ("" when absent) and the permits out
+  // ("{name_}:timeout"'s size), as Redis holds them.
+  std::string Count() {
+    absl::StatusOr<RedisValue> v = redis().Command({"GET", name_});
+    return v.ok() && v->is_string() ? v->str : "";
+  }
+  int64_t PermitsOut() {
+    absl::StatusOr<RedisValue> v =
+        redis().Command({"ZCARD", absl::StrCat("{", name_, "}:timeout")});
+    return v.ok() && v->is_integer() ? v->integer : -1;
   }
 
   std::string dir_;
@@ -627,6 +639,126 @@ TEST_F(CliTest, RedisDownExits69AndRelockUrlIsRead) {
   EXPECT_EQ(runs_.back()->Wait(), 0) << runs_.back()->err();
   ASSERT_EQ(unsetenv("RELOCK_URL"), 0);
   EXPECT_EQ(runs_.back()->out(), name_ + ": free, waiters 0\n");
+}
+
+TEST_F(CliTest, RunPermitsHoldsOnePermitWhileTheCommandRunsThenGivesItBack) {
+  Relock& r = Start(RunArgs({"--permits", "3"}, WaitForGo("a")));
+  CommandPid("a");
+  // Held while CMD runs.
+  EXPECT_EQ(Count(), "2");
+  EXPECT_EQ(PermitsOut(), 1);
+  Touch(Path("a.go"));
+  EXPECT_EQ(r.Wait(), 0) << r.err();
+  EXPECT_EQ(Count(), "3");
+  EXPECT_EQ(PermitsOut(), 0);
+}
+
+TEST_F(CliTest, RunPermitsExitCodesMatchTheLocks) {
+  EXPECT_EQ(
+      RunToEnd(RunArgs({"--permits", "2"}, {"sh", "-c", "exit 3"})).Wait(), 3);
+  // The total is 2 now: another N is refused, and nothing changes.
+  Relock& other = RunToEnd(RunArgs({"--permits", "5"}, {"true"}));
+  EXPECT_EQ(other.Wait(), 2);
+  EXPECT_THAT(other.err(), HasSubstr("2 permits in all"));
+  EXPECT_EQ(Lines(other.err()).size(), 1u) << other.err();
+  EXPECT_EQ(Count(), "2");
+  for (const char* bad : {"0", "-1", "x", "2147483648"}) {
+    Relock& r = RunToEnd(RunArgs({"--permits", bad}, {"true"}));
+    EXPECT_EQ(r.Wait(), 2) << bad;
+    EXPECT_THAT(r.err(), HasSubstr("--permits")) << bad;
+  }
+  // Both permits held: --nonblock and a short --wait find none (75).
+  Relock& a = Start(RunArgs({"--permits", "2"}, WaitForGo("a")));
+  CommandPid("a");
+  Relock& b = Start(RunArgs({"--permits", "2"}, WaitForGo("b")));
+  CommandPid("b");
+  Relock& nonblock =
+      RunToEnd(RunArgs({"--permits", "2", "--nonblock"}, {"true"}));
+  EXPECT_EQ(nonblock.Wait(), 75);
+  EXPECT_THAT(nonblock.err(), HasSubstr("no free permit"));
+  Relock& waited =
+      RunToEnd(RunArgs({"--permits", "2", "--wait", "300ms"}, {"true"}));
+  EXPECT_EQ(waited.Wait(), 75);
+  Touch(Path("a.go"));
+  Touch(Path("b.go"));
+  EXPECT_EQ(a.Wait(), 0) << a.err();
+  EXPECT_EQ(b.Wait(), 0) << b.err();
+  EXPECT_EQ(RunToEnd(RunArgs({"--permits", "2"}, {"/no/such/command"})).Wait(),
+            127);
+  EXPECT_EQ(Count(), "2");
+}
+
+TEST_F(CliTest, RunPermitsCommandKilledBySignalExits128PlusNAndFreesThePermit) {
+  EXPECT_EQ(
+      RunToEnd(RunArgs({"--permits", "1"}, {"sh", "-c", "kill -9 $$"})).Wait(),
+      128 + SIGKILL);
+  EXPECT_EQ(Count(), "1");
+  // A signal to relock goes to CMD, which dies of it.
+  Relock& r = Start(RunArgs({"--permits", "1"}, Sleeper("a")));
+  const pid_t command = CommandPid("a");
+  r.Signal(SIGTERM);
+  EXPECT_EQ(r.Wait(), 128 + SIGTERM) << r.err();
+  EXPECT_TRUE(Gone(command));
+  EXPECT_EQ(Count(), "1");
+  EXPECT_EQ(PermitsOut(), 0);
+}
+
+TEST_F(CliTest, RunPermitsRemovedPermitTerminatesTheCommandAndExits76) {
+  Relock& r = Start(RunArgs({"--permits", "2", "--watchdog-timeout", "1500ms"},
+                            Sleeper("a")));
+  const pid_t command = CommandPid("a");
+  ASSERT_OK(redis().Command({"DEL", absl::StrCat("{", name_, "}:timeout")}));
+  EXPECT_EQ(r.Wait(absl::Seconds(30)), 76) << r.err();
+  EXPECT_TRUE(Gone(command));
+  ASSERT_EQ(Lines(r.err()).size(), 1u) << r.err();
+  EXPECT_THAT(r.err(), StartsWith("relock: lost permit "));
+  EXPECT_THAT(r.err(), HasSubstr("of semaphore \"" + name_ + "\""));
+  EXPECT_THAT(r.err(), HasSubstr("SIGTERM"));
+}
+
+TEST_F(CliTest, RunPermitsExplicitLeaseEndingBeforeTheCommandTerminatesIt) {
+  Relock& r = Start(RunArgs({"--permits", "1", "--lease", "2s"}, Sleeper("a")));
+  EXPECT_EQ(r.Wait(absl::Seconds(30)), 76) << r.err();
+  EXPECT_THAT(r.err(), StartsWith("relock: lost permit "));
+  EXPECT_THAT(r.err(), HasSubstr("lease of 2s ran out"));
+  // Its lease ends (relock's own reckoning ended it a little earlier): the
+  // next run gets the permit back.
+  Relock& next =
+      RunToEnd(RunArgs({"--permits", "1", "--wait", "30s"}, {"true"}));
+  EXPECT_EQ(next.Wait(), 0) << next.err();
+}
+
+TEST_F(CliTest, RunPermitsNeverRunsMoreThanNCommandsAtOnce) {
+  // Each command logs "start" after relock took its permit and "end" before
+  // relock gives it back (appends of a line are atomic): counted in log
+  // order, never more than 2 run at once.
+  const std::vector<std::string> command = {
+      "sh", "-c",
+      absl::StrCat("echo start >> ", Path("log"), "; sleep 0.1; echo end >> ",
+                   Path("log"))};
+  constexpr int kRuns = 6;
+  std::vector<Relock*> runs;
+  for (int i = 0; i < kRuns; ++i) {
+    runs.push_back(&Start(RunArgs({"--permits", "2"}, command)));
+  }
+  for (Relock* r : runs) EXPECT_EQ(r->Wait(), 0) << r->err();
+  int running = 0;
+  int most = 0;
+  int starts = 0;
+  for (const std::string& line : Lines(ReadFile(Path("log")))) {
+    if (line == "start") {
+      ++starts;
+      most = std::max(most, ++running);
+    } else {
+      EXPECT_EQ(line, "end");
+      --running;
+    }
+  }
+  EXPECT_EQ(starts, kRuns);
+  EXPECT_EQ(running, 0);
+  EXPECT_LE(most, 2);
+  EXPECT_EQ(Count(), "2");
+  EXPECT_EQ(PermitsOut(), 0);
 }
 
 }  // namespace

@@ -62,10 +62,10 @@
 // thread limit), Close() closes on the loop thread itself: its releases
 // then time out, and the locks free at their lease ends.
 //
-// Blocking calls (Ping, InspectLock, ListLocks, and the lock handles'
-// acquires, releases and queries) made on the client's event loop thread
-// fail at once with FailedPrecondition: they would wait for answers only
-// that thread can deliver. The same on the event loop thread of any other
+// Blocking calls (Ping, InspectLock, InspectSemaphore, ListLocks, and the
+// lock handles' acquires, releases and queries) made on the client's event
+// loop thread fail at once with FailedPrecondition: they would wait for
+// answers only that thread can deliver. The same on the event loop thread of any other
 // relock client, whose every call (and renewal) they would stall. Metrics(),
 // id() and the GetLock family are local and work there. Callbacks given to the
 // client (on_lock_event, the logger, loss callbacks, the asynchronous calls'
@@ -224,6 +224,18 @@ class Client {
   // commands); FailedPrecondition on the client's event loop thread (see
   // the banner). A holder client's record that cannot be read is left out.
   ABSL_MUST_USE_RESULT absl::StatusOr<LockInfo> InspectLock(
+      absl::string_view name);
+  // The semaphore named `name` as Redis holds it now (relock/lock_info.h):
+  // a Semaphore's or a PermitExpirableSemaphore's count, the permits out of
+  // the latter with their lease ends (read-only: expired ones are shown,
+  // not given back), and the waiting clients. One script and PUBSUB
+  // NUMSUB/SHARDNUMSUB. Errors: InvalidArgument (a bad name, or on a
+  // cluster one whose companion keys are in another slot);
+  // FailedPrecondition when the name holds anything but a count or
+  // "{N}:timeout" anything but a sorted set (the message names it), or the
+  // client is closed, or on the event loop thread; Unavailable /
+  // DeadlineExceeded; PermissionDenied.
+  ABSL_MUST_USE_RESULT absl::StatusOr<SemaphoreInfo> InspectSemaphore(
       absl::string_view name);
   // Every held lock whose name matches the glob `pattern` (SCAN MATCH
   // syntax: "*", "order:*", "job:[0-9]*"), sorted by name, each as

@@ -5,7 +5,10 @@
 // `relock status` and `relock list` commands): whether it is held, by whom
 // (owner field, hold count, and the holder's host and process where the
 // holder is a relock client that publishes its info record), for how much
-// longer, and who waits for it.
+// longer, and who waits for it; and `relock::SemaphoreInfo`, what
+// Client::InspectSemaphore() reports about a semaphore (its available
+// permits, and the permits out of a permit-expirable one with their lease
+// ends).
 //
 // Everything is read from Redis as it is at the moment of the call and may
 // be stale at once; it is for looking, never for deciding who holds a lock.
@@ -102,6 +105,54 @@ struct LockInfo {
   // The length of the fair lock's queue ("redisson_lock_queue:{N}"): the
   // owners waiting for a FairLock, in order. 0 for other locks.
   int64_t queue_length = 0;
+};
+
+// What a semaphore's keys hold (Client::InspectSemaphore()).
+enum class SemaphoreShape {
+  // Neither key exists: no permits were ever set (or the count was deleted).
+  kAbsent,
+  // A count at the name and no "{N}:timeout" sorted set: a Semaphore
+  // (relock/semaphore.h), or a PermitExpirableSemaphore with no permit out,
+  // which Redisson's data model cannot tell apart from one.
+  kSemaphore,
+  // The sorted set "{N}:timeout" of the permits out exists: a
+  // PermitExpirableSemaphore (relock/permit_expirable_semaphore.h).
+  kPermitExpirable,
+};
+
+// Returns "absent", "semaphore" or "permit-expirable".
+const char* SemaphoreShapeName(SemaphoreShape shape);
+
+// One permit out of a permit-expirable semaphore.
+struct PermitInfo {
+  // The permit's id as the API gives it: its bytes in lower-case hex.
+  std::string id;
+  // When its lease ends, on the Redis server's clock; InfiniteFuture() for
+  // a permit without a lease (Redisson's, never reclaimed).
+  absl::Time lease_end = absl::InfiniteFuture();
+  // `lease_end` minus the server's time when it was read; zero or less for
+  // a permit whose lease is over but which no call has reclaimed yet;
+  // InfiniteDuration() without a lease.
+  absl::Duration remaining_lease = absl::InfiniteDuration();
+};
+
+// A semaphore as Redis holds it now, read in one script (nothing is
+// reclaimed or published).
+struct SemaphoreInfo {
+  // The semaphore's name (the key of its count).
+  std::string name;
+  SemaphoreShape shape = SemaphoreShape::kAbsent;
+  // The count at the name: the available permits, expired permits not yet
+  // given back left out (0 when absent; may be negative after AddPermits).
+  int64_t available = 0;
+  // How many permits are out ("{N}:timeout"'s size), expired ones included.
+  int64_t permits_out = 0;
+  // The permits out, by lease end, soonest first: at most the first 1000.
+  std::vector<PermitInfo> permits;
+  // Clients subscribed to the semaphore's channel ("redisson_sc:{N}"),
+  // classic and sharded: the waiting clients, as LockInfo::waiters counts
+  // them.
+  int64_t waiters = 0;
 };
 
 }  // namespace relock

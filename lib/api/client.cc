@@ -98,6 +98,10 @@ absl::StatusOr<LockInfo> Client::InspectLock(absl::string_view name) {
   return lock::InspectLock(*core_, name);
 }
 
+absl::StatusOr<SemaphoreInfo> Client::InspectSemaphore(absl::string_view name) {
+  return lock::InspectSemaphore(*core_, name);
+}
+
 absl::StatusOr<std::vector<LockInfo>> Client::ListLocks(
     absl::string_view pattern) {
   return lock::ListLocks(*core_, pattern);

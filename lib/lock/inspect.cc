@@ -15,7 +15,9 @@
 #include "lib/lock/fair_lock.h"
 #include "lib/lock/lock_scripts.h"
 #include "lib/lock/owner.h"
+#include "lib/lock/permit_semaphore.h"
 #include "lib/lock/rw_lock.h"
+#include "lib/lock/semaphore.h"
 #include "lib/redis/errors.h"
 
 namespace relock {
@@ -200,6 +202,21 @@ absl::StatusOr<LockInfo> InspectLock(LockEnv& env, absl::string_view name) {
   return info;
 }
 
+absl::StatusOr<SemaphoreInfo> InspectSemaphore(LockEnv& env,
+                                               absl::string_view name) {
+  if (absl::Status s = env.CheckBlockingCall(); !s.ok()) return s;
+  const std::string key(name);
+  absl::StatusOr<SemaphoreInfo> info =
+      ReadSemaphore(env, key, kMaxListedPermits);
+  if (!info.ok()) return info.status();
+  absl::StatusOr<int64_t> waiters =
+      Subscribers(env, SemaphoreChannel(name),
+                  absl::StrCat("inspect semaphore \"", name, "\""));
+  if (!waiters.ok()) return waiters.status();
+  info->waiters = *waiters;
+  return info;
+}
+
 absl::StatusOr<std::vector<LockInfo>> ListLocks(LockEnv& env,
                                                 absl::string_view pattern) {
   if (absl::Status s = env.CheckBlockingCall(); !s.ok()) return s;
@@ -251,6 +268,18 @@ absl::StatusOr<std::vector<LockInfo>> ListLocks(LockEnv& env,
 }
 
 }  // namespace lock
+
+const char* SemaphoreShapeName(SemaphoreShape shape) {
+  switch (shape) {
+    case SemaphoreShape::kAbsent:
+      return "absent";
+    case SemaphoreShape::kSemaphore:
+      return "semaphore";
+    case SemaphoreShape::kPermitExpirable:
+      return "permit-expirable";
+  }
+  return "unknown";
+}
 
 const char* LockShapeName(LockShape shape) {
   switch (shape) {

@@ -12,6 +12,7 @@
 #ifndef RELOCK_LIB_LOCK_INSPECT_H_
 #define RELOCK_LIB_LOCK_INSPECT_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,13 @@ std::string ClientInfoKey(absl::string_view client_id);
 
 // The lock at `name` (see relock::Client::InspectLock for the errors).
 absl::StatusOr<LockInfo> InspectLock(LockEnv& env, absl::string_view name);
+
+// The permits InspectSemaphore() lists at the most.
+inline constexpr int64_t kMaxListedPermits = 1000;
+
+// The semaphore at `name` (see relock::Client::InspectSemaphore).
+absl::StatusOr<SemaphoreInfo> InspectSemaphore(LockEnv& env,
+                                               absl::string_view name);
 
 // Every lock whose name matches the glob `pattern`, sorted by name (see
 // relock::Client::ListLocks).

@@ -27,6 +27,7 @@
 //              | (permit_semaphore)       | permit_update, permit_renew,
 //              |                          | permit_available, counter_set,
 //              |                          | counter_inspect
+//   (inspection of either semaphore: semaphore_info, lib/lock/inspect)
 //
 // A semaphore (and a count-down latch) is no lock: no owner holds what its
 // acquire takes, so only its waits run on the shared machine (AwaitGrant()

@@ -41,6 +41,7 @@
 #include "lua/semaphore_acquire.lua.h"
 #include "lua/semaphore_add.lua.h"
 #include "lua/semaphore_drain.lua.h"
+#include "lua/semaphore_info.lua.h"
 #include "lua/shape_lib.lua.h"
 #include "lua/token.lua.h"
 #include "lua/write_acquire.lua.h"
@@ -150,6 +151,9 @@ std::vector<redis::ScriptSource> LockScripts() {
       WithHelpers(lua::kPermitRenew, {lua::kCounterLib, lua::kPermitLib});
   static const std::string* const kPermitAvailable =
       WithHelpers(lua::kPermitAvailable, {lua::kCounterLib, lua::kPermitLib});
+  // Inspection of either semaphore.
+  static const std::string* const kSemaphoreInfo =
+      WithHelpers(lua::kSemaphoreInfo, {lua::kCounterLib, lua::kPermitLib});
   // Order matches ScriptId.
   return {
       {"acquire", *kAcquire},
@@ -185,6 +189,7 @@ std::vector<redis::ScriptSource> LockScripts() {
       {"permit_update", *kPermitUpdate},
       {"permit_renew", *kPermitRenew},
       {"permit_available", *kPermitAvailable},
+      {"semaphore_info", *kSemaphoreInfo},
   };
 }
 

@@ -50,6 +50,7 @@ enum ScriptId : size_t {
   kPermitUpdateScript,
   kPermitRenewScript,
   kPermitAvailableScript,
+  kSemaphoreInfoScript,
 };
 
 // The scripts, in ScriptId order, each with the helper files it uses

@@ -39,6 +39,10 @@ namespace {
 
 constexpr absl::string_view kPermitNoun = "permit-expirable semaphore";
 
+// The score of a permit without a lease (lua/permit_lib.lua's NO_LEASE,
+// Redisson's nonExpirableTimeout).
+constexpr int64_t kNoLeaseScore = 922337203685477;
+
 // The three keys of the permit scripts.
 std::vector<std::string> PermitKeys(absl::string_view name) {
   return {std::string(name), PermitTimeoutKey(name), SemaphoreChannel(name)};
@@ -420,6 +424,56 @@ absl::StatusOr<int64_t> AvailableExpirablePermits(LockEnv& env,
   absl::StatusOr<int64_t> n = IntegerReply(*r, "query");
   if (!n.ok()) return Annotate(n.status(), "query", name, kPermitNoun);
   return n;
+}
+
+absl::StatusOr<SemaphoreInfo> ReadSemaphore(LockEnv& env,
+                                            const std::string& name,
+                                            int64_t max_listed) {
+  constexpr absl::string_view kOp = "inspect";
+  if (absl::Status s = CheckArguments(env, kPermitType, kOp, name, "permits", 0,
+                                      CountRange{});
+      !s.ok()) {
+    return s;
+  }
+  const Step step{internal::kSemaphoreInfoScript,
+                  {name, PermitTimeoutKey(name)},
+                  {absl::StrCat(max_listed)}};
+  absl::StatusOr<redis::Reply> r = RunCounterStepHere(
+      env, kPermitType, kOp, name, step, backend::Resend::kIfDropped);
+  if (!r.ok()) return r.status();
+  const redis::ReplyView v = r->view();
+  if (!v.is_array() || v.size() != 5 || !v[0].is_integer() ||
+      !v[1].is_integer() || !v[2].is_integer() || !v[3].is_integer() ||
+      !v[4].is_array() || v[4].size() % 2 != 0) {
+    return Annotate(algorithm_internal::Unexpected(*r, kOp), kOp, name,
+                    kPermitNoun);
+  }
+  SemaphoreInfo info;
+  info.name = name;
+  info.available = v[1].integer();
+  info.permits_out = v[2].integer();
+  if (info.permits_out > 0) {
+    info.shape = SemaphoreShape::kPermitExpirable;
+  } else if (v[0].integer() == 1) {
+    info.shape = SemaphoreShape::kSemaphore;
+  }
+  const int64_t now_ms = v[3].integer();
+  const redis::ReplyView listed = v[4];
+  for (size_t i = 0; i + 1 < listed.size(); i += 2) {
+    PermitInfo permit;
+    permit.id = absl::BytesToHexString(listed[i].str());
+    int64_t score = 0;
+    if (!absl::SimpleAtoi(listed[i + 1].str(), &score)) {
+      return Annotate(algorithm_internal::Unexpected(*r, kOp), kOp, name,
+                      kPermitNoun);
+    }
+    if (score != kNoLeaseScore) {
+      permit.lease_end = absl::FromUnixMillis(score);
+      permit.remaining_lease = absl::Milliseconds(score - now_ms);
+    }
+    info.permits.push_back(std::move(permit));
+  }
+  return info;
 }
 
 }  // namespace lock

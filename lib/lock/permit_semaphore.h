@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "lib/common/deadline.h"
 #include "lib/lock/lock_env.h"
+#include "relock/lock_info.h"
 
 namespace relock {
 namespace lock {
@@ -57,6 +58,13 @@ absl::StatusOr<bool> TrySetExpirablePermits(LockEnv& env,
 // The permits available, after giving back the expired ones.
 absl::StatusOr<int64_t> AvailableExpirablePermits(LockEnv& env,
                                                   const std::string& name);
+
+// Either semaphore at `name` as lua/semaphore_info.lua reads it in one
+// script, read-only, with at most `max_listed` permits listed; `waiters`
+// left 0 (lib/lock/inspect.cc counts them for Client::InspectSemaphore).
+absl::StatusOr<SemaphoreInfo> ReadSemaphore(LockEnv& env,
+                                            const std::string& name,
+                                            int64_t max_listed);
 
 }  // namespace lock
 }  // namespace relock

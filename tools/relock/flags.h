@@ -26,15 +26,15 @@ enum ExitCode : int {
   // status: a NAME is not a lock; unlock: declined at the prompt, or the key
   // is not a lock.
   kExitFailure = 1,
-  // Unknown flag, bad duration or URL, missing NAME or CMD: one line on
-  // stderr.
+  // Unknown flag, bad duration or URL, missing NAME or CMD; run --permits N
+  // on a semaphore whose total is not N: one line on stderr.
   kExitUsage = 2,
   // Redis unreachable, refused us, or answered with an error (EX_UNAVAILABLE).
   kExitUnavailable = 69,
-  // The lock is busy: --nonblock found it held, or --wait ran out
-  // (EX_TEMPFAIL).
+  // The lock is busy (run --permits: no permit is free): --nonblock found it
+  // held, or --wait ran out (EX_TEMPFAIL).
   kExitBusy = 75,
-  // The lock was lost while CMD ran.
+  // The lock (run --permits: the permit) was lost while CMD ran.
   kExitLost = 76,
   // CMD could not be executed / was not found (as env(1), timeout(1)).
   kExitCannotExecute = 126,

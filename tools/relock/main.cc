@@ -29,6 +29,7 @@ Distributed locks on Redis (Redisson-compatible), for operators and scripts.
 
 commands:
   run [flags] NAME -- CMD [ARGS...]   run CMD while holding the lock NAME
+                                      (--permits N: one of N permits)
   status [--json] NAME...             show who holds each lock
   list [--json] [PATTERN]             list the locks that exist
   unlock --force [--yes] NAME         free a lock whoever holds it
@@ -50,10 +51,11 @@ exit codes:
   N        run: CMD's own exit status
   128+N    run: CMD was killed by signal N (or relock, waiting, by signal N)
   1        status: a NAME is not a lock; unlock: declined, or not a lock
-  2        usage error: unknown flag, bad duration or URL, missing NAME/CMD
+  2        usage error: unknown flag, bad duration or URL, missing NAME/CMD;
+           run --permits N: the semaphore has another total than N
   69       Redis unreachable, refused us, or answered with an error
-  75       lock busy: --nonblock found it held, or --wait ran out
-  76       run: the lock was lost while CMD ran
+  75       lock busy (no permit free): --nonblock, or --wait ran out
+  76       run: the lock (permit) was lost while CMD ran
   126      run: CMD could not be executed
   127      run: CMD not found
 )";

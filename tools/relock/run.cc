@@ -1,4 +1,5 @@
-// relock run: take the lock, run CMD as a child, watch both, release.
+// relock run: take the lock (or, with --permits, a permit of a
+// PermitExpirableSemaphore), run CMD as a child, watch both, release.
 //
 // How the pieces fit:
 //   - Every signal relock forwards (and SIGCHLD) is blocked before the client
@@ -9,7 +10,8 @@
 //     period), without signal handlers.
 //   - The lock is held by an explicit relock::Owner, acquired on a helper
 //     thread, so that a signal during a long wait still ends relock at once
-//     (Close() cancels the wait).
+//     (Close() cancels the wait). A permit is taken the same way; the
+//     watchdog renews it and reports its loss as a lock's.
 //   - CMD gets PR_SET_PDEATHSIG (SIGTERM with --on-lost term, else SIGKILL)
 //     from the main thread, which lives as long as relock: if relock is
 //     killed, CMD does not run on unprotected while the lock expires.
@@ -38,11 +40,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
 #include "relock/client.h"
+#include "relock/limits.h"
 #include "relock/owner.h"
 #include "tools/relock/flags.h"
 
@@ -51,13 +55,28 @@ namespace cli {
 
 const char kRunUsage[] =
     R"(usage: relock run [flags] NAME -- CMD [ARGS...]
+       relock run --permits N [flags] NAME -- CMD [ARGS...]
 
 Takes the lock NAME, runs CMD (stdin, stdout and stderr inherited), releases
 the lock when CMD exits, and exits with CMD's status (128+N if signal N killed
 it). The lock is kept alive by the watchdog for as long as CMD runs, unless
 --lease gives it a fixed lease.
 
+With --permits N, NAME is a semaphore of N permits (a distributed sem, at
+most N commands at once): relock takes one permit of the permit-expirable
+semaphore NAME (Redisson's RPermitExpirableSemaphore) instead of the lock,
+with the same waits, leases, watchdog, signals, loss handling and exit codes
+(75: no permit came; 76: the permit was lost). The first run sets the
+semaphore's permits to N (TrySetPermits). If they are set already, N must
+be their total (available + out, expired ones included): otherwise relock
+exits 2 and says the total, changing nothing (a total is changed by hand, not
+by whichever run comes first). A plain Semaphore's taken permits are nobody's
+and not counted: use --permits only on semaphores that relock run or other
+permit-expirable users share.
+
 flags:
+  --permits N           take one of N permits of semaphore NAME (1 to
+                        2147483647) instead of the lock NAME
   --wait D              wait at most D for the lock (default: without limit;
                         0 = one attempt)
   --nonblock            one attempt: exit 75 at once if the lock is held
@@ -73,6 +92,10 @@ flags:
                         inf: never SIGKILL, wait for CMD to end)
   --url URL, --tls-ca FILE, --tls-cert FILE, --tls-key FILE
                         where Redis is (see relock --help)
+
+With --permits, "the lock" above is the permit: it is released when CMD
+ends, renewed by the watchdog, and lost like a lock (its lease ran out, or
+its id was removed from NAME's permits).
 
 Signals: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to relock
 are passed on to CMD (a SIGINT or SIGQUIT from the terminal already reached CMD
@@ -131,6 +154,8 @@ struct RunFlags {
   absl::optional<absl::Duration> lease;
   OnLost on_lost = OnLost::kTerm;
   absl::Duration grace = absl::Seconds(10);
+  // --permits: a permit of the semaphore `name` of this many, not the lock.
+  absl::optional<int64_t> permits;
 };
 
 // Parses `relock run`'s flags into `*flags` and `*options`.
@@ -174,6 +199,15 @@ absl::Status ParseRunFlags(const ParsedArgs& args, RunFlags* flags,
         "watchdog-timeout", args.options.at("watchdog-timeout"), false);
     if (!d.ok()) return d.status();
     options->lock_watchdog_timeout = *d;
+  }
+  if (args.has("permits")) {
+    const std::string& v = args.options.at("permits");
+    int64_t n = 0;
+    if (!absl::SimpleAtoi(v, &n) || n < 1 || n > kMaxPermits) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--permits: \"", v, "\" is not a number from 1 to ", kMaxPermits));
+    }
+    flags->permits = n;
   }
   if (args.has("on-lost")) {
     const std::string& v = args.options.at("on-lost");
@@ -333,8 +367,13 @@ class Runner {
     };
     int exit_code = kExitOk;
     client_ = ConnectOrReport(std::move(options), &exit_code);
-    if (client_ != nullptr) lock_ = client_->GetLock(flags_.name);
-    return exit_code;
+    if (client_ == nullptr) return exit_code;
+    if (!flags_.permits.has_value()) {
+      lock_ = client_->GetLock(flags_.name);
+      return kExitOk;
+    }
+    semaphore_ = client_->GetPermitExpirableSemaphore(flags_.name);
+    return SetPermits(*flags_.permits);
   }
 
   // Takes the lock (on a helper thread, so that a signal can end the wait:
@@ -342,9 +381,7 @@ class Runner {
   int Acquire() {
     absl::Status acquired;
     std::thread acquirer([&] {
-      acquired = flags_.lease.has_value()
-                     ? lock_.TryAcquire(owner_, flags_.wait, *flags_.lease)
-                     : lock_.TryAcquire(owner_, flags_.wait);
+      acquired = Take();
       news_->acquired_done.store(true);
       news_->Wake();
     });
@@ -360,7 +397,8 @@ class Runner {
       return Fail(
           kExitBusy,
           absl::StrCat(
-              "lock \"", flags_.name, "\" is busy",
+              What(),
+              flags_.permits.has_value() ? " has no free permit" : " is busy",
               flags_.wait == absl::ZeroDuration()
                   ? ""
                   : absl::StrCat(" (waited ", absl::FormatDuration(flags_.wait),
@@ -369,7 +407,7 @@ class Runner {
     if (!acquired.ok()) return Fail(ExitCodeFor(acquired), acquired.message());
     // An explicit lease is safe until SafeUntil(); the watchdog's is renewed
     // and its loss reported as an event.
-    if (flags_.lease.has_value()) {
+    if (flags_.lease.has_value() && !flags_.permits.has_value()) {
       absl::StatusOr<Steady::time_point> safe = lock_.SafeUntil(owner_);
       lease_end_ = safe.ok() ? *safe : Steady::now();
     }
@@ -385,7 +423,7 @@ class Runner {
                           original_mask_, &exit_code);
     if (child_ < 0) {
       // Best effort: the lease frees the lock otherwise.
-      absl::Status released = lock_.Release(owner_);
+      absl::Status released = Give();
       (void)released;
       return exit_code;
     }
@@ -405,16 +443,21 @@ class Runner {
       }
     }
     if (lost_) return kExitLost;
-    absl::Status released = lock_.Release(owner_);
-    if (released.code() == absl::StatusCode::kAborted) {
-      return Fail(kExitLost, absl::StrCat("lost lock \"", flags_.name,
-                                          "\" before the command finished: ",
+    absl::Status released = Give();
+    // A permit no longer out (NotFound) was taken from us: lost too.
+    if (released.code() == absl::StatusCode::kAborted ||
+        (flags_.permits.has_value() &&
+         released.code() == absl::StatusCode::kNotFound)) {
+      return Fail(kExitLost, absl::StrCat("lost ", What(),
+                                          " before the command finished: ",
                                           released.message()));
     }
     if (!released.ok()) {
       Fail(kExitOk,
-           absl::StrCat("warning: ", released.message(),
-                        " (the lock frees itself when its lease ends)"));
+           absl::StrCat("warning: ", released.message(), " (the ",
+                        flags_.permits.has_value() ? "permit returns"
+                                                   : "lock frees itself",
+                        " when its lease ends)"));
     }
     return ExitCodeOf(status);
   }
@@ -477,8 +520,76 @@ class Runner {
                               ") runs on (--on-lost ignore)");
         break;
     }
-    Fail(kExitLost,
-         absl::StrCat("lost lock \"", flags_.name, "\": ", why, "; ", action));
+    Fail(kExitLost, absl::StrCat("lost ", What(), ": ", why, "; ", action));
+  }
+
+  // What relock holds, in messages: lock "NAME", or the permit of semaphore
+  // "NAME".
+  std::string What() const {
+    const std::string quoted = absl::StrCat("\"", flags_.name, "\"");
+    if (!flags_.permits.has_value()) return "lock " + quoted;
+    if (permit_id_.empty()) return "semaphore " + quoted;
+    return absl::StrCat("permit ", permit_id_, " of semaphore ", quoted);
+  }
+
+  // --permits: sets the semaphore's permits to `permits` unless they are
+  // set; if they are, their total must be `permits` (kExitUsage otherwise).
+  int SetPermits(int64_t permits) {
+    absl::StatusOr<bool> set = semaphore_.TrySetPermits(permits);
+    if (!set.ok()) {
+      return Fail(ExitCodeFor(set.status()), set.status().message());
+    }
+    if (*set) return kExitOk;
+    // One script reads the count and the permits out together: their sum
+    // does not change as permits come and go.
+    absl::StatusOr<SemaphoreInfo> info = client_->InspectSemaphore(flags_.name);
+    if (!info.ok()) {
+      return Fail(ExitCodeFor(info.status()), info.status().message());
+    }
+    const int64_t total = info->available + info->permits_out;
+    if (total == permits) return kExitOk;
+    return Fail(
+        kExitUsage,
+        absl::StrCat("run: semaphore \"", flags_.name, "\" has ", total,
+                     " permits in all (", info->available, " available, ",
+                     info->permits_out, " out), not --permits ", permits,
+                     "; nothing changed"));
+  }
+
+  // Takes the lock or the permit (waiting at most --wait).
+  absl::Status Take() {
+    if (!flags_.permits.has_value()) {
+      return flags_.lease.has_value()
+                 ? lock_.TryAcquire(owner_, flags_.wait, *flags_.lease)
+                 : lock_.TryAcquire(owner_, flags_.wait);
+    }
+    const absl::Duration lease =
+        flags_.lease.value_or(absl::InfiniteDuration());
+    absl::StatusOr<std::string> id =
+        flags_.wait == absl::InfiniteDuration()
+            ? semaphore_.Acquire(lease)
+            : semaphore_.TryAcquire(flags_.wait, lease);
+    if (!id.ok()) return id.status();
+    permit_id_ = *id;
+    if (lease == absl::InfiniteDuration()) return absl::OkStatus();
+    // The lease began at an unknown moment of the wait: set it again from a
+    // known one (now, before the update), so that lease_end_ is never after
+    // its real end.
+    const absl::optional<Steady::time_point> end = SteadyAfter(lease);
+    absl::Status updated = semaphore_.UpdateLeaseTime(permit_id_, lease);
+    if (!updated.ok()) {
+      absl::Status released = semaphore_.Release(permit_id_);
+      (void)released;  // best effort: the lease ends anyway
+      return updated;
+    }
+    lease_end_ = end;
+    return absl::OkStatus();
+  }
+
+  // Releases the lock or the permit.
+  absl::Status Give() {
+    if (!flags_.permits.has_value()) return lock_.Release(owner_);
+    return semaphore_.Release(permit_id_);
   }
 
   const RunFlags flags_;
@@ -490,6 +601,8 @@ class Runner {
   std::unique_ptr<Client> client_;
   Lock lock_;
   const Owner owner_ = Owner::New();
+  PermitExpirableSemaphore semaphore_;  // with --permits
+  std::string permit_id_;               // the permit taken
   pid_t child_ = -1;
   bool lost_ = false;
   absl::optional<Steady::time_point> lease_end_;  // with --lease
@@ -506,6 +619,7 @@ int Run(const std::vector<std::string>& raw) {
                                                {"on-lost", true},
                                                {"grace", true},
                                                {"watchdog-timeout", true},
+                                               {"permits", true},
                                                {"help", false}},
                                               /*stop_at_positional=*/true);
   if (!args.ok()) {
