@@ -644,9 +644,14 @@ TEST_F(CliTest, RedisDownExits69AndRelockUrlIsRead) {
 TEST_F(CliTest, RunPermitsHoldsOnePermitWhileTheCommandRunsThenGivesItBack) {
   Relock& r = Start(RunArgs({"--permits", "3"}, WaitForGo("a")));
   CommandPid("a");
-  // Held while CMD runs.
+  // Held while CMD runs: seen in Redis and by a second relock.
   EXPECT_EQ(Count(), "2");
   EXPECT_EQ(PermitsOut(), 1);
+  Relock& status = RunToEnd({"status", name_});
+  EXPECT_EQ(status.Wait(), 0) << status.err();
+  EXPECT_THAT(status.out(),
+              StartsWith(name_ + ": permit-expirable semaphore, available 2, "
+                                 "out 1, waiters 0\n  permit "));
   Touch(Path("a.go"));
   EXPECT_EQ(r.Wait(), 0) << r.err();
   EXPECT_EQ(Count(), "3");
@@ -759,6 +764,63 @@ TEST_F(CliTest, RunPermitsNeverRunsMoreThanNCommandsAtOnce) {
   EXPECT_LE(most, 2);
   EXPECT_EQ(Count(), "2");
   EXPECT_EQ(PermitsOut(), 0);
+}
+
+TEST_F(CliTest, StatusShowsSemaphorePermitsAndTheirLeases) {
+  // A plain Semaphore: a count.
+  const std::string plain = name_ + ":plain";
+  ASSERT_OK(redis().Command({"SET", plain, "4"}));
+  Relock& text = RunToEnd({"status", plain});
+  EXPECT_EQ(text.Wait(), 0) << text.err();
+  EXPECT_EQ(text.out(), plain + ": semaphore, available 4, waiters 0\n");
+  Relock& json = RunToEnd({"status", "--json", plain});
+  EXPECT_EQ(json.Wait(), 0) << json.err();
+  EXPECT_EQ(json.out(),
+            absl::StrCat("[{\"name\":\"", plain,
+                         "\",\"state\":\"semaphore\",\"type\":\"semaphore\","
+                         "\"available\":4,\"permits_out\":0,\"waiters\":0,"
+                         "\"permits\":[]}]\n"));
+  // A permit-expirable one: a permit held by relock run, one whose lease is
+  // over (not given back yet), one without a lease (Redisson's).
+  Relock& holder = Start(RunArgs({"--permits", "4"}, WaitForGo("a")));
+  CommandPid("a");
+  const std::string timeouts = absl::StrCat("{", name_, "}:timeout");
+  ASSERT_OK(redis().Command({"ZADD", timeouts, "1000", "abcdefghijklmnop"}));
+  ASSERT_OK(redis().Command(
+      {"ZADD", timeouts, "922337203685477", "ABCDEFGHIJKLMNOP"}));
+  ASSERT_OK(redis().Command({"DECRBY", name_, "2"}));
+  Relock& sem = RunToEnd({"status", name_, plain});
+  EXPECT_EQ(sem.Wait(), 0) << sem.err();
+  const std::vector<std::string> lines = Lines(sem.out());
+  ASSERT_EQ(lines.size(), 5u) << sem.out();
+  EXPECT_EQ(lines[0], name_ +
+                          ": permit-expirable semaphore, available 1, out 3, "
+                          "waiters 0");
+  EXPECT_THAT(lines[1], StartsWith("  permit 6162636465666768696a6b6c6d6e6f70  "
+                                   "expired "));
+  EXPECT_THAT(lines[2], StartsWith("  permit "));
+  EXPECT_THAT(lines[2], HasSubstr("  lease "));
+  EXPECT_EQ(lines[3], "  permit 4142434445464748494a4b4c4d4e4f50  no lease");
+  EXPECT_EQ(lines[4], plain + ": semaphore, available 4, waiters 0");
+  Relock& sem_json = RunToEnd({"status", "--json", name_});
+  EXPECT_EQ(sem_json.Wait(), 0) << sem_json.err();
+  EXPECT_THAT(sem_json.out(),
+              HasSubstr("\"type\":\"permit-expirable\",\"available\":1,"
+                        "\"permits_out\":3,\"waiters\":0,\"permits\":[{\"id\":"
+                        "\"6162636465666768696a6b6c6d6e6f70\",\"lease_end\":"
+                        "\"1970-01-01T00:00:01.000Z\",\"lease_end_ms\":1000,"));
+  EXPECT_THAT(sem_json.out(),
+              HasSubstr("{\"id\":\"4142434445464748494a4b4c4d4e4f50\","
+                        "\"lease_end\":null,\"lease_end_ms\":null,"
+                        "\"remaining_lease_ms\":null}]}]"));
+  EXPECT_TRUE(ValidJsonText(sem_json.out())) << sem_json.out();
+  Touch(Path("a.go"));
+  EXPECT_EQ(holder.Wait(), 0) << holder.err();
+  // A string that is no count is still neither (exit 1).
+  ASSERT_OK(redis().Command({"SET", plain, "four"}));
+  Relock& wrong = RunToEnd({"status", plain});
+  EXPECT_EQ(wrong.Wait(), 1);
+  EXPECT_THAT(wrong.err(), HasSubstr("string"));
 }
 
 }  // namespace

@@ -23,8 +23,8 @@ namespace cli {
 // exits with the command's own status, or 128 + N when a signal N killed it.
 enum ExitCode : int {
   kExitOk = 0,
-  // status: a NAME is not a lock; unlock: declined at the prompt, or the key
-  // is not a lock.
+  // status: a NAME is neither a lock nor a semaphore; unlock: declined at
+  // the prompt, or the key is not a lock.
   kExitFailure = 1,
   // Unknown flag, bad duration or URL, missing NAME or CMD; run --permits N
   // on a semaphore whose total is not N: one line on stderr.

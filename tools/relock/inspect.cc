@@ -23,11 +23,20 @@ namespace cli {
 const char kStatusUsage[] =
     R"(usage: relock status [--json] NAME...
 
-Shows each lock NAME: free or held; its type (lock: plain, fenced or fair;
-read-write, with its mode); each holder's owner field, hold count (and read or
-write), and where the holder is a relock client, its host, process id and
-start time; the remaining lease; the waiters (subscribers of the lock's
-channel); the fair lock's queue length.
+Shows each lock (or semaphore) NAME: free or held; its type (lock: plain,
+fenced or fair; read-write, with its mode); each holder's owner field, hold
+count (and read or write), and where the holder is a relock client, its host,
+process id and start time; the remaining lease; the waiters (subscribers of
+the lock's channel); the fair lock's queue length.
+
+A NAME that holds a semaphore's count (a string holding an integer) is shown
+as a semaphore: a Semaphore's available permits, and for a permit-expirable
+semaphore (its "{NAME}:timeout" sorted set exists: permits are out) also
+each permit out, its id and its lease end (on the Redis server's clock;
+"expired" for one whose lease is over but that no call has given back yet),
+soonest first, at most 1000; and the waiters (clients subscribed to its
+channel). A permit-expirable semaphore with no permit out looks like a plain
+one: Redisson's data model cannot tell them apart.
 
 flags:
   --json    one JSON array with an object per NAME
@@ -37,10 +46,11 @@ JSON: strings are UTF-8; a byte of a name, owner or client id that is not
 part of well-formed UTF-8 shows as U+FFFD, and the object then also has
 name_base64 (owner_base64, client_id_base64): the exact bytes in base64.
 
-Exit: 0 when every NAME was shown (held or free); 1 when a NAME holds
-something that is not a lock (a line on stderr says so; the others are still
-shown); 2 for a NAME no lock can have (empty, or longer than the library
-allows; nothing is shown); 69 when Redis cannot be asked.
+Exit: 0 when every NAME was shown (held or free, or a semaphore); 1 when a
+NAME holds something that is neither a lock nor a semaphore (a line on stderr
+says so; the others are still shown); 2 for a NAME no lock can have (empty,
+or longer than the library allows; nothing is shown); 69 when Redis cannot be
+asked.
 )";
 
 const char kListUsage[] =
@@ -160,14 +170,24 @@ absl::optional<ParsedArgs> ParseCommand(const std::vector<std::string>& raw,
   return *std::move(args);
 }
 
-void Print(const std::vector<LockInfo>& locks, bool json) {
+// What status or list shows of one NAME, in both forms.
+struct Shown {
+  std::string text;
+  std::string json;
+};
+
+Shown ShowLock(const LockInfo& info) {
+  return {LockText(info), LockJson(info)};
+}
+
+void Print(const std::vector<Shown>& shown, bool json) {
   if (json) {
     std::vector<std::string> objects;
-    objects.reserve(locks.size());
-    for (const LockInfo& info : locks) objects.push_back(LockJson(info));
+    objects.reserve(shown.size());
+    for (const Shown& s : shown) objects.push_back(s.json);
     std::cout << "[" << absl::StrJoin(objects, ",\n ") << "]\n";
   } else {
-    for (const LockInfo& info : locks) std::cout << LockText(info);
+    for (const Shown& s : shown) std::cout << s.text;
   }
   std::cout.flush();
 }
@@ -321,6 +341,56 @@ std::string LockJson(const LockInfo& info) {
       ",\"holders\":[", absl::StrJoin(holders, ","), "]}");
 }
 
+std::string SemaphoreText(const SemaphoreInfo& info) {
+  const bool expirable = info.shape == SemaphoreShape::kPermitExpirable;
+  std::string text = absl::StrCat(
+      info.name, ": ", expirable ? "permit-expirable semaphore" : "semaphore",
+      ", available ", info.available);
+  if (expirable) absl::StrAppend(&text, ", out ", info.permits_out);
+  absl::StrAppend(&text, ", waiters ", info.waiters, "\n");
+  for (const PermitInfo& p : info.permits) {
+    absl::StrAppend(&text, "  permit ", p.id, "  ");
+    if (p.lease_end == absl::InfiniteFuture()) {
+      absl::StrAppend(&text, "no lease\n");
+    } else if (p.remaining_lease <= absl::ZeroDuration()) {
+      absl::StrAppend(&text, "expired ", LeaseText(-p.remaining_lease),
+                      " ago (not given back yet)\n");
+    } else {
+      absl::StrAppend(&text, "lease ", LeaseText(p.remaining_lease), "  ends ",
+                      TimeText(p.lease_end), "\n");
+    }
+  }
+  const int64_t unlisted =
+      info.permits_out - static_cast<int64_t>(info.permits.size());
+  if (unlisted > 0) {
+    absl::StrAppend(&text, "  (", unlisted, " more permits out)\n");
+  }
+  return text;
+}
+
+std::string SemaphoreJson(const SemaphoreInfo& info) {
+  std::vector<std::string> permits;
+  permits.reserve(info.permits.size());
+  for (const PermitInfo& p : info.permits) {
+    const bool leased = p.lease_end != absl::InfiniteFuture();
+    permits.push_back(absl::StrCat(
+        "{\"id\":", JsonString(p.id),
+        ",\"lease_end\":", leased ? JsonString(TimeText(p.lease_end)) : "null",
+        ",\"lease_end_ms\":",
+        leased ? absl::StrCat(absl::ToUnixMillis(p.lease_end)) : "null",
+        ",\"remaining_lease_ms\":",
+        leased ? absl::StrCat(absl::ToInt64Milliseconds(p.remaining_lease))
+               : "null",
+        "}"));
+  }
+  return absl::StrCat(
+      "{", JsonBytesField("name", info.name), ",\"state\":\"semaphore\"",
+      ",\"type\":", JsonString(SemaphoreShapeName(info.shape)),
+      ",\"available\":", info.available, ",\"permits_out\":", info.permits_out,
+      ",\"waiters\":", info.waiters, ",\"permits\":[",
+      absl::StrJoin(permits, ","), "]}");
+}
+
 int Status(const std::vector<std::string>& raw) {
   int exit_code = kExitOk;
   absl::optional<ParsedArgs> args =
@@ -332,21 +402,31 @@ int Status(const std::vector<std::string>& raw) {
   }
   std::unique_ptr<Client> client = InspectionClient(*args, &exit_code);
   if (client == nullptr) return exit_code;
-  std::vector<LockInfo> locks;
+  std::vector<Shown> shown;
   for (const std::string& name : args->positional) {
     absl::StatusOr<LockInfo> info = client->InspectLock(name);
     if (info.ok()) {
-      locks.push_back(*std::move(info));
+      shown.push_back(ShowLock(*info));
     } else if (info.status().code() == absl::StatusCode::kInvalidArgument) {
       // A NAME no lock can have (empty, too long): bad input, nothing shown.
       return Fail(kExitUsage, info.status().message());
     } else if (info.status().code() == absl::StatusCode::kFailedPrecondition) {
-      exit_code = Fail(kExitFailure, info.status().message());
+      // Not a lock: a semaphore, or neither (the lock's message says what
+      // the key holds).
+      absl::StatusOr<SemaphoreInfo> sem = client->InspectSemaphore(name);
+      if (sem.ok() && sem->shape != SemaphoreShape::kAbsent) {
+        shown.push_back({SemaphoreText(*sem), SemaphoreJson(*sem)});
+      } else if (sem.ok() ||
+                 sem.status().code() == absl::StatusCode::kFailedPrecondition) {
+        exit_code = Fail(kExitFailure, info.status().message());
+      } else {
+        return Fail(ExitCodeFor(sem.status()), sem.status().message());
+      }
     } else {
       return Fail(kExitUnavailable, info.status().message());
     }
   }
-  Print(locks, args->has("json"));
+  Print(shown, args->has("json"));
   return exit_code;
 }
 
@@ -366,7 +446,10 @@ int List(const std::vector<std::string>& raw) {
   absl::StatusOr<std::vector<LockInfo>> locks = client->ListLocks(pattern);
   if (!locks.ok())
     return Fail(ExitCodeFor(locks.status()), locks.status().message());
-  Print(*locks, args->has("json"));
+  std::vector<Shown> shown;
+  shown.reserve(locks->size());
+  for (const LockInfo& info : *locks) shown.push_back(ShowLock(info));
+  Print(shown, args->has("json"));
   return kExitOk;
 }
 

@@ -1,5 +1,6 @@
-// `relock status`, `relock list` and `relock unlock`: lock inspection and
-// administration, printed for people (text) or programs (--json).
+// `relock status`, `relock list` and `relock unlock`: lock (and, for status,
+// semaphore) inspection and administration, printed for people (text) or
+// programs (--json).
 
 #ifndef RELOCK_TOOLS_RELOCK_INSPECT_H_
 #define RELOCK_TOOLS_RELOCK_INSPECT_H_
@@ -26,6 +27,12 @@ int Unlock(const std::vector<std::string>& args);
 std::string LockText(const LockInfo& info);
 // `info` as a JSON object.
 std::string LockJson(const LockInfo& info);
+// A semaphore (`info`, not kAbsent) as text lines (a header line, then one
+// line per permit out).
+std::string SemaphoreText(const SemaphoreInfo& info);
+// A semaphore as a JSON object: "state":"semaphore", "type" "semaphore" or
+// "permit-expirable", "available", "permits_out", "waiters", "permits".
+std::string SemaphoreJson(const SemaphoreInfo& info);
 // Whether `s` is well-formed UTF-8.
 bool IsUtf8(absl::string_view s);
 // `s` as a JSON string literal, quotes included: valid JSON (RFC 8259) for

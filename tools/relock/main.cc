@@ -2,7 +2,7 @@
 // Redis only through the relock library.
 //
 //   relock run [flags] NAME -- CMD [ARGS...]   a distributed flock(1)
-//   relock status [--json] NAME...             who holds a lock
+//   relock status [--json] NAME...             who holds a lock (a semaphore)
 //   relock list [--json] [PATTERN]             the locks that exist
 //   relock unlock --force [--yes] NAME         force-release a lock
 
@@ -30,7 +30,7 @@ Distributed locks on Redis (Redisson-compatible), for operators and scripts.
 commands:
   run [flags] NAME -- CMD [ARGS...]   run CMD while holding the lock NAME
                                       (--permits N: one of N permits)
-  status [--json] NAME...             show who holds each lock
+  status [--json] NAME...             show who holds each lock (semaphore)
   list [--json] [PATTERN]             list the locks that exist
   unlock --force [--yes] NAME         free a lock whoever holds it
 
@@ -50,7 +50,8 @@ exit codes:
   0        success (run: CMD exited 0)
   N        run: CMD's own exit status
   128+N    run: CMD was killed by signal N (or relock, waiting, by signal N)
-  1        status: a NAME is not a lock; unlock: declined, or not a lock
+  1        status: a NAME is neither a lock nor a semaphore; unlock:
+           declined, or not a lock
   2        usage error: unknown flag, bad duration or URL, missing NAME/CMD;
            run --permits N: the semaphore has another total than N
   69       Redis unreachable, refused us, or answered with an error
