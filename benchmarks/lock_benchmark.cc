@@ -45,6 +45,22 @@
 //                               holder keeps the lock >= 1 ms), so it pays
 //                               the OS's wake-up latencies, which a warm RTT
 //                               does not: compare it with the raw hand-off.
+//   BM_UncontendedSemaphoreAcquireRelease/0|1
+//                               Acquire() + Release() of one permit, one
+//                               thread: a Semaphore (0) and a
+//                               PermitExpirableSemaphore in watchdog mode
+//                               (1, the permit `relock run --permits`
+//                               holds). Floor: 2 RTT (`ratio_vs_2rtt`,
+//                               `paired_ratio` as above; no
+//                               same_script_ratio).
+//   BM_SemaphoreHandOffLatency/K/T
+//                               BM_HandOffLatency's rounds on one permit of a
+//                               Semaphore (K=0) or a PermitExpirableSemaphore
+//                               (K=1): a holder releases, a blocked waiter
+//                               wakes (the semaphore's channel message) and
+//                               takes it. Same counters, and
+//                               `p50_ratio_vs_lock`: against
+//                               BM_HandOffLatency/T's p50 in the same run.
 //   BM_ThroughputDistinctLocks  N threads, each its own key: lock+unlock
 //                               pairs/s (`pairs_per_s`) and that rate times
 //                               2 RTT (`x_serial_conn`: 1.0 = one connection
@@ -94,6 +110,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -673,6 +690,46 @@ void BM_NestedChainDepth5(benchmark::State& state) {
 }
 BENCHMARK(BM_NestedChainDepth5)->UseManualTime();
 
+// One permit taken and given back, against 2 raw round trips (the floor:
+// one script each). Range 0: a Semaphore; 1: a PermitExpirableSemaphore in
+// watchdog mode (its permit registered with the watchdog and renewed, as
+// `relock run --permits` holds it).
+void BM_UncontendedSemaphoreAcquireRelease(benchmark::State& state) {
+  BenchEnv* env = EnvOrSkip(state);
+  if (env == nullptr) return;
+  const bool expirable = state.range(0) == 1;
+  state.SetLabel(expirable ? "permit-expirable" : "semaphore");
+  const std::string key =
+      Key(*env, expirable ? "uncontended-permit" : "uncontended-semaphore");
+  Semaphore semaphore = env->client->GetSemaphore(key);
+  PermitExpirableSemaphore permits =
+      env->client->GetPermitExpirableSemaphore(key);
+  absl::StatusOr<bool> set =
+      expirable ? permits.TrySetPermits(1) : semaphore.TrySetPermits(1);
+  if (!set.ok()) {
+    state.SkipWithError(set.status().ToString().c_str());
+    return;
+  }
+  RunWithPairedRatio(state, *env, 2, "ratio_vs_2rtt", "us_per_pair",
+                     [&]() -> absl::Status {
+                       if (!expirable) {
+                         if (absl::Status s = semaphore.Acquire(); !s.ok()) {
+                           return s;
+                         }
+                         return semaphore.Release();
+                       }
+                       absl::StatusOr<std::string> id = permits.Acquire();
+                       if (!id.ok()) return id.status();
+                       return permits.Release(*id);
+                     });
+  // That ratio is against the lock's scripts: not these.
+  state.counters.erase("same_script_ratio");
+}
+BENCHMARK(BM_UncontendedSemaphoreAcquireRelease)
+    ->Arg(0)
+    ->Arg(1)
+    ->UseManualTime();
+
 // --------------------------------------------------------------- hand-off --
 
 // Hand-offs measured per benchmark iteration.
@@ -881,10 +938,28 @@ BENCHMARK(BM_RawNotifyHandOff)
 //     sample is the time from that note to its own Acquire returning.
 // `inside` counts threads in the critical section: more than one is an
 // overlap, i.e. a broken lock.
+//
+// What is contended: a lock, or one permit of a semaphore.
+struct HandOffTarget {
+  // Takes it, waiting at most the duration: a token for `release` (a
+  // permit's id; empty for the others).
+  std::function<absl::StatusOr<std::string>(absl::Duration)> acquire;
+  std::function<absl::Status(const std::string&)> release;
+};
+
+HandOffTarget LockTarget(Lock lock) {
+  return {[lock](absl::Duration wait) mutable -> absl::StatusOr<std::string> {
+            if (absl::Status s = lock.TryAcquire(wait); !s.ok()) return s;
+            return std::string();
+          },
+          [lock](const std::string&) mutable { return lock.Release(); }};
+}
+
 class HandOffRound {
  public:
-  HandOffRound(Lock lock, int threads, int handoffs, absl::Duration hold)
-      : lock_(std::move(lock)),
+  HandOffRound(HandOffTarget target, int threads, int handoffs,
+               absl::Duration hold)
+      : target_(std::move(target)),
         threads_(threads),
         handoffs_(handoffs),
         hold_(hold) {}
@@ -928,8 +1003,9 @@ class HandOffRound {
         if (done_) return;
         ++contending_;
       }
-      absl::Status s = lock_.TryAcquire(kStallLimit);
+      absl::StatusOr<std::string> token = target_.acquire(kStallLimit);
       const int64_t acquired_ns = NowNs();
+      absl::Status s = token.status();
       if (!s.ok()) {
         MutexLock l(&mu_);
         --contending_;
@@ -964,7 +1040,7 @@ class HandOffRound {
       if (!stop) absl::SleepFor(hold_);
       inside_.fetch_sub(1);
       release_ns_.store(NowNs());
-      s = lock_.Release();
+      s = target_.release(*token);
       released_before = true;
       if (!s.ok()) {
         MutexLock l(&mu_);
@@ -975,7 +1051,7 @@ class HandOffRound {
     }
   }
 
-  Lock lock_;
+  HandOffTarget target_;
   const int threads_;
   const int handoffs_;
   const absl::Duration hold_;
@@ -990,24 +1066,32 @@ class HandOffRound {
   std::vector<int64_t> samples_ ABSL_GUARDED_BY(mu_);
 };
 
-// BM_HandOffLatency's and BM_FairHandOffLatency's rounds, on the lock
-// `get(client, threads)` hands out.
-template <class GetLock>
-void HandOffRounds(benchmark::State& state, GetLock get) {
+// BM_HandOffLatency/T's p50 in ns, as last measured, by T (0 = not yet).
+std::atomic<double> g_lock_handoff_p50_ns[8]{};
+
+// BM_HandOffLatency's, BM_FairHandOffLatency's and
+// BM_SemaphoreHandOffLatency's rounds, on the target `get(env, threads)`
+// hands out, contended by `threads` threads. Returns the p50 in ns (0 if
+// none).
+template <class GetTarget>
+double HandOffRounds(benchmark::State& state, int threads, GetTarget get) {
   BenchEnv* env = EnvOrSkip(state);
-  if (env == nullptr) return;
+  if (env == nullptr) return 0;
   absl::optional<double> rtt = RttNsOrSkip(state, *env);
-  if (!rtt.has_value()) return;
-  const int threads = static_cast<int>(state.range(0));
-  Lock lock = get(*env, threads);
+  if (!rtt.has_value()) return 0;
+  absl::StatusOr<HandOffTarget> target = get(*env, threads);
+  if (!target.ok()) {
+    state.SkipWithError(target.status().ToString().c_str());
+    return 0;
+  }
   std::vector<int64_t> all;
   for (auto _ : state) {
-    HandOffRound round(lock, threads, HandOffsPerIteration(),
+    HandOffRound round(*target, threads, HandOffsPerIteration(),
                        HandOffHold(*rtt));
     absl::StatusOr<std::vector<int64_t>> samples = round.Run();
     if (!samples.ok()) {
       state.SkipWithError(samples.status().ToString().c_str());
-      return;
+      return 0;
     }
     SetMeanIterationTime(state, *samples);
     all.insert(all.end(), samples->begin(), samples->end());
@@ -1016,12 +1100,18 @@ void HandOffRounds(benchmark::State& state, GetLock get) {
   if (const double raw = g_raw_handoff_p50_ns.load(); raw > 0 && p50 > 0) {
     state.counters["p50_ratio_vs_raw"] = p50 / raw;
   }
+  return p50;
 }
 
 void BM_HandOffLatency(benchmark::State& state) {
-  HandOffRounds(state, [](BenchEnv& env, int threads) {
-    return env.client->GetLock(Key(env, absl::StrCat("handoff-", threads)));
-  });
+  const double p50 = HandOffRounds(
+      state, static_cast<int>(state.range(0)),
+      [](BenchEnv& env, int threads) -> absl::StatusOr<HandOffTarget> {
+        return LockTarget(
+            env.client->GetLock(Key(env, absl::StrCat("handoff-", threads))));
+      });
+  const int64_t threads = state.range(0);
+  if (p50 > 0 && threads < 8) g_lock_handoff_p50_ns[threads].store(p50);
 }
 BENCHMARK(BM_HandOffLatency)
     ->Arg(2)
@@ -1033,13 +1123,64 @@ BENCHMARK(BM_HandOffLatency)
 // The same rounds on a FairLock (relock/fair_lock.h): each release publishes
 // on the head waiter's own channel, and only that waiter makes an attempt.
 void BM_FairHandOffLatency(benchmark::State& state) {
-  HandOffRounds(state, [](BenchEnv& env, int threads) -> Lock {
-    return env.client->GetFairLock(
-        Key(env, absl::StrCat("fair-handoff-", threads)));
-  });
+  HandOffRounds(
+      state, static_cast<int>(state.range(0)),
+      [](BenchEnv& env, int threads) -> absl::StatusOr<HandOffTarget> {
+        return LockTarget(env.client->GetFairLock(
+            Key(env, absl::StrCat("fair-handoff-", threads))));
+      });
 }
 BENCHMARK(BM_FairHandOffLatency)
     ->Arg(4)
+    ->UseManualTime()
+    ->Iterations(SmokeMode() ? 1 : 5)
+    ->Unit(benchmark::kMicrosecond);
+
+// The same rounds on one permit: range(0) 0 a Semaphore, 1 a
+// PermitExpirableSemaphore (watchdog mode); range(1) the threads. A release
+// publishes the new count on the semaphore's channel and every waiter
+// re-checks (a lock's release wakes them the same way).
+void BM_SemaphoreHandOffLatency(benchmark::State& state) {
+  const bool expirable = state.range(0) == 1;
+  state.SetLabel(expirable ? "permit-expirable" : "semaphore");
+  const double p50 = HandOffRounds(
+      state, static_cast<int>(state.range(1)),
+      [expirable](BenchEnv& env, int threads) -> absl::StatusOr<HandOffTarget> {
+        const std::string key =
+            Key(env, absl::StrCat(expirable ? "permit" : "semaphore",
+                                  "-handoff-", threads));
+        if (!expirable) {
+          Semaphore sem = env.client->GetSemaphore(key);
+          absl::StatusOr<bool> set = sem.TrySetPermits(1);
+          if (!set.ok()) return set.status();
+          return HandOffTarget{
+              [sem](
+                  absl::Duration wait) mutable -> absl::StatusOr<std::string> {
+                if (absl::Status s = sem.TryAcquire(1, wait); !s.ok()) return s;
+                return std::string();
+              },
+              [sem](const std::string&) mutable { return sem.Release(); }};
+        }
+        PermitExpirableSemaphore sem =
+            env.client->GetPermitExpirableSemaphore(key);
+        absl::StatusOr<bool> set = sem.TrySetPermits(1);
+        if (!set.ok()) return set.status();
+        return HandOffTarget{
+            [sem](absl::Duration wait) mutable { return sem.TryAcquire(wait); },
+            [sem](const std::string& id) mutable { return sem.Release(id); }};
+      });
+  const int64_t threads = state.range(1);
+  if (threads < 8) {
+    if (const double lock = g_lock_handoff_p50_ns[threads].load();
+        lock > 0 && p50 > 0) {
+      state.counters["p50_ratio_vs_lock"] = p50 / lock;
+    }
+  }
+}
+// Registered after BM_HandOffLatency, so that its p50 is there.
+BENCHMARK(BM_SemaphoreHandOffLatency)
+    ->Args({0, 2})
+    ->Args({1, 2})
     ->UseManualTime()
     ->Iterations(SmokeMode() ? 1 : 5)
     ->Unit(benchmark::kMicrosecond);
