@@ -65,12 +65,12 @@
 // Blocking calls (Ping, InspectLock, InspectSemaphore, ListLocks, and the
 // lock handles' acquires, releases and queries) made on the client's event
 // loop thread fail at once with FailedPrecondition: they would wait for
-// answers only that thread can deliver. The same on the event loop thread of any other
-// relock client, whose every call (and renewal) they would stall. Metrics(),
-// id() and the GetLock family are local and work there. Callbacks given to the
-// client (on_lock_event, the logger, loss callbacks, the asynchronous calls'
-// callbacks) should not throw; what they throw is caught, logged at kError and
-// dropped (relock/options.h).
+// answers only that thread can deliver. The same on the event loop thread of
+// any other relock client, whose every call (and renewal) they would stall.
+// Metrics(), id() and the GetLock family are local and work there. Callbacks
+// given to the client (on_lock_event, the logger, loss callbacks, the
+// asynchronous calls' callbacks) should not throw; what they throw is caught,
+// logged at kError and dropped (relock/options.h).
 //
 // fork(): in a child process the parent's clients are inert (every call is
 // FailedPrecondition; destroying them releases nothing). See relock/lock.h.
