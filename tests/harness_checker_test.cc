@@ -941,6 +941,192 @@ result:     FAIL
 )");
 }
 
+// --- Semaphore runs (CheckInput::permits = N) ------------------------------
+
+// Hold i of semaphore 0, over [from, to] ms, by thread i of worker i % 2;
+// it incremented the counter (read i).
+Hold SemaphoreHold(int i, int64_t from, int64_t to) {
+  Hold h = CleanHold(i % 2, 0, from, to, i);
+  h.thread = i;
+  return h;
+}
+
+// Holds 0..n-1 over [10 ms, 20 ms], [11, 21], ...: `n` of them at once from
+// the last one's acquisition.
+std::vector<Hold> SemaphoreHolds(int n) {
+  std::vector<Hold> holds;
+  for (int i = 0; i < n; ++i) holds.push_back(SemaphoreHold(i, 10 + i, 20 + i));
+  return holds;
+}
+
+// Three holders at once: of 3 permits a pass; of 2, the third is one
+// beyond them.
+TEST(HarnessSemaphoreCheckerTest, NHoldersPassAndNPlusOneFail) {
+  for (int permits : {3, 2}) {
+    CheckInput in = Input(SemaphoreHolds(3), {3});
+    in.permits = permits;
+    Report r = Check(std::move(in));
+    EXPECT_EQ(r.max_concurrency, 3);
+    EXPECT_EQ(r.max_unexcused_concurrency, 3);
+    EXPECT_EQ(r.sequence_breaks, 0);  // not checked: the reads may repeat
+    EXPECT_THAT(r.text, HasSubstr("semaphores of " + std::to_string(permits) +
+                                  " permits"));
+    EXPECT_THAT(r.text, HasSubstr("at most 3 holders at once"));
+    if (permits == 3) {
+      EXPECT_TRUE(r.ok()) << r.text;
+      EXPECT_EQ(r.unexcused_overlaps, 0);
+      continue;
+    }
+    EXPECT_FALSE(r.ok());
+    EXPECT_EQ(r.unexcused_overlaps, 1);  // the third holder
+    EXPECT_THAT(r.failures, Contains(HasSubstr("beyond the 2 permits")));
+    ASSERT_FALSE(r.overlap_examples.empty());
+    EXPECT_THAT(r.overlap_examples[0], HasSubstr("3 holders, 2 permits"));
+  }
+}
+
+// The maximum is the most holds seen at any acquisition: four holds of two
+// permits, never more than two at once.
+TEST(HarnessSemaphoreCheckerTest, CountsTheMostHoldersAtOnce) {
+  CheckInput in = Input({SemaphoreHold(0, 10, 20), SemaphoreHold(1, 15, 30),
+                         SemaphoreHold(2, 21, 40), SemaphoreHold(3, 31, 50)},
+                        {4});
+  in.permits = 2;
+  Report r = Check(std::move(in));
+  EXPECT_TRUE(r.ok()) << r.text;
+  EXPECT_EQ(r.max_concurrency, 2);
+  EXPECT_EQ(r.max_concurrency_where, "lock 0 at +0.015s");
+}
+
+// A holder told its permit was lost (a kLockLost event, Release() =
+// Aborted, or NotFound: the permit was gone) excuses the holder beyond N,
+// as a loss report excuses a lock's overlap.
+TEST(HarnessSemaphoreCheckerTest, AHolderToldLostExcusesTheOneBeyondN) {
+  for (absl::StatusCode told :
+       {absl::StatusCode::kAborted, absl::StatusCode::kNotFound}) {
+    std::vector<Hold> holds = SemaphoreHolds(3);
+    holds[0].release_code = static_cast<int>(told);
+    CheckInput in = Input(holds, {3});
+    in.permits = 2;
+    Report r = Check(std::move(in));
+    EXPECT_TRUE(r.ok()) << r.text;
+    EXPECT_EQ(r.unexcused_overlaps, 0);
+    EXPECT_EQ(r.excused_overlaps, 1);
+    EXPECT_EQ(r.max_concurrency, 3);
+    EXPECT_EQ(r.max_unexcused_concurrency, 2);
+  }
+  // A lock's Release() has no NotFound that tells a loss.
+  std::vector<Hold> holds = SemaphoreHolds(2);
+  holds[0].release_code = static_cast<int>(absl::StatusCode::kNotFound);
+  Report lock = Check(Input(holds, {2}));
+  EXPECT_EQ(lock.unexcused_overlaps, 1) << lock.text;
+}
+
+// Of one permit, a semaphore is judged as a lock is: every intersecting
+// pair counts once (three holds at once: three pairs).
+TEST(HarnessSemaphoreCheckerTest, OnePermitCountsOverlapsAsALockDoes) {
+  CheckInput one = Input(SemaphoreHolds(3), {3});
+  one.permits = 1;
+  Report semaphore = Check(std::move(one));
+  Report lock = Check(Input(SemaphoreHolds(3), {3}));
+  EXPECT_EQ(lock.unexcused_overlaps, 3) << lock.text;
+  EXPECT_EQ(semaphore.unexcused_overlaps, lock.unexcused_overlaps);
+  EXPECT_EQ(semaphore.max_concurrency, 3);
+}
+
+// A holder paused past its lease (pause-holder) is beside the others only
+// when the permits run out: then the pause excuses it, and its unsafe
+// window starts (worker 0 is paused; worker 1's threads take the permits).
+TEST(HarnessSemaphoreCheckerTest, APausedHolderIsExcusedBeyondNOnly) {
+  auto other = [](int thread, int64_t from, int64_t to, int64_t read) {
+    Hold h = CleanHold(1, 0, from, to, read);
+    h.thread = thread;
+    return h;
+  };
+  CheckInput in = Input({ThreadHold(0, 10, 3000, 0), other(1, 1600, 1700, 1),
+                         other(2, 1800, 1900, 2), other(3, 1850, 1950, 3)},
+                        {4});
+  in.faults.push_back(WorkerFault(FaultKind::kPauseHolder, 0, 20, 2990));
+  in.permits = 2;
+  Report r = Check(std::move(in));
+  EXPECT_EQ(r.unexcused_overlaps, 0) << r.text;
+  EXPECT_EQ(r.paused_overlaps, 1);  // at 1850 ms: three holders, two permits
+  ASSERT_EQ(r.pause_windows.size(), 1u);
+  EXPECT_THAT(r.pause_windows[0], HasSubstr("unsafe window 1150.0ms"));
+  EXPECT_TRUE(r.ok()) << r.text;
+}
+
+// At the end every semaphore's permits add up (available + out = N; a
+// killed holder's permit may still be out, its lease over), and none is
+// still leased a lease after the workers stopped.
+TEST(HarnessSemaphoreCheckerTest, PermitsMustAddUpAndNoneStayLeased) {
+  struct Case {
+    PermitTally tally;
+    bool ok;
+  };
+  for (const Case& c :
+       {Case{{0, false, 1, 1, 0}, true}, Case{{0, false, 2, 0, 0}, true},
+        // Wiped by a restart and not set again: nothing is out.
+        Case{{0, true, 0, 0, 0}, true}, Case{{0, true, 0, 1, 0}, false},
+        Case{{0, false, 2, 1, 0}, false}, Case{{0, false, 1, 0, 0}, false},
+        Case{{0, false, 1, 1, 1}, false}, Case{{0, false, -1, 0, 0}, false}}) {
+    CheckInput in = Input(SemaphoreHolds(2), {2});
+    in.permits = 2;
+    in.permit_tallies = {c.tally};
+    Report r = Check(std::move(in));
+    EXPECT_EQ(r.ok(), c.ok) << r.text;
+    EXPECT_THAT(r.text, HasSubstr("semaphore 0: "));
+  }
+}
+
+// The "P" line gives the open hold its permit id.
+TEST(HarnessSemaphoreCheckerTest, ThePermitLineNamesTheHoldsPermit) {
+  const char* path = "harness_checker_test_permit.log";
+  {
+    std::ofstream log(path);
+    log << FormatAcquired(1, 2, 100, 110) << "\n"
+        << FormatPermit(1, 2, "00112233445566778899aabbccddeeff") << "\n"
+        << FormatPermit(0, 2, "ffff") << "\n";  // no open hold: ignored
+  }
+  const WorkerLog log = ParseWorkerLog(0, path);
+  std::remove(path);
+  EXPECT_EQ(log.bad_lines, 0);
+  ASSERT_EQ(log.holds.size(), 1u);
+  EXPECT_TRUE(log.holds[0].open);
+  EXPECT_EQ(log.holds[0].permit, "00112233445566778899aabbccddeeff");
+}
+
+// --semaphore=N: in [0, kMaxHarnessPermits], on a single server, not with
+// another lock kind; the workers get it as an argument.
+TEST(HarnessOptionsTest, SemaphoreRunsTakeNoOtherLockKind) {
+  HarnessOptions o;
+  o.semaphore = 3;
+  EXPECT_OK(ValidateHarnessOptions(o));
+  for (int n : {-1, kMaxHarnessPermits + 1}) {
+    o.semaphore = n;
+    EXPECT_EQ(ValidateHarnessOptions(o).code(),
+              absl::StatusCode::kInvalidArgument)
+        << n;
+  }
+  o.semaphore = 2;
+  for (bool HarnessOptions::*kind :
+       {&HarnessOptions::fenced, &HarnessOptions::fair, &HarnessOptions::rw,
+        &HarnessOptions::multi, &HarnessOptions::cluster}) {
+    HarnessOptions with = o;
+    with.*kind = true;
+    EXPECT_EQ(ValidateHarnessOptions(with).code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  WorkerConfig c;
+  c.url = "redis://127.0.0.1:1";
+  c.port = 1;
+  c.log_path = "/nonexistent/log";
+  c.permits = 4;
+  WorkerConfig back;
+  ASSERT_OK(back.FromArgs(c.ToArgs()));
+  EXPECT_EQ(back.permits, 4);
+}
+
 }  // namespace
 }  // namespace harness
 }  // namespace relock

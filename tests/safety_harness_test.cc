@@ -7,6 +7,7 @@
 // check and its write, whose stale write the resource must refuse). The
 // checker's tests on hand-made records are harness_checker_test; the
 // partition run, which needs network namespaces, is partition_harness_test.
+// The last run takes permits of semaphores instead of locks (--semaphore).
 // tools/harness/README.md describes longer manual runs.
 
 #include <stdlib.h>
@@ -193,6 +194,33 @@ TEST(SafetyHarnessTest, ShortPauseHolderRunReportsUnsafeWindows) {
   EXPECT_GE(report.paused_overlaps, 1);
   EXPECT_EQ(report.pause_windows.size(),
             static_cast<size_t>(report.faults["pause-holder"]));
+}
+
+// PermitExpirableSemaphores of 2 permits (--semaphore=2; two of them) under
+// every single-server fault and pause-holder: never more than 2 holders of
+// one at once beyond what loss reports and pauses excuse, with the checker's
+// count of the most seen at once.
+TEST(SafetyHarnessTest, ShortSemaphoreRunKeepsAtMostNHolders) {
+  HarnessOptions options = ShortRunOptions();
+  options.duration = absl::Seconds(20);
+  options.locks = 2;
+  options.semaphore = 2;
+  options.faults.push_back(FaultKind::kPauseHolder);
+  options.netns = NetnsMode::kOff;
+  // The restart, the first cycle's last fault, wipes the semaphores; the
+  // threads then waiting on them (up to acquire_wait, 5 s) set them again
+  // only when their attempts end. A tail longer than that lets them, so
+  // that the final tally counts the permits (not an unset semaphore).
+  options.tail = options.acquire_wait + absl::Seconds(4);
+  Report report;
+  ExpectSafeRun(options, options.faults, &report);
+  EXPECT_EQ(report.permits, 2);
+  EXPECT_GE(report.max_concurrency, 2) << "the permits were never shared";
+  EXPECT_LE(report.max_unexcused_concurrency, 2);
+  ASSERT_EQ(report.permit_tallies.size(), 2u);
+  for (const PermitTally& t : report.permit_tallies) {
+    EXPECT_FALSE(t.unset) << "semaphore " << t.lock << " was not set again";
+  }
 }
 
 }  // namespace

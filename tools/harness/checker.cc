@@ -162,6 +162,8 @@ void SummarizeRun(CheckState* s) {
   rep.threads = in.threads;
   rep.locks = in.locks;
   rep.fenced = in.fenced;
+  rep.permits = in.permits;
+  rep.permit_tallies = in.permit_tallies;
   rep.lease_ns = in.lease_ns;
   rep.seed = in.seed;
   rep.replica_sync = in.replica_sync;
@@ -269,12 +271,17 @@ void CloseHolds(WorkerLog& log, CheckState* s) {
       h.end = h.release_start;
       // SafeUntil() was asked before the release began (its own time is
       // not logged).
+      // A semaphore's Release() says NotFound for a permit that was gone
+      // (a restart wiped it): a loss report as Aborted is.
+      const bool release_told =
+          h.release_code == static_cast<int>(absl::StatusCode::kAborted) ||
+          (in.permits > 0 &&
+           h.release_code == static_cast<int>(absl::StatusCode::kNotFound));
       const int64_t told_by =
           h.safe_code == static_cast<int>(absl::StatusCode::kAborted)
               ? h.release_start
-          : h.release_code == static_cast<int>(absl::StatusCode::kAborted)
-              ? h.release_end
-              : 0;
+          : release_told ? h.release_end
+                         : 0;
       if (told_by != 0) {
         h.told_lost = true;
         if (h.told_at == 0 || told_by < h.told_at) h.told_at = told_by;

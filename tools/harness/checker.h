@@ -3,6 +3,12 @@
 // locks excluded each other, and measures how long waiters waited.
 //
 // Definitions:
+//   overlap     two holds of one lock that intersect, not excused by a
+//               loss report (see "told lost") nor by a pause (see
+//               "paused"). In a semaphore run (CheckInput::permits = N),
+//               an acquisition that makes more than N holds at once that
+//               no report or pause excuses: each hold beyond N is counted
+//               (for a lock, N = 1, that is each intersecting pair).
 //   hold        [the acquire call's return, the release call's start], or
 //               [acquire, kill time] when its process was SIGKILLed holding
 //               it. Under mutual exclusion two holds of one lock never
@@ -11,7 +17,8 @@
 //   told lost   the holder got a kLockLost event for that lock and owner
 //               (attributed to its latest hold of the lock begun before the
 //               event), SafeUntil() said Aborted, or Release() returned
-//               Aborted. Overlaps with a hold told lost are "excused": the
+//               Aborted (in a semaphore run also NotFound: the permit was
+//               gone). Overlaps with a hold told lost are "excused": the
 //               library reported them, as its correctness model requires.
 //   clean       a hold not told lost, not killed, whose GET and SET both
 //               succeeded.
@@ -151,6 +158,21 @@ struct Fault {
   bool Affects(int lock) const;
 };
 
+// Semaphore runs: what the lock Redis held of semaphore `lock` at the end,
+// a lease after every worker had stopped (a worker's Client::Close() gives
+// back the permits its threads held). Its permits are conserved when
+// available + out = the permits, or when it is unset with none out (a
+// restart wiped it and no thread set it again: every thread was waiting);
+// a permit still out with a lease not yet ended was renewed though no live
+// process held it.
+struct PermitTally {
+  int lock = 0;
+  bool unset = false;      // no count in Redis
+  int64_t available = -1;  // the count (-1: unreadable; unset: 0)
+  int64_t out = -1;        // permits out ("{name}:timeout"; -1: unreadable)
+  int64_t leased = 0;      // of those, with a lease not yet ended
+};
+
 struct CheckInput {
   int processes = 0;
   int threads = 0;
@@ -180,6 +202,14 @@ struct CheckInput {
   bool restart_resets_counters = true;
   // FencedLocks: every hold carries its token (Hold::token).
   bool fenced = false;
+  // Semaphore runs (--semaphore=N): each "lock" is a semaphore of `permits`
+  // permits, and an overlap is more than that many holds at once (see
+  // "overlaps"); its counter is incremented atomically, so the sequence of
+  // reads is not checked. 0: locks (one holder).
+  int permits = 0;
+  // Semaphore runs: each semaphore's permits at the end (see PermitTally);
+  // each must be conserved, none still leased.
+  std::vector<PermitTally> permit_tallies;
   // Ghost holds (see worker.h) fail the run unless tolerated.
   bool tolerate_ghost_holds = false;
   // How much later than the lease's end on the server minus the drift a
@@ -225,8 +255,16 @@ struct Report {
   // Faults.
   std::map<std::string, int> faults;  // injected, by kind name
   std::vector<std::string> fault_log;
-  // Safety.
+  // Safety. Overlaps: holders beyond the permits at each acquisition (for a
+  // lock, intersecting pairs); see "overlaps" above.
+  int permits = 0;  // CheckInput::permits
   int64_t unexcused_overlaps = 0, excused_overlaps = 0;
+  // The most holds of one lock (semaphore) seen at once at an acquisition,
+  // and the most of those no loss report or pause excused.
+  int64_t max_concurrency = 0, max_unexcused_concurrency = 0;
+  std::string max_concurrency_where;
+  // Semaphore runs: CheckInput::permit_tallies.
+  std::vector<PermitTally> permit_tallies;
   std::vector<std::string> overlap_examples;
   int64_t sequence_breaks = 0;
   std::vector<std::string> sequence_examples;

@@ -48,12 +48,26 @@ bool InDisruptiveWindow(const CheckState& s, int k, int64_t from, int64_t to) {
   return in_fault;
 }
 
-// Overlaps: every pair of intersecting holds, excused or not; those beside a
-// paused holder are counted apart, and when the first came
-// (s->paused_overlap).
+// Whether the overlap of the older hold `a` with `h`, acquired while `a`
+// was held, is excused by a loss report: a cut-off holder's only by a report
+// received before `h` acquired; any other's by any report to either.
+bool OverlapExcused(const Hold& a, const Hold& h) {
+  return a.cut ? a.told_lost && a.told_at <= h.attempt_end
+               : a.told_lost || h.told_lost;
+}
+
+// Overlaps: at each acquisition, the holders beyond the permits (one for a
+// lock, N in a semaphore run) among it and the holds it met, in three
+// classes: beyond even when only the holds no fault excuses count
+// (unexcused), beyond only with those a loss report excuses (excused), and
+// beyond only with the paused holders (fencing's job; when the first came
+// is kept in s->paused_overlap). For a lock that is every intersecting pair,
+// by class. Also the most holders seen at once, all of them and those no
+// fault excuses.
 void CheckOverlaps(const LockView& v, CheckState* s) {
   Report& rep = s->rep;
   const int k = v.lock;
+  const int64_t permits = std::max(1, s->in.permits);
   const std::vector<const Hold*>& hs = v.holds;
   std::vector<const Hold*> active;
   for (const Hold* h : hs) {
@@ -61,28 +75,51 @@ void CheckOverlaps(const LockView& v, CheckState* s) {
         std::remove_if(active.begin(), active.end(),
                        [&](const Hold* a) { return a->end <= h->attempt_end; }),
         active.end());
+    std::vector<const Hold*> unexcused, paused;
+    int64_t excused = 0;
     for (const Hold* a : active) {
-      // The old holder `a` paused past its lease: nothing a lock can do
-      // (fencing is); report how long the other held beside it.
       if (a->paused) {
-        ++rep.paused_overlaps;
-        auto first = s->paused_overlap.emplace(a, h->attempt_end).first;
-        first->second = std::min(first->second, h->attempt_end);
-        continue;
+        paused.push_back(a);
+      } else if (OverlapExcused(*a, *h)) {
+        ++excused;
+      } else {
+        unexcused.push_back(a);
       }
-      // Cut off from Redis: only a report received before the new holder
-      // acquired excuses it. Otherwise (as before) any report does.
-      const bool excused = a->cut ? a->told_lost && a->told_at <= h->attempt_end
-                                  : a->told_lost || h->told_lost;
-      (excused ? rep.excused_overlaps : rep.unexcused_overlaps)++;
-      if (!excused && rep.overlap_examples.size() < 10) {
-        rep.overlap_examples.push_back(absl::StrCat(
-            "lock ", k, ": ", s->Describe(*a), " and ", s->Describe(*h),
-            a->cut && a->told_lost
-                ? absl::StrCat(" (the cut-off holder was told at +",
-                               s->Rel(a->told_at), ", after)")
-                : ""));
-      }
+    }
+    const int64_t strict = 1 + static_cast<int64_t>(unexcused.size());
+    const int64_t all = 1 + static_cast<int64_t>(active.size());
+    auto beyond = [permits](int64_t n) {
+      return std::max<int64_t>(0, n - permits);
+    };
+    rep.unexcused_overlaps += beyond(strict);
+    rep.excused_overlaps += beyond(strict + excused) - beyond(strict);
+    // The old holders paused past their lease: nothing a lock can do
+    // (fencing is); report how long the others held beside them.
+    const int64_t beside_paused = beyond(all) - beyond(strict + excused);
+    rep.paused_overlaps += beside_paused;
+    for (const Hold* a : paused) {
+      if (beside_paused == 0) break;
+      auto first = s->paused_overlap.emplace(a, h->attempt_end).first;
+      first->second = std::min(first->second, h->attempt_end);
+    }
+    if (all > rep.max_concurrency) {
+      rep.max_concurrency = all;
+      rep.max_concurrency_where =
+          absl::StrCat("lock ", k, " at +", s->Rel(h->attempt_end));
+    }
+    rep.max_unexcused_concurrency =
+        std::max(rep.max_unexcused_concurrency, strict);
+    for (const Hold* a : unexcused) {
+      if (beyond(strict) == 0 || rep.overlap_examples.size() >= 10) break;
+      rep.overlap_examples.push_back(absl::StrCat(
+          "lock ", k, ": ", s->Describe(*a), " and ", s->Describe(*h),
+          a->cut && a->told_lost
+              ? absl::StrCat(" (the cut-off holder was told at +",
+                             s->Rel(a->told_at), ", after)")
+              : "",
+          permits > 1
+              ? absl::StrCat(" (", strict, " holders, ", permits, " permits)")
+              : ""));
     }
     active.push_back(h);
   }
@@ -433,7 +470,9 @@ void CheckLocks(CheckState* s) {
       CheckFencedWrites(v, s);
     }
     FindLateWriters(&v, s);
-    CheckSequence(v, s);
+    // Semaphore runs: several holders increment the counter at once
+    // (atomically), so its values read need not follow each other.
+    if (in.permits == 0) CheckSequence(v, s);
     CheckCounter(v, last_restart, s);
     MeasureHandoffs(v, s);
     MeasureWaiterWaits(v, s);

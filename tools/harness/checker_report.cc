@@ -20,14 +20,33 @@ void DecideVerdict(CheckState* s) {
   Report& rep = s->rep;
   std::vector<std::string>& fail = rep.failures;
   if (rep.unexcused_overlaps > 0) {
-    fail.push_back(
-        absl::StrCat(rep.unexcused_overlaps, " unexcused overlap(s) of holds"));
+    fail.push_back(rep.permits > 0
+                       ? absl::StrCat(rep.unexcused_overlaps,
+                                      " holder(s) beyond the ", rep.permits,
+                                      " permits, not excused")
+                       : absl::StrCat(rep.unexcused_overlaps,
+                                      " unexcused overlap(s) of holds"));
   }
   if (rep.sequence_breaks > 0) {
     fail.push_back(absl::StrCat(rep.sequence_breaks,
                                 " lost update(s) between clean sections"));
   }
   if (!rep.counters_ok) fail.push_back("a counter is out of bounds");
+  for (const PermitTally& p : rep.permit_tallies) {
+    const bool conserved =
+        p.available >= 0 && p.out >= 0 &&
+        (p.available + p.out == rep.permits || (p.unset && p.out == 0));
+    if (!conserved) {
+      fail.push_back(absl::StrCat("semaphore ", p.lock, " ended with ",
+                                  p.available, " available + ", p.out,
+                                  " out, not ", rep.permits, " permits"));
+    }
+    if (p.leased > 0) {
+      fail.push_back(absl::StrCat(
+          "semaphore ", p.lock, " ended with ", p.leased,
+          " permit(s) leased a lease after every worker had stopped"));
+    }
+  }
   if (rep.token_regressions > 0) {
     fail.push_back(absl::StrCat(rep.token_regressions,
                                 " fencing token(s) not above the previous "
@@ -114,10 +133,14 @@ void WriteRunText(CheckState* s) {
   std::string& t = rep.text;
   absl::StrAppend(&t, "==== relock safety harness report ====\n");
   absl::StrAppend(
-      &t, absl::StrFormat("run:        %.1f s, %d processes x %d threads x "
-                          "%d locks, lease %s, seed %u, replica_sync %d\n",
-                          rep.seconds, rep.processes, rep.threads, rep.locks,
-                          Secs(rep.lease_ns), rep.seed, rep.replica_sync));
+      &t, absl::StrFormat(
+              "run:        %.1f s, %d processes x %d threads x "
+              "%d %s, lease %s, seed %u, replica_sync %d\n",
+              rep.seconds, rep.processes, rep.threads, rep.locks,
+              rep.permits > 0
+                  ? absl::StrCat("semaphores of ", rep.permits, " permits")
+                  : std::string("locks"),
+              Secs(rep.lease_ns), rep.seed, rep.replica_sync));
   absl::StrAppend(&t, "workers:    ", rep.workers_started, " started, ",
                   rep.workers_killed, " killed; acquisitions per worker:");
   for (const auto& [w, n] : rep.acquisitions_per_worker) {
@@ -150,10 +173,23 @@ void WriteLossesText(CheckState* s) {
   Report& rep = s->rep;
   std::string& t = rep.text;
   const int64_t drift = DriftNanos(in.lease_ns);
-  absl::StrAppend(&t, "overlaps:   ", rep.unexcused_overlaps,
-                  " unexcused (must be 0); ", rep.excused_overlaps,
-                  " excused overlapping pairs (one holder was told its lock "
-                  "was lost)\n");
+  if (rep.permits > 0) {
+    absl::StrAppend(
+        &t, "overlaps:   ", rep.unexcused_overlaps, " holders beyond the ",
+        rep.permits, " permits that no fault excuses (must be 0); ",
+        rep.excused_overlaps,
+        " beyond them excused (a holder was told its permit was lost)\n");
+    absl::StrAppend(&t, "concurrency: at most ", rep.max_concurrency,
+                    " holders at once (", rep.max_concurrency_where, "), ",
+                    rep.max_unexcused_concurrency,
+                    " not excused by a loss report or a pause (at most ",
+                    rep.permits, ")\n");
+  } else {
+    absl::StrAppend(&t, "overlaps:   ", rep.unexcused_overlaps,
+                    " unexcused (must be 0); ", rep.excused_overlaps,
+                    " excused overlapping pairs (one holder was told its "
+                    "lock was lost)\n");
+  }
   for (const std::string& e : rep.overlap_examples) {
     absl::StrAppend(&t, "            OVERLAP ", e, "\n");
   }
@@ -238,6 +274,18 @@ void WriteSectionsText(CheckState* s) {
     for (const std::string& e : rep.fence_examples) {
       absl::StrAppend(&t, "            STALE ", e, "\n");
     }
+  }
+  if (!rep.permit_tallies.empty()) {
+    absl::StrAppend(&t, "permits:   ");
+    for (const PermitTally& p : rep.permit_tallies) {
+      absl::StrAppend(&t, " semaphore ", p.lock, ": ",
+                      p.unset ? "unset (wiped by a restart), " : "",
+                      p.available, " available + ", p.out, " out (", p.leased,
+                      " still leased) of ", rep.permits, ";");
+    }
+    absl::StrAppend(&t,
+                    " at the end, a lease after the workers stopped (must "
+                    "add up, none leased)\n");
   }
   absl::StrAppend(&t, "counters:  ");
   for (const CounterCheck& c : rep.counters) {

@@ -138,6 +138,14 @@ CheckInput Coordinator::MakeCheckInput(
   // In cluster and netns runs the counters live on a server of their own.
   in.restart_resets_counters = !o_.cluster && lock_redis_ == nullptr;
   in.fenced = o_.fenced;
+  in.permits = o_.semaphore;
+  if (o_.semaphore > 0) {
+    // The permits of killed workers and of acquires whose reply was lost
+    // were renewed last before the workers stopped: their leases end within
+    // one lease.
+    absl::SleepFor(o_.lease + absl::Milliseconds(200));
+    for (int k = 0; k < o_.locks; ++k) in.permit_tallies.push_back(Tally(k));
+  }
   for (int k = 0; k < o_.locks; ++k) {
     absl::StatusOr<RedisValue> v =
         redis_->Command({"GET", CounterName(kPrefix, k)});
@@ -212,6 +220,7 @@ absl::Status Coordinator::SpawnWorker() {
   c.fair = o_.fair;
   c.rw = o_.rw;
   c.multi = o_.multi;
+  c.permits = o_.semaphore;
   c.replica_sync = o_.replica_sync;
   c.replica_sync_timeout_ms = absl::ToInt64Milliseconds(o_.command_timeout / 2);
   c.prefix = kPrefix;

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -23,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "absl/types/optional.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/redis_cluster.h"
 #include "tests/testing/redis_server.h"
@@ -127,7 +129,31 @@ class Coordinator {
   // The worker whose client id owns field `owner` ("<client-id>:<n>").
   WorkerProc* OwnerWorker(const std::string& owner);
 
+  // The owner fields of lock k's holders in Redis: the lock hash's fields;
+  // in a semaphore run, those of the threads whose open hold (in their
+  // worker's log, release not begun) has a permit out in Redis.
   std::vector<std::string> Owners(int k);
+
+  // Semaphore runs: the permit ids out of semaphore k in Redis (its
+  // "{name}:timeout" set), as the API spells them (hex), by their lease
+  // ends on the server's clock (epoch ms); nullopt if it cannot say.
+  absl::optional<std::map<std::string, int64_t>> PermitsOut(int k);
+
+  // Semaphore runs: semaphore k's permits now (checker.h).
+  PermitTally Tally(int k);
+
+  // Partitions: how long (ms) the lease of lock k, or of permit `permit` of
+  // semaphore k, has left on the lock Redis; -1 if it cannot say.
+  int64_t LockPttlMs(int k);
+  int64_t PermitLeaseLeftMs(int k, const std::string& permit);
+
+  // Semaphore runs' StopAHolder: SIGSTOPs live workers, in random order,
+  // until one shows an open hold in its log (release not begun) whose
+  // permit is out in Redis; the stopped worker (its semaphore in *lock), or
+  // null after 5 s (and why in f->detail). It stops first and looks after:
+  // a permit names no worker, and the logs are read too slowly to find a
+  // 1-5 ms hold still open by the time the worker is stopped.
+  WorkerProc* StopAPermitHolder(Fault* f, int* lock);
 
   // Finds a worker whose owner field is in a lock and SIGSTOPs it, then
   // makes sure it still holds the lock, in Redis and by its own record (an

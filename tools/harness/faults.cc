@@ -9,6 +9,7 @@
 #include <iterator>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -16,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
+#include "absl/types/optional.h"
 #include "tools/harness/coordinator.h"
 #include "tools/harness/record.h"
 #include "tools/harness/worker.h"
@@ -268,8 +270,56 @@ WorkerProc* Coordinator::OwnerWorker(const std::string& owner) {
   return nullptr;
 }
 
+namespace {
+
+// The server's clock (TIME) in epoch ms; nullopt if it cannot say.
+absl::optional<int64_t> ServerTimeMs(RedisServer& node) {
+  absl::StatusOr<RedisValue> time = node.Command({"TIME"});
+  int64_t secs = 0, micros = 0;
+  if (!time.ok() || time->elements.size() != 2 ||
+      !absl::SimpleAtoi(time->elements[0].str, &secs) ||
+      !absl::SimpleAtoi(time->elements[1].str, &micros)) {
+    return absl::nullopt;
+  }
+  return secs * 1000 + micros / 1000;
+}
+
+}  // namespace
+
+absl::optional<std::map<std::string, int64_t>> Coordinator::PermitsOut(int k) {
+  RedisServer* node = LockNode(k);
+  if (node == nullptr) return absl::nullopt;
+  absl::StatusOr<RedisValue> v = node->Command(
+      {"ZRANGE", PermitsOutKey(kPrefix, k), "0", "-1", "WITHSCORES"});
+  if (!v.ok() || !v->is_array()) return absl::nullopt;
+  std::map<std::string, int64_t> out;
+  for (size_t i = 0; i + 1 < v->elements.size(); i += 2) {
+    int64_t score = 0;
+    if (absl::SimpleAtoi(v->elements[i + 1].str, &score)) {
+      out[absl::BytesToHexString(v->elements[i].str)] = score;
+    }
+  }
+  return out;
+}
+
 std::vector<std::string> Coordinator::Owners(int k) {
   std::vector<std::string> owners;
+  if (o_.semaphore > 0) {
+    const std::map<std::string, int64_t> out =
+        PermitsOut(k).value_or(std::map<std::string, int64_t>{});
+    for (const WorkerProc& w : workers_) {
+      if (w.killed) continue;
+      const WorkerLog log = ParseWorkerLog(w.index, w.log_path);
+      for (const Hold& h : log.holds) {
+        auto owner = log.owners.find(h.thread);
+        if (h.open && h.lock == k && h.release_start == 0 &&
+            out.count(h.permit) != 0 && owner != log.owners.end()) {
+          owners.push_back(owner->second);
+        }
+      }
+    }
+    return owners;
+  }
   RedisServer* node = LockNode(k);
   if (node == nullptr) return owners;
   absl::StatusOr<RedisValue> v = node->Command({"HKEYS", LockName(kPrefix, k)});
@@ -286,7 +336,36 @@ std::vector<std::string> Coordinator::Owners(int k) {
   return owners;
 }
 
+WorkerProc* Coordinator::StopAPermitHolder(Fault* f, int* lock) {
+  const int64_t give_up = MonotonicNanos() + 5'000'000'000;
+  while (MonotonicNanos() < give_up) {
+    std::vector<WorkerProc*> live;
+    for (WorkerProc& w : workers_) {
+      if (!w.killed) live.push_back(&w);
+    }
+    std::shuffle(live.begin(), live.end(), rng_);
+    for (WorkerProc* w : live) {
+      if (!w->child->Signal(SIGSTOP).ok()) continue;
+      WaitStopped(w->child->pid(), absl::Milliseconds(200));
+      for (const Hold& h : ParseWorkerLog(w->index, w->log_path).holds) {
+        if (!h.open || h.release_start != 0 || h.permit.empty()) continue;
+        const absl::optional<std::map<std::string, int64_t>> out =
+            PermitsOut(h.lock);
+        if (out.has_value() && out->count(h.permit) != 0) {
+          *lock = h.lock;
+          return w;
+        }
+      }
+      (void)w->child->Signal(SIGCONT);
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  f->detail = "found no worker holding a permit within 5s";
+  return nullptr;
+}
+
 WorkerProc* Coordinator::StopAHolder(Fault* f, int* lock) {
+  if (o_.semaphore > 0) return StopAPermitHolder(f, lock);
   const int64_t give_up = MonotonicNanos() + 5'000'000'000;
   std::vector<int> order(o_.locks);
   for (int k = 0; k < o_.locks; ++k) order[k] = k;
@@ -396,6 +475,45 @@ void Coordinator::PauseHolder(Fault* f) {
       s.ok() ? "" : absl::StrCat(": ", s.ToString()));
 }
 
+PermitTally Coordinator::Tally(int k) {
+  PermitTally p;
+  p.lock = k;
+  RedisServer* node = LockNode(k);
+  if (node == nullptr) return p;
+  absl::StatusOr<RedisValue> count =
+      node->Command({"GET", LockName(kPrefix, k)});
+  if (count.ok() && count->is_nil()) {
+    p.unset = true;
+    p.available = 0;
+  }
+  if (count.ok() && count->is_string() &&
+      !absl::SimpleAtoi(count->str, &p.available)) {
+    p.available = -1;
+  }
+  const absl::optional<int64_t> now_ms = ServerTimeMs(*node);
+  const absl::optional<std::map<std::string, int64_t>> out = PermitsOut(k);
+  if (!now_ms.has_value() || !out.has_value()) return p;
+  p.out = static_cast<int64_t>(out->size());
+  for (const auto& [id, lease_end_ms] : *out) {
+    p.leased += lease_end_ms > *now_ms;
+  }
+  return p;
+}
+
+int64_t Coordinator::LockPttlMs(int k) {
+  absl::StatusOr<RedisValue> pttl =
+      LockServer()->Command({"PTTL", LockName(kPrefix, k)});
+  return pttl.ok() && pttl->is_integer() ? pttl->integer : -1;
+}
+
+int64_t Coordinator::PermitLeaseLeftMs(int k, const std::string& permit) {
+  const absl::optional<std::map<std::string, int64_t>> out = PermitsOut(k);
+  const absl::optional<int64_t> now_ms = ServerTimeMs(*LockServer());
+  if (!out.has_value() || !now_ms.has_value()) return -1;
+  auto it = out->find(permit);
+  return it == out->end() ? -1 : it->second - *now_ms;
+}
+
 void Coordinator::PartitionWorker(Fault* f) {
   const absl::Duration length = FaultLength(f->kind);
   if (f->kind == FaultKind::kPartition) ++partitions_;
@@ -418,6 +536,7 @@ void Coordinator::PartitionWorker(Fault* f) {
   // (not a short one that ends as the cut begins, nor a long one asked for
   // by an earlier fault, nearly over). Its other locks are cut off with it.
   std::vector<int> held;
+  std::vector<std::string> permits;  // semaphore runs: held[i]'s permit
   for (int64_t give_up = MonotonicNanos() + 3'500'000'000;
        held.empty() && MonotonicNanos() < give_up;) {
     for (int k = 0; k < o_.locks && held.empty(); ++k) {
@@ -429,6 +548,7 @@ void Coordinator::PartitionWorker(Fault* f) {
           if (open.open && open.attempt_end > asked &&
               open.attempt_end < before) {
             held.push_back(open.lock);
+            permits.push_back(open.permit);
           }
         }
         if (!held.empty()) {
@@ -449,12 +569,13 @@ void Coordinator::PartitionWorker(Fault* f) {
     f->detail = s.ToString();
     return;
   }
-  for (int k : held) {
-    absl::StatusOr<RedisValue> pttl =
-        LockServer()->Command({"PTTL", LockName(kPrefix, k)});
+  for (size_t i = 0; i < held.size(); ++i) {
+    const int k = held[i];
+    const int64_t left_ms =
+        o_.semaphore > 0 ? PermitLeaseLeftMs(k, permits[i]) : LockPttlMs(k);
     const int64_t now = MonotonicNanos();
-    if (pttl.ok() && pttl->is_integer() && pttl->integer > 0) {
-      f->cut_holds.push_back(CutHold{k, now + pttl->integer * 1'000'000});
+    if (left_ms > 0) {
+      f->cut_holds.push_back(CutHold{k, now + left_ms * 1'000'000});
     }
   }
   absl::SleepFor(length - absl::Nanoseconds(MonotonicNanos() - f->start));

@@ -60,6 +60,21 @@ absl::Status ValidateHarnessOptions(const HarnessOptions& o) {
                      " can never be acknowledged: the cluster has ",
                      kClusterReplicasPerMaster, " replica per master"));
   }
+  if (o.semaphore < 0 || o.semaphore > kMaxHarnessPermits) {
+    return absl::InvalidArgumentError(absl::StrCat("semaphore must be in [0, ",
+                                                   kMaxHarnessPermits,
+                                                   "], not ", o.semaphore));
+  }
+  if (o.semaphore > 0 && (o.fenced || o.fair || o.rw || o.multi)) {
+    return absl::InvalidArgumentError(
+        "semaphore takes permits instead of locks: not with fenced, fair, rw "
+        "or multi");
+  }
+  if (o.semaphore > 0 && o.cluster) {
+    return absl::InvalidArgumentError(
+        "semaphore runs on a single redis-server only (cluster mode has not "
+        "been run with semaphores)");
+  }
   return absl::OkStatus();
 }
 

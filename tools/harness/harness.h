@@ -13,6 +13,10 @@
 //                  (faults.cc injects them)
 //   harness.h      this file: HarnessOptions, RunHarness()
 //
+// In a semaphore run (HarnessOptions::semaphore = N) the locks are
+// PermitExpirableSemaphores of N permits and the checker allows N holders of
+// each at once; every single-server fault applies (see README.md).
+//
 // Faults (each kind at least once per cycle; the first cycle always runs in
 // full, later ones in random order while the duration lasts):
 //   kill-9-holder       SIGSTOP a worker that holds a lock (seen in Redis),
@@ -165,6 +169,11 @@ struct HarnessOptions {
   // Every other round takes two locks at once with a MultiLock (not with
   // `fenced`).
   bool multi = false;
+  // Semaphore runs (--semaphore=N): above 0, each of the K "locks" is a
+  // PermitExpirableSemaphore of N permits, taken in its watchdog mode, and
+  // the checker allows N holders at once (CheckInput::permits). Not with
+  // fenced, fair, rw, multi or cluster (see ValidateHarnessOptions).
+  int semaphore = 0;
   absl::Duration cluster_node_timeout = absl::ZeroDuration();
   // The faults to inject (each at least once); empty: every fault the mode
   // supports (SupportedFaultKinds), the partitions only where network
@@ -193,11 +202,16 @@ struct HarnessOptions {
   absl::Duration loss_report_slack = absl::Milliseconds(10);
 };
 
+// The most permits a semaphore run's semaphores may have.
+inline constexpr int kMaxHarnessPermits = 1000;
+
 // InvalidArgument, naming the option, for options no run can use:
 // processes, threads or locks below 1; cluster_masters below 2 in cluster
 // mode; replica_sync outside [0, 64], above 0 without --cluster (a single
 // redis-server has no replica), or above the cluster's replicas per master
-// (1: a WAIT for more could never be satisfied). RunHarness() checks them
+// (1: a WAIT for more could never be satisfied); semaphore outside
+// [0, kMaxHarnessPermits], or above 0 with fenced, fair, rw, multi (lock
+// kinds) or cluster (not run in this mode yet). RunHarness() checks them
 // first; relock_safety_harness reports them as usage errors (exit 2).
 absl::Status ValidateHarnessOptions(const HarnessOptions& o);
 

@@ -7,7 +7,7 @@
 //       [--hold_min=1ms] [--hold_max=5ms] [--think_max=3ms]
 //       [--seed=0] [--work_dir=DIR] [--tolerate_ghost_holds] [--quiet]
 //       [--cluster] [--cluster_masters=3] [--cluster_node_timeout=D]
-//       [--fenced] [--fair] [--rw] [--multi] [--faults=LIST]
+//       [--fenced] [--fair] [--rw] [--multi] [--semaphore=N] [--faults=LIST]
 //       [--netns=auto|on|off] [--holder_pause=D] [--loss_report_slack=D]
 //       [--replica_sync=N]
 //
@@ -18,6 +18,9 @@
 // --replica_sync: the replicas that must acknowledge the workers' acquires
 // and renewals (ReplicaSync::replicas); 0 by default, at most 1, and only
 // with --cluster (one replica per master): anything else is a usage error.
+//
+// --semaphore=N: the locks are PermitExpirableSemaphores of N permits (at
+// most N holders each at once; single server only).
 //
 // Durations in absl::ParseDuration syntax ("90s", "1.5s", "2h30m"). Exits 0
 // when the run passes, 1 when the checker found a problem, 2 on bad usage or
@@ -43,16 +46,17 @@ RELOCK_CHILD_MAIN(SafetyHarnessWorker) {
 namespace {
 
 int Usage(const std::string& bad) {
-  std::cerr << "relock_safety_harness: bad argument \"" << bad << "\"\n"
-            << "usage: relock_safety_harness [--processes=N] [--threads=N] "
-               "[--locks=N] [--duration=D] [--lease=D] [--wait=D] [--gap=D] "
-               "[--warmup=D] [--tail=D] [--short_pause=D] [--long_pause=D] "
-               "[--hold_min=D] [--hold_max=D] [--think_max=D] [--seed=N] "
-               "[--work_dir=DIR] [--tolerate_ghost_holds] [--quiet] "
-               "[--cluster] [--cluster_masters=N] [--cluster_node_timeout=D] "
-               "[--fenced] [--fair] [--rw] [--multi] [--faults=LIST] "
-               "[--netns=auto|on|off] [--holder_pause=D] "
-               "[--loss_report_slack=D] [--replica_sync=N]\n";
+  std::cerr
+      << "relock_safety_harness: bad argument \"" << bad << "\"\n"
+      << "usage: relock_safety_harness [--processes=N] [--threads=N] "
+         "[--locks=N] [--duration=D] [--lease=D] [--wait=D] [--gap=D] "
+         "[--warmup=D] [--tail=D] [--short_pause=D] [--long_pause=D] "
+         "[--hold_min=D] [--hold_max=D] [--think_max=D] [--seed=N] "
+         "[--work_dir=DIR] [--tolerate_ghost_holds] [--quiet] "
+         "[--cluster] [--cluster_masters=N] [--cluster_node_timeout=D] "
+         "[--fenced] [--fair] [--rw] [--multi] [--semaphore=N] [--faults=LIST] "
+         "[--netns=auto|on|off] [--holder_pause=D] "
+         "[--loss_report_slack=D] [--replica_sync=N]\n";
   return 2;
 }
 
@@ -136,6 +140,8 @@ int main(int argc, char** argv) {
       ok = absl::SimpleAtoi(value, &o.seed);
     } else if (key == "work_dir") {
       o.work_dir = value;
+    } else if (key == "semaphore") {
+      ok = absl::SimpleAtoi(value, &o.semaphore);
     } else if (key == "cluster_masters") {
       ok = absl::SimpleAtoi(value, &o.cluster_masters);
     } else if (key == "cluster_node_timeout") {

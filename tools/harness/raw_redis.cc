@@ -42,6 +42,12 @@ bool RawRedis::Set(const std::string& key, int64_t value) {
   return r != nullptr && r->type == REDIS_REPLY_STATUS;
 }
 
+absl::optional<int64_t> RawRedis::Incr(const std::string& key) {
+  testing::RawReply r = Command({"INCR", key});
+  if (r == nullptr || r->type != REDIS_REPLY_INTEGER) return absl::nullopt;
+  return r->integer;
+}
+
 namespace {
 
 // The fenced resource (KEYS: the counter, its highest accepted token; ARGV:

@@ -41,6 +41,9 @@ class RawRedis {
 
   bool Set(const std::string& key, int64_t value);
 
+  // INCR: the new value; nullopt on failure (it may or may not have run).
+  absl::optional<int64_t> Incr(const std::string& key);
+
   // A fenced write (--fenced runs): the counter server's script sets `key`
   // to `value` only if `token` is not below the highest token it has
   // accepted for `key` (kept at FenceKey(key)), and then records `token` as

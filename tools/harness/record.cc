@@ -73,6 +73,10 @@ std::string FormatAcquired(int thread, int lock, int64_t start, int64_t end,
                       token >= 0 ? absl::StrCat(" ", token) : "");
 }
 
+std::string FormatPermit(int thread, int lock, const std::string& permit) {
+  return absl::StrCat("P ", thread, " ", lock, " ", permit);
+}
+
 std::string FormatReleasing(int thread, int lock, int64_t time) {
   return absl::StrCat("R ", thread, " ", lock, " ", time);
 }
@@ -163,6 +167,13 @@ WorkerLog ParseWorkerLog(int worker, const std::string& path) {
       open[{h.thread, h.lock}] = log.holds.size();
       log.holds.push_back(h);
       ok = true;
+    } else if (kind == 'P' && f.size() == 4) {
+      std::vector<absl::string_view> nums(f.begin(), f.begin() + 3);
+      ok = ParseInts(nums, 1, &v);
+      if (ok) {
+        auto it = open.find({static_cast<int>(v[0]), static_cast<int>(v[1])});
+        if (it != open.end()) log.holds[it->second].permit = std::string(f[3]);
+      }
     } else if (kind == 'R' && f.size() == 4 && ParseInts(f, 1, &v)) {
       auto it = open.find({static_cast<int>(v[0]), static_cast<int>(v[1])});
       if (it != open.end()) log.holds[it->second].release_start = v[2];

@@ -7,6 +7,8 @@
 //
 //   O <thread> <owner>                  owner field of a worker thread
 //   A <thread> <lock> <start> <end>     attempt that acquired (hold opens)
+//   P <thread> <lock> <permit>          semaphore runs, right after the A
+//                                       line: the permit id the hold got
 //   R <thread> <lock> <time>            Release() about to be called
 //   F <thread> <lock> <start> <end> <code>
 //                                       attempt that failed (status code)
@@ -66,6 +68,7 @@ struct Hold {
   int64_t attempt_start = 0;
   int64_t attempt_end = 0;  // when TryAcquire returned: the hold's start
   int64_t token = -1;       // a FencedLock's token (fenced runs), else -1
+  std::string permit;       // its permit id (semaphore runs, "P" line)
   // Filled from the "H" line; `open` while there is none.
   bool open = true;
   Outcome outcome = Outcome::kGetFailed;
@@ -149,6 +152,9 @@ class LogFile {
 // "A <thread> <lock> <start> <end>", plus " <token>" in fenced runs.
 std::string FormatAcquired(int thread, int lock, int64_t start, int64_t end,
                            int64_t token = -1);
+
+// "P <thread> <lock> <permit>": the permit a semaphore hold got.
+std::string FormatPermit(int thread, int lock, const std::string& permit);
 
 // Written just before Release() is called, so that the hold of a worker
 // killed during or after its release ends there, not at the kill.

@@ -32,6 +32,10 @@ std::string CounterName(const std::string& prefix, int k) {
   return absl::StrCat(prefix, "counter:", k);
 }
 
+std::string PermitsOutKey(const std::string& prefix, int k) {
+  return absl::StrCat("{", LockName(prefix, k), "}:timeout");
+}
+
 std::vector<std::string> WorkerConfig::ToArgs() const {
   return {absl::StrCat("worker=", worker),
           absl::StrCat("url=", url),
@@ -45,6 +49,7 @@ std::vector<std::string> WorkerConfig::ToArgs() const {
           absl::StrCat("fair=", fair ? 1 : 0),
           absl::StrCat("rw=", rw ? 1 : 0),
           absl::StrCat("multi=", multi ? 1 : 0),
+          absl::StrCat("permits=", permits),
           absl::StrCat("replica_sync=", replica_sync),
           absl::StrCat("replica_sync_timeout_ms=", replica_sync_timeout_ms),
           absl::StrCat("prefix=", prefix),
@@ -100,6 +105,8 @@ absl::Status WorkerConfig::FromArgs(const std::vector<std::string>& args) {
     } else if (key == "multi") {
       multi = value == "1";
       ok = value == "0" || value == "1";
+    } else if (key == "permits") {
+      ok = absl::SimpleAtoi(value, &permits) && permits >= 0;
     } else if (key == "replica_sync") {
       ok = absl::SimpleAtoi(value, &replica_sync) && replica_sync >= 0 &&
            replica_sync <= 64;
@@ -167,6 +174,16 @@ absl::Status Worker::Caller::TryAcquire(FencedLock& lock, absl::Duration wait,
 
 absl::Status Worker::Caller::Release(Lock& lock) const {
   return async ? lock.ReleaseAsync(owner).Get() : lock.Release(owner);
+}
+
+absl::StatusOr<std::string> Worker::Caller::TryAcquire(
+    PermitExpirableSemaphore& sem, absl::Duration wait) const {
+  return async ? sem.TryAcquireAsync(wait).Get() : sem.TryAcquire(wait);
+}
+
+absl::Status Worker::Caller::Release(PermitExpirableSemaphore& sem,
+                                     const std::string& permit) const {
+  return async ? sem.ReleaseAsync(permit).Get() : sem.Release(permit);
 }
 
 Worker::Worker(WorkerConfig config) : config_(std::move(config)) {}
@@ -276,6 +293,15 @@ void Worker::OnEvent(const LockEvent& e) {
   }
   LostEvent lost;
   lost.owner = e.owner;
+  if (config_.permits > 0) {
+    // The event names the permit: log it for the thread that holds it. A
+    // permit no thread holds (its release has returned) is left out, for
+    // the checker would give it to whichever thread held the lock last.
+    absl::MutexLock l(&permits_mu_);
+    auto it = permit_owner_.find(e.owner);
+    if (it == permit_owner_.end()) return;
+    lost.owner = it->second;
+  }
   if (config_.rw) {
     // The checker follows the write holds (under the thread's field):
     // a read hold's loss excuses none of them.
@@ -333,6 +359,10 @@ void Worker::ThreadLoop(Client& client, int t) {
                absl::Milliseconds(config_.raw_timeout_ms));
   const Caller caller = CallerFor(t);
   const std::string owner = LearnOwner(client, keys, caller, t);
+  if (config_.permits > 0) {
+    SemaphoreLoop(client, raw, caller, rng, t, owner);
+    return;
+  }
   // In fenced runs, locks[k] is fenced[k] (a Lock handle of a fenced lock
   // takes tokens too).
   std::vector<FencedLock> fenced;
@@ -562,15 +592,7 @@ void Worker::CriticalSection(Lock& lock, RawRedis& raw, const Caller& caller,
     return;
   }
   h->read_value = *value;
-  int64_t until = long_until_->load();
-  const bool long_lock =
-      h->lock < 64 && (long_locks_->load() >> h->lock & 1) != 0;
-  if (until > MonotonicNanos() && long_lock &&
-      long_until_->compare_exchange_strong(until, 0)) {
-    absl::SleepFor(absl::Milliseconds(config_.long_hold_ms));
-  } else {
-    Sleep(rng, config_.hold_min_us, config_.hold_max_us);
-  }
+  SleepInHold(rng, h->lock);
   absl::StatusOr<std::chrono::steady_clock::time_point> safe =
       lock.SafeUntil(caller.owner);
   h->safe_code = static_cast<int>(safe.status().code());
@@ -602,6 +624,98 @@ void Worker::CriticalSection(Lock& lock, RawRedis& raw, const Caller& caller,
   const bool ok = raw.Set(counter, *value + 1);
   h->set_end = MonotonicNanos();
   h->outcome = ok ? Outcome::kCompleted : Outcome::kSetFailed;
+}
+
+void Worker::SleepInHold(std::mt19937_64& rng, int k) {
+  int64_t until = long_until_->load();
+  const bool long_lock = k < 64 && (long_locks_->load() >> k & 1) != 0;
+  if (until > MonotonicNanos() && long_lock &&
+      long_until_->compare_exchange_strong(until, 0)) {
+    absl::SleepFor(absl::Milliseconds(config_.long_hold_ms));
+  } else {
+    Sleep(rng, config_.hold_min_us, config_.hold_max_us);
+  }
+}
+
+void Worker::SemaphoreLoop(Client& client, RawRedis& raw, const Caller& caller,
+                           std::mt19937_64& rng, int t,
+                           const std::string& owner) {
+  std::vector<PermitExpirableSemaphore> sems;
+  for (int k = 0; k < config_.locks; ++k) {
+    sems.push_back(
+        client.GetPermitExpirableSemaphore(LockName(config_.prefix, k)));
+  }
+  const absl::Duration wait = absl::Milliseconds(config_.wait_ms);
+  std::uniform_int_distribution<int> pick(0, config_.locks - 1);
+  while (!Stopping()) {
+    const int k = pick(rng);
+    PermitExpirableSemaphore& sem = sems[k];
+    absl::StatusOr<bool> set = sem.TrySetPermits(config_.permits);
+    if (!set.ok() && set.status().code() != absl::StatusCode::kUnavailable) {
+      Anomaly(t, "TrySetPermits", set.status());
+    }
+    Hold h;
+    h.worker = config_.worker;
+    h.thread = t;
+    h.lock = k;
+    h.attempt_start = MonotonicNanos();
+    absl::StatusOr<std::string> permit = caller.TryAcquire(sem, wait);
+    h.attempt_end = MonotonicNanos();
+    if (!permit.ok()) {
+      const absl::StatusCode code = permit.status().code();
+      log_.Append(FormatFailed(FailedAttempt{
+          t, k, h.attempt_start, h.attempt_end, static_cast<int>(code)}));
+      if (code != absl::StatusCode::kDeadlineExceeded &&
+          code != absl::StatusCode::kUnavailable) {
+        Anomaly(t, "TryAcquire(semaphore)", permit.status());
+      }
+      if (code != absl::StatusCode::kDeadlineExceeded) {
+        absl::SleepFor(absl::Milliseconds(20));  // Redis is unwell
+      }
+      continue;
+    }
+    {
+      absl::MutexLock l(&permits_mu_);
+      permit_owner_[*permit] = owner;
+    }
+    log_.Append(FormatAcquired(t, k, h.attempt_start, h.attempt_end));
+    log_.Append(FormatPermit(t, k, *permit));
+    SemaphoreSection(raw, rng, &h);
+    h.release_start = MonotonicNanos();
+    log_.Append(FormatReleasing(t, k, h.release_start));
+    absl::Status r = caller.Release(sem, *permit);
+    h.release_end = MonotonicNanos();
+    h.release_code = static_cast<int>(r.code());
+    log_.Append(FormatHold(h));
+    {
+      absl::MutexLock l(&permits_mu_);
+      permit_owner_.erase(*permit);
+    }
+    // Aborted: its lease had ended; NotFound: it was gone (a restart):
+    // both tell the holder its permit was lost (the checker's "told lost").
+    if (!r.ok() && r.code() != absl::StatusCode::kAborted &&
+        r.code() != absl::StatusCode::kNotFound &&
+        r.code() != absl::StatusCode::kUnavailable) {
+      Anomaly(t, "Release(semaphore)", r);
+    }
+    Sleep(rng, 0, config_.think_max_us);
+  }
+}
+
+void Worker::SemaphoreSection(RawRedis& raw, std::mt19937_64& rng, Hold* h) {
+  const std::string counter = CounterName(config_.prefix, h->lock);
+  h->get_start = MonotonicNanos();
+  SleepInHold(rng, h->lock);
+  h->set_sent = true;
+  h->set_start = MonotonicNanos();
+  const absl::optional<int64_t> value = raw.Incr(counter);
+  h->set_end = MonotonicNanos();
+  if (!value.has_value()) {
+    h->outcome = Outcome::kSetFailed;
+    return;
+  }
+  h->read_value = *value - 1;
+  h->outcome = Outcome::kCompleted;
 }
 
 void Worker::PauseBeforeWriteIfAsked(int k) {

@@ -5,7 +5,9 @@
 // for with Future::Get()), so both paths are checked. Each hold is a critical
 // section that does a non-atomic read-modify-write of a Redis counter (GET,
 // pause, SET) on the thread's own plain hiredis connection; every attempt and
-// hold is recorded in the worker's log file (record.h).
+// hold is recorded in the worker's log file (record.h). In a semaphore run
+// ("permits=N") the locks are PermitExpirableSemaphores of N permits, taken
+// and recorded as the locks are (see SemaphoreLoop).
 //
 // Protocol with the coordinator (over the child's stdin/stdout, see
 // tests/testing/child_process.h): the worker prints "ready <client-id>" once
@@ -31,13 +33,17 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "relock/relock.h"
 #include "tools/harness/raw_redis.h"
@@ -54,6 +60,10 @@ absl::Duration FairQueueWait(absl::Duration lease);
 // The names of lock k and of its counter in Redis.
 std::string LockName(const std::string& prefix, int k);
 std::string CounterName(const std::string& prefix, int k);
+// Semaphore runs: the sorted set of semaphore k's permits out (Redisson's
+// "{name}:timeout": member the id's bytes, score its lease's end in epoch
+// ms on the server's clock).
+std::string PermitsOutKey(const std::string& prefix, int k);
 
 // Everything a worker needs, passed as "key=value" arguments.
 struct WorkerConfig {
@@ -78,6 +88,10 @@ struct WorkerConfig {
   // Every other round takes two of the locks at once with a MultiLock
   // (relock/multi_lock.h); not in fenced runs.
   bool multi = false;
+  // Semaphore runs: above 0, each "lock" is a PermitExpirableSemaphore of
+  // `permits` permits (relock/permit_expirable_semaphore.h), taken in its
+  // watchdog mode; see Worker::SemaphoreLoop.
+  int permits = 0;
   // The client's ReplicaSync (relock/options.h): replicas in [0, 64], and
   // the WAIT timeout, below command_timeout_ms.
   int replica_sync = 0;
@@ -132,6 +146,11 @@ class Worker {
     absl::Status TryAcquire(FencedLock& lock, absl::Duration wait,
                             int64_t* token) const;
     absl::Status Release(Lock& lock) const;
+    // Semaphore runs: a permit (watchdog mode), its id; and its release.
+    absl::StatusOr<std::string> TryAcquire(PermitExpirableSemaphore& sem,
+                                           absl::Duration wait) const;
+    absl::Status Release(PermitExpirableSemaphore& sem,
+                         const std::string& permit) const;
   };
   static Caller CallerFor(int t);
 
@@ -176,6 +195,28 @@ class Worker {
   void ReadRound(Lock& read, RawRedis& raw, const Caller& caller,
                  std::mt19937_64& rng, absl::Duration margin, int t, int k);
 
+  // A semaphore run's thread (config_.permits > 0): takes a permit of a
+  // random semaphore, records the hold as a lock's ("A", then "P" with the
+  // permit id), holds it (SemaphoreSection) and releases it, until told to
+  // stop. Before each attempt it sets the semaphore's permits if they are
+  // not set (TrySetPermits): the first thread to come after a restart sets
+  // them again. No ghost checks: a permit whose acquire reply was lost
+  // returns at its lease's end (the watchdog never renews it).
+  void SemaphoreLoop(Client& client, RawRedis& raw, const Caller& caller,
+                     std::mt19937_64& rng, int t, const std::string& owner);
+
+  // A semaphore hold: sleeps as a lock's section does (or long, when asked),
+  // then increments the semaphore's counter with INCR: several holders
+  // write it at once, so the write is atomic and only the counter's bounds
+  // are checked. A permit has no SafeUntil(): it writes even when its
+  // permit was lost meanwhile (counted as a section that may have written).
+  void SemaphoreSection(RawRedis& raw, std::mt19937_64& rng, Hold* h);
+
+  // Sleeps inside a hold of lock k: in [hold_min, hold_max], or
+  // long_hold_ms if a "long" request is pending for k and this thread takes
+  // it.
+  void SleepInHold(std::mt19937_64& rng, int k);
+
   void CriticalSection(Lock& lock, RawRedis& raw, const Caller& caller,
                        std::mt19937_64& rng, absl::Duration margin, Hold* h);
 
@@ -186,6 +227,11 @@ class Worker {
 
   const WorkerConfig config_;
   LogFile log_;
+  // Semaphore runs: the owner field (the "O" line) of the thread holding
+  // each permit out, so that a kLockLost event, which names the permit, is
+  // logged for that thread as a lock's is.
+  absl::Mutex permits_mu_;
+  std::map<std::string, std::string> permit_owner_ ABSL_GUARDED_BY(permits_mu_);
   std::shared_ptr<std::atomic<bool>> stop_ =
       std::make_shared<std::atomic<bool>>(false);
   // A "long <ms>" line asks that one hold beginning in the next <ms> sleep
