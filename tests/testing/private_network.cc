@@ -265,31 +265,46 @@ absl::Status PrivateNetwork::Split(const std::vector<std::string>& side) {
           absl::StrCat("PrivateNetwork: no host \"", name, "\""));
     }
   }
-  if (absl::Status s = Heal(); !s.ok()) return s;
   auto on_side = [&](const Host& h) {
     return std::find(side.begin(), side.end(), h.name) != side.end();
   };
+  const std::string table = absl::StrCat("inet ", kSplitTable);
   for (const Host& h : hosts_) {
     std::vector<std::string> others;
     for (const Host& o : hosts_) {
       if (on_side(o) != on_side(h)) others.push_back(o.address);
     }
-    if (others.empty()) continue;
+    const auto had = std::find(split_.begin(), split_.end(), h.netns);
+    if (others.empty()) {
+      if (had == split_.end()) continue;
+      if (absl::Status s = RunTool({"ip", "netns", "exec", h.netns, "nft",
+                                    absl::StrCat("delete table ", table)});
+          !s.ok()) {
+        return s;
+      }
+      split_.erase(had);
+      continue;
+    }
+    // One nft transaction per host: its earlier rules go and its new ones
+    // come at once (adding a table that exists is no error, so the delete
+    // always finds one), so a link cut before and after stays cut
+    // throughout, never healed for a moment in between.
     const std::string set =
         absl::StrCat("{ ", absl::StrJoin(others, ", "), " }");
     absl::Status s = RunTool(
         {"ip", "netns", "exec", h.netns, "nft",
          absl::StrCat(
-             "add table inet ", kSplitTable, "; add chain inet ", kSplitTable,
-             " in { type filter hook input priority 0; policy "
-             "accept; }; add chain inet ",
-             kSplitTable,
-             " out { type filter hook output priority 0; policy "
-             "accept; }; add rule inet ",
-             kSplitTable, " in ip saddr ", set, " drop; add rule inet ",
-             kSplitTable, " out ip daddr ", set, " drop")});
+             "add table ", table, "; delete table ", table, "; add table ",
+             table, "; add chain ", table,
+             " in { type filter hook input priority 0; policy accept; }; "
+             "add chain ",
+             table,
+             " out { type filter hook output priority 0; policy accept; }; "
+             "add rule ",
+             table, " in ip saddr ", set, " drop; add rule ", table,
+             " out ip daddr ", set, " drop")});
     if (!s.ok()) return s;
-    split_.push_back(h.netns);
+    if (had == split_.end()) split_.push_back(h.netns);
   }
   return absl::OkStatus();
 }

@@ -78,8 +78,10 @@ class PrivateNetwork {
   absl::StatusOr<Host> AddHost(absl::string_view name);
 
   // Cuts every link between a host named in `side` and a host not named in
-  // it, both ways, replacing an earlier split. InvalidArgument for a name
-  // that is no host.
+  // it, both ways, replacing an earlier split host by host, each in one
+  // nftables transaction: a link that both splits cut stays cut throughout
+  // (a write held back from a replica by the first split is never delivered
+  // in between). InvalidArgument for a name that is no host.
   absl::Status Split(const std::vector<std::string>& side);
   // Removes the split: every host reaches every other again.
   absl::Status Heal();
