@@ -272,6 +272,10 @@ struct Report {
   // acquisition's (regressions, must be 0; resets: across a counter loss).
   bool fenced = false;
   int64_t fenced_acquisitions = 0, token_regressions = 0, token_resets = 0;
+  // Tokens not above the previous acquisition's whose attempt overlapped
+  // that one's (their order on Redis unknown: a reply read late, as after a
+  // pause of the process); not regressions.
+  int64_t token_order_unknown = 0;
   std::vector<std::string> token_examples;
   // Fenced runs, at the resource (the counter's script): writes it accepted,
   // stale writes it refused (a token below the highest it had accepted), and

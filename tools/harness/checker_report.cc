@@ -260,7 +260,11 @@ void WriteSectionsText(CheckState* s) {
                     " fenced acquisitions; ", rep.token_regressions,
                     " tokens not above the previous one (must be 0); ",
                     rep.token_resets,
-                    " restarts across a counter loss (restart/failover)\n");
+                    " restarts across a counter loss (restart/failover); ",
+                    rep.token_order_unknown,
+                    " lower tokens whose attempt overlapped the previous one "
+                    "(order on Redis unknown, e.g. a reply read after a "
+                    "pause)\n");
     for (const std::string& e : rep.token_examples) {
       absl::StrAppend(&t, "            TOKEN ", e, "\n");
     }
