@@ -255,16 +255,20 @@ TEST_F(PermitSemaphoreTest, RedissonScriptsShareThePermitsBothWays) {
   ASSERT_OK(id);
   EXPECT_FALSE(RedissonAcquire(name, std::string(32, 'b'),
                                absl::ToUnixMillis(absl::Now()) + 30000));
-  absl::StatusOr<testing::RawConnection> sub =
-      testing::RawConnection::Connect(redis().port());
-  ASSERT_OK(sub);
-  ASSERT_OK(sub->Command({"SUBSCRIBE", SemaphoreChannel(name)}));
-  ASSERT_OK(sub->SetTimeout(absl::Seconds(10)));
-  ASSERT_OK(sem.Release(*id));
-  absl::StatusOr<RedisValue> message = sub->NextReply();
-  ASSERT_OK(message);  // the release's message, as a Redisson waiter gets it
-  // Redisson releases an id relock gave out, and wakes a relock waiter.
-  absl::StatusOr<std::string> second = sem.Acquire(absl::Seconds(30));
+  {
+    absl::StatusOr<testing::RawConnection> sub =
+        testing::RawConnection::Connect(redis().port());
+    ASSERT_OK(sub);
+    ASSERT_OK(sub->Command({"SUBSCRIBE", SemaphoreChannel(name)}));
+    ASSERT_OK(sub->SetTimeout(absl::Seconds(10)));
+    ASSERT_OK(sem.Release(*id));
+    absl::StatusOr<RedisValue> message = sub->NextReply();
+    ASSERT_OK(message);  // the release's message, as a Redisson waiter gets it
+  }  // unsubscribed: the channel's one subscriber below is the waiter
+  // Redisson releases an id relock gave out, and wakes a relock waiter. (A
+  // lease far longer than the test: the permit must not come back by
+  // itself, however slow the machine.)
+  absl::StatusOr<std::string> second = sem.Acquire(absl::Seconds(600));
   ASSERT_OK(second);
   std::atomic<bool> got{false};
   JoiningThread waiter(
