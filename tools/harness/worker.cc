@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <iostream>
+#include <mutex>
 #include <thread>
 #include <utility>
 
@@ -297,7 +298,7 @@ void Worker::OnEvent(const LockEvent& e) {
     // The event names the permit: log it for the thread that holds it. A
     // permit no thread holds (its release has returned) is left out, for
     // the checker would give it to whichever thread held the lock last.
-    absl::MutexLock l(&permits_mu_);
+    std::lock_guard<std::mutex> l(permits_mu_);
     auto it = permit_owner_.find(e.owner);
     if (it == permit_owner_.end()) return;
     lost.owner = it->second;
@@ -675,7 +676,7 @@ void Worker::SemaphoreLoop(Client& client, RawRedis& raw, const Caller& caller,
       continue;
     }
     {
-      absl::MutexLock l(&permits_mu_);
+      std::lock_guard<std::mutex> l(permits_mu_);
       permit_owner_[*permit] = owner;
     }
     log_.Append(FormatAcquired(t, k, h.attempt_start, h.attempt_end));
@@ -688,7 +689,7 @@ void Worker::SemaphoreLoop(Client& client, RawRedis& raw, const Caller& caller,
     h.release_code = static_cast<int>(r.code());
     log_.Append(FormatHold(h));
     {
-      absl::MutexLock l(&permits_mu_);
+      std::lock_guard<std::mutex> l(permits_mu_);
       permit_owner_.erase(*permit);
     }
     // Aborted: its lease had ended; NotFound: it was gone (a restart):

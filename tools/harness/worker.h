@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -43,7 +44,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "relock/relock.h"
 #include "tools/harness/raw_redis.h"
@@ -229,9 +229,11 @@ class Worker {
   LogFile log_;
   // Semaphore runs: the owner field (the "O" line) of the thread holding
   // each permit out, so that a kLockLost event, which names the permit, is
-  // logged for that thread as a lock's is.
-  absl::Mutex permits_mu_;
-  std::map<std::string, std::string> permit_owner_ ABSL_GUARDED_BY(permits_mu_);
+  // logged for that thread as a lock's is. std::mutex, not absl::Mutex:
+  // Debian's Abseil is not instrumented for TSan (lib/common/mutex.h), which
+  // then reports false races on what it guards.
+  std::mutex permits_mu_;
+  std::map<std::string, std::string> permit_owner_;  // guarded by permits_mu_
   std::shared_ptr<std::atomic<bool>> stop_ =
       std::make_shared<std::atomic<bool>>(false);
   // A "long <ms>" line asks that one hold beginning in the next <ms> sleep
