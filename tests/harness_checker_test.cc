@@ -1120,8 +1120,8 @@ TEST(HarnessSemaphoreCheckerTest, ThePermitLineNamesTheHoldsPermit) {
   EXPECT_EQ(log.holds[0].permit, "00112233445566778899aabbccddeeff");
 }
 
-// --semaphore=N: in [0, kMaxHarnessPermits], on a single server, not with
-// another lock kind; the workers get it as an argument.
+// --semaphore=N: in [0, kMaxHarnessPermits], not with another lock kind (on
+// a single server or a cluster); the workers get it as an argument.
 TEST(HarnessOptionsTest, SemaphoreRunsTakeNoOtherLockKind) {
   HarnessOptions o;
   o.semaphore = 3;
@@ -1135,12 +1135,15 @@ TEST(HarnessOptionsTest, SemaphoreRunsTakeNoOtherLockKind) {
   o.semaphore = 2;
   for (bool HarnessOptions::*kind :
        {&HarnessOptions::fenced, &HarnessOptions::fair, &HarnessOptions::rw,
-        &HarnessOptions::multi, &HarnessOptions::cluster}) {
+        &HarnessOptions::multi}) {
     HarnessOptions with = o;
     with.*kind = true;
     EXPECT_EQ(ValidateHarnessOptions(with).code(),
               absl::StatusCode::kInvalidArgument);
   }
+  HarnessOptions on_cluster = o;
+  on_cluster.cluster = true;
+  EXPECT_OK(ValidateHarnessOptions(on_cluster));
   WorkerConfig c;
   c.url = "redis://127.0.0.1:1";
   c.port = 1;

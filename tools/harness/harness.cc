@@ -70,11 +70,6 @@ absl::Status ValidateHarnessOptions(const HarnessOptions& o) {
         "semaphore takes permits instead of locks: not with fenced, fair, rw "
         "or multi");
   }
-  if (o.semaphore > 0 && o.cluster) {
-    return absl::InvalidArgumentError(
-        "semaphore runs on a single redis-server only (cluster mode has not "
-        "been run with semaphores)");
-  }
   return absl::OkStatus();
 }
 

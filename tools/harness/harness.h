@@ -172,7 +172,8 @@ struct HarnessOptions {
   // Semaphore runs (--semaphore=N): above 0, each of the K "locks" is a
   // PermitExpirableSemaphore of N permits, taken in its watchdog mode, and
   // the checker allows N holders at once (CheckInput::permits). Not with
-  // fenced, fair, rw, multi or cluster (see ValidateHarnessOptions).
+  // fenced, fair, rw or multi (see ValidateHarnessOptions); with or without
+  // cluster.
   int semaphore = 0;
   absl::Duration cluster_node_timeout = absl::ZeroDuration();
   // The faults to inject (each at least once); empty: every fault the mode
@@ -210,8 +211,8 @@ inline constexpr int kMaxHarnessPermits = 1000;
 // mode; replica_sync outside [0, 64], above 0 without --cluster (a single
 // redis-server has no replica), or above the cluster's replicas per master
 // (1: a WAIT for more could never be satisfied); semaphore outside
-// [0, kMaxHarnessPermits], or above 0 with fenced, fair, rw, multi (lock
-// kinds) or cluster (not run in this mode yet). RunHarness() checks them
+// [0, kMaxHarnessPermits], or above 0 with fenced, fair, rw or multi (lock
+// kinds). RunHarness() checks them
 // first; relock_safety_harness reports them as usage errors (exit 2).
 absl::Status ValidateHarnessOptions(const HarnessOptions& o);
 

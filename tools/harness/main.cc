@@ -20,7 +20,7 @@
 // with --cluster (one replica per master): anything else is a usage error.
 //
 // --semaphore=N: the locks are PermitExpirableSemaphores of N permits (at
-// most N holders each at once; single server only).
+// most N holders each at once; on a single server or with --cluster).
 //
 // Durations in absl::ParseDuration syntax ("90s", "1.5s", "2h30m"). Exits 0
 // when the run passes, 1 when the checker found a problem, 2 on bad usage or
