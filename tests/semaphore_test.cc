@@ -293,7 +293,9 @@ TEST_F(SemaphoreTest, AClientWithoutPubSubStillPublishesItsChanges) {
   JoiningThread waiter([&] {
     got = client_->GetSemaphore(name).TryAcquire(1, absl::Seconds(60)).ok();
   });
-  ASSERT_OK(WaitUntilWaiting(redis(), SemaphoreChannel(name), *client_));
+  // Two subscribers: the listener above, and the waiting client.
+  ASSERT_OK(WaitUntilWaiting(redis(), SemaphoreChannel(name), *client_,
+                             /*subscribers=*/2));
   Stopwatch since_release;
   ASSERT_OK(sem.Release());
   waiter.join();
