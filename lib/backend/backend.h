@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -106,9 +107,12 @@ struct ScriptCall {
 // One call of a batch (RunBatch()): the script (each call names its own),
 // its keys and arguments.
 struct Call {
+  // Views kept inline: a lock step has at most 6 keys and 6 arguments, so a
+  // call on the hot path allocates nothing for them.
+  using Views = absl::InlinedVector<absl::string_view, 6>;
   size_t script = 0;
-  std::vector<absl::string_view> keys;
-  std::vector<absl::string_view> args;
+  Views keys;
+  Views args;
 };
 
 // RunBatch()'s answer: [node][call], each call's reply or why there is none.

@@ -14,7 +14,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/types/optional.h"
 #include "lib/lock/algorithm.h"
 #include "lib/lock/lease.h"
@@ -96,8 +95,17 @@ std::string Whom(const OwnerId& by) {
                    : absl::StrCat("relock::Owner ", by.number & ~kWriteHoldBit);
 }
 
-std::string Details(const std::vector<std::string>& details) {
-  return absl::StrJoin(details, "; ");
+std::string NodeNotes::Join() const {
+  std::string joined;
+  for (const Note& note : notes_) {
+    if (!joined.empty()) joined.append("; ");
+    if (note.who == nullptr) {
+      joined.append(note.text);
+    } else {
+      absl::StrAppend(&joined, *note.who, ": ", note.outcome);
+    }
+  }
+  return joined;
 }
 
 absl::Status CheckModel(LockEnv& env, const std::string& name,
@@ -171,8 +179,8 @@ Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
   a.start = start;
   size_t granted = 0, errors = 0;
   // unacked_at: granted, but too few replicas acknowledged it.
-  std::vector<bool> granted_at(n), unknown_at(n), unacked_at(n);
-  std::vector<std::string> details;
+  absl::InlinedVector<bool, 8> granted_at(n), unknown_at(n), unacked_at(n);
+  NodeNotes details;
   for (size_t i = 0; i < n; ++i) {
     const absl::StatusOr<redis::Reply>& r = answers[i].reply;
     const std::string& who = backend.node_name(i);
@@ -181,8 +189,7 @@ Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
     if (!r.ok()) {
       error = r.status();
       unknown_at[i] = true;  // the request may still run
-      details.push_back(
-          absl::StrCat(who, ": unavailable: ", r.status().message()));
+      details.Add(absl::StrCat(who, ": unavailable: ", r.status().message()));
     } else if (reply.kind == AcquireReply::kGranted &&
                !Granted(answers[i], sync)) {
       unacked_at[i] = true;
@@ -192,23 +199,22 @@ Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
           absl::FormatDuration(sync->timeout));
       error = absl::UnavailableError(
           absl::StrCat(unacked, " on ", who, "; the acquisition was undone"));
-      details.push_back(
-          absl::StrCat(who, ": acquired, but ", unacked, "; undone"));
+      details.Add(absl::StrCat(who, ": acquired, but ", unacked, "; undone"));
     } else if (reply.kind == AcquireReply::kGranted) {
       ++granted;
       granted_at[i] = true;
       if (a.token < 0) a.token = reply.token;
-      details.push_back(absl::StrCat(who, ": acquired"));
+      details.Add(who, "acquired");
     } else if (reply.kind == AcquireReply::kHeld) {
       const int64_t pttl = reply.pttl;
       if (pttl >= 0 && (a.min_pttl_ms < 0 || pttl < a.min_pttl_ms)) {
         a.min_pttl_ms = pttl;
       }
-      details.push_back(absl::StrCat(
-          who, ": held by another owner (lease left ", pttl, "ms)"));
+      details.Add(absl::StrCat(who, ": held by another owner (lease left ",
+                               pttl, "ms)"));
     } else {
       error = Unexpected(*r, "acquire script");
-      details.push_back(absl::StrCat(who, ": ", error.ToString()));
+      details.Add(absl::StrCat(who, ": ", error.ToString()));
     }
     if (!error.ok()) {
       ++errors;
@@ -227,11 +233,11 @@ Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
     return a;
   }
   if (granted >= quorum) {
-    details.push_back(absl::StrCat("validity used up: the attempt took ",
-                                   absl::FormatDuration(elapsed), " of a ",
-                                   absl::FormatDuration(lease), " lease"));
+    details.Add(absl::StrCat("validity used up: the attempt took ",
+                             absl::FormatDuration(elapsed), " of a ",
+                             absl::FormatDuration(lease), " lease"));
   }
-  a.details = Details(details);
+  a.details = details.Join();
   a.kind = granted < quorum && errors <= n - quorum ? Attempt::kHeldByOther
                                                     : Attempt::kFailed;
   if (n == 1) {

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -39,8 +40,31 @@ absl::Status Annotate(absl::Status s, absl::string_view op,
 // Who a call was for, in messages.
 std::string Whom(const OwnerId& by);
 
-// What each node said, for messages: "host:port: acquired; ...".
-std::string Details(const std::vector<std::string>& details);
+// What each node said, for messages: "host:port: acquired; ...". Most
+// notes are a node's name and a fixed outcome ("acquired", "released"); they
+// are kept as that pair and spelled out only when a message is made, so a
+// call that succeeds builds no text (and, on one node, allocates nothing).
+class NodeNotes {
+ public:
+  // "<who>: <outcome>"; `who` (a Backend::node_name()) and `outcome` must
+  // outlive the notes.
+  void Add(const std::string& who, absl::string_view outcome) {
+    notes_.push_back(Note{&who, outcome, {}});
+  }
+  void Add(std::string text) {
+    notes_.push_back(Note{nullptr, {}, std::move(text)});
+  }
+  // The notes, "; "-joined.
+  std::string Join() const;
+
+ private:
+  struct Note {
+    const std::string* who;  // null: `text` is the whole note
+    absl::string_view outcome;
+    std::string text;
+  };
+  absl::InlinedVector<Note, 1> notes_;
+};
 
 // FailedPrecondition when owner `by` (as HolderOf() gives it for `kind`)
 // holds `name` as the other model than `kind`: under its number, or under

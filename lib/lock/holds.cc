@@ -39,7 +39,7 @@ namespace lock {
 
 using algorithm_internal::Annotate;
 using algorithm_internal::AttemptDeadline;
-using algorithm_internal::Details;
+using algorithm_internal::NodeNotes;
 using algorithm_internal::ReplicaTime;
 using algorithm_internal::Whom;
 
@@ -185,7 +185,7 @@ absl::Status Extend(LockEnv& env, const std::string& name, const OwnerId& by,
   call.wait = wait;
   std::vector<backend::Answer> answers = backend.Run(call);
   size_t renewed = 0, gone = 0, unacked = 0;
-  std::vector<std::string> details;
+  NodeNotes details;
   for (size_t i = 0; i < n; ++i) {
     const absl::StatusOr<redis::Reply>& r = answers[i].reply;
     if (r.ok() && r->view().is_array() && r->view().size() == 1 &&
@@ -193,18 +193,17 @@ absl::Status Extend(LockEnv& env, const std::string& name, const OwnerId& by,
       const bool ok = r->view()[0].integer() == 1;
       if (ok && wait != nullptr && answers[i].acked < wait->replicas) {
         ++unacked;
-        details.push_back(
-            absl::StrCat(backend.node_name(i), ": extended, but only ",
-                         std::max<int64_t>(0, answers[i].acked), " of the ",
-                         wait->replicas, " required replicas acknowledged it"));
+        details.Add(absl::StrCat(backend.node_name(i), ": extended, but only ",
+                                 std::max<int64_t>(0, answers[i].acked),
+                                 " of the ", wait->replicas,
+                                 " required replicas acknowledged it"));
         continue;
       }
       renewed += ok ? 1 : 0;
       gone += ok ? 0 : 1;
-      details.push_back(
-          absl::StrCat(backend.node_name(i), ok ? ": extended" : ": not held"));
+      details.Add(backend.node_name(i), ok ? "extended" : "not held");
     } else {
-      details.push_back(
+      details.Add(
           absl::StrCat(backend.node_name(i), ": ",
                        r.ok() ? r->view().Describe() : r.status().ToString()));
     }
@@ -218,7 +217,7 @@ absl::Status Extend(LockEnv& env, const std::string& name, const OwnerId& by,
   if (gone > n - quorum) {
     return Annotate(absl::AbortedError(absl::StrCat(
                         "lease lost: a majority of masters no longer have it: ",
-                        Details(details))),
+                        details.Join())),
                     "extend", name, noun);
   }
   if (unacked > 0) {
@@ -227,11 +226,11 @@ absl::Status Extend(LockEnv& env, const std::string& name, const OwnerId& by,
     return Annotate(absl::UnavailableError(absl::StrCat(
                         "the extension was not acknowledged by enough replicas "
                         "(ReplicaSync); SafeUntil() is unchanged: ",
-                        Details(details))),
+                        details.Join())),
                     "extend", name, noun);
   }
   return Annotate(absl::UnavailableError(absl::StrCat(
-                      "no quorum extended in time: ", Details(details))),
+                      "no quorum extended in time: ", details.Join())),
                   "extend", name, noun);
 }
 

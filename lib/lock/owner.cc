@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "lib/common/concat.h"
 #include "lib/common/random.h"
 
 namespace relock {
@@ -92,14 +93,15 @@ bool IsClientId(absl::string_view id) {
 }
 
 OwnerField::OwnerField(absl::string_view client_id, uint64_t number)
-    : field_(
-          (number & kWriteHoldBit) != 0
-              ? absl::StrCat(client_id, ":", number & ~kWriteHoldBit, ":write")
-              : absl::StrCat(client_id, ":", number)) {}
+    : field_((number & kWriteHoldBit) != 0
+                 ? Concat({client_id, ":",
+                           absl::AlphaNum(number & ~kWriteHoldBit).Piece(),
+                           ":write"})
+                 : Concat({client_id, ":", absl::AlphaNum(number).Piece()})) {}
 
 std::string PrefixName(absl::string_view prefix, absl::string_view name) {
-  if (absl::StrContains(name, '{')) return absl::StrCat(prefix, ":", name);
-  return absl::StrCat(prefix, ":{", name, "}");
+  if (absl::StrContains(name, '{')) return Concat({prefix, ":", name});
+  return Concat({prefix, ":{", name, "}"});
 }
 
 std::string UnlockChannel(absl::string_view lock_name) {

@@ -33,8 +33,8 @@ namespace lock {
 using algorithm_internal::Annotate;
 using algorithm_internal::CheckAsyncOwner;
 using algorithm_internal::CheckModel;
-using algorithm_internal::Details;
 using algorithm_internal::LoopCompletion;
+using algorithm_internal::NodeNotes;
 using algorithm_internal::RunOnFirstNode;
 using algorithm_internal::Send;
 using algorithm_internal::Unexpected;
@@ -113,7 +113,7 @@ ReleaseVerdict JudgeRelease(LockEnv& env, const std::string& name,
   const bool outermost = call.outermost;
   size_t released = 0, freed = 0, not_owner = 0;
   absl::Status error, unpublished;
-  std::vector<std::string> details;
+  NodeNotes details;
   for (size_t i = 0; i < n; ++i) {
     const absl::StatusOr<redis::Reply>& r = answers[i].reply;
     const std::string& who = backend.node_name(i);
@@ -124,21 +124,21 @@ ReleaseVerdict JudgeRelease(LockEnv& env, const std::string& name,
       if (unpublished.ok() && env.policy().notified) {
         unpublished = internal::UnpublishedStatus("release script", *r);
       }
-      details.push_back(absl::StrCat(who, ": released, waiters not told"));
+      details.Add(who, "released, waiters not told");
     } else if (r.ok() && r->is_nil() && answers[i].resent) {
       ++released;  // the dropped first attempt ran
       ++freed;
-      details.push_back(absl::StrCat(who, ": released"));
+      details.Add(who, "released");
     } else if (r.ok() && r->is_integer()) {
       ++released;
       freed += r->integer() == 1 ? 1 : 0;
-      details.push_back(absl::StrCat(who, ": released"));
+      details.Add(who, "released");
     } else if (r.ok() && r->is_nil()) {
       ++not_owner;
-      details.push_back(absl::StrCat(who, ": not held by ", Whom(by)));
+      details.Add(absl::StrCat(who, ": not held by ", Whom(by)));
     } else {
       absl::Status e = r.ok() ? Unexpected(*r, "release script") : r.status();
-      details.push_back(absl::StrCat(who, ": ", e.ToString()));
+      details.Add(absl::StrCat(who, ": ", e.ToString()));
       if (error.ok()) error = std::move(e);
     }
   }
@@ -171,7 +171,7 @@ ReleaseVerdict JudgeRelease(LockEnv& env, const std::string& name,
                                 : "its lease ran out or it was force-released",
               " before this release; work done under it may have overlapped "
               "with another owner",
-              n > 1 ? absl::StrCat(": ", Details(details)) : "")),
+              n > 1 ? absl::StrCat(": ", details.Join()) : "")),
           "release", name, noun);
       return verdict;
     }
@@ -189,11 +189,10 @@ ReleaseVerdict JudgeRelease(LockEnv& env, const std::string& name,
   // Retrying Release() frees it now if this attempt did not run.
   if (outermost) env.holds().Forget(name, thread);
   verdict.status =
-      n == 1
-          ? Annotate(error, "release", name, noun)
-          : Annotate(absl::UnavailableError(absl::StrCat(
-                         "no quorum of masters answered: ", Details(details))),
-                     "release", name, noun);
+      n == 1 ? Annotate(error, "release", name, noun)
+             : Annotate(absl::UnavailableError(absl::StrCat(
+                            "no quorum of masters answered: ", details.Join())),
+                        "release", name, noun);
   return verdict;
 }
 

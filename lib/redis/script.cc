@@ -65,19 +65,9 @@ void ScriptSet::AppendCall(absl::string_view command, absl::string_view script,
                            absl::Span<const absl::string_view> keys,
                            absl::Span<const absl::string_view> args,
                            std::string* wire) const {
-  // One allocation: the header and each argument's length line take at most
-  // 16 bytes beside its bytes.
-  size_t size =
-      16 * (4 + keys.size() + args.size()) + command.size() + script.size();
-  for (absl::string_view k : keys) size += k.size();
-  for (absl::string_view a : args) size += a.size();
-  wire->reserve(wire->size() + size);
-  AppendArrayHeader(3 + keys.size() + args.size(), wire);
-  AppendBulk(command, wire);
-  AppendBulk(script, wire);
-  AppendBulk(absl::AlphaNum(keys.size()).Piece(), wire);
-  for (absl::string_view key : keys) AppendBulk(key, wire);
-  for (absl::string_view arg : args) AppendBulk(arg, wire);
+  const absl::AlphaNum numkeys(keys.size());
+  const absl::string_view head[] = {command, script, numkeys.Piece()};
+  AppendCommandOf({head, keys, args}, wire);
 }
 
 void ScriptSet::AppendEvalsha(size_t index,

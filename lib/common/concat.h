@@ -1,0 +1,33 @@
+// Concat({a, b, ...}): the concatenation of string pieces, sized once.
+//
+// For the hot path (key, channel and owner-field names on every lock call):
+// Debian's Abseil has no uninitialized resize for std::string, so
+// absl::StrCat zero-fills its result before writing it, and costs about 300
+// instructions (callgrind) where reserve-and-append costs a third of that.
+// Elsewhere absl::StrCat is the rule.
+
+#ifndef RELOCK_LIB_COMMON_CONCAT_H_
+#define RELOCK_LIB_COMMON_CONCAT_H_
+
+#include <cstddef>
+#include <initializer_list>
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace relock {
+
+inline std::string Concat(std::initializer_list<absl::string_view> pieces) {
+  size_t size = 0;
+  for (absl::string_view piece : pieces) size += piece.size();
+  std::string joined;
+  joined.reserve(size);
+  for (absl::string_view piece : pieces) {
+    joined.append(piece.data(), piece.size());
+  }
+  return joined;
+}
+
+}  // namespace relock
+
+#endif  // RELOCK_LIB_COMMON_CONCAT_H_
