@@ -834,6 +834,42 @@ TEST(HarnessCheckerTest, AHandOffIsExcusedOnlyByADisruptiveFault) {
   }
 }
 
+// A stall a worker reported ("S": a request without a reply within
+// command_timeout) excuses the waits within a lease and 1 s of it, on every
+// lock, and is counted; a wait far from it is not excused.
+TEST(HarnessCheckerTest, AStallAWorkerReportedExcusesTheWaitsNearIt) {
+  for (const int64_t stall_ms : {int64_t{500}, int64_t{5000}}) {
+    Hold waiter = CleanHold(1, 0, 1520, 1530, 1);
+    waiter.attempt_start = 15 * kMs;  // waited from before the release at 20
+    CheckInput in = Input({CleanHold(0, 0, 10, 20, 0), waiter}, {2});
+    in.max_wait_outside_faults_ns = 1000 * kMs;
+    in.logs[1].stalls.push_back(stall_ms * kMs);
+    Report r = Check(std::move(in));
+    // The lease is 1 s: the window is [stall - 2 s, stall + 2 s].
+    const bool near = stall_ms == 500;
+    EXPECT_EQ(r.stalls, 1);
+    EXPECT_EQ(r.max_wait_outside_faults_ns, near ? 0 : 1500 * kMs);
+    EXPECT_EQ(r.max_waiter_wait_outside_faults_ns, near ? 0 : 1500 * kMs);
+    EXPECT_THAT(r.text, HasSubstr("stalls:     1 connections lost"));
+    EXPECT_EQ(r.ok(), near) << r.text;
+  }
+}
+
+TEST(HarnessLogTest, AStallLineIsRead) {
+  char path[] = "/tmp/relock-harness-stall-test.XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  {
+    std::ofstream log(path);
+    log << FormatStall(123456789) << "\n";
+  }
+  WorkerLog log = ParseWorkerLog(0, path);
+  std::remove(path);
+  EXPECT_EQ(log.bad_lines, 0);
+  EXPECT_THAT(log.stalls, ::testing::ElementsAre(123456789));
+}
+
 // Worker 0 holds lock 0 over [10, 3000] ms (it skips its SET), is cut off by
 // `kind` over [12, heal] ms (its lease on the server ends at 1012 ms) and is
 // told its lock was lost at `told` ms.

@@ -327,7 +327,27 @@ void RecordFailedAttempts(const WorkerLog& log, CheckState* s) {
 // Every worker's holds, closed and told lost, and every lock's attempts.
 void CollectHolds(std::vector<WorkerLog>& logs, CheckState* s) {
   s->attempts.resize(s->in.locks);
+  // A stall began at least command_timeout before it was reported, and its
+  // wake-ups may take a reconnect: a lease and a second on either side. One
+  // within an injected fault's window (a paused Redis stalls by design) is
+  // that fault's.
+  const int64_t margin = s->in.lease_ns + 1'000'000'000;
+  const size_t injected = s->disruptive.size();
+  auto in_fault = [&](int64_t t) {
+    for (size_t i = 0; i < injected; ++i) {
+      if (t >= s->disruptive[i].start && t <= s->disruptive[i].end) return true;
+    }
+    for (const Window& w : s->connection) {
+      if (t >= w.start && t <= w.end) return true;
+    }
+    return false;
+  };
   for (WorkerLog& log : logs) {
+    for (const int64_t t : log.stalls) {
+      if (in_fault(t)) continue;
+      s->disruptive.push_back(Window{t - margin, t + margin, &s->stall});
+      ++s->rep.stalls;
+    }
     RecordLogProblems(log, s);
     AttributeLostReports(log);
     CloseHolds(log, s);

@@ -324,6 +324,10 @@ struct Report {
   // to the attempt's end.
   int64_t max_waiter_wait_outside_faults_ns = 0;
   std::string max_waiter_wait_where;
+  // Stalls the workers reported outside the injected faults' windows (a
+  // request without a reply within command_timeout: Redis or the machine
+  // stalled): waits across one are not counted as outside faults.
+  int64_t stalls = 0;
   std::vector<KillReacquire> kill_reacquires;
   int64_t max_acquire_call_ns = 0, max_release_call_ns = 0;
   // Ghost holds: a thread's owner field still in Redis one lease after its

@@ -321,6 +321,13 @@ void WriteLivenessText(CheckState* s) {
                   ", ", Ms(rep.max_wait_near_connection_faults_ns),
                   " near client-kill/script-flush; ",
                   rep.waits_over_1s_outside_faults, " > 1s\n");
+  if (rep.stalls > 0) {
+    absl::StrAppend(&t, "stalls:     ", rep.stalls,
+                    " connections lost to a request without a reply within "
+                    "command_timeout (Redis or the machine stalled; not "
+                    "injected): waits within a lease and 1s of one are not "
+                    "counted as outside faults\n");
+  }
   for (const KillReacquire& kr : rep.kill_reacquires) {
     absl::StrAppend(&t, "kill -9:    lock ", kr.lock, " of worker ", kr.worker,
                     " (killed at +", s->Rel(kr.kill_time), ") ",

@@ -61,6 +61,9 @@ struct CheckState {
   // Redis pauses, restarts, failovers, kills, pauses of holders, partitions;
   // and the client kills and SCRIPT FLUSH.
   std::vector<Window> disruptive, connection;
+  // The windows of the stalls the workers reported ("S" lines: no reply
+  // within command_timeout; CollectHolds), among `disruptive`: every lock.
+  Fault stall;
   std::vector<const Fault*> restarts;  // those that wiped the counters
   // The holds (CollectHolds): closed, told lost, paused, cut off.
   std::vector<Hold> holds;

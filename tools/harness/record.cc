@@ -99,6 +99,8 @@ std::string FormatLost(const LostEvent& e) {
   return absl::StrCat("L ", e.owner, " ", e.lock, " ", e.time, " ", e.code);
 }
 
+std::string FormatStall(int64_t time) { return absl::StrCat("S ", time); }
+
 bool ParseInts(const std::vector<absl::string_view>& f, size_t first,
                std::vector<int64_t>* out) {
   out->clear();
@@ -147,6 +149,9 @@ WorkerLog ParseWorkerLog(int worker, const std::string& path) {
         e.code = static_cast<int>(v[2]);
         log.lost.push_back(e);
       }
+    } else if (kind == 'S' && f.size() == 2 && ParseInts(f, 1, &v)) {
+      log.stalls.push_back(v[0]);
+      ok = true;
     } else if (kind == 'G' && f.size() == 7) {
       std::vector<absl::string_view> nums(f.begin(), f.begin() + 6);
       ok = ParseInts(nums, 1, &v);

@@ -23,6 +23,11 @@
 //                                       a ghost hold found (and freed): the
 //                                       thread's owner field was in Redis
 //                                       though it held no hold
+//   S <time>                            a stall: the worker's client lost a
+//                                       connection because a request had no
+//                                       reply within command_timeout (Redis
+//                                       or the machine stalled; the library's
+//                                       logger said so)
 //   E <text>                            something unexpected (an anomaly)
 //   D                                   the worker finished normally
 //
@@ -127,6 +132,7 @@ struct WorkerLog {
   std::vector<FailedAttempt> failed;
   std::vector<LostEvent> lost;
   std::vector<GhostHold> ghosts;
+  std::vector<int64_t> stalls;  // "S" lines: when each was reported
   std::vector<std::string> anomalies;
   bool done = false;
   int bad_lines = 0;
@@ -163,6 +169,7 @@ std::string FormatReleasing(int thread, int lock, int64_t time);
 std::string FormatFailed(const FailedAttempt& f);
 std::string FormatHold(const Hold& h);
 std::string FormatLost(const LostEvent& e);
+std::string FormatStall(int64_t time);
 
 // --- Reading ---------------------------------------------------------------
 

@@ -11,6 +11,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/base/log_severity.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -236,6 +237,20 @@ int Worker::Run() {
   options.replica_sync.timeout =
       absl::Milliseconds(config_.replica_sync_timeout_ms);
   options.on_lock_event = [this](const LockEvent& e) { OnEvent(e); };
+  // A connection lost because a request had no reply within command_timeout
+  // is a stall of Redis or of the machine (a loaded one; the faults that
+  // pause Redis have windows of their own): logged, so that the checker does
+  // not take waits across it for relock's. Messages still go to stderr as
+  // the default logger writes them.
+  options.logger = [this](absl::LogSeverity severity,
+                          absl::string_view message) {
+    if (absl::StrContains(message, "no reply within command_timeout")) {
+      log_.Append(FormatStall(MonotonicNanos()));
+    }
+    if (severity >= absl::LogSeverity::kWarning) {
+      std::cerr << absl::StrCat("relock: ", message, "\n") << std::flush;
+    }
+  };
   std::unique_ptr<Client> client;
   while (!Stopping()) {
     absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(options);
