@@ -734,6 +734,39 @@ TEST_F(ClusterBackendTest, AMovedSlotIsFollowedAndTheMapRefreshed) {
   ASSERT_OK(cluster_->WaitUntilHealthy(absl::Seconds(30)));
 }
 
+// A batch whose master answers after the batch's deadline: RunBatch()
+// returns without that answer, and the answer, when it comes, is dropped.
+// It was written into the results the returning call had taken away (a
+// crash of every worker in sentinel harness runs with replica_sync, whose
+// renewal batches met a restarted primary).
+TEST_F(ClusterBackendTest, ALateBatchReplyAfterItsDeadlineIsDropped) {
+  const std::string key = TestLockName();
+  ExpectAnswered(Inspect(key), "before");
+  RedisServer& master = Owner(key);
+  static constexpr absl::string_view kArgs[] = {"owner"};
+  backend::Call call;
+  call.script = internal::kInspectScript;
+  call.keys = {key};
+  call.args = {kArgs[0]};
+  ASSERT_OK(master.Pause());
+  // Far within the cluster's node timeout (2 s): no failover.
+  const backend::BatchReplies late =
+      backend_->RunBatch({call}, Deadline::After(absl::Milliseconds(100)));
+  ASSERT_OK(master.Resume());
+  ASSERT_EQ(late.size(), 1u);
+  ASSERT_EQ(late[0].size(), 1u);
+  EXPECT_FALSE(late[0][0].reply.ok());
+  // The late answer comes in before the next one on the same connection.
+  for (int i = 0; i < 3; ++i) {
+    const backend::BatchReplies next =
+        backend_->RunBatch({call}, Deadline::After(absl::Seconds(10)));
+    ASSERT_EQ(next.size(), 1u);
+    ASSERT_EQ(next[0].size(), 1u);
+    EXPECT_OK(next[0][0].reply.status()) << "try " << i;
+  }
+  ExpectAnswered(Inspect(key), "after");
+}
+
 // Halfway through a migration: the key already moved to the importing node,
 // the slot still belongs to the old one, which answers ASK; the call goes to
 // the new node after ASKING, blocking or not.

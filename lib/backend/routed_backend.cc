@@ -414,6 +414,10 @@ BatchReplies RoutedBackend::RunBatch(const std::vector<Call>& calls,
   struct State {
     Mutex mu;
     size_t pending ABSL_GUARDED_BY(mu) = 0;
+    // Set when the wait below ends and takes `results`: an answer that
+    // comes later (its master answered, or failed, after the deadline) is
+    // dropped, for `results` is gone.
+    bool closed ABSL_GUARDED_BY(mu) = false;
     std::vector<absl::optional<std::vector<Answer>>> results
         ABSL_GUARDED_BY(mu);
   };
@@ -434,6 +438,7 @@ BatchReplies RoutedBackend::RunBatch(const std::vector<Call>& calls,
     masters[g]->RunBatchAsync(group, abandon, wait,
                               [state, g](std::vector<Answer> r) {
                                 MutexLock lock(&state->mu);
+                                if (state->closed) return;
                                 state->results[g] = std::move(r);
                                 --state->pending;
                               });
@@ -446,6 +451,7 @@ BatchReplies RoutedBackend::RunBatch(const std::vector<Call>& calls,
       return state->pending == 0;
     };
     state->mu.AwaitWithTimeout(absl::Condition(&all_in), limit.Remaining());
+    state->closed = true;
     results = std::move(state->results);
   }
   abandon->store(true);
