@@ -52,13 +52,27 @@ absl::StatusOr<std::unique_ptr<RedisSentinelGroup>> RedisSentinelGroup::Start(
     data.extra_args.insert(data.extra_args.end(),
                            {"--masterauth", options.requirepass});
   }
+  // Places a server in host `name` of the private network, if any.
+  auto place = [&options](const std::string& name,
+                          RedisServerOptions* server) -> absl::Status {
+    if (options.network == nullptr) return absl::OkStatus();
+    absl::StatusOr<PrivateNetwork::Host> host = options.network->AddHost(name);
+    if (!host.ok()) return host.status();
+    server->host = host->address;
+    server->netns = host->netns;
+    return absl::OkStatus();
+  };
   std::vector<std::unique_ptr<RedisServer>> nodes;
   for (int i = 0; i <= options.replicas; ++i) {
     RedisServerOptions node = data;
     if (i > 0) {
       node.extra_args.insert(
           node.extra_args.end(),
-          {"--replicaof", RedisServer::kHost, absl::StrCat(nodes[0]->port())});
+          {"--replicaof", nodes[0]->host(), absl::StrCat(nodes[0]->port())});
+    }
+    if (absl::Status s = place(NodeHostName(static_cast<size_t>(i)), &node);
+        !s.ok()) {
+      return s;
     }
     absl::StatusOr<std::unique_ptr<RedisServer>> started =
         RedisServer::Start(node);
@@ -67,7 +81,7 @@ absl::StatusOr<std::unique_ptr<RedisSentinelGroup>> RedisSentinelGroup::Start(
   }
   const std::string& name = options.master_name;
   std::vector<std::string> config = {
-      absl::StrCat("sentinel monitor ", name, " ", RedisServer::kHost, " ",
+      absl::StrCat("sentinel monitor ", name, " ", nodes[0]->host(), " ",
                    nodes[0]->port(), " ", options.sentinels / 2 + 1),
       absl::StrCat("sentinel down-after-milliseconds ", name, " ",
                    absl::ToInt64Milliseconds(options.down_after)),
@@ -88,8 +102,12 @@ absl::StatusOr<std::unique_ptr<RedisSentinelGroup>> RedisSentinelGroup::Start(
   sentinel.requirepass = options.sentinel_pass;
   std::vector<std::unique_ptr<RedisServer>> sentinels;
   for (int i = 0; i < options.sentinels; ++i) {
+    RedisServerOptions one = sentinel;
+    if (absl::Status s = place(absl::StrCat("sen", i), &one); !s.ok()) {
+      return s;
+    }
     absl::StatusOr<std::unique_ptr<RedisServer>> started =
-        RedisServer::Start(sentinel);
+        RedisServer::Start(one);
     if (!started.ok()) return started.status();
     sentinels.push_back(*std::move(started));
   }
@@ -112,10 +130,14 @@ RedisSentinelGroup::RedisSentinelGroup(
 
 RedisSentinelGroup::~RedisSentinelGroup() = default;
 
+std::string RedisSentinelGroup::NodeHostName(size_t i) {
+  return absl::StrCat("node", i);
+}
+
 std::string RedisSentinelGroup::url() const {
   std::vector<std::string> hosts;
   for (const std::unique_ptr<RedisServer>& s : sentinels_) {
-    hosts.push_back(absl::StrCat(RedisServer::kHost, ":", s->port()));
+    hosts.push_back(absl::StrCat(s->host(), ":", s->port()));
   }
   return absl::StrCat(
       "redis-sentinel://",

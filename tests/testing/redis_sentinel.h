@@ -15,6 +15,11 @@
 //   absl::StatusOr<size_t> q = (*g)->Failover();  // SENTINEL FAILOVER
 // clang-format on
 //
+// On a private network (RedisSentinelOptions::network, for split-brain
+// tests: tests/testing/private_network.h) data node i runs in host
+// "node<i>" and sentinel j in host "sen<j>", each listening on its host's
+// address, which url() and the sentinels' config name.
+//
 // Data nodes are numbered 0 (the first primary) .. replicas; roles change
 // with failovers, so ask PrimaryIndex() who is primary now. Everything stops
 // when the group is destroyed (and in every other case RedisServer stops its
@@ -33,6 +38,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "tests/testing/private_network.h"
 #include "tests/testing/redis_server.h"
 
 namespace relock {
@@ -55,6 +61,10 @@ struct RedisSentinelOptions {
   absl::Duration failover_timeout = absl::Seconds(5);
   // How long Start() and the waits below wait for the group to agree.
   absl::Duration ready_timeout = absl::Seconds(30);
+  // Each data node and sentinel in a host of its own on this network
+  // ("node<i>", "sen<j>"), listening on its address; null: all on
+  // 127.0.0.1. The network must outlive the group.
+  PrivateNetwork* network = nullptr;
 };
 
 class RedisSentinelGroup {
@@ -76,7 +86,11 @@ class RedisSentinelGroup {
   RedisServer& sentinel(size_t i) const { return *sentinels_[i]; }
   const std::string& master_name() const { return options_.master_name; }
 
-  // "redis-sentinel://127.0.0.1:<s0>,127.0.0.1:<s1>,...#<master_name>", with
+  // The host of data node i on RedisSentinelOptions::network: "node<i>".
+  static std::string NodeHostName(size_t i);
+
+  // "redis-sentinel://127.0.0.1:<s0>,127.0.0.1:<s1>,...#<master_name>" (each
+  // sentinel's own address on a private network), with
   // ":<requirepass>@" after the scheme when set.
   std::string url() const;
 

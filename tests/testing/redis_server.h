@@ -139,8 +139,9 @@ struct RedisServerOptions {
   std::vector<std::string> extra_args;
   // The address the server binds and every connection to it (Command(),
   // url()) uses; kHost by default. With `netns`, an address of that network
-  // namespace that this process can reach (tools/harness/netns.h). Data nodes
-  // only: the cluster and sentinel helpers assume kHost.
+  // namespace that this process can reach (tools/harness/netns.h,
+  // tests/testing/private_network.h). RedisCluster and RedisSentinelGroup
+  // set it for their servers on a private network.
   std::string host = "127.0.0.1";
   // Run the server in this network namespace (`ip netns exec <netns>
   // redis-server ...`, which execs in place, so pid() is the server's):
