@@ -371,6 +371,45 @@ TEST(HarnessCheckerTest, ACutOffHolderMustBeToldBeforeTheNextAcquires) {
   }
 }
 
+// A split brain over [5, 100] ms: worker 0 holds lock 0 on the old primary
+// over [10, 40] ms, worker 1 on the promoted replica over [20, 30] ms, both
+// reading 0 (one increment lost). Unexpected, the overlap fails the run and
+// is counted as a split-brain overlap too; expected (without replica
+// acknowledgement), it is counted apart, the two sections are not clean
+// (so neither the lost update nor the counter fails), and the run passes.
+TEST(HarnessCheckerTest, SplitBrainOverlapsFailUnlessExpected) {
+  for (const bool expected : {false, true}) {
+    CheckInput in =
+        Input({CleanHold(0, 0, 10, 40, 0), CleanHold(1, 0, 20, 30, 0)}, {1});
+    in.expect_split_brain_overlaps = expected;
+    Fault f = WorkerFault(FaultKind::kSplitBrain, -1, 5, 100);
+    in.faults.push_back(f);
+    Report r = Check(std::move(in));
+    EXPECT_EQ(r.split_brain_overlaps, 1) << r.text;
+    EXPECT_EQ(r.unexcused_overlaps, expected ? 0 : 1) << r.text;
+    EXPECT_EQ(r.sequence_breaks, expected ? 0 : 1) << r.text;
+    EXPECT_EQ(r.counters_ok, expected) << r.text;
+    EXPECT_EQ(r.ok(), expected) << r.text;
+    EXPECT_NE(r.text.find("split-brain overlaps: 1"), std::string::npos)
+        << r.text;
+  }
+}
+
+// In a split brain a holder's loss report excuses an overlap only if it
+// came before the other holder acquired, as for a partition.
+TEST(HarnessCheckerTest, ASplitBrainHolderMustBeToldBeforeTheNextAcquires) {
+  for (const int64_t told : {15, 25}) {
+    Hold a = CleanHold(0, 0, 10, 40, 0);
+    a.outcome = Outcome::kAbandoned;
+    CheckInput in = Input({a, CleanHold(1, 0, 20, 30, 0)}, {1});
+    in.logs[0].owners[0] = "client-a:7";
+    in.logs[0].lost.push_back(LostEvent{"client-a:7", 0, told * kMs, 10});
+    in.faults.push_back(WorkerFault(FaultKind::kSplitBrain, -1, 5, 100));
+    Report r = Check(std::move(in));
+    EXPECT_EQ(r.unexcused_overlaps, told < 20 ? 0 : 1) << r.text;
+  }
+}
+
 // A cut-off holder never told, that goes on holding past its lease on the
 // server, fails the run even if nobody took the lock meanwhile.
 TEST(HarnessCheckerTest, ACutOffHolderNeverToldFails) {

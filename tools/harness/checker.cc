@@ -71,6 +71,8 @@ const char* FaultKindName(FaultKind kind) {
       return "partition-replies";
     case FaultKind::kPauseHolder:
       return "pause-holder";
+    case FaultKind::kSplitBrain:
+      return "split-brain";
   }
   return "?";
 }
@@ -92,7 +94,7 @@ bool IsDisruptive(FaultKind kind) {
   return kind == FaultKind::kKillHolder || kind == FaultKind::kPauseShort ||
          kind == FaultKind::kPauseLong || kind == FaultKind::kRestart ||
          kind == FaultKind::kFailover || kind == FaultKind::kPauseHolder ||
-         IsPartition(kind);
+         kind == FaultKind::kSplitBrain || IsPartition(kind);
 }
 
 bool Fault::Affects(int lock) const {
@@ -143,7 +145,7 @@ std::string CheckState::Describe(const Hold& h) const {
 }
 
 bool IsClean(const Hold& h) {
-  return !h.open && !h.told_lost && !h.paused &&
+  return !h.open && !h.told_lost && !h.paused && !h.split_brain &&
          h.outcome == Outcome::kCompleted;
 }
 
@@ -167,6 +169,7 @@ void SummarizeRun(CheckState* s) {
   rep.lease_ns = in.lease_ns;
   rep.seed = in.seed;
   rep.replica_sync = in.replica_sync;
+  rep.expect_split_brain_overlaps = in.expect_split_brain_overlaps;
   rep.workers_started = static_cast<int>(in.logs.size());
   rep.worker_failures = in.worker_failures;
 }
@@ -367,6 +370,17 @@ void MarkPausedAndCutHolds(CheckState* s) {
       }
       h.paused |= f.kind == FaultKind::kPauseHolder;
       h.cut |= IsPartition(f.kind);
+    }
+    // In a split brain any holder may be cut off from the primary that
+    // the other side uses: only a report received before another holder
+    // acquired excuses an overlap, as for a partition.
+    for (const Fault& f : in.faults) {
+      if (!f.injected || f.kind != FaultKind::kSplitBrain ||
+          !Intersects(h.attempt_end, h.end, f.start, f.end)) {
+        continue;
+      }
+      h.cut = true;
+      h.split_brain |= in.expect_split_brain_overlaps;
     }
   }
 }

@@ -39,8 +39,9 @@
 //               its Release() returned OK or its acquire failed without
 //               "held by another owner": the lock is held by nobody's hold.
 //   cut-off     a hold open when its worker was partitioned from the lock
-//               Redis: only a loss report received before the next holder
-//               acquired excuses an overlap with it; and it must be told by
+//               Redis, or any hold in a split-brain window: only a loss
+//               report received before the next holder acquired excuses an
+//               overlap with it; and (partitions) it must be told by
 //               its lease's end on the server (read right after the cut)
 //               minus the drift, if the cut and the hold last that long.
 //   paused      a hold whose process was SIGSTOPped (pause-holder) during
@@ -49,6 +50,15 @@
 //               Its SET may land long after later holds (a stale write):
 //               the lost updates it explains are counted apart, and its
 //               lock's counter keeps only the upper bound.
+//   split-brain a hold that intersects a split-brain fault's window (the
+//               split to the old primary's return as a replica). Redis's
+//               asynchronous replication lets a holder on the old primary's
+//               side and one on the promoted replica's hold at once; with
+//               replica acknowledgement (replica_sync = 1) it must not. An
+//               unexcused overlap of two such holds is counted as a
+//               split-brain overlap too; under expect_split_brain_overlaps
+//               it is counted only there, not as unexcused, and such holds
+//               are never clean (a lost update between them is expected).
 //   told-must   a hold that began before a restart or a pause longer than
 //               the lease and ended more than a lease after it must have
 //               been told lost (in cluster mode: a hold of a lock on the
@@ -106,8 +116,12 @@ enum class FaultKind : int {
   kPartitionReplies = 11,   // its requests get through, the replies are lost
   // Any mode: SIGSTOP of a worker holding a lock, past its lease; SIGCONT.
   kPauseHolder = 12,
+  // Sentinel mode, on a private network: the primary and some workers cut
+  // off from the replica, the sentinels and the other workers until the
+  // replica is promoted, then healed (the old primary becomes a replica).
+  kSplitBrain = 13,
 };
-inline constexpr int kFaultKinds = 13;
+inline constexpr int kFaultKinds = 14;
 
 bool IsPartition(FaultKind kind);
 
@@ -220,6 +234,10 @@ struct CheckInput {
   int64_t loss_report_slack_ns = 10'000'000;
   // Printed on the report (e.g. why the partition faults did not run).
   std::vector<std::string> notes;
+  // Overlaps of two holds in a split-brain window are Redis's documented
+  // limit without replica acknowledgement: counted apart
+  // (Report::split_brain_overlaps), they do not fail the run.
+  bool expect_split_brain_overlaps = false;
 };
 
 struct CounterCheck {
@@ -259,6 +277,11 @@ struct Report {
   // lock, intersecting pairs); see "overlaps" above.
   int permits = 0;  // CheckInput::permits
   int64_t unexcused_overlaps = 0, excused_overlaps = 0;
+  // Overlaps that no loss report or pause excuses between two holds in a
+  // split-brain window: part of unexcused_overlaps, unless expected
+  // (CheckInput::expect_split_brain_overlaps), then apart from them.
+  int64_t split_brain_overlaps = 0;
+  bool expect_split_brain_overlaps = false;
   // The most holds of one lock (semaphore) seen at once at an acquisition,
   // and the most of those no loss report or pause excused.
   int64_t max_concurrency = 0, max_unexcused_concurrency = 0;

@@ -56,6 +56,18 @@ bool OverlapExcused(const Hold& a, const Hold& h) {
                : a.told_lost || h.told_lost;
 }
 
+// Whether hold `h` intersects the window of a split-brain fault (from the
+// split to the old primary's return as a replica).
+bool InSplitBrainWindow(const CheckState& s, const Hold& h) {
+  for (const Fault& f : s.in.faults) {
+    if (f.injected && f.kind == FaultKind::kSplitBrain &&
+        Intersects(h.attempt_end, h.end, f.start, f.end)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // Overlaps: at each acquisition, the holders beyond the permits (one for a
 // lock, N in a semaphore run) among it and the holds it met, in three
 // classes: beyond even when only the holds no fault excuses count
@@ -63,7 +75,9 @@ bool OverlapExcused(const Hold& a, const Hold& h) {
 // beyond only with the paused holders (fencing's job; when the first came
 // is kept in s->paused_overlap). For a lock that is every intersecting pair,
 // by class. Also the most holders seen at once, all of them and those no
-// fault excuses.
+// fault excuses. Unexcused holders of which both holds are in a split-brain
+// window are counted as split-brain overlaps too, and only there when the
+// run expects them (CheckInput::expect_split_brain_overlaps).
 void CheckOverlaps(const LockView& v, CheckState* s) {
   Report& rep = s->rep;
   const int k = v.lock;
@@ -76,12 +90,16 @@ void CheckOverlaps(const LockView& v, CheckState* s) {
                        [&](const Hold* a) { return a->end <= h->attempt_end; }),
         active.end());
     std::vector<const Hold*> unexcused, paused;
-    int64_t excused = 0;
+    int64_t excused = 0, split = 0;
+    const bool h_split = !active.empty() && InSplitBrainWindow(*s, *h);
     for (const Hold* a : active) {
       if (a->paused) {
         paused.push_back(a);
       } else if (OverlapExcused(*a, *h)) {
         ++excused;
+      } else if (h_split && InSplitBrainWindow(*s, *a)) {
+        ++split;
+        if (!s->in.expect_split_brain_overlaps) unexcused.push_back(a);
       } else {
         unexcused.push_back(a);
       }
@@ -91,11 +109,15 @@ void CheckOverlaps(const LockView& v, CheckState* s) {
     auto beyond = [permits](int64_t n) {
       return std::max<int64_t>(0, n - permits);
     };
+    // With the split-brain holders (whether or not in `unexcused`).
+    const int64_t with_split =
+        s->in.expect_split_brain_overlaps ? strict + split : strict;
+    rep.split_brain_overlaps += beyond(with_split) - beyond(with_split - split);
     rep.unexcused_overlaps += beyond(strict);
-    rep.excused_overlaps += beyond(strict + excused) - beyond(strict);
+    rep.excused_overlaps += beyond(with_split + excused) - beyond(with_split);
     // The old holders paused past their lease: nothing a lock can do
     // (fencing is); report how long the others held beside them.
-    const int64_t beside_paused = beyond(all) - beyond(strict + excused);
+    const int64_t beside_paused = beyond(all) - beyond(with_split + excused);
     rep.paused_overlaps += beside_paused;
     for (const Hold* a : paused) {
       if (beside_paused == 0) break;
@@ -156,7 +178,8 @@ void CheckTokens(const LockView& v, CheckState* s) {
       for (const Fault& f : in.faults) {
         reset |=
             f.injected && f.Affects(k) &&
-            (f.kind == FaultKind::kRestart || f.kind == FaultKind::kFailover) &&
+            (f.kind == FaultKind::kRestart || f.kind == FaultKind::kFailover ||
+             f.kind == FaultKind::kSplitBrain) &&
             Intersects(last->attempt_end, h->attempt_end, f.start, f.end);
       }
       if (reset) {

@@ -193,6 +193,16 @@ void WriteLossesText(CheckState* s) {
   for (const std::string& e : rep.overlap_examples) {
     absl::StrAppend(&t, "            OVERLAP ", e, "\n");
   }
+  if (rep.faults.count(FaultKindName(FaultKind::kSplitBrain)) != 0 ||
+      rep.split_brain_overlaps > 0) {
+    absl::StrAppend(
+        &t, "split-brain overlaps: ", rep.split_brain_overlaps,
+        rep.expect_split_brain_overlaps
+            ? ", Redis's documented limit without replica acknowledgement "
+              "(expected: not counted as unexcused)\n"
+            : absl::StrCat(" (counted as unexcused; replica_sync ",
+                           rep.replica_sync, ")\n"));
+  }
   absl::StrAppend(&t, "lost locks: ", rep.lost_events, " kLockLost events; ",
                   rep.holds_told_lost, " holds told lost (",
                   rep.release_aborted, " by Release() = Aborted); ",

@@ -35,6 +35,9 @@ Coordinator::Coordinator(HarnessOptions o) : o_(std::move(o)) {
   if (o_.cluster_node_timeout <= absl::ZeroDuration()) {
     o_.cluster_node_timeout = o_.long_pause + absl::Seconds(2);
   }
+  if (o_.sentinel_down_after <= absl::ZeroDuration()) {
+    o_.sentinel_down_after = o_.long_pause + absl::Seconds(2);
+  }
   if (o_.holder_pause <= absl::ZeroDuration()) o_.holder_pause = 2 * o_.lease;
   rng_.seed(o_.seed);
 }
@@ -48,6 +51,9 @@ absl::StatusOr<Report> Coordinator::Run() {
   Progress(absl::StrCat(
       o_.cluster ? absl::StrCat("cluster ", cluster_->url(), ", counters on ",
                                 redis_->url())
+      : o_.sentinel ? absl::StrCat("sentinel group ", sentinel_->url(),
+                                   net_ != nullptr ? " (private network)" : "",
+                                   ", counters on ", redis_->url())
       : lock_redis_ != nullptr
           ? absl::StrCat("redis-server on ", lock_redis_->url(), " (netns ",
                          lab_->lock_ns(), "), counters on ", redis_->url(),
@@ -70,7 +76,9 @@ absl::StatusOr<Report> Coordinator::Run() {
   redis_.reset();  // stops the servers
   cluster_.reset();
   lock_redis_.reset();
+  sentinel_.reset();
   lab_.reset();  // the namespaces, their links and tables
+  net_.reset();
   Report report = Check(std::move(in));
   if (report.ok() && o_.work_dir.empty()) {
     for (const WorkerProc& w : workers_) unlink(w.log_path.c_str());
@@ -97,9 +105,26 @@ absl::Status Coordinator::StartServers() {
     if (!c.ok()) return c.status();
     redis_ = *std::move(c);
   } else {
-    absl::StatusOr<std::unique_ptr<RedisServer>> redis = RedisServer::Start();
+    // On a private network the counters' server listens on the harness's
+    // address there, which every host reaches and no split cuts.
+    RedisServerOptions counters;
+    if (net_ != nullptr) counters.host = net_->control_address();
+    absl::StatusOr<std::unique_ptr<RedisServer>> redis =
+        RedisServer::Start(counters);
     if (!redis.ok()) return redis.status();
     redis_ = *std::move(redis);
+  }
+  if (o_.sentinel) {
+    RedisSentinelOptions group;
+    group.replicas = kSentinelReplicas;
+    group.sentinels = 3;
+    group.down_after = o_.sentinel_down_after;
+    group.network = net_.get();
+    absl::StatusOr<std::unique_ptr<RedisSentinelGroup>> started =
+        RedisSentinelGroup::Start(group);
+    if (!started.ok()) return started.status();
+    sentinel_ = *std::move(started);
+    RefreshPrimary();
   }
   if (o_.cluster) {
     RedisClusterOptions cluster_options;
@@ -135,8 +160,11 @@ CheckInput Coordinator::MakeCheckInput(
   in.loss_report_slack_ns = absl::ToInt64Nanoseconds(o_.loss_report_slack);
   in.fault_kinds = kinds_;
   in.notes = notes_;
-  // In cluster and netns runs the counters live on a server of their own.
-  in.restart_resets_counters = !o_.cluster && lock_redis_ == nullptr;
+  // In cluster, sentinel and netns runs the counters live on a server of
+  // their own.
+  in.restart_resets_counters =
+      !o_.cluster && !o_.sentinel && lock_redis_ == nullptr;
+  in.expect_split_brain_overlaps = o_.expect_split_brain_overlaps;
   in.fenced = o_.fenced;
   in.permits = o_.semaphore;
   if (o_.semaphore > 0) {
@@ -201,7 +229,18 @@ absl::Status Coordinator::MakeWorkDir() {
 absl::Status Coordinator::SpawnWorker() {
   WorkerConfig c;
   c.worker = static_cast<int>(workers_.size());
-  c.url = o_.cluster ? cluster_->url() : LockServer()->url();
+  c.url = o_.cluster    ? cluster_->url()
+          : o_.sentinel ? sentinel_->url()
+                        : LockServer()->url();
+  if (o_.sentinel) {
+    std::vector<std::string> sentinels;
+    for (size_t i = 0; i < sentinel_->sentinels(); ++i) {
+      sentinels.push_back(absl::StrCat(sentinel_->sentinel(i).host(), ":",
+                                       sentinel_->sentinel(i).port()));
+    }
+    c.keys_sentinels = absl::StrJoin(sentinels, ",");
+    c.keys_master = sentinel_->master_name();
+  }
   c.host = redis_->host();
   c.port = redis_->port();
   for (RedisServer* node : DataNodes()) {
@@ -213,6 +252,12 @@ absl::Status Coordinator::SpawnWorker() {
     absl::StatusOr<std::string> ns = lab_->AddWorker(c.worker);
     if (!ns.ok()) return ns.status();
     c.netns = *ns;
+  }
+  if (net_ != nullptr) {
+    absl::StatusOr<PrivateNetwork::Host> host =
+        net_->AddHost(absl::StrCat("w", c.worker));
+    if (!host.ok()) return host.status();
+    c.netns = host->netns;
   }
   c.threads = o_.threads;
   c.locks = o_.locks;
@@ -290,13 +335,23 @@ absl::Duration Coordinator::FaultLength(FaultKind kind) const {
   }
   if (IsPartition(kind)) return 2 * o_.lease;
   if (kind == FaultKind::kFailover) {
-    return o_.cluster_node_timeout + absl::Seconds(5);  // about
+    return o_.sentinel ? absl::Seconds(5)  // about
+                       : o_.cluster_node_timeout + absl::Seconds(5);
+  }
+  if (kind == FaultKind::kSplitBrain) {  // about
+    return o_.sentinel_down_after + 2 * o_.lease + absl::Seconds(5);
   }
   return absl::ZeroDuration();
 }
 
 std::vector<RedisServer*> Coordinator::DataNodes() const {
   std::vector<RedisServer*> nodes;
+  if (o_.sentinel) {
+    for (size_t i = 0; i < sentinel_->data_nodes(); ++i) {
+      if (sentinel_->node(i).running()) nodes.push_back(&sentinel_->node(i));
+    }
+    return nodes;
+  }
   if (!o_.cluster) {
     nodes.push_back(LockServer());
     return nodes;
@@ -308,6 +363,7 @@ std::vector<RedisServer*> Coordinator::DataNodes() const {
 }
 
 RedisServer* Coordinator::LockNode(int k) const {
+  if (o_.sentinel) return &sentinel_->node(primary_);
   if (!o_.cluster) return LockServer();
   absl::StatusOr<size_t> i = cluster_->NodeForKey(LockName(kPrefix, k));
   return i.ok() ? &cluster_->node(*i) : nullptr;
@@ -325,7 +381,7 @@ void Coordinator::RunSchedule() {
         FaultKind::kClientKillPubsub, FaultKind::kPartition,
         FaultKind::kPartitionRequests, FaultKind::kPartitionReplies,
         FaultKind::kPartition, FaultKind::kPauseShort, FaultKind::kPauseLong,
-        FaultKind::kFailover, FaultKind::kRestart}) {
+        FaultKind::kFailover, FaultKind::kSplitBrain, FaultKind::kRestart}) {
     if (std::find(kinds_.begin(), kinds_.end(), kind) != kinds_.end()) {
       cycle.push_back(kind);
     }
@@ -397,13 +453,42 @@ absl::Status Coordinator::ChooseFaults() {
   const bool asked_net =
       std::any_of(o_.faults.begin(), o_.faults.end(),
                   [](FaultKind k) { return IsPartition(k); });
+  const bool asked_split = std::find(o_.faults.begin(), o_.faults.end(),
+                                     FaultKind::kSplitBrain) != o_.faults.end();
   if (o_.cluster && (asked_net || o_.netns == NetnsMode::kOn)) {
     return absl::InvalidArgumentError(
         "the partition faults and network namespaces are single-server "
         "only for now");
   }
+  if (o_.sentinel && asked_net) {
+    return absl::InvalidArgumentError(
+        "the partition faults are single-server only for now (sentinel mode "
+        "has split-brain)");
+  }
+  if (asked_split && !o_.sentinel) {
+    return absl::InvalidArgumentError(
+        "split-brain needs sentinel mode (--sentinel) for now");
+  }
+  if (asked_split && o_.netns == NetnsMode::kOff) {
+    return absl::InvalidArgumentError(
+        "split-brain needs network namespaces (netns off)");
+  }
+  if (o_.sentinel && o_.netns != NetnsMode::kOff &&
+      (o_.netns == NetnsMode::kOn || asked_split || o_.faults.empty())) {
+    absl::StatusOr<std::unique_ptr<PrivateNetwork>> net =
+        PrivateNetwork::Create();
+    if (net.ok()) {
+      net_ = *std::move(net);
+    } else if (asked_split || o_.netns == NetnsMode::kOn) {
+      return net.status();
+    } else {
+      notes_.push_back(
+          absl::StrCat("split-brain not run: ", net.status().message()));
+      Progress(notes_.back());
+    }
+  }
   const bool want_lab =
-      !o_.cluster && o_.netns != NetnsMode::kOff &&
+      !o_.cluster && !o_.sentinel && o_.netns != NetnsMode::kOff &&
       (o_.netns == NetnsMode::kOn || asked_net || o_.faults.empty());
   if (asked_net && o_.netns == NetnsMode::kOff) {
     return absl::InvalidArgumentError(
@@ -421,8 +506,11 @@ absl::Status Coordinator::ChooseFaults() {
       Progress(notes_.back());
     }
   }
+  const LockTopology topology = o_.cluster    ? LockTopology::kCluster
+                                : o_.sentinel ? LockTopology::kSentinel
+                                              : LockTopology::kSingle;
   const std::vector<FaultKind> supported =
-      SupportedFaultKinds(o_.cluster, lab_ != nullptr);
+      SupportedFaultKinds(topology, lab_ != nullptr || net_ != nullptr);
   if (o_.faults.empty()) {
     kinds_ = supported;
     return absl::OkStatus();
@@ -432,7 +520,10 @@ absl::Status Coordinator::ChooseFaults() {
         supported.end()) {
       return absl::InvalidArgumentError(
           absl::StrCat("fault ", FaultKindName(kind), " is not supported in ",
-                       o_.cluster ? "cluster" : "single-server", " mode"));
+                       o_.cluster    ? "cluster"
+                       : o_.sentinel ? "sentinel"
+                                     : "single-server",
+                       " mode"));
     }
   }
   kinds_ = o_.faults;

@@ -26,7 +26,9 @@
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
 #include "tests/testing/child_process.h"
+#include "tests/testing/private_network.h"
 #include "tests/testing/redis_cluster.h"
+#include "tests/testing/redis_sentinel.h"
 #include "tests/testing/redis_server.h"
 #include "tools/harness/checker.h"
 #include "tools/harness/harness.h"
@@ -37,8 +39,11 @@ namespace harness {
 namespace internal_harness {
 
 using ::relock::testing::ChildProcess;
+using ::relock::testing::PrivateNetwork;
 using ::relock::testing::RedisCluster;
 using ::relock::testing::RedisClusterOptions;
+using ::relock::testing::RedisSentinelGroup;
+using ::relock::testing::RedisSentinelOptions;
 using ::relock::testing::RedisServer;
 using ::relock::testing::RedisServerOptions;
 using ::relock::testing::RedisValue;
@@ -116,6 +121,21 @@ class Coordinator {
 
   // Migrates the slot of a random lock to another master.
   void Reshard(Fault* f);
+
+  // Sentinel mode: SENTINEL FAILOVER, until the old primary is a replica of
+  // the new one.
+  void SentinelFailover(Fault* f);
+
+  // Sentinel mode: cuts the primary and about half of the live workers (one
+  // holding a lock among them if one is found) off from the rest of the
+  // private network until the sentinels have promoted the replica, and two
+  // leases more; heals, and waits until the old primary is back as a
+  // replica. The fault's window is the whole of it.
+  void SplitBrain(Fault* f);
+
+  // Sentinel mode: asks the sentinels which data node is the primary now
+  // (primary_), keeping the last answer if they cannot say.
+  void RefreshPrimary();
 
   void RunSchedule();
 
@@ -199,8 +219,10 @@ class Coordinator {
 
   HarnessOptions o_;
   std::mt19937_64 rng_;
-  // First, so that it goes last: its namespaces after the processes in them.
+  // First, so that they go last: their namespaces after the processes in
+  // them. net_: sentinel mode's private network (the split-brain fault).
   std::unique_ptr<NetworkLab> lab_;
+  std::unique_ptr<PrivateNetwork> net_;
   std::vector<FaultKind> kinds_;
   std::vector<std::string> notes_;
   int partitions_ = 0;     // both-ways partitions so far
@@ -212,6 +234,10 @@ class Coordinator {
   std::unique_ptr<RedisCluster> cluster_;
   // Netns runs: the locks' redis-server (redis_ holds the counters only).
   std::unique_ptr<RedisServer> lock_redis_;
+  // Sentinel mode: the locks' group (redis_ holds the counters), and the
+  // data node that is its primary as last seen.
+  std::unique_ptr<RedisSentinelGroup> sentinel_;
+  size_t primary_ = 0;
   std::vector<WorkerProc> workers_;
   std::vector<Fault> faults_;
   int64_t run_start_ = 0;

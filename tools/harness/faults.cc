@@ -1,6 +1,6 @@
 // The safety harness's fault injections (coordinator.h): kills and pauses of
 // holders and of Redis, restarts, failovers, reshards, client kills, SCRIPT
-// FLUSH and partitions.
+// FLUSH, partitions and split brains.
 
 #include <signal.h>
 
@@ -43,6 +43,13 @@ bool WaitStopped(pid_t pid, absl::Duration timeout) {
 }
 
 RedisServer* Coordinator::Target(Fault* f, size_t* index) {
+  if (o_.sentinel) {
+    RefreshPrimary();
+    if (index != nullptr) *index = primary_;
+    f->detail = absl::StrCat("primary ", primary_, " (port ",
+                             sentinel_->node(primary_).port(), "): ");
+    return &sentinel_->node(primary_);
+  }
   if (!o_.cluster) return LockServer();
   std::uniform_int_distribution<int> pick(0, o_.locks - 1);
   absl::StatusOr<size_t> master =
@@ -85,6 +92,94 @@ void Coordinator::Failover(size_t i, Fault* f) {
       s.ok() ? absl::StrCat(", the node back as a replica after ",
                             secs(MonotonicNanos()))
              : absl::StrCat(", the node NOT BACK: ", s.ToString()));
+}
+
+void Coordinator::RefreshPrimary() {
+  absl::StatusOr<size_t> primary = sentinel_->PrimaryIndex();
+  if (primary.ok()) primary_ = *primary;
+}
+
+void Coordinator::SentinelFailover(Fault* f) {
+  const int64_t start = MonotonicNanos();
+  const size_t old = primary_;
+  absl::StatusOr<size_t> promoted = sentinel_->Failover();
+  f->injected = promoted.ok();
+  RefreshPrimary();
+  absl::StrAppend(&f->detail, "SENTINEL FAILOVER; ",
+                  promoted.ok()
+                      ? absl::StrCat("node ", *promoted, " promoted, node ",
+                                     old, " back as its replica after ",
+                                     absl::FormatDuration(absl::Nanoseconds(
+                                         MonotonicNanos() - start)))
+                      : absl::StrCat("FAILED: ", promoted.status().ToString()));
+}
+
+void Coordinator::SplitBrain(Fault* f) {
+  const size_t old = primary_;
+  std::vector<WorkerProc*> live;
+  for (WorkerProc& w : workers_) {
+    if (!w.killed) live.push_back(&w);
+  }
+  std::shuffle(live.begin(), live.end(), rng_);
+  // A worker that holds a lock goes with the primary, if one is found: its
+  // hold is the one the other side may take.
+  for (int k = 0; k < o_.locks; ++k) {
+    bool found = false;
+    for (const std::string& owner : Owners(k)) {
+      WorkerProc* h = OwnerWorker(owner);
+      auto it = std::find(live.begin(), live.end(), h);
+      if (h != nullptr && it != live.end()) {
+        std::iter_swap(live.begin(), it);
+        found = true;
+        break;
+      }
+    }
+    if (found) break;
+  }
+  const size_t cut = std::max<size_t>(1, live.size() / 2);
+  std::vector<std::string> side = {RedisSentinelGroup::NodeHostName(old)};
+  std::vector<int> cut_workers;
+  for (size_t i = 0; i < cut && i < live.size(); ++i) {
+    side.push_back(absl::StrCat("w", live[i]->index));
+    cut_workers.push_back(live[i]->index);
+  }
+  f->start = MonotonicNanos();
+  absl::Status s = net_->Split(side);
+  if (!s.ok()) {
+    f->detail = absl::StrCat("split failed: ", s.ToString());
+    (void)net_->Heal();
+    return;
+  }
+  auto secs = [f](int64_t t) {
+    return absl::FormatDuration(absl::Nanoseconds(t - f->start));
+  };
+  // Generous: the sentinels wait down-after, elect a leader (again after a
+  // failed election), and do not fail one master over twice within two
+  // failover timeouts.
+  absl::StatusOr<size_t> promoted = sentinel_->WaitForNewPrimary(
+      old, o_.sentinel_down_after + absl::Seconds(60));
+  const int64_t promoted_at = MonotonicNanos();
+  // Both sides go on: the cut-off workers on the old primary, the others on
+  // the promoted replica.
+  if (promoted.ok()) absl::SleepFor(2 * o_.lease);
+  const absl::Status healed = net_->Heal();
+  const int64_t healed_at = MonotonicNanos();
+  // The sentinels make the old primary a replica of the new one.
+  const absl::Status back = sentinel_->WaitUntilHealthy(absl::Seconds(60));
+  f->end = MonotonicNanos();
+  f->injected = true;
+  RefreshPrimary();
+  f->detail = absl::StrCat(
+      "primary ", old, " (port ", sentinel_->node(old).port(), ") and workers ",
+      absl::StrJoin(cut_workers, ","), " cut off; ",
+      promoted.ok()
+          ? absl::StrCat("node ", *promoted, " promoted after ",
+                         secs(promoted_at))
+          : absl::StrCat("NO REPLICA PROMOTED: ", promoted.status().ToString()),
+      healed.ok() ? absl::StrCat("; healed after ", secs(healed_at))
+                  : absl::StrCat("; HEAL FAILED: ", healed.ToString()),
+      back.ok() ? absl::StrCat("; the group healthy again after ", secs(f->end))
+                : absl::StrCat("; the group NOT HEALTHY: ", back.ToString()));
 }
 
 void Coordinator::Reshard(Fault* f) {
@@ -135,7 +230,7 @@ Fault Coordinator::Inject(FaultKind kind) {
     }
   }
   if (kind == FaultKind::kPauseLong || kind == FaultKind::kRestart ||
-      kind == FaultKind::kFailover) {
+      kind == FaultKind::kFailover || kind == FaultKind::kSplitBrain) {
     RequestLongHolds(f.locks);
   }
   f.start = MonotonicNanos();
@@ -172,7 +267,14 @@ Fault Coordinator::Inject(FaultKind kind) {
       break;
     }
     case FaultKind::kFailover:
-      Failover(index, &f);
+      if (o_.sentinel) {
+        SentinelFailover(&f);
+      } else {
+        Failover(index, &f);
+      }
+      break;
+    case FaultKind::kSplitBrain:
+      SplitBrain(&f);
       break;
     case FaultKind::kReshard:
       Reshard(&f);
@@ -218,6 +320,9 @@ Fault Coordinator::Inject(FaultKind kind) {
     }
   }
   if (f.end == 0) f.end = MonotonicNanos();
+  // A fault may have moved the primary (a pause or a restart that the
+  // sentinels took for a failure).
+  if (o_.sentinel) RefreshPrimary();
   return f;
 }
 

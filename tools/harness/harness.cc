@@ -13,14 +13,21 @@
 namespace relock {
 namespace harness {
 
-std::vector<FaultKind> SupportedFaultKinds(bool cluster, bool netns) {
-  std::vector<FaultKind> kinds =
-      cluster ? ClusterFaultKinds() : SingleNodeFaultKinds();
+std::vector<FaultKind> SupportedFaultKinds(LockTopology topology, bool netns) {
+  std::vector<FaultKind> kinds = topology == LockTopology::kCluster
+                                     ? ClusterFaultKinds()
+                                     : SingleNodeFaultKinds();
+  if (topology == LockTopology::kSentinel) {
+    kinds.push_back(FaultKind::kFailover);
+  }
   kinds.push_back(FaultKind::kPauseHolder);
-  if (netns && !cluster) {
+  if (netns && topology == LockTopology::kSingle) {
     kinds.insert(kinds.end(),
                  {FaultKind::kPartition, FaultKind::kPartitionRequests,
                   FaultKind::kPartitionReplies});
+  }
+  if (netns && topology == LockTopology::kSentinel) {
+    kinds.push_back(FaultKind::kSplitBrain);
   }
   return kinds;
 }
@@ -48,17 +55,35 @@ absl::Status ValidateHarnessOptions(const HarnessOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("replica_sync must be in [0, 64], not ", o.replica_sync));
   }
-  if (o.replica_sync > 0 && !o.cluster) {
+  if (o.cluster && o.sentinel) {
+    return absl::InvalidArgumentError(
+        "cluster and sentinel are two modes: choose one");
+  }
+  if (o.replica_sync > 0 && !o.cluster && !o.sentinel) {
     return absl::InvalidArgumentError(absl::StrCat(
         "replica_sync=", o.replica_sync,
-        " needs replicas: only cluster mode (--cluster) has them, one per "
-        "master; a single redis-server has none"));
+        " needs replicas: only cluster mode (--cluster) and sentinel mode "
+        "(--sentinel) have them, one per master; a single redis-server has "
+        "none"));
   }
-  if (o.replica_sync > kClusterReplicasPerMaster) {
+  if (o.cluster && o.replica_sync > kClusterReplicasPerMaster) {
     return absl::InvalidArgumentError(
         absl::StrCat("replica_sync=", o.replica_sync,
                      " can never be acknowledged: the cluster has ",
                      kClusterReplicasPerMaster, " replica per master"));
+  }
+  if (o.sentinel && o.replica_sync > kSentinelReplicas) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("replica_sync=", o.replica_sync,
+                     " can never be acknowledged: the sentinel group's "
+                     "primary has ",
+                     kSentinelReplicas, " replica"));
+  }
+  if (o.expect_split_brain_overlaps && (!o.sentinel || o.replica_sync > 0)) {
+    return absl::InvalidArgumentError(
+        "expect_split_brain_overlaps needs sentinel mode (--sentinel) "
+        "without replica acknowledgement (replica_sync=0): with it, a split "
+        "brain must cause no overlap at all");
   }
   if (o.semaphore < 0 || o.semaphore > kMaxHarnessPermits) {
     return absl::InvalidArgumentError(absl::StrCat("semaphore must be in [0, ",

@@ -63,6 +63,27 @@
 // cluster-node-timeout defaults to the long pause + 2 s, so that a pause
 // never turns into a failover.
 //
+// In sentinel mode the locks live on a Sentinel group (a primary, one
+// replica, three sentinels: tests/testing/redis_sentinel.h) that the workers
+// reach through the sentinels (a redis-sentinel:// URL); the counters on a
+// redis-server of their own. The pauses and the restart hit the primary,
+// the client kills and SCRIPT FLUSH every data node; added:
+//   failover            SENTINEL FAILOVER: the replica is promoted, the old
+//                       primary becomes its replica.
+//   split-brain         (network namespaces: every server and worker in a
+//                       host of tests/testing/private_network.h) the
+//                       primary and about half of the workers are cut off
+//                       (nftables, sockets stay open) from the replica, the
+//                       sentinels and the other workers until the sentinels
+//                       have promoted the replica, and two leases more;
+//                       then healed, and the old primary rejoins as a
+//                       replica (its writes are lost). With replica_sync = 1
+//                       no two holders may overlap; without it they may
+//                       (Redis's documented limit), which
+//                       expect_split_brain_overlaps reports apart.
+// down-after-milliseconds defaults to the long pause + 2 s, as for the
+// cluster.
+//
 // Use from a binary that can run child routines (see
 // tests/testing/child_process.h):
 //
@@ -102,12 +123,18 @@ namespace harness {
 
 enum class NetnsMode : int { kAuto, kOn, kOff };
 
-// The replicas of each master of the cluster mode's cluster.
+// The replicas of each master of the cluster mode's cluster, and of the
+// sentinel mode's primary.
 inline constexpr int kClusterReplicasPerMaster = 1;
+inline constexpr int kSentinelReplicas = 1;
 
-// Every fault kind a mode can inject: the single-server or cluster kinds and
-// pause-holder, plus the partitions on a single server with `netns`.
-std::vector<FaultKind> SupportedFaultKinds(bool cluster, bool netns);
+// The deployment the locks live on.
+enum class LockTopology : int { kSingle, kCluster, kSentinel };
+
+// Every fault kind a mode can inject: the single-server, cluster or sentinel
+// kinds and pause-holder, plus with `netns` the partitions on a single
+// server and split-brain on a sentinel group.
+std::vector<FaultKind> SupportedFaultKinds(LockTopology topology, bool netns);
 
 // "partition,pause-holder" -> kinds; InvalidArgument names an unknown one.
 absl::StatusOr<std::vector<FaultKind>> ParseFaultList(absl::string_view list);
@@ -176,6 +203,18 @@ struct HarnessOptions {
   // cluster.
   int semaphore = 0;
   absl::Duration cluster_node_timeout = absl::ZeroDuration();
+  // Sentinel mode (see the top of this file): a primary, one replica and
+  // three sentinels; the sentinels' down-after-milliseconds (zero = long
+  // pause + 2 s, so that a pause never turns into a failover; a split-brain
+  // lasts about this long plus an election plus two leases). Not with
+  // `cluster`.
+  bool sentinel = false;
+  absl::Duration sentinel_down_after = absl::ZeroDuration();
+  // Overlaps of two holds in a split-brain window (checker.h) are reported
+  // apart as Redis's documented limit without replica acknowledgement, and
+  // do not fail the run. Only in sentinel mode and with replica_sync = 0
+  // (with acknowledgement there must be none).
+  bool expect_split_brain_overlaps = false;
   // The faults to inject (each at least once); empty: every fault the mode
   // supports (SupportedFaultKinds), the partitions only where network
   // namespaces can be made.
@@ -193,8 +232,8 @@ struct HarnessOptions {
   // renewals: their clients' ReplicaSync::replicas (relock/options.h), with
   // a WAIT timeout of command_timeout / 2 (it must stay below
   // command_timeout). 0 (the default): no WAIT. In [0, 64]; above 0 only in
-  // cluster mode, whose masters have one replica each, so at most 1 there
-  // (see ValidateHarnessOptions).
+  // cluster mode, whose masters have one replica each, or sentinel mode,
+  // whose primary has one, so at most 1 there (see ValidateHarnessOptions).
   int replica_sync = 0;
   // How late a cut-off holder's loss report may be recorded after its
   // lease's end on the server minus the drift (CheckInput::
@@ -208,9 +247,11 @@ inline constexpr int kMaxHarnessPermits = 1000;
 
 // InvalidArgument, naming the option, for options no run can use:
 // processes, threads or locks below 1; cluster_masters below 2 in cluster
-// mode; replica_sync outside [0, 64], above 0 without --cluster (a single
-// redis-server has no replica), or above the cluster's replicas per master
-// (1: a WAIT for more could never be satisfied); semaphore outside
+// mode; cluster with sentinel; replica_sync outside [0, 64], above 0
+// without --cluster or --sentinel (a single redis-server has no replica), or
+// above their replicas (1: a WAIT for more could never be satisfied);
+// expect_split_brain_overlaps without sentinel or with replica_sync above
+// 0; semaphore outside
 // [0, kMaxHarnessPermits], or above 0 with fenced, fair, rw or multi (lock
 // kinds). RunHarness() checks them
 // first; relock_safety_harness reports them as usage errors (exit 2).

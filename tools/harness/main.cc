@@ -9,7 +9,8 @@
 //       [--cluster] [--cluster_masters=3] [--cluster_node_timeout=D]
 //       [--fenced] [--fair] [--rw] [--multi] [--semaphore=N] [--faults=LIST]
 //       [--netns=auto|on|off] [--holder_pause=D] [--loss_report_slack=D]
-//       [--replica_sync=N]
+//       [--replica_sync=N] [--sentinel] [--sentinel_down_after=D]
+//       [--expect_split_brain_overlaps]
 //
 // --faults: comma-separated fault names (tools/harness/README.md); default
 // every fault the mode supports. --netns: run the servers and workers in
@@ -17,7 +18,18 @@
 // when a partition fault is to run and namespaces can be made).
 // --replica_sync: the replicas that must acknowledge the workers' acquires
 // and renewals (ReplicaSync::replicas); 0 by default, at most 1, and only
-// with --cluster (one replica per master): anything else is a usage error.
+// with --cluster or --sentinel (one replica per master): anything else is a
+// usage error.
+//
+// --sentinel: the locks on a Sentinel group (a primary, one replica, three
+// sentinels), the workers connecting through the sentinels; its faults add
+// `failover` (SENTINEL FAILOVER) and, in network namespaces, `split-brain`
+// (the primary and some workers cut off from the rest until the replica is
+// promoted, then healed). --sentinel_down_after: the sentinels'
+// down-after-milliseconds (default long pause + 2 s).
+// --expect_split_brain_overlaps: overlaps in a split-brain window are
+// reported apart as Redis's documented limit without replica
+// acknowledgement and do not fail the run (--sentinel, replica_sync 0 only).
 //
 // --semaphore=N: the locks are PermitExpirableSemaphores of N permits (at
 // most N holders each at once; on a single server or with --cluster).
@@ -56,7 +68,8 @@ int Usage(const std::string& bad) {
          "[--cluster] [--cluster_masters=N] [--cluster_node_timeout=D] "
          "[--fenced] [--fair] [--rw] [--multi] [--semaphore=N] [--faults=LIST] "
          "[--netns=auto|on|off] [--holder_pause=D] "
-         "[--loss_report_slack=D] [--replica_sync=N]\n";
+         "[--loss_report_slack=D] [--replica_sync=N] [--sentinel] "
+         "[--sentinel_down_after=D] [--expect_split_brain_overlaps]\n";
   return 2;
 }
 
@@ -80,6 +93,14 @@ int main(int argc, char** argv) {
     }
     if (arg == "--cluster") {
       o.cluster = true;
+      continue;
+    }
+    if (arg == "--sentinel") {
+      o.sentinel = true;
+      continue;
+    }
+    if (arg == "--expect_split_brain_overlaps") {
+      o.expect_split_brain_overlaps = true;
       continue;
     }
     if (arg == "--fenced") {
@@ -146,6 +167,8 @@ int main(int argc, char** argv) {
       ok = absl::SimpleAtoi(value, &o.cluster_masters);
     } else if (key == "cluster_node_timeout") {
       duration(&o.cluster_node_timeout);
+    } else if (key == "sentinel_down_after") {
+      duration(&o.sentinel_down_after);
     } else if (key == "holder_pause") {
       duration(&o.holder_pause);
     } else if (key == "loss_report_slack") {
@@ -172,7 +195,8 @@ int main(int argc, char** argv) {
     }
     if (!ok) return Usage(arg);
   }
-  // Flags that only make sense together (--replica_sync with --cluster).
+  // Flags that only make sense together (--replica_sync with --cluster or
+  // --sentinel).
   if (absl::Status v = relock::harness::ValidateHarnessOptions(o); !v.ok()) {
     std::cerr << "relock_safety_harness: " << v.message() << "\n";
     return 2;

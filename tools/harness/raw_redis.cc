@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "tools/harness/record.h"
 
 namespace relock {
 namespace harness {
@@ -97,8 +98,27 @@ testing::RawReply RawRedis::Command(const std::vector<std::string>& argv) {
   return *std::move(r);
 }
 
-RawKeys::RawKeys(std::string host, int port, absl::Duration timeout)
-    : seed_(absl::StrCat(host, ":", port)), timeout_(timeout) {}
+RawKeys::RawKeys(std::string host, int port, absl::Duration timeout,
+                 std::vector<std::string> sentinels, std::string master_name)
+    : seed_(absl::StrCat(host, ":", port)),
+      timeout_(timeout),
+      sentinels_(std::move(sentinels)),
+      master_name_(std::move(master_name)) {}
+
+std::string RawKeys::AskSentinels() {
+  for (const std::string& sentinel : sentinels_) {
+    testing::RawReply r = Node(sentinel).Command(
+        {"SENTINEL", "get-master-addr-by-name", master_name_});
+    if (r != nullptr && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[0]->type == REDIS_REPLY_STRING &&
+        r->element[1]->type == REDIS_REPLY_STRING) {
+      return absl::StrCat(
+          absl::string_view(r->element[0]->str, r->element[0]->len), ":",
+          absl::string_view(r->element[1]->str, r->element[1]->len));
+    }
+  }
+  return "";
+}
 
 absl::optional<int64_t> RawKeys::HGet(const std::string& key,
                                       const std::string& field) {
@@ -124,6 +144,21 @@ std::vector<std::string> RawKeys::HKeys(const std::string& key) {
 
 testing::RawReply RawKeys::Run(const std::string& key,
                                const std::vector<std::string>& argv) {
+  if (!sentinels_.empty()) {
+    const int64_t now = MonotonicNanos();
+    if (primary_.empty() || now - primary_asked_ns_ > 1'000'000'000) {
+      primary_asked_ns_ = now;
+      const std::string named = AskSentinels();
+      if (!named.empty()) primary_ = named;
+    }
+    if (primary_.empty()) return nullptr;
+    testing::RawReply r = Node(primary_).Command(argv);
+    if (r == nullptr || r->type == REDIS_REPLY_ERROR) {
+      primary_asked_ns_ = 0;  // ask again next time
+      return nullptr;
+    }
+    return r;
+  }
   auto known = where_.find(key);
   std::string node = known == where_.end() ? seed_ : known->second;
   bool asking = false;

@@ -75,11 +75,16 @@ class RawRedis {
 // Reads lock hashes where they live, on plain hiredis connections: on a
 // single server, that server; on a cluster, the node that serves the key's
 // slot, found by following MOVED and ASK replies from the seed (hiredis has
-// no cluster support). Failures (a node down, a paused one timing out) read
-// as "unknown".
+// no cluster support); on a Sentinel group (`sentinels` given), the primary
+// that the sentinels name for `master_name`, asked again at least every
+// second and after a failure (while no sentinel answers, as on the cut-off
+// side of a split brain, the last one). Failures (a node down, a paused one
+// timing out) read as "unknown".
 class RawKeys {
  public:
-  RawKeys(std::string host, int port, absl::Duration timeout);
+  RawKeys(std::string host, int port, absl::Duration timeout,
+          std::vector<std::string> sentinels = {},
+          std::string master_name = "");
 
   // HGET as an integer: nullopt on failure, 0 when absent.
   absl::optional<int64_t> HGet(const std::string& key,
@@ -100,8 +105,15 @@ class RawKeys {
 
   RawRedis& Node(const std::string& node);
 
+  // Sentinel mode: the primary ("host:port") the sentinels name, or "".
+  std::string AskSentinels();
+
   const std::string seed_;
   const absl::Duration timeout_;
+  const std::vector<std::string> sentinels_;  // "host:port"
+  const std::string master_name_;
+  std::string primary_;           // sentinel mode: the last primary named
+  int64_t primary_asked_ns_ = 0;  // when (MonotonicNanos())
   std::map<std::string, std::unique_ptr<RawRedis>> nodes_;  // "host:port"
   std::map<std::string, std::string> where_;  // key -> the node serving it
 };

@@ -95,7 +95,11 @@ struct Hold {
   bool told_lost = false;
   int64_t told_at = 0;  // the first report of the loss; 0: none timed
   bool paused = false;  // its process was SIGSTOPped during it (pause-holder)
-  bool cut = false;     // its worker was partitioned during it
+  // Its worker was partitioned during it, or it intersects a split brain.
+  bool cut = false;
+  // It intersects a split-brain fault's window, in a run that expects
+  // split-brain overlaps (CheckInput::expect_split_brain_overlaps).
+  bool split_brain = false;
   bool killed = false;  // open when its process was SIGKILLed
   int64_t end = 0;      // release_start, or the kill time
 };

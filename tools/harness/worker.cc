@@ -45,6 +45,8 @@ std::vector<std::string> WorkerConfig::ToArgs() const {
           absl::StrCat("port=", port),
           absl::StrCat("keys_host=", keys_host),
           absl::StrCat("keys_port=", keys_port),
+          absl::StrCat("keys_sentinels=", keys_sentinels),
+          absl::StrCat("keys_master=", keys_master),
           absl::StrCat("threads=", threads),
           absl::StrCat("locks=", locks),
           absl::StrCat("fenced=", fenced ? 1 : 0),
@@ -91,6 +93,10 @@ absl::Status WorkerConfig::FromArgs(const std::vector<std::string>& args) {
       keys_host = value;
     } else if (key == "keys_port") {
       ok = absl::SimpleAtoi(value, &keys_port);
+    } else if (key == "keys_sentinels") {
+      keys_sentinels = value;
+    } else if (key == "keys_master") {
+      keys_master = value;
     } else if (key == "threads") {
       ok = absl::SimpleAtoi(value, &threads);
     } else if (key == "locks") {
@@ -372,7 +378,9 @@ void Worker::ThreadLoop(Client& client, int t) {
   RawRedis raw(config_.host, config_.port,
                absl::Milliseconds(config_.raw_timeout_ms));
   RawKeys keys(config_.keys_host, config_.keys_port,
-               absl::Milliseconds(config_.raw_timeout_ms));
+               absl::Milliseconds(config_.raw_timeout_ms),
+               absl::StrSplit(config_.keys_sentinels, ',', absl::SkipEmpty()),
+               config_.keys_master);
   const Caller caller = CallerFor(t);
   const std::string owner = LearnOwner(client, keys, caller, t);
   if (config_.permits > 0) {

@@ -75,6 +75,11 @@ struct WorkerConfig {
   // cluster any node. 0: host:port.
   std::string keys_host = "127.0.0.1";
   int keys_port = 0;
+  // Sentinel mode: the sentinels ("host:port,host:port,...") and the master
+  // name by which the lock hashes are found on the primary (RawKeys);
+  // keys_host and keys_port are then unused.
+  std::string keys_sentinels;
+  std::string keys_master;
   int threads = 2;
   int locks = 3;
   // FencedLocks (every acquisition logs its token) instead of Locks.
