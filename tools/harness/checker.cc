@@ -376,6 +376,7 @@ void MarkPausedAndCutHolds(CheckState* s) {
     // acquired excuses an overlap, as for a partition.
     for (const Fault& f : in.faults) {
       if (!f.injected || f.kind != FaultKind::kSplitBrain ||
+          !f.Affects(h.lock) ||
           !Intersects(h.attempt_end, h.end, f.start, f.end)) {
         continue;
       }

@@ -116,9 +116,11 @@ enum class FaultKind : int {
   kPartitionReplies = 11,   // its requests get through, the replies are lost
   // Any mode: SIGSTOP of a worker holding a lock, past its lease; SIGCONT.
   kPauseHolder = 12,
-  // Sentinel mode, on a private network: the primary and some workers cut
-  // off from the replica, the sentinels and the other workers until the
-  // replica is promoted, then healed (the old primary becomes a replica).
+  // Cluster or sentinel mode, on a private network: a master (the primary)
+  // and some workers cut off from its replica, the rest of the cluster (the
+  // sentinels) and the other workers until the replica is promoted, then
+  // healed (the old master becomes a replica). It concerns every lock (the
+  // cut-off workers are cut off from every master but the old one).
   kSplitBrain = 13,
 };
 inline constexpr int kFaultKinds = 14;

@@ -60,7 +60,7 @@ bool OverlapExcused(const Hold& a, const Hold& h) {
 // split to the old primary's return as a replica).
 bool InSplitBrainWindow(const CheckState& s, const Hold& h) {
   for (const Fault& f : s.in.faults) {
-    if (f.injected && f.kind == FaultKind::kSplitBrain &&
+    if (f.injected && f.kind == FaultKind::kSplitBrain && f.Affects(h.lock) &&
         Intersects(h.attempt_end, h.end, f.start, f.end)) {
       return true;
     }

@@ -49,8 +49,9 @@ absl::StatusOr<Report> Coordinator::Run() {
   if (!s.ok()) return s;
   if (absl::Status servers = StartServers(); !servers.ok()) return servers;
   Progress(absl::StrCat(
-      o_.cluster ? absl::StrCat("cluster ", cluster_->url(), ", counters on ",
-                                redis_->url())
+      o_.cluster    ? absl::StrCat("cluster ", cluster_->url(),
+                                net_ != nullptr ? " (private network)" : "",
+                                   ", counters on ", redis_->url())
       : o_.sentinel ? absl::StrCat("sentinel group ", sentinel_->url(),
                                    net_ != nullptr ? " (private network)" : "",
                                    ", counters on ", redis_->url())
@@ -131,10 +132,19 @@ absl::Status Coordinator::StartServers() {
     cluster_options.masters = o_.cluster_masters;
     cluster_options.replicas_per_master = kClusterReplicasPerMaster;
     cluster_options.node_timeout = o_.cluster_node_timeout;
+    cluster_options.network = net_.get();
     absl::StatusOr<std::unique_ptr<RedisCluster>> cluster =
         RedisCluster::Start(cluster_options);
     if (!cluster.ok()) return cluster.status();
     cluster_ = *std::move(cluster);
+    for (size_t i = 0; net_ != nullptr && i < cluster_->size(); ++i) {
+      // A replica whose data is older than about node timeout x 10 (the
+      // validity factor) + 10 s does not stand for election; after a split
+      // brain on a loaded machine every replica must.
+      absl::StatusOr<RedisValue> v = cluster_->node(i).Command(
+          {"CONFIG", "SET", "cluster-replica-validity-factor", "0"});
+      if (!v.ok()) return v.status();
+    }
   }
   return absl::OkStatus();
 }
@@ -339,7 +349,8 @@ absl::Duration Coordinator::FaultLength(FaultKind kind) const {
                        : o_.cluster_node_timeout + absl::Seconds(5);
   }
   if (kind == FaultKind::kSplitBrain) {  // about
-    return o_.sentinel_down_after + 2 * o_.lease + absl::Seconds(5);
+    return (o_.sentinel ? o_.sentinel_down_after : o_.cluster_node_timeout) +
+           2 * o_.lease + absl::Seconds(5);
   }
   return absl::ZeroDuration();
 }
@@ -455,36 +466,28 @@ absl::Status Coordinator::ChooseFaults() {
                   [](FaultKind k) { return IsPartition(k); });
   const bool asked_split = std::find(o_.faults.begin(), o_.faults.end(),
                                      FaultKind::kSplitBrain) != o_.faults.end();
-  if (o_.cluster && (asked_net || o_.netns == NetnsMode::kOn)) {
+  const bool replicated = o_.cluster || o_.sentinel;
+  if (replicated && asked_net) {
     return absl::InvalidArgumentError(
-        "the partition faults and network namespaces are single-server "
-        "only for now");
+        "the partition faults are single-server only for now (cluster and "
+        "sentinel modes have split-brain)");
   }
-  if (o_.sentinel && asked_net) {
+  if (asked_split && !replicated) {
     return absl::InvalidArgumentError(
-        "the partition faults are single-server only for now (sentinel mode "
-        "has split-brain)");
-  }
-  if (asked_split && !o_.sentinel) {
-    return absl::InvalidArgumentError(
-        "split-brain needs sentinel mode (--sentinel) for now");
+        "split-brain needs cluster mode (--cluster) or sentinel mode "
+        "(--sentinel)");
   }
   if (asked_split && o_.netns == NetnsMode::kOff) {
     return absl::InvalidArgumentError(
         "split-brain needs network namespaces (netns off)");
   }
-  if (o_.sentinel && o_.netns != NetnsMode::kOff &&
+  if (replicated && o_.netns != NetnsMode::kOff &&
       (o_.netns == NetnsMode::kOn || asked_split || o_.faults.empty())) {
-    absl::StatusOr<std::unique_ptr<PrivateNetwork>> net =
-        PrivateNetwork::Create();
-    if (net.ok()) {
-      net_ = *std::move(net);
-    } else if (asked_split || o_.netns == NetnsMode::kOn) {
-      return net.status();
-    } else {
-      notes_.push_back(
-          absl::StrCat("split-brain not run: ", net.status().message()));
-      Progress(notes_.back());
+    if (absl::Status s = TakeNetwork(PrivateNetwork::Create(),
+                                     asked_split || o_.netns == NetnsMode::kOn,
+                                     "split-brain not run: ", &net_);
+        !s.ok()) {
+      return s;
     }
   }
   const bool want_lab =
@@ -495,15 +498,11 @@ absl::Status Coordinator::ChooseFaults() {
         "the partition faults need network namespaces (netns off)");
   }
   if (want_lab) {
-    absl::StatusOr<std::unique_ptr<NetworkLab>> lab = NetworkLab::Create();
-    if (lab.ok()) {
-      lab_ = *std::move(lab);
-    } else if (asked_net || o_.netns == NetnsMode::kOn) {
-      return lab.status();
-    } else {
-      notes_.push_back(
-          absl::StrCat("partition faults not run: ", lab.status().message()));
-      Progress(notes_.back());
+    if (absl::Status s = TakeNetwork(NetworkLab::Create(),
+                                     asked_net || o_.netns == NetnsMode::kOn,
+                                     "partition faults not run: ", &lab_);
+        !s.ok()) {
+      return s;
     }
   }
   const LockTopology topology = o_.cluster    ? LockTopology::kCluster
@@ -527,6 +526,21 @@ absl::Status Coordinator::ChooseFaults() {
     }
   }
   kinds_ = o_.faults;
+  return absl::OkStatus();
+}
+
+template <typename Network>
+absl::Status Coordinator::TakeNetwork(
+    absl::StatusOr<std::unique_ptr<Network>> made, bool required,
+    absl::string_view not_run, std::unique_ptr<Network>* network) {
+  if (made.ok()) {
+    *network = *std::move(made);
+  } else if (required) {
+    return made.status();
+  } else {
+    notes_.push_back(absl::StrCat(not_run, made.status().message()));
+    Progress(notes_.back());
+  }
   return absl::OkStatus();
 }
 

@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
 #include "tests/testing/child_process.h"
@@ -126,12 +127,23 @@ class Coordinator {
   // the new one.
   void SentinelFailover(Fault* f);
 
-  // Sentinel mode: cuts the primary and about half of the live workers (one
-  // holding a lock among them if one is found) off from the rest of the
-  // private network until the sentinels have promoted the replica, and two
-  // leases more; heals, and waits until the old primary is back as a
-  // replica. The fault's window is the whole of it.
-  void SplitBrain(Fault* f);
+  // Sentinel or cluster mode on a private network: cuts data node `old`
+  // (the primary, or the master of a random lock, whose locks Target() put
+  // in f->locks) and about half of the live workers (one holding one of its
+  // locks among them if one is found) off from the rest of the network until
+  // its replica is promoted, and two leases more; heals, and waits until
+  // the group (cluster) is healthy again, the old primary (master) back as
+  // a replica. The fault's window is the whole of it, and it concerns every
+  // lock (f->locks is cleared): the cut-off workers are cut off from every
+  // other master too.
+  void SplitBrain(size_t old, Fault* f);
+
+  // Cluster mode: waits until every running node but master `old` says
+  // that old's replica serves the slot of locks[0] (one of old's locks);
+  // the replica.
+  absl::StatusOr<size_t> WaitForClusterPromotion(size_t old,
+                                                 const std::vector<int>& locks,
+                                                 absl::Duration timeout);
 
   // Sentinel mode: asks the sentinels which data node is the primary now
   // (primary_), keeping the last answer if they cannot say.
@@ -210,6 +222,14 @@ class Coordinator {
   // The faults to inject (each at least once) and the faults dropped and
   // why: from HarnessOptions::faults and netns; makes lab_ if they need it.
   absl::Status ChooseFaults();
+
+  // A private network (NetworkLab or PrivateNetwork) that was `made` into
+  // *network; if it could not be, the error when it is `required`, else a
+  // note (`not_run` and why) and OK.
+  template <typename Network>
+  absl::Status TakeNetwork(absl::StatusOr<std::unique_ptr<Network>> made,
+                           bool required, absl::string_view not_run,
+                           std::unique_ptr<Network>* network);
 
   static std::string FaultNames(const std::vector<FaultKind>& kinds);
 

@@ -114,16 +114,66 @@ void Coordinator::SentinelFailover(Fault* f) {
                       : absl::StrCat("FAILED: ", promoted.status().ToString()));
 }
 
-void Coordinator::SplitBrain(Fault* f) {
-  const size_t old = primary_;
+absl::StatusOr<size_t> Coordinator::WaitForClusterPromotion(
+    size_t old, const std::vector<int>& locks, absl::Duration timeout) {
+  // The replica of `old`, as it says (ROLE: slave of old's port).
+  absl::optional<size_t> replica;
+  for (size_t i = 0; i < cluster_->size() && !replica.has_value(); ++i) {
+    absl::StatusOr<RedisValue> role = cluster_->node(i).Command({"ROLE"});
+    if (i != old && role.ok() && role->is_array() &&
+        role->elements.size() >= 3 && role->elements[0].str == "slave" &&
+        role->elements[2].integer == cluster_->node(old).port()) {
+      replica = i;
+    }
+  }
+  if (!replica.has_value() || locks.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat("master ", old, " has no replica or no lock"));
+  }
+  absl::StatusOr<RedisValue> slot = cluster_->node(*replica).Command(
+      {"CLUSTER", "KEYSLOT", LockName(kPrefix, locks[0])});
+  if (!slot.ok() || !slot->is_integer()) {
+    return absl::InternalError("CLUSTER KEYSLOT failed");
+  }
+  // Promoted once every running node but the old master says the replica
+  // serves the slot, so that a worker on the majority side is sent there.
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    bool agreed = true;
+    for (size_t i = 0; i < cluster_->size() && agreed; ++i) {
+      if (i == old || !cluster_->node(i).running()) continue;
+      absl::StatusOr<size_t> seen =
+          cluster_->NodeForSlotSeenBy(i, static_cast<int>(slot->integer));
+      agreed = seen.ok() && *seen == *replica;
+    }
+    if (agreed) return *replica;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat("replica ", *replica, " not promoted within ",
+                   absl::FormatDuration(timeout)));
+}
+
+void Coordinator::SplitBrain(size_t old, Fault* f) {
+  // The old master's locks (cluster mode; every lock in sentinel mode). The
+  // fault concerns every lock all the same: the cut-off workers are cut off
+  // from the other masters too.
+  const std::vector<int> master_locks = f->locks;
+  f->locks.clear();
+  auto on_master = [&master_locks](int k) {
+    return master_locks.empty() ||
+           std::find(master_locks.begin(), master_locks.end(), k) !=
+               master_locks.end();
+  };
   std::vector<WorkerProc*> live;
   for (WorkerProc& w : workers_) {
     if (!w.killed) live.push_back(&w);
   }
   std::shuffle(live.begin(), live.end(), rng_);
-  // A worker that holds a lock goes with the primary, if one is found: its
-  // hold is the one the other side may take.
+  // A worker that holds a lock of the old master goes with it, if one is
+  // found: its hold is the one the other side may take.
   for (int k = 0; k < o_.locks; ++k) {
+    if (!on_master(k)) continue;
     bool found = false;
     for (const std::string& owner : Owners(k)) {
       WorkerProc* h = OwnerWorker(owner);
@@ -137,7 +187,10 @@ void Coordinator::SplitBrain(Fault* f) {
     if (found) break;
   }
   const size_t cut = std::max<size_t>(1, live.size() / 2);
-  std::vector<std::string> side = {RedisSentinelGroup::NodeHostName(old)};
+  // The fixtures' host of data node i (RedisCluster names it "node<i>" too).
+  std::vector<std::string> side = {o_.sentinel
+                                       ? RedisSentinelGroup::NodeHostName(old)
+                                       : absl::StrCat("node", old)};
   std::vector<int> cut_workers;
   for (size_t i = 0; i < cut && i < live.size(); ++i) {
     side.push_back(absl::StrCat("w", live[i]->index));
@@ -146,40 +199,47 @@ void Coordinator::SplitBrain(Fault* f) {
   f->start = MonotonicNanos();
   absl::Status s = net_->Split(side);
   if (!s.ok()) {
-    f->detail = absl::StrCat("split failed: ", s.ToString());
+    absl::StrAppend(&f->detail, "split failed: ", s.ToString());
     (void)net_->Heal();
     return;
   }
   auto secs = [f](int64_t t) {
     return absl::FormatDuration(absl::Nanoseconds(t - f->start));
   };
-  // Generous: the sentinels wait down-after, elect a leader (again after a
-  // failed election), and do not fail one master over twice within two
-  // failover timeouts.
-  absl::StatusOr<size_t> promoted = sentinel_->WaitForNewPrimary(
-      old, o_.sentinel_down_after + absl::Seconds(60));
+  // Generous: the sentinels (or the cluster's nodes) wait down-after (the
+  // node timeout), elect a leader (again after a failed election), and
+  // sentinels do not fail one master over twice within two failover
+  // timeouts.
+  absl::StatusOr<size_t> promoted =
+      o_.sentinel
+          ? sentinel_->WaitForNewPrimary(
+                old, o_.sentinel_down_after + absl::Seconds(60))
+          : WaitForClusterPromotion(
+                old, master_locks, o_.cluster_node_timeout + absl::Seconds(60));
   const int64_t promoted_at = MonotonicNanos();
   // Both sides go on: the cut-off workers on the old primary, the others on
   // the promoted replica.
   if (promoted.ok()) absl::SleepFor(2 * o_.lease);
   const absl::Status healed = net_->Heal();
   const int64_t healed_at = MonotonicNanos();
-  // The sentinels make the old primary a replica of the new one.
-  const absl::Status back = sentinel_->WaitUntilHealthy(absl::Seconds(60));
+  // The old primary becomes a replica of the new one.
+  const absl::Status back = o_.sentinel
+                                ? sentinel_->WaitUntilHealthy(absl::Seconds(60))
+                                : cluster_->WaitUntilHealthy(absl::Seconds(60));
   f->end = MonotonicNanos();
   f->injected = true;
-  RefreshPrimary();
-  f->detail = absl::StrCat(
-      "primary ", old, " (port ", sentinel_->node(old).port(), ") and workers ",
-      absl::StrJoin(cut_workers, ","), " cut off; ",
+  if (o_.sentinel) RefreshPrimary();
+  absl::StrAppend(
+      &f->detail, "it and workers ", absl::StrJoin(cut_workers, ","),
+      " cut off; ",
       promoted.ok()
           ? absl::StrCat("node ", *promoted, " promoted after ",
                          secs(promoted_at))
           : absl::StrCat("NO REPLICA PROMOTED: ", promoted.status().ToString()),
       healed.ok() ? absl::StrCat("; healed after ", secs(healed_at))
                   : absl::StrCat("; HEAL FAILED: ", healed.ToString()),
-      back.ok() ? absl::StrCat("; the group healthy again after ", secs(f->end))
-                : absl::StrCat("; the group NOT HEALTHY: ", back.ToString()));
+      back.ok() ? absl::StrCat("; healthy again after ", secs(f->end))
+                : absl::StrCat("; NOT HEALTHY: ", back.ToString()));
 }
 
 void Coordinator::Reshard(Fault* f) {
@@ -222,7 +282,8 @@ Fault Coordinator::Inject(FaultKind kind) {
   RedisServer* target = nullptr;
   size_t index = 0;
   if (kind == FaultKind::kPauseShort || kind == FaultKind::kPauseLong ||
-      kind == FaultKind::kRestart || kind == FaultKind::kFailover) {
+      kind == FaultKind::kRestart || kind == FaultKind::kFailover ||
+      kind == FaultKind::kSplitBrain) {
     target = Target(&f, &index);
     if (target == nullptr) {
       f.start = f.end = MonotonicNanos();
@@ -274,7 +335,7 @@ Fault Coordinator::Inject(FaultKind kind) {
       }
       break;
     case FaultKind::kSplitBrain:
-      SplitBrain(&f);
+      SplitBrain(index, &f);
       break;
     case FaultKind::kReshard:
       Reshard(&f);

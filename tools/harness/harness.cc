@@ -26,7 +26,7 @@ std::vector<FaultKind> SupportedFaultKinds(LockTopology topology, bool netns) {
                  {FaultKind::kPartition, FaultKind::kPartitionRequests,
                   FaultKind::kPartitionReplies});
   }
-  if (netns && topology == LockTopology::kSentinel) {
+  if (netns && topology != LockTopology::kSingle) {
     kinds.push_back(FaultKind::kSplitBrain);
   }
   return kinds;
@@ -79,11 +79,13 @@ absl::Status ValidateHarnessOptions(const HarnessOptions& o) {
                      "primary has ",
                      kSentinelReplicas, " replica"));
   }
-  if (o.expect_split_brain_overlaps && (!o.sentinel || o.replica_sync > 0)) {
+  if (o.expect_split_brain_overlaps &&
+      ((!o.sentinel && !o.cluster) || o.replica_sync > 0)) {
     return absl::InvalidArgumentError(
-        "expect_split_brain_overlaps needs sentinel mode (--sentinel) "
-        "without replica acknowledgement (replica_sync=0): with it, a split "
-        "brain must cause no overlap at all");
+        "expect_split_brain_overlaps needs cluster or sentinel mode "
+        "(--cluster, --sentinel) without replica acknowledgement "
+        "(replica_sync=0): with it, a split brain must cause no overlap at "
+        "all");
   }
   if (o.semaphore < 0 || o.semaphore > kMaxHarnessPermits) {
     return absl::InvalidArgumentError(absl::StrCat("semaphore must be in [0, ",

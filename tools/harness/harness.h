@@ -60,6 +60,10 @@
 //   reshard             the slot of a random lock is migrated to another
 //                       master (MIGRATING/IMPORTING, MIGRATE, SETSLOT) under
 //                       traffic: no caller may see an error, no stall.
+//   split-brain         (network namespaces, as below) the master of a
+//                       random lock and about half of the workers cut off
+//                       from the rest of the cluster until its replica is
+//                       promoted, two leases more, then healed.
 // cluster-node-timeout defaults to the long pause + 2 s, so that a pause
 // never turns into a failover.
 //
@@ -133,7 +137,7 @@ enum class LockTopology : int { kSingle, kCluster, kSentinel };
 
 // Every fault kind a mode can inject: the single-server, cluster or sentinel
 // kinds and pause-holder, plus with `netns` the partitions on a single
-// server and split-brain on a sentinel group.
+// server and split-brain on a cluster or a sentinel group.
 std::vector<FaultKind> SupportedFaultKinds(LockTopology topology, bool netns);
 
 // "partition,pause-holder" -> kinds; InvalidArgument names an unknown one.
@@ -212,8 +216,8 @@ struct HarnessOptions {
   absl::Duration sentinel_down_after = absl::ZeroDuration();
   // Overlaps of two holds in a split-brain window (checker.h) are reported
   // apart as Redis's documented limit without replica acknowledgement, and
-  // do not fail the run. Only in sentinel mode and with replica_sync = 0
-  // (with acknowledgement there must be none).
+  // do not fail the run. Only in cluster or sentinel mode and with
+  // replica_sync = 0 (with acknowledgement there must be none).
   bool expect_split_brain_overlaps = false;
   // The faults to inject (each at least once); empty: every fault the mode
   // supports (SupportedFaultKinds), the partitions only where network
@@ -250,8 +254,8 @@ inline constexpr int kMaxHarnessPermits = 1000;
 // mode; cluster with sentinel; replica_sync outside [0, 64], above 0
 // without --cluster or --sentinel (a single redis-server has no replica), or
 // above their replicas (1: a WAIT for more could never be satisfied);
-// expect_split_brain_overlaps without sentinel or with replica_sync above
-// 0; semaphore outside
+// expect_split_brain_overlaps without cluster or sentinel or with
+// replica_sync above 0; semaphore outside
 // [0, kMaxHarnessPermits], or above 0 with fenced, fair, rw or multi (lock
 // kinds). RunHarness() checks them
 // first; relock_safety_harness reports them as usage errors (exit 2).

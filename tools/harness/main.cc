@@ -27,9 +27,13 @@
 // (the primary and some workers cut off from the rest until the replica is
 // promoted, then healed). --sentinel_down_after: the sentinels'
 // down-after-milliseconds (default long pause + 2 s).
-// --expect_split_brain_overlaps: overlaps in a split-brain window are
-// reported apart as Redis's documented limit without replica
-// acknowledgement and do not fail the run (--sentinel, replica_sync 0 only).
+// --cluster on a private network (network namespaces, by default when they
+// can be made) adds `split-brain` too: the master of a random lock and some
+// workers cut off from the rest of the cluster until its replica is
+// promoted. --expect_split_brain_overlaps: overlaps in a split-brain window
+// are reported apart as Redis's documented limit without replica
+// acknowledgement and do not fail the run (--cluster or --sentinel,
+// replica_sync 0 only).
 //
 // --semaphore=N: the locks are PermitExpirableSemaphores of N permits (at
 // most N holders each at once; on a single server or with --cluster).
