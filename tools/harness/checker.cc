@@ -358,6 +358,16 @@ void CollectHolds(std::vector<WorkerLog>& logs, CheckState* s) {
   }
 }
 
+namespace {
+
+// Marks `h` cut off from `at` on (the earliest cut counts).
+void Cut(int64_t at, Hold* h) {
+  h->cut_at = h->cut ? std::min(h->cut_at, at) : at;
+  h->cut = true;
+}
+
+}  // namespace
+
 // Marks the holds whose process was paused, or whose worker was cut off,
 // during them.
 void MarkPausedAndCutHolds(CheckState* s) {
@@ -369,7 +379,7 @@ void MarkPausedAndCutHolds(CheckState* s) {
         continue;
       }
       h.paused |= f.kind == FaultKind::kPauseHolder;
-      h.cut |= IsPartition(f.kind);
+      if (IsPartition(f.kind)) Cut(f.start, &h);
     }
     // In a split brain any holder may be cut off from the primary that
     // the other side uses: only a report received before another holder
@@ -380,7 +390,7 @@ void MarkPausedAndCutHolds(CheckState* s) {
           !Intersects(h.attempt_end, h.end, f.start, f.end)) {
         continue;
       }
-      h.cut = true;
+      Cut(std::max(f.start, h.attempt_end), &h);
       h.split_brain |= in.expect_split_brain_overlaps;
     }
   }

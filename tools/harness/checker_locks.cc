@@ -49,11 +49,14 @@ bool InDisruptiveWindow(const CheckState& s, int k, int64_t from, int64_t to) {
 }
 
 // Whether the overlap of the older hold `a` with `h`, acquired while `a`
-// was held, is excused by a loss report: a cut-off holder's only by a report
-// received before `h` acquired; any other's by any report to either.
+// was held, is excused by a loss report: once `a` is cut off, only by a
+// report to `a` received before `h` acquired; otherwise (before the cut, as
+// for a hold never cut: a restart, say, lost it first) by any report to
+// either.
 bool OverlapExcused(const Hold& a, const Hold& h) {
-  return a.cut ? a.told_lost && a.told_at <= h.attempt_end
-               : a.told_lost || h.told_lost;
+  return a.cut && h.attempt_end >= a.cut_at
+             ? a.told_lost && a.told_at <= h.attempt_end
+             : a.told_lost || h.told_lost;
 }
 
 // Whether hold `h` intersects the window of a split-brain fault (from the

@@ -95,8 +95,10 @@ struct Hold {
   bool told_lost = false;
   int64_t told_at = 0;  // the first report of the loss; 0: none timed
   bool paused = false;  // its process was SIGSTOPped during it (pause-holder)
-  // Its worker was partitioned during it, or it intersects a split brain.
+  // Its worker was partitioned during it, or it intersects a split brain;
+  // from `cut_at` on (the first such cut during it).
   bool cut = false;
+  int64_t cut_at = 0;
   // It intersects a split-brain fault's window, in a run that expects
   // split-brain overlaps (CheckInput::expect_split_brain_overlaps).
   bool split_brain = false;
