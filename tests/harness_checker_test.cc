@@ -371,6 +371,48 @@ TEST(HarnessCheckerTest, ACutOffHolderMustBeToldBeforeTheNextAcquires) {
   }
 }
 
+// The event of a cut-off holder came late (1020 ms, after worker 1 took the
+// lock at 1015 ms), but it gives the end of the holder's SafeUntil() (1000
+// ms): the holder, who checks SafeUntil() before it writes, stopped
+// believing then, in time. A SafeUntil() end before the hold began is no
+// such time (the event's own time counts).
+TEST(HarnessCheckerTest, ALateEventsSafeUntilEndTellsTheHolderInTime) {
+  for (const int64_t safe_until : {int64_t{1000}, int64_t{5}}) {
+    Hold cut = CleanHold(0, 0, 10, 3000, 0);
+    cut.outcome = Outcome::kAbandoned;
+    CheckInput in = Input({cut, CleanHold(1, 0, 1015, 1020, 0)}, {1});
+    in.logs[0].owners[0] = "client-a:7";
+    in.logs[0].lost.push_back(
+        LostEvent{"client-a:7", 0, 1020 * kMs, 10, safe_until * kMs});
+    Fault f = WorkerFault(FaultKind::kPartition, 0, 12, 4000);
+    f.cut_holds.push_back(CutHold{0, 1012 * kMs});
+    in.faults.push_back(f);
+    Report r = Check(std::move(in));
+    const bool in_time = safe_until == 1000;
+    EXPECT_EQ(r.unexcused_overlaps, in_time ? 0 : 1) << r.text;
+    EXPECT_EQ(r.losses_told_late, in_time ? 0 : 1) << r.text;
+  }
+}
+
+TEST(HarnessLogTest, ALostLineKeepsTheSafeUntilEnd) {
+  char path[] = "/tmp/relock-harness-lost-test.XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  {
+    std::ofstream log(path);
+    log << FormatLost(LostEvent{"c:1", 2, 300, 10, 250}) << "\n"
+        << FormatLost(LostEvent{"c:1", 2, 400, 10, 0}) << "\n";
+  }
+  WorkerLog log = ParseWorkerLog(0, path);
+  std::remove(path);
+  EXPECT_EQ(log.bad_lines, 0);
+  ASSERT_EQ(log.lost.size(), 2u);
+  EXPECT_EQ(log.lost[0].safe_until, 250);
+  EXPECT_EQ(log.lost[0].time, 300);
+  EXPECT_EQ(log.lost[1].safe_until, 0);
+}
+
 // Worker 0 holds lock 0 over [10, 3000] ms; a restart at 100 ms loses it,
 // worker 0 is cut off at 500 ms (for another lock it holds) and told at
 // 700 ms. Worker 1 takes the lock at 150 ms: that overlap came from the

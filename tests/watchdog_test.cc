@@ -898,6 +898,11 @@ TEST_F(WatchdogTest, RedisPausedPastTheLeaseIsReportedLost) {
   EXPECT_LT(absl::FromChrono(reported_at - *safe),
             kLease / 3 + absl::Seconds(1));
   EXPECT_THAT(std::string(event.status.message()), HasSubstr("no renewal"));
+  // The event gives the end of SafeUntil() (LockEvent::safe_until): no
+  // earlier than the one read after the acquire (renewals may have moved
+  // it on), and already passed when the event came.
+  EXPECT_GE(event.safe_until, *safe);
+  EXPECT_LE(event.safe_until, reported_at);
   // The report comes when SafeUntil() ends, the drift allowance before the
   // lease ends in Redis: a release right after it may still find the owner
   // field there and free the lock (OK), or find it gone (Aborted).

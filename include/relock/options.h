@@ -14,6 +14,7 @@
 #ifndef RELOCK_OPTIONS_H_
 #define RELOCK_OPTIONS_H_
 
+#include <chrono>
 #include <functional>
 #include <string>
 
@@ -61,6 +62,12 @@ struct LockEvent {
   absl::Status status;
   // The owner field of the hold concerned ("<client-id>:<thread-number>").
   std::string owner;
+  // kLockLost of a hold the watchdog could not keep alive: when the hold's
+  // SafeUntil() ended (its last acknowledged renewal plus the lease, minus
+  // the drift margin). From then on SafeUntil() said the hold was unsafe,
+  // however late this event is delivered (its thread may lag on a loaded
+  // machine). The epoch (a default time_point) for other events.
+  std::chrono::steady_clock::time_point safe_until{};
 };
 
 // TLS settings, used when `ClientOptions::url` is `rediss://...`. Files are

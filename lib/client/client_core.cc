@@ -260,8 +260,11 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
       },
       [raw](const watchdog::LostHold& hold, const absl::Status& why) {
         raw->observer_->metrics.locks_lost.Add();
+        const absl::Duration lease = raw->options_.lock_watchdog_timeout;
         raw->events_->Post(
-            LockEvent{LockEventType::kLockLost, hold.name, why, hold.owner},
+            LockEvent{LockEventType::kLockLost, hold.name, why, hold.owner,
+                      hold.acked_at + absl::ToChronoNanoseconds(
+                                          lease - raw->policy_.Drift(lease))},
             hold.on_lost);
       },
       // Told when SafeUntil() ends: the drift of the client's lock policy.

@@ -228,7 +228,10 @@ void RecordLogProblems(const WorkerLog& log, CheckState* s) {
 }
 
 // Marks each hold a kLockLost event reports (its owner's latest hold of the
-// lock begun before the event) told lost, at the event's time.
+// lock begun before the event) told lost: at the event's time, or at the end
+// of the hold's SafeUntil() the event gives, if earlier (the holder, who
+// checks SafeUntil() before it writes, stopped believing then; the event's
+// delivery may lag on a loaded machine).
 void AttributeLostReports(WorkerLog& log) {
   std::map<std::string, int> thread_of;
   for (const auto& [thread, owner] : log.owners) thread_of[owner] = thread;
@@ -242,7 +245,10 @@ void AttributeLostReports(WorkerLog& log) {
     }
     if (best != nullptr) {
       best->told_lost = true;
-      if (best->told_at == 0 || e.time < best->told_at) best->told_at = e.time;
+      const int64_t told = e.safe_until >= best->attempt_end && e.safe_until > 0
+                               ? std::min(e.time, e.safe_until)
+                               : e.time;
+      if (best->told_at == 0 || told < best->told_at) best->told_at = told;
     }
   }
 }

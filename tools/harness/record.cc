@@ -96,7 +96,10 @@ std::string FormatHold(const Hold& h) {
 }
 
 std::string FormatLost(const LostEvent& e) {
-  return absl::StrCat("L ", e.owner, " ", e.lock, " ", e.time, " ", e.code);
+  std::string line =
+      absl::StrCat("L ", e.owner, " ", e.lock, " ", e.time, " ", e.code);
+  if (e.safe_until > 0) absl::StrAppend(&line, " ", e.safe_until);
+  return line;
 }
 
 std::string FormatStall(int64_t time) { return absl::StrCat("S ", time); }
@@ -139,7 +142,7 @@ WorkerLog ParseWorkerLog(int worker, const std::string& path) {
       int thread = 0;
       ok = absl::SimpleAtoi(f[1], &thread);
       if (ok) log.owners[thread] = std::string(f[2]);
-    } else if (kind == 'L' && f.size() == 5) {
+    } else if (kind == 'L' && (f.size() == 5 || f.size() == 6)) {
       LostEvent e;
       e.owner = std::string(f[1]);
       ok = ParseInts(f, 2, &v);
@@ -147,6 +150,7 @@ WorkerLog ParseWorkerLog(int worker, const std::string& path) {
         e.lock = static_cast<int>(v[0]);
         e.time = v[1];
         e.code = static_cast<int>(v[2]);
+        if (v.size() == 4) e.safe_until = v[3];
         log.lost.push_back(e);
       }
     } else if (kind == 'S' && f.size() == 2 && ParseInts(f, 1, &v)) {

@@ -18,7 +18,10 @@
 //                                       fenced runs, the highest token the
 //                                       resource had accepted before its write
 //                                       (as its script reported; -1: none)
-//   L <owner> <lock> <time> <code>      a kLockLost event (lock -1: unknown)
+//   L <owner> <lock> <time> <code> [<safe_until>]
+//                                       a kLockLost event (lock -1: unknown);
+//                                       when the event gives it, the end of
+//                                       the hold's SafeUntil()
 //   G <thread> <lock> <time> <count> <pttl> <where>
 //                                       a ghost hold found (and freed): the
 //                                       thread's owner field was in Redis
@@ -126,8 +129,11 @@ struct GhostHold {
 struct LostEvent {
   std::string owner;
   int lock = -1;
-  int64_t time = 0;
+  int64_t time = 0;  // when the worker got it
   int code = 0;
+  // LockEvent::safe_until (0: none): from then on the holder's SafeUntil()
+  // said the hold was unsafe, however late the event came.
+  int64_t safe_until = 0;
 };
 
 // Everything one worker process wrote.

@@ -333,6 +333,12 @@ void Worker::OnEvent(const LockEvent& e) {
   lost.lock = LockIndex(e.lock_name);
   lost.time = MonotonicNanos();
   lost.code = static_cast<int>(e.status.code());
+  // steady_clock is CLOCK_MONOTONIC, as MonotonicNanos() (record.h).
+  if (e.safe_until != std::chrono::steady_clock::time_point()) {
+    lost.safe_until = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          e.safe_until.time_since_epoch())
+                          .count();
+  }
   log_.Append(FormatLost(lost));
 }
 
