@@ -36,6 +36,23 @@ using ::testing::Not;
 
 constexpr int64_t kMs = 1'000'000;
 
+// A worker's log of `lines`, written to a temporary file and parsed back
+// (the file is removed).
+WorkerLog ParsedLog(const std::vector<std::string>& lines) {
+  char path[] = "/tmp/relock-harness-log-test.XXXXXX";
+  const int fd = mkstemp(path);
+  EXPECT_GE(fd, 0);
+  if (fd < 0) return WorkerLog();
+  close(fd);
+  {
+    std::ofstream log(path);
+    for (const std::string& line : lines) log << line << "\n";
+  }
+  WorkerLog log = ParseWorkerLog(0, path);
+  std::remove(path);
+  return log;
+}
+
 // A closed, clean hold of `lock` by worker `w` over [from, to] ms that read
 // `read`.
 Hold CleanHold(int w, int lock, int64_t from, int64_t to, int64_t read) {
@@ -395,17 +412,9 @@ TEST(HarnessCheckerTest, ALateEventsSafeUntilEndTellsTheHolderInTime) {
 }
 
 TEST(HarnessLogTest, ALostLineKeepsTheSafeUntilEnd) {
-  char path[] = "/tmp/relock-harness-lost-test.XXXXXX";
-  const int fd = mkstemp(path);
-  ASSERT_GE(fd, 0);
-  close(fd);
-  {
-    std::ofstream log(path);
-    log << FormatLost(LostEvent{"c:1", 2, 300, 10, 250}) << "\n"
-        << FormatLost(LostEvent{"c:1", 2, 400, 10, 0}) << "\n";
-  }
-  WorkerLog log = ParseWorkerLog(0, path);
-  std::remove(path);
+  const WorkerLog log =
+      ParsedLog({FormatLost(LostEvent{"c:1", 2, 300, 10, 250}),
+                 FormatLost(LostEvent{"c:1", 2, 400, 10, 0})});
   EXPECT_EQ(log.bad_lines, 0);
   ASSERT_EQ(log.lost.size(), 2u);
   EXPECT_EQ(log.lost[0].safe_until, 250);
@@ -959,16 +968,7 @@ TEST(HarnessCheckerTest, AStallAWorkerReportedExcusesTheWaitsNearIt) {
 }
 
 TEST(HarnessLogTest, AStallLineIsRead) {
-  char path[] = "/tmp/relock-harness-stall-test.XXXXXX";
-  const int fd = mkstemp(path);
-  ASSERT_GE(fd, 0);
-  close(fd);
-  {
-    std::ofstream log(path);
-    log << FormatStall(123456789) << "\n";
-  }
-  WorkerLog log = ParseWorkerLog(0, path);
-  std::remove(path);
+  const WorkerLog log = ParsedLog({FormatStall(123456789)});
   EXPECT_EQ(log.bad_lines, 0);
   EXPECT_THAT(log.stalls, ::testing::ElementsAre(123456789));
 }
