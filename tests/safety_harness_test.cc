@@ -7,7 +7,9 @@
 // check and its write, whose stale write the resource must refuse). The
 // checker's tests on hand-made records are harness_checker_test; the
 // partition run, which needs network namespaces, is partition_harness_test.
-// The last run takes permits of semaphores instead of locks (--semaphore).
+// The semaphore run takes permits of semaphores instead of locks
+// (--semaphore); the last run takes RedlockLocks on three masters
+// (--redlock=3).
 // tools/harness/README.md describes longer manual runs.
 
 #include <stdlib.h>
@@ -221,6 +223,20 @@ TEST(SafetyHarnessTest, ShortSemaphoreRunKeepsAtMostNHolders) {
   for (const PermitTally& t : report.permit_tallies) {
     EXPECT_FALSE(t.unset) << "semaphore " << t.lock << " was not set again";
   }
+}
+
+// Redlock (--redlock=3): RedlockLocks on 3 independent redis-servers, every
+// single-server fault (and pause-holder) hitting one master at random: the
+// other two keep each lock, so exclusion holds, holders that span a
+// master's restart or long pause keep their lock, and waiters do not stall.
+TEST(SafetyHarnessTest, ShortRedlockRunKeepsLocksExclusive) {
+  HarnessOptions options = ShortRunOptions();
+  options.redlock = 3;
+  options.faults.push_back(FaultKind::kPauseHolder);
+  options.netns = NetnsMode::kOff;
+  Report report;
+  ExpectSafeRun(options, options.faults, &report);
+  EXPECT_EQ(report.redlock_masters, 3);
 }
 
 }  // namespace

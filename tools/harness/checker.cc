@@ -169,6 +169,7 @@ void SummarizeRun(CheckState* s) {
   rep.lease_ns = in.lease_ns;
   rep.seed = in.seed;
   rep.replica_sync = in.replica_sync;
+  rep.redlock_masters = in.redlock_masters;
   rep.expect_split_brain_overlaps = in.expect_split_brain_overlaps;
   rep.workers_started = static_cast<int>(in.logs.size());
   rep.worker_failures = in.worker_failures;

@@ -240,6 +240,12 @@ struct CheckInput {
   // limit without replica acknowledgement: counted apart
   // (Report::split_brain_overlaps), they do not fail the run.
   bool expect_split_brain_overlaps = false;
+  // Redlock runs: the number of independent masters (0: not a Redlock
+  // run). Each Redis fault hits one master, a minority: a hold that spans
+  // a restart or a long pause of it keeps its lock on the others and need
+  // not be told (such holds are counted, not required to be told); the
+  // overlap check stays as strict.
+  int redlock_masters = 0;
 };
 
 struct CounterCheck {
@@ -265,6 +271,7 @@ struct Report {
   int64_t lease_ns = 0;
   uint64_t seed = 0;
   int replica_sync = 0;
+  int redlock_masters = 0;  // CheckInput::redlock_masters
   int workers_started = 0, workers_killed = 0;
   std::map<int, int64_t> acquisitions_per_worker;
   // Attempts and sections.

@@ -133,14 +133,18 @@ void WriteRunText(CheckState* s) {
   std::string& t = rep.text;
   absl::StrAppend(&t, "==== relock safety harness report ====\n");
   absl::StrAppend(
-      &t, absl::StrFormat(
-              "run:        %.1f s, %d processes x %d threads x "
-              "%d %s, lease %s, seed %u, replica_sync %d\n",
-              rep.seconds, rep.processes, rep.threads, rep.locks,
-              rep.permits > 0
-                  ? absl::StrCat("semaphores of ", rep.permits, " permits")
-                  : std::string("locks"),
-              Secs(rep.lease_ns), rep.seed, rep.replica_sync));
+      &t,
+      absl::StrFormat(
+          "run:        %.1f s, %d processes x %d threads x "
+          "%d %s, lease %s, seed %u, replica_sync %d%s\n",
+          rep.seconds, rep.processes, rep.threads, rep.locks,
+          rep.permits > 0
+              ? absl::StrCat("semaphores of ", rep.permits, " permits")
+              : std::string("locks"),
+          Secs(rep.lease_ns), rep.seed, rep.replica_sync,
+          rep.redlock_masters > 0
+              ? absl::StrCat(", redlock over ", rep.redlock_masters, " masters")
+              : std::string()));
   absl::StrAppend(&t, "workers:    ", rep.workers_started, " started, ",
                   rep.workers_killed, " killed; acquisitions per worker:");
   for (const auto& [w, n] : rep.acquisitions_per_worker) {
@@ -207,9 +211,17 @@ void WriteLossesText(CheckState* s) {
                   rep.holds_told_lost, " holds told lost (",
                   rep.release_aborted, " by Release() = Aborted); ",
                   rep.release_unavailable, " releases Unavailable\n");
-  absl::StrAppend(&t, "            ", rep.holds_spanning_losses,
-                  " holds spanned a restart/long pause; ",
-                  rep.unnotified_losses, " of them never told (must be 0)\n");
+  if (rep.redlock_masters > 0) {
+    absl::StrAppend(&t, "            ", rep.holds_spanning_losses,
+                    " holds spanned a restart/long pause of one of ",
+                    rep.redlock_masters,
+                    " Redlock masters (a minority: they keep their lock, "
+                    "need not be told)\n");
+  } else {
+    absl::StrAppend(&t, "            ", rep.holds_spanning_losses,
+                    " holds spanned a restart/long pause; ",
+                    rep.unnotified_losses, " of them never told (must be 0)\n");
+  }
   for (const std::string& e : rep.unnotified_examples) {
     absl::StrAppend(&t, "            NOT TOLD ", e, "\n");
   }

@@ -55,6 +55,13 @@ absl::StatusOr<Report> Coordinator::Run() {
       : o_.sentinel ? absl::StrCat("sentinel group ", sentinel_->url(),
                                    net_ != nullptr ? " (private network)" : "",
                                    ", counters on ", redis_->url())
+      : o_.redlock > 0
+          ? absl::StrCat(o_.redlock, " Redlock masters on ports ",
+                         absl::StrJoin(DataNodes(), ",",
+                                       [](std::string* out, RedisServer* m) {
+                                         absl::StrAppend(out, m->port());
+                                       }),
+                         ", counters on ", redis_->url())
       : lock_redis_ != nullptr
           ? absl::StrCat("redis-server on ", lock_redis_->url(), " (netns ",
                          lab_->lock_ns(), "), counters on ", redis_->url(),
@@ -77,6 +84,7 @@ absl::StatusOr<Report> Coordinator::Run() {
   redis_.reset();  // stops the servers
   cluster_.reset();
   lock_redis_.reset();
+  masters_.clear();
   sentinel_.reset();
   lab_.reset();  // the namespaces, their links and tables
   net_.reset();
@@ -114,6 +122,12 @@ absl::Status Coordinator::StartServers() {
         RedisServer::Start(counters);
     if (!redis.ok()) return redis.status();
     redis_ = *std::move(redis);
+  }
+  for (int i = 0; i < o_.redlock; ++i) {
+    // Independent: no replication, no persistence (as the single server).
+    absl::StatusOr<std::unique_ptr<RedisServer>> m = RedisServer::Start();
+    if (!m.ok()) return m.status();
+    masters_.push_back(*std::move(m));
   }
   if (o_.sentinel) {
     RedisSentinelOptions group;
@@ -173,7 +187,8 @@ CheckInput Coordinator::MakeCheckInput(
   // In cluster, sentinel and netns runs the counters live on a server of
   // their own.
   in.restart_resets_counters =
-      !o_.cluster && !o_.sentinel && lock_redis_ == nullptr;
+      !o_.cluster && !o_.sentinel && lock_redis_ == nullptr && o_.redlock == 0;
+  in.redlock_masters = o_.redlock;
   in.expect_split_brain_overlaps = o_.expect_split_brain_overlaps;
   in.fenced = o_.fenced;
   in.permits = o_.semaphore;
@@ -239,9 +254,14 @@ absl::Status Coordinator::MakeWorkDir() {
 absl::Status Coordinator::SpawnWorker() {
   WorkerConfig c;
   c.worker = static_cast<int>(workers_.size());
-  c.url = o_.cluster    ? cluster_->url()
-          : o_.sentinel ? sentinel_->url()
-                        : LockServer()->url();
+  c.url = o_.cluster       ? cluster_->url()
+          : o_.sentinel    ? sentinel_->url()
+          : o_.redlock > 0 ? masters_[0]->url()
+                           : LockServer()->url();
+  for (const std::unique_ptr<RedisServer>& m : masters_) {
+    if (!c.redlock_masters.empty()) c.redlock_masters += ",";
+    absl::StrAppend(&c.redlock_masters, m->host(), ":", m->port());
+  }
   if (o_.sentinel) {
     std::vector<std::string> sentinels;
     for (size_t i = 0; i < sentinel_->sentinels(); ++i) {
@@ -363,6 +383,12 @@ std::vector<RedisServer*> Coordinator::DataNodes() const {
     }
     return nodes;
   }
+  if (o_.redlock > 0) {
+    for (const std::unique_ptr<RedisServer>& m : masters_) {
+      if (m->running()) nodes.push_back(m.get());
+    }
+    return nodes;
+  }
   if (!o_.cluster) {
     nodes.push_back(LockServer());
     return nodes;
@@ -375,6 +401,7 @@ std::vector<RedisServer*> Coordinator::DataNodes() const {
 
 RedisServer* Coordinator::LockNode(int k) const {
   if (o_.sentinel) return &sentinel_->node(primary_);
+  if (o_.redlock > 0) return nullptr;
   if (!o_.cluster) return LockServer();
   absl::StatusOr<size_t> i = cluster_->NodeForKey(LockName(kPrefix, k));
   return i.ok() ? &cluster_->node(*i) : nullptr;
@@ -467,6 +494,11 @@ absl::Status Coordinator::ChooseFaults() {
   const bool asked_split = std::find(o_.faults.begin(), o_.faults.end(),
                                      FaultKind::kSplitBrain) != o_.faults.end();
   const bool replicated = o_.cluster || o_.sentinel;
+  if (o_.redlock > 0 && (asked_net || asked_split)) {
+    return absl::InvalidArgumentError(
+        "redlock runs have no partition or split-brain faults (their masters "
+        "are independent and have no network namespaces)");
+  }
   if (replicated && asked_net) {
     return absl::InvalidArgumentError(
         "the partition faults are single-server only for now (cluster and "
@@ -491,7 +523,8 @@ absl::Status Coordinator::ChooseFaults() {
     }
   }
   const bool want_lab =
-      !o_.cluster && !o_.sentinel && o_.netns != NetnsMode::kOff &&
+      !o_.cluster && !o_.sentinel && o_.redlock == 0 &&
+      o_.netns != NetnsMode::kOff &&
       (o_.netns == NetnsMode::kOn || asked_net || o_.faults.empty());
   if (asked_net && o_.netns == NetnsMode::kOff) {
     return absl::InvalidArgumentError(
@@ -519,9 +552,10 @@ absl::Status Coordinator::ChooseFaults() {
         supported.end()) {
       return absl::InvalidArgumentError(
           absl::StrCat("fault ", FaultKindName(kind), " is not supported in ",
-                       o_.cluster    ? "cluster"
-                       : o_.sentinel ? "sentinel"
-                                     : "single-server",
+                       o_.cluster       ? "cluster"
+                       : o_.sentinel    ? "sentinel"
+                       : o_.redlock > 0 ? "redlock"
+                                        : "single-server",
                        " mode"));
     }
   }

@@ -102,11 +102,20 @@ class Coordinator {
 
   absl::Duration FaultLength(FaultKind kind) const;
 
-  // The servers that hold locks: the redis-server, or the cluster's running
-  // nodes.
+  // The servers that hold locks: the redis-server, the cluster's running
+  // nodes, or the Redlock masters.
   std::vector<RedisServer*> DataNodes() const;
 
-  // The server that holds lock k now; null if the cluster cannot say.
+  // The servers a client kill or a SCRIPT FLUSH hits: DataNodes(), or in a
+  // Redlock run one master at random (named in f->detail).
+  std::vector<RedisServer*> FaultNodes(Fault* f);
+
+  // Redlock runs: a master at random, named in f->detail; f->locks stays
+  // empty (every lock lives on every master).
+  RedisServer* RandomMaster(Fault* f);
+
+  // The server that holds lock k now; null if the cluster cannot say, and in
+  // a Redlock run (every master holds it: see DataNodes()).
   RedisServer* LockNode(int k) const;
 
   // A fault's target: the redis-server, or the master of a random lock, with
@@ -161,7 +170,8 @@ class Coordinator {
   // The worker whose client id owns field `owner` ("<client-id>:<n>").
   WorkerProc* OwnerWorker(const std::string& owner);
 
-  // The owner fields of lock k's holders in Redis: the lock hash's fields;
+  // The owner fields of lock k's holders in Redis: the lock hash's fields
+  // (in a Redlock run, on any master);
   // in a semaphore run, those of the threads whose open hold (in their
   // worker's log, release not begun) has a permit out in Redis.
   std::vector<std::string> Owners(int k);
@@ -254,6 +264,8 @@ class Coordinator {
   std::unique_ptr<RedisCluster> cluster_;
   // Netns runs: the locks' redis-server (redis_ holds the counters only).
   std::unique_ptr<RedisServer> lock_redis_;
+  // Redlock runs: the N independent masters (redis_ holds the counters).
+  std::vector<std::unique_ptr<RedisServer>> masters_;
   // Sentinel mode: the locks' group (redis_ holds the counters), and the
   // data node that is its primary as last seen.
   std::unique_ptr<RedisSentinelGroup> sentinel_;

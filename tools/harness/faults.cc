@@ -50,6 +50,7 @@ RedisServer* Coordinator::Target(Fault* f, size_t* index) {
                              sentinel_->node(primary_).port(), "): ");
     return &sentinel_->node(primary_);
   }
+  if (o_.redlock > 0) return RandomMaster(f);
   if (!o_.cluster) return LockServer();
   std::uniform_int_distribution<int> pick(0, o_.locks - 1);
   absl::StatusOr<size_t> master =
@@ -67,6 +68,19 @@ RedisServer* Coordinator::Target(Fault* f, size_t* index) {
                            cluster_->node(*master).port(), ", locks ",
                            absl::StrJoin(f->locks, ","), "): ");
   return &cluster_->node(*master);
+}
+
+RedisServer* Coordinator::RandomMaster(Fault* f) {
+  std::uniform_int_distribution<size_t> pick(0, masters_.size() - 1);
+  const size_t i = pick(rng_);
+  f->detail = absl::StrCat("master ", i, " of ", masters_.size(), " (port ",
+                           masters_[i]->port(), "): ");
+  return masters_[i].get();
+}
+
+std::vector<RedisServer*> Coordinator::FaultNodes(Fault* f) {
+  if (o_.redlock == 0) return DataNodes();
+  return {RandomMaster(f)};
 }
 
 void Coordinator::Failover(size_t i, Fault* f) {
@@ -346,11 +360,12 @@ Fault Coordinator::Inject(FaultKind kind) {
     case FaultKind::kClientKillPubsub: {
       // A relock subscriber is of type "pubsub" only while some thread
       // waits (is subscribed); retry briefly until one does.
+      const std::vector<RedisServer*> nodes = FaultNodes(&f);
       int64_t killed = 0;
       std::string error;
       for (int attempt = 0; attempt < 40 && killed == 0; ++attempt) {
         if (attempt > 0) absl::SleepFor(absl::Milliseconds(50));
-        for (RedisServer* node : DataNodes()) {
+        for (RedisServer* node : nodes) {
           absl::StatusOr<RedisValue> v =
               node->Command({"CLIENT", "KILL", "TYPE", "pubsub"});
           if (v.ok() && v->is_integer()) killed += v->integer;
@@ -358,13 +373,13 @@ Fault Coordinator::Inject(FaultKind kind) {
         }
       }
       f.injected = killed > 0;
-      f.detail = absl::StrCat("killed ", killed, " pub/sub connections",
-                              error.empty() ? "" : "; ", error);
+      absl::StrAppend(&f.detail, "killed ", killed, " pub/sub connections",
+                      error.empty() ? "" : "; ", error);
       break;
     }
     case FaultKind::kScriptFlush: {
       int flushed = 0;
-      const std::vector<RedisServer*> nodes = DataNodes();
+      const std::vector<RedisServer*> nodes = FaultNodes(&f);
       for (RedisServer* node : nodes) {
         absl::StatusOr<RedisValue> v = node->Command({"SCRIPT", "FLUSH"});
         flushed += v.ok() && v->is_ok();
@@ -389,7 +404,7 @@ Fault Coordinator::Inject(FaultKind kind) {
 
 void Coordinator::KillPoolConnections(Fault* f) {
   int killed = 0, spared = 0;
-  for (RedisServer* node : DataNodes()) {
+  for (RedisServer* node : FaultNodes(f)) {
     KillPoolConnectionsOn(*node, f, &killed, &spared);
   }
   f->injected = killed > 0;
@@ -486,10 +501,13 @@ std::vector<std::string> Coordinator::Owners(int k) {
     }
     return owners;
   }
-  RedisServer* node = LockNode(k);
-  if (node == nullptr) return owners;
-  absl::StatusOr<RedisValue> v = node->Command({"HKEYS", LockName(kPrefix, k)});
-  if (v.ok() && v->is_array()) {
+  std::vector<RedisServer*> nodes = {LockNode(k)};
+  if (o_.redlock > 0) nodes = DataNodes();
+  for (RedisServer* node : nodes) {
+    if (node == nullptr) continue;
+    absl::StatusOr<RedisValue> v =
+        node->Command({"HKEYS", LockName(kPrefix, k)});
+    if (!v.ok() || !v->is_array()) continue;
     for (const RedisValue& e : v->elements) {
       std::string owner = e.str;
       // rw runs: the writers (whose holds the workers record), under the
@@ -499,6 +517,9 @@ std::vector<std::string> Coordinator::Owners(int k) {
       owners.push_back(std::move(owner));
     }
   }
+  // Redlock runs: a holder's field is on a majority of the masters.
+  std::sort(owners.begin(), owners.end());
+  owners.erase(std::unique(owners.begin(), owners.end()), owners.end());
   return owners;
 }
 

@@ -97,6 +97,23 @@ absl::Status ValidateHarnessOptions(const HarnessOptions& o) {
         "semaphore takes permits instead of locks: not with fenced, fair, rw "
         "or multi");
   }
+  if (o.redlock != 0 &&
+      (o.redlock < 3 || o.redlock > 7 || o.redlock % 2 == 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "redlock must be an odd number of masters in [3, 7], not ", o.redlock));
+  }
+  if (o.redlock > 0 && (o.cluster || o.sentinel || o.fenced || o.fair || o.rw ||
+                        o.multi || o.semaphore > 0)) {
+    return absl::InvalidArgumentError(
+        "redlock runs RedlockLocks on independent masters: not with cluster, "
+        "sentinel, fenced, fair, rw, multi or semaphore (RedlockClient has "
+        "no such locks)");
+  }
+  if (o.redlock > 0 && o.netns == NetnsMode::kOn) {
+    return absl::InvalidArgumentError(
+        "redlock runs have no network namespaces (no partition faults): not "
+        "with netns on");
+  }
   return absl::OkStatus();
 }
 

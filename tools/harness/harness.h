@@ -13,6 +13,12 @@
 //                  (faults.cc injects them)
 //   harness.h      this file: HarnessOptions, RunHarness()
 //
+// In a Redlock run (HarnessOptions::redlock = N) the locks live on N
+// independent redis-servers (no replication) and the workers use a
+// relock::RedlockClient over them; each Redis fault hits one master, chosen
+// at random, so the lock must hold on the majority that the fault spares
+// (see README.md).
+//
 // In a semaphore run (HarnessOptions::semaphore = N) the locks are
 // PermitExpirableSemaphores of N permits and the checker allows N holders of
 // each at once; every single-server fault applies (see README.md).
@@ -219,6 +225,12 @@ struct HarnessOptions {
   // do not fail the run. Only in cluster or sentinel mode and with
   // replica_sync = 0 (with acknowledgement there must be none).
   bool expect_split_brain_overlaps = false;
+  // Redlock runs (--redlock=N): above 0, the locks live on N independent
+  // redis-servers (N odd, 3 to 7) and the workers use RedlockClients
+  // (relock/redlock.h); the single-server faults hit one master each, at
+  // random. Not with cluster, sentinel, fenced, fair, rw, multi, semaphore,
+  // replica_sync or network namespaces (see ValidateHarnessOptions).
+  int redlock = 0;
   // The faults to inject (each at least once); empty: every fault the mode
   // supports (SupportedFaultKinds), the partitions only where network
   // namespaces can be made.
@@ -257,7 +269,9 @@ inline constexpr int kMaxHarnessPermits = 1000;
 // expect_split_brain_overlaps without cluster or sentinel or with
 // replica_sync above 0; semaphore outside
 // [0, kMaxHarnessPermits], or above 0 with fenced, fair, rw or multi (lock
-// kinds). RunHarness() checks them
+// kinds); redlock other than 0 or an odd number in [3, 7], or with cluster,
+// sentinel, fenced, fair, rw, multi, semaphore or netns on (none has a
+// Redlock form). RunHarness() checks them
 // first; relock_safety_harness reports them as usage errors (exit 2).
 absl::Status ValidateHarnessOptions(const HarnessOptions& o);
 

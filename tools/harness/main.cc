@@ -10,7 +10,7 @@
 //       [--fenced] [--fair] [--rw] [--multi] [--semaphore=N] [--faults=LIST]
 //       [--netns=auto|on|off] [--holder_pause=D] [--loss_report_slack=D]
 //       [--replica_sync=N] [--sentinel] [--sentinel_down_after=D]
-//       [--expect_split_brain_overlaps]
+//       [--expect_split_brain_overlaps] [--redlock=N]
 //
 // --faults: comma-separated fault names (tools/harness/README.md); default
 // every fault the mode supports. --netns: run the servers and workers in
@@ -37,6 +37,12 @@
 //
 // --semaphore=N: the locks are PermitExpirableSemaphores of N permits (at
 // most N holders each at once; on a single server or with --cluster).
+//
+// --redlock=N: the locks on N independent redis-servers (N odd, 3 to 7; the
+// number is required), the workers using a RedlockClient over them; the
+// single-server faults (not the partitions) hit one master at a time,
+// chosen at random. Not with --cluster, --sentinel, --fenced, --fair, --rw,
+// --multi, --semaphore, --replica_sync or --netns=on (usage errors).
 //
 // Durations in absl::ParseDuration syntax ("90s", "1.5s", "2h30m"). Exits 0
 // when the run passes, 1 when the checker found a problem, 2 on bad usage or
@@ -73,7 +79,8 @@ int Usage(const std::string& bad) {
          "[--fenced] [--fair] [--rw] [--multi] [--semaphore=N] [--faults=LIST] "
          "[--netns=auto|on|off] [--holder_pause=D] "
          "[--loss_report_slack=D] [--replica_sync=N] [--sentinel] "
-         "[--sentinel_down_after=D] [--expect_split_brain_overlaps]\n";
+         "[--sentinel_down_after=D] [--expect_split_brain_overlaps] "
+         "[--redlock=N]\n";
   return 2;
 }
 
@@ -165,6 +172,8 @@ int main(int argc, char** argv) {
       ok = absl::SimpleAtoi(value, &o.seed);
     } else if (key == "work_dir") {
       o.work_dir = value;
+    } else if (key == "redlock") {
+      ok = absl::SimpleAtoi(value, &o.redlock);
     } else if (key == "semaphore") {
       ok = absl::SimpleAtoi(value, &o.semaphore);
     } else if (key == "cluster_masters") {

@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/types/optional.h"
+#include "tools/harness/checker.h"
 #include "tools/harness/netns.h"
 
 namespace relock {
@@ -47,6 +48,7 @@ std::vector<std::string> WorkerConfig::ToArgs() const {
           absl::StrCat("keys_port=", keys_port),
           absl::StrCat("keys_sentinels=", keys_sentinels),
           absl::StrCat("keys_master=", keys_master),
+          absl::StrCat("redlock_masters=", redlock_masters),
           absl::StrCat("threads=", threads),
           absl::StrCat("locks=", locks),
           absl::StrCat("fenced=", fenced ? 1 : 0),
@@ -97,6 +99,8 @@ absl::Status WorkerConfig::FromArgs(const std::vector<std::string>& args) {
       keys_sentinels = value;
     } else if (key == "keys_master") {
       keys_master = value;
+    } else if (key == "redlock_masters") {
+      redlock_masters = value;
     } else if (key == "threads") {
       ok = absl::SimpleAtoi(value, &threads);
     } else if (key == "locks") {
@@ -155,8 +159,8 @@ absl::Status WorkerConfig::FromArgs(const std::vector<std::string>& args) {
       return absl::InvalidArgumentError(absl::StrCat("bad argument ", arg));
     }
   }
-  if (url.empty() || port <= 0 || threads < 1 || locks < 1 ||
-      log_path.empty() || hold_max_us < hold_min_us) {
+  if ((url.empty() && redlock_masters.empty()) || port <= 0 || threads < 1 ||
+      locks < 1 || log_path.empty() || hold_max_us < hold_min_us) {
     return absl::InvalidArgumentError("incomplete worker arguments");
   }
   if (keys_port <= 0) {
@@ -181,6 +185,16 @@ absl::Status Worker::Caller::TryAcquire(FencedLock& lock, absl::Duration wait,
 }
 
 absl::Status Worker::Caller::Release(Lock& lock) const {
+  return async ? lock.ReleaseAsync(owner).Get() : lock.Release(owner);
+}
+
+absl::Status Worker::Caller::TryAcquire(RedlockLock& lock,
+                                        absl::Duration wait) const {
+  return async ? lock.TryAcquireAsync(owner, wait).Get()
+               : lock.TryAcquire(owner, wait);
+}
+
+absl::Status Worker::Caller::Release(RedlockLock& lock) const {
   return async ? lock.ReleaseAsync(owner).Get() : lock.Release(owner);
 }
 
@@ -257,34 +271,62 @@ int Worker::Run() {
       std::cerr << absl::StrCat("relock: ", message, "\n") << std::flush;
     }
   };
-  std::unique_ptr<Client> client;
-  while (!Stopping()) {
-    absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(options);
-    if (c.ok()) {
-      client = *std::move(c);
-      break;
+  RedlockOptions redlock;
+  if (!config_.redlock_masters.empty()) {
+    for (absl::string_view m :
+         absl::StrSplit(config_.redlock_masters, ',', absl::SkipEmpty())) {
+      redlock.urls.push_back(absl::StrCat("redis://", m));
     }
-    if (c.status().code() == absl::StatusCode::kInvalidArgument) {
+    redlock.connection = options;
+    // redsync's per-master timeout (5% of the lease, 75 ms for 1.5 s): the
+    // default 1% (15 ms) fails attempts on a loaded 2-core machine.
+    redlock.timeout_factor = 0.05;
+  }
+  std::unique_ptr<Client> client;
+  std::unique_ptr<RedlockClient> redlock_client;
+  while (!Stopping()) {
+    absl::Status s;
+    if (config_.redlock_masters.empty()) {
+      absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(options);
+      if (c.ok()) client = *std::move(c);
+      s = c.status();
+    } else {
+      absl::StatusOr<std::unique_ptr<RedlockClient>> c =
+          RedlockClient::Connect(redlock);
+      if (c.ok()) redlock_client = *std::move(c);
+      s = c.status();
+    }
+    if (s.ok()) break;
+    if (s.code() == absl::StatusCode::kInvalidArgument) {
       // Options no retry can fix (the coordinator validates its own).
-      std::cerr << "harness worker " << config_.worker << ": " << c.status()
+      std::cerr << "harness worker " << config_.worker << ": " << s
                 << std::endl;
       return 2;
     }
     absl::SleepFor(absl::Milliseconds(100));
   }
-  if (client == nullptr) {
+  if (client == nullptr && redlock_client == nullptr) {
     std::cerr << "harness worker " << config_.worker
               << ": could not connect before the end" << std::endl;
     return 3;
   }
-  std::cout << "ready " << client->id() << std::endl;
+  std::cout << "ready "
+            << (client != nullptr ? client->id() : redlock_client->id())
+            << std::endl;
 
   std::vector<std::thread> threads;
   for (int t = 0; t < config_.threads; ++t) {
-    threads.emplace_back([this, &client, t] { ThreadLoop(*client, t); });
+    threads.emplace_back([this, &client, &redlock_client, t] {
+      if (client != nullptr) {
+        ThreadLoop(*client, t);
+      } else {
+        RedlockLoop(*redlock_client, t);
+      }
+    });
   }
   for (std::thread& t : threads) t.join();
-  client->Close();
+  if (client != nullptr) client->Close();
+  if (redlock_client != nullptr) redlock_client->Close();
   log_.Append("D");
   std::cout << "done" << std::endl;
   return 0;
@@ -435,65 +477,178 @@ void Worker::ThreadLoop(Client& client, int t) {
       MultiRound(locks, raw, keys, caller, rng, margin, t, field);
       continue;
     }
-    Hold h;
-    h.worker = config_.worker;
-    h.thread = t;
-    h.lock = k;
-    h.attempt_start = MonotonicNanos();
-    absl::Status s = config_.fenced
-                         ? caller.TryAcquire(fenced[k], wait, &h.token)
-                         : caller.TryAcquire(lock, wait);
-    h.attempt_end = MonotonicNanos();
-    if (!s.ok()) {
-      log_.Append(FormatFailed(FailedAttempt{
-          t, k, h.attempt_start, h.attempt_end, static_cast<int>(s.code())}));
-      if (s.code() != absl::StatusCode::kDeadlineExceeded &&
-          s.code() != absl::StatusCode::kUnavailable) {
-        Anomaly(t, "TryAcquire", s);
-      }
-      if (!absl::StrContains(s.message(), "held by another owner")) {
-        // The acquire may have run on Redis without us hearing of it.
-        CheckNoGhost(lock, keys, caller, field, t, k, "after-failed-acquire");
-      }
-      if (s.code() != absl::StatusCode::kDeadlineExceeded) {
-        absl::SleepFor(absl::Milliseconds(20));  // Redis is unwell
-      }
-      continue;
+    LockCalls calls;
+    calls.acquire = [&, k](Hold* h) {
+      return config_.fenced ? caller.TryAcquire(fenced[k], wait, &h->token)
+                            : caller.TryAcquire(lock, wait);
+    };
+    calls.safe_until = [&](const Hold&) {
+      return lock.SafeUntil(caller.owner);
+    };
+    calls.release = [&] { return caller.Release(lock); };
+    calls.check_no_ghost = [&, k](absl::string_view where) {
+      CheckNoGhost(lock, keys, caller, field, t, k, where);
+    };
+    LockRound(calls, raw, rng, margin, t, k);
+  }
+}
+
+void Worker::LockRound(const LockCalls& calls, RawRedis& raw,
+                       std::mt19937_64& rng, absl::Duration margin, int t,
+                       int k) {
+  Hold h;
+  h.worker = config_.worker;
+  h.thread = t;
+  h.lock = k;
+  h.attempt_start = MonotonicNanos();
+  absl::Status s = calls.acquire(&h);
+  h.attempt_end = MonotonicNanos();
+  if (!s.ok()) {
+    log_.Append(FormatFailed(FailedAttempt{t, k, h.attempt_start, h.attempt_end,
+                                           static_cast<int>(s.code())}));
+    if (s.code() != absl::StatusCode::kDeadlineExceeded &&
+        s.code() != absl::StatusCode::kUnavailable) {
+      Anomaly(t, "TryAcquire", s);
     }
-    log_.Append(FormatAcquired(t, k, h.attempt_start, h.attempt_end, h.token));
-    CriticalSection(lock, raw, caller, rng, margin, &h);
-    h.release_start = MonotonicNanos();
-    log_.Append(FormatReleasing(t, k, h.release_start));
-    absl::Status r = caller.Release(lock);
-    h.release_end = MonotonicNanos();
-    h.release_code = static_cast<int>(r.code());
-    log_.Append(FormatHold(h));
-    if (!r.ok() && r.code() != absl::StatusCode::kAborted &&
-        r.code() != absl::StatusCode::kUnavailable) {
-      Anomaly(t, "Release", r);
+    if (!absl::StrContains(s.message(), "held by another owner")) {
+      // The acquire may have run on Redis without us hearing of it.
+      calls.check_no_ghost("after-failed-acquire");
     }
-    if (r.ok()) {
-      CheckNoGhost(lock, keys, caller, field, t, k, "after-release-ok");
+    if (s.code() != absl::StatusCode::kDeadlineExceeded) {
+      absl::SleepFor(absl::Milliseconds(20));  // Redis is unwell
     }
-    Sleep(rng, 0, config_.think_max_us);
+    return;
+  }
+  log_.Append(FormatAcquired(t, k, h.attempt_start, h.attempt_end, h.token));
+  CriticalSection([&] { return calls.safe_until(h); }, raw, rng, margin, &h);
+  h.release_start = MonotonicNanos();
+  log_.Append(FormatReleasing(t, k, h.release_start));
+  absl::Status r = calls.release();
+  h.release_end = MonotonicNanos();
+  h.release_code = static_cast<int>(r.code());
+  log_.Append(FormatHold(h));
+  if (!r.ok() && r.code() != absl::StatusCode::kAborted &&
+      r.code() != absl::StatusCode::kUnavailable) {
+    Anomaly(t, "Release", r);
+  }
+  if (r.ok()) calls.check_no_ghost("after-release-ok");
+  Sleep(rng, 0, config_.think_max_us);
+}
+
+void Worker::RedlockLoop(RedlockClient& client, int t) {
+  std::mt19937_64 rng(config_.seed * 1000003 + config_.worker * 1009 + t);
+  RawRedis raw(config_.host, config_.port,
+               absl::Milliseconds(config_.raw_timeout_ms));
+  // One reader of the lock hashes per master, with the client's command
+  // timeout: a paused master is skipped (read as unknown) instead of
+  // stalling the thread for the pause. A ghost is renewed on every master
+  // that answers, so a majority still shows it.
+  std::vector<std::unique_ptr<RawKeys>> masters;
+  std::vector<RawKeys*> keys;
+  for (absl::string_view m :
+       absl::StrSplit(config_.redlock_masters, ',', absl::SkipEmpty())) {
+    std::pair<std::string, std::string> hp =
+        absl::StrSplit(m, absl::MaxSplits(':', 1));
+    int port = 0;
+    if (!absl::SimpleAtoi(hp.second, &port)) continue;
+    masters.push_back(std::make_unique<RawKeys>(
+        hp.first, port, absl::Milliseconds(config_.command_timeout_ms)));
+    keys.push_back(masters.back().get());
+  }
+  const Caller caller = CallerFor(t);
+  // The owner field: a private lock's field, as LearnOwner finds it, on
+  // whichever master shows exactly one.
+  std::string owner;
+  {
+    const std::string name =
+        absl::StrCat(config_.prefix, "probe:", config_.worker, ":", t);
+    RedlockLock probe = client.GetLock(name);
+    while (!Stopping() && owner.empty()) {
+      if (caller.TryAcquire(probe, absl::Milliseconds(config_.wait_ms)).ok()) {
+        for (RawKeys* k : keys) {
+          std::vector<std::string> fields = k->HKeys(name);
+          if (fields.size() == 1) {
+            owner = fields[0];
+            break;
+          }
+        }
+        (void)caller.Release(probe);
+      }
+      if (owner.empty()) absl::SleepFor(absl::Milliseconds(50));
+    }
+    if (!owner.empty()) log_.Append(absl::StrCat("O ", t, " ", owner));
+  }
+  std::vector<RedlockLock> locks;
+  for (int k = 0; k < config_.locks; ++k) {
+    locks.push_back(client.GetLock(LockName(config_.prefix, k)));
+  }
+  const absl::Duration wait = absl::Milliseconds(config_.wait_ms);
+  const absl::Duration margin = std::max(
+      absl::Milliseconds(50), absl::Milliseconds(config_.lease_ms) / 10);
+  // The validity an acquire guarantees (redlock.h): from before its first
+  // request (attempt_start is earlier still), the lease minus the drift.
+  const int64_t valid_ns =
+      config_.lease_ms * 1'000'000 - DriftNanos(config_.lease_ms * 1'000'000);
+  std::uniform_int_distribution<int> pick(0, config_.locks - 1);
+  while (!Stopping()) {
+    const int k = pick(rng);
+    RedlockLock& lock = locks[k];
+    LockCalls calls;
+    calls.acquire = [&](Hold*) { return caller.TryAcquire(lock, wait); };
+    calls.safe_until = [&](const Hold& h)
+        -> absl::StatusOr<std::chrono::steady_clock::time_point> {
+      if (!caller.async) return lock.ValidUntil();
+      return std::chrono::steady_clock::now() +
+             std::chrono::nanoseconds(h.attempt_start + valid_ns -
+                                      MonotonicNanos());
+    };
+    calls.release = [&] { return caller.Release(lock); };
+    calls.check_no_ghost = [&, k](absl::string_view where) {
+      CheckNoGhost(
+          lock.name(), keys, [&] { return caller.Release(lock); }, owner, t, k,
+          where);
+    };
+    LockRound(calls, raw, rng, margin, t, k);
   }
 }
 
 void Worker::CheckNoGhost(Lock& lock, RawKeys& keys, const Caller& caller,
                           const std::string& owner, int t, int k,
                           absl::string_view where) {
+  CheckNoGhost(
+      lock.name(), {&keys}, [&] { return caller.Release(lock); }, owner, t, k,
+      where);
+}
+
+void Worker::CheckNoGhost(const std::string& name,
+                          const std::vector<RawKeys*>& keys,
+                          const std::function<absl::Status()>& release,
+                          const std::string& owner, int t, int k,
+                          absl::string_view where) {
   if (owner.empty()) return;
-  absl::optional<int64_t> count = keys.HGet(lock.name(), owner);
-  if (!count.has_value() || *count <= 0) return;
-  const int64_t pttl = keys.PTtl(lock.name());
+  // The highest count of `owner` on any reader, and that reader's PTTL.
+  auto look = [&](int64_t* pttl) {
+    int64_t most = 0;
+    for (RawKeys* r : keys) {
+      const absl::optional<int64_t> c = r->HGet(name, owner);
+      if (c.has_value() && *c > most) {
+        most = *c;
+        if (pttl != nullptr) *pttl = r->PTtl(name);
+      }
+    }
+    return most;
+  };
+  int64_t pttl = -3;
+  const int64_t count = look(&pttl);
+  if (count <= 0) return;
   const int64_t found_at = MonotonicNanos();
   absl::SleepFor(absl::Milliseconds(config_.lease_ms + 500));
-  absl::optional<int64_t> still = keys.HGet(lock.name(), owner);
-  const bool ghost = still.has_value() && *still > 0;
-  log_.Append(absl::StrCat("G ", t, " ", k, " ", found_at, " ", *count, " ",
+  const int64_t still = look(nullptr);
+  const bool ghost = still > 0;
+  log_.Append(absl::StrCat("G ", t, " ", k, " ", found_at, " ", count, " ",
                            pttl, " ", ghost ? where : "orphan-expired"));
-  for (int64_t i = 0; ghost && i < std::min<int64_t>(*still, 10); ++i) {
-    if (!caller.Release(lock).ok()) break;
+  for (int64_t i = 0; ghost && i < std::min<int64_t>(still, 10); ++i) {
+    if (!release().ok()) break;
   }
 }
 
@@ -545,7 +700,9 @@ void Worker::MultiRound(std::vector<Lock>& locks, RawRedis& raw, RawKeys& keys,
   log_.Append(FormatAcquired(t, k1, acquired_at, acquired_at));
   log_.Append(FormatAcquired(t, k2, acquired_at, acquired_at));
   for (Hold& h : holds) {
-    CriticalSection(locks[h.lock], raw, caller, rng, margin, &h);
+    Lock& lock = locks[h.lock];
+    CriticalSection([&] { return lock.SafeUntil(caller.owner); }, raw, rng,
+                    margin, &h);
   }
   for (int i = 0; i < 2; ++i) {
     Hold& h = holds[i];
@@ -607,9 +764,10 @@ void Worker::ReadRound(Lock& read, RawRedis& raw, const Caller& caller,
   }
 }
 
-void Worker::CriticalSection(Lock& lock, RawRedis& raw, const Caller& caller,
-                             std::mt19937_64& rng, absl::Duration margin,
-                             Hold* h) {
+void Worker::CriticalSection(
+    const std::function<
+        absl::StatusOr<std::chrono::steady_clock::time_point>()>& safe_until,
+    RawRedis& raw, std::mt19937_64& rng, absl::Duration margin, Hold* h) {
   const std::string counter = CounterName(config_.prefix, h->lock);
   if (!raw.EnsureConnected()) {
     h->outcome = Outcome::kNoConnection;
@@ -623,8 +781,7 @@ void Worker::CriticalSection(Lock& lock, RawRedis& raw, const Caller& caller,
   }
   h->read_value = *value;
   SleepInHold(rng, h->lock);
-  absl::StatusOr<std::chrono::steady_clock::time_point> safe =
-      lock.SafeUntil(caller.owner);
+  absl::StatusOr<std::chrono::steady_clock::time_point> safe = safe_until();
   h->safe_code = static_cast<int>(safe.status().code());
   if (!safe.ok() && safe.status().code() != absl::StatusCode::kAborted) {
     Anomaly(h->thread, "SafeUntil", safe.status());

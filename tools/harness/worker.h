@@ -25,6 +25,11 @@
 // In a netns run (netns.h) the worker enters its network namespace
 // ("netns=<name>") before it starts a thread.
 //
+// In a Redlock run ("redlock_masters=host:port,...") the worker connects a
+// relock::RedlockClient to those independent masters instead of a Client
+// and its threads take RedlockLocks (RedlockLoop), as blocking or
+// asynchronous callers as above; its ghost checks look on every master.
+//
 // Part of tools/harness (see harness.h); worker.cc has the definitions, and
 // raw_redis.h the worker's plain hiredis connections.
 
@@ -32,7 +37,9 @@
 #define RELOCK_TOOLS_HARNESS_WORKER_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -45,6 +52,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "relock/redlock.h"
 #include "relock/relock.h"
 #include "tools/harness/raw_redis.h"
 #include "tools/harness/record.h"
@@ -80,6 +88,10 @@ struct WorkerConfig {
   // keys_host and keys_port are then unused.
   std::string keys_sentinels;
   std::string keys_master;
+  // Redlock runs: the N independent masters ("host:port,host:port,...");
+  // the worker then uses a RedlockClient over them (url is unused) and
+  // reads the lock hashes on each of them. Empty: not a Redlock run.
+  std::string redlock_masters;
   int threads = 2;
   int locks = 3;
   // FencedLocks (every acquisition logs its token) instead of Locks.
@@ -151,6 +163,9 @@ class Worker {
     absl::Status TryAcquire(FencedLock& lock, absl::Duration wait,
                             int64_t* token) const;
     absl::Status Release(Lock& lock) const;
+    // Redlock runs.
+    absl::Status TryAcquire(RedlockLock& lock, absl::Duration wait) const;
+    absl::Status Release(RedlockLock& lock) const;
     // Semaphore runs: a permit (watchdog mode), its id; and its release.
     absl::StatusOr<std::string> TryAcquire(PermitExpirableSemaphore& sem,
                                            absl::Duration wait) const;
@@ -178,9 +193,43 @@ class Worker {
   // To tell them apart, wait one lease (plus a margin; this thread acquires
   // nothing meanwhile) and look again. Records a "G" line: `where`, or
   // "orphan-expired"; frees a ghost by releasing as often as Redis counts.
+  //
+  // With several readers (a Redlock run's masters) the field is looked for
+  // on each: found on any is found, and a ghost is a field still present on
+  // any master a lease later. `release` frees the hold once (a ghost is
+  // released as often as the highest count found).
+  void CheckNoGhost(const std::string& name, const std::vector<RawKeys*>& keys,
+                    const std::function<absl::Status()>& release,
+                    const std::string& owner, int t, int k,
+                    absl::string_view where);
   void CheckNoGhost(Lock& lock, RawKeys& keys, const Caller& caller,
                     const std::string& owner, int t, int k,
                     absl::string_view where);
+
+  // How a round calls its lock (LockRound): take it (a fenced acquisition
+  // sets the hold's token), say until when it is safe, release it, and look
+  // for a ghost after a release or a failed acquire (with `where`).
+  struct LockCalls {
+    std::function<absl::Status(Hold*)> acquire;
+    std::function<absl::StatusOr<std::chrono::steady_clock::time_point>(
+        const Hold&)>
+        safe_until;
+    std::function<absl::Status()> release;
+    std::function<void(absl::string_view where)> check_no_ghost;
+  };
+
+  // One round on lock k: acquire, record, critical section, release,
+  // record, ghost check, think.
+  void LockRound(const LockCalls& calls, RawRedis& raw, std::mt19937_64& rng,
+                 absl::Duration margin, int t, int k);
+
+  // A Redlock run's thread: RedlockLocks instead of Locks, taken in
+  // LockRound as ThreadLoop's are. RedlockLock::ValidUntil() answers only
+  // for the calling thread, so the asynchronous threads (an Owner of their
+  // own) check the validity that their acquire guarantees by the
+  // algorithm: the attempt's start + lease - drift (as DriftNanos),
+  // not moved by renewals (a long hold then skips its write).
+  void RedlockLoop(RedlockClient& client, int t);
 
   // A MultiLock round (multi runs): two distinct locks taken as one, then
   // each held and checked as a single round's lock is, and released one by
@@ -222,8 +271,11 @@ class Worker {
   // it.
   void SleepInHold(std::mt19937_64& rng, int k);
 
-  void CriticalSection(Lock& lock, RawRedis& raw, const Caller& caller,
-                       std::mt19937_64& rng, absl::Duration margin, Hold* h);
+  // `safe_until`: the hold's SafeUntil() (or a Redlock hold's validity).
+  void CriticalSection(
+      const std::function<
+          absl::StatusOr<std::chrono::steady_clock::time_point>()>& safe_until,
+      RawRedis& raw, std::mt19937_64& rng, absl::Duration margin, Hold* h);
 
   // Between a critical section's SafeUntil() check and its write (of lock
   // k): if a "pause-before-write" request is pending and this thread takes
