@@ -374,6 +374,13 @@ void Worker::OnEvent(const LockEvent& e) {
   }
   lost.lock = LockIndex(e.lock_name);
   lost.time = MonotonicNanos();
+  // Why (the log's L line keeps the code only): on stderr, which the
+  // coordinator passes on.
+  std::cerr << absl::StrCat("harness worker ", config_.worker, ": ",
+                            LockEventTypeName(e.type), " ", e.lock_name, " (",
+                            e.owner, ") at ", lost.time, ": ",
+                            e.status.ToString(), "\n")
+            << std::flush;
   lost.code = static_cast<int>(e.status.code());
   // steady_clock is CLOCK_MONOTONIC, as MonotonicNanos() (record.h).
   if (e.safe_until != std::chrono::steady_clock::time_point()) {
