@@ -412,7 +412,7 @@ void MarkPausedAndCutHolds(CheckState* s) {
       spans_restart |= f.injected && f.kind == FaultKind::kRestart &&
                        Intersects(h.attempt_end, h.end, f.start, f.end);
     }
-    if (in.redlock_masters > 0 && !spans_restart) h.cut = true;
+    if (in.redlock_masters > 0 && !spans_restart) Cut(h.attempt_end, &h);
   }
 }
 
