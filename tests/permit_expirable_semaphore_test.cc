@@ -23,6 +23,7 @@
 #include "tests/redisson_scripts.h"
 #include "tests/test_util.h"
 #include "tests/testing/child_process.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/raw_connection.h"
 #include "tests/testing/status_matchers.h"
 
@@ -277,6 +278,30 @@ TEST_F(PermitSemaphoreTest, RedissonScriptsShareThePermitsBothWays) {
   EXPECT_EQ(RedissonRelease(name, *second), 1);
   waiter.join();
   EXPECT_TRUE(got.load());
+}
+
+// Review finding: an acquire whose reply did not come before its deadline
+// (Redis paused or busy) was reported DeadlineExceeded, "no permit was
+// available throughout the wait", though its script had reached Redis and
+// took a permit once Redis ran it, out for its whole lease (here 10
+// minutes) with no holder that knows of it. It is Unavailable, as the
+// header says of an acquire whose answer was lost.
+TEST_F(PermitSemaphoreTest, AnAcquireCutOffByItsDeadlineMayHaveTakenAPermit) {
+  const std::string name = TestLockName();
+  PermitExpirableSemaphore sem = client_->GetPermitExpirableSemaphore(name);
+  ASSERT_THAT(sem.TrySetPermits(1), testing::IsOkAndHolds(true));
+  ASSERT_OK(redis().Pause());  // SIGSTOP: the attempt waits in the socket
+  const absl::StatusOr<std::string> id =
+      sem.TryAcquire(absl::Milliseconds(300), absl::Minutes(10));
+  ASSERT_OK(redis().Resume());
+  // Redis, resumed, runs the attempt it had received: the permit is out.
+  EXPECT_TRUE(testing::Eventually([&] {
+    absl::StatusOr<RedisValue> out =
+        Command({"ZCARD", PermitSemaphoreTimeoutKey(name)});
+    return out.ok() && out->integer == 1;
+  }));
+  EXPECT_THAT(id, testing::StatusIs(absl::StatusCode::kUnavailable,
+                                    ::testing::HasSubstr("may")));
 }
 
 TEST_F(PermitSemaphoreTest, UnboundHandleFails) {

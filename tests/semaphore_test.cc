@@ -23,6 +23,7 @@
 #include "tests/redisson_scripts.h"
 #include "tests/test_util.h"
 #include "tests/testing/child_process.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/raw_connection.h"
 #include "tests/testing/redis_cluster.h"
 #include "tests/testing/status_matchers.h"
@@ -406,6 +407,24 @@ TEST_F(SemaphoreTest, AWaiterThatFindsAnotherTypeStops) {
   waiter.join();
   EXPECT_THAT(waited, testing::StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_EQ(redis().Command({"HGET", name, "x"})->str, "1");
+}
+
+// Review finding: an acquire whose reply did not come before its deadline
+// (Redis paused or busy) was reported DeadlineExceeded, "too few permits
+// were available throughout the wait", though its script had reached Redis
+// and took the permits once Redis ran it: the caller, told it had none,
+// never gave them back. It is Unavailable (the permits may have been
+// taken), as the header says of a call whose answer was lost.
+TEST_F(SemaphoreTest, AnAcquireCutOffByItsDeadlineMayHaveTakenItsPermits) {
+  Semaphore sem = client_->GetSemaphore(TestLockName());
+  ASSERT_THAT(sem.TrySetPermits(1), testing::IsOkAndHolds(true));
+  ASSERT_OK(redis().Pause());  // SIGSTOP: the attempt waits in the socket
+  const absl::Status s = sem.TryAcquire(1, absl::Milliseconds(300));
+  ASSERT_OK(redis().Resume());
+  // Redis, resumed, runs the attempt it had received: the permit is gone.
+  EXPECT_TRUE(testing::Eventually([&] { return Get(sem.name()) == "0"; }));
+  EXPECT_THAT(
+      s, testing::StatusIs(absl::StatusCode::kUnavailable, HasSubstr("may")));
 }
 
 class SemaphoreClusterTest : public ::testing::Test {};

@@ -70,6 +70,17 @@ Attempt Attempts::Judge(const std::vector<backend::Answer>& answers,
   // what an unanswered one may not have taken would make permits.
   if (!plan_.model->acquire_is_idempotent() && !a.unacknowledged) {
     undo.assign(undo.size(), false);
+    // Nor may such an attempt that got no answer by its deadline end the
+    // call with that DeadlineExceeded, which tells the caller nothing was
+    // taken ("too few permits throughout the wait"): its script may have
+    // reached Redis and run (or run later, on a busy or paused server), so
+    // it is Unavailable, whose outcome is unknown, as for an answer lost on
+    // a dropped connection.
+    if (a.kind == Attempt::kFailed && absl::IsDeadlineExceeded(a.error)) {
+      a.error = absl::UnavailableError(
+          absl::StrCat(a.error.message(),
+                       "; the attempt may still have taken what it asked for"));
+    }
   }
   Undo(env_, *plan_.model, name_, owner_, plan_.fresh, plan_.options, undo,
        Timeout(), async);
