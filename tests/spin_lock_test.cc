@@ -7,8 +7,11 @@
 // its releases succeed although their PUBLISH is refused.
 
 #include <atomic>
+#include <cstdlib>
+#include <iostream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -19,6 +22,7 @@
 #include "relock/relock.h"
 #include "tests/redisson_scripts.h"
 #include "tests/test_util.h"
+#include "tests/testing/child_process.h"
 #include "tests/testing/status_matchers.h"
 
 namespace relock {
@@ -143,6 +147,68 @@ TEST_F(SpinLockTest, ABackoffThatGivesUpEndsTheWait) {
   }).join();
   EXPECT_THAT(waited, testing::StatusIs(absl::StatusCode::kDeadlineExceeded,
                                         ::testing::HasSubstr("held")));
+}
+
+// A child: connects to args[0] with a spin backoff of 2 s, waits for the
+// spin lock args[1] (held by the parent) on a thread once the parent writes
+// a line, and closes its client at the next line. Prints the wait's status code
+// once it ended, or "hung" if it had not ended 30 s after Close() (then exits
+// without joining the thread, which would block for good).
+RELOCK_CHILD_MAIN(SpinWaiterOfAClosedClient) {
+  if (args.size() != 2) return 2;
+  std::unique_ptr<Client> client = MustConnect(args[0], [](ClientOptions& o) {
+    o.spin_backoff = *ConstantBackoff(absl::Seconds(2));
+  });
+  if (client == nullptr) return 3;
+  std::cout << "connected" << std::endl;
+  std::string line;
+  if (!std::getline(std::cin, line)) return 4;
+  struct Wait {
+    std::atomic<bool> done{false};
+    std::atomic<int> code{-1};
+  };
+  auto wait = std::make_shared<Wait>();
+  std::thread waiter([wait, lock = client->GetSpinLock(args[1])]() mutable {
+    wait->code = static_cast<int>(lock.TryAcquire(absl::Minutes(5)).code());
+    wait->done = true;
+  });
+  if (!std::getline(std::cin, line)) return 4;
+  client->Close();
+  if (!Eventually([&] { return wait->done.load(); }, absl::Seconds(30))) {
+    std::cout << "hung" << std::endl;
+    waiter.detach();
+    std::_Exit(0);
+  }
+  waiter.join();
+  std::cout << absl::StatusCodeToString(
+                   static_cast<absl::StatusCode>(wait->code.load()))
+            << std::endl;
+  return 0;
+}
+
+// Review finding: Close() woke the waits that listen for messages, but not
+// a spinning one (a spin lock's, or any wait of a client without pub/sub):
+// its next re-check was a timer on the event loop that Close() stops, which
+// never fired, and the blocked call never returned (its handle keeps the
+// client's loop, and so that timer, alive).
+TEST_F(SpinLockTest, CloseCancelsASpinningWaiter) {
+  const std::string name = TestLockName();
+  ASSERT_OK(client_->GetLock(name).Acquire());
+  absl::StatusOr<std::unique_ptr<testing::ChildProcess>> child =
+      testing::ChildProcess::Spawn("SpinWaiterOfAClosedClient",
+                                   {redis().url(), name});
+  ASSERT_OK(child);
+  ASSERT_THAT((*child)->ReadLine(absl::Seconds(60)),
+              testing::IsOkAndHolds(std::string("connected")));
+  ASSERT_TRUE(redis().Command({"CONFIG", "RESETSTAT"}).ok());
+  const int64_t before = Attempts();
+  ASSERT_OK((*child)->WriteLine("wait"));
+  // Its first attempt found the lock held: it spins (2 s to the next).
+  ASSERT_TRUE(Eventually([&] { return Attempts() - before >= 1; }));
+  ASSERT_OK((*child)->WriteLine("close"));
+  EXPECT_THAT((*child)->ReadLine(absl::Seconds(90)),
+              testing::IsOkAndHolds(std::string("CANCELLED")));
+  EXPECT_THAT((*child)->Wait(absl::Seconds(30)), testing::IsOkAndHolds(0));
 }
 
 // Review finding: spin_backoff was not validated. A strategy that never

@@ -9,8 +9,12 @@ namespace backend {
 
 // The timer lives on the loop: At() and Cancel() act there (at once when
 // called there), and a generation number makes a superseded or cancelled
-// wait a no-op. A time already reached is a post, not an asio timer.
-struct LoopTimer::State {
+// wait a no-op. A time already reached is a post, not an asio timer. The
+// pending callback is kept here, not in the asio handler, so that the loop's
+// Stop() can drop it (io::Droppable): a handler waiting for its time would
+// otherwise keep it, and what it holds (an acquire's wait), until the
+// client is destroyed.
+struct LoopTimer::State final : io::Droppable {
   explicit State(io::EventLoop* loop) : timer(loop->context()) {}
   // Cancels the asio wait, if one is pending.
   void Stop() {
@@ -18,13 +22,31 @@ struct LoopTimer::State {
     waiting = false;
     timer.cancel();
   }
+  // Ends the pending wait, if any, and lets go of its callback (destroyed
+  // after it was taken out: what it holds may cancel this very timer).
+  void Drop() override {
+    ++generation;
+    Stop();
+    std::function<void()> dropped = std::move(fn);
+    fn = nullptr;
+  }
+  // Runs the callback of wait `g`, unless it was superseded or dropped.
+  void Fire(uint64_t g) {
+    if (g != generation || !fn) return;
+    std::function<void()> run = std::move(fn);
+    fn = nullptr;
+    run();
+  }
   asio::steady_timer timer;  // loop thread only, as the rest
   uint64_t generation = 0;
-  bool waiting = false;  // an asio wait is pending
+  bool waiting = false;      // an asio wait is pending
+  std::function<void()> fn;  // the pending wait's callback
 };
 
 LoopTimer::LoopTimer(io::EventLoop* loop)
-    : loop_(loop), state_(std::make_shared<State>(loop)) {}
+    : loop_(loop), state_(std::make_shared<State>(loop)) {
+  loop_->DropOnStop(state_);
+}
 
 LoopTimer::~LoopTimer() { Cancel(); }
 
@@ -32,29 +54,25 @@ void LoopTimer::At(Deadline when, std::function<void()> fn) {
   io::EventLoop* loop = loop_;
   loop->Dispatch([loop, state = state_, when, fn = std::move(fn)]() mutable {
     const uint64_t generation = ++state->generation;
+    std::function<void()> superseded = std::move(state->fn);
+    state->fn = std::move(fn);
     if (when.Expired()) {
       state->Stop();
-      loop->Post([state, generation, fn = std::move(fn)] {
-        if (generation == state->generation) fn();
-      });
+      loop->Post([state, generation] { state->Fire(generation); });
       return;
     }
     state->waiting = true;
     state->timer.expires_at(when.time());
-    state->timer.async_wait(
-        [state, generation, fn = std::move(fn)](const asio::error_code& ec) {
-          if (ec || generation != state->generation) return;
-          state->waiting = false;
-          fn();
-        });
+    state->timer.async_wait([state, generation](const asio::error_code& ec) {
+      if (ec || generation != state->generation) return;
+      state->waiting = false;
+      state->Fire(generation);
+    });
   });
 }
 
 void LoopTimer::Cancel() {
-  loop_->Dispatch([state = state_] {
-    ++state->generation;
-    state->Stop();
-  });
+  loop_->Dispatch([state = state_] { state->Drop(); });
 }
 
 std::shared_ptr<AsyncAnswers> AsyncAnswers::Start(

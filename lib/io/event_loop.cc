@@ -1,6 +1,8 @@
 #include "lib/io/event_loop.h"
 
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "asio/post.hpp"
 
@@ -37,6 +39,22 @@ void EventLoop::Dispatch(std::function<void()> fn) {
 
 bool EventLoop::InAnyLoopThread() { return tls_loop_thread; }
 
+void EventLoop::DropOnStop(std::weak_ptr<Droppable> d) {
+  MutexLock lock(&droppables_->mu);
+  std::vector<std::weak_ptr<Droppable>>& live = droppables_->live;
+  // Forget the dead ones whenever the list doubled: amortized O(1), and a
+  // long-lived client's list stays as long as its live droppables, twice.
+  if (live.size() >= 2 * droppables_->pruned_at + 16) {
+    live.erase(std::remove_if(live.begin(), live.end(),
+                              [](const std::weak_ptr<Droppable>& w) {
+                                return w.expired();
+                              }),
+               live.end());
+    droppables_->pruned_at = live.size();
+  }
+  live.push_back(std::move(d));
+}
+
 bool EventLoop::InLoopThread() const {
   return std::this_thread::get_id() == thread_id_;
 }
@@ -49,7 +67,20 @@ void EventLoop::Stop() {
   // The stop handler is queued before the work guard goes, so run() cannot
   // return first; it holds no reference to the context (a handler that
   // never ran would keep its context alive through it: a leak).
-  asio::post(*context_, [context = context_.get()] { context->stop(); });
+  asio::post(*context_, [context = context_.get(), droppables = droppables_] {
+    // After the handlers posted before Stop(), what they armed included.
+    std::vector<std::shared_ptr<Droppable>> drop;
+    {
+      MutexLock lock(&droppables->mu);
+      for (const std::weak_ptr<Droppable>& w : droppables->live) {
+        if (std::shared_ptr<Droppable> d = w.lock()) drop.push_back(d);
+      }
+      droppables->live.clear();
+    }
+    // (Not under the mutex: what a droppable lets go of may arm others.)
+    for (const std::shared_ptr<Droppable>& d : drop) d->Drop();
+    context->stop();
+  });
   work_.reset();
   if (InLoopThread()) {
     thread_.detach();  // the handler that called us returns into run()
