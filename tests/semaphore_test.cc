@@ -427,6 +427,29 @@ TEST_F(SemaphoreTest, AnAcquireCutOffByItsDeadlineMayHaveTakenItsPermits) {
       s, testing::StatusIs(absl::StatusCode::kUnavailable, HasSubstr("may")));
 }
 
+// Review finding: on a client without pub/sub, whose waits re-check on a
+// timer, Close() left a waiting AcquireAsync() pending for good (the timer
+// never fired on the stopped event loop, and the wait, holding the client,
+// was never destroyed: see SpinLockTest.CloseCancelsASpinningWaiter).
+TEST_F(SemaphoreTest, CloseCancelsAnAsyncWaitOfAClientWithoutPubSub) {
+  std::unique_ptr<Client> polling =
+      MustConnect(redis().url(), [](ClientOptions& o) {
+        o.pubsub = false;
+        o.publish_client_info = false;  // no script calls of its own
+        o.spin_backoff = *ConstantBackoff(absl::Seconds(2));
+      });
+  ASSERT_NE(polling, nullptr);
+  ASSERT_TRUE(redis().Command({"CONFIG", "RESETSTAT"}).ok());
+  Future<absl::Status> pending =
+      polling->GetSemaphore(TestLockName()).AcquireAsync();
+  // Its first attempt found no permit: it re-checks in 2 s.
+  ASSERT_TRUE(testing::Eventually(
+      [&] { return testing::Calls(redis(), "evalsha") >= 1; }));
+  polling->Close();
+  ASSERT_TRUE(pending.WaitFor(absl::Seconds(30)));
+  EXPECT_THAT(pending.Get(), testing::StatusIs(absl::StatusCode::kCancelled));
+}
+
 class SemaphoreClusterTest : public ::testing::Test {};
 
 TEST_F(SemaphoreClusterTest, KeyAndChannelStayInTheNamesSlot) {
