@@ -8,7 +8,31 @@
 -- return in turn (redis.error_reply), never raised with error(): Redis
 -- before 7 turns a raised error table into a generic "Error running script"
 -- message, which would lose the code the client maps to a status.
-local COUNT = '^%-?%d+$'
+local INT64_MAX = '9223372036854775807'
+local INT64_MIN_DIGITS = '9223372036854775808'
+
+-- is_count(value): whether string `value` is an integer as Redis reads one
+-- (INCRBY, DECR): "0", or an optional "-" and digits without a leading
+-- zero, within 64 bits. What Redis refuses ("007", "-0", "+5", " 5", 2^64)
+-- is no count: taken for one, a script would fail in its INCRBY or DECR
+-- (an error without a code), or a drain would overwrite it.
+local function is_count(value)
+  if value == '0' then
+    return true
+  end
+  local digits = string.match(value, '^%-?([1-9]%d*)$')
+  if digits == nil or #digits > #INT64_MAX then
+    return false
+  end
+  if #digits < #INT64_MAX then
+    return true
+  end
+  -- As long as the bound: compared as strings, in the order of numbers.
+  if string.sub(value, 1, 1) == '-' then
+    return digits <= INT64_MIN_DIGITS
+  end
+  return digits <= INT64_MAX
+end
 
 -- count_at(key, code): the integer at `key`, or nil when the key does not
 -- exist; for anything else at the key (another type, a string that is no
@@ -19,7 +43,7 @@ local function count_at(key, code)
   if value == false then
     return nil, nil
   end
-  if type(value) == 'string' and string.find(value, COUNT) then
+  if type(value) == 'string' and is_count(value) then
     return tonumber(value), nil
   end
   local kind = redis.call('type', key).ok

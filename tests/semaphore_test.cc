@@ -450,6 +450,40 @@ TEST_F(SemaphoreTest, CloseCancelsAnAsyncWaitOfAClientWithoutPubSub) {
   EXPECT_THAT(pending.Get(), testing::StatusIs(absl::StatusCode::kCancelled));
 }
 
+// Review finding: a string that Redis does not read as an integer ("007",
+// "-0", one beyond 64 bits) passed for a count: Release(), Acquire() and a
+// latch's CountDown() then failed with INTERNAL (their INCRBY's or DECR's
+// refusal), Drain() overwrote the value with "0" and AvailablePermits() read
+// it. It is no count: FailedPrecondition and left alone, as any other.
+TEST_F(SemaphoreTest, AStringRedisReadsAsNoIntegerIsNoCount) {
+  for (const std::string value :
+       {"007", "-0", "99999999999999999999", "-9223372036854775809"}) {
+    const std::string name = TestLockName(value);
+    ASSERT_TRUE(redis().Command({"SET", name, value}).ok());
+    Semaphore sem = client_->GetSemaphore(name);
+    constexpr absl::StatusCode kNotACount =
+        absl::StatusCode::kFailedPrecondition;
+    EXPECT_THAT(sem.Release(), testing::StatusIs(kNotACount)) << value;
+    EXPECT_THAT(sem.TryAcquire(1, absl::ZeroDuration()),
+                testing::StatusIs(kNotACount))
+        << value;
+    EXPECT_THAT(sem.AvailablePermits(), testing::StatusIs(kNotACount)) << value;
+    EXPECT_THAT(sem.Drain(), testing::StatusIs(kNotACount)) << value;
+    CountDownLatch latch = client_->GetCountDownLatch(name);
+    EXPECT_THAT(latch.CountDown(), testing::StatusIs(kNotACount)) << value;
+    EXPECT_THAT(latch.GetCount(), testing::StatusIs(kNotACount)) << value;
+    EXPECT_THAT(client_->GetPermitExpirableSemaphore(name).AvailablePermits(),
+                testing::StatusIs(kNotACount))
+        << value;
+    EXPECT_EQ(Get(name), value);
+  }
+  // The extremes of 64 bits are counts (a latch's count is a Java long).
+  const std::string top = TestLockName("top");
+  ASSERT_TRUE(redis().Command({"SET", top, "9223372036854775807"}).ok());
+  ASSERT_OK(client_->GetCountDownLatch(top).CountDown());
+  EXPECT_EQ(Get(top), "9223372036854775806");
+}
+
 class SemaphoreClusterTest : public ::testing::Test {};
 
 TEST_F(SemaphoreClusterTest, KeyAndChannelStayInTheNamesSlot) {
