@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -302,6 +303,47 @@ TEST_F(PermitSemaphoreTest, AnAcquireCutOffByItsDeadlineMayHaveTakenAPermit) {
   }));
   EXPECT_THAT(id, testing::StatusIs(absl::StatusCode::kUnavailable,
                                     ::testing::HasSubstr("may")));
+}
+
+// Review finding: a Release() whose PUBLISH Redis refused (an ACL user
+// without the channel) gave the permit back, as its PermissionDenied says,
+// but the client kept it as held: its watchdog renewed it again, found it
+// gone and reported it lost (kLockLost) though its holder had released it.
+TEST_F(PermitSemaphoreTest, AReleaseWhosePublishWasRefusedEndsTheHold) {
+  constexpr char kUser[] = "relock-no-channels";
+  ASSERT_OK(Command({"ACL", "SETUSER", kUser, "reset", "on", ">secret", "~*",
+                     "resetchannels", "+@all"}));
+  testing::EventLog events;
+  std::unique_ptr<Client> holder = testing::MustConnect(
+      absl::StrReplaceAll(
+          redis().url(),
+          {{"redis://", absl::StrCat("redis://", kUser, ":secret@")}}),
+      [&events](ClientOptions& o) {
+        o.lock_watchdog_timeout = absl::Milliseconds(300);
+        o.on_lock_event = events.Callback();
+      });
+  ASSERT_NE(holder, nullptr);
+  const std::string name = TestLockName();
+  ASSERT_THAT(client_->GetPermitExpirableSemaphore(name).TrySetPermits(2),
+              testing::IsOkAndHolds(true));
+  PermitExpirableSemaphore sem = holder->GetPermitExpirableSemaphore(name);
+  absl::StatusOr<std::string> released = sem.Acquire();
+  ASSERT_OK(released);
+  absl::StatusOr<std::string> kept = sem.Acquire();  // keeps rounds going
+  ASSERT_OK(kept);
+  EXPECT_THAT(sem.Release(*released),
+              testing::StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(client_->GetPermitExpirableSemaphore(name).AvailablePermits(),
+              testing::IsOkAndHolds(1));
+  // Several renewal rounds later, nothing was reported of it.
+  const uint64_t rounds = holder->Metrics().renew_rounds;
+  ASSERT_TRUE(testing::Eventually(
+      [&] { return holder->Metrics().renew_rounds >= rounds + 4; }));
+  for (const LockEvent& e : events.events()) {
+    EXPECT_NE(e.owner, *released)
+        << LockEventTypeName(e.type) << ": " << e.status;
+  }
+  (void)Command({"ACL", "DELUSER", kUser});
 }
 
 TEST_F(PermitSemaphoreTest, UnboundHandleFails) {

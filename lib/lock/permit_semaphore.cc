@@ -245,10 +245,13 @@ bool BeginPermitRelease(LockEnv& env, const std::string& name,
   return true;
 }
 
-// After it: drops the hold, or (no answer) keeps it.
+// After it: drops the hold, or (no answer) keeps it. A release whose
+// publish Redis refused gave the permit back all the same: kept, the hold
+// would be renewed again and reported lost.
 void EndPermitRelease(LockEnv& env, const std::string& name,
                       const std::string& id, const absl::Status& s) {
-  const bool answered = s.ok() || absl::IsNotFound(s) || absl::IsAborted(s);
+  const bool answered = s.ok() || absl::IsNotFound(s) || absl::IsAborted(s) ||
+                        counter_internal::ChangedButUnpublished(s);
   env.holds().OnReleased(name, PermitNumber(id), answered);
   if (answered) env.holds().Forget(name, PermitNumber(id));
 }
