@@ -77,9 +77,10 @@
 //                       the event loop thread; an unbound handle.
 //   DeadlineExceeded    TryAcquire's wait ended without a permit.
 //   Unavailable         Redis unreachable, slow or failing; an acquire whose
-//                       answer was lost may have taken a permit, which then
-//                       returns at its lease end (at most the watchdog's
-//                       lease in watchdog mode).
+//                       answer was lost (or came after its wait ended) may
+//                       have taken a permit, which then returns at its
+//                       lease end (at most the watchdog's lease in
+//                       watchdog mode).
 //   PermissionDenied    ACL refusals, as for Semaphore.
 //   Cancelled           the client was closed while the call waited.
 //

@@ -94,8 +94,10 @@
 //                       ("too few permits were available throughout the
 //                       wait").
 //   Unavailable         Redis unreachable, slow or failing. A call whose
-//                       answer was lost may or may not have happened, and
-//                       none is resent, since twice would count twice: a
+//                       answer was lost (or came too late: a TryAcquire's
+//                       attempt still under way when its wait ended) may
+//                       or may not have happened, and none is resent,
+//                       since twice would count twice: a
 //                       Release or AddPermits may have added its permits,
 //                       and an Acquire/TryAcquire (a waiter's re-check
 //                       included) may have taken its permits, which are
