@@ -221,7 +221,7 @@ Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
       if (a.error.ok()) a.error = std::move(error);
     }
   }
-  undo->assign(n, false);
+  undo->clear();  // nothing to undo, unless set below
   a.unacknowledged = std::any_of(unacked_at.begin(), unacked_at.end(),
                                  [](bool b) { return b; });
   const absl::Duration elapsed = absl::FromChrono(env.clock().Now() - start);
@@ -260,6 +260,7 @@ Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
   // only counts down where it counted up. Best effort, bounded like the
   // attempt: an undo that does not land leaves a key that expires with the
   // lease.
+  undo->assign(n, false);
   for (size_t i = 0; i < n; ++i) {
     (*undo)[i] = granted_at[i] || unacked_at[i] || (fresh && unknown_at[i]);
   }

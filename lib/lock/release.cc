@@ -256,11 +256,15 @@ absl::Status ReleaseOnce(LockEnv& env, const std::string& name,
       CheckRelease(env, name, by, kind, env.CheckBlockingCall());
   if (!local.ok()) return local.status();
   if (*local) return absl::OkStatus();
-  // Set by the continuation, which runs before SendRelease() returns here.
-  absl::Status result = absl::InternalError("release: no answer was judged");
+  // Set by the continuation, which runs before SendRelease() returns here
+  // (an optional, so that the success path makes no error status).
+  absl::optional<absl::Status> result;
   SendRelease(env, /*keep=*/nullptr, name, by, kind, /*here=*/true,
               [&result](absl::Status s) { result = std::move(s); });
-  return result;
+  if (!result.has_value()) {
+    return absl::InternalError("release: no answer was judged");
+  }
+  return *std::move(result);
 }
 
 }  // namespace
