@@ -134,14 +134,14 @@ absl::StatusOr<AcquirePlan> PlanAcquire(LockEnv& env, const std::string& name,
   if (absl::Status s = CheckModel(env, name, by, options.kind); !s.ok()) {
     return Annotate(s, "acquire", name, env.policy().noun);
   }
-  const absl::optional<Hold> held = env.holds().Find(name, by.number);
+  const absl::optional<HoldFacts> held = env.holds().FindFacts(name, by.number);
   AcquirePlan plan;
   plan.fresh = !held.has_value() || held->ended();
   if (options.kind == LockKind::kWrite && plan.fresh) {
     // No upgrade: the write lock waits for every reader, this owner too, so
     // the wait could only end at its deadline (Redisson's would hang).
-    const absl::optional<Hold> read =
-        env.holds().Find(name, by.number & ~kWriteHoldBit);
+    const absl::optional<HoldFacts> read =
+        env.holds().FindFacts(name, by.number & ~kWriteHoldBit);
     if (read.has_value() && !read->ended() && read->kind == LockKind::kRead) {
       return Annotate(
           absl::FailedPreconditionError(absl::StrCat(

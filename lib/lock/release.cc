@@ -53,7 +53,7 @@ struct ReleaseCall {
   OwnerField owner = OwnerField::None();
   Lease lease = Lease::Keep();
   const LockModel* model = nullptr;
-  absl::optional<Hold> hold;
+  absl::optional<HoldFacts> hold;
   bool outermost = false;
   // As far as this client knows, the release frees the lock: its outermost
   // hold, or one it no longer tracks.
