@@ -70,7 +70,7 @@ size_t HoldRegistry::live() const {
 }
 
 void HoldRegistry::OnAcquired(const std::string& name, uint64_t thread,
-                              const std::string& owner, bool watchdog,
+                              absl::string_view owner, bool watchdog,
                               absl::Duration lease,
                               SteadyClock::time_point sent_at, LockKind kind,
                               LossFn on_lost, ReplicaAck ack) {
@@ -84,7 +84,7 @@ void HoldRegistry::OnAcquired(const std::string& name, uint64_t thread,
   if (!reentry) {
     Disarm(h);
     h = Hold();
-    h.owner = owner;
+    h.owner = std::string(owner);
     h.hold_id = next_hold_id_++;
     h.kind = kind;
     if (on_lost) {

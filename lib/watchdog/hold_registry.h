@@ -192,7 +192,7 @@ class HoldRegistry {
   // a re-entry. `ack`: what the hold's renewals need (a re-entry raises it to
   // the most either asked).
   void OnAcquired(const std::string& name, uint64_t thread,
-                  const std::string& owner, bool watchdog, absl::Duration lease,
+                  absl::string_view owner, bool watchdog, absl::Duration lease,
                   SteadyClock::time_point sent_at,
                   LockKind kind = LockKind::kReentrant,
                   LossFn on_lost = nullptr, ReplicaAck ack = ReplicaAck());
