@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "lib/backend/backend.h"
 #include "lib/lock/lock_model.h"
 #include "lib/lock/lock_scripts.h"
 #include "lib/lock/owner.h"
@@ -100,17 +101,19 @@ inline std::string Formatted(const std::vector<std::string>& argv) {
 // arguments relock itself sends), `sha` being its script's SHA.
 inline std::vector<std::string> StepArgv(const std::string& sha,
                                          const lock::Step& step) {
+  const backend::Call views = step.Views();
   std::vector<std::string> argv = {"EVALSHA", sha,
-                                   absl::StrCat(step.keys.size())};
-  argv.insert(argv.end(), step.keys.begin(), step.keys.end());
-  argv.insert(argv.end(), step.args.begin(), step.args.end());
+                                   absl::StrCat(views.keys.size())};
+  for (absl::string_view key : views.keys) argv.emplace_back(key);
+  for (absl::string_view arg : views.args) argv.emplace_back(arg);
   return argv;
 }
 
 // The owner field of raw baseline `n` (a relock-shaped field: a UUID, a
 // thread number).
 inline std::string RawOwner(uint64_t n) {
-  return lock::OwnerField("00000000-0000-4000-8000-00000000b0b0", n).wire();
+  return std::string(
+      lock::OwnerField("00000000-0000-4000-8000-00000000b0b0", n).wire());
 }
 
 // Loads relock's lock script `id` through `c`: its SHA.

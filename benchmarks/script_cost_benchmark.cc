@@ -73,6 +73,7 @@
 #include "absl/time/time.h"
 #include "benchmark/benchmark.h"
 #include "benchmarks/bench_util.h"
+#include "lib/backend/backend.h"
 #include "lib/lock/lock_model.h"
 #include "lib/lock/lock_scripts.h"
 #include "lib/lock/owner.h"
@@ -172,7 +173,9 @@ Call Evalsha(const std::string& sha, const std::vector<std::string>& keys,
 }
 
 Call FromStep(const Shas& relock, const Step& step, Expect expect) {
-  return Evalsha(relock[step.script], step.keys, step.args, expect);
+  const backend::Call views = step.Views();
+  return Evalsha(relock[step.script], {views.keys.begin(), views.keys.end()},
+                 {views.args.begin(), views.args.end()}, expect);
 }
 
 // relock's pair on `name`: the Steps the library sends (lib/lock/attempt.cc

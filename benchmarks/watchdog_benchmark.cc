@@ -109,9 +109,9 @@ World& GetWorld() {
     for (int t = 0; t < kThreads; ++t) {
       acquired.push_back(std::make_unique<testing::Notification>());
       std::thread([w, t, n, &failures, done = acquired.back().get()] {
-        const std::string owner =
+        const std::string owner(
             lock::OwnerField(w->client->id(), lock::CurrentThreadNumber())
-                .wire();
+                .wire());
         for (size_t i = t; i < n; i += kThreads) {
           if (!w->locks[i].Acquire().ok()) failures.fetch_add(1);
           w->owners[i] = owner;

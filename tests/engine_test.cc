@@ -17,6 +17,7 @@
 // The real-server tests keep what needs a server: the scripts themselves,
 // wire compatibility with Redisson, pub/sub, cluster, sentinel, TLS, faults.
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -27,12 +28,14 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "lib/backend/backend.h"
 #include "lib/lock/algorithm.h"
 #include "lib/lock/fair_lock.h"
 #include "lib/lock/lock_model.h"
@@ -97,6 +100,14 @@ TEST(OwnerFieldTest, IsTheClientIdAndTheNumberAndTheWritersHasASuffix) {
   EXPECT_EQ(OwnerField::None().wire(), "");
 }
 
+// A step's keys or arguments as strings, for the matchers (which, given
+// views, may keep views of their own temporaries).
+std::vector<std::string> Texts(const lock::StepTexts& texts) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < texts.size(); ++i) out.emplace_back(texts[i]);
+  return out;
+}
+
 TEST(LockModelTest, ReentrantStepsAreRedissonsCalls) {
   const lock::LockName n("n");
   const OwnerField owner("id", 1);
@@ -104,30 +115,32 @@ TEST(LockModelTest, ReentrantStepsAreRedissonsCalls) {
   const Step fresh = m.Acquire(n, owner, Lease::Of(kLease), /*fresh=*/true,
                                /*queue=*/true, AcquireOptions(), "publish");
   EXPECT_EQ(fresh.script, internal::kAcquireScript);
-  EXPECT_THAT(fresh.keys, ElementsAre("n", lock::FairQueueKey("n")));
-  EXPECT_THAT(fresh.args, ElementsAre("30000", "id:1"));
+  EXPECT_THAT(Texts(fresh.keys), ElementsAre("n", lock::FairQueueKey("n")));
+  EXPECT_THAT(Texts(fresh.args), ElementsAre("30000", "id:1"));
   const Step again = m.Acquire(n, owner, Lease::Of(kLease), /*fresh=*/false,
                                /*queue=*/true, AcquireOptions(), "publish");
-  EXPECT_THAT(again.keys, ElementsAre("n"));
-  EXPECT_THAT(again.args, ElementsAre("30000", "id:1", "0"));
+  EXPECT_THAT(Texts(again.keys), ElementsAre("n"));
+  EXPECT_THAT(Texts(again.args), ElementsAre("30000", "id:1", "0"));
   AcquireOptions fenced;
   fenced.fenced = true;
-  EXPECT_THAT(
-      m.Acquire(n, owner, Lease::Of(kLease), true, true, fenced, "publish")
-          .keys,
-      ElementsAre("n", lock::FairQueueKey("n"), lock::TokenKey("n")));
-  EXPECT_THAT(
-      m.Acquire(n, owner, Lease::Of(kLease), false, true, fenced, "publish")
-          .keys,
-      ElementsAre("n", lock::TokenKey("n")));
+  EXPECT_THAT(Texts(m.Acquire(n, owner, Lease::Of(kLease), true, true, fenced,
+                              "publish")
+                        .keys),
+              ElementsAre("n", lock::FairQueueKey("n"), lock::TokenKey("n")));
+  EXPECT_THAT(Texts(m.Acquire(n, owner, Lease::Of(kLease), false, true, fenced,
+                              "publish")
+                        .keys),
+              ElementsAre("n", lock::TokenKey("n")));
 
   const Step inner =
       m.Release(n, owner, Lease::Keep(), "spublish", /*last=*/false);
   EXPECT_EQ(inner.script, internal::kReleaseScript);
-  EXPECT_THAT(inner.keys, ElementsAre("n", "redisson_lock__channel:{n}"));
-  EXPECT_THAT(inner.args, ElementsAre("0", "0", "id:1", "spublish"));
+  EXPECT_THAT(Texts(inner.keys),
+              ElementsAre("n", "redisson_lock__channel:{n}"));
+  EXPECT_THAT(Texts(inner.args), ElementsAre("0", "0", "id:1", "spublish"));
   EXPECT_THAT(
-      m.Release(n, owner, Lease::Of(kLease), "publish", /*last=*/true).keys,
+      Texts(m.Release(n, owner, Lease::Of(kLease), "publish", /*last=*/true)
+                .keys),
       ElementsAre("n", "redisson_lock__channel:{n}", lock::FairQueueKey("n")));
   EXPECT_EQ(m.ReleaseAll(n, owner, "publish").script,
             internal::kReleaseAllScript);
@@ -137,6 +150,49 @@ TEST(LockModelTest, ReentrantStepsAreRedissonsCalls) {
   EXPECT_EQ(m.wake_policy(), pubsub::WakePolicy::kWakeOne);
   EXPECT_EQ(m.renew_script(), internal::kRenewScript);
   EXPECT_EQ(m.Inspect(n, owner).script, internal::kInspectScript);
+}
+
+TEST(LockModelTest, StepTextsKeepTheirTextsThroughCopiesAndMoves) {
+  const std::string borrowed = "a name that outlives the step";
+  // A last text of 10 bytes keeps the owned texts inline; of 300, they go
+  // to the heap.
+  for (const size_t last : {10, 300}) {
+    lock::StepTexts texts;
+    texts.Borrow(borrowed);
+    texts.Add("owned");
+    texts.AddPrefixName("prefix", "n");
+    texts.AddPrefixName("prefix", "{tag}n");
+    texts.Add(std::string(last, 'x'));
+    const lock::StepTexts copy = texts;
+    const lock::StepTexts moved = std::move(texts);
+    for (const lock::StepTexts* t : {&copy, &moved}) {
+      ASSERT_EQ(t->size(), 5u);
+      EXPECT_EQ((*t)[0], borrowed);
+      EXPECT_EQ((*t)[0].data(), borrowed.data()) << "a borrowed text is a view";
+      EXPECT_EQ((*t)[1], "owned");
+      EXPECT_EQ((*t)[2], lock::PrefixName("prefix", "n"));
+      EXPECT_EQ((*t)[3], lock::PrefixName("prefix", "{tag}n"));
+      EXPECT_EQ((*t)[4], std::string(last, 'x'));
+    }
+  }
+}
+
+TEST(LockModelTest, ReentrantAcquireAndReleaseBorrowTheNameAndOwner) {
+  const std::string key = "a-lock-name-longer-than-sso";
+  const lock::LockName n(key);
+  const OwnerField owner("00000000-0000-4000-8000-000000000000", 1);
+  const lock::LockModel& m = lock::ReentrantModel();
+  const Step acquire = m.Acquire(n, owner, Lease::Of(kLease), /*fresh=*/true,
+                                 /*queue=*/true, AcquireOptions(), "publish");
+  const Step release =
+      m.Release(n, owner, Lease::Keep(), "publish", /*last=*/true);
+  for (const Step* step : {&acquire, &release}) {
+    const backend::Call views = step->Views();
+    EXPECT_EQ(views.keys[0].data(), key.data());
+    EXPECT_TRUE(std::any_of(
+        views.args.begin(), views.args.end(),
+        [&](absl::string_view a) { return a.data() == owner.wire().data(); }));
+  }
 }
 
 TEST(LockModelTest, FairStepsCarryTheQueueAndWaitOnTheirOwnChannel) {
@@ -149,9 +205,11 @@ TEST(LockModelTest, FairStepsCarryTheQueueAndWaitOnTheirOwnChannel) {
   const Step acquire = m.Acquire(n, owner, Lease::Of(kLease), /*fresh=*/true,
                                  /*queue=*/false, options, "publish");
   EXPECT_EQ(acquire.script, internal::kFairAcquireScript);
-  EXPECT_THAT(acquire.keys, ::testing::Contains(lock::FairQueueKey("n")));
-  EXPECT_THAT(acquire.keys, ::testing::Contains(lock::FairTimeoutKey("n")));
-  EXPECT_THAT(acquire.args,
+  EXPECT_THAT(Texts(acquire.keys),
+              ::testing::Contains(lock::FairQueueKey("n")));
+  EXPECT_THAT(Texts(acquire.keys),
+              ::testing::Contains(lock::FairTimeoutKey("n")));
+  EXPECT_THAT(Texts(acquire.args),
               ElementsAre("30000", "id:1", "5000", "1", "0", "publish"));
   const absl::optional<Step> leave =
       m.Leave(n, owner, options, /*fresh=*/false, "publish");

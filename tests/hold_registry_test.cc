@@ -266,7 +266,7 @@ TEST(HoldRegistryWithoutTimersTest, ExplicitHoldsNeverExpireByThemselves) {
 TEST_F(HoldRegistryTest, OnlyTheOutermostReleaseStopsRenewal) {
   AcquireWatchdog("a", absl::Seconds(30), clock_.Now());
   AcquireWatchdog("a", absl::Seconds(30), clock_.Now());
-  absl::optional<Hold> before = holds_.BeginRelease("a", kThread);
+  absl::optional<HoldFacts> before = holds_.BeginRelease("a", kThread);
   ASSERT_TRUE(before.has_value());
   EXPECT_EQ(before->count, 2);
   EXPECT_TRUE(MustFind("a").renewing()) << "an inner release stopped renewal";

@@ -96,8 +96,8 @@ absl::StatusOr<std::chrono::steady_clock::time_point> RedlockLock::ValidUntil()
 
 int64_t RedlockLock::LocalHoldCount() const {
   if (core_ == nullptr) return 0;
-  absl::optional<watchdog::Hold> hold =
-      core_->holds().Find(name_, lock::CurrentThreadNumber());
+  const absl::optional<watchdog::HoldFacts> hold =
+      core_->holds().FindFacts(name_, lock::CurrentThreadNumber());
   return hold.has_value() && !hold->ended() ? hold->count : 0;
 }
 

@@ -216,7 +216,7 @@ absl::Status NodeBackend::Probe(Deadline deadline) {
                                Earliest(deadline, Deadline::After(backstop())));
   if (!loaded.status.ok()) return loaded.status;
   const redis::Endpoint& endpoint = options_.connection.endpoint;
-  std::vector<redis::Reply>& replies = loaded.replies;
+  io::Replies& replies = loaded.replies;
   size_t next = 0;
   if (options_.require_master) {
     if (absl::Status s = CheckRole(endpoint, replies[next++]); !s.ok()) {
@@ -260,11 +260,19 @@ std::shared_ptr<NodeBackend::Pending> NodeBackend::MakeScriptCall(
     const WaitReplicas* wait) {
   std::shared_ptr<Pending> p =
       MakePending(resend, std::move(abandon), std::move(done));
-  scripts_.AppendEvalsha(script, keys, args, &p->wire);
-  p->script = true;
-  p->index = script;
-  if (wait != nullptr) p->wait = WaitCommand(*wait);
+  WriteScriptCall(script, keys, args, wait, p.get());
   return p;
+}
+
+void NodeBackend::WriteScriptCall(size_t script,
+                                  absl::Span<const absl::string_view> keys,
+                                  absl::Span<const absl::string_view> args,
+                                  const WaitReplicas* wait,
+                                  Pending* pending) const {
+  scripts_.AppendEvalsha(script, keys, args, &pending->wire);
+  pending->script = true;
+  pending->index = script;
+  if (wait != nullptr) pending->wait = WaitCommand(*wait);
 }
 
 void NodeBackend::RunOnNode(size_t script,
@@ -387,8 +395,7 @@ void NodeBackend::OnResult(const std::shared_ptr<Pending>& p, io::Result r) {
   p->done(*std::move(answer));
 }
 
-std::vector<Answer> NodeBackend::CallBlocking(const std::shared_ptr<Pending>& p,
-                                              Deadline deadline,
+std::vector<Answer> NodeBackend::CallBlocking(Pending p, Deadline deadline,
                                               const Enough& enough) {
   // While the connection is idle, this thread does the I/O itself (see
   // "Direct calls" in lib/io/connection.h): no hand-off to the loop thread
@@ -407,11 +414,11 @@ std::vector<Answer> NodeBackend::CallBlocking(const std::shared_ptr<Pending>& p,
   }
   while (!deadline.Expired()) {
     absl::optional<io::Result> r =
-        p->wait.empty() ? Pick().TryDirect(p->wire, 1, deadline)
-                        : Pick().TryDirect(p->wire + p->wait, 2, deadline);
+        p.wait.empty() ? Pick().TryDirect(p.wire, 1, deadline)
+                       : Pick().TryDirect(p.wire + p.wait, 2, deadline);
     if (!r.has_value()) break;
-    ++p->sends;
-    absl::optional<Answer> answer = Settle(*p, *std::move(r));
+    ++p.sends;
+    absl::optional<Answer> answer = Settle(p, *std::move(r));
     if (answer.has_value()) {
       std::vector<Answer> answers;
       answers.push_back(*std::move(answer));
@@ -421,15 +428,16 @@ std::vector<Answer> NodeBackend::CallBlocking(const std::shared_ptr<Pending>& p,
     if (limit.Expired()) break;
   }
   // The connection is busy: through the loop, pipelined with the others.
-  p->abandon = std::make_shared<std::atomic<bool>>(false);
+  auto pending = std::make_shared<Pending>(std::move(p));
+  pending->abandon = std::make_shared<std::atomic<bool>>(false);
   std::vector<Answer> answers = AwaitAnswers(
       1, deadline, limit.Remaining(), enough,
       [&](size_t, Done done) {
-        p->done = std::move(done);
-        Send(p);
+        pending->done = std::move(done);
+        Send(pending);
       },
       [this](size_t) { return name_; });
-  p->abandon->store(true, std::memory_order_relaxed);
+  pending->abandon->store(true, std::memory_order_relaxed);
   return answers;
 }
 
@@ -439,9 +447,10 @@ std::vector<Answer> NodeBackend::Run(const ScriptCall& call) {
     none.push_back(Answer{absl::CancelledError("not sent"), false});
     return none;
   }
-  return CallBlocking(MakeScriptCall(call.script, call.keys, call.args,
-                                     call.resend, nullptr, nullptr, call.wait),
-                      call.deadline, call.enough);
+  Pending p;
+  p.resend = call.resend;
+  WriteScriptCall(call.script, call.keys, call.args, call.wait, &p);
+  return CallBlocking(std::move(p), call.deadline, call.enough);
 }
 
 void NodeBackend::RunAsync(ScriptCall call, AnswersDone done) {
@@ -477,10 +486,10 @@ std::unique_ptr<Timer> NodeBackend::NewTimer() {
 
 std::vector<Answer> NodeBackend::Command(
     absl::Span<const absl::string_view> argv, Deadline deadline) {
-  std::shared_ptr<Pending> p =
-      MakePending(Resend::kIfDropped, nullptr, nullptr);
-  redis::AppendCommand(argv, &p->wire);
-  return CallBlocking(p, deadline, nullptr);
+  Pending p;
+  p.resend = Resend::kIfDropped;
+  redis::AppendCommand(argv, &p.wire);
+  return CallBlocking(std::move(p), deadline, nullptr);
 }
 
 absl::StatusOr<std::vector<std::string>> NodeBackend::Masters() {
@@ -554,7 +563,7 @@ void NodeBackend::RunBatchAsync(
   // the calls' views do not outlive this function, and the EVAL form is
   // made from it when needed.
   struct Batch {
-    std::vector<redis::Reply> replies;
+    io::Replies replies;
     std::vector<std::string> evalshas;
     std::vector<size_t> scripts;  // each call's
     std::string wait;             // the WAIT command, or ""

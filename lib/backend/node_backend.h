@@ -171,6 +171,10 @@ class NodeBackend : public Backend {
       absl::Span<const absl::string_view> args, Resend resend,
       std::shared_ptr<std::atomic<bool>> abandon, Done done,
       const WaitReplicas* wait = nullptr);
+  // Writes the script call into `pending` (its wire, script and WAIT).
+  void WriteScriptCall(size_t script, absl::Span<const absl::string_view> keys,
+                       absl::Span<const absl::string_view> args,
+                       const WaitReplicas* wait, Pending* pending) const;
   void Send(const std::shared_ptr<Pending>& pending);
   // `WAIT replicas timeout-in-ms` on the wire.
   static std::string WaitCommand(const WaitReplicas& wait);
@@ -183,8 +187,10 @@ class NodeBackend : public Backend {
   absl::optional<Answer> Settle(Pending& pending, io::Result result);
   void OnResult(const std::shared_ptr<Pending>& pending, io::Result result);
   // Run() and Command(): `pending` for a caller that blocks until `deadline`.
-  std::vector<Answer> CallBlocking(const std::shared_ptr<Pending>& pending,
-                                   Deadline deadline, const Enough& enough);
+  // Kept on the caller's stack while it does its own I/O (a direct call);
+  // moved to the heap only when the call goes through the loop.
+  std::vector<Answer> CallBlocking(Pending pending, Deadline deadline,
+                                   const Enough& enough);
 
   io::EventLoop* const loop_;
   const NodeOptions options_;

@@ -356,9 +356,10 @@ void ClientCore::Report(LockEventType type, absl::string_view lock_name,
                         absl::Status status, uint64_t owner_number) {
   Deliver(LockEvent{
       type, std::string(lock_name), std::move(status),
-      lock::OwnerField(
-          id_, owner_number != 0 ? owner_number : lock::CurrentThreadNumber())
-          .wire()});
+      std::string(lock::OwnerField(id_, owner_number != 0
+                                            ? owner_number
+                                            : lock::CurrentThreadNumber())
+                      .wire())});
 }
 
 void ClientCore::PostEvent(LockEvent event) {

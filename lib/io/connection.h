@@ -65,6 +65,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -109,10 +110,14 @@ struct ConnectionOptions {
 
 using redis::AppendCommand;
 
+// A request's replies: inline for the one or two (a call and its WAIT) of
+// a lock call, so that completing one allocates no vector.
+using Replies = absl::InlinedVector<redis::Reply, 2>;
+
 struct Result {
-  absl::Status status;                // OK: one reply per command
-  std::vector<redis::Reply> replies;  // error replies included
-  bool resendable = false;            // see above; only when !status.ok()
+  absl::Status status;      // OK: one reply per command
+  Replies replies;          // error replies included
+  bool resendable = false;  // see above; only when !status.ok()
 };
 
 struct Request {
@@ -293,7 +298,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::deque<std::shared_ptr<Request>> queued_;   // not yet written
   std::deque<std::shared_ptr<Request>> written_;  // awaiting replies
   std::shared_ptr<Request> handshake_;            // while connecting
-  std::vector<redis::Reply> partial_;  // replies of written_.front() so far
+  Replies partial_;  // replies of written_.front() so far
   std::string write_buf_;
   bool writing_ = false;
   // A ParseReplies() turn is posted: complete replies may wait in reader_.

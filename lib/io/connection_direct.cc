@@ -228,7 +228,7 @@ Connection::Handback Connection::DirectIo(int fd, bool blocking,
           /*resendable=*/true);
     }
   }
-  std::vector<redis::Reply> replies;
+  Replies replies;
   bool await = true;  // the reply cannot be there yet: poll before recv
   while (replies.size() < commands) {
     void* raw = nullptr;

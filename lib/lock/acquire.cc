@@ -134,14 +134,14 @@ absl::StatusOr<AcquirePlan> PlanAcquire(LockEnv& env, const std::string& name,
   if (absl::Status s = CheckModel(env, name, by, options.kind); !s.ok()) {
     return Annotate(s, "acquire", name, env.policy().noun);
   }
-  const absl::optional<Hold> held = env.holds().Find(name, by.number);
+  const absl::optional<HoldFacts> held = env.holds().FindFacts(name, by.number);
   AcquirePlan plan;
   plan.fresh = !held.has_value() || held->ended();
   if (options.kind == LockKind::kWrite && plan.fresh) {
     // No upgrade: the write lock waits for every reader, this owner too, so
     // the wait could only end at its deadline (Redisson's would hang).
-    const absl::optional<Hold> read =
-        env.holds().Find(name, by.number & ~kWriteHoldBit);
+    const absl::optional<HoldFacts> read =
+        env.holds().FindFacts(name, by.number & ~kWriteHoldBit);
     if (read.has_value() && !read->ended() && read->kind == LockKind::kRead) {
       return Annotate(
           absl::FailedPreconditionError(absl::StrCat(
@@ -161,14 +161,14 @@ absl::StatusOr<AcquirePlan> PlanAcquire(LockEnv& env, const std::string& name,
   return plan;
 }
 
-// Registers a hold just taken (renewed from now on for a watchdog lease),
-// unless the client closed meanwhile: Close() may have swept the registry
-// before we registered, so the hold is released (and Cancelled returned)
-// rather than leaked. `async`: send that release without waiting.
+// Registers `owner`'s hold just taken (renewed from now on for a watchdog
+// lease), unless the client closed meanwhile: Close() may have swept the
+// registry before we registered, so the hold is released (and Cancelled
+// returned) rather than leaked. `async`: send that release without waiting.
 absl::Status RegisterHold(LockEnv& env, const std::string& name,
-                          const OwnerId& by, const AcquirePlan& plan,
+                          const OwnerId& by, const OwnerField& owner,
+                          const AcquirePlan& plan,
                           SteadyClock::time_point sent_at, bool async) {
-  const OwnerField owner(env.id(), by.number);
   env.holds().OnAcquired(
       name, by.number, owner.wire(), plan.watchdog, plan.lease, sent_at,
       plan.model->kind(),
@@ -221,8 +221,10 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
  public:
   // The outcome, unannotated; on success, when the winning acquire was sent
   // and its fencing token; whether the machine waited (found the lock held
-  // before its deadline).
-  using Done = std::function<void(absl::Status, const Grant&, bool waited)>;
+  // before its deadline); the owner field it acquired for (valid during the
+  // call).
+  using Done = std::function<void(absl::Status, const Grant&, bool waited,
+                                  const OwnerField& owner)>;
 
   // `keep` (may be null): held until the machine is gone (see keep_).
   // `failures`: attempts that already failed for lack of answers (made on a
@@ -243,7 +245,7 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
   ~AcquireMachine() {
     if (done_) {
       done_(absl::CancelledError("the client was closed while waiting"),
-            Grant(), waited_);
+            Grant(), waited_, owner_);
     }
   }
 
@@ -453,7 +455,7 @@ class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
     sub_ = nullptr;
     Done done = std::move(done_);
     done_ = nullptr;
-    done(s, grant, waited_);
+    done(s, grant, waited_, owner_);
   }
 
   // The client, for an asynchronous acquire: declared first, so destroyed
@@ -496,7 +498,8 @@ absl::Status WaitForLock(LockEnv& env, const std::string& name,
   // The client outlives this call (its caller holds it): no keep-alive.
   std::make_shared<AcquireMachine>(
       env, /*keep=*/nullptr, name, by, plan, deadline,
-      [slot](const absl::Status& s, const Grant& won, bool /*waited*/) {
+      [slot](const absl::Status& s, const Grant& won, bool /*waited*/,
+             const OwnerField& /*owner*/) {
         slot(Result{Unshared(s), won});  // it crosses to the waiting thread
       },
       failures)
@@ -510,15 +513,15 @@ absl::Status WaitForLock(LockEnv& env, const std::string& name,
   return got[0]->status;
 }
 
-// A blocking acquire: the attempts run on the calling thread (on an idle
-// connection, with its own I/O), the pauses between them on the env's
-// clock, by the rules of Attempts, the async machine's own; a lock found
-// held is waited for by WaitForLock() (`*waited` is then set). On success,
-// `*grant` is the winning acquire's.
+// A blocking acquire by `by`, whose owner field is `owner`: the attempts
+// run on the calling thread (on an idle connection, with its own I/O), the
+// pauses between them on the env's clock, by the rules of Attempts, the
+// async machine's own; a lock found held is waited for by WaitForLock()
+// (`*waited` is then set). On success, `*grant` is the winning acquire's.
 absl::Status AcquireHere(LockEnv& env, const std::string& name,
-                         const OwnerId& by, const AcquirePlan& plan,
-                         Deadline deadline, Grant* grant, bool* waited) {
-  const OwnerField owner(env.id(), by.number);
+                         const OwnerId& by, const OwnerField& owner,
+                         const AcquirePlan& plan, Deadline deadline,
+                         Grant* grant, bool* waited) {
   Attempts attempts(env, LockName(name), owner, plan, deadline);
   for (;;) {
     Attempt a = attempts.SendHere();
@@ -541,11 +544,11 @@ absl::Status AcquireHere(LockEnv& env, const std::string& name,
 // A waiter that gave up leaves the lock's queue, if its type has one: sent
 // at once, and (`wait`) awaited for at most kMinAttemptTime, so that the
 // queue no longer holds it when the failed call returns.
-void LeaveQueue(LockEnv& env, const std::string& name, const OwnerId& by,
+void LeaveQueue(LockEnv& env, const std::string& name, const OwnerField& owner,
                 const AcquirePlan& plan, bool wait) {
-  const absl::optional<Step> step = plan.model->Leave(
-      LockName(name), OwnerField(env.id(), by.number), plan.options, plan.fresh,
-      env.backend().publish_command());
+  const absl::optional<Step> step =
+      plan.model->Leave(LockName(name), owner, plan.options, plan.fresh,
+                        env.backend().publish_command());
   if (!step.has_value()) return;
   SendIgnoringAnswers(env, *step,
                       Deadline::After(kMinAttemptTime, &env.clock()),
@@ -601,14 +604,18 @@ absl::Status Acquire(LockEnv& env, const std::string& name, const OwnerId& by,
   // A call that may not wait leaves no trace in a queue.
   const bool queue = !deadline.Expired();
   bool waited = false;
-  absl::Status s = AcquireHere(env, name, by, *plan, deadline, &grant, &waited);
+  // Made once for the call: its attempts, its hold, its queue.
+  const OwnerField owner(env.id(), by.number);
+  absl::Status s =
+      AcquireHere(env, name, by, owner, *plan, deadline, &grant, &waited);
   if (s.ok()) {
     // Registered (and, for a watchdog lease, renewed from now on) before
     // Acquire() returns.
     if (plan->fresh && by.thread) env.OnFreshHold();
-    s = RegisterHold(env, name, by, *plan, grant.sent_at, /*async=*/false);
+    s = RegisterHold(env, name, by, owner, *plan, grant.sent_at,
+                     /*async=*/false);
   } else if (queue) {
-    LeaveQueue(env, name, by, *plan, /*wait=*/true);
+    LeaveQueue(env, name, owner, *plan, /*wait=*/true);
   }
   CountAcquire(env, s, plan->fresh, waited, start);
   if (!s.ok()) return Annotate(s, "acquire", name, env.policy().noun);
@@ -639,10 +646,12 @@ void AcquireAsync(LockEnv& env, std::shared_ptr<void> keep,
       env, keep, name, by, *plan, deadline,
       [&env, keep, name, by, plan = *plan, queue = !deadline.Expired(), start,
        done = std::move(done)](const absl::Status& s, const Grant& grant,
-                               bool waited) {
-        if (!s.ok() && queue) LeaveQueue(env, name, by, plan, /*wait=*/false);
+                               bool waited, const OwnerField& owner) {
+        if (!s.ok() && queue) {
+          LeaveQueue(env, name, owner, plan, /*wait=*/false);
+        }
         absl::Status result =
-            s.ok() ? RegisterHold(env, name, by, plan, grant.sent_at,
+            s.ok() ? RegisterHold(env, name, by, owner, plan, grant.sent_at,
                                   /*async=*/true)
                    : s;
         CountAcquire(env, result, plan.fresh, waited, start);
@@ -664,7 +673,8 @@ absl::Status AwaitGrant(LockEnv& env, const std::string& name,
   Grant grant;
   bool waited = false;
   absl::Status s =
-      AcquireHere(env, name, kNoOwner, *plan, deadline, &grant, &waited);
+      AcquireHere(env, name, kNoOwner, OwnerField(env.id(), kNoOwner.number),
+                  *plan, deadline, &grant, &waited);
   if (s.ok() && granted_at != nullptr) *granted_at = grant.sent_at;
   return Annotate(s, op.op, name, op.noun);
 }
@@ -693,7 +703,7 @@ void AwaitGrantAsync(
       env, std::move(keep), name, kNoOwner, *plan, deadline,
       [name, verb = std::string(op.op), noun = std::string(op.noun),
        done = std::move(done)](const absl::Status& s, const Grant& grant,
-                               bool /*waited*/) {
+                               bool /*waited*/, const OwnerField& /*owner*/) {
         done(Annotate(s, verb, name, noun), grant.sent_at);
       })
       ->Start();

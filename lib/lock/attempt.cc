@@ -111,7 +111,7 @@ std::string NodeNotes::Join() const {
 absl::Status CheckModel(LockEnv& env, const std::string& name,
                         const OwnerId& by, LockKind kind) {
   for (const uint64_t number : {by.number, by.number ^ kWriteHoldBit}) {
-    const absl::optional<Hold> held = env.holds().Find(name, number);
+    const absl::optional<HoldFacts> held = env.holds().FindFacts(name, number);
     if (!held.has_value() || held->ended() ||
         IsReadWrite(held->kind) == IsReadWrite(kind)) {
       continue;
@@ -221,7 +221,7 @@ Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
       if (a.error.ok()) a.error = std::move(error);
     }
   }
-  undo->assign(n, false);
+  undo->clear();  // nothing to undo, unless set below
   a.unacknowledged = std::any_of(unacked_at.begin(), unacked_at.end(),
                                  [](bool b) { return b; });
   const absl::Duration elapsed = absl::FromChrono(env.clock().Now() - start);
@@ -260,6 +260,7 @@ Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
   // only counts down where it counted up. Best effort, bounded like the
   // attempt: an undo that does not land leaves a key that expires with the
   // lease.
+  undo->assign(n, false);
   for (size_t i = 0; i < n; ++i) {
     (*undo)[i] = granted_at[i] || unacked_at[i] || (fresh && unknown_at[i]);
   }

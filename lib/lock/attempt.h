@@ -108,7 +108,8 @@ backend::Enough FailFast(const LockPolicy& policy, size_t n, size_t quorum,
                          const backend::WaitReplicas* sync);
 
 // What one attempt's answers mean. `*undo` is set to the nodes where what
-// the attempt may have taken must be undone (none when it acquired). With
+// the attempt may have taken must be undone, or left empty when there is
+// nothing to undo (always when it acquired: no allocation then). With
 // `sync`, a node that granted without enough replicas acknowledging counts
 // as not granted (Unavailable) and is undone.
 Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
@@ -117,8 +118,8 @@ Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
                  std::vector<bool>* undo);
 
 // The undo (LockModel::Undo()) of an attempt with `options` on the nodes in
-// `undo`: blocking until `deadline`, or (with `async`) sent without waiting
-// for its answers.
+// `undo` (none if it is empty): blocking until `deadline`, or (with `async`)
+// sent without waiting for its answers.
 void Undo(LockEnv& env, const LockModel& model, LockName name,
           const OwnerField& owner, bool fresh, const AcquireOptions& options,
           const std::vector<bool>& undo, Deadline deadline, bool async);

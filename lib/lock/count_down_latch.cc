@@ -26,9 +26,7 @@ namespace {
 constexpr absl::string_view kZeroCountMessage = "0";
 constexpr absl::string_view kNewCountMessage = "1";
 
-std::vector<std::string> LatchWaitArgs(const AcquireOptions& /*options*/) {
-  return {};
-}
+StepTexts LatchWaitArgs(const AcquireOptions& /*options*/) { return {}; }
 
 const counter_internal::CounterType kLatch{
     "count-down latch",

@@ -38,7 +38,7 @@ struct CounterType {
   internal::ScriptId wait_script;  // nil when granted, else the key's PTTL
   // The wait step's arguments of an acquire with `options` (null for a
   // model that overrides Acquire()).
-  std::vector<std::string> (*wait_args)(const AcquireOptions& options);
+  StepTexts (*wait_args)(const AcquireOptions& options);
   // The largest count (either sign) and number a call takes.
   int64_t max = 0;
   // The DeadlineExceeded text of a wait that ended ungranted.

@@ -75,7 +75,7 @@ class Fair final : public LockModel {
 
  private:
   // The lock, its queue, its deadlines and its unlock channel.
-  static std::vector<std::string> Keys(LockName name) {
+  static StepTexts Keys(LockName name) {
     return {std::string(name.key()), FairQueueKey(name.key()),
             FairTimeoutKey(name.key()), UnlockChannel(name.key())};
   }
@@ -84,7 +84,7 @@ class Fair final : public LockModel {
 }  // namespace
 
 std::string FairQueueKey(absl::string_view lock_name) {
-  return PrefixName("redisson_lock_queue", lock_name);
+  return PrefixName(kFairQueuePrefix, lock_name);
 }
 
 std::string FairTimeoutKey(absl::string_view lock_name) {

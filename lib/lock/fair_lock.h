@@ -16,8 +16,9 @@
 namespace relock {
 namespace lock {
 
-// PrefixName("redisson_lock_queue", name) and
+// PrefixName(kFairQueuePrefix, name) and
 // PrefixName("redisson_lock_timeout", name).
+inline constexpr absl::string_view kFairQueuePrefix = "redisson_lock_queue";
 std::string FairQueueKey(absl::string_view lock_name);
 std::string FairTimeoutKey(absl::string_view lock_name);
 

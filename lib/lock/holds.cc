@@ -236,7 +236,7 @@ absl::Status Extend(LockEnv& env, const std::string& name, const OwnerId& by,
 
 watchdog::LossFn LossCallback(const std::string& name, const OwnerField& owner,
                               std::function<void(const LockEvent&)> fn) {
-  return [name, owner = owner.wire(),
+  return [name, owner = std::string(owner.wire()),
           fn = std::move(fn)](const absl::Status& why) {
     fn(LockEvent{LockEventType::kLockLost, name, why, owner});
   };

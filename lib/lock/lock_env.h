@@ -22,6 +22,7 @@ namespace relock {
 namespace lock {
 
 using watchdog::Hold;
+using watchdog::HoldFacts;
 using watchdog::HoldRegistry;
 using watchdog::kExpiredHoldRetention;
 using watchdog::RenewItem;

@@ -24,11 +24,13 @@ class Reentrant final : public LockModel {
     // name is one lock type) and no third argument (the script's "1"); a
     // re-entry passes "0" and no queue (the script finds it by its name,
     // FairQueueKey(), should the caller no longer hold the lock).
-    Step step{internal::kAcquireScript, {std::string(name.key())}, {}};
-    if (fresh) step.keys.push_back(FairQueueKey(name.key()));
-    if (options.fenced) step.keys.push_back(TokenKey(name.key()));
-    step.args = {lease.wire(), owner.wire()};
-    if (!fresh) step.args.push_back("0");
+    Step step{internal::kAcquireScript, {}, {}};
+    step.keys.Borrow(name.key());
+    if (fresh) step.keys.AddPrefixName(kFairQueuePrefix, name.key());
+    if (options.fenced) step.keys.AddPrefixName(kTokenKeyPrefix, name.key());
+    step.args.Add(lease.wire());
+    step.args.Borrow(owner.wire());
+    if (!fresh) step.args.Borrow("0");
     return step;
   }
 
@@ -38,11 +40,14 @@ class Reentrant final : public LockModel {
     // wakes, only for a last release: each key costs every call, and the
     // script finds the queue by its name should another release free the
     // lock all the same.
-    Step step{internal::kReleaseScript,
-              {std::string(name.key()), UnlockChannel(name.key())},
-              {std::string(kUnlockMessage), lease.wire(), owner.wire(),
-               std::string(publish)}};
-    if (last) step.keys.push_back(FairQueueKey(name.key()));
+    Step step{internal::kReleaseScript, {}, {}};
+    step.keys.Borrow(name.key());
+    step.keys.AddPrefixName(kUnlockChannelPrefix, name.key());
+    if (last) step.keys.AddPrefixName(kFairQueuePrefix, name.key());
+    step.args.Borrow(kUnlockMessage);
+    step.args.Add(lease.wire());
+    step.args.Borrow(owner.wire());
+    step.args.Borrow(publish);
     return step;
   }
 
@@ -70,7 +75,7 @@ class Reentrant final : public LockModel {
 
  private:
   // The lock, its unlock channel and the fair lock's queue (see Acquire).
-  static std::vector<std::string> Keys(LockName name) {
+  static StepTexts Keys(LockName name) {
     return {std::string(name.key()), UnlockChannel(name.key()),
             FairQueueKey(name.key())};
   }
@@ -86,8 +91,8 @@ Step LockModel::Inspect(LockName name, const OwnerField& owner) const {
 backend::Call Step::Views() const {
   backend::Call call;
   call.script = script;
-  call.keys.assign(keys.begin(), keys.end());
-  call.args.assign(args.begin(), args.end());
+  for (size_t i = 0; i < keys.size(); ++i) call.keys.push_back(keys[i]);
+  for (size_t i = 0; i < args.size(); ++i) call.args.push_back(args[i]);
   return call;
 }
 

@@ -39,15 +39,19 @@
 #ifndef RELOCK_LIB_LOCK_LOCK_MODEL_H_
 #define RELOCK_LIB_LOCK_LOCK_MODEL_H_
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <string>
-#include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
 #include "lib/backend/backend.h"
+#include "lib/common/concat.h"
 #include "lib/lock/lease.h"
 #include "lib/lock/lock_scripts.h"
 #include "lib/lock/owner.h"
@@ -106,17 +110,73 @@ struct AcquireOptions {
   std::function<void(const LockEvent&)> on_lost;
 };
 
+// A step's keys or its arguments, in order: each a copy the step owns, or
+// a view of text that outlives the step's use (Borrow()). Kept inline, as
+// the copies are (one after another, in one buffer): building the step of
+// a lock call allocates nothing unless its name is long (about 40 bytes
+// and more), and a borrowed text (the lock's name, the caller's owner
+// field) costs no copy at all.
+class StepTexts {
+ public:
+  StepTexts() = default;
+  // Copies of `texts`: the form of Step{script, {key, ...}, {arg, ...}}.
+  StepTexts(std::initializer_list<absl::string_view> texts) {
+    for (const absl::string_view text : texts) Add(text);
+  }
+
+  // Appends a copy of `text`.
+  void Add(absl::string_view text) { AddConcat({text}); }
+  // Appends a copy of PrefixName(prefix, name), written in place.
+  void AddPrefixName(absl::string_view prefix, absl::string_view name) {
+    const std::array<absl::string_view, 4> p = PrefixNamePieces(prefix, name);
+    AddConcat({p[0], p[1], p[2], p[3]});
+  }
+  // Appends a view of `text`, which must outlive every use of the step.
+  void Borrow(absl::string_view text) {
+    texts_.push_back(Text{text.data(), 0, text.size()});
+  }
+
+  size_t size() const { return texts_.size(); }
+  absl::string_view operator[](size_t i) const {
+    const Text& t = texts_[i];
+    return absl::string_view(
+        t.borrowed != nullptr ? t.borrowed : owned_.data() + t.offset, t.size);
+  }
+
+ private:
+  // A text: borrowed, or (null `borrowed`) owned_[offset, offset + size).
+  // Offsets, not pointers, into owned_: they stay valid when it grows or the
+  // step moves.
+  struct Text {
+    const char* borrowed;
+    size_t offset;
+    size_t size;
+  };
+  void AddConcat(std::initializer_list<absl::string_view> pieces) {
+    const size_t offset = owned_.size();
+    AppendConcat(pieces, &owned_);
+    texts_.push_back(Text{nullptr, offset, owned_.size() - offset});
+  }
+
+  absl::InlinedVector<Text, 4> texts_;
+  absl::InlinedVector<char, 128> owned_;
+};
+
 // One script call: the script and its keys and arguments.
 struct Step {
   internal::ScriptId script;
-  std::vector<std::string> keys;
-  std::vector<std::string> args;
+  StepTexts keys;
+  StepTexts args;
 
   // Views of the keys and arguments, as the backend takes them; valid while
-  // this step lives.
+  // this step, and the texts it borrows, live.
   backend::Call Views() const;
 };
 
+// The steps of Acquire(), Release() and Undo(), sent on every acquire and
+// release, may borrow (StepTexts::Borrow()) the texts of their `name`,
+// `owner` and `publish` rather than copy them: their caller keeps those
+// alive while it uses the step. The other steps own their texts.
 class LockModel {
  public:
   virtual ~LockModel() = default;

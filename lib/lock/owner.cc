@@ -92,24 +92,30 @@ bool IsClientId(absl::string_view id) {
   return true;
 }
 
-OwnerField::OwnerField(absl::string_view client_id, uint64_t number)
-    : field_((number & kWriteHoldBit) != 0
-                 ? Concat({client_id, ":",
-                           absl::AlphaNum(number & ~kWriteHoldBit).Piece(),
-                           ":write"})
-                 : Concat({client_id, ":", absl::AlphaNum(number).Piece()})) {}
+OwnerField::OwnerField(absl::string_view client_id, uint64_t number) {
+  const bool write = (number & kWriteHoldBit) != 0;
+  AppendConcat({client_id, ":", absl::AlphaNum(number & ~kWriteHoldBit).Piece(),
+                write ? ":write" : ""},
+               &field_);
+}
+
+std::array<absl::string_view, 4> PrefixNamePieces(absl::string_view prefix,
+                                                  absl::string_view name) {
+  if (absl::StrContains(name, '{')) return {prefix, ":", name, ""};
+  return {prefix, ":{", name, "}"};
+}
 
 std::string PrefixName(absl::string_view prefix, absl::string_view name) {
-  if (absl::StrContains(name, '{')) return Concat({prefix, ":", name});
-  return Concat({prefix, ":{", name, "}"});
+  const std::array<absl::string_view, 4> p = PrefixNamePieces(prefix, name);
+  return Concat({p[0], p[1], p[2], p[3]});
 }
 
 std::string UnlockChannel(absl::string_view lock_name) {
-  return PrefixName("redisson_lock__channel", lock_name);
+  return PrefixName(kUnlockChannelPrefix, lock_name);
 }
 
 std::string TokenKey(absl::string_view lock_name) {
-  return PrefixName("redisson_lock_token", lock_name);
+  return PrefixName(kTokenKeyPrefix, lock_name);
 }
 
 std::string QuoteName(absl::string_view lock_name) {

@@ -3,12 +3,15 @@
 #ifndef RELOCK_LIB_LOCK_OWNER_H_
 #define RELOCK_LIB_LOCK_OWNER_H_
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/string_view.h"
+#include "lib/common/concat.h"
 
 namespace relock {
 namespace lock {
@@ -86,18 +89,24 @@ class OwnerField {
   OwnerField(absl::string_view client_id, uint64_t number);
   // A field kept as text (the hold registry's Hold::owner, which the
   // constructor above made).
-  static OwnerField FromWire(std::string field) {
-    return OwnerField(std::move(field));
+  static OwnerField FromWire(absl::string_view field) {
+    OwnerField owner;
+    AppendConcat({field}, &owner.field_);
+    return owner;
   }
   // No owner: what a query passes that counts nobody's holds.
-  static OwnerField None() { return OwnerField(std::string()); }
+  static OwnerField None() { return OwnerField(); }
 
   // The field's text, as the scripts take it.
-  const std::string& wire() const { return field_; }
+  absl::string_view wire() const {
+    return absl::string_view(field_.data(), field_.size());
+  }
 
  private:
-  explicit OwnerField(std::string field) : field_(std::move(field)) {}
-  std::string field_;
+  OwnerField() = default;
+  // Inline: a client id (a UUID, 36 bytes), a number and ":write" fit, so
+  // making the field of a lock call allocates nothing.
+  absl::InlinedVector<char, 64> field_;
 };
 
 // The name of a companion key or channel of `name` (Redisson's
@@ -106,13 +115,20 @@ class OwnerField {
 // Either way it shares the name's Redis Cluster slot, and Redisson clients
 // use the same names.
 std::string PrefixName(absl::string_view prefix, absl::string_view name);
+// PrefixName()'s pieces, to be concatenated by a caller that writes the name
+// in place (StepTexts::AddPrefixName()).
+std::array<absl::string_view, 4> PrefixNamePieces(absl::string_view prefix,
+                                                  absl::string_view name);
 
-// PrefixName("redisson_lock__channel", name): where releases announce a free
+// PrefixName(kUnlockChannelPrefix, name): where releases announce a free
 // lock.
+inline constexpr absl::string_view kUnlockChannelPrefix =
+    "redisson_lock__channel";
 std::string UnlockChannel(absl::string_view lock_name);
 
-// PrefixName("redisson_lock_token", name): a fenced lock's token counter
+// PrefixName(kTokenKeyPrefix, name): a fenced lock's token counter
 // (Redisson's RFencedLock).
+inline constexpr absl::string_view kTokenKeyPrefix = "redisson_lock_token";
 std::string TokenKey(absl::string_view lock_name);
 
 // The unlock message published on that channel.

@@ -44,12 +44,12 @@ constexpr absl::string_view kPermitNoun = "permit-expirable semaphore";
 constexpr int64_t kNoLeaseScore = 922337203685477;
 
 // The three keys of the permit scripts.
-std::vector<std::string> PermitKeys(absl::string_view name) {
+StepTexts PermitKeys(absl::string_view name) {
   return {std::string(name), PermitTimeoutKey(name), SemaphoreChannel(name)};
 }
 
 // lua/permit_release.lua's step for permit `id`.
-Step PermitReleaseStep(absl::string_view name, const std::string& id,
+Step PermitReleaseStep(absl::string_view name, absl::string_view id,
                        absl::string_view publish, absl::string_view refused) {
   return Step{internal::kPermitReleaseScript,
               PermitKeys(name),

@@ -64,7 +64,7 @@ absl::StatusOr<int64_t> HoldCount(LockEnv& env, const std::string& name,
       Inspect(env, ModelOf(kind), name, OwnerField(env.id(), by.number));
   if (!what.ok()) return Annotate(what.status(), "query", name);
   // Redis's count, plus the re-entries counted locally.
-  const absl::optional<Hold> held = env.holds().Find(name, by.number);
+  const absl::optional<HoldFacts> held = env.holds().FindFacts(name, by.number);
   if (what->count > 0 && held.has_value() && !held->ended()) {
     return what->count + held->local;
   }

@@ -50,16 +50,21 @@ void CountRelease(Metrics& m, const absl::Status& s) {
 
 // A release on its way: what was sent, and what the answers are read with.
 struct ReleaseCall {
+  // Borrowed by the steps (LockModel): a ReleaseCall stays where it was made
+  // until its continuations are done.
   OwnerField owner = OwnerField::None();
   Lease lease = Lease::Keep();
   const LockModel* model = nullptr;
-  absl::optional<Hold> hold;
+  absl::optional<HoldFacts> hold;
   bool outermost = false;
   // As far as this client knows, the release frees the lock: its outermost
   // hold, or one it no longer tracks.
   bool last = true;
   Deadline deadline = Deadline::Never();
   Resend resend = Resend::kNever;
+  // An asynchronous release's copy of the lock's name, which the caller's
+  // need not outlive (a blocking release reads the caller's).
+  std::string kept_name;
 };
 
 // Starts a release (stops renewal of a final one): what to send.
@@ -216,14 +221,31 @@ absl::Status FinishRelease(LockEnv& env, const std::string& name,
 void SendRelease(LockEnv& env, std::shared_ptr<void> keep,
                  const std::string& name, const OwnerId& by, LockKind kind,
                  bool here, std::function<void(absl::Status)> done) {
-  auto call = std::make_shared<const ReleaseCall>(
-      BeginReleaseCall(env, name, by, kind));
+  // A blocking release's continuations run before this returns, so its call
+  // stays on this stack (and `call` owns nothing: no allocation); an
+  // asynchronous one's lives on the heap as long as they do, with a copy of
+  // the name.
+  ReleaseCall on_stack;
+  std::shared_ptr<const ReleaseCall> call;
+  if (here) {
+    on_stack = BeginReleaseCall(env, name, by, kind);
+    call =
+        std::shared_ptr<const ReleaseCall>(std::shared_ptr<void>(), &on_stack);
+  } else {
+    auto kept =
+        std::make_shared<ReleaseCall>(BeginReleaseCall(env, name, by, kind));
+    kept->kept_name = name;
+    call = std::move(kept);
+  }
+  // The name the continuations read: the caller's, or the kept copy.
+  const std::string* const lock_name = here ? &name : &call->kept_name;
   Send(env,
-       call->model->Release(LockName(name), call->owner, call->lease,
+       call->model->Release(LockName(*lock_name), call->owner, call->lease,
                             env.backend().publish_command(), call->last),
        call->deadline, call->resend, here,
-       [&env, keep = std::move(keep), name, by, call, here,
+       [&env, keep = std::move(keep), lock_name, by, call, here,
         done = std::move(done)](const std::vector<backend::Answer>& answers) {
+         const std::string& name = *lock_name;
          const ReleaseVerdict verdict =
              JudgeRelease(env, name, by, *call, answers);
          if (!verdict.release_all) return done(verdict.status);
@@ -231,9 +253,9 @@ void SendRelease(LockEnv& env, std::shared_ptr<void> keep,
               call->model->ReleaseAll(LockName(name), call->owner,
                                       env.backend().publish_command()),
               call->deadline, Resend::kNever, here,
-              [&env, keep, name, by, freed_all = verdict.freed_all,
+              [&env, keep, lock_name, by, call, freed_all = verdict.freed_all,
                done](const std::vector<backend::Answer>& all) {
-                done(FinishRelease(env, name, by, all, freed_all));
+                done(FinishRelease(env, *lock_name, by, all, freed_all));
               });
        });
 }
@@ -256,11 +278,15 @@ absl::Status ReleaseOnce(LockEnv& env, const std::string& name,
       CheckRelease(env, name, by, kind, env.CheckBlockingCall());
   if (!local.ok()) return local.status();
   if (*local) return absl::OkStatus();
-  // Set by the continuation, which runs before SendRelease() returns here.
-  absl::Status result = absl::InternalError("release: no answer was judged");
+  // Set by the continuation, which runs before SendRelease() returns here
+  // (an optional, so that the success path makes no error status).
+  absl::optional<absl::Status> result;
   SendRelease(env, /*keep=*/nullptr, name, by, kind, /*here=*/true,
               [&result](absl::Status s) { result = std::move(s); });
-  return result;
+  if (!result.has_value()) {
+    return absl::InternalError("release: no answer was judged");
+  }
+  return *std::move(result);
 }
 
 }  // namespace

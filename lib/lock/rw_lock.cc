@@ -70,7 +70,7 @@ class ReadWrite final : public LockModel {
 
  private:
   // The hash and its channel.
-  static std::vector<std::string> Keys(LockName name) {
+  static StepTexts Keys(LockName name) {
     return {std::string(name.key()), ReadWriteChannel(name.key())};
   }
   absl::string_view Message() const {

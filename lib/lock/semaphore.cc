@@ -29,7 +29,7 @@ using counter_internal::RunCounterStepHere;
 
 namespace {
 
-std::vector<std::string> SemaphoreWaitArgs(const AcquireOptions& options) {
+StepTexts SemaphoreWaitArgs(const AcquireOptions& options) {
   return {absl::StrCat(options.permits)};
 }
 

@@ -70,18 +70,21 @@ size_t HoldRegistry::live() const {
 }
 
 void HoldRegistry::OnAcquired(const std::string& name, uint64_t thread,
-                              const std::string& owner, bool watchdog,
+                              absl::string_view owner, bool watchdog,
                               absl::Duration lease,
                               SteadyClock::time_point sent_at, LockKind kind,
                               LossFn on_lost, ReplicaAck ack) {
-  const Key key(name, thread);
   MutexLock lock(&mu_);
-  Hold& h = holds_[key];
+  // Looked up without copying the name; only a new entry copies it.
+  auto it = holds_.find(KeyView(name, thread));
+  if (it == holds_.end()) it = holds_.try_emplace(Key(name, thread)).first;
+  const Key& key = it->first;
+  Hold& h = it->second;
   const bool reentry = h.count > 0 && !h.ended();
   if (!reentry) {
     Disarm(h);
     h = Hold();
-    h.owner = owner;
+    h.owner = std::string(owner);
     h.hold_id = next_hold_id_++;
     h.kind = kind;
     if (on_lost) {
@@ -132,12 +135,12 @@ bool HoldRegistry::TryLocalRelease(const std::string& name, uint64_t thread) {
   return true;
 }
 
-absl::optional<Hold> HoldRegistry::BeginRelease(const std::string& name,
-                                                uint64_t thread) {
+absl::optional<HoldFacts> HoldRegistry::BeginRelease(const std::string& name,
+                                                     uint64_t thread) {
   MutexLock lock(&mu_);
   auto it = holds_.find(KeyView(name, thread));
   if (it == holds_.end()) return absl::nullopt;
-  Hold before = it->second;
+  const HoldFacts before = it->second;
   if (it->second.count <= 1 && it->second.state == HoldState::kHeld) {
     it->second.state = HoldState::kReleasing;
   }
@@ -189,6 +192,14 @@ absl::optional<Hold> HoldRegistry::Forget(const std::string& name,
 
 absl::optional<Hold> HoldRegistry::Find(const std::string& name,
                                         uint64_t thread) const {
+  MutexLock lock(&mu_);
+  auto it = holds_.find(KeyView(name, thread));
+  if (it == holds_.end()) return absl::nullopt;
+  return it->second;
+}
+
+absl::optional<HoldFacts> HoldRegistry::FindFacts(const std::string& name,
+                                                  uint64_t thread) const {
   MutexLock lock(&mu_);
   auto it = holds_.find(KeyView(name, thread));
   if (it == holds_.end()) return absl::nullopt;

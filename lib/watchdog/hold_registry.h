@@ -83,25 +83,18 @@ struct ReplicaAck {
   absl::Duration timeout = absl::ZeroDuration();
 };
 
-struct Hold {
-  std::string owner;  // the owner field in Redis
+// A hold's count, lease kind, state and lock type: what the lock
+// algorithms read of a hold on every call (FindFacts(), BeginRelease()),
+// copied without the owner field and the callbacks a whole Hold carries.
+struct HoldFacts {
   int64_t count = 0;  // holds, as the client counts them
   // Of those, re-entries taken locally (TryLocalReentry), which Redis does
   // not count: Redis's count is count - local.
   int64_t local = 0;
   bool watchdog = true;  // lease is lock_watchdog_timeout, renewed
   HoldState state = HoldState::kHeld;
-  uint64_t hold_id = 0;  // changes whenever a hold starts from zero
   // The lock type, opaque here: which scripts release the hold.
   LockKind kind = LockKind::kReentrant;
-  // What its renewals need to count (the most any acquire of it asked).
-  ReplicaAck ack;
-  absl::Duration lease;
-  SteadyClock::time_point acked_at;
-  timer::TimerId timer = 0;  // explicit holds: lease end, then retention end
-  // Called when the hold is lost (null: none); handed out, at most once, in
-  // the LostHold that reports the loss.
-  std::shared_ptr<LossFns> on_lost;
 
   // Renewed by the watchdog: a watchdog hold not in its final release.
   bool renewing() const { return watchdog && state == HoldState::kHeld; }
@@ -112,6 +105,21 @@ struct Hold {
   bool expired() const { return state == HoldState::kExpired; }
   // Whether the hold ended without a release (lost or expired).
   bool ended() const { return lost() || expired(); }
+};
+
+// A hold: its facts, and what only the registry and the watchdog need.
+struct Hold : HoldFacts {
+  std::string owner;     // the owner field in Redis
+  uint64_t hold_id = 0;  // changes whenever a hold starts from zero
+  // What its renewals need to count (the most any acquire of it asked).
+  ReplicaAck ack;
+  absl::Duration lease;
+  SteadyClock::time_point acked_at;
+  timer::TimerId timer = 0;  // explicit holds: lease end, then retention end
+  // Called when the hold is lost (null: none); handed out, at most once, in
+  // the LostHold that reports the loss.
+  std::shared_ptr<LossFns> on_lost;
+
   SteadyClock::time_point lease_end() const {
     return acked_at + absl::ToChronoNanoseconds(lease);
   }
@@ -184,7 +192,7 @@ class HoldRegistry {
   // a re-entry. `ack`: what the hold's renewals need (a re-entry raises it to
   // the most either asked).
   void OnAcquired(const std::string& name, uint64_t thread,
-                  const std::string& owner, bool watchdog, absl::Duration lease,
+                  absl::string_view owner, bool watchdog, absl::Duration lease,
                   SteadyClock::time_point sent_at,
                   LockKind kind = LockKind::kReentrant,
                   LossFn on_lost = nullptr, ReplicaAck ack = ReplicaAck());
@@ -200,10 +208,11 @@ class HoldRegistry {
   // local re-entry left (and another hold beside it), counts it down and
   // returns true; else changes nothing and returns false.
   bool TryLocalRelease(const std::string& name, uint64_t thread);
-  // Before sending a release: returns the hold (if any) and, when this
-  // release is the final one by the local count, stops its renewal first, so
-  // no renewal is sent after the release.
-  absl::optional<Hold> BeginRelease(const std::string& name, uint64_t thread);
+  // Before sending a release: returns the hold's facts (if it exists) and,
+  // when this release is the final one by the local count, stops its renewal
+  // first, so no renewal is sent after the release.
+  absl::optional<HoldFacts> BeginRelease(const std::string& name,
+                                         uint64_t thread);
   // After the release script answered: `freed` = the lock is now free.
   void OnReleased(const std::string& name, uint64_t thread, bool freed);
   // A hold's lease was set anew by a command sent at `sent_at` (Redlock's
@@ -228,6 +237,9 @@ class HoldRegistry {
   // Removes the entry; returns it if there was one.
   absl::optional<Hold> Forget(const std::string& name, uint64_t thread);
   absl::optional<Hold> Find(const std::string& name, uint64_t thread) const;
+  // Find()'s facts alone (no owner field or callbacks copied).
+  absl::optional<HoldFacts> FindFacts(const std::string& name,
+                                      uint64_t thread) const;
   // Removes and returns every hold that has not ended (for Close()); ended
   // ones are dropped.
   std::vector<std::pair<Key, Hold>> TakeAll();

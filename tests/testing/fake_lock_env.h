@@ -41,7 +41,7 @@ class FakeLockEnv final : public lock::LockEnv {
   lock::LockPolicy& mutable_policy() { return policy_; }
   // The owner field of thread owner `number` (OwnerId{number, true}).
   std::string Owner(uint64_t number) const {
-    return lock::OwnerField(kClientId, number).wire();
+    return std::string(lock::OwnerField(kClientId, number).wire());
   }
   void set_closed(bool closed) { closed_ = closed; }
   int watchdog_activations() const { return activations_; }
