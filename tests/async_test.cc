@@ -484,10 +484,16 @@ TEST_F(AsyncTest, ACallbackThatThrowsIsLoggedAndTheLoopGoesOn) {
     throw std::runtime_error("thrown by the acquire callback");
   });
   EXPECT_TRUE(log.SawError("thrown by the acquire callback"));
-  lock.ReleaseAsync(task).Then([](absl::Status s) {
+  // Then() on a call still pending (the lock is `task`'s) runs on the loop
+  // thread when the call completes there. (A call that completed before
+  // Then() was attached would run it on this thread: see below.)
+  const Owner waiter = Owner::New();
+  lock.AcquireAsync(waiter).Then([](absl::Status s) {
     if (s.ok()) throw std::runtime_error("thrown by Then()");
   });
+  ASSERT_OK(Await(lock.ReleaseAsync(task)));
   EXPECT_TRUE(log.SawError("thrown by Then()"));
+  ASSERT_OK(Await(lock.ReleaseAsync(waiter)));
   // The loop goes on: the next calls complete.
   ASSERT_OK(Await(lock.AcquireAsync(task)));
   ASSERT_OK(Await(lock.ReleaseAsync(task)));
