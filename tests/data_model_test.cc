@@ -11,8 +11,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "lib/lock/lock_scripts.h"
@@ -268,6 +272,63 @@ TEST_F(DataModelTest, BracedNamesShareRedissonsChannelBothWays) {
   waiter.join();
   ASSERT_OK(waited);
   EXPECT_LT(since_unlock.Elapsed(), absl::Seconds(5));
+}
+
+// The watchdog's renewal batch is collected, then sent: one collected just
+// before an explicit extension to a longer lease (Redlock's Extend(), a
+// permit's UpdateLeaseTime()) may reach Redis after it. It must not cut that
+// lease short, since the watchdog no longer renews the hold: a renewal only
+// raises a lease; an extension ("set") sets it, shorter or not.
+TEST_F(DataModelTest, ARenewalNeverShortensALeaseAnExtensionSets) {
+  const std::vector<redis::ScriptSource> scripts = internal::LockScripts();
+  const std::string renew(scripts[internal::kRenewScript].source);
+  const std::string name = TestLockName();
+  const std::string owner = "c0ffee00-0000-4000-8000-000000000001:1";
+  Must({"HSET", name, owner, "1"});
+  Must({"PEXPIRE", name, "600000"});  // extended to 10 minutes
+  // The late renewal of a 30 s watchdog lease: the hold counts as renewed,
+  // and keeps its 10 minutes.
+  RedisValue renewed = Must({"EVAL", renew, "1", name, "30000", owner});
+  ASSERT_EQ(renewed.elements.size(), 1u);
+  EXPECT_EQ(renewed.elements[0].integer, 1);
+  EXPECT_GT(Must({"PTTL", name}).integer, 300000);
+  // An extension sets the lease it is given.
+  Must({"EVAL", renew, "1", name, "30000", owner, "set"});
+  EXPECT_LE(Must({"PTTL", name}).integer, 30000);
+  // A renewal raises a shorter lease, and gives one to a key without a TTL.
+  Must({"PEXPIRE", name, "1000"});
+  Must({"EVAL", renew, "1", name, "30000", owner});
+  EXPECT_GT(Must({"PTTL", name}).integer, 1000);
+  Must({"PERSIST", name});
+  Must({"EVAL", renew, "1", name, "30000", owner});
+  EXPECT_GT(Must({"PTTL", name}).integer, 0);
+  // Another owner's renewal finds the hold lost and changes nothing.
+  renewed = Must({"EVAL", renew, "1", name, "30000", "x:2"});
+  ASSERT_EQ(renewed.elements.size(), 1u);
+  EXPECT_EQ(renewed.elements[0].integer, 0);
+
+  // A permit's: the "{N}:timeout" sorted set scores each permit (16 bytes,
+  // passed as hex) by its lease end in epoch ms.
+  const std::string permit_renew(scripts[internal::kPermitRenewScript].source);
+  const std::string timeouts = "{" + name + "}:timeout";
+  const std::string hex = "00112233445566778899aabbccddeeff";
+  const int64_t now_ms = absl::ToUnixMillis(absl::Now());
+  const int64_t updated_end = now_ms + 600000;  // UpdateLeaseTime(10 min)
+  Must({"ZADD", timeouts, absl::StrCat(updated_end),
+        absl::HexStringToBytes(hex)});
+  renewed = Must({"EVAL", permit_renew, "1", timeouts, "30000", hex});
+  ASSERT_EQ(renewed.elements.size(), 1u);
+  EXPECT_EQ(renewed.elements[0].integer, 1);
+  EXPECT_EQ(Must({"ZSCORE", timeouts, absl::HexStringToBytes(hex)}).str,
+            absl::StrCat(updated_end));
+  // A shorter lease is renewed as before.
+  Must({"ZADD", timeouts, absl::StrCat(now_ms + 1000),
+        absl::HexStringToBytes(hex)});
+  Must({"EVAL", permit_renew, "1", timeouts, "30000", hex});
+  int64_t score = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(
+      Must({"ZSCORE", timeouts, absl::HexStringToBytes(hex)}).str, &score));
+  EXPECT_GE(score, now_ms + 30000);
 }
 
 }  // namespace

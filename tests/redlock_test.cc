@@ -384,6 +384,21 @@ TEST_F(RedlockTest, ExtendRenewsAnExplicitLease) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+// Extend() sets the lease it is given, shorter or not (the watchdog's
+// renewals only ever raise one; see lua/renew.lua).
+TEST_F(RedlockTest, ExtendSetsAShorterLeaseToo) {
+  RedlockLock lock = client_->GetLock(TestLockName());
+  ASSERT_OK(lock.Acquire(absl::Minutes(10)));
+  ASSERT_OK(lock.Extend(absl::Seconds(20)));
+  for (auto& s : Servers()) {
+    absl::StatusOr<testing::RedisValue> ttl = s->Command({"PTTL", lock.name()});
+    ASSERT_OK(ttl);
+    EXPECT_GT(ttl->integer, 0);
+    EXPECT_LE(ttl->integer, 20000);
+  }
+  ASSERT_OK(lock.Release());
+}
+
 TEST_F(RedlockTest, TheWatchdogExtendsALockWithoutALease) {
   absl::StatusOr<std::unique_ptr<RedlockClient>> client =
       ConnectRedlock(Urls(), &events_, absl::Milliseconds(1500));

@@ -169,7 +169,9 @@ absl::Status Extend(LockEnv& env, const std::string& name, const OwnerId& by,
   const SteadyClock::time_point start = env.clock().Now();
   const std::string lease_ms = Lease::Of(lease).wire();
   const absl::string_view keys[] = {name};
-  const absl::string_view args[] = {lease_ms, hold->owner};
+  // "set": the lease is set, shorter or not (a watchdog renewal only
+  // raises it; see lua/renew.lua).
+  const absl::string_view args[] = {lease_ms, hold->owner, "set"};
   // The hold's replica acknowledgement (its acquire's ReplicaSync): an
   // extension that too few replicas acknowledged does not count, and the
   // hold's safe end stays where it was.

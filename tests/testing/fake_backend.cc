@@ -125,13 +125,24 @@ redis::Reply FakeNode::Run(
       return IntReply(1);
     }
     case ::relock::internal::kRenewScript: {
-      // KEYS[i]: name i; ARGV[1]: lease ms; ARGV[i+1]: owner of name i.
+      // KEYS[i]: name i; ARGV[1]: lease ms; ARGV[i+1]: owner of name i;
+      // then "set" to set the leases, else a lease is only raised.
+      const bool set =
+          args.size() > keys.size() + 1 && args[keys.size() + 1] == "set";
       std::vector<std::string> out;
       for (size_t i = 0; i < keys.size(); ++i) {
         const Lock* found = Find(keys[i], now);
         const bool held =
             found != nullptr && found->counts.count(args[i + 1]) > 0;
-        if (held) locks_[keys[i]].expires_at = LeaseEnd(now, ToInt(args[0]));
+        if (held) {
+          Lock& lock = locks_[keys[i]];
+          const auto end = LeaseEnd(now, ToInt(args[0]));
+          // (A lock without a TTL gets the lease, as PTTL -1 in Redis.)
+          if (set || lock.expires_at == SteadyTime::max() ||
+              lock.expires_at < end) {
+            lock.expires_at = end;
+          }
+        }
         out.emplace_back(held ? "1" : "0");
       }
       return ArrayReply(out);
