@@ -1,9 +1,9 @@
 // Acquire() and AcquireAsync() (lib/lock/algorithm.h): what a call takes
 // (its plan), a re-entry counted locally, the attempts (Attempts, in
 // attempts.h: each step defined once, for both modes) and notified waits (a
-// blocking call's attempts on the calling thread, then the AcquireMachine on
-// the event loop thread, with the direct hand-off), the registration of the
-// hold taken, and leaving a queue after a failed wait.
+// blocking call's attempts on the calling thread, then the AcquireMachine of
+// acquire_machine.h on the event loop thread, with the direct hand-off), the
+// registration of the hold taken, and leaving a queue after a failed wait.
 
 #include <algorithm>
 #include <cstdint>
@@ -13,7 +13,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -24,21 +23,20 @@
 #include "lib/backend/backend.h"
 #include "lib/backend/gather.h"
 #include "lib/common/deadline.h"
-#include "lib/common/random.h"
 #include "lib/common/unshared.h"
+#include "lib/lock/acquire_machine.h"
 #include "lib/lock/algorithm.h"
 #include "lib/lock/attempt.h"
 #include "lib/lock/attempts.h"
 #include "lib/lock/lock_env.h"
 #include "lib/lock/lock_model.h"
 #include "lib/lock/owner.h"
-#include "lib/pubsub/subscriber.h"
-#include "relock/backoff.h"
 #include "relock/limits.h"
 
 namespace relock {
 namespace lock {
 
+using algorithm_internal::AcquireMachine;
 using algorithm_internal::AcquirePlan;
 using algorithm_internal::Annotate;
 using algorithm_internal::Attempt;
@@ -46,6 +44,7 @@ using algorithm_internal::Attempts;
 using algorithm_internal::CallOf;
 using algorithm_internal::CheckAsyncOwner;
 using algorithm_internal::CheckModel;
+using algorithm_internal::Grant;
 using algorithm_internal::HeldByOther;
 using algorithm_internal::Inspection;
 using algorithm_internal::kMinAttemptTime;
@@ -57,13 +56,6 @@ using algorithm_internal::Whom;
 namespace {
 
 using backend::Resend;
-
-// What a successful acquire hands on: when the winning attempt was sent, and
-// its fencing token (-1 unless fenced).
-struct Grant {
-  SteadyClock::time_point sent_at;
-  int64_t token = -1;
-};
 
 // Counts an acquire that ended with `s` (see relock/metrics.h): `fresh`, a
 // hold from zero (else a re-entry); `waited`, it found the lock held and
@@ -91,21 +83,6 @@ void CountLocalReentry(LockEnv& env) {
   m.acquisitions.Add();
   m.reentries.Add();
   m.local_reentries.Add();
-}
-
-// A spin wait's backoff when the client sets none (ClientOptions::
-// spin_backoff): Redisson's RSpinLock default, 1 ms doubling to 128 ms, with
-// a fifth of jitter so that spinning waiters do not re-check in step.
-const std::shared_ptr<const BackoffStrategy>& DefaultSpinBackoff() {
-  static const std::shared_ptr<const BackoffStrategy>* const kBackoff = [] {
-    ExponentialBackoffOptions o;
-    o.initial = absl::Milliseconds(1);
-    o.factor = 2;
-    o.maximum = absl::Milliseconds(128);
-    o.jitter = 0.2;
-    return new std::shared_ptr<const BackoffStrategy>(*ExponentialBackoff(o));
-  }();
-  return *kBackoff;
 }
 
 // The plan of an acquire by `by` (see AcquirePlan). InvalidArgument for a
@@ -203,288 +180,11 @@ bool TryLocalReentry(LockEnv& env, const std::string& name, const OwnerId& by,
                                      env.policy().Drift(env.watchdog_lease()));
 }
 
-// Acquire()'s attempts and notified waits, driven by callbacks. The
-// asynchronous acquire runs all of it here; a blocking Acquire() hands its
-// wait over once its first attempt (made on the calling thread) found the
-// lock held. Then an unlock message is followed at once by the next
-// attempt, sent by the event loop thread that read the message, and the
-// blocked thread is woken once, with the lock already taken or with the
-// outcome (the direct hand-off).
-//
-// Every step runs on the client's event loop thread (the first is posted
-// there), so the machine needs no lock: the backend's answers, the pub/sub
-// listener and the timer all call back on that thread. It is kept alive by
-// its pending callbacks (the listener holds it weakly); should they be
-// dropped unrun (the loop destroyed), its destructor reports Cancelled, so
-// no caller waits forever. It does not register the hold: `done` does.
-class AcquireMachine : public std::enable_shared_from_this<AcquireMachine> {
- public:
-  // The outcome, unannotated; on success, when the winning acquire was sent
-  // and its fencing token; whether the machine waited (found the lock held
-  // before its deadline); the owner field it acquired for (valid during the
-  // call).
-  using Done = std::function<void(absl::Status, const Grant&, bool waited,
-                                  const OwnerField& owner)>;
-
-  // `keep` (may be null): held until the machine is gone (see keep_).
-  // `failures`: attempts that already failed for lack of answers (made on a
-  // blocking caller's thread).
-  AcquireMachine(LockEnv& env, std::shared_ptr<void> keep, std::string name,
-                 const OwnerId& by, const AcquirePlan& plan, Deadline deadline,
-                 Done done, int failures = 0)
-      : keep_(std::move(keep)),
-        env_(env),
-        name_(std::move(name)),
-        owner_(env.id(), by.number),
-        plan_(plan),
-        deadline_(deadline),
-        attempts_(env, LockName(name_), owner_, plan_, deadline, failures),
-        done_(std::move(done)),
-        timer_(env.backend().NewTimer()) {}
-
-  ~AcquireMachine() {
-    if (done_) {
-      done_(absl::CancelledError("the client was closed while waiting"),
-            Grant(), waited_, owner_);
-    }
-  }
-
-  // From the first attempt.
-  void Start() {
-    timer_->At(After(absl::ZeroDuration()),
-               [self = shared_from_this()] { self->TryNow(); });
-  }
-
-  // From attempt `held`, made elsewhere, that found the lock held.
-  void WaitAfter(Attempt held) {
-    timer_->At(After(absl::ZeroDuration()),
-               [self = shared_from_this(), held = std::move(held)]() mutable {
-                 self->OnAttempt(std::move(held));
-               });
-  }
-
- private:
-  enum class Phase { kAttempting, kBackingOff, kConfirming, kWaiting, kDone };
-
-  // One attempt on the loop: OnAttempt() gets its outcome.
-  void TryNow() {
-    if (phase_ == Phase::kDone) return;
-    phase_ = Phase::kAttempting;
-    const Step step = attempts_.Request();
-    const backend::Call views = step.Views();
-    const SteadyClock::time_point start = env_.clock().Now();
-    env_.backend().RunAsync(attempts_.Call(views),
-                            [self = shared_from_this(), start](
-                                const std::vector<backend::Answer>& answers) {
-                              if (self->phase_ == Phase::kDone) return;
-                              self->OnAttempt(self->attempts_.Judge(
-                                  answers, start, /*async=*/true));
-                            });
-  }
-
-  void OnAttempt(Attempt a) {
-    if (phase_ == Phase::kDone) return;
-    const size_t n = env_.backend().nodes();
-    // A wake-up this attempt consumed goes on if the attempt failed (only
-    // that one: the re-checks of an outage ridden out consumed none).
-    if (a.kind == Attempt::kFailed && woken_ && sub_ != nullptr) {
-      sub_->PassOn();
-    }
-    woken_ = false;
-    const Attempts::Next next = attempts_.Decide(a);
-    switch (next.what) {
-      case Attempts::Next::kFinish:
-        return Finish(next.status, Grant{a.start, a.token});
-      case Attempts::Next::kRetry:
-        phase_ = Phase::kBackingOff;
-        timer_->At(After(next.delay),
-                   [self = shared_from_this()] { self->TryNow(); });
-        return;
-      case Attempts::Next::kWait:
-        break;
-    }
-    waited_ = true;
-    const bool split = a.took_some;
-    last_ = std::move(a);
-    if (plan_.options.spin || !env_.policy().notified) return Spin();
-    if (sub_ == nullptr) Subscribe();
-    if (split) {
-      // A split vote (Redlock): we took some masters, others took the rest.
-      // Retrying as soon as the undos' unlock messages arrive would collide
-      // again, every contender at once (a livelock); as Redlock prescribes,
-      // back off for a random time first, longer after each split.
-      phase_ = Phase::kBackingOff;
-      const int64_t max_ms = int64_t{1} << std::min(++splits_, 7);
-      timer_->At(
-          Earliest(deadline_, After(absl::Milliseconds(absl::Uniform<int64_t>(
-                                  ThreadBitGen(), 1, max_ms + 1)))),
-          [self = shared_from_this()] { self->Confirm(); });
-      return;
-    }
-    if (!confirmed_) return Confirm();  // then re-check
-    // Sleep until an unlock message, the holder's lease end, or the deadline.
-    absl::Duration sleep = absl::Milliseconds(last_.min_pttl_ms + 1);
-    if (last_.min_pttl_ms < 0) {
-      // No lease: a lock set by hand, or not a lock at all (bounded either
-      // way: FailedPrecondition, or a re-check every unleased_recheck());
-      // or (a queue) nothing else to wait for.
-      sleep = plan_.model->unleased_recheck();
-      if (n == 1) CheckIsALock();
-    }
-    sleep = std::min(sleep, plan_.model->max_sleep());
-    phase_ = Phase::kWaiting;
-    timer_->At(Earliest(deadline_, After(sleep)), [self = shared_from_this()] {
-      if (self->phase_ == Phase::kWaiting) self->Confirm();
-    });
-    Look();  // a message may be waiting already
-  }
-
-  // A wait that no message wakes (a spin lock; a client without pub/sub):
-  // the next attempt after the spin backoff's next delay, within the
-  // deadline (the attempt at the deadline ends it); a backoff that gives up
-  // ends it at once.
-  void Spin() {
-    const BackoffStrategy& backoff = env_.policy().spin_backoff != nullptr
-                                         ? *env_.policy().spin_backoff
-                                         : *DefaultSpinBackoff();
-    const absl::optional<absl::Duration> delay = backoff.NextDelay(spins_);
-    if (spins_ < kUnlimitedRetries) ++spins_;  // saturates
-    if (!delay.has_value()) {
-      return Finish(HeldByOther(*plan_.model, last_, env_.backend().nodes()));
-    }
-    phase_ = Phase::kBackingOff;
-    timer_->At(Earliest(deadline_, After(*delay)),
-               [self = shared_from_this()] { self->TryNow(); });
-  }
-
-  void Subscribe() {
-    std::weak_ptr<AcquireMachine> weak = weak_from_this();
-    sub_ = env_.backend().Subscribe(
-        plan_.model->WaitChannel(LockName(name_), owner_),
-        plan_.model->wake_policy(),
-        /*waiter=*/"", [weak] {
-          if (std::shared_ptr<AcquireMachine> self = weak.lock()) self->Look();
-        });
-  }
-
-  // The inspect script: a key that holds anything but a lock ends the wait.
-  void CheckIsALock() {
-    const Step step = plan_.model->Inspect(LockName(name_), owner_);
-    const backend::Call views = step.Views();
-    env_.backend().RunAsync(CallOf(views, deadline_, Resend::kIfDropped),
-                            [self = shared_from_this()](
-                                const std::vector<backend::Answer>& answers) {
-                              if (!answers[0].reply.ok())
-                                return;  // the next re-check tells
-                              // Only a key of another kind ends the wait;
-                              // anything else (an error reply of a server
-                              // that is busy or loading) is passing, and
-                              // the next re-check tells.
-                              absl::StatusOr<Inspection> what =
-                                  ParseInspection(*answers[0].reply);
-                              if (absl::IsFailedPrecondition(what.status())) {
-                                self->Finish(what.status());
-                              }
-                            });
-  }
-
-  // Only after the servers confirmed the subscription is a re-check free of
-  // lost wake-ups. Confirmed once, it stays confirmed until the pub/sub
-  // connection is replaced; then the re-check waits for the SUBSCRIBE on
-  // the new one (messages sent in between are lost).
-  void Confirm() {
-    if (phase_ == Phase::kDone) return;
-    phase_ = Phase::kConfirming;
-    confirm_by_ = Earliest(deadline_, After(env_.confirm_timeout() +
-                                            env_.backend().failover_wait()));
-    if (Confirmed()) return;
-    timer_->At(confirm_by_, [self = shared_from_this()] { self->Look(); });
-  }
-
-  // In kConfirming: re-checks (true) once confirmed, or ends the machine on
-  // a refusal or at `confirm_by_`.
-  bool Confirmed() {
-    absl::Status confirmed = sub_->AwaitConfirmed(Now());
-    confirmed_ = confirmed.ok();
-    if (confirmed.ok()) {
-      TryNow();
-    } else if (confirmed.code() != absl::StatusCode::kDeadlineExceeded) {
-      Finish(confirmed);  // Cancelled, PermissionDenied
-    } else if (!confirm_by_.Expired()) {
-      return false;  // not yet
-    } else if (deadline_.Expired()) {
-      Finish(HeldByOther(*plan_.model, last_, env_.backend().nodes()));
-    } else {
-      Finish(absl::UnavailableError(confirmed.message()));
-    }
-    return true;
-  }
-
-  // The listener and the timers: has what we wait for happened?
-  void Look() {
-    if (phase_ == Phase::kConfirming) {
-      Confirmed();
-      return;
-    }
-    if (phase_ != Phase::kWaiting) return;
-    switch (sub_->Wait(Now())) {
-      case pubsub::WakeReason::kNotified:
-        woken_ = true;
-        return Confirm();
-      case pubsub::WakeReason::kResubscribed:
-        confirmed_ = false;
-        return Confirm();
-      case pubsub::WakeReason::kClosed:
-        return Finish(
-            absl::CancelledError("the client was closed while waiting"));
-      case pubsub::WakeReason::kTimeout:
-        return;
-    }
-  }
-
-  // Deadlines on the env's clock.
-  Deadline After(absl::Duration d) const {
-    return Deadline::After(d, &env_.clock());
-  }
-  Deadline Now() const { return After(absl::ZeroDuration()); }
-
-  void Finish(const absl::Status& s, const Grant& grant = Grant()) {
-    if (phase_ == Phase::kDone) return;
-    phase_ = Phase::kDone;
-    timer_->Cancel();
-    sub_ = nullptr;
-    Done done = std::move(done_);
-    done_ = nullptr;
-    done(s, grant, waited_, owner_);
-  }
-
-  // The client, for an asynchronous acquire: declared first, so destroyed
-  // last, after timer_, whose destruction still reaches the client's loop
-  // (`done`, which holds the client too, may drop its reference first).
-  const std::shared_ptr<void> keep_;
-  LockEnv& env_;
-  const std::string name_;
-  const OwnerField owner_;
-  const AcquirePlan plan_;
-  const Deadline deadline_;
-  Attempts attempts_;  // refers to name_, owner_ and plan_
-  Done done_;
-  const std::unique_ptr<backend::Timer> timer_;
-  std::unique_ptr<backend::Waiter> sub_;
-  bool confirmed_ = false;  // the subscription, as of the last look
-  bool woken_ = false;      // the next attempt follows a consumed wake-up
-  Phase phase_ = Phase::kAttempting;
-  Attempt last_;  // the latest attempt that found the lock held
-  Deadline confirm_by_ = Deadline::Never();
-  int splits_ = 0;  // split votes so far
-  int spins_ = 0;   // re-checks by backoff so far (see Spin())
-  bool waited_ = false;
-};
-
-// Waits for the lock that attempt `held` found held: the machine above
-// waits (notified) and makes the next attempts on the loop thread; this
-// thread blocks until it is done. On success, `*grant` is the winning
-// acquire's. `failures`: attempts that failed for lack of answers so far.
+// Waits for the lock that attempt `held` found held: the AcquireMachine
+// (acquire_machine.h) waits (notified) and makes the next attempts on the loop
+// thread; this thread blocks until it is done. On success, `*grant` is the
+// winning acquire's. `failures`: attempts that failed for lack of answers so
+// far.
 absl::Status WaitForLock(LockEnv& env, const std::string& name,
                          const OwnerId& by, const AcquirePlan& plan,
                          Deadline deadline, int failures, Attempt held,

@@ -3,7 +3,8 @@
 // for the contract.
 //
 // Implemented, a file a job, in lib/lock/: acquire.cc (with attempts.cc:
-// an acquire's plan and the steps of its attempts), release.cc (and
+// an acquire's plan and the steps of its attempts; acquire_machine.cc: its
+// attempts and waits on the event loop), release.cc (and
 // ForceRelease), holds.cc (Extend, loss callbacks, SafeUntil, renewal and
 // close batches), queries.cc; attempt.cc (attempt.h: what they share: an
 // attempt's judgement, the undo, Send()) holds ValidateName and

@@ -54,7 +54,7 @@ struct LockPolicy {
   // release whose publish Redis refused is no error.
   bool notified = true;
   // How a wait that no message wakes re-checks (ClientOptions::
-  // spin_backoff); null: DefaultSpinBackoff() of lib/lock/acquire.cc.
+  // spin_backoff); null: DefaultSpinBackoff() of lib/lock/acquire_machine.cc.
   std::shared_ptr<const BackoffStrategy> spin_backoff;
   // The client's replica acknowledgement (ClientOptions::replica_sync), for
   // the synchronizers' acquires (a lock's comes with its AcquireOptions).
