@@ -133,10 +133,17 @@ absl::StatusOr<std::string> MakeTempDir(const std::string& socket_name) {
       absl::StrAppend(&errors, " ", base, ": ", strerror(errno), ";");
       continue;
     }
+    // The lock file appears under its name already locked (made and locked
+    // under another name, then renamed): another process's sweep that found
+    // it made but not yet locked would take its owner for ended and remove
+    // the dir under it (seen once: a test's dir vanished as it started,
+    // while other test binaries started beside it).
     const std::string file = absl::StrCat(name, "/", kOwnerFile);
+    const std::string making = absl::StrCat(file, ".new");
     const int fd =
-        open(file.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-    if (fd < 0 || flock(fd, LOCK_EX) != 0) {
+        open(making.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0 || flock(fd, LOCK_EX) != 0 ||
+        rename(making.c_str(), file.c_str()) != 0) {
       const int error = errno;
       absl::StrAppend(&errors, " ", file, ": ", strerror(error), ";");
       if (fd >= 0) close(fd);
