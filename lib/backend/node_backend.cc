@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <mutex>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -10,6 +11,7 @@
 #include "absl/types/optional.h"
 #include "lib/backend/async_answers.h"
 #include "lib/backend/gather.h"
+#include "lib/common/event_count.h"
 #include "lib/common/mutex.h"
 #include "lib/redis/errors.h"
 #include "lib/redis/resp.h"
@@ -30,6 +32,34 @@ struct NodeBackend::Pending {
   bool resent = false;
   std::shared_ptr<std::atomic<bool>> abandon;
   Done done;
+};
+
+// A blocking call that goes through the loop (its connection was busy): the
+// call, its first request and the caller's wait in one allocation, which the
+// caller and the connection share (the request is an aliasing pointer into
+// it), so that handing the call to the loop and back allocates nothing else.
+// A resend (after a drop, or as EVAL after NOSCRIPT) goes through Send()
+// like any other call's.
+struct NodeBackend::LoopCall : std::enable_shared_from_this<LoopCall> {
+  LoopCall(NodeBackend* node, Pending p) : node(node), pending(std::move(p)) {}
+  // Hands the answer to the waiting caller (any thread, once).
+  void Deliver(Answer answer) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      got.emplace(std::move(answer));
+    }
+    // After unlocking: a waiter woken under the lock would at once block on
+    // it again. The connection's reference keeps the call alive.
+    events.Notify();
+  }
+
+  NodeBackend* const node;
+  Pending pending;
+  io::Request request;  // the first send
+  std::atomic<bool> abandon{false};
+  std::mutex mu;
+  EventCount events;
+  absl::optional<Answer> got;  // guarded by mu
 };
 
 namespace {
@@ -428,17 +458,61 @@ std::vector<Answer> NodeBackend::CallBlocking(Pending p, Deadline deadline,
     if (limit.Expired()) break;
   }
   // The connection is busy: through the loop, pipelined with the others.
-  auto pending = std::make_shared<Pending>(std::move(p));
-  pending->abandon = std::make_shared<std::atomic<bool>>(false);
-  std::vector<Answer> answers = AwaitAnswers(
-      1, deadline, limit.Remaining(), enough,
-      [&](size_t, Done done) {
-        pending->done = std::move(done);
-        Send(pending);
-      },
-      [this](size_t) { return name_; });
-  pending->abandon->store(true, std::memory_order_relaxed);
+  auto call = std::make_shared<LoopCall>(this, std::move(p));
+  LoopCall* const c = call.get();
+  // Non-owning: the flag lives in the call, which owns the pending call and
+  // its request.
+  c->pending.abandon =
+      std::shared_ptr<std::atomic<bool>>(std::shared_ptr<void>(), &c->abandon);
+  c->pending.done = [c](Answer answer) { c->Deliver(std::move(answer)); };
+  ++c->pending.sends;
+  if (c->pending.wait.empty()) {
+    // Moved back before the result is settled (NOSCRIPT rewrites it, a
+    // resend sends it again).
+    c->request.wire = std::move(c->pending.wire);
+  } else {
+    c->request.wire = c->pending.wire + c->pending.wait;
+    c->request.commands = 2;
+  }
+  c->request.abandoned = c->pending.abandon;
+  c->request.done = [c](io::Result r) {
+    c->node->OnLoopResult(c, std::move(r));
+  };
+  Pick().Submit(std::shared_ptr<io::Request>(call, &c->request));
+
+  const absl::Duration backstop_left = limit.Remaining();
+  const Deadline until = Earliest(deadline, limit);
+  std::vector<Answer> answers;
+  for (;;) {
+    const uint32_t key = c->events.Prepare();
+    {
+      std::lock_guard<std::mutex> lock(c->mu);
+      if (c->got.has_value()) {
+        answers.push_back(*std::move(c->got));
+        break;
+      }
+    }
+    if (!c->events.Wait(key, until)) break;
+  }
+  c->abandon.store(true, std::memory_order_relaxed);
+  if (answers.empty()) {
+    // Settled later, if ever: dropped.
+    answers.push_back(Answer{
+        MissingAnswer(name_, false, deadline, until, backstop_left), false});
+  } else if (enough) {
+    enough(0, answers[0]);
+  }
   return answers;
+}
+
+void NodeBackend::OnLoopResult(LoopCall* call, io::Result result) {
+  Pending& p = call->pending;
+  if (p.wait.empty()) p.wire = std::move(call->request.wire);
+  absl::optional<Answer> answer = Settle(p, std::move(result));
+  if (!answer.has_value()) {
+    return Send(std::shared_ptr<Pending>(call->shared_from_this(), &p));
+  }
+  call->Deliver(*std::move(answer));
 }
 
 std::vector<Answer> NodeBackend::Run(const ScriptCall& call) {

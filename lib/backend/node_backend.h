@@ -161,6 +161,7 @@ class NodeBackend : public Backend {
 
  private:
   struct Pending;
+  struct LoopCall;
   NodeBackend(io::EventLoop* loop, NodeOptions options,
               std::vector<redis::ScriptSource> scripts);
   io::Connection& Pick();
@@ -191,6 +192,9 @@ class NodeBackend : public Backend {
   // moved to the heap only when the call goes through the loop.
   std::vector<Answer> CallBlocking(Pending pending, Deadline deadline,
                                    const Enough& enough);
+  // A loop-path blocking call's result: its answer to the caller, or a
+  // resend.
+  void OnLoopResult(LoopCall* call, io::Result result);
 
   io::EventLoop* const loop_;
   const NodeOptions options_;

@@ -176,9 +176,8 @@ void Connection::Pump() {
     // Requests abandoned before they were sent need no socket: a parked
     // connection stays parked for them.
     const bool live =
-        std::any_of(batch.begin(), batch.end(), [](const auto& r) {
-          return !r->abandoned->load(std::memory_order_relaxed);
-        });
+        std::any_of(batch.begin(), batch.end(),
+                    [](const auto& r) { return !r->Abandoned(); });
     if (owner_ == Owner::kIdle && live) {
       SetOwner(Owner::kLoop);
       parked_fd = lent_fd_;
@@ -217,7 +216,7 @@ void Connection::StartWrite() {
   while (!queued_.empty()) {
     std::shared_ptr<Request> r = std::move(queued_.front());
     queued_.pop_front();
-    if (r->abandoned->load(std::memory_order_relaxed)) {
+    if (r->Abandoned()) {
       Complete(r, Result{absl::CancelledError("abandoned before it was sent"),
                          {},
                          false});

@@ -126,9 +126,14 @@ struct Request {
   // Called once, on the loop thread (or on the submitting thread when the
   // connection is closed).
   std::function<void(Result)> done;
-  // Set (by anyone holding it) when nobody waits for the result any more.
-  std::shared_ptr<std::atomic<bool>> abandoned =
-      std::make_shared<std::atomic<bool>>(false);
+  // Set (by anyone holding it) when nobody waits for the result any more;
+  // null: never abandoned. It may be shared by several requests (the sends
+  // of one call), or point into an object that owns the request.
+  std::shared_ptr<std::atomic<bool>> abandoned;
+
+  bool Abandoned() const {
+    return abandoned != nullptr && abandoned->load(std::memory_order_relaxed);
+  }
 };
 
 class Connection : public std::enable_shared_from_this<Connection> {

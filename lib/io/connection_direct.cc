@@ -337,7 +337,7 @@ void Connection::Adopt(const Handback& back) {
       // Its replies are read and discarded like any abandoned request's.
       auto rest = std::make_shared<Request>();
       rest->commands = back.remaining;
-      rest->abandoned->store(true, std::memory_order_relaxed);
+      rest->abandoned = std::make_shared<std::atomic<bool>>(true);
       Outstanding(1);
       written_.push_front(std::move(rest));
       progress_at_ = back.progress_at;
@@ -413,6 +413,7 @@ Result Call(Connection& conn, std::string wire, size_t commands,
   auto request = std::make_shared<Request>();
   request->wire = std::move(wire);
   request->commands = commands;
+  request->abandoned = std::make_shared<std::atomic<bool>>(false);
   request->done = [waiter](Result r) {
     MutexLock lock(&waiter->mu);
     waiter->result = std::move(r);
