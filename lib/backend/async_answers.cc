@@ -78,15 +78,16 @@ void LoopTimer::Cancel() {
 std::shared_ptr<AsyncAnswers> AsyncAnswers::Start(
     io::EventLoop* loop, size_t n, Deadline deadline, absl::Duration backstop,
     Enough enough, std::function<std::string(size_t)> where, AnswersDone done) {
-  std::shared_ptr<AsyncAnswers> a(
-      new AsyncAnswers(loop, n, deadline, backstop, std::move(enough),
-                       std::move(where), std::move(done)));
+  auto a = std::make_shared<AsyncAnswers>(Key{}, loop, n, deadline, backstop,
+                                          std::move(enough), std::move(where),
+                                          std::move(done));
   a->Arm();
   return a;
 }
 
-AsyncAnswers::AsyncAnswers(io::EventLoop* loop, size_t n, Deadline deadline,
-                           absl::Duration backstop, Enough enough,
+AsyncAnswers::AsyncAnswers(Key /*only Start()*/, io::EventLoop* loop, size_t n,
+                           Deadline deadline, absl::Duration backstop,
+                           Enough enough,
                            std::function<std::string(size_t)> where,
                            AnswersDone done)
     : loop_(loop),
@@ -132,14 +133,14 @@ void AsyncAnswers::Deliver(size_t i, Answer answer) {
 }
 
 void AsyncAnswers::Finish(bool stopped) {
-  std::vector<absl::optional<Answer>> got;
+  absl::InlinedVector<absl::optional<Answer>, 1> got;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (finished_) return;
     finished_ = true;
     got.swap(got_);
   }
-  abandon_->store(true, std::memory_order_relaxed);
+  abandon_.store(true, std::memory_order_relaxed);
   // The timer keeps this object alive until it fires or is cancelled.
   loop_->Dispatch([self = shared_from_this()] { self->timer_.cancel(); });
   std::vector<Answer> answers;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
 #include "asio/steady_timer.hpp"
@@ -50,13 +51,22 @@ class AsyncAnswers : public std::enable_shared_from_this<AsyncAnswers> {
   // The callback that delivers node i's answer (any thread, once).
   Done Slot(size_t i);
   // Set once the call ended: give it to the requests, which are then
-  // dropped at their next step.
-  const std::shared_ptr<std::atomic<bool>>& abandon() const { return abandon_; }
+  // dropped at their next step. (It points into this object and keeps it
+  // alive.)
+  std::shared_ptr<std::atomic<bool>> abandon() {
+    return std::shared_ptr<std::atomic<bool>>(shared_from_this(), &abandon_);
+  }
 
  private:
-  AsyncAnswers(io::EventLoop* loop, size_t n, Deadline deadline,
+  // Start() makes it (one allocation, with its control block).
+  struct Key {};
+
+ public:
+  AsyncAnswers(Key, io::EventLoop* loop, size_t n, Deadline deadline,
                absl::Duration backstop, Enough enough,
                std::function<std::string(size_t)> where, AnswersDone done);
+
+ private:
   void Arm();
   void Deliver(size_t i, Answer answer);
   // Ends the call (once): missing answers become errors, `done` runs.
@@ -69,14 +79,14 @@ class AsyncAnswers : public std::enable_shared_from_this<AsyncAnswers> {
   const Enough enough_;
   const std::function<std::string(size_t)> where_;
   AnswersDone done_;
-  const std::shared_ptr<std::atomic<bool>> abandon_ =
-      std::make_shared<std::atomic<bool>>(false);
+  std::atomic<bool> abandon_{false};
   asio::steady_timer timer_;  // loop thread only
 
   std::mutex mu_;
-  std::vector<absl::optional<Answer>> got_;  // guarded by mu_
-  size_t arrived_ = 0;                       // guarded by mu_
-  bool finished_ = false;                    // guarded by mu_
+  // One per node; inline for a single node's call.
+  absl::InlinedVector<absl::optional<Answer>, 1> got_;  // guarded by mu_
+  size_t arrived_ = 0;                                  // guarded by mu_
+  bool finished_ = false;                               // guarded by mu_
 };
 
 }  // namespace backend

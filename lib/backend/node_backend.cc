@@ -357,19 +357,27 @@ void NodeBackend::SendOnNode(std::string wire, Resend resend,
 void NodeBackend::Send(const std::shared_ptr<Pending>& pending) {
   ++pending->sends;
   auto request = std::make_shared<io::Request>();
-  if (pending->asking) {
-    redis::AppendCommand({"ASKING"}, &request->wire);
-    request->wire += pending->wire;
-    request->commands = 2;
+  // The wire alone is lent to the request, and taken back when it is done
+  // (NOSCRIPT rewrites it, a resend sends it again).
+  const bool lent = !pending->asking && pending->wait.empty();
+  if (lent) {
+    request->wire = std::move(pending->wire);
   } else {
-    request->wire = pending->wire;
+    if (pending->asking) {
+      redis::AppendCommand({"ASKING"}, &request->wire);
+      ++request->commands;
+    }
+    request->wire += pending->wire;
+    if (!pending->wait.empty()) {
+      request->wire += pending->wait;
+      ++request->commands;
+    }
   }
-  if (!pending->wait.empty()) {
-    request->wire += pending->wait;
-    ++request->commands;
-  }
-  if (pending->abandon != nullptr) request->abandoned = pending->abandon;
-  request->done = [this, pending](io::Result r) {
+  request->abandoned = pending->abandon;
+  io::Request* const sent = lent ? request.get() : nullptr;
+  request->done = [this, pending, sent](io::Result r) {
+    // The connection holds the request while this runs.
+    if (sent != nullptr) pending->wire = std::move(sent->wire);
     OnResult(pending, std::move(r));
   };
   Pick().Submit(std::move(request));
@@ -496,6 +504,11 @@ std::vector<Answer> NodeBackend::CallBlocking(Pending p, Deadline deadline,
   }
   c->abandon.store(true, std::memory_order_relaxed);
   if (answers.empty()) {
+    // One last look: an answer settled as the wait timed out is still taken.
+    std::lock_guard<std::mutex> lock(c->mu);
+    if (c->got.has_value()) answers.push_back(*std::move(c->got));
+  }
+  if (answers.empty()) {
     // Settled later, if ever: dropped.
     answers.push_back(Answer{
         MissingAnswer(name_, false, deadline, until, backstop_left), false});
@@ -536,13 +549,17 @@ void NodeBackend::RunAsync(ScriptCall call, AnswersDone done) {
 void NodeBackend::RunAsyncOn(absl::Span<NodeBackend* const> nodes,
                              const std::vector<size_t>& order, ScriptCall call,
                              AnswersDone done) {
-  std::vector<std::string> names;
-  for (NodeBackend* node : nodes) names.push_back(node->name_);
+  std::function<std::string(size_t)> where;
+  if (nodes.size() == 1) {
+    where = [name = nodes[0]->name_](size_t) { return name; };
+  } else {
+    std::vector<std::string> names;
+    for (NodeBackend* node : nodes) names.push_back(node->name_);
+    where = [names = std::move(names)](size_t i) { return names[i]; };
+  }
   std::shared_ptr<AsyncAnswers> answers = AsyncAnswers::Start(
       nodes[0]->loop_, nodes.size(), call.deadline, nodes[0]->backstop(),
-      std::move(call.enough),
-      [names = std::move(names)](size_t i) { return names[i]; },
-      std::move(done));
+      std::move(call.enough), std::move(where), std::move(done));
   for (size_t i : order) {
     if (call.only != nullptr && !(*call.only)[i]) {
       answers->Slot(i)(Answer{absl::CancelledError("not sent"), false});
