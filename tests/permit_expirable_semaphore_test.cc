@@ -71,6 +71,39 @@ class PermitSemaphoreTest : public testing::RedisClientTest {
     EXPECT_TRUE(v.ok()) << v.status();
     return v.ok() && v->is_integer() ? v->integer : -1;
   }
+  // A fresh semaphore of 2 permits, both taken by `holder` (connected:
+  // non-null): `released` for the test to release, `kept` so that the
+  // holder's renewal rounds go on.
+  struct Taken {
+    std::string name, released, kept;
+  };
+  void TakeBoth(Client* holder, Taken* taken) {
+    ASSERT_NE(holder, nullptr);
+    taken->name = TestLockName();
+    ASSERT_THAT(
+        client_->GetPermitExpirableSemaphore(taken->name).TrySetPermits(2),
+        testing::IsOkAndHolds(true));
+    PermitExpirableSemaphore sem =
+        holder->GetPermitExpirableSemaphore(taken->name);
+    absl::StatusOr<std::string> first = sem.Acquire();
+    ASSERT_OK(first);
+    taken->released = *first;
+    absl::StatusOr<std::string> second = sem.Acquire();
+    ASSERT_OK(second);
+    taken->kept = *second;
+  }
+  // Waits for `rounds` more renewal rounds of `holder`, then expects that
+  // nothing was reported of permit `id` in `events`.
+  static void ExpectNothingReportedOf(Client& holder,
+                                      const testing::EventLog& events,
+                                      const std::string& id, uint64_t rounds) {
+    const uint64_t from = holder.Metrics().renew_rounds;
+    ASSERT_TRUE(testing::Eventually(
+        [&] { return holder.Metrics().renew_rounds >= from + rounds; }));
+    for (const LockEvent& e : events.events()) {
+      EXPECT_NE(e.owner, id) << LockEventTypeName(e.type) << ": " << e.status;
+    }
+  }
 };
 
 TEST_F(PermitSemaphoreTest, PermitsAreTakenByIdAndGivenBack) {
@@ -322,28 +355,49 @@ TEST_F(PermitSemaphoreTest, AReleaseWhosePublishWasRefusedEndsTheHold) {
         o.lock_watchdog_timeout = absl::Milliseconds(300);
         o.on_lock_event = events.Callback();
       });
-  ASSERT_NE(holder, nullptr);
-  const std::string name = TestLockName();
-  ASSERT_THAT(client_->GetPermitExpirableSemaphore(name).TrySetPermits(2),
-              testing::IsOkAndHolds(true));
-  PermitExpirableSemaphore sem = holder->GetPermitExpirableSemaphore(name);
-  absl::StatusOr<std::string> released = sem.Acquire();
-  ASSERT_OK(released);
-  absl::StatusOr<std::string> kept = sem.Acquire();  // keeps rounds going
-  ASSERT_OK(kept);
-  EXPECT_THAT(sem.Release(*released),
+  Taken t;
+  ASSERT_NO_FATAL_FAILURE(TakeBoth(holder.get(), &t));
+  PermitExpirableSemaphore sem = holder->GetPermitExpirableSemaphore(t.name);
+  EXPECT_THAT(sem.Release(t.released),
               testing::StatusIs(absl::StatusCode::kPermissionDenied));
-  EXPECT_THAT(client_->GetPermitExpirableSemaphore(name).AvailablePermits(),
+  EXPECT_THAT(client_->GetPermitExpirableSemaphore(t.name).AvailablePermits(),
               testing::IsOkAndHolds(1));
   // Several renewal rounds later, nothing was reported of it.
-  const uint64_t rounds = holder->Metrics().renew_rounds;
-  ASSERT_TRUE(testing::Eventually(
-      [&] { return holder->Metrics().renew_rounds >= rounds + 4; }));
-  for (const LockEvent& e : events.events()) {
-    EXPECT_NE(e.owner, *released)
-        << LockEventTypeName(e.type) << ": " << e.status;
-  }
+  ExpectNothingReportedOf(*holder, events, t.released, 4);
   (void)Command({"ACL", "DELUSER", kUser});
+}
+
+// Review finding: a Release() whose answer was lost (Redis paused past the
+// command timeout) put the permit back among the holds the watchdog renews,
+// though the release may have run, and here did, once Redis resumed: the
+// next renewal found the permit gone and reported it lost (kLockLost) to a
+// holder that had released it. As a lock's outermost release does, a
+// permit's release with no answer abandons the hold: no longer renewed, the
+// permit returns at its lease end at the latest.
+TEST_F(PermitSemaphoreTest, AReleaseWhoseAnswerWasLostAbandonsThePermit) {
+  testing::EventLog events;
+  std::unique_ptr<Client> holder =
+      testing::MustConnect(redis().url(), [&events](ClientOptions& o) {
+        o.lock_watchdog_timeout = absl::Seconds(3);  // rounds every second
+        o.command_timeout = absl::Milliseconds(300);
+        o.on_lock_event = events.Callback();
+      });
+  Taken t;
+  ASSERT_NO_FATAL_FAILURE(TakeBoth(holder.get(), &t));
+  PermitExpirableSemaphore sem = holder->GetPermitExpirableSemaphore(t.name);
+  ASSERT_OK(redis().Pause());  // SIGSTOP: the release waits in the socket
+  const absl::Status release = sem.Release(t.released);
+  ASSERT_OK(redis().Resume());
+  EXPECT_THAT(release, testing::StatusIs(absl::StatusCode::kUnavailable));
+  // Redis, resumed, runs the release it had received: the permit is back.
+  EXPECT_TRUE(testing::Eventually([&] {
+    absl::StatusOr<int64_t> available =
+        client_->GetPermitExpirableSemaphore(t.name).AvailablePermits();
+    return available.ok() && *available == 1;
+  }));
+  // Several renewal rounds later, nothing was reported of it.
+  ExpectNothingReportedOf(*holder, events, t.released, 3);
+  EXPECT_OK(sem.Release(t.kept));
 }
 
 TEST_F(PermitSemaphoreTest, UnboundHandleFails) {

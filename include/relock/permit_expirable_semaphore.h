@@ -152,7 +152,10 @@ class PermitExpirableSemaphore {
       absl::Duration wait);
   ABSL_MUST_USE_RESULT absl::StatusOr<std::string> TryAcquire(
       absl::Duration wait, absl::Duration lease);
-  // Gives permit `permit_id` back and wakes the waiters (see States).
+  // Gives permit `permit_id` back and wakes the waiters (see States). After
+  // any error (Unavailable: it may have run) this client no longer renews
+  // the permit: it returns at its lease end at the latest, and retrying
+  // Release() gives it back at once if the first attempt did not run.
   ABSL_MUST_USE_RESULT absl::Status Release(const std::string& permit_id);
   // Sets the lease of permit `permit_id` to `lease` (finite) from now; the
   // watchdog stops renewing it.

@@ -7,7 +7,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/cord.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -27,9 +26,6 @@ using algorithm_internal::ParseInspection;
 namespace {
 
 constexpr absl::string_view kUnpublishedPrefix = "UNPUBLISHED ";
-// The payload that marks such a status (see ChangedButUnpublished()).
-constexpr absl::string_view kUnpublishedPayload =
-    "relock.internal/counter-changed-but-unpublished";
 
 // The status of error reply `r` to `op` on `type`.
 absl::Status ErrorOf(const CounterType& type, const redis::Reply& r) {
@@ -140,18 +136,12 @@ void RunCounterStep(LockEnv& env, const CounterType& type, absl::string_view op,
       [&type, op = std::string(op), name,
        then = std::move(then)](std::vector<backend::Answer> answers) {
         absl::StatusOr<redis::Reply> r = std::move(answers[0].reply);
-        const bool unpublished = r.ok() && r->is_error() &&
-                                 absl::StartsWith(r->str(), kUnpublishedPrefix);
         if (r.ok() && r->is_error()) r = ErrorOf(type, *r);
         if (absl::IsDeadlineExceeded(r.status())) {
           // The call's own bound (no caller's wait) ran out: Redis was slow.
           r = absl::UnavailableError(r.status().message());
         }
-        if (!r.ok()) {
-          absl::Status s = Annotate(r.status(), op, name, type.noun);
-          if (unpublished) s.SetPayload(kUnpublishedPayload, absl::Cord("1"));
-          return then(std::move(s));
-        }
+        if (!r.ok()) return then(Annotate(r.status(), op, name, type.noun));
         then(std::move(r));
       });
 }
@@ -164,10 +154,6 @@ absl::StatusOr<redis::Reply> RunCounterStepHere(
       env, type, op, name, step, resend, /*here=*/true,
       [&out](absl::StatusOr<redis::Reply> r) { out = std::move(r); });
   return out;
-}
-
-bool ChangedButUnpublished(const absl::Status& s) {
-  return s.GetPayload(kUnpublishedPayload).has_value();
 }
 
 std::string PublishArg(LockEnv& env) {

@@ -124,11 +124,6 @@ void RunCounterStep(LockEnv& env, const CounterType& type, absl::string_view op,
                     backend::Resend resend, bool here,
                     std::function<void(absl::StatusOr<redis::Reply>)> then);
 
-// Whether a failure of RunCounterStep() is an UNPUBLISHED one: the step's
-// write was made (a permit given back, a count changed), only its publish
-// was refused.
-bool ChangedButUnpublished(const absl::Status& s);
-
 // RunCounterStep(), blocking.
 absl::StatusOr<redis::Reply> RunCounterStepHere(
     LockEnv& env, const CounterType& type, absl::string_view op,

@@ -245,15 +245,16 @@ bool BeginPermitRelease(LockEnv& env, const std::string& name,
   return true;
 }
 
-// After it: drops the hold, or (no answer) keeps it. A release whose
-// publish Redis refused gave the permit back all the same: kept, the hold
-// would be renewed again and reported lost.
+// After it, whatever its outcome: drops the hold. An answered release gave
+// the permit back or found it gone (a refused publish too). One that failed
+// or went unanswered abandons it, as a lock's outermost release does: no
+// longer renewed, the permit returns at its lease end at the latest, and
+// retrying Release() gives it back at once if the first one did not run.
+// Kept, the hold would be renewed again and, had the release run after all,
+// reported lost to the holder that released it.
 void EndPermitRelease(LockEnv& env, const std::string& name,
-                      const std::string& id, const absl::Status& s) {
-  const bool answered = s.ok() || absl::IsNotFound(s) || absl::IsAborted(s) ||
-                        counter_internal::ChangedButUnpublished(s);
-  env.holds().OnReleased(name, PermitNumber(id), answered);
-  if (answered) env.holds().Forget(name, PermitNumber(id));
+                      const std::string& id) {
+  env.holds().Forget(name, PermitNumber(id));
 }
 
 Step UserPermitReleaseStep(LockEnv& env, const std::string& name,
@@ -339,7 +340,7 @@ absl::Status ReleasePermit(LockEnv& env, const std::string& name,
                          UserPermitReleaseStep(env, name, id),
                          backend::Resend::kNever),
       name, id);
-  if (ours) EndPermitRelease(env, name, id, s);
+  if (ours) EndPermitRelease(env, name, id);
   return s;
 }
 
@@ -355,7 +356,7 @@ void ReleasePermitAsync(LockEnv& env, std::shared_ptr<void> keep,
                  [&env, keep = std::move(keep), name, id, ours,
                   done = std::move(done)](absl::StatusOr<redis::Reply> r) {
                    absl::Status s = PermitReleaseResult(r, name, id);
-                   if (ours) EndPermitRelease(env, name, id, s);
+                   if (ours) EndPermitRelease(env, name, id);
                    done(s);
                  });
 }
