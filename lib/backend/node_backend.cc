@@ -441,14 +441,19 @@ std::vector<Answer> NodeBackend::CallBlocking(Pending p, Deadline deadline,
   // the caller's deadline or after command_timeout without a reply; the
   // whole call, by `deadline` or the backstop.
   const Deadline limit = Deadline::After(backstop());
-  if (deadline.Expired()) {
+  // The call's one answer; `enough` hears of those Redis gave.
+  const auto one = [&enough](Answer answer, bool heard) {
     std::vector<Answer> answers;
-    answers.push_back(
-        Answer{absl::DeadlineExceededError(absl::StrCat(
-                   "Redis at ", name_,
-                   ": the call's deadline passed before it was sent")),
-               false});
+    answers.push_back(std::move(answer));
+    if (heard && enough) enough(0, answers[0]);
     return answers;
+  };
+  if (deadline.Expired()) {
+    return one(Answer{absl::DeadlineExceededError(absl::StrCat(
+                          "Redis at ", name_,
+                          ": the call's deadline passed before it was sent")),
+                      false},
+               false);
   }
   while (!deadline.Expired()) {
     absl::optional<io::Result> r =
@@ -457,13 +462,17 @@ std::vector<Answer> NodeBackend::CallBlocking(Pending p, Deadline deadline,
     if (!r.has_value()) break;
     ++p.sends;
     absl::optional<Answer> answer = Settle(p, *std::move(r));
-    if (answer.has_value()) {
-      std::vector<Answer> answers;
-      answers.push_back(*std::move(answer));
-      if (enough) enough(0, answers[0]);
-      return answers;
-    }
+    if (answer.has_value()) return one(*std::move(answer), true);
     if (limit.Expired()) break;
+  }
+  if (p.sends > 0 && (deadline.Expired() || limit.Expired())) {
+    // A resend (after a drop or a NOSCRIPT) with no time left is not sent:
+    // sent and abandoned at once, it might still be written, and run after
+    // its caller was told that it failed.
+    return one(Answer{MissingAnswer(name_, false, deadline,
+                                    Earliest(deadline, limit), backstop()),
+                      p.resent},
+               false);
   }
   // The connection is busy: through the loop, pipelined with the others.
   auto call = std::make_shared<LoopCall>(this, std::move(p));
@@ -490,32 +499,31 @@ std::vector<Answer> NodeBackend::CallBlocking(Pending p, Deadline deadline,
 
   const absl::Duration backstop_left = limit.Remaining();
   const Deadline until = Earliest(deadline, limit);
-  std::vector<Answer> answers;
+  bool timed_out = false;
   for (;;) {
     const uint32_t key = c->events.Prepare();
     {
       std::lock_guard<std::mutex> lock(c->mu);
-      if (c->got.has_value()) {
-        answers.push_back(*std::move(c->got));
-        break;
-      }
+      // After a timeout, one last look: an answer settled as the wait
+      // timed out is still taken.
+      if (c->got.has_value() || timed_out) break;
     }
-    if (!c->events.Wait(key, until)) break;
+    timed_out = !c->events.Wait(key, until);
   }
   c->abandon.store(true, std::memory_order_relaxed);
-  if (answers.empty()) {
-    // One last look: an answer settled as the wait timed out is still taken.
+  absl::optional<Answer> got;
+  {
     std::lock_guard<std::mutex> lock(c->mu);
-    if (c->got.has_value()) answers.push_back(*std::move(c->got));
+    got.swap(c->got);
   }
-  if (answers.empty()) {
+  if (!got.has_value()) {
     // Settled later, if ever: dropped.
-    answers.push_back(Answer{
-        MissingAnswer(name_, false, deadline, until, backstop_left), false});
-  } else if (enough) {
-    enough(0, answers[0]);
+    return one(
+        Answer{MissingAnswer(name_, false, deadline, until, backstop_left),
+               false},
+        false);
   }
-  return answers;
+  return one(*std::move(got), true);
 }
 
 void NodeBackend::OnLoopResult(LoopCall* call, io::Result result) {
