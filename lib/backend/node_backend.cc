@@ -5,14 +5,12 @@
 #include <mutex>
 #include <utility>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/optional.h"
 #include "lib/backend/async_answers.h"
 #include "lib/backend/gather.h"
 #include "lib/common/event_count.h"
-#include "lib/common/mutex.h"
 #include "lib/redis/errors.h"
 #include "lib/redis/resp.h"
 
@@ -32,6 +30,10 @@ struct NodeBackend::Pending {
   bool resent = false;
   std::shared_ptr<std::atomic<bool>> abandon;
   Done done;
+
+  // Whether a send is the wire alone, which the request then borrows
+  // (PrepareSend()).
+  bool lends_wire() const { return !asking && wait.empty(); }
 };
 
 // A blocking call that goes through the loop (its connection was busy): the
@@ -166,109 +168,6 @@ absl::Duration NodeBackend::backstop() const {
          options_.connection.command_timeout;
 }
 
-namespace {
-
-// Probe()'s checks of what a server allows, each made with a call that runs
-// nothing: a negative key count fails after the ACL check, so "Number of
-// keys can't be negative" means allowed and NOPERM denied.
-constexpr absl::string_view kNoSuchSha =
-    "0000000000000000000000000000000000000000";
-
-// The user the connection authenticates as, for messages.
-std::string UserName(const redis::Endpoint& endpoint) {
-  return endpoint.username.empty() ? "default" : endpoint.username;
-}
-
-// Whether ROLE's reply (an array led by "master", "slave" or "sentinel")
-// says the server cannot take relock's writes; OK when it can, or when the
-// server would not say (ROLE denied, renamed or unknown: no verdict).
-absl::Status CheckRole(const redis::Endpoint& endpoint,
-                       const redis::Reply& role) {
-  const redis::ReplyView view = role.view();
-  if (role.is_error() || !view.is_array() || view.size() == 0 ||
-      !(view[0].is_string() || view[0].is_status())) {
-    return absl::OkStatus();
-  }
-  const absl::string_view kind = view[0].str();
-  if (kind == "slave" || kind == "replica") {
-    std::string master = "its master";
-    if (view.size() >= 3 && view[1].is_string() && view[2].is_integer()) {
-      master = absl::StrCat(view[1].str(), ":", view[2].integer());
-    }
-    return absl::FailedPreconditionError(absl::StrCat(
-        "Redis at ", endpoint.ToString(), " is a replica of ", master,
-        " (ROLE), which refuses writes or keeps them to itself: locks are "
-        "taken on the master; connect to the master (or "
-        "use redis-sentinel:// to follow it through failovers)"));
-  }
-  if (kind == "sentinel") {
-    return absl::FailedPreconditionError(
-        absl::StrCat("Redis at ", endpoint.ToString(),
-                     " is a Redis Sentinel, not a data node (ROLE): use "
-                     "redis-sentinel://",
-                     endpoint.ToString(), "#<master-name>"));
-  }
-  return absl::OkStatus();
-}
-
-// The answer to a probe of `command` (see kNoSuchSha): PermissionDenied when
-// the user may not run it; OK otherwise, including answers that give no
-// verdict.
-absl::Status CheckAllowed(const redis::Endpoint& endpoint,
-                          absl::string_view command, absl::string_view why,
-                          const redis::Reply& reply) {
-  if (!reply.is_error() || !absl::StartsWith(reply.str(), "NOPERM")) {
-    return absl::OkStatus();
-  }
-  const std::string user = UserName(endpoint);
-  return absl::PermissionDeniedError(absl::StrCat(
-      "Redis at ", endpoint.ToString(), ": user \"", user, "\" may not run ",
-      command, ", which relock needs ", why, " (Redis replied: ", reply.str(),
-      "); grant it, e.g. ACL SETUSER ", user, " +",
-      absl::AsciiStrToLower(command)));
-}
-
-}  // namespace
-
-absl::Status NodeBackend::Probe(Deadline deadline) {
-  // One round trip: ROLE (when the node must be a master), SCRIPT LOAD of
-  // every script, and probes of EVALSHA and EVAL (see kNoSuchSha).
-  std::string wire;
-  size_t commands = scripts_.size() + 2;
-  if (options_.require_master) {
-    redis::AppendCommand({"ROLE"}, &wire);
-    ++commands;
-  }
-  scripts_.AppendLoadAll(&wire);
-  redis::AppendCommand({"EVALSHA", kNoSuchSha, "-1"}, &wire);
-  redis::AppendCommand({"EVAL", "", "-1"}, &wire);
-  io::Result loaded = io::Call(Pick(), std::move(wire), commands,
-                               Earliest(deadline, Deadline::After(backstop())));
-  if (!loaded.status.ok()) return loaded.status;
-  const redis::Endpoint& endpoint = options_.connection.endpoint;
-  io::Replies& replies = loaded.replies;
-  size_t next = 0;
-  if (options_.require_master) {
-    if (absl::Status s = CheckRole(endpoint, replies[next++]); !s.ok()) {
-      return s;
-    }
-  }
-  std::vector<redis::Reply> loads;
-  for (size_t i = 0; i < scripts_.size(); ++i) {
-    loads.push_back(std::move(replies[next++]));
-  }
-  if (absl::Status s = scripts_.CheckLoaded(loads); !s.ok()) return s;
-  if (absl::Status s = CheckAllowed(
-          endpoint, "EVALSHA", "for every lock operation", replies[next++]);
-      !s.ok()) {
-    return s;
-  }
-  return CheckAllowed(endpoint, "EVAL",
-                      "to run its scripts again after the server lost them "
-                      "(SCRIPT FLUSH, a restart)",
-                      replies[next]);
-}
-
 io::Connection& NodeBackend::Pick() {
   const size_t i = next_connection_.fetch_add(1, std::memory_order_relaxed);
   return *connections_[i % connections_.size()];
@@ -354,30 +253,35 @@ void NodeBackend::SendOnNode(std::string wire, Resend resend,
   Send(p);
 }
 
-void NodeBackend::Send(const std::shared_ptr<Pending>& pending) {
-  ++pending->sends;
-  auto request = std::make_shared<io::Request>();
-  // The wire alone is lent to the request, and taken back when it is done
-  // (NOSCRIPT rewrites it, a resend sends it again).
-  const bool lent = !pending->asking && pending->wait.empty();
-  if (lent) {
-    request->wire = std::move(pending->wire);
-  } else {
-    if (pending->asking) {
-      redis::AppendCommand({"ASKING"}, &request->wire);
-      ++request->commands;
-    }
-    request->wire += pending->wire;
-    if (!pending->wait.empty()) {
-      request->wire += pending->wait;
-      ++request->commands;
-    }
+void NodeBackend::PrepareSend(Pending& p, io::Request* request) {
+  ++p.sends;
+  request->abandoned = p.abandon;
+  if (p.lends_wire()) {
+    request->wire = std::move(p.wire);
+    return;
   }
-  request->abandoned = pending->abandon;
-  io::Request* const sent = lent ? request.get() : nullptr;
+  if (p.asking) {
+    redis::AppendCommand({"ASKING"}, &request->wire);
+    ++request->commands;
+  }
+  request->wire += p.wire;
+  if (!p.wait.empty()) {
+    request->wire += p.wait;
+    ++request->commands;
+  }
+}
+
+void NodeBackend::TakeBackWire(Pending& p, io::Request& request) {
+  if (p.lends_wire()) p.wire = std::move(request.wire);
+}
+
+void NodeBackend::Send(const std::shared_ptr<Pending>& pending) {
+  auto request = std::make_shared<io::Request>();
+  PrepareSend(*pending, request.get());
+  io::Request* const sent = request.get();
   request->done = [this, pending, sent](io::Result r) {
     // The connection holds the request while this runs.
-    if (sent != nullptr) pending->wire = std::move(sent->wire);
+    TakeBackWire(*pending, *sent);
     OnResult(pending, std::move(r));
   };
   Pick().Submit(std::move(request));
@@ -482,16 +386,7 @@ std::vector<Answer> NodeBackend::CallBlocking(Pending p, Deadline deadline,
   c->pending.abandon =
       std::shared_ptr<std::atomic<bool>>(std::shared_ptr<void>(), &c->abandon);
   c->pending.done = [c](Answer answer) { c->Deliver(std::move(answer)); };
-  ++c->pending.sends;
-  if (c->pending.wait.empty()) {
-    // Moved back before the result is settled (NOSCRIPT rewrites it, a
-    // resend sends it again).
-    c->request.wire = std::move(c->pending.wire);
-  } else {
-    c->request.wire = c->pending.wire + c->pending.wait;
-    c->request.commands = 2;
-  }
-  c->request.abandoned = c->pending.abandon;
+  PrepareSend(c->pending, &c->request);
   c->request.done = [c](io::Result r) {
     c->node->OnLoopResult(c, std::move(r));
   };
@@ -528,7 +423,7 @@ std::vector<Answer> NodeBackend::CallBlocking(Pending p, Deadline deadline,
 
 void NodeBackend::OnLoopResult(LoopCall* call, io::Result result) {
   Pending& p = call->pending;
-  if (p.wait.empty()) p.wire = std::move(call->request.wire);
+  TakeBackWire(p, call->request);
   absl::optional<Answer> answer = Settle(p, std::move(result));
   if (!answer.has_value()) {
     return Send(std::shared_ptr<Pending>(call->shared_from_this(), &p));
@@ -557,17 +452,13 @@ void NodeBackend::RunAsync(ScriptCall call, AnswersDone done) {
 void NodeBackend::RunAsyncOn(absl::Span<NodeBackend* const> nodes,
                              const std::vector<size_t>& order, ScriptCall call,
                              AnswersDone done) {
-  std::function<std::string(size_t)> where;
-  if (nodes.size() == 1) {
-    where = [name = nodes[0]->name_](size_t) { return name; };
-  } else {
-    std::vector<std::string> names;
-    for (NodeBackend* node : nodes) names.push_back(node->name_);
-    where = [names = std::move(names)](size_t i) { return names[i]; };
-  }
+  absl::InlinedVector<std::string, 1> names;  // one node's: no vector
+  for (NodeBackend* node : nodes) names.push_back(node->name_);
   std::shared_ptr<AsyncAnswers> answers = AsyncAnswers::Start(
       nodes[0]->loop_, nodes.size(), call.deadline, nodes[0]->backstop(),
-      std::move(call.enough), std::move(where), std::move(done));
+      std::move(call.enough),
+      [names = std::move(names)](size_t i) { return names[i]; },
+      std::move(done));
   for (size_t i : order) {
     if (call.only != nullptr && !(*call.only)[i]) {
       answers->Slot(i)(Answer{absl::CancelledError("not sent"), false});
@@ -640,144 +531,6 @@ std::string NodeBackend::WaitCommand(const WaitReplicas& wait) {
   std::string out;
   redis::AppendCommand({"WAIT", absl::StrCat(wait.replicas), absl::StrCat(ms)},
                        &out);
-  return out;
-}
-
-std::vector<Answer> NodeBackend::FailedBatch(const absl::Status& status,
-                                             size_t calls) {
-  std::vector<Answer> out;
-  out.reserve(calls);
-  for (size_t i = 0; i < calls; ++i) out.push_back(Answer{status, false});
-  return out;
-}
-
-void NodeBackend::RunBatchAsync(
-    const std::vector<Call>& calls,
-    const std::shared_ptr<std::atomic<bool>>& abandon, const WaitReplicas* wait,
-    BatchDone done) {
-  // One round trip with EVALSHA of every call (and the WAIT, if any); a
-  // second, with EVAL of the source, for the calls that met NOSCRIPT (after
-  // SCRIPT FLUSH or a restart), with the WAIT again: the first counted the
-  // replicas of the first trip's writes only. Each call's EVALSHA is kept:
-  // the calls' views do not outlive this function, and the EVAL form is
-  // made from it when needed.
-  struct Batch {
-    io::Replies replies;
-    std::vector<std::string> evalshas;
-    std::vector<size_t> scripts;  // each call's
-    std::string wait;             // the WAIT command, or ""
-    // Per call: the reply to the WAIT that followed it (with a WAIT).
-    std::vector<std::shared_ptr<const redis::Reply>> waited;
-    BatchDone done;
-  };
-  auto batch = std::make_shared<Batch>();
-  batch->done = std::move(done);
-  if (calls.empty()) return batch->done({});
-  if (wait != nullptr) batch->wait = WaitCommand(*wait);
-  const bool waits = !batch->wait.empty();
-  auto request = std::make_shared<io::Request>();
-  request->commands = calls.size() + (waits ? 1 : 0);
-  batch->evalshas.resize(calls.size());
-  batch->scripts.reserve(calls.size());
-  for (size_t i = 0; i < calls.size(); ++i) {
-    scripts_.AppendEvalsha(calls[i].script, calls[i].keys, calls[i].args,
-                           &batch->evalshas[i]);
-    batch->scripts.push_back(calls[i].script);
-    request->wire += batch->evalshas[i];
-  }
-  request->wire += batch->wait;
-  if (abandon != nullptr) request->abandoned = abandon;
-  // Each call's answer from its reply and (with a WAIT) its WAIT's reply.
-  auto finish = [this, batch] {
-    std::vector<Answer> answers;
-    answers.reserve(batch->replies.size());
-    for (size_t i = 0; i < batch->replies.size(); ++i) {
-      answers.push_back(Answer{std::move(batch->replies[i]), false});
-      if (!batch->wait.empty()) SettleWait(*batch->waited[i], &answers.back());
-    }
-    batch->done(std::move(answers));
-  };
-  const size_t n = calls.size();
-  request->done = [this, batch, abandon, finish, n](io::Result r) {
-    if (!r.status.ok()) return batch->done(FailedBatch(r.status, n));
-    const bool waits = !batch->wait.empty();
-    if (waits) {
-      batch->waited.assign(
-          n, std::make_shared<const redis::Reply>(std::move(r.replies.back())));
-      r.replies.pop_back();
-    }
-    batch->replies = std::move(r.replies);
-    std::vector<size_t> noscript;
-    for (size_t i = 0; i < batch->replies.size(); ++i) {
-      if (redis::ScriptSet::IsNoScript(batch->replies[i])) {
-        noscript.push_back(i);
-      }
-    }
-    if (noscript.empty()) return finish();
-    auto again = std::make_shared<io::Request>();
-    for (size_t i : noscript) {
-      again->wire +=
-          scripts_.EvalFromEvalsha(batch->scripts[i], batch->evalshas[i]);
-    }
-    again->wire += batch->wait;
-    again->commands = noscript.size() + (waits ? 1 : 0);
-    if (abandon != nullptr) again->abandoned = abandon;
-    again->done = [batch, noscript, finish, n](io::Result r2) {
-      if (!r2.status.ok()) return batch->done(FailedBatch(r2.status, n));
-      std::shared_ptr<const redis::Reply> waited;
-      if (!batch->wait.empty()) {
-        waited =
-            std::make_shared<const redis::Reply>(std::move(r2.replies.back()));
-      }
-      for (size_t k = 0; k < noscript.size(); ++k) {
-        batch->replies[noscript[k]] = std::move(r2.replies[k]);
-        if (waited != nullptr) batch->waited[noscript[k]] = waited;
-      }
-      finish();
-    };
-    Pick().Submit(std::move(again));
-  };
-  Pick().Submit(std::move(request));
-}
-
-BatchReplies NodeBackend::RunBatch(const std::vector<Call>& calls,
-                                   Deadline deadline,
-                                   std::atomic<uint64_t>* round_trips,
-                                   const WaitReplicas* wait) {
-  NodeBackend* self = this;
-  return RunBatchOn(absl::MakeConstSpan(&self, 1), {0}, calls, deadline,
-                    round_trips, wait);
-}
-
-BatchReplies NodeBackend::RunBatchOn(absl::Span<NodeBackend* const> nodes,
-                                     const std::vector<size_t>& order,
-                                     const std::vector<Call>& calls,
-                                     Deadline deadline,
-                                     std::atomic<uint64_t>* round_trips,
-                                     const WaitReplicas* wait) {
-  if (round_trips != nullptr) {
-    round_trips->fetch_add(1, std::memory_order_relaxed);
-  }
-  auto abandon = std::make_shared<std::atomic<bool>>(false);
-  Gather<std::vector<Answer>> gather(nodes.size());
-  for (size_t i : order) {
-    nodes[i]->RunBatchAsync(calls, abandon, wait, gather.Slot(i));
-  }
-  bool stopped = false;
-  std::vector<absl::optional<std::vector<Answer>>> got =
-      gather.Wait(Earliest(deadline, Deadline::After(nodes[0]->backstop())),
-                  nullptr, &stopped);
-  abandon->store(true, std::memory_order_relaxed);
-  BatchReplies out;
-  for (size_t i = 0; i < got.size(); ++i) {
-    out.push_back(got[i].has_value()
-                      ? *std::move(got[i])
-                      : FailedBatch(absl::UnavailableError(absl::StrCat(
-                                        "Redis at ", nodes[i]->name_,
-                                        ": no reply before the batch's "
-                                        "deadline")),
-                                    calls.size()));
-  }
   return out;
 }
 

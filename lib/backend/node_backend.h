@@ -10,10 +10,13 @@
 // most kMaxSends sends) when Resend::kIfDropped says it is harmless. A call
 // with a WaitReplicas is followed by `WAIT n ms` in the same write (every
 // send of it, EVAL included), so both take one round trip on one
-// connection. The
-// blocking calls of Backend wait for RunAsync within their deadline and
-// abandon the request when it passes. QuorumBackend fans out over several
-// NodeBackends with RunAsync.
+// connection. A blocking call whose connection is busy goes through the
+// loop and waits for its answer within its deadline, abandoning the request
+// when it passes. QuorumBackend fans out over several NodeBackends with
+// RunAsync.
+//
+// node_backend.cc has the calls; node_probe.cc, Probe(); node_batch.cc, the
+// batches (RunBatch*).
 
 #ifndef RELOCK_LIB_BACKEND_NODE_BACKEND_H_
 #define RELOCK_LIB_BACKEND_NODE_BACKEND_H_
@@ -177,6 +180,12 @@ class NodeBackend : public Backend {
                        absl::Span<const absl::string_view> args,
                        const WaitReplicas* wait, Pending* pending) const;
   void Send(const std::shared_ptr<Pending>& pending);
+  // Writes `pending`'s next send into `request` (ASKING and WAIT around
+  // it). A send of the wire alone borrows it (moves it into the request):
+  // TakeBackWire() returns it once the request is done, before the result is
+  // settled (NOSCRIPT rewrites it, a resend sends it again).
+  static void PrepareSend(Pending& pending, io::Request* request);
+  static void TakeBackWire(Pending& pending, io::Request& request);
   // `WAIT replicas timeout-in-ms` on the wire.
   static std::string WaitCommand(const WaitReplicas& wait);
   // Fills `answer->acked` from the reply to the WAIT after the call; a WAIT
