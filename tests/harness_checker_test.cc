@@ -564,8 +564,18 @@ TEST(HarnessOptionsTest, ReplicaSyncNeedsTheClustersOneReplicaPerMaster) {
   o.replica_sync = 2;
   EXPECT_NE(ValidateHarnessOptions(o).message().find("1 replica per master"),
             std::string::npos);
-  o.cluster = false;
+  // The WAIT's timeout is half the command_timeout, and Redis may answer a
+  // WAIT 100 ms late.
   o.replica_sync = 1;
+  o.command_timeout = absl::Milliseconds(200);
+  absl::Status short_timeout = ValidateHarnessOptions(o);
+  EXPECT_EQ(short_timeout.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(short_timeout.message().find("command_timeout above 200ms"),
+            std::string::npos)
+      << short_timeout;
+  o.command_timeout = absl::Milliseconds(201);
+  EXPECT_OK(ValidateHarnessOptions(o));
+  o.cluster = false;
   absl::Status single = ValidateHarnessOptions(o);
   EXPECT_EQ(single.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(single.message().find("--cluster"), std::string::npos) << single;

@@ -286,9 +286,9 @@ TEST_F(ReplicaSyncTest, SemaphoreAcquireWaitsForTheReplicasOrGivesPermitsBack) {
 }
 
 TEST_F(ReplicaSyncTest, TryAcquireOfNoWaitStillWaitsForTheReplicas) {
-  // One attempt may take 100 ms + the replicas' timeout: a TryAcquire(0)
-  // hears the count (Unavailable), not its own deadline, and its undo
-  // lands.
+  // One attempt may take 200 ms + the replicas' timeout (Redis answers a
+  // WAIT that times out up to 100 ms late): a TryAcquire(0) hears the count
+  // (Unavailable), not its own deadline, and its undo lands.
   std::unique_ptr<Client> client = Connect(Sync(1, absl::Milliseconds(300)));
   ASSERT_NE(client, nullptr);
   Lock lock = client->GetLock(TestLockName());
@@ -472,6 +472,19 @@ TEST_F(ReplicaSyncTest, InvalidClientOptionsAreRejectedAtConnect) {
   });
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(s.message(), HasSubstr("replica_sync.timeout"));
+  // Redis may answer a WAIT 100 ms after its timeout: the connection must
+  // not take that for a silent server.
+  s = connect([](ClientOptions& o) {
+    o.command_timeout = absl::Seconds(1);
+    o.replica_sync = Sync(1, absl::Milliseconds(900));
+  });
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("may answer a WAIT that late"));
+  s = connect([](ClientOptions& o) {
+    o.command_timeout = absl::Seconds(1);
+    o.replica_sync = Sync(1, absl::Milliseconds(899));
+  });
+  EXPECT_OK(s);
   s = connect([](ClientOptions& o) { o.replica_sync.replicas = -1; });
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(s.message(), HasSubstr("replica_sync.replicas"));

@@ -138,7 +138,9 @@ struct SentinelOptions {
 // threads' calls: see ClientOptions::command_connections) wait too. Every
 // attempt waits, including one that finds the lock held by another owner
 // and one that re-checks after a wait, since the WAIT is sent with the
-// script; one TryAcquire attempt may then take up to 100 ms + `timeout`.
+// script; one TryAcquire attempt may then take up to 200 ms + `timeout`
+// (Redis answers a WAIT that times out on its next timer tick: up to 100 ms
+// late at its default `hz` of 10, later at a lower one).
 // Renewals (the watchdog's and Lock::Extend()) are acknowledged too: a hold
 // remembers the ReplicaSync it was acquired with (the most that any acquire
 // of it asked), every watchdog renewal batch is followed by one WAIT per
@@ -153,20 +155,20 @@ struct SentinelOptions {
 // the last acknowledged write (acquire or renewal) passes, though the master
 // may still have it (Release() then frees it and returns OK); Extend()
 // fails with Unavailable and leaves SafeUntil() as it was. Each renewal
-// round may take up to `timeout` longer while the replicas lag. Releases
-// send no WAIT, nor does an owner's re-entry of a watchdog hold counted
-// without a round trip (relock/lock.h): it writes nothing, and the hold it
-// re-enters was acknowledged.
-// The client's ReplicaSync applies to a Semaphore's acquires too (permits
-// taken without the acknowledgement are given back), not to its releases nor
-// to a CountDownLatch (relock/semaphore.h, relock/count_down_latch.h).
+// round may take up to `timeout` + 100 ms longer while the replicas lag.
+// Releases send no WAIT, nor does an owner's re-entry of a watchdog hold
+// counted without a round trip (relock/lock.h): it writes nothing, and the hold
+// it re-enters was acknowledged. The client's ReplicaSync applies to a
+// Semaphore's acquires too (permits taken without the acknowledgement are given
+// back), not to its releases nor to a CountDownLatch (relock/semaphore.h,
+// relock/count_down_latch.h).
 struct ReplicaSync {
   // Replicas that must acknowledge each acquire and renewal. 0 (the
   // default): send no WAIT and do not wait. In [0, 64].
   int replicas = 0;
   // How long WAIT waits for them. At least 1 ms and less than
-  // ClientOptions::command_timeout (else a WAIT would look like a silent
-  // server).
+  // ClientOptions::command_timeout - 100 ms (else a WAIT that Redis answers
+  // late would look like a silent server): InvalidArgument otherwise.
   absl::Duration timeout = absl::Seconds(1);
 };
 

@@ -25,8 +25,8 @@ struct RedlockOptions {
   // command_timeout, lock_watchdog_timeout (the lease when none is
   // given), client_id, on_lock_event, replica_sync (applied on each master:
   // a master whose replicas did not acknowledge an acquire in time counts
-  // as not acquired there, and is undone; the WAIT's timeout adds to each
-  // attempt's per-master timeout). `connection.url` is ignored.
+  // as not acquired there, and is undone; the WAIT's timeout + 100 ms adds
+  // to each attempt's per-master timeout). `connection.url` is ignored.
   ClientOptions connection;
 
   // Clock drift allowance, as a fraction of the lease (redsync: 0.01).

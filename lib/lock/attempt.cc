@@ -132,7 +132,7 @@ absl::Status Unexpected(const redis::Reply& r, absl::string_view op) {
 }
 
 absl::Duration ReplicaTime(const backend::WaitReplicas* sync) {
-  return sync != nullptr ? sync->timeout : absl::ZeroDuration();
+  return sync != nullptr ? sync->timeout + kWaitLateness : absl::ZeroDuration();
 }
 
 Deadline AttemptDeadline(LockEnv& env, absl::Duration lease, Deadline wait,
@@ -356,13 +356,17 @@ absl::Status ValidateReplicaSync(const ReplicaSync& sync,
         "replica_sync.replicas must be in [0, 64], not ", sync.replicas));
   }
   // Only with replicas: the default timeout (1s) must not make a short
-  // command_timeout invalid for clients that never wait.
-  if (sync.replicas > 0 && (sync.timeout < absl::Milliseconds(1) ||
-                            sync.timeout >= command_timeout)) {
+  // command_timeout invalid for clients that never wait. A WAIT answered
+  // late (kWaitLateness) must still beat the connection's silence check.
+  if (sync.replicas > 0 &&
+      (sync.timeout < absl::Milliseconds(1) ||
+       sync.timeout + algorithm_internal::kWaitLateness >= command_timeout)) {
     return absl::InvalidArgumentError(
         absl::StrCat("replica_sync.timeout must be at least 1ms and less than "
                      "command_timeout (",
-                     absl::FormatDuration(command_timeout), "), not ",
+                     absl::FormatDuration(command_timeout), ") - ",
+                     absl::FormatDuration(algorithm_internal::kWaitLateness),
+                     " (Redis may answer a WAIT that late), not ",
                      absl::FormatDuration(sync.timeout)));
   }
   return absl::OkStatus();

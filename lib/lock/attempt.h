@@ -80,8 +80,13 @@ absl::Status Unexpected(const redis::Reply& r, absl::string_view op);
 // (TryAcquire(0) is one attempt, not none).
 inline constexpr absl::Duration kMinAttemptTime = absl::Milliseconds(100);
 
+// How late Redis may answer a WAIT that times out: it notices the timeout on
+// its next timer tick, up to 1/hz later (100 ms at the default hz 10;
+// measured 300-400 ms for WAIT 1 300 with the replica paused).
+inline constexpr absl::Duration kWaitLateness = absl::Milliseconds(100);
+
 // How much longer than usual an attempt's requests (and their undo, queued
-// behind WAITs) may take: the WAIT's timeout.
+// behind WAITs) may take: the WAIT's timeout and its lateness.
 absl::Duration ReplicaTime(const backend::WaitReplicas* sync);
 
 // The deadline of one attempt's requests (see LockPolicy), `extra` (the

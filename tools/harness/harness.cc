@@ -79,6 +79,13 @@ absl::Status ValidateHarnessOptions(const HarnessOptions& o) {
                      "primary has ",
                      kSentinelReplicas, " replica"));
   }
+  if (o.replica_sync > 0 && o.command_timeout <= absl::Milliseconds(200)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "replica_sync needs command_timeout above 200ms, not ",
+        absl::FormatDuration(o.command_timeout),
+        ": the WAIT's timeout is half of it, and Redis may answer a WAIT "
+        "100 ms late (relock/options.h, ReplicaSync::timeout)"));
+  }
   if (o.expect_split_brain_overlaps &&
       ((!o.sentinel && !o.cluster) || o.replica_sync > 0)) {
     return absl::InvalidArgumentError(

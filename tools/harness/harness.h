@@ -246,10 +246,11 @@ struct HarnessOptions {
   absl::Duration holder_pause = absl::ZeroDuration();
   // The replicas that must acknowledge each of the workers' acquires and
   // renewals: their clients' ReplicaSync::replicas (relock/options.h), with
-  // a WAIT timeout of command_timeout / 2 (it must stay below
-  // command_timeout). 0 (the default): no WAIT. In [0, 64]; above 0 only in
-  // cluster mode, whose masters have one replica each, or sentinel mode,
-  // whose primary has one, so at most 1 there (see ValidateHarnessOptions).
+  // a WAIT timeout of command_timeout / 2 (it must stay 100 ms below
+  // command_timeout, so command_timeout must be above 200 ms). 0 (the default):
+  // no WAIT. In [0, 64]; above 0 only in cluster mode, whose masters have one
+  // replica each, or sentinel mode, whose primary has one, so at most 1 there
+  // (see ValidateHarnessOptions).
   int replica_sync = 0;
   // How late a cut-off holder's loss report may be recorded after its
   // lease's end on the server minus the drift (CheckInput::
