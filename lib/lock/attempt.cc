@@ -197,8 +197,12 @@ Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
           "only ", std::max<int64_t>(answers[i].acked, 0), " of the ",
           sync->replicas, " required replicas acknowledged within ",
           absl::FormatDuration(sync->timeout));
-      error = absl::UnavailableError(
-          absl::StrCat(unacked, " on ", who, "; the acquisition was undone"));
+      // The undo is sent after this (Undo()) and may not land: the key then
+      // expires with its lease.
+      error = absl::UnavailableError(absl::StrCat(
+          unacked, " on ", who,
+          "; the acquisition is undone (or, if the undo does not land, "
+          "expires with its lease)"));
       details.Add(absl::StrCat(who, ": acquired, but ", unacked, "; undone"));
     } else if (reply.kind == AcquireReply::kGranted) {
       ++granted;
