@@ -50,8 +50,12 @@ void CountRelease(Metrics& m, const absl::Status& s) {
 
 // A release on its way: what was sent, and what the answers are read with.
 struct ReleaseCall {
+  ReleaseCall() = default;
   // Borrowed by the steps (LockModel): a ReleaseCall stays where it was made
-  // until its continuations are done.
+  // until its continuations are done, so it cannot be copied or moved.
+  ReleaseCall(const ReleaseCall&) = delete;
+  ReleaseCall& operator=(const ReleaseCall&) = delete;
+
   OwnerField owner = OwnerField::None();
   Lease lease = Lease::Keep();
   const LockModel* model = nullptr;
@@ -67,10 +71,11 @@ struct ReleaseCall {
   std::string kept_name;
 };
 
-// Starts a release (stops renewal of a final one): what to send.
-ReleaseCall BeginReleaseCall(LockEnv& env, const std::string& name,
-                             const OwnerId& by, LockKind kind) {
-  ReleaseCall c;
+// Starts a release (stops renewal of a final one): what to send, into
+// `*out`.
+void BeginReleaseCall(LockEnv& env, const std::string& name, const OwnerId& by,
+                      LockKind kind, ReleaseCall* out) {
+  ReleaseCall& c = *out;
   c.owner = OwnerField(env.id(), by.number);
   // A final release stops renewal before the script is sent, whatever its
   // outcome: a failed final release leaves a lock that frees itself at the
@@ -92,7 +97,6 @@ ReleaseCall BeginReleaseCall(LockEnv& env, const std::string& name,
       env.backend().nodes() == 1
           ? Deadline::Never()
           : Deadline::After(env.policy().command_timeout, &env.clock());
-  return c;
 }
 
 // What the release script's answers say.
@@ -226,17 +230,15 @@ void SendRelease(LockEnv& env, std::shared_ptr<void> keep,
   // asynchronous one's lives on the heap as long as they do, with a copy of
   // the name.
   ReleaseCall on_stack;
-  std::shared_ptr<const ReleaseCall> call;
+  std::shared_ptr<ReleaseCall> started;
   if (here) {
-    on_stack = BeginReleaseCall(env, name, by, kind);
-    call =
-        std::shared_ptr<const ReleaseCall>(std::shared_ptr<void>(), &on_stack);
+    started = std::shared_ptr<ReleaseCall>(std::shared_ptr<void>(), &on_stack);
   } else {
-    auto kept =
-        std::make_shared<ReleaseCall>(BeginReleaseCall(env, name, by, kind));
-    kept->kept_name = name;
-    call = std::move(kept);
+    started = std::make_shared<ReleaseCall>();
+    started->kept_name = name;
   }
+  BeginReleaseCall(env, name, by, kind, started.get());
+  const std::shared_ptr<const ReleaseCall> call = std::move(started);
   // The name the continuations read: the caller's, or the kept copy.
   const std::string* const lock_name = here ? &name : &call->kept_name;
   Send(env,
