@@ -64,12 +64,22 @@ long RssBytes() {
   return pages_resident * sysconf(_SC_PAGESIZE);
 }
 
+// Threads that acquire the locks, in parallel: N / kAcquiringThreads round
+// trips each.
+constexpr int kAcquiringThreads = 8;
+
 // A private redis-server with N watchdog locks held by one client.
 struct World {
   std::unique_ptr<testing::RedisServer> server;
   std::unique_ptr<Client> client;
   std::vector<Lock> locks;
-  std::vector<std::string> owners;  // owner field per lock
+  // The owner field of each acquiring thread: lock i's is owners[i %
+  // kAcquiringThreads] (one string per thread, not per lock, so that the
+  // benchmark's own copies stay out of the per-lock memory it measures).
+  std::vector<std::string> owners;
+  const std::string& owner_of(size_t i) const {
+    return owners[i % owners.size()];
+  }
   double rss_bytes_per_lock = 0;
   std::string error;
   // Never notified: the acquiring threads wait on it for the rest of the
@@ -101,20 +111,18 @@ World& GetWorld() {
     for (size_t i = 0; i < n; ++i) {
       w->locks.push_back(w->client->GetLock(absl::StrCat("bench-wd:", i)));
     }
-    w->owners.resize(n);
+    w->owners.resize(kAcquiringThreads);
     const long rss_before = RssBytes();
-    constexpr int kThreads = 8;  // acquire in parallel: N round trips
     std::atomic<int> failures{0};
     std::vector<std::unique_ptr<testing::Notification>> acquired;
-    for (int t = 0; t < kThreads; ++t) {
+    for (int t = 0; t < kAcquiringThreads; ++t) {
       acquired.push_back(std::make_unique<testing::Notification>());
       std::thread([w, t, n, &failures, done = acquired.back().get()] {
-        const std::string owner(
+        w->owners[t] = std::string(
             lock::OwnerField(w->client->id(), lock::CurrentThreadNumber())
                 .wire());
-        for (size_t i = t; i < n; i += kThreads) {
+        for (size_t i = t; i < n; i += kAcquiringThreads) {
           if (!w->locks[i].Acquire().ok()) failures.fetch_add(1);
-          w->owners[i] = owner;
         }
         done->Notify();
         w->never.WaitForNotification();
@@ -195,8 +203,8 @@ void BM_OneRoundTripPerLock(benchmark::State& state) {
       const std::string& name = w.locks[i].name();
       testing::RawReply r(static_cast<redisReply*>(redisCommand(
           ctx, "EVALSHA %b 1 %b %b %b", sha.data(), sha.size(), name.data(),
-          name.size(), lease_ms.data(), lease_ms.size(), w.owners[i].data(),
-          w.owners[i].size())));
+          name.size(), lease_ms.data(), lease_ms.size(), w.owner_of(i).data(),
+          w.owner_of(i).size())));
       if (r == nullptr || r->type != REDIS_REPLY_ARRAY ||
           r->element[0]->integer != 1) {
         state.SkipWithError("renew failed");
