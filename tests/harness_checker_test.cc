@@ -573,6 +573,10 @@ TEST(HarnessOptionsTest, ReplicaSyncNeedsTheClustersOneReplicaPerMaster) {
   EXPECT_NE(short_timeout.message().find("command_timeout above 200ms"),
             std::string::npos)
       << short_timeout;
+  // The workers get it in whole milliseconds: 200.5 ms is 200 there.
+  o.command_timeout = absl::Microseconds(200500);
+  EXPECT_EQ(ValidateHarnessOptions(o).code(),
+            absl::StatusCode::kInvalidArgument);
   o.command_timeout = absl::Milliseconds(201);
   EXPECT_OK(ValidateHarnessOptions(o));
   o.cluster = false;

@@ -232,7 +232,7 @@ TEST_F(ReplicaSyncTest, AcquireWithPausedReplicaFailsAndLeavesNoKey) {
       AllOf(HasSubstr(absl::StrCat("acquire lock \"", lock.name(), "\"")),
             HasSubstr("only 0 of the 1 required replicas acknowledged "
                       "within 200ms on 127.0.0.1:"),
-            HasSubstr("the acquisition is undone")));
+            HasSubstr("the acquisition is being undone")));
   EXPECT_EQ(Calls(primary(), "wait"), 1);
   EXPECT_EQ(Calls(primary(), "evalsha"), 2);  // the acquire and its undo
   // The undo ran before Acquire() returned.

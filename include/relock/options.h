@@ -133,10 +133,10 @@ struct SentinelOptions {
 // It narrows the window in which a failover loses a fresh acquisition; it
 // does not close it (see the correctness notes in relock/lock.h).
 //
-// Costs: WAIT holds its connection for up to `timeout` (when the replicas
-// are slow or gone), so other calls pipelined on that connection (other
-// threads' calls: see ClientOptions::command_connections) wait too. Every
-// attempt waits, including one that finds the lock held by another owner
+// Costs: WAIT holds its connection for up to `timeout` + 100 ms (when the
+// replicas are slow or gone), so other calls pipelined on that connection
+// (other threads' calls: see ClientOptions::command_connections) wait too.
+// Every attempt waits, including one that finds the lock held by another owner
 // and one that re-checks after a wait, since the WAIT is sent with the
 // script; one TryAcquire attempt may then take up to 200 ms + `timeout`
 // (Redis answers a WAIT that times out on its next timer tick: up to 100 ms
@@ -354,8 +354,8 @@ struct ClientOptions {
 struct LockOptions {
   // Replica acknowledgement of this lock's acquires. Unset (the default):
   // ClientOptions::replica_sync. The same ranges apply (timeout less than
-  // the client's command_timeout); a handle with invalid values fails every
-  // call with InvalidArgument.
+  // the client's command_timeout - 100 ms); a handle with invalid values
+  // fails every call with InvalidArgument.
   absl::optional<ReplicaSync> replica_sync;
 
   // Called when a hold taken through this handle is lost: once per hold, on

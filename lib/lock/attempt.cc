@@ -197,13 +197,12 @@ Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
           "only ", std::max<int64_t>(answers[i].acked, 0), " of the ",
           sync->replicas, " required replicas acknowledged within ",
           absl::FormatDuration(sync->timeout));
-      // The undo is sent after this (Undo()) and may not land: the key then
-      // expires with its lease.
+      // The undo is sent after this (Undo()), best effort: what it does
+      // when it does not land depends on the lock type (ReplicaSync).
       error = absl::UnavailableError(absl::StrCat(
-          unacked, " on ", who,
-          "; the acquisition is undone (or, if the undo does not land, "
-          "expires with its lease)"));
-      details.Add(absl::StrCat(who, ": acquired, but ", unacked, "; undone"));
+          unacked, " on ", who, "; the acquisition is being undone"));
+      details.Add(
+          absl::StrCat(who, ": acquired, but ", unacked, "; being undone"));
     } else if (reply.kind == AcquireReply::kGranted) {
       ++granted;
       granted_at[i] = true;

@@ -79,7 +79,9 @@ absl::Status ValidateHarnessOptions(const HarnessOptions& o) {
                      "primary has ",
                      kSentinelReplicas, " replica"));
   }
-  if (o.replica_sync > 0 && o.command_timeout <= absl::Milliseconds(200)) {
+  // In whole milliseconds, as the workers get it (WorkerConfig).
+  if (o.replica_sync > 0 &&
+      absl::ToInt64Milliseconds(o.command_timeout) <= 200) {
     return absl::InvalidArgumentError(absl::StrCat(
         "replica_sync needs command_timeout above 200ms, not ",
         absl::FormatDuration(o.command_timeout),

@@ -110,7 +110,7 @@ struct WorkerConfig {
   // watchdog mode; see Worker::SemaphoreLoop.
   int permits = 0;
   // The client's ReplicaSync (relock/options.h): replicas in [0, 64], and
-  // the WAIT timeout, below command_timeout_ms.
+  // the WAIT timeout, below command_timeout_ms - 100.
   int replica_sync = 0;
   int64_t replica_sync_timeout_ms = 150;
   std::string prefix = "harness:";
