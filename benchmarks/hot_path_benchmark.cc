@@ -80,7 +80,7 @@
 // Heap allocations are calls of malloc, calloc, realloc and the aligned
 // allocators, replaced in this binary to count them: operator new's, and
 // hiredis's replies and buffers in relock and in the naive client, all
-// count (up to 8093db6 only operator new was counted, so relock's
+// count (up to 9780ff6 only operator new was counted, so relock's
 // figures left out its replies and the naive client's showed 0). The
 // benchmark itself allocates nothing inside a measured round (sample
 // buffers are reserved beforehand). A sanitizer build reports no
@@ -170,7 +170,8 @@
 // every library's calls, libstdc++'s operator new included, come here) and
 // passed on to glibc's own. So relock's allocations through hiredis's reply
 // reader count, and so do the naive client's in hiredis. Sanitizer builds
-// keep their own allocator and count nothing (they build no benchmarks).
+// keep their own allocator and count nothing (scripts/test.sh builds no
+// benchmarks with a sanitizer).
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define RELOCK_BENCH_SANITIZED 1
@@ -183,13 +184,15 @@
 
 namespace {
 
-// Calls of malloc, calloc, realloc and the aligned allocators in this
-// process, counted apart by thread (each thread on one of kShards
-// cache lines), so that counting adds no contended cache line to the
-// clients it measures: the naive client allocates several times as often
-// as relock, and one shared counter would slow it more. Relaxed: a count,
+// Calls of malloc, calloc, realloc (every call, also one that resizes in
+// place or frees) and the aligned allocators in this process, counted apart
+// by thread, each thread on a cache line of its own until kShards threads
+// have started (a run of the three hot-path benchmarks starts fewer than
+// 600, 32 per round), so that counting adds no contended cache line to the
+// clients it measures (the naive client allocates several times as often
+// as relock, and one shared counter would slow it more). Relaxed: a count,
 // not a synchronization.
-constexpr unsigned kShards = 64;
+constexpr unsigned kShards = 1024;
 struct alignas(64) AllocationShard {
   std::atomic<int64_t> count{0};
 };
@@ -254,6 +257,10 @@ void* memalign(std::size_t alignment, std::size_t size) noexcept {
   return __libc_memalign(alignment, size);
 }
 void* aligned_alloc(std::size_t alignment, std::size_t size) noexcept {
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
+    errno = EINVAL;  // as glibc 2.38 and later
+    return nullptr;
+  }
   CountAllocation();
   return __libc_memalign(alignment, size);
 }
@@ -328,10 +335,12 @@ struct ProcessUsage {
 class CostMeter {
  public:
   // The clock is read last here and first in Read(), so that the wall time
-  // leaves out the meter's own system calls.
+  // leaves out the meter's own system calls; the allocation count first
+  // here and last in Read(), so that the CPU time leaves out its sum over
+  // the shards.
   CostMeter()
-      : usage_(ProcessUsage::Now()),
-        allocations_(HeapAllocations()),
+      : allocations_(HeapAllocations()),
+        usage_(ProcessUsage::Now()),
         start_ns_(NowNs()) {}
 
   struct Cost {
@@ -343,8 +352,8 @@ class CostMeter {
 
   Cost Read() const {
     const int64_t end_ns = NowNs();
-    const int64_t allocations = HeapAllocations();
     const ProcessUsage usage = ProcessUsage::Now();
+    const int64_t allocations = HeapAllocations();
     return {static_cast<double>(end_ns - start_ns_) / 1e9,
             usage.cpu_s - usage_.cpu_s,
             usage.voluntary_switches - usage_.voluntary_switches,
@@ -352,8 +361,8 @@ class CostMeter {
   }
 
  private:
-  ProcessUsage usage_;
   int64_t allocations_;
+  ProcessUsage usage_;
   int64_t start_ns_;
 };
 
