@@ -77,12 +77,10 @@
 //                               naive client's 32 threads, alternated as
 //                               above; same counters (ratio target >= 2).
 //
-// Heap allocations are calls of malloc, calloc, realloc and the aligned
-// allocators, replaced in this binary to count them: operator new's, and
-// hiredis's replies and buffers in relock and in the naive client, all
-// count (up to 9780ff6 only operator new was counted, so relock's
-// figures left out its replies and the naive client's showed 0). The
-// benchmark itself allocates nothing inside a measured round (sample
+// Heap allocations are counted by heap_allocations.cc, linked into this
+// binary only: every call of malloc and its relatives, so operator new's and
+// hiredis's replies and buffers in relock and in the naive client all count.
+// The benchmark itself allocates nothing inside a measured round (sample
 // buffers are reserved beforehand). A sanitizer build reports no
 // allocation counters.
 //
@@ -158,125 +156,11 @@
 #include "absl/time/time.h"
 #include "benchmark/benchmark.h"
 #include "benchmarks/bench_util.h"
+#include "benchmarks/heap_allocations.h"
 #include "lib/common/mutex.h"
 #include "lib/redis/url.h"
 #include "relock/relock.h"
 #include "tests/testing/redis_server.h"
-
-// ------------------------------------------------- allocation counting --
-
-// Every heap allocation of this process is counted: malloc and its
-// relatives are replaced here (glibc lets a program interpose them, and
-// every library's calls, libstdc++'s operator new included, come here) and
-// passed on to glibc's own. So relock's allocations through hiredis's reply
-// reader count, and so do the naive client's in hiredis. Sanitizer builds
-// keep their own allocator and count nothing (scripts/test.sh builds no
-// benchmarks with a sanitizer).
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define RELOCK_BENCH_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
-    __has_feature(memory_sanitizer)
-#define RELOCK_BENCH_SANITIZED 1
-#endif
-#endif
-
-namespace {
-
-// Calls of malloc, calloc, realloc (every call, also one that resizes in
-// place or frees) and the aligned allocators in this process, counted apart
-// by thread, each thread on a cache line of its own until kShards threads
-// have started (a run of the three hot-path benchmarks starts fewer than
-// 600, 32 per round), so that counting adds no contended cache line to the
-// clients it measures (the naive client allocates several times as often
-// as relock, and one shared counter would slow it more). Relaxed: a count,
-// not a synchronization.
-constexpr unsigned kShards = 1024;
-struct alignas(64) AllocationShard {
-  std::atomic<int64_t> count{0};
-};
-AllocationShard g_allocation_shards[kShards];
-
-int64_t HeapAllocations() {
-  int64_t sum = 0;
-  for (const AllocationShard& shard : g_allocation_shards) {
-    sum += shard.count.load(std::memory_order_relaxed);
-  }
-  return sum;
-}
-
-#ifdef RELOCK_BENCH_SANITIZED
-constexpr bool kCountsAllocations = false;
-#else
-constexpr bool kCountsAllocations = true;
-#endif
-
-}  // namespace
-
-#ifndef RELOCK_BENCH_SANITIZED
-namespace {
-std::atomic<unsigned> g_next_allocation_shard{0};
-// This thread's shard + 1 (0: none yet). Constant-initialized, so that
-// reading it runs no initializer inside malloc.
-thread_local unsigned t_allocation_shard = 0;
-
-void CountAllocation() {
-  unsigned shard = t_allocation_shard;
-  if (shard == 0) {
-    shard = g_next_allocation_shard.fetch_add(1, std::memory_order_relaxed) %
-                kShards +
-            1;
-    t_allocation_shard = shard;
-  }
-  g_allocation_shards[shard - 1].count.fetch_add(1, std::memory_order_relaxed);
-}
-}  // namespace
-
-extern "C" {
-// glibc's allocator under its own names.
-void* __libc_malloc(std::size_t size);                           // NOLINT
-void* __libc_calloc(std::size_t count, std::size_t size);        // NOLINT
-void* __libc_realloc(void* p, std::size_t size);                 // NOLINT
-void* __libc_memalign(std::size_t alignment, std::size_t size);  // NOLINT
-
-void* malloc(std::size_t size) noexcept {
-  CountAllocation();
-  return __libc_malloc(size);
-}
-void* calloc(std::size_t count, std::size_t size) noexcept {
-  CountAllocation();
-  return __libc_calloc(count, size);
-}
-void* realloc(void* p, std::size_t size) noexcept {
-  CountAllocation();
-  return __libc_realloc(p, size);
-}
-void* memalign(std::size_t alignment, std::size_t size) noexcept {
-  CountAllocation();
-  return __libc_memalign(alignment, size);
-}
-void* aligned_alloc(std::size_t alignment, std::size_t size) noexcept {
-  if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
-    errno = EINVAL;  // as glibc 2.38 and later
-    return nullptr;
-  }
-  CountAllocation();
-  return __libc_memalign(alignment, size);
-}
-int posix_memalign(void** out, std::size_t alignment,
-                   std::size_t size) noexcept {
-  if (alignment < sizeof(void*) || (alignment & (alignment - 1)) != 0) {
-    return EINVAL;
-  }
-  CountAllocation();
-  void* p = __libc_memalign(alignment, size);
-  if (p == nullptr) return ENOMEM;
-  *out = p;
-  return 0;
-}
-}  // extern "C"
-#endif
 
 namespace relock {
 namespace {
@@ -339,7 +223,7 @@ class CostMeter {
   // here and last in Read(), so that the CPU time leaves out its sum over
   // the shards.
   CostMeter()
-      : allocations_(HeapAllocations()),
+      : allocations_(bench::HeapAllocations()),
         usage_(ProcessUsage::Now()),
         start_ns_(NowNs()) {}
 
@@ -353,7 +237,7 @@ class CostMeter {
   Cost Read() const {
     const int64_t end_ns = NowNs();
     const ProcessUsage usage = ProcessUsage::Now();
-    const int64_t allocations = HeapAllocations();
+    const int64_t allocations = bench::HeapAllocations();
     return {static_cast<double>(end_ns - start_ns_) / 1e9,
             usage.cpu_s - usage_.cpu_s,
             usage.voluntary_switches - usage_.voluntary_switches,
@@ -1093,7 +977,7 @@ void CompareAlternated(benchmark::State& state, const BenchEnv& env,
   state.counters["naive_server_us"] = naive.ServerCpuUs();
   state.counters["relock_csw"] = relock.Switches();
   state.counters["naive_csw"] = naive.Switches();
-  if (kCountsAllocations) {
+  if (bench::CountsHeapAllocations()) {
     state.counters["relock_allocs"] = relock.Allocations();
     state.counters["naive_allocs"] = naive.Allocations();
   }
@@ -1185,7 +1069,7 @@ void BM_UncontendedVsTwoRoundTrips(benchmark::State& state) {
   state.counters["scripts_cpu_us"] = scripts.cpu_s * 1e6 / pairs;
   state.counters["relock_csw"] =
       static_cast<double>(relock.voluntary_switches) / pairs;
-  if (kCountsAllocations) {
+  if (bench::CountsHeapAllocations()) {
     state.counters["relock_allocs"] =
         static_cast<double>(relock.allocations) / pairs;
     state.counters["scripts_allocs"] =
