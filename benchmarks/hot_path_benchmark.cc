@@ -33,9 +33,13 @@
 //   BM_OwnKeyThreadsVsNaive     targets 1 and 6: 32 threads of the shared
 //                               client, each Acquire() + Release() on its own
 //                               key with the blocking API, against the naive
-//                               client's 32 threads on their own keys. Rounds
-//                               of a fixed length alternate: naive, relock,
-//                               naive, relock, naive, relock (after one short
+//                               client's 32 threads on their own keys, and
+//                               against "lf": 32 threads sending relock's
+//                               own scripts raw on one connection shared by
+//                               leader/follower I/O (leader_follower.h; the
+//                               design relock's event loop did not take).
+//                               Rounds of a fixed length alternate: naive,
+//                               lf, relock, three times (after one short
 //                               warm-up round of each, not counted).
 //                               Counters:
 //                                 relock_pairs_s, naive_pairs_s  median round
@@ -65,6 +69,10 @@
 //                                 relock_allocs, naive_allocs  heap
 //                                              allocations per pair (see
 //                                              below)
+//                                 lf_pairs_s   the lf side's median round
+//                                 lf_ratio     lf median / naive median
+//                                 relock_vs_lf relock median / lf median
+//                                 lf_cpu_us, lf_server_us, lf_csw  as above
 //                                 pinned       1 when RELOCK_BENCH_PIN took
 //                                              effect (see below)
 //                               The label lists every round's pairs/s and the
@@ -75,7 +83,8 @@
 //                               key and relock::Owner, the next step started
 //                               in the previous step's callback) against the
 //                               naive client's 32 threads, alternated as
-//                               above; same counters (ratio target >= 2).
+//                               above; same counters (ratio target >= 2),
+//                               without an lf side.
 //
 // Heap allocations are counted by heap_allocations.cc, linked into this
 // binary only: every call of malloc and its relatives, so operator new's and
@@ -88,8 +97,8 @@
 //   RELOCK_BENCH_URL=redis://[[user]:password@]host[:port][/db] or
 //       unix:///path[?db=N]: use that server instead of a private one started
 //       with the test fixture (relock::testing::RedisServer). Keys are
-//       prefixed with "relock-bench:<pid>:" (naive and relock keys apart) and
-//       deleted at the end of each benchmark.
+//       prefixed with "relock-bench:<pid>:" (naive, lf and relock keys apart)
+//       and deleted at the end of each benchmark.
 //   RELOCK_BENCH_PIN=1: pin redis-server (every thread of it) to the first CPU
 //       this process may use, normally CPU 0, and this process (every thread,
 //       before the client and the workers start) to the second, normally
@@ -157,6 +166,7 @@
 #include "benchmark/benchmark.h"
 #include "benchmarks/bench_util.h"
 #include "benchmarks/heap_allocations.h"
+#include "benchmarks/leader_follower.h"
 #include "lib/common/mutex.h"
 #include "lib/redis/url.h"
 #include "relock/relock.h"
@@ -932,22 +942,27 @@ struct Side {
 using RoundFn = std::function<absl::StatusOr<Round>(absl::Duration)>;
 
 // A warm-up round of each side, then kRounds measured rounds of each,
-// alternated (naive first), then the counters of BM_OwnKeyThreadsVsNaive.
+// alternated (naive first, then `lf` if given, then relock), then the
+// counters of BM_OwnKeyThreadsVsNaive.
 void CompareAlternated(benchmark::State& state, const BenchEnv& env,
-                       const RoundFn& naive_round,
-                       const RoundFn& relock_round) {
+                       const RoundFn& naive_round, const RoundFn& relock_round,
+                       const RoundFn* lf_round) {
   Side naive;
+  Side lf;
   Side relock;
+  std::vector<std::pair<const RoundFn*, Side*>> sides = {
+      {&naive_round, &naive}};
+  if (lf_round != nullptr) sides.emplace_back(lf_round, &lf);
+  sides.emplace_back(&relock_round, &relock);
   for (auto _ : state) {
-    for (const RoundFn* run : {&naive_round, &relock_round}) {
+    for (auto [run, side] : sides) {
       if (absl::StatusOr<Round> r = (*run)(WarmUpLength()); !r.ok()) {
         state.SkipWithError(r.status().ToString().c_str());
         return;
       }
     }
     for (int i = 0; i < kRounds; ++i) {
-      for (auto [run, side] : {std::make_pair(&naive_round, &naive),
-                               std::make_pair(&relock_round, &relock)}) {
+      for (auto [run, side] : sides) {
         absl::StatusOr<Round> r = (*run)(RoundLength());
         if (!r.ok()) {
           state.SkipWithError(r.status().ToString().c_str());
@@ -957,9 +972,11 @@ void CompareAlternated(benchmark::State& state, const BenchEnv& env,
       }
     }
   }
-  if (naive.Pairs() == 0 || relock.Pairs() == 0) {
-    state.SkipWithError("a side completed no pairs");
-    return;
+  for (auto [run, side] : sides) {
+    if (side->Pairs() == 0) {
+      state.SkipWithError("a side completed no pairs");
+      return;
+    }
   }
   state.counters["relock_pairs_s"] = relock.Median();
   state.counters["naive_pairs_s"] = naive.Median();
@@ -981,9 +998,20 @@ void CompareAlternated(benchmark::State& state, const BenchEnv& env,
     state.counters["relock_allocs"] = relock.Allocations();
     state.counters["naive_allocs"] = naive.Allocations();
   }
+  std::string lf_rates;
+  if (lf_round != nullptr) {
+    state.counters["lf_pairs_s"] = lf.Median();
+    state.counters["lf_ratio"] = lf.Median() / naive.Median();
+    state.counters["relock_vs_lf"] = relock.Median() / lf.Median();
+    state.counters["lf_cpu_us"] = lf.CpuUs();
+    state.counters["lf_server_us"] = lf.ServerCpuUs();
+    state.counters["lf_csw"] = lf.Switches();
+    lf_rates = absl::StrCat(" | lf ", lf.RatesText());
+  }
   state.counters["pinned"] = env.pinning != nullptr ? 1 : 0;
   state.SetLabel(absl::StrCat("relock ", relock.RatesText(), " | naive ",
-                              naive.RatesText(), " pairs/s | ", env.placement));
+                              naive.RatesText(), lf_rates, " pairs/s | ",
+                              env.placement));
 }
 
 // ------------------------------------------------------ the benchmarks --
@@ -1086,16 +1114,63 @@ BENCHMARK(BM_UncontendedVsTwoRoundTrips)
     ->MinTime(SmokeMode() ? 0.01 : 3.0)
     ->Unit(benchmark::kMicrosecond);
 
+// The "lf" side of BM_OwnKeyThreadsVsNaive: kThreads threads on one
+// bench::LeaderFollowerConnection, each sending relock's own pair of scripts
+// for a key of its own ("<prefix>lf-<name>-<i>"), formatted once.
+class LeaderFollowerLocks {
+ public:
+  static absl::StatusOr<std::unique_ptr<LeaderFollowerLocks>> Open(
+      const BenchEnv& env, absl::string_view name) {
+    absl::StatusOr<Context> conn = Connect(env.endpoint);
+    if (!conn.ok()) return conn.status();
+    auto locks = std::unique_ptr<LeaderFollowerLocks>(new LeaderFollowerLocks);
+    for (int i = 0; i < kThreads; ++i) {
+      absl::StatusOr<bench::PairWire> wire = bench::RelockPairWire(
+          *conn, Key(env, absl::StrCat("lf-", name, "-", i)),
+          /*owner=*/static_cast<uint64_t>(i) + 1);
+      if (!wire.ok()) return wire.status();
+      locks->wires_.push_back(*std::move(wire));
+    }
+    locks->conn_ = std::make_unique<bench::LeaderFollowerConnection>(
+        *std::move(conn), kThreads);
+    return locks;
+  }
+
+  // Thread `i`'s lock+unlock pair.
+  absl::Status Pair(int i) {
+    absl::StatusOr<Reply> r = conn_->Call(i, wires_[i].acquire);
+    if (!r.ok()) return r.status();
+    if ((*r)->type != REDIS_REPLY_NIL) {
+      return absl::InternalError(absl::StrCat("lf acquire: ", ReplyText(**r),
+                                              " (type ", (*r)->type,
+                                              "): its key was held"));
+    }
+    r = conn_->Call(i, wires_[i].release);
+    if (!r.ok()) return r.status();
+    if ((*r)->type != REDIS_REPLY_INTEGER || (*r)->integer != 1) {
+      return absl::InternalError(absl::StrCat("lf release: ", ReplyText(**r),
+                                              " (type ", (*r)->type, ")"));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  LeaderFollowerLocks() = default;
+  std::vector<bench::PairWire> wires_;
+  std::unique_ptr<bench::LeaderFollowerConnection> conn_;
+};
+
 // What BM_OwnKeyThreadsVsNaive and BM_AsyncChainsVsNaive share: the naive
 // client's kThreads threads, each on a key of its own, against
 // `relock_round` on kThreads locks of the shared client (keys
-// "<prefix>relock-<name>-<i>"), alternated by CompareAlternated(); then the
-// keys are deleted.
+// "<prefix>relock-<name>-<i>") and, `with_lf`, against LeaderFollowerLocks'
+// kThreads threads, alternated by CompareAlternated(); then the keys are
+// deleted.
 using RelockRoundFn = std::function<absl::StatusOr<Round>(
     std::vector<Lock>&, absl::Duration, ServerCpu&)>;
 
 void RunAgainstNaiveThreads(benchmark::State& state, absl::string_view name,
-                            const RelockRoundFn& relock_round) {
+                            const RelockRoundFn& relock_round, bool with_lf) {
   BenchEnv* env = EnvOrSkip(state);
   if (env == nullptr) return;
   absl::StatusOr<std::vector<NaiveLock>> naive_locks =
@@ -1103,6 +1178,16 @@ void RunAgainstNaiveThreads(benchmark::State& state, absl::string_view name,
   if (!naive_locks.ok()) {
     state.SkipWithError(naive_locks.status().ToString().c_str());
     return;
+  }
+  std::unique_ptr<LeaderFollowerLocks> lf_locks;
+  if (with_lf) {
+    absl::StatusOr<std::unique_ptr<LeaderFollowerLocks>> opened =
+        LeaderFollowerLocks::Open(*env, name);
+    if (!opened.ok()) {
+      state.SkipWithError(opened.status().ToString().c_str());
+      return;
+    }
+    lf_locks = *std::move(opened);
   }
   std::vector<Lock> locks;
   locks.reserve(kThreads);
@@ -1120,12 +1205,17 @@ void RunAgainstNaiveThreads(benchmark::State& state, absl::string_view name,
     absl::Status s = lock.Lock();
     return s.ok() ? lock.Unlock() : s;
   };
+  const RoundFn lf_round = [&](absl::Duration d) {
+    return RunThreadRound(kThreads, d, *server,
+                          [&](int i) { return lf_locks->Pair(i); });
+  };
   CompareAlternated(
       state, *env,
       [&](absl::Duration d) {
         return RunThreadRound(kThreads, d, *server, naive_pair);
       },
-      [&](absl::Duration d) { return relock_round(locks, d, *server); });
+      [&](absl::Duration d) { return relock_round(locks, d, *server); },
+      with_lf ? &lf_round : nullptr);
   if (absl::Status s = DeleteKeys(*env); !s.ok()) {
     state.SkipWithError(absl::StrCat("cleanup: ", s.ToString()).c_str());
   }
@@ -1142,7 +1232,8 @@ void BM_OwnKeyThreadsVsNaive(benchmark::State& state) {
           absl::Status s = lock.Acquire();
           return s.ok() ? lock.Release() : s;
         });
-      });
+      },
+      /*with_lf=*/true);
 }
 BENCHMARK(BM_OwnKeyThreadsVsNaive)
     ->Iterations(1)
@@ -1156,7 +1247,8 @@ void BM_AsyncChainsVsNaive(benchmark::State& state) {
       state, "async",
       [](std::vector<Lock>& locks, absl::Duration length, ServerCpu& server) {
         return AsyncRound(locks).Run(length, server);
-      });
+      },
+      /*with_lf=*/false);
 }
 BENCHMARK(BM_AsyncChainsVsNaive)
     ->Iterations(1)
