@@ -387,6 +387,33 @@ TEST(RetryTest, AWaiterWhoseReCheckMeetsCloseIsCancelled) {
   EXPECT_EQ(acquires, 2);
 }
 
+TEST(RetryTest, ASemaphoreReCheckThatMeetsCloseMayHaveTakenPermits) {
+  // A semaphore waiter's re-check fails because Close() came (the closed
+  // connection fails what it had sent): its script may have run and taken
+  // the permits, so the wait ends Unavailable, which says so, not
+  // Cancelled, which would say nothing was taken.
+  FakeLockEnv env;
+  int acquires = 0;
+  env.fake().SetResponder(
+      0, [&](const FakeCall& call, testing::FakeNode&) -> backend::Answer {
+        if (call.script != internal::kSemaphoreAcquireScript) {
+          return backend::Answer{testing::RespReply(":0\r\n")};
+        }
+        if (++acquires == 1) {
+          return backend::Answer{testing::RespReply(":60000\r\n")};  // short
+        }
+        env.set_closed(true);
+        return backend::Answer{
+            absl::FailedPreconditionError("the client is closed (fake)")};
+      });
+  EXPECT_THAT(
+      lock::AcquirePermits(env, "s", 1, Deadline::After(absl::Minutes(1))),
+      StatusIs(absl::StatusCode::kUnavailable,
+               AllOf(HasSubstr("the client is closed"),
+                     HasSubstr("may still have taken what it asked for"))));
+  EXPECT_EQ(acquires, 2);
+}
+
 // --- Waiting for a held lock, in simulated time.
 
 TEST(FakeWaitTest, AWaiterGetsTheLockWhenTheHoldersLeaseEnds) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -160,6 +161,15 @@ TEST_F(PermitSemaphoreTest, BadInputIsRefusedAndNothingElseIsTouched) {
     EXPECT_THAT(sem.Release(bad),
                 testing::StatusIs(absl::StatusCode::kInvalidArgument));
   }
+  // Our own id in upper case: refused, not released behind the watchdog's
+  // back (Redis would decode it to the same bytes, but this client knows its
+  // permits by their text).
+  const std::string upper = absl::AsciiStrToUpper(*id);
+  ASSERT_NE(upper, *id);
+  EXPECT_THAT(sem.Release(upper),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(sem.UpdateLeaseTime(upper, absl::Seconds(5)),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument));
   const std::string unknown(32, 'f');
   EXPECT_THAT(sem.Release(unknown),
               testing::StatusIs(absl::StatusCode::kNotFound));

@@ -143,6 +143,21 @@ class ReplicaSyncTest : public ::testing::Test {
                        [&sync](ClientOptions& o) { o.replica_sync = sync; });
   }
 
+  // A client of the primary as user "nowait", who may run everything but
+  // WAIT (the test deletes the user again), with 1 replica within 1 s as its
+  // default. Null if the user could not be made.
+  static std::unique_ptr<Client> ConnectWithoutWait() {
+    if (!primary_
+             ->Command({"ACL", "SETUSER", "nowait", "on", ">pw", "~*", "&*",
+                        "+@all", "-wait"})
+             .ok()) {
+      return nullptr;
+    }
+    return MustConnect(
+        absl::StrCat("redis://nowait:pw@127.0.0.1:", primary_->port()),
+        [](ClientOptions& o) { o.replica_sync = Sync(1, absl::Seconds(1)); });
+  }
+
   static RedisServer& primary() { return *primary_; }
   static RedisServer& replica() { return *replica_; }
 
@@ -200,11 +215,7 @@ TEST_F(ReplicaSyncTest, EvalAfterNoScriptIsFollowedByTheWaitToo) {
 TEST_F(ReplicaSyncTest, AcquireWhoseWaitIsRefusedFailsAndLeavesNoKey) {
   // A user that may run everything but WAIT: the script runs and takes the
   // lock, WAIT says NOPERM, and the acquire is undone.
-  ASSERT_OK(primary().Command(
-      {"ACL", "SETUSER", "nowait", "on", ">pw", "~*", "&*", "+@all", "-wait"}));
-  std::unique_ptr<Client> client = MustConnect(
-      absl::StrCat("redis://nowait:pw@127.0.0.1:", primary().port()),
-      [](ClientOptions& o) { o.replica_sync = Sync(1, absl::Seconds(1)); });
+  std::unique_ptr<Client> client = ConnectWithoutWait();
   ASSERT_NE(client, nullptr);
   Lock lock = client->GetLock(TestLockName());
   absl::Status s = lock.Acquire();
@@ -285,6 +296,69 @@ TEST_F(ReplicaSyncTest, SemaphoreAcquireWaitsForTheReplicasOrGivesPermitsBack) {
   paused.Resume();
 }
 
+// A client whose watchdog lease is short (3 s: renewals every second) and
+// whose acquires and renewals need one replica within 200 ms (SetUp() saw
+// the replica acknowledge a WAIT, so the 200 ms run out only when it is
+// paused).
+std::unique_ptr<Client> ConnectShortLease(RedisServer& primary) {
+  return MustConnect(primary.url(), [](ClientOptions& o) {
+    o.replica_sync = Sync(1, absl::Milliseconds(200));
+    o.lock_watchdog_timeout = absl::Seconds(3);
+  });
+}
+
+TEST_F(ReplicaSyncTest, SemaphoreAcquireWhoseWaitIsRefusedGivesPermitsBack) {
+  // A user that may run everything but WAIT: the script takes the permits,
+  // WAIT says NOPERM, and the permits are given back (a refused WAIT once
+  // hid the script's reply, and permits taken by an acquire of unknown
+  // outcome are never given back).
+  const std::string name = TestLockName();
+  ASSERT_THAT(client_->GetSemaphore(name).TrySetPermits(3),
+              testing::IsOkAndHolds(true));
+  std::unique_ptr<Client> client = ConnectWithoutWait();
+  ASSERT_NE(client, nullptr);
+  Semaphore sem = client->GetSemaphore(name);
+  for (int i = 0; i < 3; ++i) {
+    absl::Status s = sem.Acquire(1);
+    EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+    EXPECT_THAT(s.message(),
+                AllOf(HasSubstr("WAIT after the call"), HasSubstr("NOPERM"),
+                      HasSubstr("the acquisition is being undone")));
+    // Given back before Acquire() returned.
+    EXPECT_EQ(primary().Command({"GET", name})->str, "3");
+  }
+  PermitExpirableSemaphore permits =
+      client->GetPermitExpirableSemaphore(name + "-p");
+  ASSERT_THAT(
+      client_->GetPermitExpirableSemaphore(name + "-p").TrySetPermits(1),
+      testing::IsOkAndHolds(true));
+  absl::StatusOr<std::string> id = permits.Acquire(absl::Hours(1));
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kPermissionDenied)
+      << id.status();
+  EXPECT_THAT(permits.AvailablePermits(), testing::IsOkAndHolds(1));
+  client.reset();
+  EXPECT_OK(primary().Command({"ACL", "DELUSER", "nowait"}));
+}
+
+TEST_F(ReplicaSyncTest, PermitRenewalsWaitForTheReplicasToo) {
+  // A watchdog permit's renewals are followed by the WAIT its acquire had,
+  // as a lock's are (they once sent none).
+  std::unique_ptr<Client> client = ConnectShortLease(primary());
+  ASSERT_NE(client, nullptr);
+  const std::string name = TestLockName();
+  PermitExpirableSemaphore sem = client->GetPermitExpirableSemaphore(name);
+  ASSERT_THAT(sem.TrySetPermits(1), testing::IsOkAndHolds(true));
+  absl::StatusOr<std::string> id = sem.Acquire();  // the watchdog's lease
+  ASSERT_OK(id);
+  ASSERT_OK(primary().Command({"CONFIG", "RESETSTAT"}));
+  // The watchdog renews it (every lease / 3 = 1 s), each renewal batch
+  // followed by a WAIT.
+  ASSERT_TRUE(Eventually([&] { return Calls(primary(), "evalsha") >= 1; }));
+  ASSERT_TRUE(Eventually([&] { return Calls(primary(), "wait") >= 1; }))
+      << "renewals sent no WAIT";
+  ASSERT_OK(sem.Release(*id));
+}
+
 TEST_F(ReplicaSyncTest, TryAcquireOfNoWaitStillWaitsForTheReplicas) {
   // One attempt may take 200 ms + the replicas' timeout (Redis answers a
   // WAIT that times out up to 100 ms late): a TryAcquire(0) hears the count
@@ -349,17 +423,6 @@ TEST_F(ReplicaSyncTest, UnacknowledgedReentryIsUndoneByOneCount) {
 // still said 5.9 s were left, since the watchdog's renewals were never
 // acknowledged yet moved the hold's safe end. Now each renewal batch is
 // followed by a WAIT, and only acknowledged renewals count.
-
-// A client whose watchdog lease is short (3 s: renewals every second) and
-// whose acquires and renewals need one replica within 200 ms (SetUp() saw
-// the replica acknowledge a WAIT, so the 200 ms run out only when it is
-// paused).
-std::unique_ptr<Client> ConnectShortLease(RedisServer& primary) {
-  return MustConnect(primary.url(), [](ClientOptions& o) {
-    o.replica_sync = Sync(1, absl::Milliseconds(200));
-    o.lock_watchdog_timeout = absl::Seconds(3);
-  });
-}
 
 TEST_F(ReplicaSyncTest, RenewalsIgnoredReplicaSyncAcknowledgedRenewalsCount) {
   std::unique_ptr<Client> client = ConnectShortLease(primary());

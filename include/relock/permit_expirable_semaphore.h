@@ -44,7 +44,10 @@
 // "{N}:timeout" key would be in another slot ("jobs}a") is InvalidArgument
 // on a cluster, and nothing is written. Replica acknowledgement: as for
 // Semaphore's acquire (ClientOptions::replica_sync); a permit taken without
-// enough acknowledgements is given back before Unavailable.
+// enough acknowledgements is given back before Unavailable, and a watchdog
+// permit's renewals are followed by the same WAIT, as a lock's are.
+// UpdateLeaseTime() sends no WAIT (as Release() sends none): a failover
+// right after it may bring back the lease it replaced.
 //
 // States, for one permit id:
 //
@@ -66,8 +69,9 @@
 //                       cluster slot (see above); TrySetPermits' permits not
 //                       in [0, kMaxPermits]; a lease not in [kMinLease,
 //                       kMaxLease] (nor InfiniteDuration for an acquire); a
-//                       negative wait; a permit id that is not 2 to 64 hex
-//                       digits.
+//                       negative wait; a permit id that is not 2 to 64
+//                       lower-case hex digits (ids are lower case, as
+//                       Redisson's are: an upper-case copy is refused).
 //   NotFound            Release/UpdateLeaseTime of an id that is not out.
 //   Aborted             Release of a permit whose lease had run out (it is
 //                       given back all the same).
@@ -80,8 +84,10 @@
 //                       answer was lost (or came after its wait ended) may
 //                       have taken a permit, which then returns at its
 //                       lease end (at most the watchdog's lease in
-//                       watchdog mode).
-//   PermissionDenied    ACL refusals, as for Semaphore.
+//                       watchdog mode). So may a re-check that Close() cut
+//                       off while it was under way.
+//   PermissionDenied    ACL refusals, as for Semaphore (a refused WAIT:
+//                       the permit it took is given back).
 //   Cancelled           the client was closed while the call waited.
 //
 // Defaults: Acquire() waits without limit with the watchdog's lease.

@@ -108,12 +108,17 @@
 //                       (see Replica acknowledgement; its permits were
 //                       given back).
 //   PermissionDenied    an ACL user without the key, the scripts or the
-//                       channel; a Release/AddPermits/TrySetPermits whose
+//                       channel, or without WAIT under replica_sync (the
+//                       permits that acquire took are given back); a
+//                       Release/AddPermits/TrySetPermits whose
 //                       publish was refused did change the count (the
 //                       message says so), but other clients' waiters only
 //                       find out when they re-check. (Not on a client
 //                       without pub/sub: see Data model.)
-//   Cancelled           the client was closed while the call waited.
+//   Cancelled           the client was closed while the call waited (a
+//                       re-check that Close() cut off while it was under
+//                       way may have taken its permits: that is
+//                       Unavailable, as above).
 //
 // Deliberate differences from Redisson's RSemaphore:
 //   - Zero permits are InvalidArgument for Acquire/TryAcquire/Release

@@ -24,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
@@ -46,11 +47,20 @@ enum class Resend { kNever, kIfDropped };
 
 // One node's answer to one call.
 struct Answer {
+  Answer() = default;
+  explicit Answer(absl::StatusOr<redis::Reply> r, bool was_resent = false)
+      : reply(std::move(r)), resent(was_resent) {}
+
   absl::StatusOr<redis::Reply> reply;  // error replies are replies
   bool resent = false;                 // sent again after a drop
   // Replicas that acknowledged the call's write (WAIT's reply); -1 when no
-  // WAIT was sent or it gave no count (the reply is then that error).
+  // WAIT was sent or it gave no count.
   int64_t acked = -1;
+  // Why a WAIT sent after a call that ran gave no count (an error reply,
+  // e.g. an ACL user without WAIT, or an unexpected one); OK otherwise. The
+  // call's own reply is kept: it ran, and what it did must be judged (and
+  // undone) like any write too few replicas acknowledged.
+  absl::Status wait_error;
 };
 
 // A WAIT sent after a script call, in the same write on the same connection
@@ -118,9 +128,8 @@ struct Call {
 // RunBatch()'s answer: [node][call], each call's reply or why there is none.
 // With a WAIT (RunBatch's `wait`), Answer::acked is the count of the WAIT
 // sent after the batch that carried the call (on a cluster, the batch of the
-// call's master); -1 without one. A WAIT that gave no count turns the reply
-// of a call that ran without error into an error status that says so, as
-// Run() does.
+// call's master); -1 without one. A WAIT that gave no count leaves acked at
+// -1 and says why in Answer::wait_error, as Run() does.
 using BatchReplies = std::vector<std::vector<Answer>>;
 
 // Starts call `i` of `n` with `done` (see AwaitAnswers).

@@ -296,7 +296,7 @@ void NodeBackend::SettleWait(const redis::Reply& waited, Answer* answer) const {
   if (answer->reply->is_error()) return;
   const std::string what = absl::StrCat(
       "Redis at ", name_, ": WAIT after the call (which ran) gave no count");
-  answer->reply =
+  answer->wait_error =
       waited.is_error()
           ? redis::ErrorReplyToStatus(what, waited.str())
           : absl::InternalError(absl::StrCat(what, ": unexpected reply ",

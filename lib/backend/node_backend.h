@@ -189,8 +189,8 @@ class NodeBackend : public Backend {
   // `WAIT replicas timeout-in-ms` on the wire.
   static std::string WaitCommand(const WaitReplicas& wait);
   // Fills `answer->acked` from the reply to the WAIT after the call; a WAIT
-  // that gave no count turns a call that ran without error into an error
-  // status that says so.
+  // that gave no count after a call that ran without error sets
+  // `answer->wait_error` instead (the call's reply is kept).
   void SettleWait(const redis::Reply& waited, Answer* answer) const;
   // The answer a send's result gives, or nullopt when `pending` must be sent
   // again (after a drop, or as EVAL after NOSCRIPT).

@@ -193,16 +193,27 @@ Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
     } else if (reply.kind == AcquireReply::kGranted &&
                !Granted(answers[i], sync)) {
       unacked_at[i] = true;
-      const std::string unacked = absl::StrCat(
-          "only ", std::max<int64_t>(answers[i].acked, 0), " of the ",
-          sync->replicas, " required replicas acknowledged within ",
-          absl::FormatDuration(sync->timeout));
       // The undo is sent after this (Undo()), best effort: what it does
       // when it does not land depends on the lock type (ReplicaSync).
-      error = absl::UnavailableError(absl::StrCat(
-          unacked, " on ", who, "; the acquisition is being undone"));
-      details.Add(
-          absl::StrCat(who, ": acquired, but ", unacked, "; being undone"));
+      const absl::Status& wait_error = answers[i].wait_error;
+      if (!wait_error.ok()) {
+        // The WAIT itself failed (an ACL user without it): its code says
+        // why; what the script took is given back all the same.
+        error = absl::Status(wait_error.code(),
+                             absl::StrCat(wait_error.message(),
+                                          "; the acquisition is being undone"));
+        details.Add(absl::StrCat(who, ": acquired, but ", wait_error.message(),
+                                 "; being undone"));
+      } else {
+        const std::string unacked = absl::StrCat(
+            "only ", std::max<int64_t>(answers[i].acked, 0), " of the ",
+            sync->replicas, " required replicas acknowledged within ",
+            absl::FormatDuration(sync->timeout));
+        error = absl::UnavailableError(absl::StrCat(
+            unacked, " on ", who, "; the acquisition is being undone"));
+        details.Add(
+            absl::StrCat(who, ": acquired, but ", unacked, "; being undone"));
+      }
     } else if (reply.kind == AcquireReply::kGranted) {
       ++granted;
       granted_at[i] = true;
@@ -227,6 +238,8 @@ Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
   undo->clear();  // nothing to undo, unless set below
   a.unacknowledged = std::any_of(unacked_at.begin(), unacked_at.end(),
                                  [](bool b) { return b; });
+  a.outcome_unknown = std::any_of(unknown_at.begin(), unknown_at.end(),
+                                  [](bool b) { return b; });
   const absl::Duration elapsed = absl::FromChrono(env.clock().Now() - start);
   const bool valid =
       !policy.check_validity ||

@@ -106,6 +106,9 @@ struct Attempt {
   // kFailed: a node granted it, but too few replicas acknowledged that (see
   // ReplicaSync): never re-tried, not even by a waiter.
   bool unacknowledged = false;
+  // A node gave no answer (lost, cut off by the deadline or by Close()):
+  // the request may have run there, or still run.
+  bool outcome_unknown = false;
 };
 
 // Policy::fail_fast: stop waiting once the attempt's outcome is certain.

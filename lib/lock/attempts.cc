@@ -70,13 +70,15 @@ Attempt Attempts::Judge(const std::vector<backend::Answer>& answers,
   // what an unanswered one may not have taken would make permits.
   if (!plan_.model->acquire_is_idempotent() && !a.unacknowledged) {
     undo.assign(undo.size(), false);
-    // Nor may such an attempt that got no answer by its deadline end the
-    // call with that DeadlineExceeded, which tells the caller nothing was
-    // taken ("too few permits throughout the wait"): its script may have
+    // Nor may such an attempt that got no answer end the call with an
+    // error that tells the caller nothing was taken: DeadlineExceeded ("too
+    // few permits throughout the wait") when its deadline cut it off,
+    // FailedPrecondition or Cancelled when Close() did. Its script may have
     // reached Redis and run (or run later, on a busy or paused server), so
     // it is Unavailable, whose outcome is unknown, as for an answer lost on
     // a dropped connection.
-    if (a.kind == Attempt::kFailed && absl::IsDeadlineExceeded(a.error)) {
+    if (a.kind == Attempt::kFailed && a.outcome_unknown &&
+        !absl::IsUnavailable(a.error)) {
       a.error = absl::UnavailableError(
           absl::StrCat(a.error.message(),
                        "; the attempt may still have taken what it asked for"));
@@ -107,6 +109,13 @@ Attempt Attempts::SendHere() const {
 Attempts::Next Attempts::Decide(const Attempt& a) {
   if (a.kind == Attempt::kAcquired) return Next{};
   if (a.kind == Attempt::kFailed) {
+    if (waiting_ && env_.closed() && a.outcome_unknown &&
+        !plan_.model->acquire_is_idempotent()) {
+      // A re-check cut off by Close() may have taken permits: Judge() made
+      // its error Unavailable, which says so (not Cancelled, which would
+      // say nothing was taken).
+      return Next{Next::kFinish, a.error, absl::ZeroDuration()};
+    }
     if (waiting_ && env_.closed()) {
       // The re-check of a waiter failed because Close() came meanwhile (the
       // pub/sub wake-up it sends came while the re-check was under way).

@@ -96,6 +96,14 @@ void CountRenewals(const std::vector<backend::Answer>& answers,
         continue;
       }
       const int needed = items[item].ack.replicas;
+      if (needed > 0 && !answers[call].wait_error.ok()) {
+        fail(absl::Status(
+            answers[call].wait_error.code(),
+            absl::StrCat(answers[call].wait_error.message(),
+                         " (ReplicaSync): the renewal ran, but its safe end "
+                         "does not move")));
+        continue;
+      }
       if (needed > 0 && answers[call].acked < needed) {
         fail(absl::UnavailableError(absl::StrCat(
             "the renewal ran, but only ",
@@ -187,6 +195,7 @@ absl::Status Extend(LockEnv& env, const std::string& name, const OwnerId& by,
   call.wait = wait;
   std::vector<backend::Answer> answers = backend.Run(call);
   size_t renewed = 0, gone = 0, unacked = 0;
+  absl::Status wait_error;  // the first WAIT that gave no count, if any
   NodeNotes details;
   for (size_t i = 0; i < n; ++i) {
     const absl::StatusOr<redis::Reply>& r = answers[i].reply;
@@ -195,10 +204,16 @@ absl::Status Extend(LockEnv& env, const std::string& name, const OwnerId& by,
       const bool ok = r->view()[0].integer() == 1;
       if (ok && wait != nullptr && answers[i].acked < wait->replicas) {
         ++unacked;
-        details.Add(absl::StrCat(backend.node_name(i), ": extended, but only ",
-                                 std::max<int64_t>(0, answers[i].acked),
-                                 " of the ", wait->replicas,
-                                 " required replicas acknowledged it"));
+        if (!answers[i].wait_error.ok()) {
+          if (wait_error.ok()) wait_error = answers[i].wait_error;
+          details.Add(absl::StrCat(backend.node_name(i), ": extended, but ",
+                                   answers[i].wait_error.message()));
+        } else {
+          details.Add(absl::StrCat(
+              backend.node_name(i), ": extended, but only ",
+              std::max<int64_t>(0, answers[i].acked), " of the ",
+              wait->replicas, " required replicas acknowledged it"));
+        }
         continue;
       }
       renewed += ok ? 1 : 0;
@@ -225,11 +240,16 @@ absl::Status Extend(LockEnv& env, const std::string& name, const OwnerId& by,
   if (unacked > 0) {
     // Redis may have the longer lease, but a failover may lose it: the
     // holder is not told it is safe for longer.
-    return Annotate(absl::UnavailableError(absl::StrCat(
-                        "the extension was not acknowledged by enough replicas "
-                        "(ReplicaSync); SafeUntil() is unchanged: ",
-                        details.Join())),
-                    "extend", name, noun);
+    // (A WAIT the server refused gives its code: PermissionDenied for an
+    // ACL user without it.)
+    return Annotate(
+        absl::Status(wait_error.ok() ? absl::StatusCode::kUnavailable
+                                     : wait_error.code(),
+                     absl::StrCat("the extension was not acknowledged by "
+                                  "enough replicas (ReplicaSync); SafeUntil() "
+                                  "is unchanged: ",
+                                  details.Join())),
+        "extend", name, noun);
   }
   return Annotate(absl::UnavailableError(absl::StrCat(
                       "no quorum extended in time: ", details.Join())),

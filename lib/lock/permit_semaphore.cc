@@ -122,16 +122,22 @@ std::string NewPermitId() {
   return absl::StrFormat("%016x%016x", OsRandom64(), NewOwnerNumber());
 }
 
-// InvalidArgument unless `id` has the form of a permit id: hex digits, an
-// even number of them, 2 to 64 (Redisson's and relock's have 32).
+// InvalidArgument unless `id` has the form of a permit id: lower-case hex
+// digits, an even number of them, 2 to 64 (Redisson's and relock's have 32,
+// both in lower case). Upper case is refused rather than taken for the same
+// id: Redis would decode it to the same bytes, but this client's registry
+// knows its permits by their text (OurPermit()).
 absl::Status CheckPermitId(absl::string_view op, const std::string& name,
                            const std::string& id) {
   bool ok = !id.empty() && id.size() % 2 == 0 && id.size() <= 64;
-  for (char c : id) ok = ok && absl::ascii_isxdigit(c);
+  for (char c : id) {
+    ok = ok && (absl::ascii_isdigit(c) || (c >= 'a' && c <= 'f'));
+  }
   if (ok) return absl::OkStatus();
   return Annotate(
       absl::InvalidArgumentError(absl::StrCat(
-          "a permit id is 2 to 64 hex digits, an even number of them; got \"",
+          "a permit id is 2 to 64 lower-case hex digits, an even number of "
+          "them; got \"",
           absl::CHexEscape(id.substr(0, 80)), "\"")),
       op, name, kPermitNoun);
 }
@@ -190,8 +196,12 @@ absl::Status RegisterPermit(LockEnv& env, const std::string& name,
                             const AcquireOptions& options, bool watchdog,
                             SteadyClock::time_point sent_at, bool async) {
   const uint64_t number = PermitNumber(options.permit_id);
+  // Its renewals wait for the replicas the acquire waited for.
   env.holds().OnAcquired(name, number, options.permit_id, watchdog,
-                         options.permit_lease, sent_at, kPermitKind);
+                         options.permit_lease, sent_at, kPermitKind,
+                         /*on_lost=*/nullptr,
+                         watchdog::ReplicaAck{options.replica_sync.replicas,
+                                              options.replica_sync.timeout});
   if (watchdog) env.ActivateWatchdog(sent_at);
   if (!env.closed()) return absl::OkStatus();
   env.holds().Forget(name, number);
