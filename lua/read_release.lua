@@ -5,7 +5,8 @@
 -- KEYS[2]  channel "redisson_rwlock:{N}"
 -- ARGV[1]  unlock message ("0": wakes one waiter per client)
 -- ARGV[2]  lease in milliseconds for the caller's remaining read holds; "0"
---          keeps their leases
+--          keeps their leases (the released hold's, if longer, passing to
+--          the hold left on top: see below)
 -- ARGV[3]  reader field "<client-id>:<thread-id>"
 -- ARGV[4]  publish command: "publish" (also when absent) or "spublish"
 -- Returns nil when the caller holds no read hold, 0 when it still holds
@@ -48,10 +49,20 @@ local count = tonumber(redis.call('hget', KEYS[1], ARGV[3]))
 if redis.call('hget', KEYS[1], 'mode') == false or count == nil then
   return nil
 end
+local released = read_timeout_key(KEYS[1], ARGV[3], count)
+local left = count - 1
+-- With the leases kept, the released hold's lease may outlast every one
+-- left (a re-entry with a longer lease: the client keeps the later end, and
+-- read_settle() below cuts the hash to the longest lease key): hold `left`
+-- then takes it over, made again should its own have expired. (Redisson's
+-- unlock deletes key `count` too; the keys left are as it writes them.)
+local carried = -2
+if left > 0 and tonumber(ARGV[2]) <= 0 then
+  carried = redis.call('pttl', released)
+end
 -- The released hold's lease key goes first: a write that Redis never
 -- refuses for memory (see release_one() in lua/lock_lib.lua).
-redis.call('del', read_timeout_key(KEYS[1], ARGV[3], count))
-local left = count - 1
+redis.call('del', released)
 if left <= 0 then
   redis.call('hdel', KEYS[1], ARGV[3])
 else
@@ -60,6 +71,11 @@ else
     for j = left, 1, -1 do
       redis.call('set', read_timeout_key(KEYS[1], ARGV[3], j), 1,
           'px', ARGV[2])
+    end
+  elseif carried > 0 then
+    local kept = read_timeout_key(KEYS[1], ARGV[3], left)
+    if redis.call('pttl', kept) < carried then
+      redis.call('set', kept, 1, 'px', carried)
     end
   end
 end

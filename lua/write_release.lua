@@ -4,8 +4,8 @@
 -- KEYS[1]  lock name N
 -- KEYS[2]  channel "redisson_rwlock:{N}"
 -- ARGV[1]  read-unlock message ("1": wakes every waiter)
--- ARGV[2]  lease in milliseconds to set when write holds remain; "0" keeps
---          the TTL
+-- ARGV[2]  lease in milliseconds to raise the TTL to when write holds
+--          remain (never cut: see below); "0" keeps the TTL
 -- ARGV[3]  writer field "<client-id>:<thread-id>:write"
 -- ARGV[4]  publish command: "publish" (also when absent) or "spublish"
 -- Returns nil when the caller holds no write hold, 0 when it still holds
@@ -44,7 +44,10 @@ end
 -- Never refused for memory: each path starts with a write that Redis lets
 -- through at maxmemory (see release_one() in lua/lock_lib.lua).
 if count > 1 then
-  if tonumber(ARGV[2]) > 0 then
+  -- Only raised: in write mode the hash's TTL is also the lease of the
+  -- writer's own read holds (a downgrade), which may end later.
+  if tonumber(ARGV[2]) > 0
+      and redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then
     redis.call('pexpire', KEYS[1], ARGV[2])
   else
     keep_ttl(KEYS[1])

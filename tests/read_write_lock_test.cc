@@ -433,6 +433,125 @@ TEST_F(ReadWriteLockTest, ADeadReadersHoldEndsWithItsOwnLease) {
   rw.unlock();
 }
 
+// How long Redis keeps `key` still, in milliseconds (PTTL: -2 when gone).
+int64_t Pttl(testing::RedisServer& redis, const std::string& key) {
+  absl::StatusOr<RedisValue> v = redis.Command({"PTTL", key});
+  return v.ok() && v->is_integer() ? v->integer : -3;
+}
+
+// A re-entry with a longer explicit lease keeps that lease (include/relock/
+// lock.h), and an inner release keeps the leases: Redis must then keep the
+// lock as long as SafeUntil() says. The released hold's lease key goes (as
+// Redisson's unlock deletes it), and the hold left takes over its longer
+// lease, so that the hash's TTL, the longest lease key's, is not cut to the
+// outer hold's 4 s (which let a writer in after 4 s while the reader was
+// told it was safe for 60).
+TEST_F(ReadWriteLockTest, AnInnerReadReleaseKeepsTheLongerLease) {
+  std::unique_ptr<Client> client = MustConnect(redis().url());
+  ASSERT_NE(client, nullptr);
+  const std::string name = TestLockName();
+  ReadWriteLock rw = client->GetReadWriteLock(name);
+  ASSERT_OK(rw.ReadLock().Acquire(absl::Seconds(4)));
+  ASSERT_OK(rw.ReadLock().Acquire(absl::Seconds(60)));
+  const std::string reader = OnlyReader(redis(), name);
+  ASSERT_FALSE(reader.empty());
+  ASSERT_OK(rw.ReadLock().Release());  // the inner hold
+  EXPECT_EQ(Str({"HGET", name, reader}), "1");
+  absl::StatusOr<std::chrono::steady_clock::time_point> safe =
+      rw.ReadLock().SafeUntil();
+  ASSERT_OK(safe);
+  EXPECT_GT(*safe, std::chrono::steady_clock::now() + std::chrono::seconds(50));
+  EXPECT_GT(Pttl(redis(), name), 50000);
+  EXPECT_GT(Pttl(redis(), ReadLeaseKey(name, reader, 1)), 50000);
+  EXPECT_EQ(Integer({"EXISTS", ReadLeaseKey(name, reader, 2)}), 0);
+  EXPECT_EQ(
+      rw.WriteLock().TryAcquire(Owner::New(), absl::ZeroDuration()).code(),
+      absl::StatusCode::kDeadlineExceeded);
+
+  // The other way round, the outer hold's own longer lease stays as it was.
+  ASSERT_OK(rw.ReadLock().Acquire(absl::Seconds(4)));
+  EXPECT_LT(Pttl(redis(), ReadLeaseKey(name, reader, 2)), 5000);
+  const int64_t outer = Pttl(redis(), ReadLeaseKey(name, reader, 1));
+  ASSERT_OK(rw.ReadLock().Release());
+  EXPECT_LE(Pttl(redis(), ReadLeaseKey(name, reader, 1)), outer);
+  EXPECT_GT(Pttl(redis(), name), 50000);
+  ASSERT_OK(rw.ReadLock().Release());
+  EXPECT_EQ(Integer({"EXISTS", name}), 0);
+  EXPECT_THAT(testing::KeysButClientRecords(redis()), ::testing::IsEmpty());
+}
+
+// The same when the outer hold's own lease key has expired meanwhile (its
+// lease was the shorter): the inner release makes it again with the longer
+// lease, rather than leave the reader with no lease key (which freed the
+// lock at once).
+TEST_F(ReadWriteLockTest, AnInnerReadReleaseOutlivesTheOuterHoldsEndedLease) {
+  std::unique_ptr<Client> client = MustConnect(redis().url());
+  ASSERT_NE(client, nullptr);
+  const std::string name = TestLockName();
+  ReadWriteLock rw = client->GetReadWriteLock(name);
+  ASSERT_OK(rw.ReadLock().Acquire(absl::Milliseconds(300)));
+  ASSERT_OK(rw.ReadLock().Acquire(absl::Seconds(60)));
+  const std::string reader = OnlyReader(redis(), name);
+  ASSERT_FALSE(reader.empty());
+  ASSERT_OK(WaitForKeyGone(redis(), ReadLeaseKey(name, reader, 1)));
+  ASSERT_OK(rw.ReadLock().Release());  // the inner hold
+  EXPECT_OK(rw.ReadLock().SafeUntil());
+  EXPECT_EQ(Str({"HGET", name, reader}), "1");
+  EXPECT_GT(Pttl(redis(), name), 50000);
+  EXPECT_GT(Pttl(redis(), ReadLeaseKey(name, reader, 1)), 50000);
+  EXPECT_EQ(
+      rw.WriteLock().TryAcquire(Owner::New(), absl::ZeroDuration()).code(),
+      absl::StatusCode::kDeadlineExceeded);
+  ASSERT_OK(rw.ReadLock().Release());
+  EXPECT_EQ(Integer({"EXISTS", name}), 0);
+  EXPECT_THAT(testing::KeysButClientRecords(redis()), ::testing::IsEmpty());
+}
+
+// A downgrade's read holds keep their longest lease too: an inner read
+// release in write mode, then the write release (read mode from then on),
+// leave the hash the read hold's 60 s; and while the write lock is held, an
+// inner write release that refreshes the watchdog lease does not cut the
+// hash below a read hold's longer lease (the hash is both holds' lease).
+TEST_F(ReadWriteLockTest, ADowngradedReadHoldKeepsItsLongerLease) {
+  std::unique_ptr<Client> client = MustConnect(redis().url());
+  ASSERT_NE(client, nullptr);
+  const std::string name = TestLockName();
+  ReadWriteLock rw = client->GetReadWriteLock(name);
+  ASSERT_OK(rw.WriteLock().Acquire(absl::Seconds(10)));
+  ASSERT_OK(rw.ReadLock().Acquire(absl::Seconds(4)));
+  ASSERT_OK(rw.ReadLock().Acquire(absl::Seconds(60)));
+  const std::string reader = OnlyReader(redis(), name);
+  ASSERT_FALSE(reader.empty());
+  ASSERT_OK(rw.ReadLock().Release());  // the inner read hold
+  ASSERT_OK(rw.WriteLock().Release());
+  EXPECT_EQ(Mode(name), "read");
+  absl::StatusOr<std::chrono::steady_clock::time_point> safe =
+      rw.ReadLock().SafeUntil();
+  ASSERT_OK(safe);
+  EXPECT_GT(*safe, std::chrono::steady_clock::now() + std::chrono::seconds(50));
+  EXPECT_GT(Pttl(redis(), name), 50000);
+  EXPECT_GT(Pttl(redis(), ReadLeaseKey(name, reader, 1)), 50000);
+  ASSERT_OK(rw.ReadLock().Release());
+  EXPECT_EQ(Integer({"EXISTS", name}), 0);
+
+  // A watchdog write hold (30 s) re-entered with an explicit lease (its
+  // count reaches Redis), and a read hold of 60 s: the inner write release
+  // refreshes the write lease without cutting the read hold's.
+  ASSERT_OK(rw.WriteLock().Acquire());
+  ASSERT_OK(rw.WriteLock().Acquire(absl::Seconds(5)));
+  ASSERT_OK(rw.ReadLock().Acquire(absl::Seconds(60)));
+  EXPECT_EQ(Str({"HGET", name, reader + ":write"}), "2");
+  ASSERT_OK(rw.WriteLock().Release());  // the inner write hold
+  EXPECT_EQ(Str({"HGET", name, reader + ":write"}), "1");
+  EXPECT_GT(Pttl(redis(), name), 50000);
+  ASSERT_OK(rw.WriteLock().Release());
+  EXPECT_EQ(Mode(name), "read");
+  EXPECT_GT(Pttl(redis(), name), 50000);
+  ASSERT_OK(rw.ReadLock().Release());
+  EXPECT_EQ(Integer({"EXISTS", name}), 0);
+  EXPECT_THAT(testing::KeysButClientRecords(redis()), ::testing::IsEmpty());
+}
+
 // Redisson's own read-write lock scripts (EVAL, a foreign owner) and
 // relock share the lock: a Redisson reader shares with relock's readers and
 // excludes relock's writer, whose wait its release ends (the "0" message);
