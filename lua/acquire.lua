@@ -31,6 +31,8 @@
 -- holds the lock, the token an integer below 2^53 and beyond that the
 -- counter's own decimal string (a Lua number, a double, is exact only up to
 -- 2^53), otherwise {PTTL, -1}.
+-- A NOTHELD error, and nothing written, for a re-entry (ARGV[3] "0") that
+-- finds no count of this owner: the hold was lost (see below).
 -- A NOTALOCK error, and nothing written, when the name is not this lock
 -- type's: the key holds a read-write lock (a "mode" field, even where its
 -- reader field is ours) or anything but a lock, or the name's fair lock has
@@ -115,8 +117,18 @@ if not fresh then
 end
 local deadlines = 'redisson_lock_timeout:' .. braced
 local exists = redis.call('exists', KEYS[1])
-local own = exists == 1 and redis.call('hexists', KEYS[1], ARGV[2]) == 1
-    and redis.call('hexists', KEYS[1], 'mode') == 0
+local has_field = exists == 1 and redis.call('hexists', KEYS[1], ARGV[2]) == 1
+local own = has_field and redis.call('hexists', KEYS[1], 'mode') == 0
+if not fresh and not has_field then
+  -- A re-entry whose hold is gone (its lease ran out, or the key was
+  -- deleted or force-released, and maybe taken and freed by another owner
+  -- since): taking the lock anew with count 1 would hide the loss, and the
+  -- caller's inner release would then free the lock while it believes it
+  -- still holds the outer level.
+  return redis.error_reply('NOTHELD this owner no longer holds the lock ' ..
+      '(its lease ran out, or it was deleted or force-released): the ' ..
+      're-entry found it lost; nothing was written')
+end
 if not own then
   -- A fair lock's waiter at the head of its queue, still in time (see
   -- drop_stale() in lua/fair_lib.lua)?

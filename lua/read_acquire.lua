@@ -22,8 +22,12 @@
 -- specification) takes it: the hold's lease key (read_timeout_key(), SET PX),
 -- then the hash (HSET), then its lease (PEXPIRE; should that fail, both keys
 -- are deleted again, as lease_new_lock() does). Anything else falls through,
--- nothing written.
-if redis.call('exists', KEYS[1]) == 0 then
+-- nothing written. (Not for a re-entry: see NOTHELD.)
+-- A NOTHELD error, and nothing written, for a re-entry (ARGV[3] "0") that
+-- finds no read hold of this owner: the hold was lost (its lease ran out,
+-- or the key was deleted or force-released); taking the lock anew would
+-- hide that (see lua/acquire.lua).
+if ARGV[3] ~= '0' and redis.call('exists', KEYS[1]) == 0 then
   local prefix = KEYS[1]
   if not string.find(prefix, '{', 1, true) then
     prefix = '{' .. prefix .. '}'
@@ -43,6 +47,12 @@ end
 
 -- The general path.
 local mode = redis.call('hget', KEYS[1], 'mode')
+if ARGV[3] == '0' and (mode == false or
+    redis.call('hexists', KEYS[1], ARGV[2]) == 0) then
+  return redis.error_reply('NOTHELD this owner no longer holds the lock ' ..
+      '(its lease ran out, or it was deleted or force-released): the ' ..
+      're-entry found it lost; nothing was written')
+end
 if mode == false then
   if redis.call('exists', KEYS[1]) == 1 then
     return not_this_type(KEYS[1], 'read-write lock')

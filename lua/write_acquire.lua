@@ -15,12 +15,16 @@
 -- one name is one lock type). A failed call leaves nothing behind: the lease
 -- goes before the count where the hash exists, and a hash this script made
 -- is deleted again should its lease fail (e.g. PEXPIRE refused by an ACL).
+-- A NOTHELD error, and nothing written, for a re-entry (ARGV[3] "0") that
+-- finds no write hold of this owner: the hold was lost (its lease ran out,
+-- or the key was deleted or force-released); taking the lock anew would
+-- hide that (see lua/acquire.lua).
 -- The fast path, before the helpers are defined (so that it creates no Lua
 -- closures): a free name (EXISTS) is taken as the general path below (the
 -- specification) takes it: HSET, then PEXPIRE (should that fail, the hash is
 -- deleted again, as lease_new_lock() does). Anything else falls through,
--- nothing written.
-if redis.call('exists', KEYS[1]) == 0 then
+-- nothing written. (Not for a re-entry: see NOTHELD.)
+if ARGV[3] ~= '0' and redis.call('exists', KEYS[1]) == 0 then
   redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)
   local set = redis.pcall('pexpire', KEYS[1], ARGV[1])
   if type(set) == 'table' then
@@ -34,6 +38,12 @@ end
 
 -- The general path.
 local mode = redis.call('hget', KEYS[1], 'mode')
+if ARGV[3] == '0' and not (mode == 'write' and
+    redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
+  return redis.error_reply('NOTHELD this owner no longer holds the lock ' ..
+      '(its lease ran out, or it was deleted or force-released): the ' ..
+      're-entry found it lost; nothing was written')
+end
 if mode == false then
   if redis.call('exists', KEYS[1]) == 1 then
     return not_this_type(KEYS[1], 'read-write lock')

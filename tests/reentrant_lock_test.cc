@@ -150,18 +150,48 @@ TEST_F(ReentrantLockTest, NestedReleaseKeepsAnExplicitLease) {
 }
 
 // Regression: a re-entry whose key had vanished (FLUSHALL, a restart without
-// persistence) made the key anew without a TTL: a lock that never expires.
-TEST_F(ReentrantLockTest, ReentryAfterTheKeyVanishedSetsALease) {
+// persistence, a lease that ran out) made the key anew, first without a TTL
+// (a lock that never expires), later with count 1, which hid the loss: the
+// caller's inner release then freed the lock while it believed it held the
+// outer level. Now the re-entry finds the hold lost (Aborted), writes
+// nothing, and the hold is forgotten.
+TEST_F(ReentrantLockTest, ReentryAfterTheKeyVanishedIsALostHold) {
   const std::string name = TestLockName();
   Lock lock = client_->GetLock(name);
   ASSERT_OK(lock.Acquire(absl::Seconds(30)));
   ASSERT_OK(redis().FlushAll());
-  ASSERT_OK(lock.Acquire(absl::Seconds(30)));  // a re-entry by count
-  absl::StatusOr<testing::RedisValue> pttl = redis().Command({"PTTL", name});
-  ASSERT_OK(pttl);
-  EXPECT_GT(pttl->integer, 0);
-  EXPECT_LE(pttl->integer, 30000);
-  EXPECT_OK(lock.ForceRelease());
+  absl::Status s = lock.Acquire(absl::Seconds(30));  // a re-entry by count
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
+  EXPECT_THAT(s.message(), HasSubstr("NOTHELD"));
+  EXPECT_EQ(redis().Command({"EXISTS", name})->integer, 0);
+  EXPECT_EQ(lock.Release().code(), absl::StatusCode::kFailedPrecondition);
+  // Another owner may take it meanwhile; this one's next acquire is fresh.
+  ASSERT_OK(lock.Acquire(absl::Seconds(30)));
+  EXPECT_EQ(lock.HoldCount().value_or(-1), 1);
+  ASSERT_OK(lock.Release());
+  EXPECT_EQ(redis().Command({"EXISTS", name})->integer, 0);
+}
+
+// The same for a fenced lock, whose re-entries always go to Redis: a
+// re-entry after another owner took and freed the lock gets no new token.
+TEST_F(ReentrantLockTest, FencedReentryAfterTheHoldWasLostGetsNoToken) {
+  const std::string name = TestLockName();
+  FencedLock lock = client_->GetFencedLock(name);
+  absl::StatusOr<int64_t> first = lock.LockAndGetToken();
+  ASSERT_OK(first);
+  ASSERT_OK(redis().Command({"DEL", name}));
+  std::unique_ptr<Client> other = MustConnect(redis().url());
+  ASSERT_NE(other, nullptr);
+  FencedLock theirs = other->GetFencedLock(name);
+  absl::StatusOr<int64_t> second = theirs.LockAndGetToken();
+  ASSERT_OK(second);
+  EXPECT_GT(*second, *first);
+  ASSERT_OK(theirs.Release());
+  absl::StatusOr<int64_t> again = lock.LockAndGetToken();  // a re-entry
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kAborted)
+      << again.status();
+  EXPECT_EQ(redis().Command({"EXISTS", name})->integer, 0);
+  EXPECT_EQ(lock.Release().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 // A thread's re-entries of its watchdog hold are counted in the client:

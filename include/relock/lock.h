@@ -62,6 +62,14 @@
 //   or key gone)  |                   |               |
 // clang-format on
 //
+// A re-entry that goes to Redis (a fenced lock's, one with an explicit
+// lease, or one whose lease is not known to be current) and finds the hold
+// gone there before the client noticed is Aborted (NOTHELD) and writes
+// nothing: taking the lock anew with a count of 1 would hide the loss, and
+// an inner release would then free the lock while T believed it still held
+// the outer level. The hold is forgotten with it, so T's later releases of
+// the outer levels say FailedPrecondition.
+//
 // Leases and the watchdog: `Acquire()` / `lock()` take a watchdog lease of
 // `ClientOptions::lock_watchdog_timeout` (30 s by default), which the
 // client's watchdog renews about every third of it (10 s) for as long as the
@@ -164,7 +172,9 @@
 //                       that only that thread can deliver. The local calls
 //                       (SafeUntil, OnLost, name()) work there.
 //   Aborted             Release of a hold whose lease had been lost or had
-//                       run out; SafeUntil() once the lease may have ended.
+//                       run out; SafeUntil() once the lease may have ended;
+//                       a re-entry that found the hold lost (NOTHELD, see
+//                       States).
 //   Unavailable         Redis unreachable, timed out or failing; retry later.
 //                       Also: fewer replicas than ReplicaSync::replicas
 //                       acknowledged the acquire (relock/options.h); it was

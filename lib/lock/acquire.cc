@@ -31,6 +31,7 @@
 #include "lib/lock/lock_env.h"
 #include "lib/lock/lock_model.h"
 #include "lib/lock/owner.h"
+#include "lib/redis/errors.h"
 #include "relock/limits.h"
 
 namespace relock {
@@ -241,6 +242,16 @@ absl::Status AcquireHere(LockEnv& env, const std::string& name,
   }
 }
 
+// After a failed acquire: a re-entry that found its hold lost on Redis
+// (NOTHELD: its lease ran out, or the key was deleted or force-released)
+// forgets the hold, whose outer levels are gone too: the caller hears the
+// loss now (Aborted), and a later Release() says the lock is not held
+// instead of freeing a lock another owner may hold by then.
+void ForgetLostHold(LockEnv& env, const std::string& name, const OwnerId& by,
+                    const AcquirePlan& plan, const absl::Status& s) {
+  if (!plan.fresh && redis::IsNotHeld(s)) env.holds().Forget(name, by.number);
+}
+
 // A waiter that gave up leaves the lock's queue, if its type has one: sent
 // at once, and (`wait`) awaited for at most kMinAttemptTime, so that the
 // queue no longer holds it when the failed call returns.
@@ -314,8 +325,9 @@ absl::Status Acquire(LockEnv& env, const std::string& name, const OwnerId& by,
     if (plan->fresh && by.thread) env.OnFreshHold();
     s = RegisterHold(env, name, by, owner, *plan, grant.sent_at,
                      /*async=*/false);
-  } else if (queue) {
-    LeaveQueue(env, name, owner, *plan, /*wait=*/true);
+  } else {
+    ForgetLostHold(env, name, by, *plan, s);
+    if (queue) LeaveQueue(env, name, owner, *plan, /*wait=*/true);
   }
   CountAcquire(env, s, plan->fresh, waited, start);
   if (!s.ok()) return Annotate(s, "acquire", name, env.policy().noun);
@@ -347,6 +359,7 @@ void AcquireAsync(LockEnv& env, std::shared_ptr<void> keep,
       [&env, keep, name, by, plan = *plan, queue = !deadline.Expired(), start,
        done = std::move(done)](const absl::Status& s, const Grant& grant,
                                bool waited, const OwnerField& owner) {
+        if (!s.ok()) ForgetLostHold(env, name, by, plan, s);
         if (!s.ok() && queue) {
           LeaveQueue(env, name, owner, plan, /*wait=*/false);
         }

@@ -14,6 +14,11 @@ bool IsConnectionClosingError(absl::string_view error) {
          absl::StartsWith(error, "ERR Protocol error");
 }
 
+bool IsNotHeld(const absl::Status& s) {
+  return absl::IsAborted(s) &&
+         absl::StrContains(s.message(), "Redis replied: NOTHELD");
+}
+
 absl::Status ErrorReplyToStatus(absl::string_view what,
                                 absl::string_view error) {
   std::string msg = absl::StrCat(what, ": Redis replied: ", error);
@@ -33,6 +38,7 @@ absl::Status ErrorReplyToStatus(absl::string_view what,
     return absl::FailedPreconditionError(msg);
   }
   if (starts("OUTOFRANGE")) return absl::OutOfRangeError(msg);
+  if (starts("NOTHELD")) return absl::AbortedError(msg);
   if (starts("OOM")) return absl::ResourceExhaustedError(msg);
   if (starts("LOADING") || starts("BUSY") || starts("MASTERDOWN") ||
       starts("TRYAGAIN") || starts("CLUSTERDOWN") || starts("READONLY") ||
