@@ -152,7 +152,11 @@
 // Errors (absl::StatusCode):
 //   InvalidArgument     empty or over-long name, lease not in [1 ms, 365 d],
 //                       negative wait, invalid LockOptions (every call of
-//                       such a handle).
+//                       such a handle); on a Redis Cluster, an acquire of a
+//                       name with "{" but no usable hash tag ("a{b",
+//                       "x{}y"), whose companion keys and channels
+//                       (Redisson's names) hash to another slot (every lock
+//                       type; nothing is written).
 //   DeadlineExceeded    TryAcquire's wait ran out while another owner held it.
 //   FailedPrecondition  Release by a thread that does not hold the lock; any
 //                       call after the client was closed or in a fork()ed

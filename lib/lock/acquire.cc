@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
@@ -86,8 +87,30 @@ void CountLocalReentry(LockEnv& env) {
   m.local_reentries.Add();
 }
 
+// InvalidArgument when, on a Redis Cluster, `name`'s companion keys and
+// channels are in another hash slot than the name: a name with "{" but no
+// usable hash tag ("a{b", "x{}y"), whose companions Redisson names
+// "<prefix>:<name>" (PrefixName(); the read-write lock's lease keys
+// "<name>:<reader>:rwlock_timeout:<i>" likewise). Every lock type's scripts
+// use such companions, and a script's keys must share one slot: the acquire
+// (or, worse, only the release) would fail with CROSSSLOT.
+absl::Status CheckCompanionSlot(LockEnv& env, const std::string& name) {
+  const std::string channel = PrefixName(kUnlockChannelPrefix, name);
+  if (env.backend().KeyGroup(name) == env.backend().KeyGroup(channel)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "on a Redis Cluster the name's companion keys and channels (Redisson's "
+      "names for them, such as \"",
+      absl::CHexEscape(channel),
+      "\") are in another hash slot than the name, and a script's keys must "
+      "share one: choose a name without \"{\", or one with a non-empty hash "
+      "tag (\"orders:{42}\")"));
+}
+
 // The plan of an acquire by `by` (see AcquirePlan). InvalidArgument for a
-// lease out of range; the client's error once it is closed.
+// lease out of range or (on a cluster) a name whose companions are in
+// another slot; the client's error once it is closed.
 absl::StatusOr<AcquirePlan> PlanAcquire(LockEnv& env, const std::string& name,
                                         const OwnerId& by,
                                         absl::optional<absl::Duration> lease,
@@ -110,6 +133,9 @@ absl::StatusOr<AcquirePlan> PlanAcquire(LockEnv& env, const std::string& name,
   // Only this owner changes its own hold (its calls on one lock do not
   // overlap), so this stays true for the call.
   if (absl::Status s = CheckModel(env, name, by, options.kind); !s.ok()) {
+    return Annotate(s, "acquire", name, env.policy().noun);
+  }
+  if (absl::Status s = CheckCompanionSlot(env, name); !s.ok()) {
     return Annotate(s, "acquire", name, env.policy().noun);
   }
   const absl::optional<HoldFacts> held = env.holds().FindFacts(name, by.number);
