@@ -27,11 +27,14 @@
 -- finds no read hold of this owner: the hold was lost (its lease ran out,
 -- or the key was deleted or force-released); taking the lock anew would
 -- hide that (see lua/acquire.lua).
-if ARGV[3] ~= '0' and redis.call('exists', KEYS[1]) == 0 then
-  local prefix = KEYS[1]
-  if not string.find(prefix, '{', 1, true) then
-    prefix = '{' .. prefix .. '}'
-  end
+-- A free name whose fair lock has a queue goes to the general path (see
+-- fair_queue_waits() in lua/shape_lib.lua).
+local prefix = KEYS[1]
+if not string.find(prefix, '{', 1, true) then
+  prefix = '{' .. prefix .. '}'
+end
+if ARGV[3] ~= '0' and
+    redis.call('exists', KEYS[1], 'redisson_lock_queue:' .. prefix) == 0 then
   local lease_key = prefix .. ':' .. ARGV[2] .. ':rwlock_timeout:1'
   redis.call('set', lease_key, 1, 'px', ARGV[1])
   redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], 1)
@@ -56,6 +59,9 @@ end
 if mode == false then
   if redis.call('exists', KEYS[1]) == 1 then
     return not_this_type(KEYS[1], 'read-write lock')
+  end
+  if fair_queue_waits(KEYS[1]) then
+    return fair_queue_refusal()
   end
   local lease_key = read_timeout_key(KEYS[1], ARGV[2], 1)
   redis.call('set', lease_key, 1, 'px', ARGV[1])

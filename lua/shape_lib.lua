@@ -92,6 +92,35 @@ local function not_this_type(key, wanted)
       'type); nothing was written')
 end
 
+-- fair_queue_waits(key): whether the fair lock of the free name `key` has a
+-- waiter at the head of its queue still in time (see drop_stale() in
+-- lua/fair_lib.lua): the name is then the fair lock's, and another lock type
+-- may not take it (one name is one lock type). The queue and its deadlines
+-- are "redisson_lock_queue:{N}" and "redisson_lock_timeout:{N}" (without
+-- the braces when N contains "{"), in N's cluster slot.
+local function fair_queue_waits(key)
+  local braced = key
+  if not string.find(braced, '{', 1, true) then
+    braced = '{' .. braced .. '}'
+  end
+  local head = redis.call('lindex', 'redisson_lock_queue:' .. braced, 0)
+  if not head then
+    return false
+  end
+  local deadline = tonumber(redis.call('zscore',
+      'redisson_lock_timeout:' .. braced, head))
+  local t = redis.call('time')
+  return deadline ~= nil and deadline > tonumber(t[1]) * 1000 +
+      math.floor(tonumber(t[2]) / 1000)
+end
+
+-- The NOTALOCK error reply of an acquire refused by fair_queue_waits().
+local function fair_queue_refusal()
+  return redis.error_reply('NOTALOCK the name is a fair lock\'s (its ' ..
+      'queue has waiters); a lock of that name cannot be acquired ' ..
+      '(one name is one lock type); nothing was written')
+end
+
 -- lease_new_lock(key, lease_ms, ...): sets the lease of the lock `key` that
 -- the calling acquire script has just made. Should Redis refuse (PEXPIRE
 -- denied by an ACL, renamed away), deletes `key` and the other keys given

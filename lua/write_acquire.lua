@@ -24,7 +24,14 @@
 -- specification) takes it: HSET, then PEXPIRE (should that fail, the hash is
 -- deleted again, as lease_new_lock() does). Anything else falls through,
 -- nothing written. (Not for a re-entry: see NOTHELD.)
-if ARGV[3] ~= '0' and redis.call('exists', KEYS[1]) == 0 then
+-- A free name whose fair lock has a queue goes to the general path (see
+-- fair_queue_waits() in lua/shape_lib.lua).
+local queue = KEYS[1]
+if not string.find(queue, '{', 1, true) then
+  queue = '{' .. queue .. '}'
+end
+queue = 'redisson_lock_queue:' .. queue
+if ARGV[3] ~= '0' and redis.call('exists', KEYS[1], queue) == 0 then
   redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)
   local set = redis.pcall('pexpire', KEYS[1], ARGV[1])
   if type(set) == 'table' then
@@ -47,6 +54,9 @@ end
 if mode == false then
   if redis.call('exists', KEYS[1]) == 1 then
     return not_this_type(KEYS[1], 'read-write lock')
+  end
+  if fair_queue_waits(KEYS[1]) then
+    return fair_queue_refusal()
   end
   redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)
   return lease_new_lock(KEYS[1], ARGV[1])

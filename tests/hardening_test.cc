@@ -859,6 +859,37 @@ TEST_F(NotALockTest, PlainLockOfAFairLockWithWaitersIsRefused) {
   ASSERT_OK(plain.Release());
 }
 
+// The same for the read-write lock, on a free name whose fair lock has a
+// waiter in time (the fair holder's lease just ran out): a read or write
+// acquire took the name past the queue, and the queued fair waiter then
+// failed with NOTALOCK. (The queue entry is written directly: the fair
+// waiter's client is not needed to show the refusal.)
+TEST_F(NotALockTest, ReadWriteLockOfAFreeFairLockWithWaitersIsRefused) {
+  const std::string name = TestLockName();
+  const std::string queue = lock::FairQueueKey(name);
+  const std::string timeouts = lock::FairTimeoutKey(name);
+  const std::string waiter = "00000000-0000-4000-8000-00000000f00d:1";
+  absl::StatusOr<testing::RedisValue> now = redis().Command({"TIME"});
+  ASSERT_OK(now);
+  const int64_t now_ms = std::stoll(now->elements[0].str) * 1000;
+  ASSERT_OK(redis().Command({"RPUSH", queue, waiter}));
+  ASSERT_OK(redis().Command(
+      {"ZADD", timeouts, absl::StrCat(now_ms + 600000), waiter}));
+  ReadWriteLock rw = client_->GetReadWriteLock(name);
+  for (Lock side : {rw.ReadLock(), rw.WriteLock()}) {
+    const absl::Status s = side.TryAcquire(absl::ZeroDuration());
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("fair lock"));
+    EXPECT_EQ(Integer(redis(), {"EXISTS", name}), 0);
+  }
+  // A waiter whose time is up no longer claims the name.
+  ASSERT_OK(
+      redis().Command({"ZADD", timeouts, absl::StrCat(now_ms - 1000), waiter}));
+  ASSERT_OK(rw.WriteLock().TryAcquire(absl::ZeroDuration()));
+  ASSERT_OK(rw.WriteLock().Release());
+  ASSERT_OK(redis().Command({"DEL", queue, timeouts}));
+}
+
 // Item 13, the other way round: a FairLock that finds the name held by a
 // plain lock cannot tell it from a fair holder (the hash is the same) and
 // queues; the plain release published on the plain channel only, so the

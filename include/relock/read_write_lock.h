@@ -55,7 +55,8 @@
 // - One name is one lock type: an acquire by a relock::Lock, FencedLock or
 //   FairLock of N while N is a read-write lock fails with FailedPrecondition
 //   (NOTALOCK) at once, whoever holds it, and so does a read or write
-//   acquire while N is a plain or fair lock (the types' waiters listen on
+//   acquire while N is a plain or fair lock, or while N is free but its
+//   fair lock's queue has a waiter in time (the types' waiters listen on
 //   different channels: mixed, they would miss each other's releases). An
 //   owner that holds N as one type gets FailedPrecondition from the other
 //   before anything is sent. A MultiLock (relock/multi_lock.h) may not hold
