@@ -53,8 +53,9 @@
 // (StatusCallback). unlock() never throws: a failed release of a component
 // becomes a kUnlockFailed LockEvent on that lock's client.
 //
-// Cost: N locks take N acquire round trips one after the other (N release
-// round trips, sent together, to release). Taking them in parallel would
+// Cost: N locks take N acquire round trips one after the other, and N
+// release round trips to release (one after the other for Release() and
+// unlock(), sent together for ReleaseAsync()). Taking them in parallel would
 // need the deadlock-freedom of a retry-and-backoff loop instead of an
 // order, and waiting locks would then wake each other in vain.
 //

@@ -103,7 +103,10 @@
 //
 // Errors: as relock::Lock (relock/lock.h); also FailedPrecondition for an
 // upgrade (above), and FailedPrecondition (NOTALOCK) when N holds anything
-// but a read-write lock (a plain or fair lock of that name included).
+// but a read-write lock (a plain or fair lock of that name included). (As
+// Redisson does, a read acquire judges a hash by its "mode" field alone: it
+// joins any hash whose "mode" is "read", and the last reader's release
+// deletes it. Do not give a read-write lock the name of a hash of your own.)
 // ForceRelease() on ReadLock() frees the lock only in read mode, on WriteLock()
 // only in write mode (Redisson's forceUnlock()).
 //
