@@ -25,12 +25,15 @@
 -- error, with nothing queued, when the key holds a read-write lock or
 -- anything but a lock. A failed call leaves no lock without a lease (see
 -- lua/acquire.lua) and the queue as it was (but for stale waiters dropped).
+-- A NOTHELD error, and nothing written, for a re-entry (ARGV[4] not "1")
+-- that finds no count of this owner: the hold was lost (see lua/acquire.lua).
 -- The fast path, before the helpers are defined (so that it creates no Lua
 -- closures): a free name without a queue or deadlines (EXISTS of the three
 -- keys) is the caller's, HSET and PEXPIRE, as the general path below (the
 -- specification) takes it: there is nothing stale to drop, no head to pop
 -- and no deadline to move. Anything else falls through, nothing written.
-if (ARGV[6] == 'publish' or ARGV[6] == 'spublish')
+-- (Not for a re-entry: see NOTHELD.)
+if (ARGV[6] == 'publish' or ARGV[6] == 'spublish') and ARGV[4] == '1'
     and redis.call('exists', KEYS[1], KEYS[2], KEYS[3]) == 0 then
   redis.call('hset', KEYS[1], ARGV[2], 1)
   local set = redis.pcall('pexpire', KEYS[1], ARGV[1])  -- lease_new_lock()
@@ -45,6 +48,11 @@ end
 
 -- The general path.
 local publish = publish_command(ARGV[6])  -- raises before any write
+if ARGV[4] ~= '1' and redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+  return redis.error_reply('NOTHELD this owner no longer holds the lock ' ..
+      '(its lease ran out, or it was deleted or force-released): the ' ..
+      're-entry found it lost; nothing was written')
+end
 local now = now_ms()
 local wait = tonumber(ARGV[3])
 local dropped = drop_stale(KEYS[2], KEYS[3], now)

@@ -29,21 +29,22 @@
 -- hide that (see lua/acquire.lua).
 -- A free name whose fair lock has a queue goes to the general path (see
 -- fair_queue_waits() in lua/shape_lib.lua).
-local prefix = KEYS[1]
-if not string.find(prefix, '{', 1, true) then
-  prefix = '{' .. prefix .. '}'
-end
-if ARGV[3] ~= '0' and
-    redis.call('exists', KEYS[1], 'redisson_lock_queue:' .. prefix) == 0 then
-  local lease_key = prefix .. ':' .. ARGV[2] .. ':rwlock_timeout:1'
-  redis.call('set', lease_key, 1, 'px', ARGV[1])
-  redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], 1)
-  local set = redis.pcall('pexpire', KEYS[1], ARGV[1])
-  if type(set) == 'table' then
-    redis.call('del', KEYS[1], lease_key)
-    return set
+if ARGV[3] ~= '0' then
+  local prefix = KEYS[1]
+  if not string.find(prefix, '{', 1, true) then
+    prefix = '{' .. prefix .. '}'
   end
-  return nil
+  if redis.call('exists', KEYS[1], 'redisson_lock_queue:' .. prefix) == 0 then
+    local lease_key = prefix .. ':' .. ARGV[2] .. ':rwlock_timeout:1'
+    redis.call('set', lease_key, 1, 'px', ARGV[1])
+    redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], 1)
+    local set = redis.pcall('pexpire', KEYS[1], ARGV[1])
+    if type(set) == 'table' then
+      redis.call('del', KEYS[1], lease_key)
+      return set
+    end
+    return nil
+  end
 end
 
 -- @helpers

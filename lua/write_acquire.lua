@@ -26,19 +26,20 @@
 -- nothing written. (Not for a re-entry: see NOTHELD.)
 -- A free name whose fair lock has a queue goes to the general path (see
 -- fair_queue_waits() in lua/shape_lib.lua).
-local queue = KEYS[1]
-if not string.find(queue, '{', 1, true) then
-  queue = '{' .. queue .. '}'
-end
-queue = 'redisson_lock_queue:' .. queue
-if ARGV[3] ~= '0' and redis.call('exists', KEYS[1], queue) == 0 then
-  redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)
-  local set = redis.pcall('pexpire', KEYS[1], ARGV[1])
-  if type(set) == 'table' then
-    redis.call('del', KEYS[1])
-    return set
+if ARGV[3] ~= '0' then
+  local queue = KEYS[1]
+  if not string.find(queue, '{', 1, true) then
+    queue = '{' .. queue .. '}'
   end
-  return nil
+  if redis.call('exists', KEYS[1], 'redisson_lock_queue:' .. queue) == 0 then
+    redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)
+    local set = redis.pcall('pexpire', KEYS[1], ARGV[1])
+    if type(set) == 'table' then
+      redis.call('del', KEYS[1])
+      return set
+    end
+    return nil
+  end
 end
 
 -- @helpers

@@ -305,7 +305,8 @@ TEST_F(ClusterTest, HashTaggedNamesShareTheirTagsSlot) {
   ASSERT_OK(lock.Release());
 }
 
-// A name with "{" but no usable hash tag ("a{b", "x{}y", "{}x"): its
+// A name with "{" but no usable hash tag ("a{b", "x{}y", "{}x"), or with
+// "}" and no "{" ("a}b": braced, its tag would be "a"): its
 // companion keys and channels (Redisson's names for them) hash elsewhere
 // than the name, and a script's keys must share one slot. Every lock type
 // either works with such a name (taken and freed) or refuses it at once with
@@ -315,8 +316,9 @@ TEST_F(ClusterTest, HashTaggedNamesShareTheirTagsSlot) {
 TEST_F(ClusterTest, NamesWithoutAUsableHashTagWorkOrAreRefusedUpFront) {
   std::unique_ptr<Client> client = MustConnect(cluster_->url());
   ASSERT_NE(client, nullptr);
-  for (const std::string& odd : {std::string("a{b"), std::string("x{}y"),
-                                 std::string("{}x"), std::string("cfg{")}) {
+  for (const std::string& odd :
+       {std::string("a{b"), std::string("x{}y"), std::string("{}x"),
+        std::string("cfg{"), std::string("a}b")}) {
     const std::string name = TestLockName(odd);
     ReadWriteLock rw = client->GetReadWriteLock(name);
     const std::vector<std::pair<std::string, Lock>> locks = {

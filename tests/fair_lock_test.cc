@@ -270,6 +270,26 @@ TEST_F(FairLockTest, AWaiterThatGivesUpLeavesAtOnceAndTryLockNeverQueues) {
 }
 
 // The holder re-enters without queueing; the std surface; queries.
+// A fair lock's re-entry that finds its hold gone is Aborted (NOTHELD) and
+// writes nothing (it once took the lock anew, or queued behind another
+// owner, for a re-entry: see lua/acquire.lua).
+TEST_F(FairLockTest, AReentryAfterTheHoldWasLostIsAborted) {
+  std::unique_ptr<Client> client = MustConnect(redis().url());
+  ASSERT_NE(client, nullptr);
+  const std::string name = TestLockName();
+  FairLock lock = client->GetFairLock(name);
+  ASSERT_OK(lock.Acquire(absl::Seconds(30)));
+  ASSERT_OK(redis().Command({"DEL", name}));
+  const absl::Status s = lock.Acquire(absl::Seconds(30));
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("NOTHELD"));
+  EXPECT_EQ(redis().Command({"EXISTS", name})->integer, 0);
+  EXPECT_EQ(QueueLength(name), 0);
+  EXPECT_EQ(lock.Release().code(), absl::StatusCode::kAborted);
+  ASSERT_OK(lock.Acquire(absl::Seconds(30)));
+  ASSERT_OK(lock.Release());
+}
+
 TEST_F(FairLockTest, ReentersAndWorksWithTheStdSurface) {
   std::unique_ptr<Client> client = MustConnect(redis().url());
   ASSERT_NE(client, nullptr);

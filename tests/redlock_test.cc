@@ -157,6 +157,26 @@ TEST_F(RedlockTest, IsReentrant) {
   EXPECT_EQ(lock.Release().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// A re-entry that goes to the masters (an explicit lease) and finds the
+// hold gone on a majority is Aborted at once (NOTHELD), not retried into
+// Unavailable, and the hold is lost: its release says Aborted too.
+TEST_F(RedlockTest, AReentryWhoseHoldIsGoneOnAMajorityIsAborted) {
+  RedlockLock lock = client_->GetLock(TestLockName());
+  ASSERT_OK(lock.Acquire(absl::Seconds(30)));
+  // Gone on enough masters that no quorum has it any more.
+  const int gone = kMasters - static_cast<int>(client_->quorum()) + 1;
+  for (int i = 0; i < gone; ++i) {
+    ASSERT_OK(Servers()[i]->Command({"DEL", lock.name()}));
+  }
+  const absl::Status s = lock.Acquire(absl::Seconds(30));
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
+  EXPECT_THAT(s.message(), HasSubstr("NOTHELD"));
+  // Nothing written where it was gone; counted down again where it was not.
+  EXPECT_EQ(OnMasters({"EXISTS", lock.name()}), kMasters - gone);
+  EXPECT_EQ(lock.Release().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(OnMasters({"EXISTS", lock.name()}), 0);
+}
+
 TEST_F(RedlockTest, AnExplicitOwnerHoldsAcrossThreads) {
   RedlockLock lock = client_->GetLock(TestLockName());
   const Owner task = Owner::New();

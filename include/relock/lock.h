@@ -67,8 +67,9 @@
 // gone there before the client noticed is Aborted (NOTHELD) and writes
 // nothing: taking the lock anew with a count of 1 would hide the loss, and
 // an inner release would then free the lock while T believed it still held
-// the outer level. The hold is forgotten with it, so T's later releases of
-// the outer levels say FailedPrecondition.
+// the outer level. The hold is marked lost and reported as any loss is
+// (below: a kLockLost event, the OnLost callbacks), and T's later releases
+// of the outer levels say Aborted.
 //
 // Leases and the watchdog: `Acquire()` / `lock()` take a watchdog lease of
 // `ClientOptions::lock_watchdog_timeout` (30 s by default), which the
@@ -154,9 +155,10 @@
 //                       negative wait, invalid LockOptions (every call of
 //                       such a handle); on a Redis Cluster, an acquire of a
 //                       name with "{" but no usable hash tag ("a{b",
-//                       "x{}y"), whose companion keys and channels
-//                       (Redisson's names) hash to another slot (every lock
-//                       type; nothing is written).
+//                       "x{}y"), or with "}" and no "{" ("a}b"), whose
+//                       companion keys and channels (Redisson's names) hash
+//                       to other slots (every lock type; nothing is
+//                       written).
 //   DeadlineExceeded    TryAcquire's wait ran out while another owner held it.
 //   FailedPrecondition  Release by a thread that does not hold the lock; any
 //                       call after the client was closed or in a fork()ed

@@ -259,13 +259,7 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
         return raw->RenewBatch(items);
       },
       [raw](const watchdog::LostHold& hold, const absl::Status& why) {
-        raw->observer_->metrics.locks_lost.Add();
-        const absl::Duration lease = raw->options_.lock_watchdog_timeout;
-        raw->events_->Post(
-            LockEvent{LockEventType::kLockLost, hold.name, why, hold.owner,
-                      hold.acked_at + absl::ToChronoNanoseconds(
-                                          lease - raw->policy_.Drift(lease))},
-            hold.on_lost);
+        raw->ReportLost(hold, why);
       },
       // Told when SafeUntil() ends: the drift of the client's lock policy.
       core->policy_.Drift(core->options_.lock_watchdog_timeout));
@@ -282,6 +276,16 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
   });
   RegisterLiveCore(core);
   return core;
+}
+
+void ClientCore::ReportLost(const watchdog::LostHold& hold,
+                            const absl::Status& why) {
+  observer_->metrics.locks_lost.Add();
+  const absl::Duration lease = options_.lock_watchdog_timeout;
+  events_->Post(LockEvent{LockEventType::kLockLost, hold.name, why, hold.owner,
+                          hold.acked_at + absl::ToChronoNanoseconds(
+                                              lease - policy_.Drift(lease))},
+                hold.on_lost);
 }
 
 absl::Status ClientCore::CheckOpen() const {

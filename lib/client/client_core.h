@@ -96,6 +96,8 @@ class ClientCore final : public std::enable_shared_from_this<ClientCore>,
   }
   void OnFreshHold() override;
   Metrics& metrics() override { return observer_->metrics; }
+  void ReportLost(const watchdog::LostHold& hold,
+                  const absl::Status& why) override;
   void ActivateWatchdog(SteadyClock::time_point acked_at) override {
     watchdog_->Activate(acked_at);
   }

@@ -87,25 +87,41 @@ void CountLocalReentry(LockEnv& env) {
   m.local_reentries.Add();
 }
 
-// InvalidArgument when, on a Redis Cluster, `name`'s companion keys and
-// channels are in another hash slot than the name: a name with "{" but no
-// usable hash tag ("a{b", "x{}y"), whose companions Redisson names
-// "<prefix>:<name>" (PrefixName(); the read-write lock's lease keys
-// "<name>:<reader>:rwlock_timeout:<i>" likewise). Every lock type's scripts
-// use such companions, and a script's keys must share one slot: the acquire
-// (or, worse, only the release) would fail with CROSSSLOT.
+// Whether `name`'s companion keys and channels share its Redis Cluster
+// slot. Redisson names them "<prefix>:{<name>}", or "<prefix>:<name>" when
+// the name contains "{" (PrefixName(); the read-write lock's lease keys
+// "<name>:<reader>:rwlock_timeout:<i>" likewise), so they share it unless
+// the name has "{" without a usable hash tag after it ("a{b", "x{}y"), or
+// "}" without any "{" ("a}b": braced, its tag would be "a"). Structural,
+// with no allocation: every acquire asks.
+bool CompanionsShareTheSlot(absl::string_view name) {
+  const size_t open = name.find('{');
+  if (open == absl::string_view::npos) {
+    return name.find('}') == absl::string_view::npos;
+  }
+  const size_t close = name.find('}', open + 1);
+  return close != absl::string_view::npos && close > open + 1;
+}
+
+// InvalidArgument when, on a Redis Cluster, `name`'s companions are in
+// other hash slots than the name (see above). Every lock type's scripts use
+// such companions, and a script's keys must share one slot: the acquire
+// (or, worse, only the release) would fail with CROSSSLOT. Elsewhere every
+// name works.
 absl::Status CheckCompanionSlot(LockEnv& env, const std::string& name) {
-  const std::string channel = PrefixName(kUnlockChannelPrefix, name);
-  if (env.backend().KeyGroup(name) == env.backend().KeyGroup(channel)) {
+  if (CompanionsShareTheSlot(name)) return absl::OkStatus();
+  // Slots matter only where KeyGroup() tells keys apart (it is 0 for every
+  // key elsewhere); "a" and "b" are in different slots.
+  if (env.backend().KeyGroup("a") == env.backend().KeyGroup("b")) {
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "on a Redis Cluster the name's companion keys and channels (Redisson's "
       "names for them, such as \"",
-      absl::CHexEscape(channel),
-      "\") are in another hash slot than the name, and a script's keys must "
-      "share one: choose a name without \"{\", or one with a non-empty hash "
-      "tag (\"orders:{42}\")"));
+      absl::CHexEscape(PrefixName(kUnlockChannelPrefix, name)),
+      "\") are in other hash slots than the name, and a script's keys must "
+      "share one: choose a name without \"{\" or \"}\", or one with a "
+      "non-empty hash tag (\"orders:{42}\")"));
 }
 
 // The plan of an acquire by `by` (see AcquirePlan). InvalidArgument for a
@@ -270,12 +286,21 @@ absl::Status AcquireHere(LockEnv& env, const std::string& name,
 
 // After a failed acquire: a re-entry that found its hold lost on Redis
 // (NOTHELD: its lease ran out, or the key was deleted or force-released)
-// forgets the hold, whose outer levels are gone too: the caller hears the
-// loss now (Aborted), and a later Release() says the lock is not held
-// instead of freeing a lock another owner may hold by then.
-void ForgetLostHold(LockEnv& env, const std::string& name, const OwnerId& by,
-                    const AcquirePlan& plan, const absl::Status& s) {
-  if (!plan.fresh && redis::IsNotHeld(s)) env.holds().Forget(name, by.number);
+// marks the hold lost, whose outer levels are gone too, and reports it as
+// the watchdog reports a loss (kLockLost, the hold's loss callbacks): the
+// caller hears it now (Aborted), and a later Release() says Aborted ("lease
+// lost") instead of freeing a lock another owner may hold by then.
+void MarkLostHold(LockEnv& env, const std::string& name, const OwnerId& by,
+                  const AcquirePlan& plan, const absl::Status& s) {
+  if (plan.fresh || !redis::IsNotHeld(s)) return;
+  if (absl::optional<watchdog::LostHold> lost =
+          env.holds().MarkLost(name, by.number)) {
+    env.ReportLost(*lost,
+                   absl::AbortedError(
+                       "lease lost: a re-entry found the lock's owner field "
+                       "gone from Redis (its lease ran out, or it was deleted "
+                       "or force-released)"));
+  }
 }
 
 // A waiter that gave up leaves the lock's queue, if its type has one: sent
@@ -352,7 +377,7 @@ absl::Status Acquire(LockEnv& env, const std::string& name, const OwnerId& by,
     s = RegisterHold(env, name, by, owner, *plan, grant.sent_at,
                      /*async=*/false);
   } else {
-    ForgetLostHold(env, name, by, *plan, s);
+    MarkLostHold(env, name, by, *plan, s);
     if (queue) LeaveQueue(env, name, owner, *plan, /*wait=*/true);
   }
   CountAcquire(env, s, plan->fresh, waited, start);
@@ -385,7 +410,7 @@ void AcquireAsync(LockEnv& env, std::shared_ptr<void> keep,
       [&env, keep, name, by, plan = *plan, queue = !deadline.Expired(), start,
        done = std::move(done)](const absl::Status& s, const Grant& grant,
                                bool waited, const OwnerField& owner) {
-        if (!s.ok()) ForgetLostHold(env, name, by, plan, s);
+        if (!s.ok()) MarkLostHold(env, name, by, plan, s);
         if (!s.ok() && queue) {
           LeaveQueue(env, name, owner, plan, /*wait=*/false);
         }

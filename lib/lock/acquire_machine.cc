@@ -108,6 +108,13 @@ void AcquireMachine::OnAttempt(Attempt a) {
   }
   woken_ = false;
   const Attempts::Next next = attempts_.Decide(a);
+  if (next.what != Attempts::Next::kFinish && env_.closed()) {
+    // Close() came while the attempt was under way (its answer arrived as
+    // the loop was stopping): a timer armed now might never fire, nor be
+    // dropped, and the waiter would hang. Nothing was taken (the attempt
+    // would have finished the machine).
+    return Finish(absl::CancelledError("the client was closed while waiting"));
+  }
   switch (next.what) {
     case Attempts::Next::kFinish:
       return Finish(next.status, Grant{a.start, a.token});

@@ -229,6 +229,7 @@ Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
     } else {
       error = Unexpected(*r, "acquire script");
       details.Add(absl::StrCat(who, ": ", error.ToString()));
+      if (redis::IsNotHeld(error)) ++a.not_held;
     }
     if (!error.ok()) {
       ++errors;
@@ -263,9 +264,10 @@ Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
     if (a.kind == Attempt::kFailed && a.error.ok()) {
       a.error = absl::AbortedError(a.details);  // validity used up
     }
-    // Except: what the node took without its replicas' acknowledgement, and
-    // (with replica sync) a fresh acquire with an unknown outcome, since a
-    // WAIT that failed after the script ran makes it one.
+    // Except: what the node took without its replicas' acknowledgement (a
+    // WAIT that counted too few, or failed: Answer::wait_error), and (with
+    // replica sync) a fresh acquire with an unknown outcome, whose WAIT may
+    // have failed after the script ran.
     if (granted == 0 && !unacked_at[0] &&
         !(sync != nullptr && fresh && unknown_at[0])) {
       return a;

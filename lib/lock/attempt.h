@@ -109,6 +109,8 @@ struct Attempt {
   // A node gave no answer (lost, cut off by the deadline or by Close()):
   // the request may have run there, or still run.
   bool outcome_unknown = false;
+  // Nodes where a re-entry found this owner's hold gone (NOTHELD).
+  size_t not_held = 0;
 };
 
 // Policy::fail_fast: stop waiting once the attempt's outcome is certain.

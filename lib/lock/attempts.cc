@@ -76,9 +76,13 @@ Attempt Attempts::Judge(const std::vector<backend::Answer>& answers,
     // FailedPrecondition or Cancelled when Close() did. Its script may have
     // reached Redis and run (or run later, on a busy or paused server), so
     // it is Unavailable, whose outcome is unknown, as for an answer lost on
-    // a dropped connection.
-    if (a.kind == Attempt::kFailed && a.outcome_unknown &&
-        !absl::IsUnavailable(a.error)) {
+    // a dropped connection. (Other codes, such as a reconnect's refused
+    // AUTH, say the request was never sent: they stay.)
+    const bool cut_off =
+        absl::IsDeadlineExceeded(a.error) ||
+        (env_.closed() &&
+         (absl::IsCancelled(a.error) || absl::IsFailedPrecondition(a.error)));
+    if (a.kind == Attempt::kFailed && a.outcome_unknown && cut_off) {
       a.error = absl::UnavailableError(
           absl::StrCat(a.error.message(),
                        "; the attempt may still have taken what it asked for"));
@@ -115,6 +119,22 @@ Attempts::Next Attempts::Decide(const Attempt& a) {
       // its error Unavailable, which says so (not Cancelled, which would
       // say nothing was taken).
       return Next{Next::kFinish, a.error, absl::ZeroDuration()};
+    }
+    const size_t n = env_.backend().nodes();
+    if (a.not_held > n - env_.backend().quorum()) {
+      // A re-entry whose hold is gone on too many nodes to make a quorum
+      // again: lost, whatever a retry would say (the client forgets the
+      // hold lost: MarkLostHold() in acquire.cc).
+      return Next{Next::kFinish,
+                  n == 1
+                      ? a.error
+                      : absl::AbortedError(absl::StrCat(
+                            "Redis replied: NOTHELD on ", a.not_held, " of ", n,
+                            " masters: this owner no longer "
+                            "holds the lock there (lost); nothing was "
+                            "written: ",
+                            a.details)),
+                  absl::ZeroDuration()};
     }
     if (waiting_ && env_.closed()) {
       // The re-check of a waiter failed because Close() came meanwhile (the

@@ -97,6 +97,11 @@ class LockEnv {
   virtual void ActivateWatchdog(SteadyClock::time_point acked_at) = 0;
   // The client's counters (relock/metrics.h).
   virtual Metrics& metrics() = 0;
+  // A hold found lost outside the watchdog (a re-entry's NOTHELD), marked
+  // lost in holds(): reported as the watchdog reports its losses (a
+  // kLockLost event, the hold's loss callbacks, the locks_lost counter).
+  virtual void ReportLost(const watchdog::LostHold& hold,
+                          const absl::Status& why) = 0;
 
  protected:
   ~LockEnv() = default;

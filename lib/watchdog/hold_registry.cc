@@ -190,6 +190,17 @@ absl::optional<Hold> HoldRegistry::Forget(const std::string& name,
   return h;
 }
 
+absl::optional<LostHold> HoldRegistry::MarkLost(const std::string& name,
+                                                uint64_t thread) {
+  MutexLock lock(&mu_);
+  auto it = holds_.find(KeyView(name, thread));
+  if (it == holds_.end() || it->second.ended()) return absl::nullopt;
+  Hold& h = it->second;
+  Disarm(h);
+  h.state = HoldState::kLost;
+  return LostHold{name, thread, h.acked_at, std::move(h.on_lost), h.owner};
+}
+
 absl::optional<Hold> HoldRegistry::Find(const std::string& name,
                                         uint64_t thread) const {
   MutexLock lock(&mu_);

@@ -236,6 +236,11 @@ class HoldRegistry {
   size_t live() const;
   // Removes the entry; returns it if there was one.
   absl::optional<Hold> Forget(const std::string& name, uint64_t thread);
+  // Marks a hold that is not ended yet lost (as a renewal that found it gone
+  // does: no longer renewed, its release says so) and returns what its loss
+  // report needs (its callbacks moved out); nullopt if there is no such
+  // hold.
+  absl::optional<LostHold> MarkLost(const std::string& name, uint64_t thread);
   absl::optional<Hold> Find(const std::string& name, uint64_t thread) const;
   // Find()'s facts alone (no owner field or callbacks copied).
   absl::optional<HoldFacts> FindFacts(const std::string& name,

@@ -68,6 +68,11 @@ class FakeLockEnv final : public lock::LockEnv {
     ++activations_;
   }
   Metrics& metrics() override { return metrics_; }
+  void ReportLost(const watchdog::LostHold& /*hold*/,
+                  const absl::Status& /*why*/) override {
+    ++reported_lost_;
+  }
+  int reported_lost() const { return reported_lost_.load(); }
 
  private:
   FakeClock clock_;
@@ -79,6 +84,7 @@ class FakeLockEnv final : public lock::LockEnv {
   Metrics metrics_;
   std::atomic<bool> closed_{false};
   std::atomic<int> activations_{0};
+  std::atomic<int> reported_lost_{0};
   // Last: destroyed first, with the loop that may still touch the above.
   FakeBackend backend_;
 };
