@@ -286,6 +286,23 @@ TEST_F(IoConnectionTest, AServerThatIsDownFailsCallsAtOnce) {
   }
 }
 
+// Regression (SpinLockTest.CloseCancelsASpinningWaiter hung once under
+// TSan): work posted once Stop() has begun would never run, yet it lived on
+// in the stopped context with all it holds (an acquire machine whose
+// waiter then waited for good). It is now let go of at once.
+TEST(EventLoopTest, WorkPostedAfterStopIsLetGoOfAtOnce) {
+  EventLoop loop;
+  auto held = std::make_shared<int>(0);
+  std::atomic<bool> ran{false};
+  loop.Post([held, &ran] { ran = true; });
+  loop.Stop();
+  EXPECT_TRUE(ran.load());  // posted before Stop(): it ran
+  ran = false;
+  loop.Post([held, &ran] { ran = true; });
+  EXPECT_EQ(held.use_count(), 1);  // destroyed, unrun
+  EXPECT_FALSE(ran.load());
+}
+
 TEST(IoUnixSocketTest, AuthAndSelect) {
   RedisServerOptions so;
   so.unix_socket = true;

@@ -26,6 +26,7 @@ EventLoop::EventLoop()
 EventLoop::~EventLoop() { Stop(); }
 
 void EventLoop::Post(std::function<void()> fn) {
+  if (stopping_.load(std::memory_order_acquire)) return;  // `fn` goes now
   asio::post(*context_, std::move(fn));
 }
 
@@ -62,6 +63,8 @@ bool EventLoop::InLoopThread() const {
 void EventLoop::Stop() {
   MutexLock lock(&mu_);
   if (!thread_.joinable()) return;
+  // From now on Post() drops what it is given (see there).
+  stopping_.store(true, std::memory_order_release);
   // Handlers already posted still run (they fail the requests of closed
   // connections); completions they cause are destroyed with the context.
   // The stop handler is queued before the work guard goes, so run() cannot

@@ -11,6 +11,7 @@
 #ifndef RELOCK_LIB_IO_EVENT_LOOP_H_
 #define RELOCK_LIB_IO_EVENT_LOOP_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -42,7 +43,10 @@ class EventLoop {
   EventLoop& operator=(const EventLoop&) = delete;
 
   asio::io_context& context() { return *context_; }
-  // Runs `fn` on the loop thread (dropped after Stop()).
+  // Runs `fn` on the loop thread. Once Stop() has begun, `fn` is destroyed
+  // at once, unrun, on the calling thread: queued behind the stop, it would
+  // never run, and what it holds (an acquire waiting for it) would live on
+  // with the loop's context until the client is destroyed.
   void Post(std::function<void()> fn);
   // Runs `fn` now when called on the loop thread (so it must not rely on
   // running after its caller), else Post()s it.
@@ -75,6 +79,7 @@ class EventLoop {
   const std::shared_ptr<Droppables> droppables_ =
       std::make_shared<Droppables>();
   asio::executor_work_guard<asio::io_context::executor_type> work_;
+  std::atomic<bool> stopping_{false};  // Stop() has begun
   Mutex mu_;
   std::thread thread_ ABSL_GUARDED_BY(mu_);
   std::thread::id thread_id_;
