@@ -139,7 +139,10 @@ int Fail(int code, absl::string_view message) {
   for (char& c : line) {
     if (c == '\n' || c == '\r') c = ' ';
   }
-  std::cerr << "relock: " << line << std::endl;
+  // In one write (std::cerr is unbuffered: each << would be a write of its
+  // own), so that a reader, or another process writing to the same stderr,
+  // never sees half a line.
+  std::cerr << absl::StrCat("relock: ", line, "\n") << std::flush;
   return code;
 }
 
