@@ -48,12 +48,16 @@ class LeaderFollowerConnection {
   LeaderFollowerConnection& operator=(const LeaderFollowerConnection&) = delete;
 
   // Thread `thread` sends `wire` (one command in RESP form) and waits for
-  // its reply; an error reply is a reply, not an error Status. A broken
-  // connection (Unavailable) fails this call and every later one.
+  // its reply; an error reply is a reply, not an error Status. A connection
+  // that failed (Unavailable for a write or read that failed,
+  // ResourceExhausted if hiredis could not buffer a request) fails this
+  // call and every later one.
   absl::StatusOr<testing::RawReply> Call(int thread, const std::string& wire);
 
  private:
-  struct Slot {
+  // On a cache line of its own: a thread's slot is written by it and by
+  // the leader, not by its neighbours.
+  struct alignas(64) Slot {
     enum State : int { kIdle, kWaiting, kDone, kLead };
     const std::string* wire = nullptr;
     testing::RawReply reply;  // with kDone: the reply, or null with `status`
