@@ -552,12 +552,6 @@ TEST_F(ReadWriteLockTest, ADowngradedReadHoldKeepsItsLongerLease) {
   EXPECT_THAT(testing::KeysButClientRecords(redis()), ::testing::IsEmpty());
 }
 
-// Redisson's own read-write lock scripts (EVAL, a foreign owner) and
-// relock share the lock: a Redisson reader shares with relock's readers and
-// excludes relock's writer, whose wait its release ends (the "0" message);
-// relock's writer excludes Redisson's reader, and its release publishes "1"
-// on Redisson's channel; a Redisson writer excludes relock's reader, whose
-// wait its release ends.
 // A re-entry that goes to Redis (an explicit lease) and finds its hold gone
 // is Aborted and writes nothing, for either side (it once made the lock
 // anew with a count of 1, hiding the loss: see lua/acquire.lua).
@@ -582,6 +576,12 @@ TEST_F(ReadWriteLockTest, AReentryAfterTheHoldWasLostIsAborted) {
   EXPECT_THAT(testing::KeysButClientRecords(redis()), ::testing::IsEmpty());
 }
 
+// Redisson's own read-write lock scripts (EVAL, a foreign owner) and
+// relock share the lock: a Redisson reader shares with relock's readers and
+// excludes relock's writer, whose wait its release ends (the "0" message);
+// relock's writer excludes Redisson's reader, and its release publishes "1"
+// on Redisson's channel; a Redisson writer excludes relock's reader, whose
+// wait its release ends.
 TEST_F(ReadWriteLockTest, RedissonsScriptsShareTheLockBothWays) {
   std::unique_ptr<Client> client = MustConnect(redis().url());
   ASSERT_NE(client, nullptr);
