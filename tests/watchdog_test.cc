@@ -586,12 +586,20 @@ TEST(WatchdogLossTest, ACutOffHolderIsToldAtItsSafeEndWhileARenewalHangs) {
   holds.OnAcquired("a", kThread, kOwner, /*watchdog=*/true, kFakeLease, start);
   watchdog.Activate(start);
   // The round that sends the first renewal (at a third of the lease); it
-  // hangs from then on.
+  // hangs from then on. Each step waits for the watchdog's thread to finish
+  // the round that came due and schedule the next one: advancing before then
+  // would push the next round past the last step (a slow thread, as under
+  // TSan, then never got to the renewal).
   for (int i = 0; i < 4 && !renewing.HasBeenNotified(); ++i) {
     clock.Advance(kInterval);
     RunDueTimers(timers);
+    auto idle = [&] {
+      return renewing.HasBeenNotified() || watchdog.round_scheduled();
+    };
+    ASSERT_TRUE(EventuallyFast(idle))
+        << "step " << i << ": no renewal sent and no next round scheduled";
   }
-  ASSERT_TRUE(EventuallyFast([&] { return renewing.HasBeenNotified(); }));
+  ASSERT_TRUE(renewing.HasBeenNotified());
   const SteadyClock::time_point safe_end =
       start + absl::ToChronoNanoseconds(kFakeLease - drift);
   clock.Advance(absl::FromChrono(safe_end - clock.Now()) -
