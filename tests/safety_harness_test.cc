@@ -24,6 +24,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "tests/testing/child_process.h"
+#include "tests/testing/sanitizers.h"
 #include "tests/testing/status_matchers.h"
 #include "tools/harness/harness.h"
 
@@ -55,6 +56,16 @@ HarnessOptions ShortRunOptions() {
   options.tolerate_ghost_holds =
       tolerate != nullptr && std::string(tolerate) == "1";
   options.lease = absl::Milliseconds(1500);
+  if (testing::kSanitizedBuild) {
+    // Slower rounds: the same faults on fewer acquisitions. A sanitized
+    // worker spends several times the CPU on each round, and at the default
+    // pace (holds of 1-5 ms, up to 3 ms between) the three of them kept most
+    // of a core busy for the whole run, which the builds beside the tests in
+    // scripts/test.sh felt. Longer holds still meet every fault.
+    options.hold_min = absl::Milliseconds(3);
+    options.hold_max = absl::Milliseconds(12);
+    options.think_max = absl::Milliseconds(8);
+  }
   // The faults of the runs below, which predate the partitions and
   // pause-holder (those have runs of their own).
   options.faults = SingleNodeFaultKinds();
