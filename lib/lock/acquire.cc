@@ -32,7 +32,6 @@
 #include "lib/lock/lock_env.h"
 #include "lib/lock/lock_model.h"
 #include "lib/lock/owner.h"
-#include "lib/redis/errors.h"
 #include "relock/limits.h"
 
 namespace relock {
@@ -271,7 +270,7 @@ absl::Status AcquireHere(LockEnv& env, const std::string& name,
     const Attempts::Next next = attempts.Decide(a);
     switch (next.what) {
       case Attempts::Next::kFinish:
-        *grant = Grant{a.start, a.token};
+        *grant = Grant{a.start, a.token, next.hold_lost};
         return next.status;
       case Attempts::Next::kRetry:
         env.clock().SleepFor(next.delay);
@@ -291,8 +290,8 @@ absl::Status AcquireHere(LockEnv& env, const std::string& name,
 // caller hears it now (Aborted), and a later Release() says Aborted ("lease
 // lost") instead of freeing a lock another owner may hold by then.
 void MarkLostHold(LockEnv& env, const std::string& name, const OwnerId& by,
-                  const AcquirePlan& plan, const absl::Status& s) {
-  if (plan.fresh || !redis::IsNotHeld(s)) return;
+                  const AcquirePlan& plan, const Grant& outcome) {
+  if (plan.fresh || !outcome.hold_lost) return;
   if (absl::optional<watchdog::LostHold> lost =
           env.holds().MarkLost(name, by.number)) {
     env.ReportLost(*lost,
@@ -377,7 +376,7 @@ absl::Status Acquire(LockEnv& env, const std::string& name, const OwnerId& by,
     s = RegisterHold(env, name, by, owner, *plan, grant.sent_at,
                      /*async=*/false);
   } else {
-    MarkLostHold(env, name, by, *plan, s);
+    MarkLostHold(env, name, by, *plan, grant);
     if (queue) LeaveQueue(env, name, owner, *plan, /*wait=*/true);
   }
   CountAcquire(env, s, plan->fresh, waited, start);
@@ -410,7 +409,7 @@ void AcquireAsync(LockEnv& env, std::shared_ptr<void> keep,
       [&env, keep, name, by, plan = *plan, queue = !deadline.Expired(), start,
        done = std::move(done)](const absl::Status& s, const Grant& grant,
                                bool waited, const OwnerField& owner) {
-        if (!s.ok()) MarkLostHold(env, name, by, plan, s);
+        if (!s.ok()) MarkLostHold(env, name, by, plan, grant);
         if (!s.ok() && queue) {
           LeaveQueue(env, name, owner, plan, /*wait=*/false);
         }

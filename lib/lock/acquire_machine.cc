@@ -117,7 +117,7 @@ void AcquireMachine::OnAttempt(Attempt a) {
   }
   switch (next.what) {
     case Attempts::Next::kFinish:
-      return Finish(next.status, Grant{a.start, a.token});
+      return Finish(next.status, Grant{a.start, a.token, next.hold_lost});
     case Attempts::Next::kRetry:
       phase_ = Phase::kBackingOff;
       timer_->At(After(next.delay),

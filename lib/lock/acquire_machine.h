@@ -25,11 +25,13 @@ namespace relock {
 namespace lock {
 namespace algorithm_internal {
 
-// What a successful acquire hands on: when the winning attempt was sent, and
-// its fencing token (-1 unless fenced).
+// What an acquire hands on. Acquired: when the winning attempt was sent, and
+// its fencing token (-1 unless fenced). Failed: whether it was a re-entry
+// that found the hold lost (Attempts::Next::hold_lost).
 struct Grant {
   SteadyClock::time_point sent_at;
   int64_t token = -1;
+  bool hold_lost = false;
 };
 
 // Acquire()'s attempts and notified waits, driven by callbacks. The

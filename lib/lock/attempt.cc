@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/optional.h"
@@ -38,9 +39,10 @@ bool IsReadWrite(LockKind kind) {
 
 // The acquire script's answer (lua/acquire.lua) in either form: granted
 // (nil; fenced: {-1, token}), held by another owner (the holder's PTTL;
-// fenced: {PTTL, -1}), or anything else.
+// fenced: {PTTL, -1}), a re-entry that found this owner's hold gone (the
+// error reply NOTHELD), or anything else.
 struct AcquireReply {
-  enum Kind { kGranted, kHeld, kOther } kind = kOther;
+  enum Kind { kGranted, kHeld, kNotHeld, kOther } kind = kOther;
   int64_t token = -1;  // kGranted, fenced (tokens start at 1)
   int64_t pttl = -1;   // kHeld
 };
@@ -48,6 +50,8 @@ AcquireReply ReadAcquireReply(const redis::Reply& r) {
   AcquireReply out;
   if (r.is_nil()) {
     out.kind = AcquireReply::kGranted;
+  } else if (r.is_error()) {
+    if (absl::StartsWith(r.str(), "NOTHELD")) out.kind = AcquireReply::kNotHeld;
   } else if (r.is_integer()) {
     out.kind = AcquireReply::kHeld;
     out.pttl = r.integer();
@@ -229,7 +233,7 @@ Attempt Evaluate(LockEnv& env, const std::vector<backend::Answer>& answers,
     } else {
       error = Unexpected(*r, "acquire script");
       details.Add(absl::StrCat(who, ": ", error.ToString()));
-      if (redis::IsNotHeld(error)) ++a.not_held;
+      if (reply.kind == AcquireReply::kNotHeld) ++a.not_held;
     }
     if (!error.ok()) {
       ++errors;

@@ -125,16 +125,16 @@ Attempts::Next Attempts::Decide(const Attempt& a) {
       // A re-entry whose hold is gone on too many nodes to make a quorum
       // again: lost, whatever a retry would say (the client forgets the
       // hold lost: MarkLostHold() in acquire.cc).
-      return Next{Next::kFinish,
-                  n == 1
-                      ? a.error
-                      : absl::AbortedError(absl::StrCat(
-                            "Redis replied: NOTHELD on ", a.not_held, " of ", n,
-                            " masters: this owner no longer "
-                            "holds the lock there (lost); nothing was "
-                            "written: ",
-                            a.details)),
-                  absl::ZeroDuration()};
+      Next lost{Next::kFinish,
+                n == 1 ? a.error
+                       : absl::AbortedError(absl::StrCat(
+                             "NOTHELD on ", a.not_held, " of ", n,
+                             " masters: this owner no longer holds the lock "
+                             "there (lost); nothing was written: ",
+                             a.details)),
+                absl::ZeroDuration()};
+      lost.hold_lost = true;
+      return lost;
     }
     if (waiting_ && env_.closed()) {
       // The re-check of a waiter failed because Close() came meanwhile (the

@@ -59,6 +59,9 @@ class Attempts {
     enum What { kFinish, kRetry, kWait } what = kFinish;
     absl::Status status;   // kFinish: the outcome (OK: acquired)
     absl::Duration delay;  // kRetry: the pause before the next attempt
+    // kFinish: a re-entry found this owner's hold gone (NOTHELD) on too
+    // many nodes for a quorum: the hold is lost (MarkLostHold(), acquire.cc).
+    bool hold_lost = false;
   };
 
   // `failures`: attempts that already failed for lack of answers.

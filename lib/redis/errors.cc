@@ -14,11 +14,6 @@ bool IsConnectionClosingError(absl::string_view error) {
          absl::StartsWith(error, "ERR Protocol error");
 }
 
-bool IsNotHeld(const absl::Status& s) {
-  return absl::IsAborted(s) &&
-         absl::StrContains(s.message(), "Redis replied: NOTHELD");
-}
-
 absl::Status ErrorReplyToStatus(absl::string_view what,
                                 absl::string_view error) {
   std::string msg = absl::StrCat(what, ": Redis replied: ", error);

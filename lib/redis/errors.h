@@ -15,17 +15,13 @@ namespace redis {
 // WRONGTYPE and NOTALOCK, NOTATOKEN, NOTASEMAPHORE, NOTALATCH (relock's
 // scripts) -> FailedPrecondition, OUTOFRANGE (relock's scripts: a count
 // beyond its bounds) -> OutOfRange, NOTHELD (relock's scripts: a re-entry
-// that found its hold lost; IsNotHeld()) -> Aborted, OOM (maxmemory with
+// that found its hold lost) -> Aborted, OOM (maxmemory with
 // noeviction) -> ResourceExhausted,
 // LOADING/BUSY/MASTERDOWN/TRYAGAIN and the errors after which the server
 // closes the connection (IsConnectionClosingError) -> Unavailable, others ->
 // Internal.
 absl::Status ErrorReplyToStatus(absl::string_view what,
                                 absl::string_view error);
-
-// Whether `s` is (or annotates) ErrorReplyToStatus()'s status of a NOTHELD
-// reply.
-bool IsNotHeld(const absl::Status& s);
 
 // Whether the server closes the connection after sending `error`.
 bool IsConnectionClosingError(absl::string_view error);
