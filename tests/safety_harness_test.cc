@@ -57,14 +57,15 @@ HarnessOptions ShortRunOptions() {
       tolerate != nullptr && std::string(tolerate) == "1";
   options.lease = absl::Milliseconds(1500);
   if (testing::kSanitizedBuild) {
-    // Slower rounds: the same faults on fewer acquisitions. A sanitized
-    // worker spends several times the CPU on each round, and at the default
-    // pace (holds of 1-5 ms, up to 3 ms between) the three of them kept most
-    // of a core busy for the whole run, which the builds beside the tests in
-    // scripts/test.sh felt. Longer holds still meet every fault.
-    options.hold_min = absl::Milliseconds(3);
-    options.hold_max = absl::Milliseconds(12);
-    options.think_max = absl::Milliseconds(8);
+    // Slower rounds: the same faults on fewer acquisitions (about 2,800
+    // instead of 8,000 in a run with every fault). A sanitized worker
+    // spends several times the CPU on each round: at the default pace
+    // (holds of 1-5 ms, up to 3 ms between) the nine runs were most of the
+    // CPU of a sanitizer's test stage, which scripts/test.sh runs beside
+    // its next build. Longer holds still meet every fault.
+    options.hold_min = absl::Milliseconds(5);
+    options.hold_max = absl::Milliseconds(20);
+    options.think_max = absl::Milliseconds(20);
   }
   // The faults of the runs below, which predate the partitions and
   // pause-holder (those have runs of their own).
