@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -578,6 +579,10 @@ TEST(WatchdogLossTest, ACutOffHolderIsToldAtItsSafeEndWhileARenewalHangs) {
         lost_at.push_back(clock.Now());
       },
       drift);
+  // An assertion that fails below returns early: the hanging renewal must
+  // end before the watchdog's destructor joins its thread, or the test would
+  // hang instead of failing. (Declared after the watchdog: runs before it.)
+  absl::Cleanup end_renewal = [&] { answer.Notify(); };
   auto losses = [&] {
     MutexLock lock(&mu);
     return lost_at;
