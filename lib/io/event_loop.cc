@@ -26,8 +26,15 @@ EventLoop::EventLoop()
 EventLoop::~EventLoop() { Stop(); }
 
 void EventLoop::Post(std::function<void()> fn) {
-  if (stopping_.load(std::memory_order_acquire)) return;  // `fn` goes now
-  asio::post(*context_, std::move(fn));
+  // In flight from before the check until the work is queued: Stop() waits
+  // for that, so no work is queued behind its stop handler. Sequentially
+  // consistent, with Stop()'s store and load: either this reads the flag
+  // set, or Stop() reads this post in flight.
+  posting_.fetch_add(1);
+  if (!stopping_.load()) asio::post(*context_, std::move(fn));
+  posting_.fetch_sub(1, std::memory_order_release);
+  // `fn`, if not queued, is destroyed unrun after the count drops (its
+  // destructor may post in turn).
 }
 
 void EventLoop::Dispatch(std::function<void()> fn) {
@@ -63,8 +70,14 @@ bool EventLoop::InLoopThread() const {
 void EventLoop::Stop() {
   MutexLock lock(&mu_);
   if (!thread_.joinable()) return;
-  // From now on Post() drops what it is given (see there).
-  stopping_.store(true, std::memory_order_release);
+  // From now on Post() drops what it is given (see there); the posts that
+  // read the flag before it was set are queued before the stop handler.
+  // (They never block: asio::post() only queues, and none of them waits
+  // for this thread, so the wait is short even from the loop thread.)
+  stopping_.store(true);
+  while (posting_.load() != 0) {
+    std::this_thread::yield();
+  }
   // Handlers already posted still run (they fail the requests of closed
   // connections); completions they cause are destroyed with the context.
   // The stop handler is queued before the work guard goes, so run() cannot

@@ -80,6 +80,7 @@ class EventLoop {
       std::make_shared<Droppables>();
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   std::atomic<bool> stopping_{false};  // Stop() has begun
+  std::atomic<int> posting_{0};        // Post()s between check and queue
   Mutex mu_;
   std::thread thread_ ABSL_GUARDED_BY(mu_);
   std::thread::id thread_id_;
