@@ -38,6 +38,7 @@
 #include "lib/lock/algorithm.h"
 #include "lib/lock/lock_scripts.h"
 #include "lib/lock/owner.h"
+#include "lib/lock/permit_semaphore.h"
 #include "lib/lock/semaphore.h"
 #include "lib/timer/timer_thread.h"
 #include "lib/watchdog/watchdog.h"
@@ -691,6 +692,82 @@ TEST(CloseBatchTest, HeldLocksAreReleasedAndLostOnesReportedAborted) {
   EXPECT_THAT(out[1], StatusIs(absl::StatusCode::kAborted));
   EXPECT_EQ(env.fake().CountOf(0, "held", me), 0);
   EXPECT_EQ(env.fake().CountOf(0, "lost", kOther), 1);
+}
+
+// A hold whose own final release was under way when the client closed
+// (sent, its answer not in): where the lock is already gone, that release
+// took it, so Close() reports it released; it used to say the lease had been
+// lost. A hold Redis lost while nobody was releasing it is still Aborted.
+TEST(CloseBatchTest, AHoldWhoseOwnReleaseTookItIsReportedReleased) {
+  FakeLockEnv env;
+  ASSERT_OK(AcquireFor(env, "releasing", absl::ZeroDuration()));
+  ASSERT_OK(AcquireFor(env, "lost", absl::ZeroDuration()));
+  ASSERT_TRUE(env.holds().BeginRelease("releasing", kMe.number).has_value());
+  // The release ran on Redis, and someone else took the lock since; "lost"
+  // was taken over without a release.
+  env.fake().Hold(0, "releasing", kOther, 1, kLease);
+  env.fake().Hold(0, "lost", kOther, 1, kLease);
+  std::vector<std::pair<lock::HoldRegistry::Key, lock::Hold>> held =
+      env.holds().TakeAll();
+  ASSERT_EQ(held.size(), 2u);  // the one being released included
+  std::vector<absl::Status> out = lock::ReleaseHolds(
+      env, held, Deadline::After(absl::Seconds(5), &env.clock()));
+  ASSERT_EQ(out.size(), 2u);
+  for (size_t i = 0; i < held.size(); ++i) {
+    const std::string& name = held[i].first.first;
+    if (name == "releasing") {
+      EXPECT_OK(out[i]);
+    } else {
+      EXPECT_THAT(out[i], StatusIs(absl::StatusCode::kAborted)) << name;
+    }
+  }
+  EXPECT_EQ(env.fake().CountOf(0, "releasing", kOther), 1);
+  EXPECT_EQ(env.fake().CountOf(0, "lost", kOther), 1);
+}
+
+// The other order: Close() took the hold and its round released the lock
+// before the holder's own release ran. That release says so, rather than
+// "not held by this thread".
+TEST(CloseBatchTest, AReleaseThatCloseOvertookSaysTheClientClosed) {
+  FakeLockEnv env;
+  ASSERT_OK(AcquireFor(env, "r", absl::ZeroDuration()));
+  env.fake().SetResponder(0, [&](const FakeCall& call, testing::FakeNode&) {
+    if (call.script != internal::kReleaseScript) {
+      return backend::Answer{testing::IntReply(1)};
+    }
+    // Close() meanwhile: the hold taken, the lock released.
+    env.set_closed(true);
+    EXPECT_EQ(env.holds().TakeAll().size(), 1u);
+    return backend::Answer{testing::NilReply()};  // not held
+  });
+  EXPECT_THAT(lock::Release(env, "r", kMe),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("closed while this release was under way")));
+}
+
+// The same for a permit: its release finds it gone because Close() gave it
+// back first (NotFound before).
+TEST(CloseBatchTest, APermitReleaseThatCloseOvertookSaysTheClientClosed) {
+  FakeLockEnv env;
+  env.fake().SetResponder(
+      0, [&](const FakeCall& call, testing::FakeNode&) -> backend::Answer {
+        if (call.script == internal::kPermitAcquireScript) {
+          return backend::Answer{testing::NilReply()};  // taken
+        }
+        if (call.script != internal::kPermitReleaseScript) {
+          return backend::Answer{testing::IntReply(1)};
+        }
+        env.set_closed(true);
+        EXPECT_EQ(env.holds().TakeAll().size(), 1u);
+        return backend::Answer{testing::IntReply(0)};  // no such permit out
+      });
+  absl::StatusOr<std::string> id =
+      lock::AcquirePermit(env, "p", absl::InfiniteDuration(),
+                          Deadline::After(absl::Seconds(5), &env.clock()));
+  ASSERT_OK(id);
+  EXPECT_THAT(lock::ReleasePermit(env, "p", *id),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("closed while this release was under way")));
 }
 
 // --- The model's fencing tokens through the engine.

@@ -78,7 +78,9 @@
 //   FailedPrecondition  N holds anything but a count, or "{N}:timeout"
 //                       anything but a sorted set (nothing is changed or
 //                       deleted); the client is closed; a blocking call on
-//                       the event loop thread; an unbound handle.
+//                       the event loop thread; an unbound handle. Also a
+//                       Release under way when Close() gave the permit back
+//                       first (the message says so).
 //   DeadlineExceeded    TryAcquire's wait ended without a permit.
 //   Unavailable         Redis unreachable, slow or failing; an acquire whose
 //                       answer was lost (or came after its wait ended) may

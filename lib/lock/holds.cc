@@ -119,17 +119,25 @@ void CountRenewals(const std::vector<backend::Answer>& answers,
 
 // Call `i` of a release-all batch, over every node: OK on a quorum, else the
 // error (on several nodes, where it was released and what the others said).
+// `releasing`: the hold's own final release was under way (sent, its answer
+// not yet in) when Close() took it; where the lock is already gone, that
+// release came first and took it (its own answer says whether the lease had
+// been lost), so it counts as released, not as lost.
 absl::Status ReleaseResult(backend::Backend& backend,
-                           const backend::BatchReplies& batches, size_t i) {
+                           const backend::BatchReplies& batches, size_t i,
+                           bool releasing) {
   const size_t n = backend.nodes();
   size_t released = 0;
   std::vector<std::string> failures;
   absl::Status first;
   for (size_t node = 0; node < n; ++node) {
     const absl::StatusOr<redis::Reply>& reply = batches[node][i].reply;
-    absl::Status s =
-        reply.ok() ? internal::ReleaseAllResult(*reply, "release on close")
-                   : reply.status();
+    absl::Status s;
+    if (!reply.ok()) {
+      s = reply.status();
+    } else if (!releasing || !reply->is_integer() || reply->integer() != 0) {
+      s = internal::ReleaseAllResult(*reply, "release on close");
+    }  // else gone, taken by the hold's own release: released
     if (s.ok()) {
       ++released;
     } else {
@@ -429,7 +437,7 @@ std::vector<absl::Status> ReleaseHolds(
   const backend::BatchReplies batches = backend.RunBatch(calls, deadline);
   std::vector<absl::Status> out(held.size());
   for (size_t i = 0; i < held.size(); ++i) {
-    out[i] = ReleaseResult(backend, batches, i);
+    out[i] = ReleaseResult(backend, batches, i, held[i].second.releasing());
   }
   return out;
 }

@@ -261,10 +261,19 @@ bool BeginPermitRelease(LockEnv& env, const std::string& name,
 // longer renewed, the permit returns at its lease end at the latest, and
 // retrying Release() gives it back at once if the first one did not run.
 // Kept, the hold would be renewed again and, had the release run after all,
-// reported lost to the holder that released it.
-void EndPermitRelease(LockEnv& env, const std::string& name,
-                      const std::string& id) {
-  env.holds().Forget(name, PermitNumber(id));
+// reported lost to the holder that released it. Returns the release's
+// result `s`, or why the permit was gone: Close() took the hold meanwhile and
+// its round gave the permit back first.
+absl::Status EndPermitRelease(LockEnv& env, const std::string& name,
+                              const std::string& id, absl::Status s) {
+  const bool taken = !env.holds().Forget(name, PermitNumber(id)).has_value();
+  if (!taken || !absl::IsNotFound(s) || !env.closed()) return s;
+  return Annotate(
+      absl::FailedPreconditionError(absl::StrCat(
+          "the client was closed while this release was under way: Close() "
+          "gave permit ",
+          id, " back (its released-on-close event has the outcome)")),
+      "release", name, kPermitNoun);
 }
 
 Step UserPermitReleaseStep(LockEnv& env, const std::string& name,
@@ -350,8 +359,7 @@ absl::Status ReleasePermit(LockEnv& env, const std::string& name,
                          UserPermitReleaseStep(env, name, id),
                          backend::Resend::kNever),
       name, id);
-  if (ours) EndPermitRelease(env, name, id);
-  return s;
+  return ours ? EndPermitRelease(env, name, id, std::move(s)) : s;
 }
 
 void ReleasePermitAsync(LockEnv& env, std::shared_ptr<void> keep,
@@ -360,15 +368,15 @@ void ReleasePermitAsync(LockEnv& env, std::shared_ptr<void> keep,
   if (absl::Status s = CheckPermitRelease(env, name, id); !s.ok())
     return done(s);
   const bool ours = BeginPermitRelease(env, name, id);
-  RunCounterStep(env, kPermitType, "release", name,
-                 UserPermitReleaseStep(env, name, id), backend::Resend::kNever,
-                 /*here=*/false,
-                 [&env, keep = std::move(keep), name, id, ours,
-                  done = std::move(done)](absl::StatusOr<redis::Reply> r) {
-                   absl::Status s = PermitReleaseResult(r, name, id);
-                   if (ours) EndPermitRelease(env, name, id);
-                   done(s);
-                 });
+  RunCounterStep(
+      env, kPermitType, "release", name, UserPermitReleaseStep(env, name, id),
+      backend::Resend::kNever,
+      /*here=*/false,
+      [&env, keep = std::move(keep), name, id, ours,
+       done = std::move(done)](absl::StatusOr<redis::Reply> r) {
+        absl::Status s = PermitReleaseResult(r, name, id);
+        done(ours ? EndPermitRelease(env, name, id, std::move(s)) : s);
+      });
 }
 
 absl::Status UpdatePermitLease(LockEnv& env, const std::string& name,

@@ -184,6 +184,17 @@ ReleaseVerdict JudgeRelease(LockEnv& env, const std::string& name,
           "release", name, noun);
       return verdict;
     }
+    if (call.hold.has_value() && env.closed()) {
+      // It was held when this release began; Close() took the hold since
+      // and its release round came first.
+      verdict.status = Annotate(
+          absl::FailedPreconditionError(absl::StrCat(
+              "the client was closed while this release was under way: "
+              "Close() released the hold of ",
+              Whom(by), " (its released-on-close event has the outcome)")),
+          "release", name, noun);
+      return verdict;
+    }
     verdict.status = Annotate(
         absl::FailedPreconditionError(absl::StrCat(
             "not held by ", Whom(by), " (owner ", owner.wire(),
