@@ -18,32 +18,18 @@
 #include "gtest/gtest.h"
 #include "lib/common/deadline.h"
 #include "lib/timer/timer_thread.h"
-#include "tests/testing/notification.h"
+#include "tests/testing/run_due_timers.h"
 #include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace watchdog {
 namespace {
 
+using ::relock::testing::RunDueTimers;
+
 constexpr uint64_t kThread = 7;
 constexpr char kOwner[] = "client:7";
 constexpr absl::Duration kRetention = absl::Seconds(60);
-
-// Returns once `timers` has run every callback due at its clock's time, and
-// the callbacks those schedule due by then (the registry chains two: lease
-// end, then retention end). Each barrier is a timer due at once; it runs in a
-// later batch than the barrier before it, and the second one's batch is the
-// first sure to have read the clock after the caller advanced it. So the
-// third barrier finds that batch run, and the fourth the chained timers.
-void RunDueTimers(timer::TimerThread& timers) {
-  for (int i = 0; i < 4; ++i) {
-    auto ran = std::make_shared<relock::testing::Notification>();
-    timers.ScheduleAt(SteadyClock::time_point(), [ran] { ran->Notify(); });
-    // A bound for a hung timer thread, not a timing assertion.
-    ASSERT_TRUE(ran->WaitForNotificationWithTimeout(absl::Seconds(60)))
-        << "the timer thread ran no barrier";
-  }
-}
 
 class HoldRegistryTest : public ::testing::Test {
  protected:

@@ -33,10 +33,13 @@
 #include "lib/watchdog/watchdog.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/notification.h"
+#include "tests/testing/run_due_timers.h"
 #include "tests/testing/status_matchers.h"
 
 namespace relock {
 namespace {
+
+using ::relock::testing::RunDueTimers;
 
 using ::testing::HasSubstr;
 
@@ -49,20 +52,6 @@ const absl::Duration kPeriod = kFakeLease / 3;
 constexpr absl::Duration kRetry = absl::Milliseconds(500);
 constexpr uint64_t kThread = 1;
 constexpr char kOwner[] = "client:1";
-
-// Returns once `timers` has run every callback due at its clock's time. Each
-// barrier is a timer due at once that runs in a later batch than the barrier
-// before it; the second barrier's batch is the first sure to have read the
-// clock after the caller advanced it, so the third barrier finds that batch
-// run (and a fourth whatever those callbacks scheduled due by then).
-void RunDueTimers(timer::TimerThread& timers) {
-  for (int i = 0; i < 4; ++i) {
-    auto ran = std::make_shared<relock::testing::Notification>();
-    timers.ScheduleAt(SteadyClock::time_point(), [ran] { ran->Notify(); });
-    ASSERT_TRUE(ran->WaitForNotificationWithTimeout(absl::Seconds(60)))
-        << "the timer thread ran no barrier";
-  }
-}
 
 // A Watchdog on a FakeClock, its registry and timer thread as in a client,
 // and a fake RenewFn that records each batch and answers as told. Holds are
