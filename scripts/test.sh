@@ -29,8 +29,9 @@
 # What keeps the whole run short on two cores:
 # - The CMake builds compile the library, the test fixture, the harness's
 #   library and the tests in unity batches (RELOCK_UNITY_BUILD): every test
-#   file but cli_test links into one binary, relock_tests, and ctest runs each
-#   file's tests as a test of its own (a gtest filter). Bazel compiles file by
+#   file but the CLI's (cli_*test.cc: build/tests/cli_test) links into one
+#   binary, relock_tests, and ctest runs each file's tests as a test of its
+#   own (a gtest filter). Bazel compiles file by
 #   file, a binary per test, so a .cc that does not include what it uses still
 #   fails there.
 # - The sanitizer builds compile at -O0 with line tables only (the sanitizers

@@ -1,261 +1,41 @@
-// End-to-end tests of the relock command (tools/relock/): the real binary,
-// spawned against the real redis-server of tests/testing, its stdout, stderr
-// and exit code captured. Every wait polls a condition with a generous
-// deadline (the machine may be loaded); no sleep orders events.
-//
-// The commands relock runs are small sh scripts that leave marks in files of
-// a temp dir: "echo $$ > pid" (so the test can see that the command is gone),
-// appends to a log, and a loop that waits for a "go" file the test creates.
+// End-to-end tests of the relock command (tools/relock/) with locks: run,
+// status, list, unlock, the exit codes, signals, usage errors, the defects
+// of issue 23. The fixture (the real binary against a real redis-server)
+// is tests/cli_test_util.h; run --permits and the semaphores' status are in
+// cli_semaphore_test.cc.
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include <stdlib.h>
 
-#include <algorithm>
-#include <cerrno>
-#include <cstdlib>
 #include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/cli_test_util.h"
 #include "tests/test_util.h"
-#include "tests/testing/redis_server.h"
-#include "tests/testing/spawn.h"
 #include "tests/testing/status_matchers.h"
-#include "tests/testing/temp_dir.h"
-
-#ifndef RELOCK_CLI_PATH
-#error "RELOCK_CLI_PATH must name the relock binary (set by the build)"
-#endif
 
 namespace relock {
 namespace {
 
+using ::relock::testing::CliTest;
 using ::relock::testing::Eventually;
+using ::relock::testing::Gone;
+using ::relock::testing::HostName;
+using ::relock::testing::Lines;
+using ::relock::testing::ReadFile;
 using ::relock::testing::RedisServer;
-using ::relock::testing::RedisTest;
-using ::relock::testing::RedisValue;
-using ::relock::testing::TestLockName;
+using ::relock::testing::Relock;
+using ::relock::testing::Touch;
+using ::relock::testing::ValidJsonText;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-
-namespace spawn = ::relock::testing::internal;
-
-constexpr absl::Duration kLong = absl::Seconds(60);
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void Touch(const std::string& path) { std::ofstream(path) << "go\n"; }
-
-std::string HostName() {
-  char name[256] = {};
-  EXPECT_EQ(gethostname(name, sizeof(name) - 1), 0);
-  return name;
-}
-
-// Whether process `pid` is gone (or a zombie nobody reaped yet).
-bool Gone(pid_t pid) {
-  if (kill(pid, 0) != 0 && errno == ESRCH) return true;
-  const std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
-  const size_t paren = stat.rfind(')');
-  return paren != std::string::npos && paren + 2 < stat.size() &&
-         stat[paren + 2] == 'Z';
-}
-
-// One run of the relock binary with its stdout and stderr in files.
-class Relock {
- public:
-  static std::unique_ptr<Relock> Start(const std::string& dir,
-                                       const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {"relock"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return StartProgram(dir, RELOCK_CLI_PATH, argv, "", /*argv0_given=*/true);
-  }
-  // Another program (`path` with `args`, its stdin from `input`), watched
-  // the same way.
-  static std::unique_ptr<Relock> StartProgram(
-      const std::string& dir, const std::string& path,
-      const std::vector<std::string>& args, const std::string& input = "",
-      bool argv0_given = false) {
-    static int serial = 0;
-    const std::string base = absl::StrCat(dir, "/relock-", ++serial);
-    auto r = std::unique_ptr<Relock>(new Relock(base + ".out", base + ".err"));
-    const int in =
-        open(input.empty() ? "/dev/null" : input.c_str(), O_RDONLY | O_CLOEXEC);
-    const int out =
-        open(r->out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    const int err =
-        open(r->err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    spawn::SpawnOptions options;
-    options.path = path;
-    if (!argv0_given) options.argv.push_back(path);
-    options.argv.insert(options.argv.end(), args.begin(), args.end());
-    options.stdin_fd = in;
-    options.stdout_fd = out;
-    options.stderr_fd = err;
-    absl::StatusOr<pid_t> pid = spawn::Spawn(options);
-    close(in);
-    close(out);
-    close(err);
-    EXPECT_OK(pid);
-    r->pid_ = pid.ok() ? *pid : -1;
-    return r;
-  }
-
-  Relock(const Relock&) = delete;
-  Relock& operator=(const Relock&) = delete;
-  // Kills and reaps it if it still runs.
-  ~Relock() {
-    if (pid_ > 0 && code_ < 0) {
-      kill(pid_, SIGKILL);
-      (void)spawn::Reap(pid_);
-    }
-  }
-
-  pid_t pid() const { return pid_; }
-  // Its exit code (128+N for signal N), or -1 if it still runs after
-  // `timeout`.
-  int Wait(absl::Duration timeout = kLong) {
-    if (code_ >= 0 || pid_ <= 0) return code_;
-    absl::StatusOr<int> status = spawn::ReapWithTimeout(pid_, timeout);
-    if (status.ok()) code_ = spawn::ExitCodeFromWaitStatus(*status);
-    return code_;
-  }
-  // Whether it exited (reaping it if so).
-  bool Exited() { return Wait(absl::ZeroDuration()) >= 0; }
-  void Signal(int sig) const { kill(pid_, sig); }
-  std::string out() const { return ReadFile(out_); }
-  std::string err() const { return ReadFile(err_); }
-
- private:
-  Relock(std::string out, std::string err)
-      : out_(std::move(out)), err_(std::move(err)) {}
-  const std::string out_;
-  const std::string err_;
-  pid_t pid_ = -1;
-  int code_ = -1;
-};
-
-// Lines of `text` (without a last empty one).
-std::vector<std::string> Lines(const std::string& text) {
-  std::vector<std::string> lines = absl::StrSplit(text, '\n');
-  if (!lines.empty() && lines.back().empty()) lines.pop_back();
-  return lines;
-}
-
-class CliTest : public RedisTest {
- protected:
-  void SetUp() override {
-    RedisTest::SetUp();
-    absl::StatusOr<std::string> dir = spawn::MakeTempDir();
-    ASSERT_OK(dir);
-    dir_ = *dir;
-    name_ = TestLockName();
-  }
-  void TearDown() override {
-    runs_.clear();  // kills what still runs
-    if (!dir_.empty()) spawn::RemoveTree(dir_);
-  }
-
-  std::string Path(const std::string& file) const {
-    return absl::StrCat(dir_, "/", file);
-  }
-
-  // `relock --url <server> args...`, started.
-  Relock& Start(std::vector<std::string> args) {
-    args.insert(args.begin(), {"--url", redis().url()});
-    runs_.push_back(Relock::Start(dir_, args));
-    return *runs_.back();
-  }
-  // Started and waited for.
-  Relock& RunToEnd(std::vector<std::string> args) {
-    Relock& r = Start(std::move(args));
-    EXPECT_GE(r.Wait(), 0) << "relock did not exit";
-    return r;
-  }
-
-  // A command that writes its pid to `pid_file`, appends "start" to `log`,
-  // waits for the file `go`, appends "end", and exits 0.
-  std::vector<std::string> WaitForGo(const std::string& tag) const {
-    return {"sh", "-c",
-            absl::StrCat("echo $$ > ", Path(tag + ".pid"), "; echo start >> ",
-                         Path("log"), "; while [ ! -e ", Path(tag + ".go"),
-                         " ]; do sleep 0.02; done; echo end >> ", Path("log"))};
-  }
-  // A command that writes its pid and then sleeps 60 s.
-  std::vector<std::string> Sleeper(const std::string& tag) const {
-    return {"sh", "-c",
-            absl::StrCat("echo $$ > ", Path(tag + ".pid"), "; exec sleep 60")};
-  }
-  // The pid a command wrote to <tag>.pid, once it has.
-  pid_t CommandPid(const std::string& tag) const {
-    int64_t pid = 0;
-    EXPECT_TRUE(Eventually([&] {
-      return absl::SimpleAtoi(
-                 absl::StripAsciiWhitespace(ReadFile(Path(tag + ".pid"))),
-                 &pid) &&
-             pid > 0;
-    }));
-    return static_cast<pid_t>(pid);
-  }
-  // run [flags] NAME -- cmd
-  std::vector<std::string> RunArgs(std::vector<std::string> flags,
-                                   const std::vector<std::string>& cmd) const {
-    std::vector<std::string> args = {"run"};
-    args.insert(args.end(), flags.begin(), flags.end());
-    args.push_back(name_);
-    args.push_back("--");
-    args.insert(args.end(), cmd.begin(), cmd.end());
-    return args;
-  }
-  // The waiters `relock status --json` reports for the lock.
-  int64_t Waiters() {
-    Relock& r = RunToEnd({"status", "--json", name_});
-    const std::string out = r.out();
-    const size_t at = out.find("\"waiters\":");
-    int64_t n = -1;
-    if (at != std::string::npos) {
-      const std::string rest = out.substr(at + 10);
-      (void)absl::SimpleAtoi(rest.substr(0, rest.find(',')), &n);
-    }
-    return n;
-  }
-  bool Exists(const std::string& key) {
-    absl::StatusOr<RedisValue> v = redis().Command({"EXISTS", key});
-    return v.ok() && v->integer == 1;
-  }
-  // The semaphore's count at `name_` ("" when absent) and the permits out
-  // ("{name_}:timeout"'s size), as Redis holds them.
-  std::string Count() {
-    absl::StatusOr<RedisValue> v = redis().Command({"GET", name_});
-    return v.ok() && v->is_string() ? v->str : "";
-  }
-  int64_t PermitsOut() {
-    absl::StatusOr<RedisValue> v =
-        redis().Command({"ZCARD", absl::StrCat("{", name_, "}:timeout")});
-    return v.ok() && v->is_integer() ? v->integer : -1;
-  }
-
-  std::string dir_;
-  std::string name_;
-  std::vector<std::unique_ptr<Relock>> runs_;
-};
 
 TEST_F(CliTest, TwoRunsOnOneNameSerialize) {
   Relock& a = Start(RunArgs({}, WaitForGo("a")));
@@ -554,26 +334,6 @@ TEST_F(CliTest, InfiniteGraceSentSigkillAtOnce) {
   }
 }
 
-// Whether `s` is well-formed UTF-8 with no raw control characters: what
-// RFC 8259 asks of a JSON text (outside strings, only " \t\n\r" appear).
-bool ValidJsonText(const std::string& s) {
-  for (size_t i = 0; i < s.size();) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t n = c < 0x80                 ? 1
-               : c >= 0xC2 && c <= 0xDF ? 2
-               : c >= 0xE0 && c <= 0xEF ? 3
-               : c >= 0xF0 && c <= 0xF4 ? 4
-                                        : 0;
-    if (n == 0 || i + n > s.size()) return false;
-    if (n == 1 && c < 0x20 && c != '\n' && c != '\t' && c != '\r') return false;
-    for (size_t k = 1; k < n; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
-    }
-    i += n;
-  }
-  return true;
-}
-
 // Issue 23, defect 16: `list --json` wrote a name with byte 0xff as it was,
 // so the output was not valid UTF-8, hence not JSON. Bytes that are not
 // UTF-8 become U+FFFD, and name_base64 carries the exact name.
@@ -643,188 +403,6 @@ TEST_F(CliTest, RedisDownExits69AndRelockUrlIsRead) {
   EXPECT_EQ(runs_.back()->Wait(), 0) << runs_.back()->err();
   ASSERT_EQ(unsetenv("RELOCK_URL"), 0);
   EXPECT_EQ(runs_.back()->out(), name_ + ": free, waiters 0\n");
-}
-
-TEST_F(CliTest, RunPermitsHoldsOnePermitWhileTheCommandRunsThenGivesItBack) {
-  Relock& r = Start(RunArgs({"--permits", "3"}, WaitForGo("a")));
-  CommandPid("a");
-  // Held while CMD runs: seen in Redis and by a second relock.
-  EXPECT_EQ(Count(), "2");
-  EXPECT_EQ(PermitsOut(), 1);
-  Relock& status = RunToEnd({"status", name_});
-  EXPECT_EQ(status.Wait(), 0) << status.err();
-  EXPECT_THAT(status.out(),
-              StartsWith(name_ + ": permit-expirable semaphore, available 2, "
-                                 "out 1, waiters 0\n  permit "));
-  Touch(Path("a.go"));
-  EXPECT_EQ(r.Wait(), 0) << r.err();
-  EXPECT_EQ(Count(), "3");
-  EXPECT_EQ(PermitsOut(), 0);
-}
-
-TEST_F(CliTest, RunPermitsExitCodesMatchTheLocks) {
-  EXPECT_EQ(
-      RunToEnd(RunArgs({"--permits", "2"}, {"sh", "-c", "exit 3"})).Wait(), 3);
-  // The total is 2 now: another N is refused, and nothing changes.
-  Relock& other = RunToEnd(RunArgs({"--permits", "5"}, {"true"}));
-  EXPECT_EQ(other.Wait(), 2);
-  EXPECT_THAT(other.err(), HasSubstr("2 permits in all"));
-  EXPECT_EQ(Lines(other.err()).size(), 1u) << other.err();
-  EXPECT_EQ(Count(), "2");
-  for (const char* bad : {"0", "-1", "x", "2147483648"}) {
-    Relock& r = RunToEnd(RunArgs({"--permits", bad}, {"true"}));
-    EXPECT_EQ(r.Wait(), 2) << bad;
-    EXPECT_THAT(r.err(), HasSubstr("--permits")) << bad;
-  }
-  // Both permits held: --nonblock and a short --wait find none (75).
-  Relock& a = Start(RunArgs({"--permits", "2"}, WaitForGo("a")));
-  CommandPid("a");
-  Relock& b = Start(RunArgs({"--permits", "2"}, WaitForGo("b")));
-  CommandPid("b");
-  Relock& nonblock =
-      RunToEnd(RunArgs({"--permits", "2", "--nonblock"}, {"true"}));
-  EXPECT_EQ(nonblock.Wait(), 75);
-  EXPECT_THAT(nonblock.err(), HasSubstr("no free permit"));
-  Relock& waited =
-      RunToEnd(RunArgs({"--permits", "2", "--wait", "300ms"}, {"true"}));
-  EXPECT_EQ(waited.Wait(), 75);
-  Touch(Path("a.go"));
-  Touch(Path("b.go"));
-  EXPECT_EQ(a.Wait(), 0) << a.err();
-  EXPECT_EQ(b.Wait(), 0) << b.err();
-  EXPECT_EQ(RunToEnd(RunArgs({"--permits", "2"}, {"/no/such/command"})).Wait(),
-            127);
-  EXPECT_EQ(Count(), "2");
-}
-
-TEST_F(CliTest, RunPermitsCommandKilledBySignalExits128PlusNAndFreesThePermit) {
-  EXPECT_EQ(
-      RunToEnd(RunArgs({"--permits", "1"}, {"sh", "-c", "kill -9 $$"})).Wait(),
-      128 + SIGKILL);
-  EXPECT_EQ(Count(), "1");
-  // A signal to relock goes to CMD, which dies of it.
-  Relock& r = Start(RunArgs({"--permits", "1"}, Sleeper("a")));
-  const pid_t command = CommandPid("a");
-  r.Signal(SIGTERM);
-  EXPECT_EQ(r.Wait(), 128 + SIGTERM) << r.err();
-  EXPECT_TRUE(Gone(command));
-  EXPECT_EQ(Count(), "1");
-  EXPECT_EQ(PermitsOut(), 0);
-}
-
-TEST_F(CliTest, RunPermitsRemovedPermitTerminatesTheCommandAndExits76) {
-  Relock& r = Start(RunArgs({"--permits", "2", "--watchdog-timeout", "1500ms"},
-                            Sleeper("a")));
-  const pid_t command = CommandPid("a");
-  ASSERT_OK(redis().Command({"DEL", absl::StrCat("{", name_, "}:timeout")}));
-  EXPECT_EQ(r.Wait(absl::Seconds(30)), 76) << r.err();
-  EXPECT_TRUE(Gone(command));
-  ASSERT_EQ(Lines(r.err()).size(), 1u) << r.err();
-  EXPECT_THAT(r.err(), StartsWith("relock: lost permit "));
-  EXPECT_THAT(r.err(), HasSubstr("of semaphore \"" + name_ + "\""));
-  EXPECT_THAT(r.err(), HasSubstr("SIGTERM"));
-}
-
-TEST_F(CliTest, RunPermitsExplicitLeaseEndingBeforeTheCommandTerminatesIt) {
-  Relock& r = Start(RunArgs({"--permits", "1", "--lease", "2s"}, Sleeper("a")));
-  EXPECT_EQ(r.Wait(absl::Seconds(30)), 76) << r.err();
-  EXPECT_THAT(r.err(), StartsWith("relock: lost permit "));
-  EXPECT_THAT(r.err(), HasSubstr("lease of 2s ran out"));
-  // Its lease ends (relock's own reckoning ended it a little earlier): the
-  // next run gets the permit back.
-  Relock& next =
-      RunToEnd(RunArgs({"--permits", "1", "--wait", "30s"}, {"true"}));
-  EXPECT_EQ(next.Wait(), 0) << next.err();
-}
-
-TEST_F(CliTest, RunPermitsNeverRunsMoreThanNCommandsAtOnce) {
-  // Each command logs "start" after relock took its permit and "end" before
-  // relock gives it back (appends of a line are atomic): counted in log
-  // order, never more than 2 run at once.
-  const std::vector<std::string> command = {
-      "sh", "-c",
-      absl::StrCat("echo start >> ", Path("log"), "; sleep 0.1; echo end >> ",
-                   Path("log"))};
-  constexpr int kRuns = 6;
-  std::vector<Relock*> runs;
-  for (int i = 0; i < kRuns; ++i) {
-    runs.push_back(&Start(RunArgs({"--permits", "2"}, command)));
-  }
-  for (Relock* r : runs) EXPECT_EQ(r->Wait(), 0) << r->err();
-  int running = 0;
-  int most = 0;
-  int starts = 0;
-  for (const std::string& line : Lines(ReadFile(Path("log")))) {
-    if (line == "start") {
-      ++starts;
-      most = std::max(most, ++running);
-    } else {
-      EXPECT_EQ(line, "end");
-      --running;
-    }
-  }
-  EXPECT_EQ(starts, kRuns);
-  EXPECT_EQ(running, 0);
-  EXPECT_LE(most, 2);
-  EXPECT_EQ(Count(), "2");
-  EXPECT_EQ(PermitsOut(), 0);
-}
-
-TEST_F(CliTest, StatusShowsSemaphorePermitsAndTheirLeases) {
-  // A plain Semaphore: a count.
-  const std::string plain = name_ + ":plain";
-  ASSERT_OK(redis().Command({"SET", plain, "4"}));
-  Relock& text = RunToEnd({"status", plain});
-  EXPECT_EQ(text.Wait(), 0) << text.err();
-  EXPECT_EQ(text.out(), plain + ": semaphore, available 4, waiters 0\n");
-  Relock& json = RunToEnd({"status", "--json", plain});
-  EXPECT_EQ(json.Wait(), 0) << json.err();
-  EXPECT_EQ(json.out(),
-            absl::StrCat("[{\"name\":\"", plain,
-                         "\",\"state\":\"semaphore\",\"type\":\"semaphore\","
-                         "\"available\":4,\"permits_out\":0,\"waiters\":0,"
-                         "\"permits\":[]}]\n"));
-  // A permit-expirable one: a permit held by relock run, one whose lease is
-  // over (not given back yet), one without a lease (Redisson's).
-  Relock& holder = Start(RunArgs({"--permits", "4"}, WaitForGo("a")));
-  CommandPid("a");
-  const std::string timeouts = absl::StrCat("{", name_, "}:timeout");
-  ASSERT_OK(redis().Command({"ZADD", timeouts, "1000", "abcdefghijklmnop"}));
-  ASSERT_OK(redis().Command(
-      {"ZADD", timeouts, "922337203685477", "ABCDEFGHIJKLMNOP"}));
-  ASSERT_OK(redis().Command({"DECRBY", name_, "2"}));
-  Relock& sem = RunToEnd({"status", name_, plain});
-  EXPECT_EQ(sem.Wait(), 0) << sem.err();
-  const std::vector<std::string> lines = Lines(sem.out());
-  ASSERT_EQ(lines.size(), 5u) << sem.out();
-  EXPECT_EQ(lines[0], name_ +
-                          ": permit-expirable semaphore, available 1, out 3, "
-                          "waiters 0");
-  EXPECT_THAT(lines[1], StartsWith("  permit 6162636465666768696a6b6c6d6e6f70  "
-                                   "expired "));
-  EXPECT_THAT(lines[2], StartsWith("  permit "));
-  EXPECT_THAT(lines[2], HasSubstr("  lease "));
-  EXPECT_EQ(lines[3], "  permit 4142434445464748494a4b4c4d4e4f50  no lease");
-  EXPECT_EQ(lines[4], plain + ": semaphore, available 4, waiters 0");
-  Relock& sem_json = RunToEnd({"status", "--json", name_});
-  EXPECT_EQ(sem_json.Wait(), 0) << sem_json.err();
-  EXPECT_THAT(sem_json.out(),
-              HasSubstr("\"type\":\"permit-expirable\",\"available\":1,"
-                        "\"permits_out\":3,\"waiters\":0,\"permits\":[{\"id\":"
-                        "\"6162636465666768696a6b6c6d6e6f70\",\"lease_end\":"
-                        "\"1970-01-01T00:00:01.000Z\",\"lease_end_ms\":1000,"));
-  EXPECT_THAT(sem_json.out(),
-              HasSubstr("{\"id\":\"4142434445464748494a4b4c4d4e4f50\","
-                        "\"lease_end\":null,\"lease_end_ms\":null,"
-                        "\"remaining_lease_ms\":null}]}]"));
-  EXPECT_TRUE(ValidJsonText(sem_json.out())) << sem_json.out();
-  Touch(Path("a.go"));
-  EXPECT_EQ(holder.Wait(), 0) << holder.err();
-  // A string that is no count is still neither (exit 1).
-  ASSERT_OK(redis().Command({"SET", plain, "four"}));
-  Relock& wrong = RunToEnd({"status", plain});
-  EXPECT_EQ(wrong.Wait(), 1);
-  EXPECT_THAT(wrong.err(), HasSubstr("string"));
 }
 
 }  // namespace
