@@ -15,12 +15,15 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "lib/io/connection.h"
 #include "lib/io/event_loop.h"
 #include "lib/redis/url.h"
 #include "tests/test_util.h"
+#include "tests/testing/notification.h"
 #include "tests/testing/status_matchers.h"
 
 namespace relock {
@@ -327,6 +330,29 @@ TEST(EventLoopTest, WorkPostedWhileStopRunsIsRunOrLetGoOfByItsEnd) {
     for (std::thread& t : posters) t.join();
     // The loop still exists: a work item queued behind the stop would still
     // hold its copy.
+    ASSERT_EQ(held.use_count(), 1) << "round " << round;
+  }
+}
+
+// The same for work posted on the loop thread: asio keeps what a handler
+// posts in a queue of that thread until the handler returns
+// (io_context(1)), so a stop handler posted from another thread meanwhile
+// came first, and the work after it never ran.
+TEST(EventLoopTest, WorkPostedByAHandlerWhileStopRunsStillRuns) {
+  for (int round = 0; round < 5; ++round) {
+    EventLoop loop;
+    auto held = std::make_shared<int>(0);
+    std::atomic<bool> ran{false};
+    testing::Notification posted;
+    loop.Post([&loop, &ran, &posted, held] {
+      loop.Post([&ran, held] { ran = true; });  // before Stop() begins
+      posted.Notify();
+      // Time for Stop() to queue its stop handler while this one runs.
+      absl::SleepFor(absl::Milliseconds(20));
+    });
+    posted.WaitForNotification();
+    loop.Stop();
+    EXPECT_TRUE(ran.load()) << "round " << round;
     ASSERT_EQ(held.use_count(), 1) << "round " << round;
   }
 }

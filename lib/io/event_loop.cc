@@ -83,7 +83,7 @@ void EventLoop::Stop() {
   // The stop handler is queued before the work guard goes, so run() cannot
   // return first; it holds no reference to the context (a handler that
   // never ran would keep its context alive through it: a leak).
-  asio::post(*context_, [context = context_.get(), droppables = droppables_] {
+  auto stop = [context = context_.get(), droppables = droppables_] {
     // After the handlers posted before Stop(), what they armed included.
     std::vector<std::shared_ptr<Droppable>> drop;
     {
@@ -96,6 +96,12 @@ void EventLoop::Stop() {
     // (Not under the mutex: what a droppable lets go of may arm others.)
     for (const std::shared_ptr<Droppable>& d : drop) d->Drop();
     context->stop();
+  };
+  // Queued by the loop thread itself: what a handler posts stays in a queue
+  // of the loop thread until it returns (io_context(1)), so a stop handler
+  // queued from here meanwhile would come first and that work never run.
+  asio::post(*context_, [context = context_.get(), stop = std::move(stop)] {
+    asio::post(*context, std::move(stop));
   });
   work_.reset();
   if (InLoopThread()) {
