@@ -6,6 +6,8 @@
 #include <string>
 #include <thread>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "relock/relock.h"
@@ -120,6 +122,42 @@ TEST_F(ClientTest, CloseWhileRedisIsDownReportsTheFailureAndReturns) {
   ASSERT_TRUE(events.WaitFor(LockEventType::kReleasedOnClose, absl::Seconds(1),
                              &event));
   EXPECT_EQ(event.status.code(), absl::StatusCode::kUnavailable);
+}
+
+// Close() while a final release of another owner is in flight: Close()
+// waits for its answer (up to command_timeout) rather than release that hold
+// a second time. The release gets its own answer (OK), and there is no
+// released-on-close event for it; before, Close()'s release round found the
+// lock gone and reported its lease lost. A lock still held is released and
+// reported as ever.
+TEST_F(ClientTest, CloseWaitsForAReleaseUnderWayAndLeavesItItsAnswer) {
+  EventLog events;
+  std::unique_ptr<Client> client =
+      MustConnect(redis().url(), [&](ClientOptions& o) {
+        o.on_lock_event = events.Callback();
+        o.command_timeout = absl::Seconds(20);  // how long Close() may wait
+      });
+  Lock releasing = client->GetLock(TestLockName() + ":releasing");
+  Lock held = client->GetLock(TestLockName() + ":held");
+  const Owner owner = Owner::New();
+  ASSERT_OK(releasing.Acquire(owner));
+  ASSERT_OK(held.Acquire());
+  ASSERT_OK(redis().Pause());
+  Future<absl::Status> released = releasing.ReleaseAsync(owner);
+  std::thread closer([&] { client->Close(); });
+  // Time for Close() to reach its release round had it not waited (a
+  // sleep: Redis stays paused while it passes).
+  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_OK(redis().Resume());
+  closer.join();
+  ASSERT_TRUE(released.WaitFor(absl::Seconds(60)));
+  EXPECT_OK(released.Get());
+  EXPECT_EQ(redis().Command({"EXISTS", releasing.name(), held.name()})->integer,
+            0);
+  ASSERT_EQ(events.events().size(), 1u);
+  EXPECT_EQ(events.events()[0].type, LockEventType::kReleasedOnClose);
+  EXPECT_EQ(events.events()[0].lock_name, held.name());
+  EXPECT_OK(events.events()[0].status);
 }
 
 }  // namespace

@@ -694,40 +694,10 @@ TEST(CloseBatchTest, HeldLocksAreReleasedAndLostOnesReportedAborted) {
   EXPECT_EQ(env.fake().CountOf(0, "lost", kOther), 1);
 }
 
-// A hold whose own final release was under way when the client closed
-// (sent, its answer not in): where the lock is already gone, that release
-// took it, so Close() reports it released; it used to say the lease had been
-// lost. A hold Redis lost while nobody was releasing it is still Aborted.
-TEST(CloseBatchTest, AHoldWhoseOwnReleaseTookItIsReportedReleased) {
-  FakeLockEnv env;
-  ASSERT_OK(AcquireFor(env, "releasing", absl::ZeroDuration()));
-  ASSERT_OK(AcquireFor(env, "lost", absl::ZeroDuration()));
-  ASSERT_TRUE(env.holds().BeginRelease("releasing", kMe.number).has_value());
-  // The release ran on Redis, and someone else took the lock since; "lost"
-  // was taken over without a release.
-  env.fake().Hold(0, "releasing", kOther, 1, kLease);
-  env.fake().Hold(0, "lost", kOther, 1, kLease);
-  std::vector<std::pair<lock::HoldRegistry::Key, lock::Hold>> held =
-      env.holds().TakeAll();
-  ASSERT_EQ(held.size(), 2u);  // the one being released included
-  std::vector<absl::Status> out = lock::ReleaseHolds(
-      env, held, Deadline::After(absl::Seconds(5), &env.clock()));
-  ASSERT_EQ(out.size(), 2u);
-  for (size_t i = 0; i < held.size(); ++i) {
-    const std::string& name = held[i].first.first;
-    if (name == "releasing") {
-      EXPECT_OK(out[i]);
-    } else {
-      EXPECT_THAT(out[i], StatusIs(absl::StatusCode::kAborted)) << name;
-    }
-  }
-  EXPECT_EQ(env.fake().CountOf(0, "releasing", kOther), 1);
-  EXPECT_EQ(env.fake().CountOf(0, "lost", kOther), 1);
-}
-
-// The other order: Close() took the hold and its round released the lock
-// before the holder's own release ran. That release says so, rather than
-// "not held by this thread".
+// A release still unanswered when Close() stopped waiting for it: Close()
+// took the hold, and its round came first. The release says so, rather than
+// "not held by this thread" (the released-on-close event says whether the
+// lease had been lost).
 TEST(CloseBatchTest, AReleaseThatCloseOvertookSaysTheClientClosed) {
   FakeLockEnv env;
   ASSERT_OK(AcquireFor(env, "r", absl::ZeroDuration()));
@@ -745,8 +715,7 @@ TEST(CloseBatchTest, AReleaseThatCloseOvertookSaysTheClientClosed) {
                        HasSubstr("closed while this release was under way")));
 }
 
-// The same for a permit: its release finds it gone because Close() gave it
-// back first (NotFound before).
+// The same for a permit (NotFound before).
 TEST(CloseBatchTest, APermitReleaseThatCloseOvertookSaysTheClientClosed) {
   FakeLockEnv env;
   env.fake().SetResponder(
@@ -768,6 +737,66 @@ TEST(CloseBatchTest, APermitReleaseThatCloseOvertookSaysTheClientClosed) {
   EXPECT_THAT(lock::ReleasePermit(env, "p", *id),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("closed while this release was under way")));
+}
+
+// Close() stopped waiting for a final release still in flight and took its
+// hold; where the lock is gone, that release may have freed it: the error
+// says so rather than only "lost".
+TEST(CloseBatchTest, AReleaseStillInFlightMayHaveFreedTheLock) {
+  FakeLockEnv env;
+  ASSERT_OK(AcquireFor(env, "r", absl::ZeroDuration()));
+  ASSERT_TRUE(env.holds().BeginRelease("r", kMe.number).has_value());
+  env.fake().Hold(0, "r", kOther, 1, kLease);  // freed, and taken since
+  const std::vector<std::pair<lock::HoldRegistry::Key, lock::Hold>> held =
+      env.holds().TakeAll();
+  ASSERT_EQ(held.size(), 1u);
+  std::vector<absl::Status> out = lock::ReleaseHolds(
+      env, held, Deadline::After(absl::Seconds(5), &env.clock()));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(out[0], StatusIs(absl::StatusCode::kAborted,
+                               HasSubstr("its own release, unanswered")));
+}
+
+// A final release whose outcome stays unknown while the client closes: the
+// hold is left to Close()'s round (no longer in flight), not abandoned; the
+// same for a permit. Once closed, a permit's release does not begin.
+TEST(CloseBatchTest, AnUnansweredReleaseDuringCloseIsLeftToClose) {
+  for (const bool permit : {false, true}) {
+    FakeLockEnv env;
+    env.fake().SetResponder(
+        0, [&](const FakeCall& call, testing::FakeNode&) -> backend::Answer {
+          if (call.script == internal::kPermitAcquireScript ||
+              call.script == internal::kAcquireScript) {
+            return backend::Answer{testing::NilReply()};  // taken
+          }
+          if (call.script != internal::kReleaseScript &&
+              call.script != internal::kPermitReleaseScript) {
+            return backend::Answer{testing::IntReply(1)};
+          }
+          env.set_closed(true);  // Close() begins meanwhile
+          return backend::Answer{absl::UnavailableError("lost reply (fake)")};
+        });
+    std::string id;
+    if (permit) {
+      absl::StatusOr<std::string> got =
+          lock::AcquirePermit(env, "p", absl::InfiniteDuration(),
+                              Deadline::After(absl::Seconds(5), &env.clock()));
+      ASSERT_OK(got);
+      id = *got;
+      EXPECT_THAT(lock::ReleasePermit(env, "p", id),
+                  StatusIs(absl::StatusCode::kUnavailable));
+    } else {
+      ASSERT_OK(AcquireFor(env, "r", absl::ZeroDuration()));
+      EXPECT_THAT(lock::Release(env, "r", kMe),
+                  StatusIs(absl::StatusCode::kUnavailable));
+    }
+    EXPECT_TRUE(env.holds().AwaitReleases(absl::ZeroDuration())) << permit;
+    if (permit) {
+      EXPECT_THAT(lock::ReleasePermit(env, "p", id),
+                  StatusIs(absl::StatusCode::kFailedPrecondition));
+    }
+    EXPECT_EQ(env.holds().TakeAll().size(), 1u) << permit;
+  }
 }
 
 // --- The model's fencing tokens through the engine.

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -277,6 +278,49 @@ TEST_F(HoldRegistryTest, OnlyTheOutermostReleaseStopsRenewal) {
   holds_.OnReleased("a", kThread, /*freed=*/false);
   EXPECT_EQ(MustFind("a").count, 1);
   EXPECT_TRUE(MustFind("a").renewing());
+}
+
+// Close() waits (AwaitReleases) for the final releases in flight before it
+// takes the holds (TakeAll), so that each gets its own answer: inner
+// releases do not count, nor does a final release whose last step failed;
+// a lease that ends meanwhile does not end the wait.
+TEST_F(HoldRegistryTest, CloseWaitsForTheFinalReleasesInFlight) {
+  AcquireWatchdog("a", absl::Seconds(30), clock_.Now());
+  AcquireWatchdog("b", absl::Seconds(30), clock_.Now());
+  AcquireWatchdog("b", absl::Seconds(30), clock_.Now());
+  AcquireExplicit("c", absl::Seconds(10));
+  EXPECT_TRUE(holds_.AwaitReleases(absl::ZeroDuration()));
+  ASSERT_TRUE(holds_.BeginRelease("b", kThread).has_value());  // inner
+  EXPECT_TRUE(holds_.AwaitReleases(absl::ZeroDuration()));
+  holds_.OnReleased("b", kThread, /*freed=*/false);
+
+  ASSERT_TRUE(holds_.BeginRelease("a", kThread).has_value());  // final
+  // (Time that must pass without the release ending the wait.)
+  EXPECT_FALSE(holds_.AwaitReleases(absl::Milliseconds(10)));
+  std::thread answer([this] { holds_.OnReleased("a", kThread, true); });
+  EXPECT_TRUE(holds_.AwaitReleases(absl::Seconds(60)));
+  answer.join();
+
+  ASSERT_TRUE(holds_.BeginRelease("b", kThread).has_value());  // final
+  EXPECT_FALSE(holds_.AwaitReleases(absl::ZeroDuration()));
+  holds_.OnReleaseFailed("b", kThread);
+  EXPECT_TRUE(holds_.AwaitReleases(absl::ZeroDuration()));
+  EXPECT_TRUE(MustFind("b").releasing());
+
+  ASSERT_TRUE(holds_.BeginRelease("c", kThread).has_value());  // final
+  AdvanceTo(absl::Seconds(10));  // its lease ends meanwhile
+  ASSERT_TRUE(MustFind("c").expired());
+  EXPECT_FALSE(holds_.AwaitReleases(absl::ZeroDuration()));
+  ASSERT_TRUE(holds_.Forget("c", kThread).has_value());  // the answer: gone
+  EXPECT_TRUE(holds_.AwaitReleases(absl::ZeroDuration()));
+
+  const std::vector<std::pair<HoldRegistry::Key, Hold>> taken =
+      holds_.TakeAll();
+  ASSERT_EQ(taken.size(), 1u);
+  EXPECT_EQ(taken[0].first.first, "b");
+  EXPECT_TRUE(holds_.TakenOnClose("b", kThread));
+  EXPECT_FALSE(holds_.TakenOnClose("a", kThread));
+  EXPECT_FALSE(holds_.TakenOnClose("c", kThread));
 }
 
 TEST_F(HoldRegistryTest, AnAcquireAfterAnUnfinishedFinalReleaseIsRenewedAgain) {

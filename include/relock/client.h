@@ -33,11 +33,20 @@
 // (connect_timeout + command_timeout, however many locks), and a
 // LockEventType::kReleasedOnClose event is sent for each; if Redis is paused
 // or unreachable the event carries the error and the lock frees itself when
-// its lease runs out. Close() returns within about 2 x command_timeout +
-// connect_timeout in all (a renewal round in flight, the release round),
-// plus one command_timeout for deleting the client's info record
-// (ClientOptions::publish_client_info) when Redis accepted it but is now
-// slow.
+// its lease runs out. A final release already under way (another thread's
+// Release(), a ReleaseAsync()) is first given up to command_timeout to get
+// its answer, which its caller gets as usual (OK, or Aborted when the lease
+// had been lost); Close() then neither releases nor reports that hold. One
+// still unanswered after that, or whose outcome stayed unknown (Unavailable
+// to its caller), is released in Close()'s round and reported; if it was
+// already free, the event's Aborted says that its own release may have freed
+// it. A release whose answer comes after Close()'s round released its hold
+// (an inner one too) gets FailedPrecondition, "the client was closed while
+// this release was under way" (the event has the outcome). Close() returns
+// within about 2 x command_timeout + connect_timeout in all (a renewal round
+// or releases in flight, the release round), plus one command_timeout for
+// deleting the client's info record (ClientOptions::publish_client_info)
+// when Redis accepted it but is now slow.
 // Holds whose explicit lease already ran out are neither released nor
 // reported. Lock handles may outlive the client; they then fail with
 // FailedPrecondition. The client may be closed or destroyed from inside its

@@ -162,23 +162,24 @@
 //   DeadlineExceeded    TryAcquire's wait ran out while another owner held it.
 //   FailedPrecondition  Release by a thread that does not hold the lock;
 //                       any call after the client was closed or in a
-//                       fork()ed child; a Release under way when Close()
-//                       released the hold first (the message says so); the
-//                       key holds anything but a lock (a string, list, or a
-//                       hash whose fields are not owner fields with hold
-//                       counts, see "Lock shape" below; with or without a
-//                       TTL): acquire, queries and ForceRelease never touch
-//                       it. Also at once, without waiting: the name is
-//                       another lock type's (one name is one lock type): a
-//                       read-write lock's hash, or a FairLock's whose queue
-//                       has waiters (relock/fair_lock.h). Any blocking call
-//                       (one that waits for Redis: the acquires and
-//                       releases, ForceRelease, the queries but SafeUntil)
-//                       made on the client's event loop thread, i.e. in a
-//                       callback of an asynchronous call: it fails at once
-//                       instead of waiting for answers that only that
-//                       thread can deliver. The local calls (SafeUntil,
-//                       OnLost, name()) work there.
+//                       fork()ed child; a Release answered only after
+//                       Close() released the hold itself (the message says
+//                       so; relock/client.h); the key holds anything but a
+//                       lock (a string, list, or a hash whose fields are
+//                       not owner fields with hold counts, see "Lock shape"
+//                       below; with or without a TTL): acquire, queries and
+//                       ForceRelease never touch it. Also at once, without
+//                       waiting: the name is another lock type's (one name
+//                       is one lock type): a read-write lock's hash, or a
+//                       FairLock's whose queue has waiters
+//                       (relock/fair_lock.h). Any blocking call (one that
+//                       waits for Redis: the acquires and releases,
+//                       ForceRelease, the queries but SafeUntil) made on
+//                       the client's event loop thread, i.e. in a callback
+//                       of an asynchronous call: it fails at once instead
+//                       of waiting for answers that only that thread can
+//                       deliver. The local calls (SafeUntil, OnLost,
+//                       name()) work there.
 //   Aborted             Release of a hold whose lease had been lost or had
 //                       run out; SafeUntil() once the lease may have ended;
 //                       a re-entry that found the hold lost (NOTHELD, see

@@ -41,9 +41,8 @@ enum class LockEventType {
   kLockLost,
   // The client was closed while one of its threads held this lock; the
   // client released it (status OK) or could not (status says why; the lock
-  // then frees itself when its lease runs out). A hold whose own final
-  // release was under way is released too; if that release took it first,
-  // the status is OK and the release's own answer tells its caller.
+  // then frees itself when its lease runs out). Not sent for a hold whose
+  // final release answered while Close() waited for it (relock/client.h).
   kReleasedOnClose,
   // A thread exited while it held this lock (status Aborted, with the hold
   // count). Nobody can release the hold any more, so the client stops

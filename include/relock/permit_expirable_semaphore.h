@@ -79,8 +79,8 @@
 //                       anything but a sorted set (nothing is changed or
 //                       deleted); the client is closed; a blocking call on
 //                       the event loop thread; an unbound handle. Also a
-//                       Release under way when Close() gave the permit back
-//                       first (the message says so).
+//                       Release answered only after Close() gave the permit
+//                       back itself (the message says so; relock/client.h).
 //   DeadlineExceeded    TryAcquire's wait ended without a permit.
 //   Unavailable         Redis unreachable, slow or failing; an acquire whose
 //                       answer was lost (or came after its wait ended) may

@@ -399,9 +399,15 @@ void ClientCore::Close() {
 }
 
 void ClientCore::FinishClose() {
+  // Final releases already under way get their answers meanwhile (one
+  // command timeout, beside the renewal round in flight): each then tells
+  // its caller, and no hold is released twice.
+  const Deadline releases_end = Deadline::After(options_.command_timeout);
   // No renewal after this point, so none can land after the releases below.
   if (watchdog_ != nullptr) watchdog_->Stop();
   if (backend_ != nullptr) backend_->CancelWaits();
+  // (Not on the loop thread: it delivers those answers.)
+  if (!loop_.InLoopThread()) holds_.AwaitReleases(releases_end.Remaining());
   // Release what is still held in one pipelined round with one deadline, so
   // that a paused or unreachable Redis costs one timeout, not one per lock.
   const std::vector<std::pair<watchdog::HoldRegistry::Key, watchdog::Hold>>

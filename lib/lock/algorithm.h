@@ -160,9 +160,7 @@ watchdog::RenewResult RenewHolds(LockEnv& env,
                                  std::atomic<uint64_t>* round_trips);
 
 // Releases `held` (a closing client's holds) in one round within `deadline`:
-// per hold, OK, Aborted if its lease was already lost, or the error. A hold
-// whose own final release was under way counts as released where it is
-// already gone (that release took it, and its answer tells its caller).
+// per hold, OK, Aborted if its lease was already lost, or the error.
 std::vector<absl::Status> ReleaseHolds(
     LockEnv& env, const std::vector<std::pair<HoldRegistry::Key, Hold>>& held,
     Deadline deadline);

@@ -119,25 +119,28 @@ void CountRenewals(const std::vector<backend::Answer>& answers,
 
 // Call `i` of a release-all batch, over every node: OK on a quorum, else the
 // error (on several nodes, where it was released and what the others said).
-// `releasing`: the hold's own final release was under way (sent, its answer
-// not yet in) when Close() took it; where the lock is already gone, that
-// release came first and took it (its own answer says whether the lease had
-// been lost), so it counts as released, not as lost.
+// `unanswered`: the hold's own final release was in flight still (Close()
+// stopped waiting for it): where the lock is gone, that release may have
+// freed it as well as a lost lease, and the error says so.
 absl::Status ReleaseResult(backend::Backend& backend,
                            const backend::BatchReplies& batches, size_t i,
-                           bool releasing) {
+                           bool unanswered) {
   const size_t n = backend.nodes();
   size_t released = 0;
   std::vector<std::string> failures;
   absl::Status first;
   for (size_t node = 0; node < n; ++node) {
     const absl::StatusOr<redis::Reply>& reply = batches[node][i].reply;
-    absl::Status s;
-    if (!reply.ok()) {
-      s = reply.status();
-    } else if (!releasing || !reply->is_integer() || reply->integer() != 0) {
-      s = internal::ReleaseAllResult(*reply, "release on close");
-    }  // else gone, taken by the hold's own release: released
+    absl::Status s =
+        reply.ok() ? internal::ReleaseAllResult(*reply, "release on close")
+                   : reply.status();
+    if (unanswered && reply.ok() && reply->is_integer() &&
+        reply->integer() == 0) {
+      s = absl::AbortedError(
+          "release on close: the lock was no longer held: its own release, "
+          "unanswered when Close() stopped waiting for it, may have freed "
+          "it, or its lease had been lost before");
+    }
     if (s.ok()) {
       ++released;
     } else {
@@ -437,7 +440,8 @@ std::vector<absl::Status> ReleaseHolds(
   const backend::BatchReplies batches = backend.RunBatch(calls, deadline);
   std::vector<absl::Status> out(held.size());
   for (size_t i = 0; i < held.size(); ++i) {
-    out[i] = ReleaseResult(backend, batches, i, held[i].second.releasing());
+    out[i] =
+        ReleaseResult(backend, batches, i, held[i].second.release_in_flight);
   }
   return out;
 }

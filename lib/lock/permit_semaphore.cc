@@ -266,13 +266,24 @@ bool BeginPermitRelease(LockEnv& env, const std::string& name,
 // its round gave the permit back first.
 absl::Status EndPermitRelease(LockEnv& env, const std::string& name,
                               const std::string& id, absl::Status s) {
-  const bool taken = !env.holds().Forget(name, PermitNumber(id)).has_value();
-  if (!taken || !absl::IsNotFound(s) || !env.closed()) return s;
+  const uint64_t number = PermitNumber(id);
+  if (!s.ok() && !absl::IsNotFound(s) && !absl::IsAborted(s) && env.closed()) {
+    // Unanswered while the client closes: left to Close()'s round, which
+    // gives it back (or reports why not).
+    env.holds().OnReleaseFailed(name, number);
+    return s;
+  }
+  if (env.holds().Forget(name, number).has_value() || !absl::IsNotFound(s) ||
+      !env.holds().TakenOnClose(name, number)) {
+    return s;
+  }
   return Annotate(
       absl::FailedPreconditionError(absl::StrCat(
           "the client was closed while this release was under way: Close() "
           "gave permit ",
-          id, " back (its released-on-close event has the outcome)")),
+          id,
+          " back (its released-on-close event says whether the lease had "
+          "run out)")),
       "release", name, kPermitNoun);
 }
 
@@ -282,13 +293,18 @@ Step UserPermitReleaseStep(LockEnv& env, const std::string& name,
                            counter_internal::RefusedArg(env));
 }
 
+// `open`: whether the call may be made (CheckBlockingCall() or CheckOpen()),
+// checked before the release begins: a closing client's holds are left to
+// Close().
 absl::Status CheckPermitRelease(LockEnv& env, const std::string& name,
-                                const std::string& id) {
+                                const std::string& id,
+                                const absl::Status& open) {
   if (absl::Status s = CheckArguments(env, kPermitType, "release", name,
                                       "permits", 1, CountRange{});
       !s.ok()) {
     return s;
   }
+  if (!open.ok()) return Annotate(open, "release", name, kPermitNoun);
   return CheckPermitId("release", name, id);
 }
 
@@ -352,7 +368,11 @@ void AcquirePermitAsync(LockEnv& env, const std::shared_ptr<void>& keep,
 
 absl::Status ReleasePermit(LockEnv& env, const std::string& name,
                            const std::string& id) {
-  if (absl::Status s = CheckPermitRelease(env, name, id); !s.ok()) return s;
+  if (absl::Status s =
+          CheckPermitRelease(env, name, id, env.CheckBlockingCall());
+      !s.ok()) {
+    return s;
+  }
   const bool ours = BeginPermitRelease(env, name, id);
   absl::Status s = PermitReleaseResult(
       RunCounterStepHere(env, kPermitType, "release", name,
@@ -365,8 +385,10 @@ absl::Status ReleasePermit(LockEnv& env, const std::string& name,
 void ReleasePermitAsync(LockEnv& env, std::shared_ptr<void> keep,
                         const std::string& name, const std::string& id,
                         std::function<void(absl::Status)> done) {
-  if (absl::Status s = CheckPermitRelease(env, name, id); !s.ok())
+  if (absl::Status s = CheckPermitRelease(env, name, id, env.CheckOpen());
+      !s.ok()) {
     return done(s);
+  }
   const bool ours = BeginPermitRelease(env, name, id);
   RunCounterStep(
       env, kPermitType, "release", name, UserPermitReleaseStep(env, name, id),

@@ -184,14 +184,16 @@ ReleaseVerdict JudgeRelease(LockEnv& env, const std::string& name,
           "release", name, noun);
       return verdict;
     }
-    if (call.hold.has_value() && env.closed()) {
-      // It was held when this release began; Close() took the hold since
-      // and its release round came first.
+    if (env.holds().TakenOnClose(name, thread)) {
+      // Close() took the hold while this release was under way (it waits
+      // for such releases, up to a command timeout), and released it.
       verdict.status = Annotate(
           absl::FailedPreconditionError(absl::StrCat(
               "the client was closed while this release was under way: "
               "Close() released the hold of ",
-              Whom(by), " (its released-on-close event has the outcome)")),
+              Whom(by),
+              " (its released-on-close event says whether the lease had "
+              "been lost)")),
           "release", name, noun);
       return verdict;
     }
@@ -206,8 +208,13 @@ ReleaseVerdict JudgeRelease(LockEnv& env, const std::string& name,
   // The outcome is unknown. A final release abandons the hold: it stays
   // unrenewed (it frees at the end of its lease at the latest), and this
   // thread's next acquire starts afresh, absorbing a count that survived.
-  // Retrying Release() frees it now if this attempt did not run.
-  if (outermost) env.holds().Forget(name, thread);
+  // Retrying Release() frees it now if this attempt did not run. While the
+  // client closes, the hold is left to Close()'s release round instead.
+  if (outermost && env.closed()) {
+    env.holds().OnReleaseFailed(name, thread);
+  } else if (outermost) {
+    env.holds().Forget(name, thread);
+  }
   verdict.status =
       n == 1 ? Annotate(error, "release", name, noun)
              : Annotate(absl::UnavailableError(absl::StrCat(
@@ -222,6 +229,7 @@ absl::Status FinishRelease(LockEnv& env, const std::string& name,
                            const std::vector<backend::Answer>& all,
                            bool freed_all) {
   if (env.backend().nodes() == 1 && !all[0].reply.ok()) {
+    env.holds().OnReleaseFailed(name, by.number);
     return Annotate(all[0].reply.status(), "release", name, env.policy().noun);
   }
   env.holds().OnReleased(name, by.number, freed_all);

@@ -143,6 +143,7 @@ absl::optional<HoldFacts> HoldRegistry::BeginRelease(const std::string& name,
   const HoldFacts before = it->second;
   if (it->second.count <= 1 && it->second.state == HoldState::kHeld) {
     it->second.state = HoldState::kReleasing;
+    it->second.release_in_flight = true;
   }
   return before;
 }
@@ -161,7 +162,14 @@ void HoldRegistry::OnReleased(const std::string& name, uint64_t thread,
   // Holds remain in Redis: keep the local count at least 1 and renew again
   // if BeginRelease stopped it on a stale count.
   h.count = std::max<int64_t>(1, h.count - 1);
+  h.release_in_flight = false;
   if (h.releasing()) h.state = HoldState::kHeld;
+}
+
+void HoldRegistry::OnReleaseFailed(const std::string& name, uint64_t thread) {
+  MutexLock lock(&mu_);
+  auto it = holds_.find(KeyView(name, thread));
+  if (it != holds_.end()) it->second.release_in_flight = false;
 }
 
 bool HoldRegistry::OnExtended(const std::string& name, uint64_t thread,
@@ -234,8 +242,29 @@ std::vector<std::pair<HoldRegistry::Key, Hold>> HoldRegistry::TakeIf(
   return taken;
 }
 
+bool HoldRegistry::AwaitReleases(absl::Duration timeout) {
+  auto none_releasing = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (const auto& [key, h] : holds_) {
+      if (h.release_in_flight) return false;
+    }
+    return true;
+  };
+  MutexLock lock(&mu_);
+  return mu_.AwaitWithTimeout(absl::Condition(&none_releasing), timeout);
+}
+
 std::vector<std::pair<HoldRegistry::Key, Hold>> HoldRegistry::TakeAll() {
-  return TakeIf([](const Key&, const Hold&) { return true; });
+  std::vector<std::pair<Key, Hold>> taken =
+      TakeIf([](const Key&, const Hold&) { return true; });
+  MutexLock lock(&mu_);
+  for (const auto& [key, hold] : taken) taken_on_close_.insert(key);
+  return taken;
+}
+
+bool HoldRegistry::TakenOnClose(const std::string& name,
+                                uint64_t thread) const {
+  MutexLock lock(&mu_);
+  return taken_on_close_.contains(KeyView(name, thread));
 }
 
 std::vector<std::pair<HoldRegistry::Key, Hold>> HoldRegistry::TakeThread(

@@ -36,6 +36,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/hash/hash.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -116,6 +117,9 @@ struct Hold : HoldFacts {
   absl::Duration lease;
   SteadyClock::time_point acked_at;
   timer::TimerId timer = 0;  // explicit holds: lease end, then retention end
+  // Its final release was sent and its answer is not handled yet (see
+  // AwaitReleases()); the state may have moved on meanwhile (a lease end).
+  bool release_in_flight = false;
   // Called when the hold is lost (null: none); handed out, at most once, in
   // the LostHold that reports the loss.
   std::shared_ptr<LossFns> on_lost;
@@ -215,6 +219,10 @@ class HoldRegistry {
                                          uint64_t thread);
   // After the release script answered: `freed` = the lock is now free.
   void OnReleased(const std::string& name, uint64_t thread, bool freed);
+  // A final release whose last step failed left holds in Redis: the hold
+  // stays, unrenewed (a later acquire renews it again; Close() releases
+  // it), but no release of it is in flight any more.
+  void OnReleaseFailed(const std::string& name, uint64_t thread);
   // A hold's lease was set anew by a command sent at `sent_at` (Redlock's
   // Extend): it becomes an explicit-lease hold, no longer renewed.
   // Returns false if there is no live hold.
@@ -245,9 +253,19 @@ class HoldRegistry {
   // Find()'s facts alone (no owner field or callbacks copied).
   absl::optional<HoldFacts> FindFacts(const std::string& name,
                                       uint64_t thread) const;
+  // For Close(), before TakeAll(): waits up to `timeout` until no final
+  // release is in flight (BeginRelease() to OnReleased(), Forget() or
+  // OnReleaseFailed()), so that each ends with its own answer (OK, or the
+  // lease lost) rather than in Close()'s release round. Returns whether
+  // none is left.
+  bool AwaitReleases(absl::Duration timeout);
   // Removes and returns every hold that has not ended (for Close()); ended
-  // ones are dropped.
+  // ones are dropped. Those returned are remembered (TakenOnClose()).
   std::vector<std::pair<Key, Hold>> TakeAll();
+  // Whether TakeAll() took `thread`'s hold of `name`: a release of it whose
+  // answer came after that finds it gone because Close() released it (or its
+  // lease had been lost, which the released-on-close event then says).
+  bool TakenOnClose(const std::string& name, uint64_t thread) const;
   // Removes and returns every hold of `thread` that has not ended (the
   // thread exited).
   std::vector<std::pair<Key, Hold>> TakeThread(uint64_t thread);
@@ -301,6 +319,7 @@ class HoldRegistry {
     bool operator()(const KeyView& a, const KeyView& b) const { return a == b; }
   };
   absl::flat_hash_map<Key, Hold, KeyHash, KeyEq> holds_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<Key, KeyHash, KeyEq> taken_on_close_ ABSL_GUARDED_BY(mu_);
   uint64_t next_hold_id_ ABSL_GUARDED_BY(mu_) = 1;
 };
 
