@@ -487,6 +487,27 @@ TEST(FakeWaitTest, AsyncAcquireWaitsOnTheSameMachine) {
   EXPECT_EQ(env.fake().CountOf(0, "a", env.Owner(owner.number)), 1);
 }
 
+// An explicit lease that ended on Redis before this client's lease-end
+// timer ran (a late timer thread, under load): acquiring again is a fresh
+// hold, as it is once the timer ran, not a re-entry of a hold Redis no
+// longer has (that was Aborted, NOTHELD).
+TEST(FakeWaitTest, AnAcquireAfterTheLeaseEndedIsFreshBeforeTheTimerRuns) {
+  FakeLockEnv env;
+  env.fake().SetAutoAdvance(false);  // time stands still unless moved
+  const auto at_once = [&env] {
+    return Deadline::After(absl::ZeroDuration(), &env.clock());
+  };
+  ASSERT_OK(lock::Acquire(env, "e", kMe, absl::Seconds(10), at_once(),
+                          AcquireOptions()));
+  // The lease ends; the timer thread is not told (no Poke()).
+  env.fake_clock().Advance(absl::Seconds(10));
+  EXPECT_OK(lock::Acquire(env, "e", kMe, absl::Seconds(10), at_once(),
+                          AcquireOptions()));
+  EXPECT_EQ(env.fake().CountOf(0, "e", env.Owner(kMe.number)), 1);
+  EXPECT_EQ(env.metrics().Snapshot().reentries, 0u);
+  EXPECT_OK(lock::Release(env, "e", kMe));
+}
+
 // --- What release answers from several nodes mean.
 
 class ReleaseJudgementTest : public QuorumTallyTest {};

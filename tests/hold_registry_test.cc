@@ -203,6 +203,36 @@ TEST_F(HoldRegistryTest, AReleasedHoldsTimerNeitherFiresNorTouchesTheNextHold) {
   EXPECT_TRUE(MustFind("a").expired());
 }
 
+// An acquire looks at the hold with FindFactsExpiringDue(): a hold whose
+// lease end has passed is expired then, whether or not its timer ran, and
+// reported once; it is dropped at the end of its retention as ever.
+TEST_F(HoldRegistryTest, AnAcquireExpiresAHoldWhoseLeaseEndPassed) {
+  std::vector<std::string> expired;
+  holds_.set_expiry_handler(
+      [&expired](const LostHold& hold) { expired.push_back(hold.name); });
+  holds_.OnAcquired("a", kThread, kOwner, /*watchdog=*/false, absl::Seconds(10),
+                    clock_.Now(), LockKind::kReentrant,
+                    [](const absl::Status&) {});
+  AcquireWatchdog("w", absl::Seconds(30), clock_.Now());
+  absl::optional<HoldFacts> facts = holds_.FindFactsExpiringDue("a", kThread);
+  ASSERT_TRUE(facts.has_value());
+  EXPECT_FALSE(facts->ended()) << "before its lease end";
+  // The lease ends; the timer thread is not told (no Poke()).
+  clock_.Advance(absl::Seconds(10));
+  facts = holds_.FindFactsExpiringDue("a", kThread);
+  ASSERT_TRUE(facts.has_value());
+  EXPECT_TRUE(facts->expired());
+  EXPECT_EQ(expired, std::vector<std::string>{"a"});
+  // A watchdog hold's lease end is the watchdog's business.
+  EXPECT_FALSE(holds_.FindFactsExpiringDue("w", kThread)->ended());
+  // The timers after it neither report it again nor drop it early.
+  AdvanceTo(absl::Seconds(10) + kRetention - absl::Milliseconds(1));
+  EXPECT_TRUE(MustFind("a").expired());
+  EXPECT_EQ(expired.size(), 1u);
+  AdvanceTo(absl::Seconds(10) + kRetention);
+  EXPECT_FALSE(holds_.Find("a", kThread).has_value());
+}
+
 TEST_F(HoldRegistryTest, AcquiringOverAnExpiredHoldStartsAFreshOne) {
   AcquireExplicit("a", absl::Seconds(10));
   const uint64_t first_id = MustFind("a").hold_id;

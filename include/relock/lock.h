@@ -82,7 +82,10 @@
 // `Acquire(lease)` sets an explicit lease that is never renewed: the lock
 // simply expires, and afterwards Release() says Aborted ("explicit lease ran
 // out") for a minute, then FailedPrecondition; the client forgets the hold
-// then, and Close() does not release or report it. A re-entry never shortens
+// then, and Close() does not release or report it. Its end is sent + lease
+// on this client's clock (no later than Redis's): from then on an acquire
+// by T is a fresh hold, not a re-entry, even if Redis still has the old
+// one (the fresh hold absorbs its count). A re-entry never shortens
 // a hold: on a watchdog hold, a re-entry with an explicit lease only counts
 // (the watchdog keeps renewing the hold); on an explicit hold, a re-entry
 // with a lease keeps whichever lease ends later, and a re-entry without one

@@ -153,7 +153,8 @@ absl::StatusOr<AcquirePlan> PlanAcquire(LockEnv& env, const std::string& name,
   if (absl::Status s = CheckCompanionSlot(env, name); !s.ok()) {
     return Annotate(s, "acquire", name, env.policy().noun);
   }
-  const absl::optional<HoldFacts> held = env.holds().FindFacts(name, by.number);
+  const absl::optional<HoldFacts> held =
+      env.holds().FindFactsExpiringDue(name, by.number);
   AcquirePlan plan;
   plan.fresh = !held.has_value() || held->ended();
   if (options.kind == LockKind::kWrite && plan.fresh) {

@@ -9,8 +9,9 @@ namespace watchdog {
 void HoldRegistry::ArmLeaseEnd(const Key& key, Hold& h) {
   Disarm(h);
   if (timers_ == nullptr || h.watchdog) return;
-  h.timer = timers_->ScheduleAt(
-      h.lease_end(), [this, key, id = h.hold_id] { OnTimer(key, id); });
+  h.timer = timers_->ScheduleAt(h.lease_end(), [this, key, id = h.hold_id] {
+    OnTimer(key, id, /*retention_end=*/false);
+  });
 }
 
 void HoldRegistry::Disarm(Hold& h) {
@@ -18,31 +19,61 @@ void HoldRegistry::Disarm(Hold& h) {
   h.timer = 0;
 }
 
-void HoldRegistry::OnTimer(const Key& key, uint64_t hold_id) {
+void HoldRegistry::OnTimer(const Key& key, uint64_t hold_id,
+                           bool retention_end) {
   LostHold expired;
   {
     MutexLock lock(&mu_);
     auto it = holds_.find(key);
     if (it == holds_.end() || it->second.hold_id != hold_id) return;
     Hold& h = it->second;
-    h.timer = 0;
-    if (h.expired()) {  // the retention ended
-      holds_.erase(it);
+    if (retention_end) {
+      if (h.expired()) holds_.erase(it);
       return;
     }
-    if (h.watchdog || h.lost()) return;
-    // A final release under way when the lease ends: its answer tells the
-    // holder (OK if it beat the lease, Aborted if not); no callback.
-    if (h.releasing()) h.on_lost = nullptr;
-    h.state = HoldState::kExpired;
-    h.timer = timers_->ScheduleAt(
-        h.lease_end() + absl::ToChronoNanoseconds(retention_),
-        [this, key, hold_id] { OnTimer(key, hold_id); });
-    if (h.on_lost == nullptr || !on_expired_) return;
-    expired = {key.first, key.second, h.acked_at, std::move(h.on_lost),
-               h.owner};
+    // Expired already (FindFactsExpiringDue()): its retention timer runs.
+    if (h.expired()) return;
+    h.timer = 0;
+    if (!ExpireLocked(key, h, &expired)) return;
   }
   on_expired_(expired);
+}
+
+bool HoldRegistry::ExpireLocked(const Key& key, Hold& h, LostHold* report) {
+  if (h.watchdog || h.lost()) return false;
+  // A final release under way when the lease ends: its answer tells the
+  // holder (OK if it beat the lease, Aborted if not); no callback.
+  if (h.releasing()) h.on_lost = nullptr;
+  h.state = HoldState::kExpired;
+  h.timer =
+      timers_->ScheduleAt(h.lease_end() + absl::ToChronoNanoseconds(retention_),
+                          [this, key, hold_id = h.hold_id] {
+                            OnTimer(key, hold_id, /*retention_end=*/true);
+                          });
+  if (h.on_lost == nullptr || !on_expired_) return false;
+  *report = {key.first, key.second, h.acked_at, std::move(h.on_lost), h.owner};
+  return true;
+}
+
+absl::optional<HoldFacts> HoldRegistry::FindFactsExpiringDue(
+    const std::string& name, uint64_t thread) {
+  LostHold expired;
+  bool report = false;
+  absl::optional<HoldFacts> facts;
+  {
+    MutexLock lock(&mu_);
+    auto it = holds_.find(KeyView(name, thread));
+    if (it == holds_.end()) return absl::nullopt;
+    Hold& h = it->second;
+    if (timers_ != nullptr && !h.watchdog && !h.ended() &&
+        h.lease_end() <= timers_->clock()->Now()) {
+      Disarm(h);
+      report = ExpireLocked(it->first, h, &expired);
+    }
+    facts = h;
+  }
+  if (report) on_expired_(expired);
+  return facts;
 }
 
 absl::Status HoldRegistry::AddLossCallback(const std::string& name,

@@ -253,6 +253,13 @@ class HoldRegistry {
   // Find()'s facts alone (no owner field or callbacks copied).
   absl::optional<HoldFacts> FindFacts(const std::string& name,
                                       uint64_t thread) const;
+  // FindFacts() for an acquire: an explicit hold whose lease end (by this
+  // clock) has passed is expired first, as its timer would a moment later,
+  // so that the acquire starts a fresh hold whether or not the timer ran
+  // yet (a late timer thread made it a re-entry of a hold Redis no longer
+  // had: Aborted).
+  absl::optional<HoldFacts> FindFactsExpiringDue(const std::string& name,
+                                                 uint64_t thread);
   // For Close(), before TakeAll(): waits up to `timeout` until no final
   // release is in flight (BeginRelease() to OnReleased(), Forget() or
   // OnReleaseFailed()), so that each ends with its own answer (OK, or the
@@ -296,7 +303,15 @@ class HoldRegistry {
   // (Re)arms the timer of explicit hold `h` at its lease end.
   void ArmLeaseEnd(const Key& key, Hold& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Disarm(Hold& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnTimer(const Key& key, uint64_t hold_id);
+  // A timer of hold `hold_id` (if it is still the hold at `key`): at its
+  // lease end (ExpireLocked()), or at the end of its retention as an
+  // expired hold (it is dropped).
+  void OnTimer(const Key& key, uint64_t hold_id, bool retention_end);
+  // Explicit hold `h`, whose lease end has come, becomes kExpired and is
+  // dropped after the retention. Returns true, with `*report` filled, when
+  // its loss callbacks are to be called (outside the mutex).
+  bool ExpireLocked(const Key& key, Hold& h, LostHold* report)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves the entries for which `take(key, hold)` is true into the result
   // (those that have not ended) or drops them (ended ones).
   template <class Pred>
