@@ -161,7 +161,7 @@ absl::StatusOr<AcquirePlan> PlanAcquire(LockEnv& env, const std::string& name,
     // No upgrade: the write lock waits for every reader, this owner too, so
     // the wait could only end at its deadline (Redisson's would hang).
     const absl::optional<HoldFacts> read =
-        env.holds().FindFacts(name, by.number & ~kWriteHoldBit);
+        env.holds().FindFactsExpiringDue(name, by.number & ~kWriteHoldBit);
     if (read.has_value() && !read->ended() && read->kind == LockKind::kRead) {
       return Annotate(
           absl::FailedPreconditionError(absl::StrCat(

@@ -115,7 +115,8 @@ std::string NodeNotes::Join() const {
 absl::Status CheckModel(LockEnv& env, const std::string& name,
                         const OwnerId& by, LockKind kind) {
   for (const uint64_t number : {by.number, by.number ^ kWriteHoldBit}) {
-    const absl::optional<HoldFacts> held = env.holds().FindFacts(name, number);
+    const absl::optional<HoldFacts> held =
+        env.holds().FindFactsExpiringDue(name, number);
     if (!held.has_value() || held->ended() ||
         IsReadWrite(held->kind) == IsReadWrite(kind)) {
       continue;

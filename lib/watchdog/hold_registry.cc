@@ -32,7 +32,10 @@ void HoldRegistry::OnTimer(const Key& key, uint64_t hold_id,
       return;
     }
     // Expired already (FindFactsExpiringDue()): its retention timer runs.
-    if (h.expired()) return;
+    // Or re-armed for a later end (OnExtended(), a re-entry with a longer
+    // lease) after this callback was due: that timer owns the hold. (Timers
+    // round up, so a callback for the current end never sees it ahead.)
+    if (h.expired() || h.lease_end() > timers_->clock()->Now()) return;
     h.timer = 0;
     if (!ExpireLocked(key, h, &expired)) return;
   }

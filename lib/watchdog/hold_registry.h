@@ -6,10 +6,10 @@
 // table of locks to renew.
 //
 // Times are on the clock of the registry's TimerThread (timers->clock(): the
-// real steady clock in a client, a FakeClock in tests). The registry
-// never reads a clock itself: every time is passed in (`sent_at`, Sweep's
-// `now`) and must be on that clock, and the explicit-lease timers fire when
-// that clock reaches them, so a FakeClock drives expiry and retention.
+// real steady clock in a client, a FakeClock in tests). Times are passed in
+// (`sent_at`, Sweep's `now`) and must be on that clock; the explicit-lease
+// timers fire when that clock reaches them, and FindFactsExpiringDue() and
+// a lease-end timer read it, so a FakeClock drives expiry and retention.
 // "acked_at" is when the command that last set the lease (acquire or renewal)
 // was *sent*: Redis set the TTL no earlier, so acked_at + lease never
 // overstates how long the lock is held.
@@ -236,9 +236,11 @@ class HoldRegistry {
   // ended (lost, or its explicit lease ran out).
   absl::Status AddLossCallback(const std::string& name, uint64_t thread,
                                LossFn fn);
-  // Called on the timer thread, outside the registry's lock, for each
-  // explicit-lease hold with loss callbacks whose lease runs out before its
-  // release. Set before the first hold is registered.
+  // Called outside the registry's lock, for each explicit-lease hold with
+  // loss callbacks whose lease runs out before its release: on the timer
+  // thread, or on the thread of an acquire or release that found the lease
+  // end passed first (FindFactsExpiringDue()). Set before the first hold is
+  // registered.
   void set_expiry_handler(ExpiryFn fn) { on_expired_ = std::move(fn); }
   // Live holds (not ended), for the held_locks gauge.
   size_t live() const;
