@@ -489,7 +489,9 @@ TEST_F(ReadWriteLockTest, AnInnerReadReleaseOutlivesTheOuterHoldsEndedLease) {
   ASSERT_NE(client, nullptr);
   const std::string name = TestLockName();
   ReadWriteLock rw = client->GetReadWriteLock(name);
-  ASSERT_OK(rw.ReadLock().Acquire(absl::Milliseconds(300)));
+  // The outer lease must last until the re-entry below (a stalled test
+  // thread on a loaded machine could take longer than a few hundred ms).
+  ASSERT_OK(rw.ReadLock().Acquire(absl::Seconds(1)));
   ASSERT_OK(rw.ReadLock().Acquire(absl::Seconds(60)));
   const std::string reader = OnlyReader(redis(), name);
   ASSERT_FALSE(reader.empty());
