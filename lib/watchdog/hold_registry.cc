@@ -261,7 +261,7 @@ absl::optional<HoldFacts> HoldRegistry::FindFacts(const std::string& name,
 
 template <class Pred>
 std::vector<std::pair<HoldRegistry::Key, Hold>> HoldRegistry::TakeIf(
-    Pred take) {
+    Pred take, bool on_close) {
   std::vector<std::pair<Key, Hold>> taken;
   MutexLock lock(&mu_);
   for (auto it = holds_.begin(); it != holds_.end();) {
@@ -270,7 +270,10 @@ std::vector<std::pair<HoldRegistry::Key, Hold>> HoldRegistry::TakeIf(
       continue;
     }
     Disarm(it->second);
-    if (!it->second.ended()) taken.emplace_back(it->first, it->second);
+    if (!it->second.ended()) {
+      if (on_close) taken_on_close_.insert(it->first);
+      taken.emplace_back(it->first, it->second);
+    }
     holds_.erase(it++);
   }
   return taken;
@@ -288,11 +291,8 @@ bool HoldRegistry::AwaitReleases(absl::Duration timeout) {
 }
 
 std::vector<std::pair<HoldRegistry::Key, Hold>> HoldRegistry::TakeAll() {
-  std::vector<std::pair<Key, Hold>> taken =
-      TakeIf([](const Key&, const Hold&) { return true; });
-  MutexLock lock(&mu_);
-  for (const auto& [key, hold] : taken) taken_on_close_.insert(key);
-  return taken;
+  return TakeIf([](const Key&, const Hold&) { return true; },
+                /*on_close=*/true);
 }
 
 bool HoldRegistry::TakenOnClose(const std::string& name,
@@ -304,7 +304,8 @@ bool HoldRegistry::TakenOnClose(const std::string& name,
 std::vector<std::pair<HoldRegistry::Key, Hold>> HoldRegistry::TakeThread(
     uint64_t thread) {
   return TakeIf(
-      [thread](const Key& key, const Hold&) { return key.second == thread; });
+      [thread](const Key& key, const Hold&) { return key.second == thread; },
+      /*on_close=*/false);
 }
 
 size_t HoldRegistry::size() const {

@@ -315,9 +315,11 @@ class HoldRegistry {
   bool ExpireLocked(const Key& key, Hold& h, LostHold* report)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves the entries for which `take(key, hold)` is true into the result
-  // (those that have not ended) or drops them (ended ones).
+  // (those that have not ended) or drops them (ended ones). `on_close`: the
+  // ones returned are remembered (TakenOnClose()), in the same critical
+  // section, so no release answered meanwhile misses the mark.
   template <class Pred>
-  std::vector<std::pair<Key, Hold>> TakeIf(Pred take);
+  std::vector<std::pair<Key, Hold>> TakeIf(Pred take, bool on_close);
 
   timer::TimerThread* const timers_;
   ExpiryFn on_expired_;
