@@ -443,6 +443,31 @@ TEST(FakeWaitTest, AWaitThatOutlastsItsDeadlineIsDeadlineExceeded) {
   EXPECT_EQ(env.fake().CountOf(0, "w", kOther), 1);
 }
 
+// A wait that ends before its subscription is confirmed (the pub/sub
+// connection reconnecting, or a proxy that drops SUBSCRIBE) heard no unlock
+// message: its end makes one more attempt, which finds the lock freed in the
+// meantime, rather than reporting it held throughout.
+TEST(FakeWaitTest, AWaitThatEndsUnconfirmedTriesOnceMore) {
+  FakeLockEnv env;
+  env.fake().SetSubscribeStatus(
+      absl::DeadlineExceededError("not confirmed yet (fake)"));
+  // The holder's lease ends after 1 s; the wait (3 s) ends before the
+  // confirmation's own bound (confirm_timeout(), 4 s).
+  env.fake().Hold(0, "u", kOther, 1, absl::Seconds(1));
+  ASSERT_OK(AcquireFor(env, "u", absl::Seconds(3)));
+  EXPECT_EQ(env.fake().CountOf(0, "u", env.Owner(kMe.number)), 1);
+  EXPECT_GE(env.Elapsed(), absl::Seconds(3));  // at the wait's end
+  EXPECT_EQ(env.fake().CallsOf(internal::kAcquireScript), 2u);
+  ASSERT_OK(lock::Release(env, "u", kMe));
+  // Still held at the end: DeadlineExceeded, after that one more attempt.
+  env.fake().ClearCalls();
+  env.fake().Hold(0, "h", kOther, 1, absl::Hours(1));
+  EXPECT_THAT(AcquireFor(env, "h", absl::Seconds(3)),
+              StatusIs(absl::StatusCode::kDeadlineExceeded,
+                       HasSubstr("held by another owner")));
+  EXPECT_EQ(env.fake().CallsOf(internal::kAcquireScript), 2u);
+}
+
 TEST(FakeWaitTest, AnUnlockMessageWakesTheWaiterBeforeTheLeaseEnds) {
   FakeLockEnv env;
   env.fake().SetAutoAdvance(false);  // time stands still unless moved

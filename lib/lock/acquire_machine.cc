@@ -223,7 +223,12 @@ bool AcquireMachine::Confirmed() {
   } else if (!confirm_by_.Expired()) {
     return false;  // not yet
   } else if (deadline_.Expired()) {
-    Finish(HeldByOther(*plan_.model, last_, env_.backend().nodes()));
+    // The wait ended before its subscription was confirmed (pub/sub
+    // reconnecting, or slow): no message could have reached it, so the
+    // last attempt may be long past. One more attempt decides, as it does
+    // at the end of a confirmed wait: what was freed meanwhile is taken,
+    // and "held throughout" is said only of what is still held.
+    TryNow();
   } else {
     Finish(absl::UnavailableError(confirmed.message()));
   }
