@@ -216,22 +216,23 @@ void AcquireMachine::Confirm() {
 bool AcquireMachine::Confirmed() {
   absl::Status confirmed = sub_->AwaitConfirmed(Now());
   confirmed_ = confirmed.ok();
-  if (confirmed.ok()) {
-    TryNow();
-  } else if (confirmed.code() != absl::StatusCode::kDeadlineExceeded) {
-    Finish(confirmed);  // Cancelled, PermissionDenied
-  } else if (!confirm_by_.Expired()) {
-    return false;  // not yet
-  } else if (deadline_.Expired()) {
+  if (!confirmed.ok()) {
+    if (confirmed.code() != absl::StatusCode::kDeadlineExceeded) {
+      Finish(confirmed);  // Cancelled, PermissionDenied
+      return true;
+    }
+    if (!confirm_by_.Expired()) return false;  // not yet
+    if (!deadline_.Expired()) {
+      Finish(absl::UnavailableError(confirmed.message()));
+      return true;
+    }
     // The wait ended before its subscription was confirmed (pub/sub
     // reconnecting, or slow): no message could have reached it, so the
     // last attempt may be long past. One more attempt decides, as it does
     // at the end of a confirmed wait: what was freed meanwhile is taken,
     // and "held throughout" is said only of what is still held.
-    TryNow();
-  } else {
-    Finish(absl::UnavailableError(confirmed.message()));
   }
+  TryNow();  // the re-check
   return true;
 }
 
