@@ -87,6 +87,37 @@ TEST(ConnectTest, InvalidOptionsAreInvalidArgument) {
             }),
             kInvalid);
   EXPECT_EQ(connect([](ClientOptions& o) { o.client_id = "a:b"; }), kInvalid);
+  // Longer than a year (a "no limit" of 300 years once overflowed the
+  // steady clock's nanoseconds: every command timed out at once).
+  EXPECT_EQ(connect([](ClientOptions& o) {
+              o.command_timeout = absl::Hours(24 * 365 * 300);
+            }),
+            kInvalid);
+  EXPECT_EQ(connect([](ClientOptions& o) {
+              o.connect_timeout = kMaxTimeout + absl::Nanoseconds(1);
+            }),
+            kInvalid);
+}
+
+// The longest timeouts accepted work: no deadline computed from them
+// overflows into the past.
+TEST(ConnectTest, AYearLongTimeoutIsNoTimeoutAtAll) {
+  std::unique_ptr<RedisServer> server = MustStart();
+  ASSERT_NE(server, nullptr);
+  std::unique_ptr<Client> client =
+      MustConnect(server->url(), [](ClientOptions& o) {
+        o.connect_timeout = kMaxTimeout;
+        o.command_timeout = kMaxTimeout;
+      });
+  ASSERT_NE(client, nullptr);
+  Lock lock = client->GetLock(TestLockName());
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_OK(lock.Acquire());
+    ASSERT_OK(lock.Release());
+  }
+  const Owner task = Owner::New();
+  ASSERT_OK(lock.AcquireAsync(task).Get());
+  ASSERT_OK(lock.ReleaseAsync(task).Get());
 }
 
 TEST(ConnectTest, PasswordAuth) {

@@ -243,11 +243,13 @@ struct ClientOptions {
   ClusterPubSub cluster_pubsub = ClusterPubSub::kAuto;
 
   // Upper bound on establishing one connection (TCP/unix connect plus AUTH and
-  // SELECT). Must be positive.
+  // SELECT). Must be positive and at most kMaxTimeout (relock/limits.h: a
+  // year).
   absl::Duration connect_timeout = absl::Seconds(2);
 
   // Upper bound on one Redis command round trip. A command that takes longer
-  // fails with Unavailable and its connection is replaced. Must be positive.
+  // fails with Unavailable and its connection is replaced. Must be positive
+  // and at most kMaxTimeout (relock/limits.h: a year).
   absl::Duration command_timeout = absl::Seconds(2);
 
   // Connections the client keeps for commands (the pub/sub connection is

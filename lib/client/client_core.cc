@@ -13,6 +13,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "lib/backend/cluster_backend.h"
 #include "lib/backend/node_backend.h"
@@ -20,6 +21,7 @@
 #include "lib/lock/algorithm.h"
 #include "lib/lock/owner.h"
 #include "lib/redis/url.h"
+#include "relock/limits.h"
 
 namespace relock {
 namespace internal {
@@ -27,13 +29,15 @@ absl::Status ValidateClientOptions(const ClientOptions& o) {
   auto invalid = [](absl::string_view what) {
     return absl::InvalidArgumentError(absl::StrCat("ClientOptions: ", what));
   };
-  if (o.connect_timeout <= absl::ZeroDuration() ||
-      o.connect_timeout == absl::InfiniteDuration()) {
-    return invalid("connect_timeout must be positive and finite");
-  }
-  if (o.command_timeout <= absl::ZeroDuration() ||
-      o.command_timeout == absl::InfiniteDuration()) {
-    return invalid("command_timeout must be positive and finite");
+  for (const auto& [what, timeout] :
+       {std::pair<absl::string_view, absl::Duration>{"connect_timeout",
+                                                     o.connect_timeout},
+        {"command_timeout", o.command_timeout}}) {
+    if (timeout <= absl::ZeroDuration() || timeout > kMaxTimeout) {
+      return invalid(absl::StrCat(what, " must be positive and at most ",
+                                  absl::FormatDuration(kMaxTimeout), ", not ",
+                                  absl::FormatDuration(timeout)));
+    }
   }
   if (o.command_connections < 1 || o.command_connections > 64) {
     return invalid(absl::StrCat("command_connections must be in [1, 64], not ",
