@@ -534,5 +534,33 @@ TEST_F(RedlockTest, BadOptionsAreInvalidArgument) {
             kInvalid);
 }
 
+// A kReleasedOnClose callback that destroys the RedlockClient while Close()
+// runs (no RedlockLock handle keeps its core alive): Close() keeps the core
+// alive until it returns (a use-after-free before; ASan shows it).
+TEST_F(RedlockTest, DestroyingTheClientInACloseEventIsSafe) {
+  EventLog events;
+  auto client = std::make_shared<std::unique_ptr<RedlockClient>>();
+  RedlockOptions options;
+  options.urls = Urls();
+  options.connection.connect_timeout = absl::Milliseconds(300);
+  options.connection.command_timeout = absl::Milliseconds(500);
+  options.connection.on_lock_event = [&events, client](const LockEvent& e) {
+    events.Callback()(e);
+    if (e.type == LockEventType::kReleasedOnClose) client->reset();
+  };
+  absl::StatusOr<std::unique_ptr<RedlockClient>> c =
+      RedlockClient::Connect(options);
+  ASSERT_OK(c);
+  *client = *std::move(c);
+  const std::string name = TestLockName();
+  ASSERT_OK((*client)->GetLock(name).Acquire());  // the handle goes
+  RedlockClient* raw = client->get();
+  raw->Close();
+  EXPECT_EQ(*client, nullptr);
+  ASSERT_EQ(events.events().size(), 1u);
+  EXPECT_OK(events.events()[0].status);
+  EXPECT_EQ(OnMasters({"EXISTS", name}), 0);
+}
+
 }  // namespace
 }  // namespace relock

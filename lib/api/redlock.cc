@@ -41,7 +41,12 @@ int RedlockClient::quorum() const {
   return static_cast<int>(core_->backend().quorum());
 }
 ClientMetrics RedlockClient::Metrics() const { return core_->Snapshot(); }
-void RedlockClient::Close() { core_->Close(); }
+void RedlockClient::Close() {
+  // A kReleasedOnClose callback may destroy this RedlockClient during
+  // Close(): keep the core alive until Close() returns (as Client::Close()).
+  const std::shared_ptr<internal::ClientCore> core = core_;
+  core->Close();
+}
 
 RedlockLock::RedlockLock(std::shared_ptr<internal::ClientCore> core,
                          std::string name)
