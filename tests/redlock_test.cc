@@ -504,6 +504,11 @@ TEST_F(RedlockTest, BadOptionsAreInvalidArgument) {
   EXPECT_EQ(connect([](RedlockOptions& o) { o.urls.resize(16, o.urls[0]); }),
             kInvalid);
   EXPECT_EQ(connect([](RedlockOptions& o) { o.drift_factor = 0.7; }), kInvalid);
+  // One server twice (in another db too): it would count twice.
+  EXPECT_EQ(connect([](RedlockOptions& o) { o.urls[4] = o.urls[0]; }),
+            kInvalid);
+  EXPECT_EQ(connect([](RedlockOptions& o) { o.urls[4] = o.urls[0] + "/3"; }),
+            kInvalid);
   EXPECT_EQ(connect([](RedlockOptions& o) { o.timeout_factor = 0; }), kInvalid);
   EXPECT_EQ(connect([](RedlockOptions& o) { o.tries = 0; }), kInvalid);
   EXPECT_EQ(connect([](RedlockOptions& o) { o.urls[1] = "http://x"; }),

@@ -107,13 +107,18 @@ class RedlockLock;
 class RedlockClient {
  public:
   // Connects to every master. Succeeds when a quorum of them is reachable
-  // (the others are retried in the background); InvalidArgument for bad
-  // options; otherwise the first failure of the unreachable ones. Unlike
-  // Client::Connect, it does not check each master's role or the ACL
-  // user's rights (a master may join later): a read-only replica, or a
-  // user without EVALSHA, shows as that master failing every call
-  // (Unavailable: READONLY; PermissionDenied), which counts against the
-  // quorum.
+  // (the others are retried in the background and join when they come
+  // back); InvalidArgument for bad options, or for one server named twice
+  // (the same host and port, or socket path, whatever the db; aliases such
+  // as "localhost" and "127.0.0.1" are not found); otherwise the first
+  // failure of the unreachable ones. A master that answers but cannot
+  // serve fails Connect, as with Client::Connect, since that is
+  // configuration, not an outage: a replica (FailedPrecondition), refused
+  // credentials (Unauthenticated), an ACL user without SCRIPT LOAD,
+  // EVALSHA or EVAL (PermissionDenied). A master that was unreachable at
+  // Connect is not checked when it joins: should it be a replica by then,
+  // or refuse the scripts, it fails every call (Unavailable: READONLY;
+  // PermissionDenied), which counts against the quorum.
   ABSL_MUST_USE_RESULT static absl::StatusOr<std::unique_ptr<RedlockClient>>
   Connect(RedlockOptions options);
 

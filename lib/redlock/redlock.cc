@@ -4,6 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -62,9 +64,19 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ConnectRedlock(
         absl::CHexEscape(id), "\""));
   }
   std::vector<backend::NodeOptions> masters;
+  absl::flat_hash_set<std::string> servers;
   for (const std::string& url : options.urls) {
     absl::StatusOr<redis::Endpoint> ep = redis::ParseRedisUrl(url);
     if (!ep.ok()) return ep.status();
+    // One server named twice (another db is the same server) would count
+    // twice towards the quorum: losing it could lose the majority.
+    redis::Endpoint server = *ep;
+    server.db = 0;
+    if (!servers.insert(absl::AsciiStrToLower(server.ToString())).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "RedlockOptions: urls name the server ", server.ToString(),
+          " twice; a Redlock needs independent masters"));
+    }
     backend::NodeOptions node;
     node.connection.endpoint = *std::move(ep);
     node.connection.tls = options.connection.tls;
