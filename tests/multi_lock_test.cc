@@ -24,6 +24,7 @@ namespace {
 
 using ::relock::testing::MustConnect;
 using ::relock::testing::RedisServer;
+using ::relock::testing::StatusIs;
 using ::relock::testing::Stopwatch;
 using ::relock::testing::TestLockName;
 using ::testing::ElementsAre;
@@ -203,6 +204,31 @@ TEST_F(MultiLockTest, BadInputIsRefusedClearly) {
   EXPECT_EQ(one.AcquireAsync(Owner::ThisThread()).Get().code(),
             absl::StatusCode::kInvalidArgument);
   one.unlock();  // not held: reported, never thrown
+}
+
+// One lock through two clients of one server: each client is another owner,
+// so the set would wait for itself (for ever without a wait). Refused before
+// anything is taken; listed twice from one client it is a re-entry.
+TEST_F(MultiLockTest, OneLockThroughTwoClientsIsRefused) {
+  std::unique_ptr<Client> also_here = MustConnect(redis().url());
+  ASSERT_NE(also_here, nullptr);
+  const std::string name = TestLockName();
+  const std::string first = TestLockName("first");
+  MultiLock both(here_->GetLock(first), here_->GetLock(name),
+                 also_here->GetLock(name));
+  Stopwatch watch;
+  EXPECT_THAT(both.Acquire(), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                       HasSubstr("through two clients")));
+  EXPECT_THAT(both.AcquireAsync(Owner::New()).Get(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("through two clients")));
+  EXPECT_LT(watch.Elapsed(), absl::Seconds(5));
+  EXPECT_FALSE(here_->GetLock(first).IsLocked().value_or(true));  // none taken
+  MultiLock twice(here_->GetLock(name), here_->GetLock(name));
+  ASSERT_OK(twice.Acquire());
+  EXPECT_EQ(here_->GetLock(name).HoldCount().value_or(-1), 2);
+  ASSERT_OK(twice.Release());
+  EXPECT_FALSE(here_->GetLock(name).IsLocked().value_or(true));
 }
 
 }  // namespace

@@ -34,24 +34,25 @@
 //                    | ...); none taken       |
 // clang-format on
 //
-// Each component is a reentrant lock of its own: T may also hold some of
-// them alone, and a MultiLock over them re-enters those (releasing the
-// MultiLock leaves T's other holds). A lock listed twice is taken twice
-// (a re-entry) and released twice. Leases, the watchdog and loss reports
-// are the components' own (each lock's client reports a lost component).
+// Each component is a reentrant lock of its own: T may also hold some of them
+// alone, and a MultiLock over them re-enters those (releasing the MultiLock
+// leaves T's other holds). A lock listed twice (from one client) is taken twice
+// (a re-entry) and released twice. Leases, the watchdog and loss reports are
+// the components' own (each lock's client reports a lost component).
 //
 // Errors: InvalidArgument for a MultiLock without locks (every call) and a
-// negative wait; FailedPrecondition, before anything is taken, for a set
-// that holds one lock (the same name on the same servers) as two lock
-// types: the read and the write lock of one ReadWriteLock (taken in the
-// order added, the set would be an upgrade, which fails, or a downgrade,
-// which succeeds: take the write lock alone, its owner may read too), or a
-// Lock and a FairLock of one name; otherwise the failing component's
-// status, with its lock's name (and for the blocking calls on the event
-// loop thread of a component's client, FailedPrecondition). The
-// asynchronous calls' callbacks follow relock/lock.h's rules
-// (StatusCallback). unlock() never throws: a failed release of a component
-// becomes a kUnlockFailed LockEvent on that lock's client.
+// negative wait; FailedPrecondition, before anything is taken, for a set that
+// holds one lock (the same name on the same servers) as two lock types: the
+// read and the write lock of one ReadWriteLock (taken in the order added, the
+// set would be an upgrade, which fails, or a downgrade, which succeeds: take
+// the write lock alone, its owner may read too), or a Lock and a FairLock of
+// one name; and for a set that holds one lock through two clients of the same
+// servers (each client is another owner: the set would wait for itself);
+// otherwise the failing component's status, with its lock's name (and for the
+// blocking calls on the event loop thread of a component's client,
+// FailedPrecondition). The asynchronous calls' callbacks follow relock/lock.h's
+// rules (StatusCallback). unlock() never throws: a failed release of a
+// component becomes a kUnlockFailed LockEvent on that lock's client.
 //
 // Cost: N locks take N acquire round trips one after the other, and N
 // release round trips to release (one after the other for Release() and

@@ -28,6 +28,9 @@ struct MultiLockPart {
   // of one lock (the same order) must be of one type.
   LockKind kind = LockKind::kReentrant;
   std::string type;  // the type's name, for messages
+  // The client the lock was got from: two parts of one lock (the same
+  // order) must come from one client, whose owner they share.
+  const void* client = nullptr;
   std::function<absl::Status(const Owner&, absl::Duration,
                              absl::optional<absl::Duration>)>
       acquire;
@@ -110,12 +113,24 @@ const char* TypeName(LockKind kind) {
 // lock after the read lock is an upgrade, which fails; the read lock after
 // the write lock a downgrade, which succeeds), or a lock and a fair lock (one
 // name is one lock type).
+//
+// And when one lock is in the set through two clients (of one server): each
+// client's owner is another owner, so the second part would wait for the
+// first for ever.
 absl::Status CheckOneTypePerLock(const Parts& parts) {
   for (size_t i = 1; i < parts.size(); ++i) {
     const Part& a = parts[i - 1];
     const Part& b = parts[i];
     // Sorted by order: the parts of one lock are neighbours.
-    if (a.order != b.order || a.kind == b.kind) continue;
+    if (a.order != b.order) continue;
+    if (a.client != b.client) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "MultiLock: the set holds \"", absl::CHexEscape(a.name),
+          "\" through two clients of the same servers; each client is "
+          "another owner, so the set would wait for itself: get both "
+          "handles from one client"));
+    }
+    if (a.kind == b.kind) continue;
     return absl::FailedPreconditionError(absl::StrCat(
         "MultiLock: the set holds \"", absl::CHexEscape(a.name), "\" as ",
         a.type, " and as ", b.type,
@@ -133,6 +148,7 @@ void MultiLock::AddLock(const L& handle) {
   part.name = handle.name();
   part.order = absl::StrCat(handle.name(), std::string(1, '\0'),
                             ServersOf(handle.core_));
+  part.client = handle.core_.get();
   if constexpr (std::is_same_v<L, Lock>) {
     part.kind = handle.kind_;
     part.type = TypeName(handle.kind_);
