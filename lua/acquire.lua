@@ -129,20 +129,9 @@ if not fresh and not has_field then
       '(its lease ran out, or it was deleted or force-released): the ' ..
       're-entry found it lost; nothing was written')
 end
-if not own then
-  -- A fair lock's waiter at the head of its queue, still in time (see
-  -- drop_stale() in lua/fair_lib.lua)?
-  local head = redis.call('lindex', queue, 0)
-  if head then
-    local deadline = tonumber(redis.call('zscore', deadlines, head))
-    local t = redis.call('time')
-    if deadline and deadline > tonumber(t[1]) * 1000 +
-        math.floor(tonumber(t[2]) / 1000) then
-      return redis.error_reply('NOTALOCK the name is a fair lock\'s (its ' ..
-          'queue has waiters); a lock of that name cannot be acquired ' ..
-          '(one name is one lock type); nothing was written')
-    end
-  end
+if not own and fair_waiter_in_time(queue, deadlines) then
+  -- A fair lock's waiter still in time (lua/shape_lib.lua).
+  return fair_queue_refusal()
 end
 if exists == 0 or own then
   -- The token first, so that a counter that cannot give one fails the

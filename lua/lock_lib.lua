@@ -38,14 +38,17 @@ local function publish_unlock(channel, message, command)
 end
 
 -- wake_fair_waiter(queue, channel, message, command): a plain lock's release
--- that freed the lock also wakes the waiter at the head of the name's fair
--- lock queue, if there is one (`queue`: nil or its key), on its own channel
+-- that freed the lock also wakes the next waiter of the name's fair lock
+-- queue, if there is one (`queue`: nil or its key), on its own channel
 -- "<channel>:<owner>" (see lua/fair_lib.lua): a FairLock that found the
 -- name held by a plain lock (which it cannot tell from a fair one) queued
--- for it and would otherwise sleep until its re-check. Returns nil or an
--- UNPUBLISHED error reply (see publish_unlock()): it runs after the lock
--- was freed, so nothing here may fail the script (a queue key of another
--- type, or one the ACL user may not read, is reported, not raised).
+-- for it and would otherwise sleep until its re-check. The next waiter is
+-- the head, or, when the head's deadline passed (a waiter that died there,
+-- not dropped yet), the waiter with the earliest deadline still to come.
+-- Returns nil or an UNPUBLISHED error reply (see publish_unlock()): it runs
+-- after the lock was freed, so nothing here may fail the script (a queue
+-- key of another type, or one the ACL user may not read, is reported, not
+-- raised).
 local function wake_fair_waiter(queue, channel, message, command)
   if not queue then
     return nil
@@ -57,6 +60,21 @@ local function wake_fair_waiter(queue, channel, message, command)
   end
   if not head then
     return nil
+  end
+  local deadlines = 'redisson_lock_timeout:' ..
+      string.sub(queue, #'redisson_lock_queue:' + 1)
+  local t = redis.call('time')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local deadline = redis.pcall('zscore', deadlines, head)
+  if type(deadline) ~= 'string' or tonumber(deadline) <= now then
+    local live = redis.pcall('zrangebyscore', deadlines, '(' .. now, '+inf',
+        'LIMIT', 0, 1)
+    if type(live) == 'table' and not live.err then
+      if not live[1] then
+        return nil  -- nobody in time
+      end
+      head = live[1]
+    end
   end
   return publish_unlock(channel .. ':' .. head, message, command)
 end

@@ -1,13 +1,14 @@
 -- Release one hold of a reentrant lock. Redisson-compatible.
--- Does what release_one(), publish_unlock() and wake_fair_waiter() of
--- lua/lock_lib.lua do, written out so that the call defines no helper (a Lua
--- closure per call); lock_lib.lua is inserted at the "-- @helpers" line, for
--- a publish command in another form only.
+-- Does what release_one() and publish_unlock() of lua/lock_lib.lua do,
+-- written out so that the call defines no helper (a Lua closure per call);
+-- lock_lib.lua is inserted at the "-- @helpers" line, for a publish command
+-- in another form, and for a last hold with a fair lock's waiters queued at
+-- the name (wake_fair_waiter()).
 -- KEYS[1]  lock name
 -- KEYS[2]  unlock channel "redisson_lock__channel:{<name>}" (or
 --          "redisson_lock__channel:<name>" when the name contains "{")
 -- KEYS[3]  optional: the fair lock's queue "redisson_lock_queue:{N}", whose
---          head waiter is woken too (see wake_fair_waiter()). relock passes
+--          next waiter is woken too (see wake_fair_waiter()). relock passes
 --          it with a release it expects to free the lock, and leaves it out
 --          of one that should leave holds (each key costs every call): should
 --          that one free the lock all the same, the script finds the queue
@@ -51,8 +52,9 @@ else
     end
     -- It was 0 or less (hand-edited): freed, as release_one() frees it.
   end
-  redis.call('del', KEYS[1])
-  local published = redis.pcall(publish, KEYS[2], ARGV[1])
+  -- The last hold. Should a fair lock's waiters queue at the name, the
+  -- general path frees it and wakes the next of them still in time
+  -- (wake_fair_waiter()); nothing is written here before that choice.
   local queue = KEYS[3]
   if not queue then
     queue = 'redisson_lock_queue:' .. KEYS[1]
@@ -60,25 +62,14 @@ else
       queue = 'redisson_lock_queue:{' .. KEYS[1] .. '}'
     end
   end
-  local head = redis.pcall('lindex', queue, '0')
-  if not head and type(published) == 'number' then
-    return 1
-  end
-  local unpublished = nil
-  if type(published) == 'table' then
-    unpublished = redis.error_reply('UNPUBLISHED ' .. published.err)
-  end
-  if type(head) == 'table' then
-    return redis.error_reply('UNPUBLISHED ' .. head.err ..
-        ' (reading the fair lock queue ' .. queue .. ')')
-  end
-  if head then
-    local woken = redis.pcall(publish, KEYS[2] .. ':' .. head, ARGV[1])
-    if type(woken) == 'table' then
-      return redis.error_reply('UNPUBLISHED ' .. woken.err)
+  if not redis.pcall('lindex', queue, '0') then
+    redis.call('del', KEYS[1])
+    local published = redis.pcall(publish, KEYS[2], ARGV[1])
+    if type(published) == 'number' then
+      return 1
     end
+    return redis.error_reply('UNPUBLISHED ' .. published.err)
   end
-  return unpublished or 1
 end
 
 -- @helpers

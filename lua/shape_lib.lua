@@ -92,26 +92,39 @@ local function not_this_type(key, wanted)
       'type); nothing was written')
 end
 
+-- fair_waiter_in_time(queue, deadlines): whether the fair lock whose queue
+-- and deadlines are `queue` and `deadlines` has a waiter still in time (see
+-- drop_stale() in lua/fair_lib.lua). Not only its head: a waiter that died
+-- there keeps its place until a fair lock's script drops it, and must not
+-- hide the live waiters behind it (each waiter's deadline is later than
+-- those ahead of it). One LINDEX when nobody queues.
+local function fair_waiter_in_time(queue, deadlines)
+  local head = redis.call('lindex', queue, 0)
+  if not head then
+    return false
+  end
+  local t = redis.call('time')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local deadline = tonumber(redis.call('zscore', deadlines, head))
+  if deadline and deadline > now then
+    return true
+  end
+  return redis.call('zcount', deadlines, '(' .. now, '+inf') > 0
+end
+
 -- fair_queue_waits(key): whether the fair lock of the free name `key` has a
--- waiter at the head of its queue still in time (see drop_stale() in
--- lua/fair_lib.lua): the name is then the fair lock's, and another lock type
--- may not take it (one name is one lock type). The queue and its deadlines
--- are "redisson_lock_queue:{N}" and "redisson_lock_timeout:{N}" (without
--- the braces when N contains "{"), in N's cluster slot.
+-- waiter still in time (fair_waiter_in_time()): the name is then the fair
+-- lock's, and another lock type may not take it (one name is one lock
+-- type). The queue and its deadlines are "redisson_lock_queue:{N}" and
+-- "redisson_lock_timeout:{N}" (without the braces when N contains "{"), in
+-- N's cluster slot.
 local function fair_queue_waits(key)
   local braced = key
   if not string.find(braced, '{', 1, true) then
     braced = '{' .. braced .. '}'
   end
-  local head = redis.call('lindex', 'redisson_lock_queue:' .. braced, 0)
-  if not head then
-    return false
-  end
-  local deadline = tonumber(redis.call('zscore',
-      'redisson_lock_timeout:' .. braced, head))
-  local t = redis.call('time')
-  return deadline ~= nil and deadline > tonumber(t[1]) * 1000 +
-      math.floor(tonumber(t[2]) / 1000)
+  return fair_waiter_in_time('redisson_lock_queue:' .. braced,
+      'redisson_lock_timeout:' .. braced)
 end
 
 -- The NOTALOCK error reply of an acquire refused by fair_queue_waits().

@@ -521,6 +521,74 @@ TEST_F(FairLockTest, TheNextWaiterIsWokenWhenTheHeadOfAFreeLockChanges) {
   EXPECT_EQ(List(QueueKey(name)), (std::vector<std::string>{next, late}));
 }
 
+// A waiter that died at the head of the queue (its deadline passed, and no
+// fair lock's call dropped it yet) hides no live waiter behind it: a plain
+// lock's (or a read-write lock's) acquire of the free name is still refused,
+// and a plain lock's release wakes the live waiter, not the dead one.
+TEST_F(FairLockTest, ADeadWaiterAtTheHeadHidesNoLiveWaiter) {
+  std::unique_ptr<Client> client = MustConnect(redis().url());
+  ASSERT_NE(client, nullptr);
+  const std::vector<redis::ScriptSource> scripts = internal::LockScripts();
+  const std::string release(scripts[internal::kReleaseScript].source);
+  const std::string release_all(scripts[internal::kReleaseAllScript].source);
+  const std::string name = TestLockName();
+  const std::string dead = "c1:1", next = "c2:2", holder = "d4:4";
+  absl::StatusOr<RedisValue> time = redis().Command({"TIME"});
+  ASSERT_TRUE(time.ok() && time->elements.size() == 2);
+  int64_t now_s = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(time->elements[0].str, &now_s));
+  // The queue [dead, next]: dead's deadline passed, next's is to come.
+  auto queue = [&] {
+    ASSERT_OK(redis().Command({"DEL", name, QueueKey(name), TimeoutKey(name)}));
+    ASSERT_OK(redis().Command({"RPUSH", QueueKey(name), dead, next}));
+    ASSERT_OK(redis().Command({"ZADD", TimeoutKey(name),
+                               absl::StrCat((now_s - 600) * 1000), dead,
+                               absl::StrCat((now_s + 600) * 1000), next}));
+  };
+  queue();
+  EXPECT_THAT(client->GetLock(name).TryAcquire(absl::ZeroDuration()),
+              testing::StatusIs(absl::StatusCode::kFailedPrecondition,
+                                HasSubstr("NOTALOCK")));
+  EXPECT_THAT(client->GetReadWriteLock(name).WriteLock().TryAcquire(
+                  absl::ZeroDuration()),
+              testing::StatusIs(absl::StatusCode::kFailedPrecondition,
+                                HasSubstr("NOTALOCK")));
+  EXPECT_EQ(Integer({"EXISTS", name}), 0);  // nothing written
+
+  absl::StatusOr<RawConnection> sub = RawConnection::Connect(redis().port());
+  ASSERT_OK(sub);
+  const std::string next_channel = Channel(name) + ":" + next;
+  ASSERT_OK(sub->Command({"SUBSCRIBE", next_channel}));
+  auto expect_woken = [&](const std::string& what) {
+    absl::StatusOr<RedisValue> m = sub->NextReply();
+    ASSERT_OK(m) << what;
+    ASSERT_EQ(m->elements.size(), 3u) << what << ": " << *m;
+    EXPECT_EQ(m->elements[1].str, next_channel) << what;
+    EXPECT_EQ(Integer({"EXISTS", name}), 0) << what;
+  };
+  // A plain hold's release, with the queue's key and without it (the
+  // script finds the queue itself), and a release-all.
+  for (int keys : {3, 2}) {
+    queue();
+    ASSERT_OK(redis().Command({"HSET", name, holder, "1"}));
+    std::vector<std::string> argv = {"EVAL", release, absl::StrCat(keys), name,
+                                     Channel(name)};
+    if (keys == 3) argv.push_back(QueueKey(name));
+    for (const char* arg : {"0", "0"}) argv.push_back(arg);
+    argv.push_back(holder);
+    argv.push_back("publish");
+    absl::StatusOr<RedisValue> released = redis().Command(argv);
+    ASSERT_TRUE(released.ok() && released->is_integer()) << released.status();
+    EXPECT_EQ(released->integer, 1);
+    expect_woken(absl::StrCat("release with ", keys, " keys"));
+  }
+  queue();
+  ASSERT_OK(redis().Command({"HSET", name, holder, "1"}));
+  ASSERT_OK(redis().Command({"EVAL", release_all, "3", name, Channel(name),
+                             QueueKey(name), "0", holder, "publish"}));
+  expect_woken("release_all");
+}
+
 TEST_F(FairLockTest, BadInput) {
   std::unique_ptr<Client> client = MustConnect(redis().url());
   ASSERT_NE(client, nullptr);

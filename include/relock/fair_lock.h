@@ -92,8 +92,11 @@
 // What they cannot see: a held fair lock with nobody queued is the same hash
 // as a held plain lock (Redisson's model has no marker). So a FairLock that
 // finds N held by a plain lock queues; relock's plain release also wakes the
-// head of N's fair queue (Redisson's does not: the waiter then re-checks at
-// the holder's lease end, within 30 s). And a plain lock's waiter of N held
+// next waiter of N's fair queue still in time (Redisson's does not: the
+// waiter then re-checks at the holder's lease end, within 30 s). A waiter in
+// time counts wherever it queues: one that died at the head (its deadline
+// passed, and no fair lock's call dropped it yet) hides nobody behind it.
+// And a plain lock's waiter of N held
 // by a FairLock with nobody queued is not woken by the fair release: it
 // re-checks at the holder's lease end (or is refused, as above, once a fair
 // waiter queued). Use one type per name.
