@@ -2,12 +2,14 @@
 // redis-server: RunAsync's answers, its deadline on the loop's timer, the
 // `only` mask, and the loop timer itself.
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "lib/backend/node_backend.h"
+#include "lib/backend/routed_backend.h"
 #include "lib/io/event_loop.h"
 #include "lib/lock/lock_scripts.h"
 #include "lib/redis/url.h"
@@ -150,6 +152,42 @@ TEST_F(BackendTest, ATimerFiresOnTheLoopAndACancelledOneDoesNot) {
   ASSERT_TRUE(second.Await());
   EXPECT_TRUE(second.on_loop());
   EXPECT_EQ(first.Take(), 0);
+}
+
+// A routed backend whose refreshes the test starts and ends by hand.
+class HandRefreshed final : public RoutedBackend {
+ public:
+  explicit HandRefreshed(io::EventLoop* loop)
+      : RoutedBackend(loop, NodeOptions(), {}, "hand-refreshed") {}
+  ~HandRefreshed() override { Close(); }
+  int started() const { return started_.load(); }
+  void Done() { RefreshDone(); }
+
+ private:
+  void StartRefresh() override { started_.fetch_add(1); }
+  std::atomic<int> started_{0};
+};
+
+// A refresh asked for while one runs (Sentinel's +switch-master while a
+// periodic refresh waits for a sentinel that answered before the switch)
+// runs once that one is done, instead of being dropped; several such asks
+// make one more refresh, not several.
+TEST(RoutedBackendTest, ARefreshAskedForWhileOneRunsRunsAfterIt) {
+  io::EventLoop loop;
+  HandRefreshed backend(&loop);
+  backend.RefreshSoon();
+  EXPECT_EQ(backend.started(), 1);
+  backend.RefreshSoon();  // while the first runs
+  backend.RefreshSoon();
+  EXPECT_EQ(backend.started(), 1);
+  backend.Done();
+  EXPECT_EQ(backend.started(), 2);  // the asked-for one
+  backend.Done();
+  EXPECT_EQ(backend.started(), 2);  // nothing more was asked for
+  backend.RefreshSoon();
+  EXPECT_EQ(backend.started(), 3);
+  backend.Done();
+  loop.Stop();
 }
 
 }  // namespace

@@ -306,9 +306,20 @@ void RoutedBackend::ScheduleRefresh() {
 }
 
 void RoutedBackend::RefreshSoon() {
-  if (refreshing_.exchange(true)) return;
+  if (refreshing_.exchange(true)) {
+    refresh_again_.store(true);
+    // Done meanwhile (it stored false before it read refresh_again_)? Then
+    // this one starts it; otherwise the running one's RefreshDone() will.
+    if (refreshing_.exchange(true)) return;
+    refresh_again_.store(false);
+  }
   if (closed()) return RefreshDone();
   StartRefresh();
+}
+
+void RoutedBackend::RefreshDone() {
+  refreshing_.store(false);
+  if (refresh_again_.exchange(false)) RefreshSoon();
 }
 
 RoutedBackend::Hop RoutedBackend::Redirected(const redis::Redirect& redirect) {

@@ -128,8 +128,9 @@ class RoutedBackend : public Backend {
   uint64_t refreshes() const {
     return refreshes_.load(std::memory_order_relaxed);
   }
-  // Reads the map again in the background (on the loop), unless a refresh
-  // is running already.
+  // Reads the map again in the background (on the loop). One asked for
+  // while a refresh is running runs once that one is done (it may have
+  // read its sources before the news that asked for this one).
   void RefreshSoon();
 
  protected:
@@ -142,7 +143,7 @@ class RoutedBackend : public Backend {
   // Starts reading the map (on the loop, without blocking); must end with
   // RefreshDone() exactly once, having installed the map it read, if any.
   virtual void StartRefresh() = 0;
-  void RefreshDone() { refreshing_.store(false); }
+  void RefreshDone();
   // Installs `map` (tells the waits whose slot moved).
   void Install(redis::SlotMap map);
   // Refreshes the map every kRefreshInterval until Close(); call once the
@@ -214,6 +215,8 @@ class RoutedBackend : public Backend {
   std::vector<std::weak_ptr<const Watch>> watches_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<Timer> refresh_timer_;  // made by ScheduleRefresh()
   std::atomic<bool> refreshing_{false};
+  // A RefreshSoon() came while refreshing_: RefreshDone() starts another.
+  std::atomic<bool> refresh_again_{false};
   std::atomic<uint64_t> refreshes_{0};
   // Set before the backend is shared, read after.
   std::atomic<bool> sharded_{false};
