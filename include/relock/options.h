@@ -212,7 +212,10 @@ struct ClientOptions {
   //                                               (port 26379 by default)
   //                                               monitor as `name`, and
   //                                               its db; rediss-sentinel://
-  //                                               for TLS to all of them)
+  //                                               for TLS to all of them;
+  //                                               `name` is percent-decoded)
+  // A '#' in a password may stay unencoded (the credentials end at the last
+  // '@'), as may a '?' in a cluster or Sentinel URL's.
   // A password without user authenticates with `AUTH password`; with a user,
   // `AUTH user password` (Redis 6 ACL); on a cluster, with every node; with
   // Sentinel, with the data nodes and (unless `sentinel` says otherwise) the

@@ -192,6 +192,15 @@ absl::Status ParseUserinfo(absl::string_view userinfo, Endpoint* ep) {
   return absl::OkStatus();
 }
 
+// Where the host part of `rest` (a URL after its scheme) begins: after the
+// last '@', which ends the credentials; 0 without any. A '#' before it is
+// part of the password (unencoded, but accepted), as is a '?' in a cluster
+// or Sentinel URL, which takes no query.
+size_t HostStart(absl::string_view rest) {
+  const size_t at = rest.rfind('@');
+  return at == absl::string_view::npos ? 0 : at + 1;
+}
+
 // "host[:port]" or "[v6][:port]" into ep (the port stays ep->port when
 // absent).
 absl::Status ParseHostPort(absl::string_view hostport, Endpoint* ep,
@@ -279,8 +288,7 @@ absl::StatusOr<Endpoint> ParseEndpoint(absl::string_view url) {
   }
   // A '#' before the last '@' belongs to the password (unencoded, but
   // accepted); after it, it would be a fragment.
-  if (const size_t at = rest.rfind('@'); absl::StrContains(
-          at == absl::string_view::npos ? rest : rest.substr(at + 1), '#')) {
+  if (absl::StrContains(rest.substr(HostStart(rest)), '#')) {
     return absl::InvalidArgumentError(
         "a redis:// URL takes no #fragment (redis-sentinel://host#master "
         "names a Sentinel master)");
@@ -377,7 +385,9 @@ absl::StatusOr<Topology> ParseTopologyUrl(absl::string_view url) {
   }
   const bool sentinel = topology.kind == Topology::Kind::kSentinel;
   if (sentinel) {
-    const size_t hash = rest.find('#');
+    // The first '#' after the credentials (one in the password, unencoded,
+    // is the password's; an '@' in the master name must be percent-encoded).
+    const size_t hash = rest.find('#', HostStart(rest));
     if (hash == absl::string_view::npos || hash + 1 == rest.size()) {
       return Invalid(url, "a Sentinel URL needs #master-name at the end");
     }
@@ -387,10 +397,11 @@ absl::StatusOr<Topology> ParseTopologyUrl(absl::string_view url) {
       return Invalid(url, s.message());
     }
     rest = rest.substr(0, hash);
-  } else if (absl::StrContains(rest, '#')) {
+  } else if (rest.find('#', HostStart(rest)) != absl::string_view::npos) {
     return Invalid(url, "a cluster URL takes no #fragment");
   }
-  if (const size_t q = rest.find('?'); q != absl::string_view::npos) {
+  if (const size_t q = rest.find('?', HostStart(rest));
+      q != absl::string_view::npos) {
     return Invalid(url, absl::StrCat("a cluster or Sentinel URL takes no "
                                      "?query (found \"",
                                      Redacted(rest.substr(q)), "\")"));
