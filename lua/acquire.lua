@@ -62,8 +62,8 @@ if fresh then
     fast = 'free'
   end
 else
-  local held = redis.call('hmget', KEYS[1], ARGV[2], 'mode')
-  if held[1] and not held[2] then
+  local held = redis.pcall('hmget', KEYS[1], ARGV[2], 'mode')
+  if held[1] and not held[2] then  -- (an error reply: not a hash)
     fast = 'own'
   end
 end
@@ -117,7 +117,14 @@ if not fresh then
 end
 local deadlines = 'redisson_lock_timeout:' .. braced
 local exists = redis.call('exists', KEYS[1])
-local has_field = exists == 1 and redis.call('hexists', KEYS[1], ARGV[2]) == 1
+local has_field = false
+if exists == 1 then
+  has_field = redis.pcall('hexists', KEYS[1], ARGV[2])
+  if type(has_field) == 'table' then
+    return not_this_type(KEYS[1], 'lock')  -- a string, a list...
+  end
+  has_field = has_field == 1
+end
 local own = has_field and redis.call('hexists', KEYS[1], 'mode') == 0
 if not fresh and not has_field then
   -- A re-entry whose hold is gone (its lease ran out, or the key was

@@ -48,7 +48,7 @@ end
 
 -- The general path.
 local publish = publish_command(ARGV[6])  -- raises before any write
-if ARGV[4] ~= '1' and redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+if ARGV[4] ~= '1' and redis.pcall('hexists', KEYS[1], ARGV[2]) ~= 1 then
   return redis.error_reply('NOTHELD this owner no longer holds the lock ' ..
       '(its lease ran out, or it was deleted or force-released): the ' ..
       're-entry found it lost; nothing was written')
@@ -58,6 +58,14 @@ local wait = tonumber(ARGV[3])
 local dropped = drop_stale(KEYS[2], KEYS[3], now)
 
 local exists = redis.call('exists', KEYS[1])
+local has_field = false
+if exists == 1 then
+  has_field = redis.pcall('hexists', KEYS[1], ARGV[2])
+  if type(has_field) == 'table' then
+    return not_this_type(KEYS[1], 'lock')  -- a string, a list...
+  end
+  has_field = has_field == 1
+end
 if exists == 0 then
   local head = redis.call('lindex', KEYS[2], 0)
   if (not head) or head == ARGV[2] then
@@ -86,8 +94,7 @@ if exists == 0 then
     -- may be asleep until the deadline of the one dropped; wake it.
     wake_next(KEYS[2], KEYS[4], '0', publish)
   end
-elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1
-    and redis.call('hexists', KEYS[1], 'mode') == 0 then
+elseif has_field and redis.call('hexists', KEYS[1], 'mode') == 0 then
   -- A re-entry: the lease (which only grows) before the count.
   if ARGV[4] == '1' then
     redis.call('pexpire', KEYS[1], ARGV[1])

@@ -45,7 +45,10 @@ end
 -- @helpers
 
 -- The general path.
-local mode = redis.call('hget', KEYS[1], 'mode')
+local mode = redis.pcall('hget', KEYS[1], 'mode')
+if type(mode) == 'table' then
+  return not_this_type(KEYS[1], 'read-write lock')  -- a string, a list...
+end
 if ARGV[3] == '0' and not (mode == 'write' and
     redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
   return redis.error_reply('NOTHELD this owner no longer holds the lock ' ..

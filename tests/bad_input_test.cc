@@ -24,6 +24,7 @@ using ::relock::testing::MustConnect;
 using ::relock::testing::Stopwatch;
 using ::relock::testing::TestLockName;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class BadInputTest : public testing::RedisClientTest {};
 
@@ -78,10 +79,36 @@ TEST_F(BadInputTest, BadDurationsAreInvalidArgument) {
 TEST_F(BadInputTest, KeyHoldingAnotherTypeIsFailedPrecondition) {
   const std::string name = TestLockName();
   ASSERT_OK(redis().Command({"SET", name, "not a lock"}));
-  Lock lock = client_->GetLock(name);
-  EXPECT_EQ(lock.TryAcquire(absl::ZeroDuration()).code(),
-            absl::StatusCode::kFailedPrecondition);
+  const std::string list = TestLockName("list");
+  ASSERT_OK(redis().Command({"RPUSH", list, "not a lock"}));
+  // Every lock type says what the key holds (a review found the reentrant
+  // and fenced locks passing Redis's WRONGTYPE on, with the script's sha).
+  for (const std::string& key : {name, list}) {
+    const std::string what = key == name ? "holds a string that is not a lock"
+                                         : "holds a list that is not a lock";
+    const std::pair<const char*, absl::Status> tries[] = {
+        {"lock", client_->GetLock(key).TryAcquire(absl::ZeroDuration())},
+        {"fenced", client_->GetFencedLock(key)
+                       .TryLockAndGetToken(absl::ZeroDuration())
+                       .status()},
+        {"fair", client_->GetFairLock(key).TryAcquire(absl::ZeroDuration())},
+        {"read", client_->GetReadWriteLock(key).ReadLock().TryAcquire(
+                     absl::ZeroDuration())},
+        {"write", client_->GetReadWriteLock(key).WriteLock().TryAcquire(
+                      absl::ZeroDuration())}};
+    for (const auto& [type, s] : tries) {
+      EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << type << s;
+      EXPECT_THAT(std::string(s.message()), HasSubstr("not a lock")) << type;
+      EXPECT_THAT(std::string(s.message()), Not(HasSubstr("WRONGTYPE")))
+          << type;
+    }
+    EXPECT_THAT(
+        std::string(
+            client_->GetLock(key).TryAcquire(absl::ZeroDuration()).message()),
+        HasSubstr(what));
+  }
   EXPECT_EQ(redis().Command({"GET", name})->str, "not a lock");
+  EXPECT_EQ(redis().Command({"LLEN", list})->integer, 1);
 }
 
 TEST_F(BadInputTest, DefaultConstructedHandleFailsCleanly) {

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -190,6 +191,13 @@ TEST_F(CliTest, StatusAndListShowTheHolderHostPidAndWaiters) {
   EXPECT_EQ(wrong.Wait(), 1);
   EXPECT_THAT(wrong.err(), HasSubstr("string"));
   EXPECT_THAT(wrong.out(), StartsWith(name_ + ": held"));
+  // run on it: exit 1 and what the key holds (it was 69 and Redis's
+  // WRONGTYPE with the script's sha), the command not run.
+  Relock& run_wrong =
+      RunToEnd({"run", "--nonblock", "not-a-lock", "--", "touch", Path("ran")});
+  EXPECT_EQ(run_wrong.Wait(), 1);
+  EXPECT_THAT(run_wrong.err(), HasSubstr("holds a string that is not a lock"));
+  EXPECT_FALSE(std::filesystem::exists(Path("ran")));
 
   Touch(Path("a.go"));
   EXPECT_EQ(holder.Wait(), 0);

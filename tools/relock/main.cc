@@ -51,7 +51,8 @@ exit codes:
   N        run: CMD's own exit status
   128+N    run: CMD was killed by signal N (or relock, waiting, by signal N)
   1        status: a NAME is neither a lock nor a semaphore; unlock:
-           declined, or not a lock
+           declined, or not a lock; run: NAME holds something else (not
+           a lock of this type, or not a permit count)
   2        usage error: unknown flag, bad duration or URL, missing NAME/CMD;
            run --permits N: the semaphore has another total than N
   69       Redis unreachable, refused us, or answered with an error

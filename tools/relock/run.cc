@@ -404,6 +404,10 @@ class Runner {
                   : absl::StrCat(" (waited ", absl::FormatDuration(flags_.wait),
                                  ")")));
     }
+    if (absl::IsFailedPrecondition(acquired)) {
+      // NAME holds something else: not a lock (of this type), not a count.
+      return Fail(kExitFailure, acquired.message());
+    }
     if (!acquired.ok()) return Fail(ExitCodeFor(acquired), acquired.message());
     // An explicit lease is safe until SafeUntil(); the watchdog's is renewed
     // and its loss reported as an event.
