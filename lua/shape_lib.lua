@@ -14,6 +14,13 @@ local WRITER_FIELD = '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-' ..
     '%x%x%x%x%x%x%x%x%x%x%x%x:%d+:write$'
 local HOLD_COUNT = '^[1-9]%d*$'
 
+-- is_count(value): whether `value` is a hold count: a positive integer that
+-- HINCRBY can count (at most 2^63 - 1).
+local function is_count(value)
+  return string.find(value, HOLD_COUNT) ~= nil and (#value < 19 or
+      (#value == 19 and value <= '9223372036854775807'))
+end
+
 -- hash_at(key): 'free' when the key does not exist, 'other' when it is not
 -- a hash, else the hash's fields and values (HGETALL).
 local function hash_at(key)
@@ -38,7 +45,7 @@ local function is_lock(key)
   end
   for i = 1, #fields, 2 do
     if not string.find(fields[i], OWNER_FIELD)
-        or not string.find(fields[i + 1], HOLD_COUNT) then
+        or not is_count(fields[i + 1]) then
       return 'other'
     end
   end
@@ -63,7 +70,7 @@ local function is_rwlock(key)
       mode = value
     elseif not (string.find(field, OWNER_FIELD) or
                 string.find(field, WRITER_FIELD))
-        or not string.find(value, HOLD_COUNT) then
+        or not is_count(value) then
       return 'other'
     end
   end

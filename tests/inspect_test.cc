@@ -226,6 +226,39 @@ TEST_F(InspectTest, NonLockKeysAreRefusedAndNotListed) {
   ASSERT_OK(lock.Release());
 }
 
+// A review found one odd key failing the whole listing: a lock-shaped hash
+// whose count no HINCRBY could count (beyond 2^63 - 1), and a key the ACL
+// user may not read. Each is left out; the locks the user can see are listed.
+TEST_F(InspectTest, OneOddKeyDoesNotFailTheListing) {
+  const std::string prefix = TestLockName();
+  const std::string huge = prefix + ":a-huge-count";
+  ASSERT_OK(
+      redis().Command({"HSET", huge, "123e4567-e89b-42d3-a456-426614174000:7",
+                       "99999999999999999999"}));
+  const std::string hidden = prefix + ":b-hidden";
+  ASSERT_OK(redis().Command(
+      {"HSET", hidden, "123e4567-e89b-42d3-a456-426614174000:7", "1"}));
+  ASSERT_OK(redis().Command({"ACL", "SETUSER", "lister", "on", ">pw",
+                             absl::StrCat("~", prefix, ":a*"),
+                             absl::StrCat("~", prefix, ":c*"), "~redisson_*",
+                             "~relock:*", "&*", "+@all"}));
+  std::unique_ptr<Client> client =
+      MustConnect(absl::StrCat("redis://lister:pw@127.0.0.1:", redis().port()));
+  ASSERT_NE(client, nullptr);
+  Lock lock = client->GetLock(prefix + ":c-lock");
+  ASSERT_OK(lock.Acquire());
+  absl::StatusOr<LockInfo> odd = client->InspectLock(huge);
+  EXPECT_EQ(odd.status().code(), absl::StatusCode::kFailedPrecondition)
+      << odd.status();
+  absl::StatusOr<std::vector<LockInfo>> all =
+      client->ListLocks(absl::StrCat(prefix, ":*"));
+  ASSERT_OK(all);
+  EXPECT_THAT(Names(*all), ElementsAre(lock.name()));
+  ASSERT_OK(lock.Release());
+  client.reset();
+  ASSERT_OK(redis().Command({"ACL", "DELUSER", "lister"}));
+}
+
 TEST_F(InspectTest, ListLocksShowsEveryKindWithItsHolders) {
   std::unique_ptr<Client> client = MustConnect(redis().url());
   ASSERT_NE(client, nullptr);

@@ -246,18 +246,17 @@ class Client {
   // DeadlineExceeded; PermissionDenied.
   ABSL_MUST_USE_RESULT absl::StatusOr<SemaphoreInfo> InspectSemaphore(
       absl::string_view name);
-  // Every held lock whose name matches the glob `pattern` (SCAN MATCH
-  // syntax: "*", "order:*", "job:[0-9]*"), sorted by name, each as
-  // InspectLock() gives it. SCAN (TYPE hash, COUNT 1000) runs on every
-  // master (each master of a cluster); hashes that are not locks (a client
-  // info record among them) and locks released during the listing are left
-  // out. Costs a round trip per 1000 keys of each master plus InspectLock()
-  // per hash found: for a person looking, not for a loop. Errors:
-  // InvalidArgument (empty pattern), FailedPrecondition (closed, or on the
-  // event loop thread),
-  // Unavailable / DeadlineExceeded, PermissionDenied; a cluster whose
-  // masters changed during the scan may give Unavailable or NotFound (call
-  // again). Requires Redis >= 6 (SCAN TYPE).
+  // Every held lock whose name matches the glob `pattern` (SCAN MATCH syntax:
+  // "*", "order:*", "job:[0-9]*"), sorted by name, each as InspectLock() gives
+  // it. SCAN (TYPE hash, COUNT 1000) runs on every master (each master of a
+  // cluster); hashes that are not locks (a client info record among them; a
+  // count beyond 2^63 - 1), keys the ACL user may not read, and locks released
+  // during the listing are left out. Costs a round trip per 1000 keys of each
+  // master plus InspectLock() per hash found: for a person looking, not for a
+  // loop. Errors: InvalidArgument (empty pattern), FailedPrecondition (closed,
+  // or on the event loop thread), Unavailable / DeadlineExceeded,
+  // PermissionDenied; a cluster whose masters changed during the scan may give
+  // Unavailable or NotFound (call again). Requires Redis >= 6 (SCAN TYPE).
   ABSL_MUST_USE_RESULT absl::StatusOr<std::vector<LockInfo>> ListLocks(
       absl::string_view pattern = "*");
 
