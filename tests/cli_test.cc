@@ -36,6 +36,7 @@ using ::relock::testing::Relock;
 using ::relock::testing::Touch;
 using ::relock::testing::ValidJsonText;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 TEST_F(CliTest, TwoRunsOnOneNameSerialize) {
@@ -52,6 +53,25 @@ TEST_F(CliTest, TwoRunsOnOneNameSerialize) {
   EXPECT_EQ(b.Wait(), 0) << b.err();
   EXPECT_EQ(ReadFile(Path("log")), "start\nend\nstart\nend\n");
   EXPECT_FALSE(Exists(name_));
+}
+
+// A release whose unlock message Redis refused (an ACL user without
+// PUBLISH) did free the lock: the warning says so, and no longer adds that
+// the lock frees itself when its lease ends (found by a review).
+TEST_F(CliTest, AReleaseWhosePublishWasRefusedWarnsWithoutALeaseNote) {
+  ASSERT_OK(redis().Command({"ACL", "SETUSER", "nopub", "on", ">pw", "~*", "&*",
+                             "+@all", "-publish"}));
+  runs_.push_back(Relock::Start(
+      dir_,
+      {"--url", absl::StrCat("redis://nopub:pw@127.0.0.1:", redis().port()),
+       "run", "--nonblock", name_, "--", "true"}));
+  Relock& r = *runs_.back();
+  EXPECT_EQ(r.Wait(), 0) << r.err();
+  EXPECT_THAT(r.err(), HasSubstr("warning: "));
+  EXPECT_THAT(r.err(), HasSubstr("publish"));
+  EXPECT_THAT(r.err(), Not(HasSubstr("when its lease ends")));
+  EXPECT_FALSE(Exists(name_));
+  ASSERT_OK(redis().Command({"ACL", "DELUSER", "nopub"}));
 }
 
 TEST_F(CliTest, BusyLockExits75WithNonblockAndWhenTheWaitRunsOut) {

@@ -457,11 +457,18 @@ class Runner {
                                           released.message()));
     }
     if (!released.ok()) {
+      // Only a release that may not have run leaves the lock (permit) to
+      // its lease; one that ran and failed after (its unlock message was
+      // refused) says so itself.
+      const bool may_not_have_run = absl::IsUnavailable(released) ||
+                                    absl::IsDeadlineExceeded(released) ||
+                                    absl::IsCancelled(released);
       Fail(kExitOk,
-           absl::StrCat("warning: ", released.message(), " (the ",
-                        flags_.permits.has_value() ? "permit returns"
-                                                   : "lock frees itself",
-                        " when its lease ends)"));
+           absl::StrCat("warning: ", released.message(),
+                        !may_not_have_run ? ""
+                        : flags_.permits.has_value()
+                            ? " (the permit returns when its lease ends)"
+                            : " (the lock frees itself when its lease ends)"));
     }
     return ExitCodeOf(status);
   }
