@@ -72,6 +72,12 @@ class Fair final : public LockModel {
     return pubsub::WakePolicy::kWakeOne;
   }
   absl::Duration max_sleep() const override { return kMaxFairSleep; }
+  // The attempt's number is the holder's lease or the wait for the waiter
+  // ahead, which it cannot tell apart: no "lease left".
+  absl::string_view wait_ended() const override {
+    return "held by another owner, or free but promised to the waiters "
+           "queued earlier (a fair lock serves its queue in order)";
+  }
 
  private:
   // The lock, its queue, its deadlines and its unlock channel.
