@@ -12,8 +12,10 @@
 -- Returns nil when the caller holds no read hold, 0 when it still holds
 -- some, 1 when that was its last (the lock may still be held by other
 -- readers or by the caller's write hold). When the lock became free (see
--- read_settle()), the unlock message is published; an UNPUBLISHED error when
--- Redis refused that.
+-- read_settle()), the unlock message is published; when it now ends earlier
+-- (the released hold had the longest lease), the read-unlock message "1",
+-- which wakes every waiter to re-check; an UNPUBLISHED error when Redis
+-- refused that.
 -- The fast path, before the helpers are defined (so that it creates no Lua
 -- closures): the last read hold of the only reader in read mode (HMGET of
 -- its count and 'mode', HLEN: 'mode' and the reader's field alone). The
@@ -83,7 +85,10 @@ local result = 0
 if left <= 0 then
   result = 1
 end
-if read_settle(KEYS[1]) then
+local settled = read_settle(KEYS[1])
+if settled == 'shortened' then
+  return publish_unlock(KEYS[2], '1', publish) or result  -- every waiter
+elseif settled then
   return publish_unlock(KEYS[2], ARGV[1], publish) or result
 end
 return result

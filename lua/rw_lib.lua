@@ -27,7 +27,10 @@ end
 -- long as its longest read lease; with none left (every reader released, or
 -- the leases of dead readers ran out) it is deleted. In write mode the
 -- writer's lease governs. Returns true when the key was deleted (the lock is
--- free: the caller tells the waiters).
+-- free: the caller tells the waiters), 'shortened' when the hash now ends
+-- earlier (the hold that ended had the longest lease: a waiter sleeping
+-- until the old end should re-check, and sleep until the new one; the
+-- caller tells them with the read-unlock message "1"), else false.
 local function read_settle(key)
   if redis.call('hget', key, 'mode') == 'write' then
     return false
@@ -44,8 +47,9 @@ local function read_settle(key)
     end
   end
   if longest > 0 then
+    local before = redis.call('pttl', key)
     redis.call('pexpire', key, longest)
-    return false
+    return longest < before and 'shortened'
   end
   redis.call('del', key)
   return true

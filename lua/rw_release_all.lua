@@ -27,7 +27,9 @@ else
   end
   tell = read_settle(KEYS[1])
 end
-if tell then
+if tell == 'shortened' then
+  return publish_unlock(KEYS[2], '1', publish) or 1  -- every waiter
+elseif tell then
   return publish_unlock(KEYS[2], ARGV[1], publish) or 1
 end
 return 1

@@ -433,6 +433,45 @@ TEST_F(ReadWriteLockTest, ADeadReadersHoldEndsWithItsOwnLease) {
   rw.unlock();
 }
 
+// A read release that shortens the hash's life (the hold released had the
+// longest lease) tells the waiters with the read-unlock message "1": a
+// writer that found the lock held slept until the old end (10 s here, up to
+// the watchdog's 30 s), although the key now ends with the reader left
+// (found by a review). The writer takes the lock once that reader's lease
+// ends, not at the old end.
+TEST_F(ReadWriteLockTest, AReadReleaseThatShortensTheLockWakesTheWaiters) {
+  std::unique_ptr<Client> client = MustConnect(redis().url());
+  ASSERT_NE(client, nullptr);
+  const std::string name = TestLockName();
+  ReadWriteLock rw = client->GetReadWriteLock(name);
+  const Owner dying = Owner::New(), lasting = Owner::New(),
+              writing = Owner::New();
+  ASSERT_OK(rw.ReadLock().Acquire(dying, absl::Seconds(5)));
+  ASSERT_OK(rw.ReadLock().Acquire(lasting, absl::Seconds(30)));
+  absl::StatusOr<RawConnection> sub = RawConnection::Connect(redis().port());
+  ASSERT_OK(sub);
+  ASSERT_OK(sub->Command({"SUBSCRIBE", Channel(name)}));
+  Stopwatch watch;
+  absl::Status written = absl::UnknownError("not done");
+  JoiningThread writer(
+      [&] { written = rw.WriteLock().TryAcquire(writing, absl::Minutes(1)); });
+  // Subscribed (with this test's connection, two), and its attempt made.
+  ASSERT_OK(WaitUntilWaiting(redis(), Channel(name), *client, 2));
+  ASSERT_OK(rw.ReadLock().Release(lasting));
+  // "1", every waiter (or, should the 5 s lease have ended meanwhile on a
+  // stalled machine, "0": the lock is free).
+  absl::StatusOr<RedisValue> message = sub->NextReply();
+  ASSERT_OK(message);
+  ASSERT_EQ(message->elements.size(), 3u) << *message;
+  EXPECT_TRUE(message->elements[2].str == "1" ||
+              message->elements[2].str == "0")
+      << *message;
+  writer.join();
+  ASSERT_OK(written);
+  EXPECT_LT(watch.Elapsed(), absl::Seconds(25));  // not at the old end (30 s)
+  EXPECT_OK(rw.WriteLock().Release(writing));
+}
+
 // How long Redis keeps `key` still, in milliseconds (PTTL: -2 when gone).
 int64_t Pttl(testing::RedisServer& redis, const std::string& key) {
   absl::StatusOr<RedisValue> v = redis.Command({"PTTL", key});
