@@ -266,26 +266,30 @@ TEST(ParseTopologyUrlTest, MalformedClusterAndSentinelPartsSayWhichIsWrong) {
       // A '#' in the password is no master name, nor a fragment.
       {"redis-sentinel://:x#hunter2@s1", "#master-name"},
       {"redis-cluster://:x#hunter2@h1#f", "no #fragment"},
-      {"redis-cluster://:x?hunter2@h1?db=1", "no ?query (found \"?db=1\")"},
+      {"redis-cluster://:x?hunter2@h1?db=1", "no ?query"},
+      // A query is no credentials, whatever '@' it holds.
+      {"redis-cluster://h1:7000,h2:7001?user=a@elsewhere.invalid:7002",
+       "no ?query"},
+      {"redis-sentinel://s1,s2?client=x@elsewhere.invalid#m", "no ?query"},
   };
   ExpectEachInvalidSaying(cases);
 }
 
 // A review found a Sentinel URL's '#' taken from the password: the master
 // name was its tail, the host list its head, echoed in the error.
-TEST(ParseTopologyUrlTest, AHashOrQuestionMarkInThePasswordStaysThere) {
-  absl::StatusOr<Topology> s =
-      ParseTopologyUrl("redis-sentinel://:top#se?cret@127.0.0.1:1,s2#mymaster");
+TEST(ParseTopologyUrlTest, AHashInThePasswordStaysThere) {
+  absl::StatusOr<Topology> s = ParseTopologyUrl(
+      "redis-sentinel://:top#se%3Fcret@127.0.0.1:1,s2#mymaster");
   ASSERT_OK(s);
   EXPECT_EQ(s->master_name, "mymaster");
   ASSERT_EQ(s->endpoints.size(), 2u);
-  EXPECT_EQ(s->endpoints[0].password, "top#se?cret");
+  EXPECT_EQ(s->endpoints[0].password, "top#se?cret");  // %3F decoded
   EXPECT_EQ(s->endpoints[0].ToString(), "127.0.0.1:1");
   EXPECT_EQ(s->endpoints[1].ToString(), "s2:26379");
   absl::StatusOr<Topology> c =
-      ParseTopologyUrl("redis-cluster://u:p#w?d@h1:7000");
+      ParseTopologyUrl("redis-cluster://u:p#wd@h1:7000");
   ASSERT_OK(c);
-  EXPECT_EQ(c->endpoints[0].password, "p#w?d");
+  EXPECT_EQ(c->endpoints[0].password, "p#wd");
   EXPECT_EQ(c->endpoints[0].username, "u");
 }
 

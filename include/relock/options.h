@@ -215,7 +215,7 @@ struct ClientOptions {
   //                                               for TLS to all of them;
   //                                               `name` is percent-decoded)
   // A '#' in a password may stay unencoded (the credentials end at the last
-  // '@'), as may a '?' in a cluster or Sentinel URL's.
+  // '@'); a '?' must be percent-encoded (%3F).
   // A password without user authenticates with `AUTH password`; with a user,
   // `AUTH user password` (Redis 6 ACL); on a cluster, with every node; with
   // Sentinel, with the data nodes and (unless `sentinel` says otherwise) the

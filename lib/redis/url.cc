@@ -192,10 +192,9 @@ absl::Status ParseUserinfo(absl::string_view userinfo, Endpoint* ep) {
   return absl::OkStatus();
 }
 
-// Where the host part of `rest` (a URL after its scheme) begins: after the
-// last '@', which ends the credentials; 0 without any. A '#' before it is
-// part of the password (unencoded, but accepted), as is a '?' in a cluster
-// or Sentinel URL, which takes no query.
+// Where the host part of `rest` (a URL after its scheme, without its query)
+// begins: after the last '@', which ends the credentials; 0 without any. A
+// '#' before it is part of the password (unencoded, but accepted).
 size_t HostStart(absl::string_view rest) {
   const size_t at = rest.rfind('@');
   return at == absl::string_view::npos ? 0 : at + 1;
@@ -400,8 +399,7 @@ absl::StatusOr<Topology> ParseTopologyUrl(absl::string_view url) {
   } else if (rest.find('#', HostStart(rest)) != absl::string_view::npos) {
     return Invalid(url, "a cluster URL takes no #fragment");
   }
-  if (const size_t q = rest.find('?', HostStart(rest));
-      q != absl::string_view::npos) {
+  if (const size_t q = rest.find('?'); q != absl::string_view::npos) {
     return Invalid(url, absl::StrCat("a cluster or Sentinel URL takes no "
                                      "?query (found \"",
                                      Redacted(rest.substr(q)), "\")"));

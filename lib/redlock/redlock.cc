@@ -72,7 +72,8 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ConnectRedlock(
     // twice towards the quorum: losing it could lose the majority.
     redis::Endpoint server = *ep;
     server.db = 0;
-    if (!servers.insert(absl::AsciiStrToLower(server.ToString())).second) {
+    absl::AsciiStrToLower(&server.host);  // (a socket path keeps its case)
+    if (!servers.insert(server.ToString()).second) {
       return absl::InvalidArgumentError(absl::StrCat(
           "RedlockOptions: urls name the server ", server.ToString(),
           " twice; a Redlock needs independent masters"));
