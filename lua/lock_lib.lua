@@ -63,7 +63,10 @@ local function wake_fair_waiter(queue, channel, message, command)
   end
   local deadlines = 'redisson_lock_timeout:' ..
       string.sub(queue, #'redisson_lock_queue:' + 1)
-  local t = redis.call('time')
+  local t = redis.pcall('time')  -- (an ACL may refuse it: the head, then)
+  if type(t) ~= 'table' or t.err then
+    return publish_unlock(channel .. ':' .. head, message, command)
+  end
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local deadline = redis.pcall('zscore', deadlines, head)
   if type(deadline) ~= 'string' or tonumber(deadline) <= now then

@@ -590,6 +590,26 @@ TEST_F(FairLockTest, ADeadWaiterAtTheHeadHidesNoLiveWaiter) {
   ASSERT_OK(redis().Command({"EVAL", release_all, "3", name, Channel(name),
                              QueueKey(name), "0", holder, "publish"}));
   expect_woken("release_all");
+
+  // An ACL user that may not run TIME: the release, which has freed the
+  // lock by then, still answers 1 (the head is woken, not told apart).
+  ASSERT_OK(redis().Command(
+      {"ACL", "SETUSER", "notime", "on", ">pw", "~*", "&*", "+@all", "-time"}));
+  testing::RawConnectionOptions as_notime;
+  as_notime.user = "notime";
+  as_notime.password = "pw";
+  absl::StatusOr<RawConnection> notime =
+      RawConnection::Connect(redis().port(), as_notime);
+  ASSERT_OK(notime);
+  queue();
+  ASSERT_OK(redis().Command({"HSET", name, holder, "1"}));
+  absl::StatusOr<RedisValue> released =
+      notime->Command({"EVAL", release, "3", name, Channel(name),
+                       QueueKey(name), "0", "0", holder, "publish"});
+  ASSERT_TRUE(released.ok() && released->is_integer()) << released.status();
+  EXPECT_EQ(released->integer, 1);
+  EXPECT_EQ(Integer({"EXISTS", name}), 0);
+  ASSERT_OK(redis().Command({"ACL", "DELUSER", "notime"}));
 }
 
 TEST_F(FairLockTest, BadInput) {
