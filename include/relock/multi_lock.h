@@ -10,17 +10,20 @@
 //
 // How it works
 // ------------
-// Acquiring takes the locks one after the other in one global order (by
-// name, then by the servers the lock lives on), whatever order they were
-// given in, waiting for each (notified, as Lock does) within one deadline
-// for the whole call. Since every MultiLock, in every process, takes its
-// locks in that same order, two MultiLocks over overlapping sets cannot
-// deadlock: one of them always holds the first contended lock. If a lock
-// cannot be taken (the deadline passes while another owner holds it, or its
-// Redis fails), the locks already taken by this call are released, in
-// reverse order, before the call returns its error: nothing stays held.
-// Releasing releases every lock (all of them are tried even if one fails)
-// and reports the first failure.
+// Acquiring takes the locks one after the other in one global order (by name,
+// then by the servers the lock lives on), whatever order they were given in,
+// waiting for each (notified, as Lock does) within one deadline for the whole
+// call. Since every MultiLock, in every process, takes its locks in that same
+// order, two MultiLocks over overlapping sets cannot deadlock: one of them
+// always holds the first contended lock. If a lock cannot be taken (the
+// deadline passes while another owner holds it, or its Redis fails), the locks
+// already taken by this call are released, in reverse order, before the call
+// returns its error: nothing the call knows it took stays held. (A lock whose
+// acquire Redis did not answer in time, a server paused or stalled, may still
+// be taken when Redis wakes: as for a single lock, relock/lock.h, Unavailable,
+// that count is never renewed and ends with its lease.) Releasing releases
+// every lock (all of them are tried even if one fails) and reports the first
+// failure.
 //
 // States, as seen by the calling thread (or explicit owner) T:
 //

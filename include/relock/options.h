@@ -259,10 +259,7 @@ struct ClientOptions {
   // extra). Every thread shares them: requests from all threads are written
   // together (pipelined) on the client's event loop, so one is enough for
   // most servers; calls are spread over several round robin. Opened when
-  // first needed, reopened after a failure. Between 1 and 64. With more
-  // than one, the undo that follows an acquire Redis did not answer in time
-  // (relock/lock.h, Unavailable) may go out on another connection and run
-  // before it; what that acquire took then ends with its lease.
+  // first needed, reopened after a failure. Between 1 and 64.
   int command_connections = 1;
 
   // Replica acknowledgement of every acquire and of the renewals of what it

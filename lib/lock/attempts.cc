@@ -111,23 +111,6 @@ Attempt Attempts::SendHere() const {
 }
 
 Attempts::Next Attempts::Decide(const Attempt& a) {
-  Next next = Choose(a);
-  if (next.what == Next::kFinish && !next.status.ok()) UndoUnanswered(a);
-  return next;
-}
-
-void Attempts::UndoUnanswered(const Attempt& a) const {
-  // On several nodes, and with replica sync, Judge() undid it already.
-  if (a.kind != Attempt::kFailed || !a.outcome_unknown || a.unacknowledged ||
-      !plan_.fresh || env_.backend().nodes() != 1 || sync() != nullptr ||
-      !plan_.model->acquire_is_idempotent()) {
-    return;
-  }
-  Undo(env_, *plan_.model, name_, owner_, /*fresh=*/true, plan_.options,
-       std::vector<bool>{true}, Timeout(), /*async=*/true);
-}
-
-Attempts::Next Attempts::Choose(const Attempt& a) {
   if (a.kind == Attempt::kAcquired) return Next{};
   if (a.kind == Attempt::kFailed) {
     if (waiting_ && env_.closed() && a.outcome_unknown &&

@@ -109,26 +109,11 @@ class Attempts {
   // plus the backend's failover_wait()) and within its deadline; then
   // Unavailable. A waiter's failed attempt once the client is closed ends
   // the wait with Cancelled, as the wake-up Close() sends does.
-  // A call that ends with an error after a fresh attempt on one node got no
-  // answer (a server paused or stalled past the attempt's deadline) sends
-  // that attempt's undo without waiting (UndoUnanswered()).
   Next Decide(const Attempt& a);
 
   int failures() const { return failures_; }
 
  private:
-  Next Choose(const Attempt& a);
-  // Should attempt `a` have reached Redis unanswered and run (or still
-  // run), the count it left would hold the lock against everybody until its
-  // lease ends (30 s under the watchdog), renewed by nobody: its undo (every
-  // hold of this owner, which held none: a fresh plan) goes after it on the
-  // same connection, so that it runs after it. Best effort: should it be
-  // lost too, the count ends with its lease, and this owner's next fresh
-  // acquire absorbs it. Not for a re-entry, whose count must not be taken
-  // down where it may not have gone up (the outermost release clears it),
-  // nor for an acquire that must not run twice (a semaphore's permits).
-  void UndoUnanswered(const Attempt& a) const;
-
   LockEnv& env_;
   const LockName name_;
   const OwnerField& owner_;
