@@ -21,7 +21,8 @@
 // waiter subscribes (through the client's single pub/sub connection),
 // re-checks the count once the subscription is confirmed, and sleeps until
 // a message: every message wakes every waiter of every client (each
-// re-checks), so all of them go at zero, however many wait in one process.
+// re-checks), so all of them go at zero, however many wait in one process
+// (but see "reusable" below).
 // No poll: a key without messages is re-checked every 30 s, and at its
 // TTL's end if it has one. On a client with ClientOptions::pubsub false,
 // nothing subscribes: its waiters re-check on ClientOptions::spin_backoff
@@ -55,7 +56,11 @@
 // clang-format on
 //
 // A latch is reusable: once open (the key is gone), TrySetCount() arms it
-// again. Nobody owns a count: any caller may count down.
+// again. A waiter goes when its re-check finds the count at zero: one armed
+// again before a woken waiter re-checks (about a round trip after the last
+// CountDown()) keeps that waiter waiting for the new count, as Redisson's
+// waiters do. Re-arm only once the waiters of the last round are through.
+// Nobody owns a count: any caller may count down.
 //
 // Costs: CountDown() and TrySetCount() are one round trip each; a waiter
 // goes about one pub/sub delivery plus one round trip after the last
