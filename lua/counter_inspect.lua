@@ -4,13 +4,14 @@
 -- KEYS[1]  semaphore or latch name
 -- ARGV[1]  the error code for a key of another kind: NOTASEMAPHORE or
 --          NOTALATCH
--- Returns {exists, pttl, count}, the shape of lua/inspect.lua's answer:
--- {0, -2, 0} when the key does not exist; the error of count_at().
-local count, bad = count_at(KEYS[1], ARGV[1])
+-- Returns {exists, pttl, count}, the shape of lua/inspect.lua's answer, the
+-- count as its text (exact beyond 2^53): {0, -2, 0} when the key does not
+-- exist; the error of count_at().
+local count, bad, text = count_at(KEYS[1], ARGV[1])
 if bad then
   return bad
 end
 if count == nil then
   return {0, -2, 0}
 end
-return {1, redis.call('pttl', KEYS[1]), count}
+return {1, redis.call('pttl', KEYS[1]), text}

@@ -37,14 +37,17 @@ end
 -- count_at(key, code): the integer at `key`, or nil when the key does not
 -- exist; for anything else at the key (another type, a string that is no
 -- integer), nil and the error reply "<code> ..." (NOTASEMAPHORE,
--- NOTALATCH), for the script to return before it writes anything.
+-- NOTALATCH), for the script to return before it writes anything. Third,
+-- the count's own text: a Lua number (a double) is exact only within 2^53,
+-- so what goes back to the client is the text (a Redisson latch may count
+-- up to 2^63 - 1).
 local function count_at(key, code)
   local value = redis.pcall('get', key)
   if value == false then
-    return nil, nil
+    return nil, nil, nil
   end
   if type(value) == 'string' and is_count(value) then
-    return tonumber(value), nil
+    return tonumber(value), nil, value
   end
   local kind = redis.call('type', key).ok
   if kind == 'string' then

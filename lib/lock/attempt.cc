@@ -308,10 +308,17 @@ void Undo(LockEnv& env, const LockModel& model, LockName name,
 absl::StatusOr<Inspection> ParseInspection(const redis::Reply& r) {
   const redis::ReplyView v = r.view();
   if (!v.is_array() || v.size() != 3 || !v[0].is_integer() ||
-      !v[1].is_integer() || !v[2].is_integer()) {
+      !v[1].is_integer()) {
     return Unexpected(r, "inspect script");
   }
-  return Inspection{v[0].integer() == 1, v[1].integer(), v[2].integer()};
+  // The count may come as its text (a counter's, exact beyond 2^53).
+  int64_t count = 0;
+  if (v[2].is_integer()) {
+    count = v[2].integer();
+  } else if (!v[2].is_string() || !absl::SimpleAtoi(v[2].str(), &count)) {
+    return Unexpected(r, "inspect script");
+  }
+  return Inspection{v[0].integer() == 1, v[1].integer(), count};
 }
 
 absl::Status HeldByOther(const LockModel& model, const Attempt& a,

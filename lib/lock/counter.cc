@@ -9,6 +9,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "lib/common/deadline.h"
 #include "lib/lock/algorithm.h"
@@ -166,8 +167,11 @@ std::string RefusedArg(LockEnv& env) {
 
 absl::StatusOr<int64_t> IntegerReply(const redis::Reply& r,
                                      absl::string_view op) {
-  if (!r.is_integer()) return algorithm_internal::Unexpected(r, op);
-  return r.integer();
+  if (r.is_integer()) return r.integer();
+  // A count the script sends as its text (exact beyond 2^53).
+  int64_t n = 0;
+  if (r.view().is_string() && absl::SimpleAtoi(r.str(), &n)) return n;
+  return algorithm_internal::Unexpected(r, op);
 }
 
 absl::StatusOr<bool> TrySet(LockEnv& env, const CounterType& type,
