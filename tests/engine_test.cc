@@ -415,6 +415,60 @@ TEST(RetryTest, ASemaphoreReCheckThatMeetsCloseMayHaveTakenPermits) {
   EXPECT_EQ(acquires, 2);
 }
 
+// A semaphore acquire granted as Close() ran (here: the client closes while
+// the attempt is under way): its caller can no longer release through this
+// client, and Close() gives back no plain semaphore's permits, so the call
+// gives them back and says Cancelled; a give-back that fails is Unavailable
+// (the permits may still be taken). Blocking and asynchronous alike.
+TEST(RetryTest, ASemaphoreGrantThatMeetsCloseGivesThePermitsBack) {
+  for (const bool give_back_fails : {false, true}) {
+    for (const bool async : {false, true}) {
+      SCOPED_TRACE(
+          absl::StrCat("give_back_fails ", give_back_fails, ", async ", async));
+      FakeLockEnv env;
+      std::vector<std::string> added;
+      env.fake().SetResponder(
+          0, [&](const FakeCall& call, testing::FakeNode&) -> backend::Answer {
+            if (call.script == internal::kSemaphoreAcquireScript) {
+              env.set_closed(true);  // Close() runs meanwhile
+              return backend::Answer{testing::RespReply("$-1\r\n")};  // taken
+            }
+            if (call.script == internal::kSemaphoreAddScript) {
+              added.push_back(call.args.empty() ? "" : call.args[0]);
+              if (give_back_fails) {
+                return backend::Answer{
+                    absl::UnavailableError("connection lost (fake)")};
+              }
+              return backend::Answer{testing::RespReply(":3\r\n")};
+            }
+            return backend::Answer{testing::RespReply(":0\r\n")};
+          });
+      absl::Status s;
+      if (async) {
+        absl::Notification done;
+        lock::AcquirePermitsAsync(env, nullptr, "s", 3,
+                                  Deadline::After(absl::Minutes(1)),
+                                  [&](absl::Status got) {
+                                    s = std::move(got);
+                                    done.Notify();
+                                  });
+        ASSERT_TRUE(done.WaitForNotificationWithTimeout(kRealTimeBound));
+      } else {
+        s = lock::AcquirePermits(env, "s", 3,
+                                 Deadline::After(absl::Minutes(1)));
+      }
+      EXPECT_THAT(added, ElementsAre("3"));
+      if (give_back_fails) {
+        EXPECT_THAT(s, StatusIs(absl::StatusCode::kUnavailable,
+                                HasSubstr("may still be taken")));
+      } else {
+        EXPECT_THAT(
+            s, StatusIs(absl::StatusCode::kCancelled, HasSubstr("given back")));
+      }
+    }
+  }
+}
+
 // --- Waiting for a held lock, in simulated time.
 
 TEST(FakeWaitTest, AWaiterGetsTheLockWhenTheHoldersLeaseEnds) {

@@ -118,7 +118,11 @@
 //   Cancelled           the client was closed while the call waited (a
 //                       re-check that Close() cut off while it was under
 //                       way may have taken its permits: that is
-//                       Unavailable, as above).
+//                       Unavailable, as above). Also an Acquire/TryAcquire
+//                       granted as Close() ran: its caller could no longer
+//                       release through this client, so the call gave the
+//                       permits back (should that give-back fail:
+//                       Unavailable, they may still be taken).
 //
 // Deliberate differences from Redisson's RSemaphore:
 //   - Zero permits are InvalidArgument for Acquire/TryAcquire/Release

@@ -89,6 +89,43 @@ absl::Status AddResult(const absl::StatusOr<redis::Reply>& r,
   return Annotate(IntegerReply(*r, op).status(), op, name, kSemaphore.noun);
 }
 
+// What a grant that came while the client closed ends with, given the
+// answer of its give-back: Cancelled if the permits went back, else
+// Unavailable (they may still be taken).
+absl::Status AfterGiveBack(const std::string& name,
+                           const std::vector<backend::Answer>& answers) {
+  const absl::StatusOr<redis::Reply>& r = answers[0].reply;
+  if (r.ok() && r->is_integer()) {
+    return Annotate(
+        absl::CancelledError("the client was closed as the permits were taken; "
+                             "they were given back"),
+        "acquire", name, kSemaphore.noun);
+  }
+  return Annotate(
+      absl::UnavailableError(absl::StrCat(
+          "the client was closed as the permits were taken, and giving them "
+          "back failed (",
+          r.ok() ? r->str() : r.status().message(),
+          "): they may still be taken")),
+      "acquire", name, kSemaphore.noun);
+}
+
+// A grant that came while Close() ran: its caller can no longer give the
+// permits back through this client (every call is FailedPrecondition), and
+// Close() gives back no plain semaphore's permits (they have no owner), so
+// they go back here (`here`: blocking on this thread), as a lock's acquire
+// that Close() overtook releases its hold (acquire.cc, RegisterHold()).
+void GiveBackOnClose(LockEnv& env, const std::string& name, int64_t permits,
+                     bool here, std::function<void(absl::Status)> done) {
+  algorithm_internal::Send(
+      env, AddStep(env, name, permits),
+      Deadline::After(env.confirm_timeout(), &env.clock()),
+      backend::Resend::kNever, here,
+      [name, done = std::move(done)](std::vector<backend::Answer> answers) {
+        done(AfterGiveBack(name, answers));
+      });
+}
+
 }  // namespace
 
 std::string SemaphoreChannel(absl::string_view name) {
@@ -101,8 +138,14 @@ absl::Status AcquirePermits(LockEnv& env, const std::string& name,
   if (absl::Status s = CheckAcquire(env, name, permits, &options); !s.ok()) {
     return s;
   }
-  return AwaitGrant(env, name, SemaphoreModel(), options, deadline,
-                    GrantOp{"acquire", kSemaphore.noun});
+  absl::Status s = AwaitGrant(env, name, SemaphoreModel(), options, deadline,
+                              GrantOp{"acquire", kSemaphore.noun});
+  if (s.ok() && env.closed()) {
+    GiveBackOnClose(
+        env, name, permits, /*here=*/true,
+        [&s](absl::Status given_back) { s = std::move(given_back); });
+  }
+  return s;
 }
 
 void AcquirePermitsAsync(LockEnv& env, std::shared_ptr<void> keep,
@@ -113,9 +156,17 @@ void AcquirePermitsAsync(LockEnv& env, std::shared_ptr<void> keep,
   if (absl::Status s = CheckAcquire(env, name, permits, &options); !s.ok()) {
     return done(s);
   }
-  AwaitGrantAsync(env, std::move(keep), name, SemaphoreModel(), options,
-                  deadline, GrantOp{"acquire", kSemaphore.noun},
-                  std::move(done));
+  AwaitGrantAsync(env, keep, name, SemaphoreModel(), options, deadline,
+                  GrantOp{"acquire", kSemaphore.noun},
+                  [&env, keep, name, permits,
+                   done = std::move(done)](absl::Status s) mutable {
+                    if (!s.ok() || !env.closed()) return done(std::move(s));
+                    GiveBackOnClose(env, name, permits, /*here=*/false,
+                                    [keep, done = std::move(done)](
+                                        absl::Status given_back) {
+                                      done(std::move(given_back));
+                                    });
+                  });
 }
 
 absl::Status ReleasePermits(LockEnv& env, const std::string& name,
