@@ -166,7 +166,11 @@ class PermitExpirableSemaphore {
   // Release() gives it back at once if the first attempt did not run.
   ABSL_MUST_USE_RESULT absl::Status Release(const std::string& permit_id);
   // Sets the lease of permit `permit_id` to `lease` (finite) from now; the
-  // watchdog stops renewing it.
+  // watchdog stops renewing it. (A renewal round already collected when the
+  // call is made may still reach Redis after it; renewals only raise a
+  // lease, so a shorter `lease` may then end up to lock_watchdog_timeout
+  // from that round instead. Call it again after a round interval to be
+  // sure of a shorter one.)
   ABSL_MUST_USE_RESULT absl::Status UpdateLeaseTime(
       const std::string& permit_id, absl::Duration lease);
   // The permits available now, after giving back the expired ones (0 when

@@ -40,10 +40,14 @@
 //
 // Replica acknowledgement: Acquire()/TryAcquire() send
 // ClientOptions::replica_sync's WAIT with each attempt, as a lock's acquire
-// does (relock/options.h, ReplicaSync); permits taken without enough
-// replicas acknowledging are given back before the call fails with
-// Unavailable. Release(), AddPermits(), TrySetPermits() and Drain() send no
-// WAIT, as a lock's release sends none.
+// does (relock/options.h, ReplicaSync); permits taken without enough replicas
+// acknowledging are given back, and the call fails with Unavailable. A blocking
+// call's first attempt waits for that give-back's answer; a waiter's re-check
+// and an asynchronous call send it without waiting (their loop thread must not
+// block), so should it be lost too (the connection dropped in between), those
+// permits stay taken: give them back with Release() if you know they were.
+// Release(), AddPermits(), TrySetPermits() and Drain() send no WAIT, as a
+// lock's release sends none.
 //
 // States, for a call taking n permits (P = available permits):
 //
