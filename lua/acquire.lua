@@ -117,13 +117,12 @@ if not fresh then
 end
 local deadlines = 'redisson_lock_timeout:' .. braced
 local exists = redis.call('exists', KEYS[1])
-local has_field = false
+local has_field, bad = false, nil
 if exists == 1 then
-  has_field = redis.pcall('hexists', KEYS[1], ARGV[2])
-  if type(has_field) == 'table' then
-    return not_this_type(KEYS[1], 'lock')  -- a string, a list...
+  has_field, bad = lock_field(KEYS[1], ARGV[2])
+  if bad then
+    return bad
   end
-  has_field = has_field == 1
 end
 local own = has_field and redis.call('hexists', KEYS[1], 'mode') == 0
 if not fresh and not has_field then

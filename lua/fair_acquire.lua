@@ -58,13 +58,12 @@ local wait = tonumber(ARGV[3])
 local dropped = drop_stale(KEYS[2], KEYS[3], now)
 
 local exists = redis.call('exists', KEYS[1])
-local has_field = false
+local has_field, bad = false, nil
 if exists == 1 then
-  has_field = redis.pcall('hexists', KEYS[1], ARGV[2])
-  if type(has_field) == 'table' then
-    return not_this_type(KEYS[1], 'lock')  -- a string, a list...
+  has_field, bad = lock_field(KEYS[1], ARGV[2])
+  if bad then
+    return bad
   end
-  has_field = has_field == 1
 end
 if exists == 0 then
   local head = redis.call('lindex', KEYS[2], 0)

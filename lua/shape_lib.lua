@@ -99,6 +99,18 @@ local function not_this_type(key, wanted)
       'type); nothing was written')
 end
 
+-- lock_field(key, field): whether the existing `key`, a lock's hash, has
+-- `field`; for a key of another type (a string, a list...), false and the
+-- NOTALOCK error reply of not_this_type(), for the acquire script to return
+-- before it writes anything (HEXISTS alone would raise Redis's WRONGTYPE).
+local function lock_field(key, field)
+  local has = redis.pcall('hexists', key, field)
+  if type(has) == 'table' then
+    return false, not_this_type(key, 'lock')
+  end
+  return has == 1, nil
+end
+
 -- fair_waiter_in_time(queue, deadlines): whether the fair lock whose queue
 -- and deadlines are `queue` and `deadlines` has a waiter still in time (see
 -- drop_stale() in lua/fair_lib.lua). Not only its head: a waiter that died

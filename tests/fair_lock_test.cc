@@ -52,11 +52,30 @@ std::string Channel(const std::string& name) {
   return absl::StrCat("redisson_lock__channel:{", name, "}");
 }
 
+// The next message `sub` (subscribed) receives is on `channel`.
+void ExpectMessageOn(RawConnection& sub, const std::string& channel,
+                     const std::string& what) {
+  absl::StatusOr<RedisValue> m = sub.NextReply();
+  ASSERT_OK(m) << what;
+  ASSERT_EQ(m->elements.size(), 3u) << what << ": " << *m;
+  EXPECT_EQ(m->elements[1].str, channel) << what;
+}
+
 class FairLockTest : public testing::RedisTest {
  protected:
   int64_t Integer(std::vector<std::string> argv) {
     absl::StatusOr<RedisValue> v = redis().Command(std::move(argv));
     return v.ok() && v->is_integer() ? v->integer : -1;
+  }
+  // The server's clock (TIME), in whole seconds; -1 on failure.
+  int64_t ServerSeconds() {
+    absl::StatusOr<RedisValue> time = redis().Command({"TIME"});
+    int64_t s = -1;
+    if (!time.ok() || time->elements.size() != 2 ||
+        !absl::SimpleAtoi(time->elements[0].str, &s)) {
+      return -1;
+    }
+    return s;
   }
   int64_t QueueLength(const std::string& name) {
     return Integer({"LLEN", QueueKey(name)});
@@ -464,10 +483,8 @@ TEST_F(FairLockTest, TheNextWaiterIsWokenWhenTheHeadOfAFreeLockChanges) {
       scripts[internal::kFairReleaseAllScript].source);
   const std::string name = TestLockName();
   const std::string first = "c1:1", next = "c2:2", late = "c3:3";
-  absl::StatusOr<RedisValue> time = redis().Command({"TIME"});
-  ASSERT_TRUE(time.ok() && time->elements.size() == 2);
-  int64_t now_s = 0;
-  ASSERT_TRUE(absl::SimpleAtoi(time->elements[0].str, &now_s));
+  const int64_t now_s = ServerSeconds();
+  ASSERT_GT(now_s, 0);
   const std::string future = absl::StrCat((now_s + 600) * 1000);
   const std::string past = absl::StrCat((now_s - 600) * 1000);
   // The queue [first, next], first's deadline `first_deadline`.
@@ -482,10 +499,7 @@ TEST_F(FairLockTest, TheNextWaiterIsWokenWhenTheHeadOfAFreeLockChanges) {
   const std::string next_channel = Channel(name) + ":" + next;
   ASSERT_OK(sub->Command({"SUBSCRIBE", next_channel}));
   auto expect_woken = [&](const std::string& what) {
-    absl::StatusOr<RedisValue> m = sub->NextReply();
-    ASSERT_OK(m) << what;
-    ASSERT_EQ(m->elements.size(), 3u) << what << ": " << *m;
-    EXPECT_EQ(m->elements[1].str, next_channel) << what;
+    ExpectMessageOn(*sub, next_channel, what);
     EXPECT_EQ(List(QueueKey(name)).at(0), next) << what;
   };
   const std::vector<std::string> fair_keys = {name, QueueKey(name),
@@ -536,10 +550,8 @@ TEST_F(FairLockTest, ADeadWaiterAtTheHeadHidesNoLiveWaiter) {
   const std::string release_all(scripts[internal::kReleaseAllScript].source);
   const std::string name = TestLockName();
   const std::string dead = "c1:1", next = "c2:2", holder = "d4:4";
-  absl::StatusOr<RedisValue> time = redis().Command({"TIME"});
-  ASSERT_TRUE(time.ok() && time->elements.size() == 2);
-  int64_t now_s = 0;
-  ASSERT_TRUE(absl::SimpleAtoi(time->elements[0].str, &now_s));
+  const int64_t now_s = ServerSeconds();
+  ASSERT_GT(now_s, 0);
   // The queue [dead, next]: dead's deadline passed, next's is to come.
   auto queue = [&] {
     ASSERT_OK(redis().Command({"DEL", name, QueueKey(name), TimeoutKey(name)}));
@@ -563,10 +575,7 @@ TEST_F(FairLockTest, ADeadWaiterAtTheHeadHidesNoLiveWaiter) {
   const std::string next_channel = Channel(name) + ":" + next;
   ASSERT_OK(sub->Command({"SUBSCRIBE", next_channel}));
   auto expect_woken = [&](const std::string& what) {
-    absl::StatusOr<RedisValue> m = sub->NextReply();
-    ASSERT_OK(m) << what;
-    ASSERT_EQ(m->elements.size(), 3u) << what << ": " << *m;
-    EXPECT_EQ(m->elements[1].str, next_channel) << what;
+    ExpectMessageOn(*sub, next_channel, what);
     EXPECT_EQ(Integer({"EXISTS", name}), 0) << what;
   };
   // A plain hold's release, with the queue's key and without it (the
