@@ -117,11 +117,13 @@ absl::Status AfterGiveBack(const std::string& name,
 // that Close() overtook releases its hold (acquire.cc, RegisterHold()).
 void GiveBackOnClose(LockEnv& env, const std::string& name, int64_t permits,
                      bool here, std::function<void(absl::Status)> done) {
+  // A refused publish is no failure here: the count went back.
   algorithm_internal::Send(
-      env, AddStep(env, name, permits),
+      env, AddStep(name, permits, counter_internal::PublishArg(env), "ignore"),
       Deadline::After(env.confirm_timeout(), &env.clock()),
       backend::Resend::kNever, here,
-      [name, done = std::move(done)](std::vector<backend::Answer> answers) {
+      [name,
+       done = std::move(done)](const std::vector<backend::Answer>& answers) {
         done(AfterGiveBack(name, answers));
       });
 }
@@ -156,9 +158,11 @@ void AcquirePermitsAsync(LockEnv& env, std::shared_ptr<void> keep,
   if (absl::Status s = CheckAcquire(env, name, permits, &options); !s.ok()) {
     return done(s);
   }
-  AwaitGrantAsync(env, keep, name, SemaphoreModel(), options, deadline,
-                  GrantOp{"acquire", kSemaphore.noun},
-                  [&env, keep, name, permits,
+  // (`keep` twice: the wait holds one, the give-back's answer the other.)
+  std::shared_ptr<void> also = keep;
+  AwaitGrantAsync(env, std::move(keep), name, SemaphoreModel(), options,
+                  deadline, GrantOp{"acquire", kSemaphore.noun},
+                  [&env, keep = std::move(also), name, permits,
                    done = std::move(done)](absl::Status s) mutable {
                     if (!s.ok() || !env.closed()) return done(std::move(s));
                     GiveBackOnClose(env, name, permits, /*here=*/false,
