@@ -457,15 +457,14 @@ class Runner {
                                           released.message()));
     }
     if (!released.ok()) {
-      // Only a release that may not have run leaves the lock (permit) to
-      // its lease; one that ran and failed after (its unlock message was
-      // refused) says so itself.
-      const bool may_not_have_run = absl::IsUnavailable(released) ||
-                                    absl::IsDeadlineExceeded(released) ||
-                                    absl::IsCancelled(released);
+      // A release that ran and failed after it (Redis refused its unlock
+      // message) says so itself; any other may not have run, and leaves
+      // the lock (permit) to its lease.
+      const bool ran =
+          absl::StrContains(released.message(), "refused to publish");
       Fail(kExitOk,
            absl::StrCat("warning: ", released.message(),
-                        !may_not_have_run ? ""
+                        ran ? ""
                         : flags_.permits.has_value()
                             ? " (the permit returns when its lease ends)"
                             : " (the lock frees itself when its lease ends)"));
