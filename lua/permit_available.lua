@@ -12,4 +12,5 @@ if bad then
   return bad
 end
 reclaim(KEYS[1], KEYS[2], KEYS[3], now_ms(), ARGV[1])
-return count_at(KEYS[1], 'NOTASEMAPHORE') or 0
+local _, _, text = count_at(KEYS[1], 'NOTASEMAPHORE')
+return text or 0  -- the count's text: exact beyond 2^53

@@ -213,6 +213,11 @@ TEST_F(CountDownLatchTest, CountsBeyondTwoToThe53AreReadExactly) {
       EXPECT_THAT(latch.GetCount(), testing::IsOkAndHolds(count));
     }
     EXPECT_THAT(semaphore.AvailablePermits(), testing::IsOkAndHolds(count));
+    absl::StatusOr<SemaphoreInfo> info = client_->InspectSemaphore(name);
+    ASSERT_OK(info);
+    EXPECT_EQ(info->available, count);
+    EXPECT_THAT(client_->GetPermitExpirableSemaphore(name).AvailablePermits(),
+                testing::IsOkAndHolds(count));
     EXPECT_THAT(semaphore.Drain(), testing::IsOkAndHolds(count));
     EXPECT_EQ(redis().Command({"GET", name})->str, "0");
   }

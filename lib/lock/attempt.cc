@@ -311,13 +311,8 @@ absl::StatusOr<Inspection> ParseInspection(const redis::Reply& r) {
       !v[1].is_integer()) {
     return Unexpected(r, "inspect script");
   }
-  // The count may come as its text (a counter's, exact beyond 2^53).
-  int64_t count = 0;
-  if (v[2].is_integer()) {
-    count = v[2].integer();
-  } else if (!v[2].is_string() || !absl::SimpleAtoi(v[2].str(), &count)) {
-    return Unexpected(r, "inspect script");
-  }
+  int64_t count = 0;  // (a counter's comes as its text)
+  if (!v[2].ToInt64(&count)) return Unexpected(r, "inspect script");
   return Inspection{v[0].integer() == 1, v[1].integer(), count};
 }
 

@@ -9,7 +9,6 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "lib/common/deadline.h"
 #include "lib/lock/algorithm.h"
@@ -167,10 +166,8 @@ std::string RefusedArg(LockEnv& env) {
 
 absl::StatusOr<int64_t> IntegerReply(const redis::Reply& r,
                                      absl::string_view op) {
-  if (r.is_integer()) return r.integer();
-  // A count the script sends as its text (exact beyond 2^53).
-  int64_t n = 0;
-  if (r.view().is_string() && absl::SimpleAtoi(r.str(), &n)) return n;
+  int64_t n = 0;  // (a count may come as its text)
+  if (r.view().ToInt64(&n)) return n;
   return algorithm_internal::Unexpected(r, op);
 }
 

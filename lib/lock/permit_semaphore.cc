@@ -486,15 +486,14 @@ absl::StatusOr<SemaphoreInfo> ReadSemaphore(LockEnv& env,
       env, kPermitType, kOp, name, step, backend::Resend::kIfDropped);
   if (!r.ok()) return r.status();
   const redis::ReplyView v = r->view();
+  SemaphoreInfo info;
   if (!v.is_array() || v.size() != 5 || !v[0].is_integer() ||
-      !v[1].is_integer() || !v[2].is_integer() || !v[3].is_integer() ||
-      !v[4].is_array() || v[4].size() % 2 != 0) {
+      !v[1].ToInt64(&info.available) || !v[2].is_integer() ||
+      !v[3].is_integer() || !v[4].is_array() || v[4].size() % 2 != 0) {
     return Annotate(algorithm_internal::Unexpected(*r, kOp), kOp, name,
                     kPermitNoun);
   }
-  SemaphoreInfo info;
   info.name = name;
-  info.available = v[1].integer();
   info.permits_out = v[2].integer();
   if (info.permits_out > 0) {
     info.shape = SemaphoreShape::kPermitExpirable;

@@ -1,10 +1,19 @@
 #include "lib/redis/reply.h"
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace relock {
 namespace redis {
+
+bool ReplyView::ToInt64(int64_t* out) const {
+  if (is_integer()) {
+    *out = integer();
+    return true;
+  }
+  return is_string() && absl::SimpleAtoi(str(), out);
+}
 
 std::string ReplyView::Describe() const {
   switch (r_->type) {

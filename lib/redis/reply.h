@@ -30,6 +30,10 @@ class ReplyView {
   bool is_array() const { return r_->type == REDIS_REPLY_ARRAY; }
 
   int64_t integer() const { return static_cast<int64_t>(r_->integer); }
+  // An integer reply, or a bulk string holding a 64-bit decimal integer (a
+  // script sends a count beyond 2^53 as its text: a Lua number is a
+  // double). False for anything else.
+  bool ToInt64(int64_t* out) const;
   // Bulk string, status or error text.
   absl::string_view str() const {
     return r_->str == nullptr ? absl::string_view()
