@@ -51,6 +51,13 @@ Deadline CallDeadline(LockEnv& env) {
   return Deadline::After(env.confirm_timeout(), &env.clock());
 }
 
+// Whether the ACL user may not read `key` itself: its PTTL is refused too.
+bool KeyDenied(LockEnv& env, const std::string& key) {
+  const absl::string_view argv[] = {"PTTL", key};
+  return absl::IsPermissionDenied(AnswerError(
+      env.backend().CommandForKey(key, argv, CallDeadline(env)), "PTTL"));
+}
+
 // Subscribers of `channel` on the master of its slot: classic and, where
 // the server has sharded pub/sub (Redis >= 7), sharded.
 absl::StatusOr<int64_t> Subscribers(LockEnv& env, const std::string& channel,
@@ -259,10 +266,11 @@ absl::StatusOr<std::vector<LockInfo>> ListLocks(LockEnv& env,
         continue;
       }
       if (info.status().code() == absl::StatusCode::kInvalidArgument) continue;
-      // A key this ACL user may not read (SCAN lists every key): not
-      // listed. (A user who may not run the script fails the listing.)
-      if (absl::IsPermissionDenied(info.status()) &&
-          absl::StrContains(info.status().message(), "one of the keys")) {
+      // A key this ACL user may not read itself (SCAN lists every key): not
+      // listed. A refusal of anything else (the script, or a companion key
+      // such as the fair lock's queue) fails the listing, as it fails
+      // InspectLock().
+      if (absl::IsPermissionDenied(info.status()) && KeyDenied(env, key)) {
         continue;
       }
       return info.status();
