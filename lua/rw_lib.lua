@@ -71,7 +71,8 @@ end
 
 -- write_drop(key, writer): removes the write holds of `writer`. With read
 -- holds of its own left (a downgrade), the lock turns to read mode. Returns
--- nil when it held none, else true when the key was deleted.
+-- nil when it held none, else true when the key was deleted (else what
+-- read_settle() returns: false or 'shortened').
 local function write_drop(key, writer)
   if redis.call('hdel', key, writer) == 0 then
     return nil

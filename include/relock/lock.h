@@ -199,10 +199,11 @@
 //                       renewed and frees at the end of its lease at the
 //                       latest; retrying Release() frees it at once if the
 //                       first attempt did not run. After Unavailable from
-//                       Acquire() this thread does not hold the lock; should
-//                       the lost request still run, the count it leaves is
-//                       never renewed (it ends with its lease) and this
-//                       thread's next acquire absorbs it.
+//                       Acquire() (or DeadlineExceeded because Redis did
+//                       not answer in time) this thread does not hold the
+//                       lock; should the lost request still run, the count
+//                       it leaves is never renewed (it ends with its lease)
+//                       and this thread's next acquire absorbs it.
 //   Unauthenticated,    the server refused our credentials or commands
 //   PermissionDenied    (PermissionDenied names the command or channel; an
 //                       ACL that refuses a command inside a script, e.g.
