@@ -28,7 +28,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
@@ -46,6 +45,7 @@
 #include "tests/testing/eventually.h"
 #include "tests/testing/fake_backend.h"
 #include "tests/testing/fake_lock_env.h"
+#include "tests/testing/notification.h"
 #include "tests/testing/resp_reply.h"
 #include "tests/testing/status_matchers.h"
 
@@ -445,7 +445,7 @@ TEST(RetryTest, ASemaphoreGrantThatMeetsCloseGivesThePermitsBack) {
           });
       absl::Status s;
       if (async) {
-        absl::Notification done;
+        testing::Notification done;
         lock::AcquirePermitsAsync(env, nullptr, "s", 3,
                                   Deadline::After(absl::Minutes(1)),
                                   [&](absl::Status got) {
@@ -552,7 +552,7 @@ TEST(FakeWaitTest, AsyncAcquireWaitsOnTheSameMachine) {
   FakeLockEnv env;
   env.fake().Hold(0, "a", kOther, 1, absl::Seconds(45));
   const OwnerId owner{42, false};
-  absl::Notification done;
+  testing::Notification done;
   absl::Status got;
   lock::AcquireAsync(env, nullptr, "a", owner, kLease,
                      Deadline::After(absl::Minutes(1), &env.clock()),
