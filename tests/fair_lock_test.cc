@@ -77,6 +77,16 @@ class FairLockTest : public testing::RedisTest {
     }
     return s;
   }
+  // A connection of its own, subscribed to `channel`.
+  absl::StatusOr<RawConnection> SubscribedTo(const std::string& channel) {
+    absl::StatusOr<RawConnection> sub = RawConnection::Connect(redis().port());
+    if (!sub.ok()) return sub.status();
+    if (absl::Status s = sub->Command({"SUBSCRIBE", channel}).status();
+        !s.ok()) {
+      return s;
+    }
+    return sub;
+  }
   int64_t QueueLength(const std::string& name) {
     return Integer({"LLEN", QueueKey(name)});
   }
@@ -494,10 +504,9 @@ TEST_F(FairLockTest, TheNextWaiterIsWokenWhenTheHeadOfAFreeLockChanges) {
     ASSERT_OK(redis().Command(
         {"ZADD", TimeoutKey(name), first_deadline, first, future, next}));
   };
-  absl::StatusOr<RawConnection> sub = RawConnection::Connect(redis().port());
-  ASSERT_OK(sub);
   const std::string next_channel = Channel(name) + ":" + next;
-  ASSERT_OK(sub->Command({"SUBSCRIBE", next_channel}));
+  absl::StatusOr<RawConnection> sub = SubscribedTo(next_channel);
+  ASSERT_OK(sub);
   auto expect_woken = [&](const std::string& what) {
     ExpectMessageOn(*sub, next_channel, what);
     EXPECT_EQ(List(QueueKey(name)).at(0), next) << what;
@@ -570,10 +579,9 @@ TEST_F(FairLockTest, ADeadWaiterAtTheHeadHidesNoLiveWaiter) {
                                 HasSubstr("NOTALOCK")));
   EXPECT_EQ(Integer({"EXISTS", name}), 0);  // nothing written
 
-  absl::StatusOr<RawConnection> sub = RawConnection::Connect(redis().port());
-  ASSERT_OK(sub);
   const std::string next_channel = Channel(name) + ":" + next;
-  ASSERT_OK(sub->Command({"SUBSCRIBE", next_channel}));
+  absl::StatusOr<RawConnection> sub = SubscribedTo(next_channel);
+  ASSERT_OK(sub);
   auto expect_woken = [&](const std::string& what) {
     ExpectMessageOn(*sub, next_channel, what);
     EXPECT_EQ(Integer({"EXISTS", name}), 0) << what;

@@ -306,13 +306,11 @@ void RoutedBackend::ScheduleRefresh() {
 }
 
 void RoutedBackend::RefreshSoon() {
-  if (refreshing_.exchange(true)) {
-    refresh_again_.store(true);
-    // Done meanwhile (it stored false before it read refresh_again_)? Then
-    // this one starts it; otherwise the running one's RefreshDone() will.
-    if (refreshing_.exchange(true)) return;
-    refresh_again_.store(false);
-  }
+  // Asked for first: a refresh running now either sees it in its
+  // RefreshDone(), or is done already and this call starts the next.
+  refresh_again_.store(true);
+  if (refreshing_.exchange(true)) return;
+  refresh_again_.store(false);  // this refresh answers every ask so far
   if (closed()) return RefreshDone();
   StartRefresh();
 }
