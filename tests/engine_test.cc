@@ -435,6 +435,8 @@ TEST(RetryTest, ASemaphoreGrantThatMeetsCloseGivesThePermitsBack) {
             }
             if (call.script == internal::kSemaphoreAddScript) {
               added.push_back(call.args.empty() ? "" : call.args[0]);
+              // Close() waits for it before it closes the backend.
+              EXPECT_FALSE(env.holds().AwaitReleases(absl::ZeroDuration()));
               if (give_back_fails) {
                 return backend::Answer{
                     absl::UnavailableError("connection lost (fake)")};
@@ -458,6 +460,7 @@ TEST(RetryTest, ASemaphoreGrantThatMeetsCloseGivesThePermitsBack) {
                                  Deadline::After(absl::Minutes(1)));
       }
       EXPECT_THAT(added, ElementsAre("3"));
+      EXPECT_TRUE(env.holds().AwaitReleases(absl::ZeroDuration()));
       if (give_back_fails) {
         EXPECT_THAT(s, StatusIs(absl::StatusCode::kUnavailable,
                                 HasSubstr("may still be taken")));
@@ -466,6 +469,53 @@ TEST(RetryTest, ASemaphoreGrantThatMeetsCloseGivesThePermitsBack) {
             s, StatusIs(absl::StatusCode::kCancelled, HasSubstr("given back")));
       }
     }
+  }
+}
+
+// The same for a lock or a permit that Close() overtook (acquire.cc,
+// RegisterHold()): its release is counted until answered, so that Close()
+// waits for it before it closes the backend (the release went out, then the
+// backend closed under it: Unavailable, the lock held until its lease).
+TEST(RetryTest, CloseAwaitsTheReleaseOfAGrantThatMetIt) {
+  enum class What { kLock, kLockAsync, kPermit };
+  for (const What what : {What::kLock, What::kLockAsync, What::kPermit}) {
+    SCOPED_TRACE(static_cast<int>(what));
+    FakeLockEnv env;
+    int released = 0;
+    env.fake().SetResponder(
+        0, [&](const FakeCall& call, testing::FakeNode&) -> backend::Answer {
+          if (call.script == internal::kAcquireScript ||
+              call.script == internal::kPermitAcquireScript) {
+            env.set_closed(true);  // Close() runs meanwhile
+            return backend::Answer{testing::NilReply()};  // taken
+          }
+          ++released;
+          EXPECT_FALSE(env.holds().AwaitReleases(absl::ZeroDuration()));
+          return backend::Answer{testing::IntReply(1)};
+        });
+    const Deadline deadline = Deadline::After(absl::Minutes(1));
+    absl::Status s;
+    if (what == What::kLock) {
+      s = lock::Acquire(env, "r", kMe, kLease, deadline, AcquireOptions());
+    } else if (what == What::kLockAsync) {
+      testing::Notification done;
+      lock::AcquireAsync(env, nullptr, "r", OwnerId{42, false}, kLease,
+                         deadline, AcquireOptions(),
+                         [&](absl::Status got, int64_t) {
+                           s = std::move(got);
+                           done.Notify();
+                         });
+      ASSERT_TRUE(done.WaitForNotificationWithTimeout(kRealTimeBound));
+      // (The release is sent without waiting for its answer.)
+      EXPECT_TRUE(env.holds().AwaitReleases(kRealTimeBound));
+    } else {
+      s = lock::AcquirePermit(env, "p", absl::InfiniteDuration(), deadline)
+              .status();
+    }
+    EXPECT_THAT(s, StatusIs(absl::StatusCode::kCancelled,
+                            HasSubstr("the client was closed")));
+    EXPECT_EQ(released, 1);
+    EXPECT_TRUE(env.holds().AwaitReleases(absl::ZeroDuration()));
   }
 }
 

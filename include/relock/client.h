@@ -31,22 +31,28 @@
 // throws LockError); every lock still held by a thread of this client is
 // released on Redis, all in one pipelined round under one deadline
 // (connect_timeout + command_timeout, however many locks), and a
-// LockEventType::kReleasedOnClose event is sent for each; if Redis is paused
-// or unreachable the event carries the error and the lock frees itself when
-// its lease runs out. A final release already under way (another thread's
-// Release(), a ReleaseAsync()) is first given up to command_timeout to get
-// its answer, which its caller gets as usual (OK, or Aborted when the lease
-// had been lost); Close() then neither releases nor reports that hold. One
-// still unanswered after that, or whose outcome stayed unknown (Unavailable
-// to its caller), is released in Close()'s round and reported; if it was
-// already free, the event's Aborted says that its own release may have freed
-// it. A release whose answer comes after Close()'s round released its hold
-// (an inner one too) gets FailedPrecondition, "the client was closed while
-// this release was under way" (the event has the outcome). Close() returns
-// within about 2 x command_timeout + connect_timeout in all (a renewal round
-// or releases in flight, the release round), plus one command_timeout for
-// deleting the client's info record (ClientOptions::publish_client_info)
-// when Redis accepted it but is now slow.
+// LockEventType::kReleasedOnClose event is sent for each; if Redis is paused or
+// unreachable the event carries the error and the lock frees itself when its
+// lease runs out. A final release already under way (another thread's
+// Release(), a ReleaseAsync()) is first given up to command_timeout to get its
+// answer, which its caller gets as usual (OK, or Aborted when the lease had
+// been lost); Close() then neither releases nor reports that hold. One still
+// unanswered after that, or whose outcome stayed unknown (Unavailable to its
+// caller), is released in Close()'s round and reported; if it was already free,
+// the event's Aborted says that its own release may have freed it. A release
+// whose answer comes after Close()'s round released its hold (an inner one too)
+// gets FailedPrecondition, "the client was closed while this release was under
+// way" (the event has the outcome). A lock, permit or semaphore's permits
+// granted to a call as Close() runs are released (or given back) by that call,
+// which returns Cancelled; Close() gives those releases up to command_timeout
+// to be answered before it closes the connections. One still unanswered then
+// may not have run: a lock or permit then frees at its lease end; a semaphore's
+// permits stay taken, and that acquire returns Unavailable, "they may still be
+// taken". Close() returns within about 2 x command_timeout + connect_timeout in
+// all (a renewal round or releases in flight, the release round), plus one
+// command_timeout for deleting the client's info record
+// (ClientOptions::publish_client_info) when Redis accepted it but is now slow,
+// and one for the releases of grants that met the close.
 // Holds whose explicit lease already ran out are neither released nor
 // reported. Lock handles may outlive the client; they then fail with
 // FailedPrecondition. The client may be closed or destroyed from inside its

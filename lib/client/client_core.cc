@@ -431,6 +431,12 @@ void ClientCore::FinishClose() {
   }
   timers_.Shutdown();
   if (events_ != nullptr) events_->Stop();  // delivers queued events first
+  // A lock, permit or semaphore grant that met the close is released or
+  // given back by its call (acquire.cc, RegisterHold()): the backend stays
+  // until those are answered (another command timeout at most).
+  if (!loop_.InLoopThread()) {
+    holds_.AwaitReleases(options_.command_timeout);
+  }
   if (backend_ != nullptr) backend_->Close();
   loop_.Stop();
 }

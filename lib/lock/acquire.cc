@@ -51,6 +51,7 @@ using algorithm_internal::Inspection;
 using algorithm_internal::kMinAttemptTime;
 using algorithm_internal::LoopCompletion;
 using algorithm_internal::ParseInspection;
+using algorithm_internal::SendGiveBack;
 using algorithm_internal::SendIgnoringAnswers;
 using algorithm_internal::Whom;
 
@@ -200,12 +201,11 @@ absl::Status RegisterHold(LockEnv& env, const std::string& name,
   if (plan.watchdog) env.ActivateWatchdog(sent_at);
   if (!env.closed()) return absl::OkStatus();
   env.holds().Forget(name, by.number);
-  SendIgnoringAnswers(env,
-                      plan.model->ReleaseAll(LockName(name), owner,
-                                             env.backend().publish_command()),
-                      Deadline::After(env.confirm_timeout(), &env.clock()),
-                      Resend::kNever,
-                      /*wait=*/!async);
+  SendGiveBack(env,
+               plan.model->ReleaseAll(LockName(name), owner,
+                                      env.backend().publish_command()),
+               Deadline::After(env.confirm_timeout(), &env.clock()),
+               /*here=*/!async, [](const std::vector<backend::Answer>&) {});
   return absl::CancelledError("the client was closed");
 }
 

@@ -237,6 +237,23 @@ inline void SendIgnoringAnswers(LockEnv& env, const Step& step,
       [](const std::vector<backend::Answer>& /*answers*/) {}, only);
 }
 
+// Send() for a release or give-back of what a call obtained as Close() ran
+// (its caller cannot undo it through the closed client; never resent):
+// counted in the hold registry until its answers arrive, so that Close()
+// waits for it before it closes the backend (HoldRegistry::AwaitReleases()).
+// `then` runs after the count is dropped: it may end the client.
+template <class Then>
+void SendGiveBack(LockEnv& env, const Step& step, Deadline deadline, bool here,
+                  Then then) {
+  env.holds().BeginGiveBack();
+  Send(env, step, deadline, backend::Resend::kNever, here,
+       [&env, then = std::move(then)](
+           const std::vector<backend::Answer>& answers) mutable {
+         env.holds().EndGiveBack();
+         then(answers);
+       });
+}
+
 // Runs `step` on the backend's first node without a deadline and returns
 // its reply (error replies included) or the failure: for the queries and
 // force-release of the single-node API (Lock), whose backend has one node.

@@ -205,12 +205,12 @@ absl::Status RegisterPermit(LockEnv& env, const std::string& name,
   if (watchdog) env.ActivateWatchdog(sent_at);
   if (!env.closed()) return absl::OkStatus();
   env.holds().Forget(name, number);
-  algorithm_internal::SendIgnoringAnswers(
+  algorithm_internal::SendGiveBack(
       env,
       PermitReleaseStep(name, options.permit_id,
                         env.backend().publish_command(), "ignore"),
-      Deadline::After(env.confirm_timeout(), &env.clock()),
-      backend::Resend::kNever, /*wait=*/!async);
+      Deadline::After(env.confirm_timeout(), &env.clock()), /*here=*/!async,
+      [](const std::vector<backend::Answer>&) {});
   return Annotate(absl::CancelledError("the client was closed"), "acquire",
                   name, kPermitNoun);
 }

@@ -118,10 +118,9 @@ absl::Status AfterGiveBack(const std::string& name,
 void GiveBackOnClose(LockEnv& env, const std::string& name, int64_t permits,
                      bool here, std::function<void(absl::Status)> done) {
   // A refused publish is no failure here: the count went back.
-  algorithm_internal::Send(
+  algorithm_internal::SendGiveBack(
       env, AddStep(name, permits, counter_internal::PublishArg(env), "ignore"),
-      Deadline::After(env.confirm_timeout(), &env.clock()),
-      backend::Resend::kNever, here,
+      Deadline::After(env.confirm_timeout(), &env.clock()), here,
       [name,
        done = std::move(done)](const std::vector<backend::Answer>& answers) {
         done(AfterGiveBack(name, answers));

@@ -281,6 +281,7 @@ std::vector<std::pair<HoldRegistry::Key, Hold>> HoldRegistry::TakeIf(
 
 bool HoldRegistry::AwaitReleases(absl::Duration timeout) {
   auto none_releasing = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (give_backs_ > 0) return false;
     for (const auto& [key, h] : holds_) {
       if (h.release_in_flight) return false;
     }
@@ -288,6 +289,16 @@ bool HoldRegistry::AwaitReleases(absl::Duration timeout) {
   };
   MutexLock lock(&mu_);
   return mu_.AwaitWithTimeout(absl::Condition(&none_releasing), timeout);
+}
+
+void HoldRegistry::BeginGiveBack() {
+  MutexLock lock(&mu_);
+  ++give_backs_;
+}
+
+void HoldRegistry::EndGiveBack() {
+  MutexLock lock(&mu_);
+  --give_backs_;
 }
 
 std::vector<std::pair<HoldRegistry::Key, Hold>> HoldRegistry::TakeAll() {
