@@ -42,6 +42,7 @@ namespace {
 using ::relock::testing::RunDueTimers;
 
 using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
 
 // The default lease. Rounds run every lease/12 (2.5 s); a lease is renewed
 // once a third of it (10 s) is gone; a failed round is retried after
@@ -392,6 +393,35 @@ TEST_F(WatchdogFakeClockTest, FailedRoundsAreRetriedUntilTheLeaseRunsOut) {
   // Nothing is left to renew: no round is scheduled.
   EXPECT_EQ(timers_.pending(), 0u);
   EXPECT_EQ(Advance(kFakeLease), 0);
+}
+
+// A connection opened again (RenewAllSoon(): the server may have restarted):
+// a round runs at once and renews every hold, due or not, so that a lock
+// lost in the restart is reported now; the round after a failed one renews
+// every hold too.
+TEST_F(WatchdogFakeClockTest, AReconnectRenewsEveryHoldAtOnce) {
+  Acquire("a");
+  Acquire("b");
+  SetGone("a", true);  // restarted without persistence
+  FailRenewals(1, absl::UnavailableError("connection reset"));
+  watchdog_.RenewAllSoon();
+  ASSERT_TRUE(testing::Eventually([&] {
+    return watchdog_.failed_rounds() == 1;
+  })) << "no round ran";
+  ASSERT_EQ(calls().size(), 1u);
+  EXPECT_EQ(calls()[0].at, At(absl::ZeroDuration()));
+  EXPECT_THAT(calls()[0].names, UnorderedElementsAre("a", "b"));
+  // (Here at the usual interval: the next round was scheduled already.)
+  ASSERT_EQ(Advance(kInterval), 1);
+  ASSERT_EQ(calls().size(), 2u);
+  EXPECT_THAT(calls()[1].names, UnorderedElementsAre("a", "b"));
+  ASSERT_EQ(losses().size(), 1u);
+  EXPECT_EQ(losses()[0].name, "a");
+  EXPECT_EQ(losses()[0].at, At(kInterval));
+  // Then as usual: nothing is renewed before it is due.
+  ASSERT_EQ(Advance(kInterval), 1);
+  EXPECT_EQ(calls().size(), 2u);
+  EXPECT_FALSE(MustFind("b").ended());
 }
 
 // One master of a cluster down: its lock's renewals are undecided, the

@@ -1,10 +1,10 @@
 // The lease watchdog on a real redis-server: what needs Redis. A renewal
 // sets the TTL, explicit leases are not renewed and end in Redis, renewal
 // stops at the outermost release (also on the wire), lost locks are reported
-// (key deleted, FLUSHALL, Redis paused past the lease, holder process
-// killed), many locks are renewed in one round trip, and Close() stops
-// renewal. Round scheduling, cadence, retries and loss detection are proven
-// on a fake clock in watchdog_fake_clock_test.cc.
+// (key deleted, FLUSHALL, a restart, at once on the reconnect, Redis paused
+// past the lease, holder process killed), many locks are renewed in one round
+// trip, and Close() stops renewal. Round scheduling, cadence, retries and loss
+// detection are proven on a fake clock in watchdog_fake_clock_test.cc.
 
 #include "lib/watchdog/watchdog.h"
 
@@ -240,6 +240,34 @@ TEST_F(WatchdogTest, FlushAllIsReportedLost) {
   EXPECT_EQ(LostEvents(), 1);
   EXPECT_EQ(a.Release().code(), absl::StatusCode::kAborted);
   EXPECT_EQ(b.Release().code(), absl::StatusCode::kAborted);
+}
+
+// A restart without persistence loses every lock; the client hears of it
+// when its connections open again (the pub/sub connection at once), and
+// renews every lease then: the loss is reported within about a reconnect,
+// not at the lock's next renewal (a third of the lease later, 30 s here).
+TEST_F(WatchdogTest, ALossInARestartIsReportedWhenTheClientReconnects) {
+  absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start();
+  ASSERT_OK(server);
+  std::unique_ptr<Client> client =
+      MustConnect((*server)->url(), [this](ClientOptions& o) {
+        o.lock_watchdog_timeout = absl::Seconds(90);
+        o.on_lock_event = events_.Callback();
+      });
+  ASSERT_NE(client, nullptr);
+  Lock lock = client->GetLock(TestLockName());
+  ASSERT_OK(lock.Acquire());
+  ASSERT_OK((*server)->Restart());
+  Stopwatch watch;
+  LockEvent event;
+  ASSERT_TRUE(
+      events_.WaitFor(LockEventType::kLockLost, absl::Seconds(60), &event));
+  // The first renewal of a 90 s lease comes about 22 s after the acquire.
+  EXPECT_LT(watch.Elapsed(), absl::Seconds(12));
+  EXPECT_EQ(event.lock_name, lock.name());
+  EXPECT_THAT(std::string(event.status.message()), HasSubstr("gone"));
+  EXPECT_GE(client->Metrics().reconnects, 1u);
+  EXPECT_EQ(lock.Release().code(), absl::StatusCode::kAborted);
 }
 
 TEST_F(WatchdogTest, RedisPausedPastTheLeaseIsReportedLost) {

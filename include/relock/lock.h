@@ -93,23 +93,26 @@
 // watchdog lease and leaves an explicit lease's TTL alone.
 //
 // Lost locks are reported, never hidden. When the watchdog finds the owner
-// field gone (key deleted, FLUSHALL, restart without persistence, expired
-// while Redis was paused) or cannot renew before the lease runs out (Redis
-// down or paused: transient errors are retried until then; with ReplicaSync,
-// renewals the replicas did not acknowledge count as not renewed), the lock is
-// lost: a LockEventType::kLockLost event goes to ClientOptions::on_lock_event
-// (on the client's event thread), `IsHeldByCurrentThread()` turns false, and
-// `Release()` returns Aborted ("lease lost"). `SafeUntil()` tells the holder
-// how long it may assume it still holds the lock. A hold the watchdog could
-// not renew is reported lost when SafeUntil() ends, the drift allowance
-// (1% of the lease + 2 ms; a Redlock's drift factor) before its lease ends
-// in Redis, so that the holder can hear of it before another owner can take
-// the lock, even while a renewal waits for a Redis cut off by the network
-// (the report still travels through the event thread: a margin, not a
-// promise). Should Redis still hold it then (a renewal was only slow),
-// Release() may free it and return OK instead of Aborted: no other owner
-// held it meanwhile. Release it either way: nothing else frees it before
-// its lease ends.
+// field gone (key deleted, FLUSHALL, restart without persistence, expired while
+// Redis was paused) or cannot renew before the lease runs out (Redis down or
+// paused: transient errors are retried until then; with ReplicaSync, renewals
+// the replicas did not acknowledge count as not renewed), the lock is lost: a
+// LockEventType::kLockLost event goes to ClientOptions::on_lock_event (on the
+// client's event thread), `IsHeldByCurrentThread()` turns false, and
+// `Release()` returns Aborted ("lease lost"). The watchdog renews each of its
+// leases every third of it, and every one at once when a connection to Redis
+// opens again after it failed (a restart or failover may have lost the locks):
+// such a loss is reported a round trip after the client reconnects (its pub/sub
+// connection tries again at least once a second). `SafeUntil()` tells the
+// holder how long it may assume it still holds the lock. A hold the watchdog
+// could not renew is reported lost when SafeUntil() ends, the drift allowance
+// (1% of the lease + 2 ms; a Redlock's drift factor) before its lease ends in
+// Redis, so that the holder can hear of it before another owner can take the
+// lock, even while a renewal waits for a Redis cut off by the network (the
+// report still travels through the event thread: a margin, not a promise).
+// Should Redis still hold it then (a renewal was only slow), Release() may free
+// it and return OK instead of Aborted: no other owner held it meanwhile.
+// Release it either way: nothing else frees it before its lease ends.
 //
 // Threads, processes and permissions:
 //   - A thread that exits while holding locks gives them up: the client stops

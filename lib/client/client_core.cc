@@ -267,6 +267,8 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
       },
       // Told when SafeUntil() ends: the drift of the client's lock policy.
       core->policy_.Drift(core->options_.lock_watchdog_timeout));
+  // (Cleared in FinishClose() before the watchdog stops.)
+  core->observer_->on_reconnect.Set([raw] { raw->watchdog_->RenewAllSoon(); });
   // An explicit lease that ran out before its release: news for the hold's
   // loss callbacks only (letting an explicit lease run out may be meant).
   core->holds_.set_expiry_handler([raw](const watchdog::LostHold& hold) {
@@ -408,6 +410,7 @@ void ClientCore::FinishClose() {
   // its caller, and no hold is released twice.
   const Deadline releases_end = Deadline::After(options_.command_timeout);
   // No renewal after this point, so none can land after the releases below.
+  observer_->on_reconnect.Set(nullptr);
   if (watchdog_ != nullptr) watchdog_->Stop();
   if (backend_ != nullptr) backend_->CancelWaits();
   // (Not on the loop thread: it delivers those answers.)

@@ -1,7 +1,9 @@
 // What a client tells its operator: its counters (relock/metrics.h) and its
 // log messages (ClientOptions::logger). One Observer per client, shared by
 // every layer that records (the lock algorithms, the watchdog's rounds, the
-// connections), so recording needs no call back up the layers.
+// connections), so recording needs no call back up the layers; and the one
+// event the client's top acts on, a connection opened again (on_reconnect),
+// which it hands down as a callback.
 
 #ifndef RELOCK_LIB_COMMON_OBSERVER_H_
 #define RELOCK_LIB_COMMON_OBSERVER_H_
@@ -15,8 +17,10 @@
 #include <utility>
 
 #include "absl/base/log_severity.h"
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "lib/common/mutex.h"
 #include "relock/metrics.h"
 
 namespace relock {
@@ -118,8 +122,32 @@ struct Metrics {
 // ClientOptions::logger's type.
 using LogFn = std::function<void(absl::LogSeverity, absl::string_view)>;
 
+// A callback that may be set or cleared while other threads run it: Set()
+// returns only once no call of the previous one is under way. Unset: Run()
+// does nothing.
+class Hook {
+ public:
+  void Set(std::function<void()> fn) {
+    MutexLock lock(&mu_);
+    fn_ = std::move(fn);
+  }
+  void Run() const {
+    MutexLock lock(&mu_);
+    if (fn_) fn_();
+  }
+
+ private:
+  mutable Mutex mu_;
+  std::function<void()> fn_ ABSL_GUARDED_BY(mu_);
+};
+
 struct Observer {
   Metrics metrics;
+  // Run on a loop thread each time a connection opens again after it failed
+  // (the server may have restarted or failed over, losing the locks it
+  // held): the client renews every watchdog lease at once, so that a loss
+  // is reported now rather than at its next renewal. Must not block.
+  Hook on_reconnect;
   // Never empty (the default writes to stderr); must not call into the
   // client, and may run on any of its threads.
   LogFn log;

@@ -121,6 +121,7 @@ void Connection::FinishConnect(uint64_t attempt, const absl::Status& status) {
           absl::LogSeverity::kInfo,
           absl::StrCat("connection to Redis at ", options_.endpoint.ToString(),
                        " open again"));
+      options_.observer->on_reconnect.Run();
     }
     if (state_handler_) state_handler_(true, status);
     StartWrite();

@@ -136,6 +136,13 @@ void Watchdog::Activate(SteadyClock::time_point acked_at) {
   ArmLossCheckAt(acked_at + absl::ToChronoNanoseconds(lease_ - drift_));
 }
 
+void Watchdog::RenewAllSoon() {
+  MutexLock lock(&state_->mu);
+  if (state_->stop) return;
+  state_->renew_all = true;
+  state_->due = true;
+}
+
 void Watchdog::Stop() {
   {
     MutexLock lock(&state_->mu);
@@ -224,6 +231,7 @@ RoundStats Watchdog::RunRound(bool all) {
 
 void Watchdog::Run() {
   while (true) {
+    bool all = false;
     {
       MutexLock lock(&state_->mu);
       auto woken = [this]() ABSL_SHARED_LOCKS_REQUIRED(state_->mu) {
@@ -232,9 +240,12 @@ void Watchdog::Run() {
       state_->mu.Await(absl::Condition(&woken));
       if (state_->stop) return;
       state_->due = false;
+      all = std::exchange(state_->renew_all, false);
     }
-    RoundStats stats = RunRound(/*all=*/false);
+    RoundStats stats = RunRound(all);
     MutexLock lock(&state_->mu);
+    // (Its retry renews every hold too.)
+    if (all && stats.failed) state_->renew_all = true;
     if (stats.renewing > 0) {
       ScheduleRound(stats.failed ? retry_interval_ : round_interval_);
     }
