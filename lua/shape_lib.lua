@@ -5,13 +5,14 @@
 -- An owner field is "<client-id>:<thread-id>" (a read-write lock's writer
 -- adds ":write"): the client id a UUID in its text form, 8-4-4-4-12 hex
 -- digits (relock's client ids, ClientOptions::client_id, and Redisson's are
--- UUIDs), the thread id a decimal number. Its value is a positive hold
+-- UUIDs), the thread id a decimal number (Redisson's is any Java long its
+-- caller passes, negative ones too). Its value is a positive hold
 -- count. A hash whose fields merely end in ":<digits>" (a user's "x:1") is
 -- not a lock: nothing that frees or inspects locks touches it.
 local OWNER_FIELD = '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-' ..
-    '%x%x%x%x%x%x%x%x%x%x%x%x:%d+$'
+    '%x%x%x%x%x%x%x%x%x%x%x%x:%-?%d+$'
 local WRITER_FIELD = '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-' ..
-    '%x%x%x%x%x%x%x%x%x%x%x%x:%d+:write$'
+    '%x%x%x%x%x%x%x%x%x%x%x%x:%-?%d+:write$'
 local HOLD_COUNT = '^[1-9]%d*$'
 
 -- is_count(value): whether `value` is a hold count: a positive integer that

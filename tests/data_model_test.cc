@@ -62,12 +62,14 @@ class DataModelTest : public testing::RedisClientTest {
     EXPECT_OK(v);
     return v.ok() ? *v : RedisValue();
   }
-  RedisValue RedissonLock(const std::string& name) {
-    return Must({"EVAL", kRedissonLock, "1", name, "30000", kRedissonOwner});
+  RedisValue RedissonLock(const std::string& name,
+                          const std::string& owner = kRedissonOwner) {
+    return Must({"EVAL", kRedissonLock, "1", name, "30000", owner});
   }
-  RedisValue RedissonUnlock(const std::string& name) {
+  RedisValue RedissonUnlock(const std::string& name,
+                            const std::string& owner = kRedissonOwner) {
     return Must({"EVAL", kRedissonUnlockAlwaysPublishing, "2", name,
-                 LockChannel(name), "0", "30000", kRedissonOwner});
+                 LockChannel(name), "0", "30000", owner});
   }
 };
 
@@ -204,13 +206,30 @@ TEST_F(DataModelTest, ReleaseScriptsPublishWithTheCommandTheyAreGiven) {
   Must({"DEL", name});
 }
 
+// Redisson's thread id is any Java long its caller passes (lockAsync(...,
+// threadId)), negative ones too: such a holder is a holder, for every lock
+// type on the plain lock's model and for inspection.
 TEST_F(DataModelTest, RedissonHolderExcludesRelock) {
-  Lock lock = client_->GetLock(TestLockName());
-  ASSERT_TRUE(RedissonLock(lock.name()).is_nil());
-  absl::Status s = lock.TryAcquire(absl::Milliseconds(100));
-  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
-  EXPECT_EQ(lock.Release().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(RedissonUnlock(lock.name()).integer, 1);
+  const std::string negative = "0b6b2f6e-1c54-4a3c-9d7e-3f1f0c2a9e11:-7";
+  for (const std::string& owner : {std::string(kRedissonOwner), negative}) {
+    SCOPED_TRACE(owner);
+    Lock lock = client_->GetLock(TestLockName());
+    ASSERT_TRUE(RedissonLock(lock.name(), owner).is_nil());
+    absl::Status s = lock.TryAcquire(absl::Milliseconds(100));
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+    EXPECT_EQ(lock.Release().code(), absl::StatusCode::kFailedPrecondition);
+    FairLock fair = client_->GetFairLock(lock.name());
+    s = fair.TryAcquire(absl::ZeroDuration());
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+    FencedLock fenced = client_->GetFencedLock(lock.name());
+    s = fenced.TryLockAndGetToken(absl::ZeroDuration()).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+    absl::StatusOr<LockInfo> info = client_->InspectLock(lock.name());
+    ASSERT_OK(info);
+    ASSERT_EQ(info->holders.size(), 1u);
+    EXPECT_EQ(info->holders[0].owner, owner);
+    EXPECT_EQ(RedissonUnlock(lock.name(), owner).integer, 1);
+  }
 }
 
 TEST_F(DataModelTest, RelockHolderExcludesRedisson) {

@@ -69,6 +69,16 @@
 // client still treats the write hold as ended then: SafeUntil() and
 // Release() say so), as in Redisson.
 //
+// Sharing a lock with Redisson readers: Redisson's read-lock renewal sets
+// the hash's TTL and every reader's lease key (relock's too) to its own
+// lockWatchdogTimeout, and it may shorten them. A relock reader whose lease
+// is longer (an explicit one, or a longer lock_watchdog_timeout) may then
+// lose its hold in Redis before its lease ends: SafeUntil() cannot know,
+// and a writer may enter. Redisson's own explicit-lease readers share the
+// flaw. Where Redisson readers share a read-write lock, give relock's
+// readers the watchdog lease with lock_watchdog_timeout no longer than
+// Redisson's.
+//
 // Writer starvation: writers CAN starve. The read lock is granted in read
 // mode whoever waits, so a stream of readers whose holds overlap keeps the
 // lock in read mode and a waiting writer waits until the readers pause (as
