@@ -235,6 +235,10 @@ TEST(ParseTopologyUrlTest, MalformedSingleNodeUrlsSayWhichPartIsWrong) {
       {"redis://[::1]x", "expected ':port' after the IPv6 address"},
       {"redis://::1", "write an IPv6 address in brackets"},
       {"redis://:6379", "host is empty"},
+      // An unencoded '?' in the password: the part after it, read as a
+      // query, holds the '@'; nothing of it is echoed.
+      {"redis://u:x?hunter2@h:6379", "percent-encode it as %3F"},
+      {"redis://:se?cret@localhost/2", "host is empty (the URL's query"},
       {"redis://h1,h2:6379", "redis-cluster://"},
       {"redis://h#m", "#fragment"},
       {"unix://relative.sock", "\"relative.sock\" is not absolute"},

@@ -315,11 +315,17 @@ absl::StatusOr<Endpoint> ParseEndpoint(absl::string_view url) {
     path = rest.substr(slash + 1);
     has_path = true;
   }
-  if (absl::Status s = ParseHostPort(hostport, &ep, echo); !s.ok()) return s;
-  if (has_path && !path.empty()) {
-    if (absl::Status s = ParseDb(path, &ep.db, echo); !s.ok()) return s;
+  absl::Status s = ParseHostPort(hostport, &ep, echo);
+  if (s.ok() && has_path && !path.empty()) s = ParseDb(path, &ep.db, echo);
+  if (s.ok()) s = ParseQuery(query, &ep, echo);
+  if (!s.ok() && !echo) {
+    // Most likely the host, port, db and query are a password's tail.
+    return absl::InvalidArgumentError(
+        absl::StrCat(s.message(),
+                     " (the URL's query holds an '@': if the password has a "
+                     "'?', percent-encode it as %3F)"));
   }
-  if (absl::Status s = ParseQuery(query, &ep, echo); !s.ok()) return s;
+  if (!s.ok()) return s;
   return ep;
 }
 
