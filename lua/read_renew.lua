@@ -9,10 +9,12 @@
 -- (Redisson renews every reader's holds, with PEXPIRE; a dead reader's
 -- holds here end with their own leases.)
 -- Returns an array: element i is 1 when reader i still holds lock i, 0 when
--- its field is gone (the hold is lost).
+-- its field is gone (the hold is lost; also when the key now holds another
+-- type: a pcall, whose error tonumber() makes nil, so that one overwritten
+-- key does not fail the batch).
 local renewed = {}
 for i = 1, #KEYS do
-  local count = tonumber(redis.call('hget', KEYS[i], ARGV[i + 1]))
+  local count = tonumber(redis.pcall('hget', KEYS[i], ARGV[i + 1]))
   if count == nil then
     renewed[i] = 0
   else

@@ -11,12 +11,14 @@
 --          longer renews.
 -- Returns an array: element i is 1 when lock i is still held by its owner
 -- and its lease was renewed (or is already longer), 0 when the owner field
--- is gone (lock lost).
+-- is gone (lock lost; also when the key now holds another type: a pcall,
+-- so that one overwritten key does not fail the batch and leave every
+-- other lock in it unrenewed).
 local set = ARGV[#KEYS + 2] == 'set'
 local lease = tonumber(ARGV[1])
 local renewed = {}
 for i = 1, #KEYS do
-  if redis.call('hexists', KEYS[i], ARGV[i + 1]) == 1 then
+  if redis.pcall('hexists', KEYS[i], ARGV[i + 1]) == 1 then
     -- (A key without a TTL has a PTTL of -1: it gets the lease.)
     if set or redis.call('pttl', KEYS[i]) < lease then
       redis.call('pexpire', KEYS[i], ARGV[1])

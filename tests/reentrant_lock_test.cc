@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "relock/relock.h"
 #include "tests/test_util.h"
+#include "tests/testing/notification.h"
 #include "tests/testing/status_matchers.h"
 
 namespace relock {
@@ -226,7 +227,9 @@ TEST_F(ReentrantLockTest, NestedReentryCostsNoRoundTrips) {
 }
 
 // A hold re-entered locally is still reported lost when its key goes: the
-// release of the local re-entry says Aborted, not OK.
+// release of the local re-entry says Aborted, not OK, and so does the outer
+// level's; until that, an acquire (which would hide the loss from the outer
+// level) is Aborted too.
 TEST_F(ReentrantLockTest, ALostHoldIsLostForItsLocalReentriesToo) {
   std::unique_ptr<Client> client =
       MustConnect(redis().url(), [this](ClientOptions& o) {
@@ -242,11 +245,43 @@ TEST_F(ReentrantLockTest, ALostHoldIsLostForItsLocalReentriesToo) {
   ASSERT_TRUE(
       events_.WaitFor(LockEventType::kLockLost, absl::Seconds(20), &lost));
   EXPECT_EQ(lost.lock_name, lock.name());
-  EXPECT_EQ(lock.Release().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(lock.Release().code(), absl::StatusCode::kAborted);  // inner
+  absl::Status again = lock.Acquire();
+  EXPECT_EQ(again.code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(std::string(again.message()), HasSubstr("release it"));
+  EXPECT_EQ(lock.Release().code(), absl::StatusCode::kAborted);  // outer
+  EXPECT_EQ(lock.Release().code(), absl::StatusCode::kFailedPrecondition);
   // A new acquisition starts afresh, in Redis.
   ASSERT_OK(lock.Acquire());
   EXPECT_EQ(lock.HoldCount().value_or(-1), 1);
   EXPECT_OK(lock.Release());
+}
+
+// An inner release that finds the hold gone in Redis (a re-entry with an
+// explicit lease counts there) reports the loss as the watchdog would: a
+// kLockLost event, the OnLost callback, the metric; the outer level's
+// release says Aborted too. (It forgot the hold: no report, and the outer
+// release said "not held".)
+TEST_F(ReentrantLockTest, AnInnerReleaseThatFindsTheHoldGoneReportsTheLoss) {
+  std::unique_ptr<Client> client = MustConnect(
+      redis().url(),
+      [this](ClientOptions& o) { o.on_lock_event = events_.Callback(); });
+  ASSERT_NE(client, nullptr);
+  Lock lock = client->GetLock(TestLockName());
+  ASSERT_OK(lock.Acquire());
+  testing::Notification told;
+  ASSERT_OK(lock.OnLost([&](const LockEvent&) { told.Notify(); }));
+  ASSERT_OK(lock.Acquire(absl::Minutes(1)));  // counted in Redis
+  ASSERT_OK(redis().Command({"DEL", lock.name()}));
+  EXPECT_EQ(lock.Release().code(), absl::StatusCode::kAborted);  // inner
+  LockEvent lost;
+  ASSERT_TRUE(
+      events_.WaitFor(LockEventType::kLockLost, absl::Seconds(20), &lost));
+  EXPECT_EQ(lost.lock_name, lock.name());
+  EXPECT_THAT(std::string(lost.status.message()), HasSubstr("inner level"));
+  EXPECT_TRUE(told.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  EXPECT_EQ(client->Metrics().locks_lost, 1u);
+  EXPECT_EQ(lock.Release().code(), absl::StatusCode::kAborted);  // outer
 }
 
 // An explicit owner re-enters its watchdog hold locally too; a re-entry

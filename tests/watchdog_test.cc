@@ -213,6 +213,9 @@ TEST_F(WatchdogTest, DeletedKeyIsReportedLostWithinARenewalPeriod) {
   ASSERT_TRUE(
       events_.WaitFor(LockEventType::kLockLost, absl::Seconds(5), &event));
   EXPECT_LT(watch.Elapsed(), kLease / 3 + absl::Seconds(1));
+  // SafeUntil() ended when the loss was found, before the lease would have.
+  EXPECT_LE(event.safe_until, std::chrono::steady_clock::now());
+  EXPECT_GT(event.safe_until, std::chrono::steady_clock::time_point());
   EXPECT_EQ(event.lock_name, lock.name());
   EXPECT_EQ(event.status.code(), absl::StatusCode::kAborted);
   EXPECT_THAT(std::string(event.status.message()), HasSubstr("gone"));
@@ -268,6 +271,35 @@ TEST_F(WatchdogTest, ALossInARestartIsReportedWhenTheClientReconnects) {
   EXPECT_THAT(std::string(event.status.message()), HasSubstr("gone"));
   EXPECT_GE(client->Metrics().reconnects, 1u);
   EXPECT_EQ(lock.Release().code(), absl::StatusCode::kAborted);
+}
+
+// A held key overwritten by another type (a string here) is that lock's
+// loss alone: the renewal batch it shares with other locks still renews
+// them (a WRONGTYPE failed the whole batch, and every lock in it ran out),
+// and its release says Aborted ("lease lost"), not Redis's WRONGTYPE.
+TEST_F(WatchdogTest, AKeyOverwrittenByAnotherTypeLosesOnlyItsOwnLock) {
+  Lock a = client_->GetLock(TestLockName("a"));
+  Lock b = client_->GetLock(TestLockName("b"));
+  ASSERT_OK(a.Acquire());
+  ASSERT_OK(b.Acquire());
+  ASSERT_OK(redis().Command({"SET", a.name(), "hello"}));
+  LockEvent lost;
+  ASSERT_TRUE(
+      events_.WaitFor(LockEventType::kLockLost, absl::Seconds(10), &lost));
+  EXPECT_EQ(lost.lock_name, a.name());
+  EXPECT_THAT(std::string(lost.status.message()), HasSubstr("gone"));
+  // Three more leases of renewals: b is kept.
+  internal::ClientCore& core = internal::ClientAccess::Core(*client_);
+  const uint64_t rounds = core.watchdog().rounds();
+  ASSERT_TRUE(testing::Eventually(
+      [&] { return core.watchdog().rounds() >= rounds + 3 * 12; },
+      absl::Seconds(30)));
+  EXPECT_EQ(LostEvents(), 1);
+  EXPECT_TRUE(*b.IsHeldByCurrentThread());
+  EXPECT_OK(b.Release());
+  absl::Status s = a.Release();
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("lease lost"));
 }
 
 TEST_F(WatchdogTest, RedisPausedPastTheLeaseIsReportedLost) {

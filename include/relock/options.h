@@ -63,11 +63,12 @@ struct LockEvent {
   absl::Status status;
   // The owner field of the hold concerned ("<client-id>:<thread-number>").
   std::string owner;
-  // kLockLost of a hold the watchdog could not keep alive: when the hold's
-  // SafeUntil() ended (its last acknowledged renewal plus the lease, minus
-  // the drift margin). From then on SafeUntil() said the hold was unsafe,
-  // however late this event is delivered (its thread may lag on a loaded
-  // machine). The epoch (a default time_point) for other events.
+  // kLockLost: when the hold's SafeUntil() ended: its last acknowledged
+  // renewal (or acquire) plus its lease, minus the drift margin, for a hold
+  // that could not be kept alive; when the loss was found, for one found
+  // earlier (the owner field gone). From then on SafeUntil() said the hold
+  // was unsafe, however late this event is delivered (its thread may lag on
+  // a loaded machine). The epoch (a default time_point) for other events.
   std::chrono::steady_clock::time_point safe_until{};
 };
 

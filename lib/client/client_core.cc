@@ -287,10 +287,13 @@ absl::StatusOr<std::shared_ptr<ClientCore>> ClientCore::Create(
 void ClientCore::ReportLost(const watchdog::LostHold& hold,
                             const absl::Status& why) {
   observer_->metrics.locks_lost.Add();
-  const absl::Duration lease = options_.lock_watchdog_timeout;
+  // When SafeUntil() ended: at its end, or now for a loss found before it
+  // (the owner field gone).
+  const SteadyClock::time_point safe_end =
+      hold.acked_at +
+      absl::ToChronoNanoseconds(hold.lease - policy_.Drift(hold.lease));
   events_->Post(LockEvent{LockEventType::kLockLost, hold.name, why, hold.owner,
-                          hold.acked_at + absl::ToChronoNanoseconds(
-                                              lease - policy_.Drift(lease))},
+                          std::min(safe_end, timers_.clock()->Now())},
                 hold.on_lost);
 }
 

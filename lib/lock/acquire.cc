@@ -156,6 +156,19 @@ absl::StatusOr<AcquirePlan> PlanAcquire(LockEnv& env, const std::string& name,
   }
   const absl::optional<HoldFacts> held =
       env.holds().FindFactsExpiringDue(name, by.number);
+  if (held.has_value() && held->lost()) {
+    // The owner still counts a hold that was lost (and reported): taken
+    // anew, an inner release would free the lock while an outer level
+    // believes it holds it, as a re-entry that finds the hold gone in Redis
+    // would (NOTHELD). (An explicit lease that ran out may be meant: that
+    // hold is expired, not lost, and an acquire takes the lock anew.)
+    return Annotate(absl::AbortedError(absl::StrCat(
+                        "lease lost: ", Whom(by),
+                        " still holds this lock by its count, but the hold "
+                        "was lost (a lock-lost event said so); release it "
+                        "(each release says Aborted) before taking it again")),
+                    "acquire", name, env.policy().noun);
+  }
   AcquirePlan plan;
   plan.fresh = !held.has_value() || held->ended();
   if (options.kind == LockKind::kWrite && plan.fresh) {

@@ -197,6 +197,10 @@ bool IsUnpublished(const redis::Reply& reply) {
   return reply.is_error() && absl::StartsWith(reply.str(), kUnpublished);
 }
 
+bool IsWrongType(const redis::Reply& reply) {
+  return reply.is_error() && absl::StartsWith(reply.str(), "WRONGTYPE");
+}
+
 absl::Status UnpublishedStatus(absl::string_view op,
                                const redis::Reply& reply) {
   const absl::string_view why = reply.str().substr(kUnpublished.size());

@@ -65,6 +65,9 @@ std::vector<redis::ScriptSource> LockScripts();
 // Whether a release script freed the lock but Redis refused to publish the
 // unlock message (an UNPUBLISHED error reply).
 bool IsUnpublished(const redis::Reply& reply);
+// Whether `reply` is Redis's WRONGTYPE error: the script's key holds another
+// type (overwritten since the hold was taken).
+bool IsWrongType(const redis::Reply& reply);
 
 // The status of a release that freed the lock without telling its waiters:
 // PermissionDenied (or the code Redis' error maps to) saying exactly that.

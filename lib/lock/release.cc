@@ -142,7 +142,8 @@ ReleaseVerdict JudgeRelease(LockEnv& env, const std::string& name,
       ++released;
       freed += r->integer() == 1 ? 1 : 0;
       details.Add(who, "released");
-    } else if (r.ok() && r->is_nil()) {
+    } else if (r.ok() && (r->is_nil() || internal::IsWrongType(*r))) {
+      // (A key of another type now: the hold is gone just the same.)
       ++not_owner;
       details.Add(absl::StrCat(who, ": not held by ", Whom(by)));
     } else {
@@ -170,18 +171,38 @@ ReleaseVerdict JudgeRelease(LockEnv& env, const std::string& name,
     return verdict;
   }
   if (not_owner > n - quorum) {
-    if (absl::optional<Hold> lost = env.holds().Forget(name, thread)) {
-      verdict.status = Annotate(
+    auto lease_lost = [&](const HoldFacts& hold) {
+      return Annotate(
           absl::AbortedError(absl::StrCat(
               "lease lost: ", Whom(by), " held the lock, but ",
-              lost->lost()      ? "the watchdog could not keep its lease alive"
-              : lost->expired() ? "its explicit lease ran out"
-              : n > 1           ? "a majority of masters no longer have it"
-                                : "its lease ran out or it was force-released",
+              hold.lost()      ? "the watchdog could not keep its lease alive"
+              : hold.expired() ? "its explicit lease ran out"
+              : n > 1          ? "a majority of masters no longer have it"
+                               : "its lease ran out or it was force-released",
               " before this release; work done under it may have overlapped "
               "with another owner",
               n > 1 ? absl::StrCat(": ", details.Join()) : "")),
           "release", name, noun);
+    };
+    if (!outermost && call.hold.has_value()) {
+      // An inner release found the hold gone: a loss like any other,
+      // reported now (kLockLost, the hold's loss callbacks) unless it was
+      // already; the hold stays, lost and one level shallower, so that the
+      // outer levels' releases say Aborted too (lock.h).
+      verdict.status = lease_lost(*call.hold);
+      if (absl::optional<watchdog::LostHold> lost =
+              env.holds().MarkLost(name, thread)) {
+        env.ReportLost(
+            *lost, absl::AbortedError("lease lost: a release of an inner level "
+                                      "found the lock's owner field gone from "
+                                      "Redis (its lease ran out, or it was "
+                                      "deleted or force-released)"));
+      }
+      env.holds().OnReleased(name, thread, /*freed=*/false);
+      return verdict;
+    }
+    if (absl::optional<Hold> lost = env.holds().Forget(name, thread)) {
+      verdict.status = lease_lost(*lost);
       return verdict;
     }
     if (env.holds().TakenOnClose(name, thread)) {

@@ -54,7 +54,8 @@ bool HoldRegistry::ExpireLocked(const Key& key, Hold& h, LostHold* report) {
                             OnTimer(key, hold_id, /*retention_end=*/true);
                           });
   if (h.on_lost == nullptr || !on_expired_) return false;
-  *report = {key.first, key.second, h.acked_at, std::move(h.on_lost), h.owner};
+  *report = {key.first, key.second, h.acked_at, std::move(h.on_lost),
+             h.owner,   h.lease};
   return true;
 }
 
@@ -240,7 +241,8 @@ absl::optional<LostHold> HoldRegistry::MarkLost(const std::string& name,
   Hold& h = it->second;
   Disarm(h);
   h.state = HoldState::kLost;
-  return LostHold{name, thread, h.acked_at, std::move(h.on_lost), h.owner};
+  return LostHold{name,    thread, h.acked_at, std::move(h.on_lost),
+                  h.owner, h.lease};
 }
 
 absl::optional<Hold> HoldRegistry::Find(const std::string& name,
@@ -346,8 +348,8 @@ size_t HoldRegistry::Sweep(const SweepRound& round, std::vector<RenewItem>* due,
     if (!h.renewing()) continue;
     if (round.now >= h.lease_end() - absl::ToChronoNanoseconds(round.drift)) {
       h.state = HoldState::kLost;
-      lost->push_back(
-          {key.first, key.second, h.acked_at, std::move(h.on_lost), h.owner});
+      lost->push_back({key.first, key.second, h.acked_at, std::move(h.on_lost),
+                       h.owner, h.lease});
       continue;
     }
     ++renewing;
@@ -375,7 +377,7 @@ void HoldRegistry::ApplyRenewals(const std::vector<RenewItem>& due,
     } else if (renewed[i] == Renewal::kGone && h.renewing()) {
       h.state = HoldState::kLost;
       lost->push_back({due[i].name, due[i].thread, h.acked_at,
-                       std::move(h.on_lost), h.owner});
+                       std::move(h.on_lost), h.owner, h.lease});
     }
   }
 }

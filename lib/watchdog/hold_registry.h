@@ -167,6 +167,7 @@ struct LostHold {
   SteadyClock::time_point acked_at;
   std::shared_ptr<LossFns> on_lost;  // the hold's loss callbacks, if any
   std::string owner;                 // Hold::owner
+  absl::Duration lease;              // Hold::lease
 };
 
 // Told of explicit-lease holds whose lease ran out before their release

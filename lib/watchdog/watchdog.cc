@@ -200,9 +200,9 @@ RoundStats Watchdog::RunRound(bool all) {
       MutexLock report_lock(&lost_mu_);
       for (const watchdog::LostHold& h : lost) {
         on_lost_(h, absl::AbortedError(
-                        "lease lost: the lock's owner field is gone from Redis "
-                        "(expired, deleted, FLUSHALL or a restart without "
-                        "persistence)"));
+                        "lease lost: the hold is gone from Redis (the lock's "
+                        "owner field, or the permit; expired, deleted, "
+                        "FLUSHALL or a restart without persistence)"));
       }
       stats.lost += lost.size();
       stats.renewed = static_cast<size_t>(std::count(
