@@ -313,7 +313,7 @@ TEST_F(HoldRegistryTest, OnlyTheOutermostReleaseStopsRenewal) {
 // Close() waits (AwaitReleases) for the final releases in flight before it
 // takes the holds (TakeAll), so that each gets its own answer: inner
 // releases do not count, nor does a final release whose last step failed;
-// a lease that ends meanwhile does not end the wait. Give-backs count.
+// a lease that ends meanwhile does not end the wait. Calls in flight count.
 TEST_F(HoldRegistryTest, CloseWaitsForTheFinalReleasesInFlight) {
   AcquireWatchdog("a", absl::Seconds(30), clock_.Now());
   AcquireWatchdog("b", absl::Seconds(30), clock_.Now());
@@ -344,10 +344,10 @@ TEST_F(HoldRegistryTest, CloseWaitsForTheFinalReleasesInFlight) {
   ASSERT_TRUE(holds_.Forget("c", kThread).has_value());  // the answer: gone
   EXPECT_TRUE(holds_.AwaitReleases(absl::ZeroDuration()));
 
-  // A give-back of a grant that met Close() counts too, until answered.
-  holds_.BeginGiveBack();
+  // An acquire call or give-back in flight counts too, until it ends.
+  holds_.BeginInFlight();
   EXPECT_FALSE(holds_.AwaitReleases(absl::ZeroDuration()));
-  holds_.EndGiveBack();
+  holds_.EndInFlight();
   EXPECT_TRUE(holds_.AwaitReleases(absl::ZeroDuration()));
 
   const std::vector<std::pair<HoldRegistry::Key, Hold>> taken =

@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "lib/api/client_access.h"
 #include "relock/relock.h"
 #include "tests/cluster_test_util.h"
 #include "tests/redisson_scripts.h"
@@ -38,6 +39,7 @@ using ::relock::testing::kRedissonSemaphoreTryAcquire;
 using ::relock::testing::kRedissonSemaphoreTrySetPermits;
 using ::relock::testing::MustConnect;
 using ::relock::testing::RawConnection;
+using ::relock::testing::RedisServer;
 using ::relock::testing::RedisValue;
 using ::relock::testing::SemaphoreChannel;
 using ::relock::testing::Stopwatch;
@@ -425,6 +427,42 @@ TEST_F(SemaphoreTest, AnAcquireCutOffByItsDeadlineMayHaveTakenItsPermits) {
   EXPECT_TRUE(testing::Eventually([&] { return Get(sem.name()) == "0"; }));
   EXPECT_THAT(
       s, testing::StatusIs(absl::StatusCode::kUnavailable, HasSubstr("may")));
+}
+
+// An acquire whose attempt is in flight when Close() runs: Close() waits for
+// the call (up to a command timeout), so the grant that comes once Redis
+// answers is given back while the connection still runs. (Close() closed the
+// connection under it: the call said Unavailable, and Redis, resumed, ran
+// the attempt it had received: the permit was gone for good.)
+TEST_F(SemaphoreTest, CloseWaitsForAnAcquireInFlightAndGivesItsGrantBack) {
+  absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start();
+  ASSERT_OK(server);
+  std::unique_ptr<Client> client =
+      MustConnect((*server)->url(), [](ClientOptions& o) {
+        o.command_timeout = absl::Seconds(20);
+        // Nothing else in flight: the subscriber's pings, the info record.
+        o.pubsub = false;
+        o.publish_client_info = false;
+      });
+  ASSERT_NE(client, nullptr);
+  Semaphore sem = client->GetSemaphore(TestLockName());
+  ASSERT_THAT(sem.TrySetPermits(1), testing::IsOkAndHolds(true));
+  ASSERT_OK((*server)->Pause());  // SIGSTOP: the attempt waits in the socket
+  absl::Status acquired;
+  JoiningThread acquirer([&] { acquired = sem.Acquire(); });
+  ASSERT_TRUE(testing::Eventually(
+      [&] { return client->Metrics().pending_requests >= 1; }));
+  internal::ClientCore& core = internal::ClientAccess::Core(*client);
+  JoiningThread closer([&] { client->Close(); });
+  ASSERT_TRUE(testing::Eventually([&] { return core.closed(); }));
+  ASSERT_OK((*server)->Resume());
+  closer.join();
+  acquirer.join();
+  EXPECT_THAT(acquired, testing::StatusIs(absl::StatusCode::kCancelled,
+                                          HasSubstr("given back")));
+  absl::StatusOr<RedisValue> left = (*server)->Command({"GET", sem.name()});
+  ASSERT_OK(left);
+  EXPECT_EQ(left->str, "1");
 }
 
 // Review finding: on a client without pub/sub, whose waits re-check on a

@@ -44,15 +44,16 @@
 // gets FailedPrecondition, "the client was closed while this release was under
 // way" (the event has the outcome). A lock, permit or semaphore's permits
 // granted to a call as Close() runs are released (or given back) by that call,
-// which returns Cancelled; Close() gives those releases up to command_timeout
-// to be answered before it closes the connections. One still unanswered then
-// may not have run: a lock or permit then frees at its lease end; a semaphore's
-// permits stay taken, and that acquire returns Unavailable, "they may still be
-// taken". Close() returns within about 2 x command_timeout + connect_timeout in
-// all (a renewal round or releases in flight, the release round), plus one
-// command_timeout for deleting the client's info record
-// (ClientOptions::publish_client_info) when Redis accepted it but is now slow,
-// and one for the releases of grants that met the close.
+// which returns Cancelled; Close() gives the acquire calls in flight and those
+// releases up to command_timeout to end before it closes the connections (a
+// call still waiting for Redis's answer then fails with Unavailable: it may
+// still have taken the lock, until its lease ends, or the permits, for good for
+// a plain semaphore; so does a give-back still unanswered). Close() returns
+// within about 2 x command_timeout + connect_timeout in all (a renewal round or
+// releases in flight, the release round), plus one command_timeout for deleting
+// the client's info record (ClientOptions::publish_client_info) when Redis
+// accepted it but is now slow, and one for the acquire calls in flight and
+// their give-backs.
 // Holds whose explicit lease already ran out are neither released nor
 // reported. Lock handles may outlive the client; they then fail with
 // FailedPrecondition. The client may be closed or destroyed from inside its

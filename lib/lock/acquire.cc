@@ -47,6 +47,7 @@ using algorithm_internal::CheckAsyncOwner;
 using algorithm_internal::CheckModel;
 using algorithm_internal::Grant;
 using algorithm_internal::HeldByOther;
+using algorithm_internal::InFlight;
 using algorithm_internal::Inspection;
 using algorithm_internal::kMinAttemptTime;
 using algorithm_internal::LoopCompletion;
@@ -359,6 +360,7 @@ constexpr OwnerId kNoOwner{0, false};
 absl::Status Acquire(LockEnv& env, const std::string& name, const OwnerId& by,
                      absl::optional<absl::Duration> lease, Deadline deadline,
                      const AcquireOptions& options, int64_t* token) {
+  const InFlight in_flight(env);
   const SteadyClock::time_point start = env.clock().Now();
   // (Counted as a failed acquire, as PlanAcquire's failures are.)
   if (absl::Status s = env.CheckBlockingCall(); !s.ok()) {
@@ -407,12 +409,15 @@ void AcquireAsync(LockEnv& env, std::shared_ptr<void> keep,
     return done(s, -1);
   }
   const SteadyClock::time_point start = env.clock().Now();
+  env.holds().BeginInFlight();  // (see InFlight; ended before `done` runs)
   absl::StatusOr<AcquirePlan> plan = PlanAcquire(env, name, by, lease, options);
   if (!plan.ok()) {
+    env.holds().EndInFlight();
     CountAcquire(env, plan.status(), true, false, start);
     return done(plan.status(), -1);
   }
   if (TryLocalReentry(env, name, by, *plan, lease)) {
+    env.holds().EndInFlight();
     CountLocalReentry(env);
     return LoopCompletion::Post(
         env, std::move(keep),
@@ -431,6 +436,7 @@ void AcquireAsync(LockEnv& env, std::shared_ptr<void> keep,
             s.ok() ? RegisterHold(env, name, by, owner, plan, grant.sent_at,
                                   /*async=*/true)
                    : s;
+        env.holds().EndInFlight();
         CountAcquire(env, result, plan.fresh, waited, start);
         if (result.ok()) return done(result, grant.token);
         done(Annotate(result, "acquire", name, env.policy().noun), -1);

@@ -299,10 +299,11 @@ void Undo(LockEnv& env, const LockModel& model, LockName name,
   if (std::none_of(undo.begin(), undo.end(), [](bool b) { return b; })) {
     return;
   }
-  SendIgnoringAnswers(
+  SendGiveBack(
       env,
       model.Undo(name, owner, fresh, options, env.backend().publish_command()),
-      deadline, Resend::kNever, /*wait=*/!async, &undo);
+      deadline, /*here=*/!async, [](const std::vector<backend::Answer>&) {},
+      &undo);
 }
 
 absl::StatusOr<Inspection> ParseInspection(const redis::Reply& r) {

@@ -237,21 +237,39 @@ inline void SendIgnoringAnswers(LockEnv& env, const Step& step,
       [](const std::vector<backend::Answer>& /*answers*/) {}, only);
 }
 
-// Send() for a release or give-back of what a call obtained as Close() ran
-// (its caller cannot undo it through the closed client; never resent):
-// counted in the hold registry until its answers arrive, so that Close()
-// waits for it before it closes the backend (HoldRegistry::AwaitReleases()).
-// `then` runs after the count is dropped: it may end the client.
+// Counts an acquire call in flight in the hold registry for as long as it
+// lives (HoldRegistry::BeginInFlight()), so that Close() waits for the call
+// before it closes the backend: a grant that comes as Close() runs is then
+// given back by its call while the backend still runs. Made before the call
+// checks that the client is open.
+class InFlight {
+ public:
+  explicit InFlight(LockEnv& env) : env_(env) { env_.holds().BeginInFlight(); }
+  ~InFlight() { env_.holds().EndInFlight(); }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+
+ private:
+  LockEnv& env_;
+};
+
+// Send() for a give-back, release or undo of what a call took that its
+// caller will not release (it met Close(), or the call failed; never
+// resent): counted in the hold registry until its answers arrive, as
+// InFlight counts a call. `then` runs after the count is dropped: it may end
+// the client.
 template <class Then>
 void SendGiveBack(LockEnv& env, const Step& step, Deadline deadline, bool here,
-                  Then then) {
-  env.holds().BeginGiveBack();
-  Send(env, step, deadline, backend::Resend::kNever, here,
-       [&env, then = std::move(then)](
-           const std::vector<backend::Answer>& answers) mutable {
-         env.holds().EndGiveBack();
-         then(answers);
-       });
+                  Then then, const std::vector<bool>* only = nullptr) {
+  env.holds().BeginInFlight();
+  Send(
+      env, step, deadline, backend::Resend::kNever, here,
+      [&env, then = std::move(then)](
+          const std::vector<backend::Answer>& answers) mutable {
+        env.holds().EndInFlight();
+        then(answers);
+      },
+      only);
 }
 
 // Runs `step` on the backend's first node without a deadline and returns

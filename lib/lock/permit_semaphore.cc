@@ -320,6 +320,7 @@ std::string PermitTimeoutKey(absl::string_view name) {
 absl::StatusOr<std::string> AcquirePermit(LockEnv& env, const std::string& name,
                                           absl::Duration lease,
                                           Deadline deadline) {
+  const algorithm_internal::InFlight in_flight(env);
   AcquireOptions options;
   bool watchdog = false;
   if (absl::Status s =
@@ -346,11 +347,13 @@ void AcquirePermitAsync(LockEnv& env, const std::shared_ptr<void>& keep,
                         const std::string& name, absl::Duration lease,
                         Deadline deadline,
                         std::function<void(absl::StatusOr<std::string>)> done) {
+  env.holds().BeginInFlight();  // (see InFlight; ended before `done` runs)
   AcquireOptions options;
   bool watchdog = false;
   if (absl::Status s =
           CheckPermitAcquire(env, name, lease, &options, &watchdog);
       !s.ok()) {
+    env.holds().EndInFlight();
     return done(s);
   }
   AwaitGrantAsync(env, keep, name, PermitModelInstance(), options, deadline,
@@ -361,6 +364,7 @@ void AcquirePermitAsync(LockEnv& env, const std::shared_ptr<void>& keep,
                       s = RegisterPermit(env, name, options, watchdog, sent_at,
                                          true);
                     }
+                    env.holds().EndInFlight();
                     if (!s.ok()) return done(s);
                     done(options.permit_id);
                   });

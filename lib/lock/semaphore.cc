@@ -135,6 +135,7 @@ std::string SemaphoreChannel(absl::string_view name) {
 
 absl::Status AcquirePermits(LockEnv& env, const std::string& name,
                             int64_t permits, Deadline deadline) {
+  const algorithm_internal::InFlight in_flight(env);
   AcquireOptions options;
   if (absl::Status s = CheckAcquire(env, name, permits, &options); !s.ok()) {
     return s;
@@ -153,8 +154,10 @@ void AcquirePermitsAsync(LockEnv& env, std::shared_ptr<void> keep,
                          const std::string& name, int64_t permits,
                          Deadline deadline,
                          std::function<void(absl::Status)> done) {
+  env.holds().BeginInFlight();  // (see InFlight; ended before `done` runs)
   AcquireOptions options;
   if (absl::Status s = CheckAcquire(env, name, permits, &options); !s.ok()) {
+    env.holds().EndInFlight();
     return done(s);
   }
   // (`keep` twice: the wait holds one, the give-back's answer the other.)
@@ -163,12 +166,16 @@ void AcquirePermitsAsync(LockEnv& env, std::shared_ptr<void> keep,
                   deadline, GrantOp{"acquire", kSemaphore.noun},
                   [&env, keep = std::move(also), name, permits,
                    done = std::move(done)](absl::Status s) mutable {
-                    if (!s.ok() || !env.closed()) return done(std::move(s));
+                    if (!s.ok() || !env.closed()) {
+                      env.holds().EndInFlight();
+                      return done(std::move(s));
+                    }
                     GiveBackOnClose(env, name, permits, /*here=*/false,
                                     [keep, done = std::move(done)](
                                         absl::Status given_back) {
                                       done(std::move(given_back));
                                     });
+                    env.holds().EndInFlight();  // (the give-back counts)
                   });
 }
 

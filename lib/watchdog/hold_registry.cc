@@ -283,7 +283,7 @@ std::vector<std::pair<HoldRegistry::Key, Hold>> HoldRegistry::TakeIf(
 
 bool HoldRegistry::AwaitReleases(absl::Duration timeout) {
   auto none_releasing = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (give_backs_ > 0) return false;
+    if (in_flight_ > 0) return false;
     for (const auto& [key, h] : holds_) {
       if (h.release_in_flight) return false;
     }
@@ -293,14 +293,14 @@ bool HoldRegistry::AwaitReleases(absl::Duration timeout) {
   return mu_.AwaitWithTimeout(absl::Condition(&none_releasing), timeout);
 }
 
-void HoldRegistry::BeginGiveBack() {
+void HoldRegistry::BeginInFlight() {
   MutexLock lock(&mu_);
-  ++give_backs_;
+  ++in_flight_;
 }
 
-void HoldRegistry::EndGiveBack() {
+void HoldRegistry::EndInFlight() {
   MutexLock lock(&mu_);
-  --give_backs_;
+  --in_flight_;
 }
 
 std::vector<std::pair<HoldRegistry::Key, Hold>> HoldRegistry::TakeAll() {

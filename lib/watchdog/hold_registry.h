@@ -267,15 +267,17 @@ class HoldRegistry {
   // waits up to `timeout` until no final release is in flight
   // (BeginRelease() to OnReleased(), Forget() or OnReleaseFailed()), so that
   // each ends with its own answer (OK, or the lease lost) rather than in
-  // Close()'s release round, and no give-back either (BeginGiveBack() to
-  // EndGiveBack()), so that the backend still runs it. Returns whether none
-  // is left.
+  // Close()'s release round, and no acquire call or give-back either
+  // (BeginInFlight() to EndInFlight()), so that a grant that comes as
+  // Close() runs is given back while the backend still runs. Returns
+  // whether none is left.
   bool AwaitReleases(absl::Duration timeout);
-  // A release or give-back of what a call obtained as Close() ran (its
-  // caller cannot undo it through the closed client) is in flight until
-  // EndGiveBack(): see AwaitReleases().
-  void BeginGiveBack();
-  void EndGiveBack();
+  // An acquire call (from before it checks that the client is open until
+  // it registered or gave back what it took), or a give-back or undo of
+  // what a call took, is in flight until EndInFlight(): see
+  // AwaitReleases().
+  void BeginInFlight();
+  void EndInFlight();
   // Removes and returns every hold that has not ended (for Close()); ended
   // ones are dropped. Those returned are remembered (TakenOnClose()).
   std::vector<std::pair<Key, Hold>> TakeAll();
@@ -348,7 +350,7 @@ class HoldRegistry {
   absl::flat_hash_map<Key, Hold, KeyHash, KeyEq> holds_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<Key, KeyHash, KeyEq> taken_on_close_ ABSL_GUARDED_BY(mu_);
   uint64_t next_hold_id_ ABSL_GUARDED_BY(mu_) = 1;
-  int give_backs_ ABSL_GUARDED_BY(mu_) = 0;  // BeginGiveBack() - EndGiveBack()
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // BeginInFlight() - EndInFlight()
 };
 
 }  // namespace watchdog
