@@ -381,7 +381,7 @@ void ClientCore::PostEvent(LockEvent event) {
 
 void ClientCore::Close() {
   // In a fork()ed child closed_ is already set: nothing here runs there.
-  if (closed_.exchange(true, std::memory_order_acq_rel)) return;
+  if (closed_.exchange(true, std::memory_order_seq_cst)) return;
   if (io::EventLoop::InAnyLoopThread()) {
     // Waiting here for the releases' answers would wait for this very
     // thread. A thread of its own finishes the close once the callback

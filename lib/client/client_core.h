@@ -82,7 +82,8 @@ class ClientCore final : public std::enable_shared_from_this<ClientCore>,
   const Clock& clock() const override { return *timers_.clock(); }
   const std::string& id() const override { return id_; }
   bool closed() const override {
-    return closed_.load(std::memory_order_acquire);
+    // (seq_cst: see HoldRegistry::BeginInFlight().)
+    return closed_.load(std::memory_order_seq_cst);
   }
   absl::Status CheckOpen() const override;
   absl::Status CheckBlockingCall() const override;

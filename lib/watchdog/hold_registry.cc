@@ -283,24 +283,33 @@ std::vector<std::pair<HoldRegistry::Key, Hold>> HoldRegistry::TakeIf(
 
 bool HoldRegistry::AwaitReleases(absl::Duration timeout) {
   auto none_releasing = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (in_flight_ > 0) return false;
+    if (in_flight_.load(std::memory_order_seq_cst) > 0) return false;
     for (const auto& [key, h] : holds_) {
       if (h.release_in_flight) return false;
     }
     return true;
   };
   MutexLock lock(&mu_);
-  return mu_.AwaitWithTimeout(absl::Condition(&none_releasing), timeout);
+  ++awaiting_;
+  const bool none =
+      mu_.AwaitWithTimeout(absl::Condition(&none_releasing), timeout);
+  --awaiting_;
+  return none;
 }
 
+// Atomic, so that an acquire's count costs no lock on the registry; the
+// last EndInFlight() while a close waits takes the mutex, whose release
+// makes the waiter look again. (seq_cst: whichever of a count's change and
+// the waiter's awaiting_ comes first, the other sees it.)
 void HoldRegistry::BeginInFlight() {
-  MutexLock lock(&mu_);
-  ++in_flight_;
+  in_flight_.fetch_add(1, std::memory_order_seq_cst);
 }
 
 void HoldRegistry::EndInFlight() {
-  MutexLock lock(&mu_);
-  --in_flight_;
+  if (in_flight_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
+      awaiting_.load(std::memory_order_seq_cst) > 0) {
+    MutexLock lock(&mu_);
+  }
 }
 
 std::vector<std::pair<HoldRegistry::Key, Hold>> HoldRegistry::TakeAll() {

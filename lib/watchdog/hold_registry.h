@@ -27,6 +27,7 @@
 #ifndef RELOCK_LIB_WATCHDOG_HOLD_REGISTRY_H_
 #define RELOCK_LIB_WATCHDOG_HOLD_REGISTRY_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -350,7 +351,10 @@ class HoldRegistry {
   absl::flat_hash_map<Key, Hold, KeyHash, KeyEq> holds_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<Key, KeyHash, KeyEq> taken_on_close_ ABSL_GUARDED_BY(mu_);
   uint64_t next_hold_id_ ABSL_GUARDED_BY(mu_) = 1;
-  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // BeginInFlight() - EndInFlight()
+  // BeginInFlight() - EndInFlight(); and the AwaitReleases() calls waiting
+  // (changed under mu_).
+  std::atomic<int64_t> in_flight_{0};
+  std::atomic<int> awaiting_{0};
 };
 
 }  // namespace watchdog
