@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "lib/backend/node_backend.h"
 #include "lib/backend/routed_backend.h"
+#include "lib/common/observer.h"
 #include "lib/io/event_loop.h"
 #include "lib/lock/lock_scripts.h"
 #include "lib/redis/url.h"
@@ -157,11 +158,17 @@ TEST_F(BackendTest, ATimerFiresOnTheLoopAndACancelledOneDoesNot) {
 // A routed backend whose refreshes the test starts and ends by hand.
 class HandRefreshed final : public RoutedBackend {
  public:
-  explicit HandRefreshed(io::EventLoop* loop)
-      : RoutedBackend(loop, NodeOptions(), {}, "hand-refreshed") {}
+  explicit HandRefreshed(io::EventLoop* loop, NodeOptions node = {})
+      : RoutedBackend(loop, std::move(node), {}, "hand-refreshed") {}
   ~HandRefreshed() override { Close(); }
   int started() const { return started_.load(); }
   void Done() { RefreshDone(); }
+  // Installs a map whose every slot `url`'s server serves.
+  void InstallMaster(const std::string& url) {
+    absl::StatusOr<redis::Endpoint> at = redis::ParseRedisUrl(url);
+    ASSERT_OK(at);
+    Install(redis::SlotMap::OneMaster(*at));
+  }
 
  private:
   void StartRefresh() override { started_.fetch_add(1); }
@@ -187,6 +194,30 @@ TEST(RoutedBackendTest, ARefreshAskedForWhileOneRunsRunsAfterIt) {
   backend.RefreshSoon();
   EXPECT_EQ(backend.started(), 3);
   backend.Done();
+  loop.Stop();
+}
+
+// A slot that another master serves now (a failover, or a resharding) is
+// news for the client's watchdog, which renews every lease then
+// (Observer::on_reconnect): the new master may lack the last locks. The
+// first map and one with the same masters are not.
+TEST(RoutedBackendTest, ANewMasterRunsTheReconnectHook) {
+  io::EventLoop loop;
+  auto observer = std::make_shared<Observer>();
+  std::atomic<int> told{0};
+  observer->on_reconnect.Set([&told] { told.fetch_add(1); });
+  NodeOptions node;
+  node.connection.observer = observer;
+  {
+    HandRefreshed backend(&loop, node);
+    backend.InstallMaster("redis://127.0.0.1:1");
+    EXPECT_EQ(told.load(), 0);
+    backend.InstallMaster("redis://127.0.0.1:1");
+    EXPECT_EQ(told.load(), 0);
+    backend.InstallMaster("redis://127.0.0.1:2");
+    EXPECT_EQ(told.load(), 1);
+  }
+  observer->on_reconnect.Set(nullptr);
   loop.Stop();
 }
 

@@ -396,31 +396,45 @@ TEST_F(WatchdogFakeClockTest, FailedRoundsAreRetriedUntilTheLeaseRunsOut) {
 }
 
 // A connection opened again (RenewAllSoon(): the server may have restarted):
-// a round runs at once and renews every hold, due or not, so that a lock
-// lost in the restart is reported now; the round after a failed one renews
-// every hold too.
+// a round runs at once and renews every hold acknowledged before, due or
+// not, so that a lock lost in the restart is reported now; a failed one is
+// retried at the retry interval, with every hold not renewed since. A
+// connection that keeps opening again makes at most one such round per
+// retry interval.
 TEST_F(WatchdogFakeClockTest, AReconnectRenewsEveryHoldAtOnce) {
   Acquire("a");
   Acquire("b");
   SetGone("a", true);  // restarted without persistence
   FailRenewals(1, absl::UnavailableError("connection reset"));
+  clock_.Advance(absl::Milliseconds(1));
   watchdog_.RenewAllSoon();
   ASSERT_TRUE(testing::Eventually([&] {
     return watchdog_.failed_rounds() == 1;
   })) << "no round ran";
   ASSERT_EQ(calls().size(), 1u);
-  EXPECT_EQ(calls()[0].at, At(absl::ZeroDuration()));
+  EXPECT_EQ(calls()[0].at, At(absl::Milliseconds(1)));
   EXPECT_THAT(calls()[0].names, UnorderedElementsAre("a", "b"));
-  // (Here at the usual interval: the next round was scheduled already.)
-  ASSERT_EQ(Advance(kInterval), 1);
+  ASSERT_EQ(Advance(kRetry), 1);
   ASSERT_EQ(calls().size(), 2u);
+  EXPECT_EQ(calls()[1].at, At(absl::Milliseconds(1) + kRetry));
   EXPECT_THAT(calls()[1].names, UnorderedElementsAre("a", "b"));
   ASSERT_EQ(losses().size(), 1u);
   EXPECT_EQ(losses()[0].name, "a");
-  EXPECT_EQ(losses()[0].at, At(kInterval));
   // Then as usual: nothing is renewed before it is due.
   ASSERT_EQ(Advance(kInterval), 1);
   EXPECT_EQ(calls().size(), 2u);
+
+  // Twice in a row: the first runs a round at once, the second none until
+  // a retry interval after the first.
+  watchdog_.RenewAllSoon();
+  ASSERT_TRUE(testing::Eventually([&] { return calls().size() == 3; }));
+  ASSERT_TRUE(testing::Eventually([&] { return watchdog_.round_scheduled(); }));
+  clock_.Advance(absl::Milliseconds(1));
+  watchdog_.RenewAllSoon();
+  EXPECT_EQ(Advance(kRetry - absl::Milliseconds(2)), 0);
+  EXPECT_EQ(Advance(absl::Milliseconds(1)), 1);
+  ASSERT_EQ(calls().size(), 4u);
+  EXPECT_THAT(calls()[3].names, UnorderedElementsAre("b"));
   EXPECT_FALSE(MustFind("b").ended());
 }
 

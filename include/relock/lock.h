@@ -107,15 +107,16 @@
 // client's event thread), `IsHeldByCurrentThread()` turns false, and
 // `Release()` returns Aborted ("lease lost"). The watchdog renews each of its
 // leases every third of it, and every one at once when a connection to Redis
-// opens again after it failed (a restart or failover may have lost the locks):
-// such a loss is reported a round trip after the client reconnects (its pub/sub
-// connection tries again at least once a second). `SafeUntil()` tells the
-// holder how long it may assume it still holds the lock. A hold the watchdog
-// could not renew is reported lost when SafeUntil() ends, the drift allowance
-// (1% of the lease + 2 ms; a Redlock's drift factor) before its lease ends in
-// Redis, so that the holder can hear of it before another owner can take the
-// lock, even while a renewal waits for a Redis cut off by the network (the
-// report still travels through the event thread: a margin, not a promise).
+// opens again after it failed, or when Sentinel or the cluster names another
+// master (a restart or failover may have lost the locks): such a loss is
+// reported a round trip after that (the pub/sub connection tries again at least
+// once a second; at most one such round per half second). `SafeUntil()` tells
+// the holder how long it may assume it still holds the lock. A hold the
+// watchdog could not renew is reported lost when SafeUntil() ends, the drift
+// allowance (1% of the lease + 2 ms; a Redlock's drift factor) before its lease
+// ends in Redis, so that the holder can hear of it before another owner can
+// take the lock, even while a renewal waits for a Redis cut off by the network
+// (the report still travels through the event thread: a margin, not a promise).
 // Should Redis still hold it then (a renewal was only slow), Release() may free
 // it and return OK instead of Aborted: no other owner held it meanwhile.
 // Release it either way: nothing else frees it before its lease ends.

@@ -271,6 +271,7 @@ bool RoutedBackend::closed() const {
 void RoutedBackend::Install(redis::SlotMap map) {
   auto shared = std::make_shared<const redis::SlotMap>(std::move(map));
   std::vector<pubsub::Listener> moved;  // waits whose slot moved
+  bool master_changed = false;
   {
     MutexLock lock(&mu_);
     const std::shared_ptr<const redis::SlotMap> old = std::move(map_);
@@ -279,6 +280,17 @@ void RoutedBackend::Install(redis::SlotMap map) {
       const redis::SlotRange* r = m == nullptr ? nullptr : m->Find(slot);
       return r == nullptr ? std::string() : r->master.endpoint.ToString();
     };
+    // A slot served by another master: a failover (whose new master may
+    // lack the last writes of the old one) or a resharding. Either way
+    // the client renews every lease at once (Observer::on_reconnect).
+    if (old != nullptr) {
+      for (const redis::SlotRange& r : shared->ranges()) {
+        if (master(old.get(), r.first) != r.master.endpoint.ToString()) {
+          master_changed = true;
+          break;
+        }
+      }
+    }
     auto live = watches_.begin();
     for (const std::weak_ptr<const Watch>& weak : watches_) {
       std::shared_ptr<const Watch> watch = weak.lock();
@@ -292,6 +304,9 @@ void RoutedBackend::Install(redis::SlotMap map) {
     watches_.erase(live, watches_.end());
   }
   refreshes_.fetch_add(1, std::memory_order_relaxed);
+  if (master_changed && node_options_.connection.observer != nullptr) {
+    node_options_.connection.observer->on_reconnect.Run();
+  }
   // On the loop, after this refresh's callback: each looks (and moves).
   for (pubsub::Listener& listener : moved) loop_->Post(std::move(listener));
 }

@@ -143,10 +143,11 @@ class Hook {
 
 struct Observer {
   Metrics metrics;
-  // Run on a loop thread each time a connection opens again after it failed
-  // (the server may have restarted or failed over, losing the locks it
-  // held): the client renews every watchdog lease at once, so that a loss
-  // is reported now rather than at its next renewal. Must not block.
+  // Run each time a connection opens again after it failed (on its loop
+  // thread), and when a routed backend finds a slot's master changed: the
+  // server may have restarted or failed over, losing locks. The client
+  // renews every watchdog lease then, so that a loss is reported now rather
+  // than at its next renewal. Must not block.
   Hook on_reconnect;
   // Never empty (the default writes to stderr); must not call into the
   // client, and may run on any of its threads.

@@ -363,7 +363,8 @@ size_t HoldRegistry::Sweep(const SweepRound& round, std::vector<RenewItem>* due,
     }
     ++renewing;
     if (due != nullptr &&
-        (round.all || h.acked_at + period_ns <= round.due_by)) {
+        (round.all || h.acked_at + period_ns <= round.due_by ||
+         h.acked_at < round.acked_before)) {
       due->push_back(
           {key.first, h.owner, key.second, h.hold_id, h.kind, h.ack});
     }

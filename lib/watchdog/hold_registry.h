@@ -154,10 +154,13 @@ struct SweepRound {
   // later than it stops being safe, before another owner can take the lock.
   SteadyClock::time_point now;
   // Renewing holds whose renewal is due by then (acked_at + period <=
-  // due_by) are collected; every renewing hold when `all`.
+  // due_by) are collected; so is every renewing hold acknowledged before
+  // `acked_before` (a reconnect: Watchdog::RenewAllSoon()), and every
+  // renewing hold when `all`.
   SteadyClock::time_point due_by;
   absl::Duration period;
   bool all = false;
+  SteadyClock::time_point acked_before = SteadyClock::time_point::min();
   absl::Duration drift = absl::ZeroDuration();  // see `now`
 };
 

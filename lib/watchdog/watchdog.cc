@@ -39,9 +39,21 @@ Watchdog::Watchdog(absl::Duration lease, watchdog::HoldRegistry* holds,
 Watchdog::~Watchdog() { Stop(); }
 
 void Watchdog::ScheduleRound(absl::Duration delay) {
-  if (state_->stop || state_->timer != 0) return;
-  state_->timer = timers_->ScheduleAfter(delay, [state = state_] {
+  if (state_->stop) return;
+  const SteadyClock::time_point at =
+      clock_->Now() + absl::ToChronoNanoseconds(delay);
+  if (state_->timer != 0) {
+    // A round pending for no later stays; a later one (after a round that
+    // ran out of turn, RenewAllSoon()) is moved here.
+    if (state_->timer_at <= at) return;
+    timers_->Cancel(state_->timer);
+  }
+  // A callback cancelled too late finds another generation and does nothing.
+  const uint64_t generation = ++state_->timer_generation;
+  state_->timer_at = at;
+  state_->timer = timers_->ScheduleAt(at, [state = state_, generation] {
     MutexLock lock(&state->mu);
+    if (generation != state->timer_generation) return;
     state->timer = 0;
     state->due = true;
   });
@@ -137,10 +149,22 @@ void Watchdog::Activate(SteadyClock::time_point acked_at) {
 }
 
 void Watchdog::RenewAllSoon() {
+  const SteadyClock::time_point now = clock_->Now();
   MutexLock lock(&state_->mu);
   if (state_->stop) return;
-  state_->renew_all = true;
-  state_->due = true;
+  // Every hold acknowledged before now is renewed by the rounds from here
+  // on, until each was renewed since (a failed round's retry too).
+  state_->reconnected_at = now;
+  // At most one such round per retry interval (a connection that keeps
+  // dropping and opening again): later ones wait for the next.
+  const SteadyClock::time_point next =
+      state_->renewed_all_at + absl::ToChronoNanoseconds(retry_interval_);
+  if (state_->renewed_all_at == SteadyClock::time_point::min() || now >= next) {
+    state_->renewed_all_at = now;
+    state_->due = true;
+  } else {
+    ScheduleRound(absl::FromChrono(next - now));
+  }
 }
 
 void Watchdog::Stop() {
@@ -190,6 +214,10 @@ RoundStats Watchdog::RunRound(bool all) {
   sweep.period = period_;
   sweep.drift = drift_;
   sweep.all = all;
+  {
+    MutexLock lock(&state_->mu);
+    sweep.acked_before = state_->reconnected_at;
+  }
   stats.renewing = SweepAndReport(sweep, &due, &stats.lost);
   if (!due.empty()) {
     const SteadyClock::time_point sent_at = clock_->Now();
@@ -231,7 +259,6 @@ RoundStats Watchdog::RunRound(bool all) {
 
 void Watchdog::Run() {
   while (true) {
-    bool all = false;
     {
       MutexLock lock(&state_->mu);
       auto woken = [this]() ABSL_SHARED_LOCKS_REQUIRED(state_->mu) {
@@ -240,12 +267,9 @@ void Watchdog::Run() {
       state_->mu.Await(absl::Condition(&woken));
       if (state_->stop) return;
       state_->due = false;
-      all = std::exchange(state_->renew_all, false);
     }
-    RoundStats stats = RunRound(all);
+    RoundStats stats = RunRound(/*all=*/false);
     MutexLock lock(&state_->mu);
-    // (Its retry renews every hold too.)
-    if (all && stats.failed) state_->renew_all = true;
     if (stats.renewing > 0) {
       ScheduleRound(stats.failed ? retry_interval_ : round_interval_);
     }

@@ -19,11 +19,12 @@
 //      `on_lost` (which must not block: the client queues the event).
 // A failed round (timeout, reconnect) is retried after `retry_interval` until
 // the lease would have run out, when step 1 reports the loss. After a
-// connection to Redis opened again (RenewAllSoon(): the server may have
-// restarted or failed over and lost its locks), a round runs at once and
-// renews every renewing hold, so that such a loss is reported within a
-// round trip of the reconnect, not at each hold's next renewal (up to
-// lease/3 later).
+// connection to Redis opened again, or a new master took over
+// (RenewAllSoon(): the server may have restarted or failed over and lost
+// its locks), a round runs at once and renews every renewing hold
+// acknowledged before then, so that such a loss is reported within a round
+// trip, not at each hold's next renewal (up to lease/3 later); a hold whose
+// renewal failed is in every round until renewed.
 //
 // A loss is reported on time even while a round waits for its renewals (up
 // to the command timeout, during a network partition): a loss check, a
@@ -108,8 +109,11 @@ class Watchdog {
   // registered: makes sure rounds are scheduled and the loss check is armed
   // no later than the hold's safe end. O(1): no scan of the registry.
   void Activate(SteadyClock::time_point acked_at);
-  // Runs a round renewing every renewing hold now, on the watchdog's thread
-  // (see the banner). Does not block: any thread, the event loop's too.
+  // A connection to Redis opened again (or a new master took over): every
+  // renewing hold acknowledged before now is renewed by a round that runs
+  // at once, on the watchdog's thread, and by the rounds after it until
+  // renewed (see the banner). At most one such round at once per retry
+  // interval. Does not block: any thread, the event loop's too.
   void RenewAllSoon();
   // Stops rounds and joins the thread (waiting for a round in flight, which
   // is bounded by the command timeout). Idempotent.
@@ -174,8 +178,15 @@ class Watchdog {
     Mutex mu;
     bool stop ABSL_GUARDED_BY(mu) = false;
     bool due ABSL_GUARDED_BY(mu) = false;          // a round should run now
-    bool renew_all ABSL_GUARDED_BY(mu) = false;    // ... renewing every hold
     timer::TimerId timer ABSL_GUARDED_BY(mu) = 0;  // next round, if scheduled
+    SteadyClock::time_point timer_at ABSL_GUARDED_BY(mu);  // ... its time
+    uint64_t timer_generation ABSL_GUARDED_BY(mu) = 0;     // ... and its own
+    // The last RenewAllSoon(): holds acknowledged before are renewed.
+    SteadyClock::time_point reconnected_at ABSL_GUARDED_BY(mu) =
+        SteadyClock::time_point::min();
+    // When RenewAllSoon() last made a round run at once.
+    SteadyClock::time_point renewed_all_at ABSL_GUARDED_BY(mu) =
+        SteadyClock::time_point::min();
     timer::TimerId loss_timer ABSL_GUARDED_BY(mu) = 0;    // the loss check
     SteadyClock::time_point loss_at ABSL_GUARDED_BY(mu);  // when it fires
     uint64_t loss_generation ABSL_GUARDED_BY(mu) = 0;     // of the latest one
