@@ -519,6 +519,34 @@ TEST(RetryTest, CloseAwaitsTheReleaseOfAGrantThatMetIt) {
   }
 }
 
+// A re-entry that Redis counted while the client found the hold lost (its
+// loss check ran as the re-entry was under way): Aborted, and the level it
+// added is given back, instead of a fresh count of 1 whose release would
+// free the lock under the outer level. (Found by review.)
+TEST(RetryTest, AReentryThatMeetsTheLossCheckGivesItsLevelBack) {
+  FakeLockEnv env;
+  ASSERT_OK(AcquireFor(env, "r", absl::ZeroDuration()));
+  size_t releases = 0;
+  env.fake().SetResponder(
+      0, [&](const FakeCall& call, testing::FakeNode&) -> backend::Answer {
+        if (call.script == internal::kAcquireScript) {
+          EXPECT_TRUE(env.holds().MarkLost("r", kMe.number).has_value());
+          return backend::Answer{testing::NilReply()};  // counted: 2
+        }
+        if (call.script == internal::kReleaseScript) ++releases;
+        return backend::Answer{testing::IntReply(0)};  // holds remain
+      });
+  EXPECT_THAT(AcquireFor(env, "r", absl::ZeroDuration()),
+              StatusIs(absl::StatusCode::kAborted,
+                       HasSubstr("while this re-entry was under way")));
+  EXPECT_EQ(releases, 1u);
+  const absl::optional<lock::HoldFacts> hold =
+      env.holds().FindFacts("r", kMe.number);
+  ASSERT_TRUE(hold.has_value());
+  EXPECT_TRUE(hold->lost());
+  EXPECT_EQ(hold->count, 1);
+}
+
 // --- Waiting for a held lock, in simulated time.
 
 TEST(FakeWaitTest, AWaiterGetsTheLockWhenTheHoldersLeaseEnds) {

@@ -56,26 +56,25 @@
 //                 |                   | Held-by-T(1)  |
 //   Held-by-T(n)  | -> Held-by-T(n+1) | true, (n+1)   | n>1: n-1; 1: Free
 //   Held-by-other | waits (notified)  | false         | FailedPrecondition
-//   Lease-lost(n) | Aborted ("lease   | throws        | Aborted ("lease
-//   (T held it;   | lost")            | LockError     | lost"); n>1: n-1;
+//   Lease-lost(n) | as Free/other     | as Free/other | Aborted ("lease
+//   (T held it;   | (a fresh hold)    |               | lost"); n>1: n-1;
 //   lease ran out |                   |               | 1: as Free/other
 //   or key gone)  |                   |               |
-//   Expired       | as Free/other     | as Free/other | Aborted, then as
-//   (explicit     |                   |               | Free/other
-//   lease ended)  |                   |               |
 // clang-format on
 //
-// A lost hold stays counted until T has released each of its levels (each
-// release says Aborted): until then an acquire by T is Aborted too, since
-// taking the lock anew would hide the loss from T's outer levels, and an
-// inner release would free a lock that an outer level believes it holds.
-// The same for a re-entry that goes to Redis (a fenced lock's, one with an
-// explicit lease, or one whose lease is not known to be current) and finds
-// the hold gone there before the client noticed: it is Aborted (NOTHELD),
-// writes nothing, and the hold is marked lost. So is a release of an inner
-// level that finds it gone. Either reports the loss as any loss is (below:
-// a kLockLost event, the OnLost callbacks). An explicit lease that ran out
-// (Expired) may be meant: T's next acquire takes the lock anew.
+// A re-entry that goes to Redis (a fenced lock's, one with an explicit
+// lease, or one whose lease is not known to be current) and finds the hold
+// gone there before the client noticed is Aborted (NOTHELD) and writes
+// nothing: taking the lock anew with a count of 1 would hide the loss, and
+// an inner release would then free the lock while T believed it still held
+// the outer level. The hold is marked lost and reported as any loss is
+// (below: a kLockLost event, the OnLost callbacks), and T's later releases
+// of the outer levels say Aborted. So for a release of an inner level that
+// finds the hold gone, and for a re-entry that Redis counted while the
+// client found the hold lost (the level it added is given back). Once the
+// client knows the hold lost (IsHeldByCurrentThread() is false), an acquire
+// by T takes the lock anew, as Redisson's does: code that nests must stop
+// its outer levels on the loss (OnLost), not only the inner one.
 //
 // Leases and the watchdog: `Acquire()` / `lock()` take a watchdog lease of
 // `ClientOptions::lock_watchdog_timeout` (30 s by default), which the
@@ -196,9 +195,8 @@
 //   Aborted             Release of a hold whose lease had been lost or had
 //                       run out (also when the key now holds another
 //                       type); SafeUntil() once the lease may have ended;
-//                       a re-entry that found the hold lost (NOTHELD, see
-//                       States); an acquire by an owner whose lost hold it
-//                       has not released yet.
+//                       a re-entry that found the hold lost (NOTHELD, or
+//                       lost as it ran; see States).
 //   Unavailable         Redis unreachable, timed out or failing; retry later.
 //                       Also: fewer replicas than ReplicaSync::replicas
 //                       acknowledged the acquire (relock/options.h); it was

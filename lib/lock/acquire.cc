@@ -29,6 +29,7 @@
 #include "lib/lock/algorithm.h"
 #include "lib/lock/attempt.h"
 #include "lib/lock/attempts.h"
+#include "lib/lock/lease.h"
 #include "lib/lock/lock_env.h"
 #include "lib/lock/lock_model.h"
 #include "lib/lock/owner.h"
@@ -157,19 +158,6 @@ absl::StatusOr<AcquirePlan> PlanAcquire(LockEnv& env, const std::string& name,
   }
   const absl::optional<HoldFacts> held =
       env.holds().FindFactsExpiringDue(name, by.number);
-  if (held.has_value() && held->lost()) {
-    // The owner still counts a hold that was lost (and reported): taken
-    // anew, an inner release would free the lock while an outer level
-    // believes it holds it, as a re-entry that finds the hold gone in Redis
-    // would (NOTHELD). (An explicit lease that ran out may be meant: that
-    // hold is expired, not lost, and an acquire takes the lock anew.)
-    return Annotate(absl::AbortedError(absl::StrCat(
-                        "lease lost: ", Whom(by),
-                        " still holds this lock by its count, but the hold "
-                        "was lost (a lock-lost event said so); release it "
-                        "(each release says Aborted) before taking it again")),
-                    "acquire", name, env.policy().noun);
-  }
   AcquirePlan plan;
   plan.fresh = !held.has_value() || held->ended();
   if (options.kind == LockKind::kWrite && plan.fresh) {
@@ -204,14 +192,30 @@ absl::Status RegisterHold(LockEnv& env, const std::string& name,
                           const OwnerId& by, const OwnerField& owner,
                           const AcquirePlan& plan,
                           SteadyClock::time_point sent_at, bool async) {
-  env.holds().OnAcquired(
-      name, by.number, owner.wire(), plan.watchdog, plan.lease, sent_at,
-      plan.model->kind(),
-      plan.fresh && plan.options.on_lost
-          ? LossCallback(name, owner, plan.options.on_lost)
-          : nullptr,
-      watchdog::ReplicaAck{plan.options.replica_sync.replicas,
-                           plan.options.replica_sync.timeout});
+  if (!env.holds().OnAcquired(
+          name, by.number, owner.wire(), plan.watchdog, plan.lease, sent_at,
+          plan.model->kind(),
+          plan.fresh && plan.options.on_lost
+              ? LossCallback(name, owner, plan.options.on_lost)
+              : nullptr,
+          watchdog::ReplicaAck{plan.options.replica_sync.replicas,
+                               plan.options.replica_sync.timeout},
+          /*reentry=*/!plan.fresh)) {
+    // A re-entry that Redis counted while the client found the hold lost
+    // (its loss check ran meanwhile, and reported it): the level it added is
+    // given back, and the caller hears of the loss as from a re-entry that
+    // found the hold gone (Aborted), rather than holding a fresh count of 1
+    // whose release would free the lock under the outer levels.
+    SendGiveBack(env,
+                 plan.model->Release(LockName(name), owner, Lease::Keep(),
+                                     env.backend().publish_command(),
+                                     /*last=*/false),
+                 Deadline::After(env.confirm_timeout(), &env.clock()),
+                 /*here=*/!async, [](const std::vector<backend::Answer>&) {});
+    return absl::AbortedError(
+        "lease lost: the hold was found lost (and reported) while this "
+        "re-entry was under way; the level it added in Redis is given back");
+  }
   if (plan.watchdog) env.ActivateWatchdog(sent_at);
   if (!env.closed()) return absl::OkStatus();
   env.holds().Forget(name, by.number);
@@ -360,7 +364,6 @@ constexpr OwnerId kNoOwner{0, false};
 absl::Status Acquire(LockEnv& env, const std::string& name, const OwnerId& by,
                      absl::optional<absl::Duration> lease, Deadline deadline,
                      const AcquireOptions& options, int64_t* token) {
-  const InFlight in_flight(env);
   const SteadyClock::time_point start = env.clock().Now();
   // (Counted as a failed acquire, as PlanAcquire's failures are.)
   if (absl::Status s = env.CheckBlockingCall(); !s.ok()) {
@@ -376,6 +379,14 @@ absl::Status Acquire(LockEnv& env, const std::string& name, const OwnerId& by,
   if (TryLocalReentry(env, name, by, *plan, lease)) {
     CountLocalReentry(env);
     return absl::OkStatus();
+  }
+  // Counted from here (a local re-entry takes nothing from Redis), and the
+  // client checked again after that (see InFlight).
+  const InFlight in_flight(env);
+  if (absl::Status s = env.CheckOpen(); !s.ok()) {
+    s = Annotate(s, "acquire", name, env.policy().noun);
+    CountAcquire(env, s, plan->fresh, false, start);
+    return s;
   }
   Grant grant;
   // A call that may not wait leaves no trace in a queue.
@@ -409,19 +420,23 @@ void AcquireAsync(LockEnv& env, std::shared_ptr<void> keep,
     return done(s, -1);
   }
   const SteadyClock::time_point start = env.clock().Now();
-  env.holds().BeginInFlight();  // (see InFlight; ended before `done` runs)
   absl::StatusOr<AcquirePlan> plan = PlanAcquire(env, name, by, lease, options);
   if (!plan.ok()) {
-    env.holds().EndInFlight();
     CountAcquire(env, plan.status(), true, false, start);
     return done(plan.status(), -1);
   }
   if (TryLocalReentry(env, name, by, *plan, lease)) {
-    env.holds().EndInFlight();
     CountLocalReentry(env);
     return LoopCompletion::Post(
         env, std::move(keep),
         [done = std::move(done)](absl::Status s) { done(std::move(s), -1); });
+  }
+  // As Acquire(): counted from here, ended before `done` runs.
+  env.holds().BeginInFlight();
+  if (absl::Status s = env.CheckOpen(); !s.ok()) {
+    env.holds().EndInFlight();
+    CountAcquire(env, s, plan->fresh, false, start);
+    return done(Annotate(s, "acquire", name, env.policy().noun), -1);
   }
   std::make_shared<AcquireMachine>(
       env, keep, name, by, *plan, deadline,

@@ -198,7 +198,10 @@ bool IsUnpublished(const redis::Reply& reply) {
 }
 
 bool IsWrongType(const redis::Reply& reply) {
-  return reply.is_error() && absl::StartsWith(reply.str(), "WRONGTYPE");
+  // Redis 7 passes a script's error on as it is; Redis 6 wraps it ("ERR
+  // Error running script (...): @user_script:19: WRONGTYPE ...").
+  return reply.is_error() && (absl::StartsWith(reply.str(), "WRONGTYPE") ||
+                              absl::StrContains(reply.str(), ": WRONGTYPE "));
 }
 
 absl::Status UnpublishedStatus(absl::string_view op,

@@ -142,8 +142,12 @@ ReleaseVerdict JudgeRelease(LockEnv& env, const std::string& name,
       ++released;
       freed += r->integer() == 1 ? 1 : 0;
       details.Add(who, "released");
-    } else if (r.ok() && (r->is_nil() || internal::IsWrongType(*r))) {
-      // (A key of another type now: the hold is gone just the same.)
+    } else if (r.ok() &&
+               (r->is_nil() || (call.model->kind() != LockKind::kFair &&
+                                internal::IsWrongType(*r)))) {
+      // (A key of another type now: the hold is gone just the same. Not for
+      // a fair lock, whose release reads its queue first: the error may be
+      // the queue's, the lock intact.)
       ++not_owner;
       details.Add(absl::StrCat(who, ": not held by ", Whom(by)));
     } else {
@@ -184,12 +188,17 @@ ReleaseVerdict JudgeRelease(LockEnv& env, const std::string& name,
               n > 1 ? absl::StrCat(": ", details.Join()) : "")),
           "release", name, noun);
     };
-    if (!outermost && call.hold.has_value()) {
+    // (Expired first, should its explicit lease have ended: that is no
+    // loss to report. Gone if Close() took it: said below.)
+    const absl::optional<HoldFacts> now_held =
+        outermost ? absl::nullopt
+                  : env.holds().FindFactsExpiringDue(name, thread);
+    if (now_held.has_value()) {
       // An inner release found the hold gone: a loss like any other,
-      // reported now (kLockLost, the hold's loss callbacks) unless it was
-      // already; the hold stays, lost and one level shallower, so that the
-      // outer levels' releases say Aborted too (lock.h).
-      verdict.status = lease_lost(*call.hold);
+      // reported now (kLockLost, the hold's loss callbacks) unless it
+      // ended already; the hold stays, ended and one level shallower, so
+      // that the outer levels' releases say Aborted too (lock.h).
+      verdict.status = lease_lost(*now_held);
       if (absl::optional<watchdog::LostHold> lost =
               env.holds().MarkLost(name, thread)) {
         env.ReportLost(

@@ -104,19 +104,20 @@ size_t HoldRegistry::live() const {
                     [](const auto& e) { return !e.second.ended(); }));
 }
 
-void HoldRegistry::OnAcquired(const std::string& name, uint64_t thread,
+bool HoldRegistry::OnAcquired(const std::string& name, uint64_t thread,
                               absl::string_view owner, bool watchdog,
                               absl::Duration lease,
                               SteadyClock::time_point sent_at, LockKind kind,
-                              LossFn on_lost, ReplicaAck ack) {
+                              LossFn on_lost, ReplicaAck ack, bool reentry) {
   MutexLock lock(&mu_);
   // Looked up without copying the name; only a new entry copies it.
   auto it = holds_.find(KeyView(name, thread));
+  if (reentry && it != holds_.end() && it->second.lost()) return false;
   if (it == holds_.end()) it = holds_.try_emplace(Key(name, thread)).first;
   const Key& key = it->first;
   Hold& h = it->second;
-  const bool reentry = h.count > 0 && !h.ended();
-  if (!reentry) {
+  const bool adds = h.count > 0 && !h.ended();
+  if (!adds) {
     Disarm(h);
     h = Hold();
     h.owner = std::string(owner);
@@ -132,7 +133,7 @@ void HoldRegistry::OnAcquired(const std::string& name, uint64_t thread,
   h.ack.timeout = std::max(h.ack.timeout, ack.timeout);
   const SteadyClock::time_point end =
       sent_at + absl::ToChronoNanoseconds(lease);
-  if (watchdog || !reentry || end > h.lease_end()) {
+  if (watchdog || !adds || end > h.lease_end()) {
     h.lease = lease;
     h.acked_at = sent_at;
   }
@@ -141,6 +142,7 @@ void HoldRegistry::OnAcquired(const std::string& name, uint64_t thread,
   // finished (its release-all failed) leaves the hold renewed again.
   if (h.releasing()) h.state = HoldState::kHeld;
   ArmLeaseEnd(key, h);
+  return true;
 }
 
 bool HoldRegistry::TryLocalReentry(const std::string& name, uint64_t thread,

@@ -199,12 +199,16 @@ class HoldRegistry {
   // `on_lost`, if given, becomes a new hold's first loss callback (see
   // AddLossCallback), installed before its lease timer can fire; ignored by
   // a re-entry. `ack`: what the hold's renewals need (a re-entry raises it to
-  // the most either asked).
-  void OnAcquired(const std::string& name, uint64_t thread,
+  // the most either asked). `reentry`: the acquire was sent as a re-entry of
+  // the hold; if the hold was found lost meanwhile (its loss reported),
+  // changes nothing and returns false (the caller gives back what Redis
+  // counted). Else returns true.
+  bool OnAcquired(const std::string& name, uint64_t thread,
                   absl::string_view owner, bool watchdog, absl::Duration lease,
                   SteadyClock::time_point sent_at,
                   LockKind kind = LockKind::kReentrant,
-                  LossFn on_lost = nullptr, ReplicaAck ack = ReplicaAck());
+                  LossFn on_lost = nullptr, ReplicaAck ack = ReplicaAck(),
+                  bool reentry = false);
   // A re-entry without a round trip: if `thread` has a live watchdog hold of
   // `name` still being renewed whose lease is known to last beyond
   // `safe_after` (acked_at + lease - drift), counts one more hold locally
@@ -356,7 +360,8 @@ class HoldRegistry {
   uint64_t next_hold_id_ ABSL_GUARDED_BY(mu_) = 1;
   // BeginInFlight() - EndInFlight(); and the AwaitReleases() calls waiting
   // (changed under mu_).
-  std::atomic<int64_t> in_flight_{0};
+  // (A cache line of their own: every acquire changes in_flight_.)
+  alignas(64) std::atomic<int64_t> in_flight_{0};
   std::atomic<int> awaiting_{0};
 };
 

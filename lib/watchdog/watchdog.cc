@@ -142,7 +142,8 @@ bool Watchdog::round_scheduled() const {
 void Watchdog::Activate(SteadyClock::time_point acked_at) {
   MutexLock lock(&state_->mu);
   ++state_->activations;
-  ScheduleRound(round_interval_);
+  // (A round pending is due no later than a round interval from now.)
+  if (state_->timer == 0) ScheduleRound(round_interval_);
   // The new hold's safe end: a check armed for no later stays (it was armed
   // at the earliest of the others'), so an acquire never scans the registry.
   ArmLossCheckAt(acked_at + absl::ToChronoNanoseconds(lease_ - drift_));
@@ -154,7 +155,7 @@ void Watchdog::RenewAllSoon() {
   if (state_->stop) return;
   // Every hold acknowledged before now is renewed by the rounds from here
   // on, until each was renewed since (a failed round's retry too).
-  state_->reconnected_at = now;
+  state_->reconnected_at = std::max(state_->reconnected_at, now);
   // At most one such round per retry interval (a connection that keeps
   // dropping and opening again): later ones wait for the next.
   const SteadyClock::time_point next =
