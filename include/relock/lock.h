@@ -62,19 +62,19 @@
 //   or key gone)  |                   |               |
 // clang-format on
 //
-// A re-entry that goes to Redis (a fenced lock's, one with an explicit
-// lease, or one whose lease is not known to be current) and finds the hold
-// gone there before the client noticed is Aborted (NOTHELD) and writes
-// nothing: taking the lock anew with a count of 1 would hide the loss, and
-// an inner release would then free the lock while T believed it still held
-// the outer level. The hold is marked lost and reported as any loss is
-// (below: a kLockLost event, the OnLost callbacks), and T's later releases
-// of the outer levels say Aborted. So for a release of an inner level that
-// finds the hold gone, and for a re-entry that Redis counted while the
-// client found the hold lost (the level it added is given back). Once the
-// client knows the hold lost (IsHeldByCurrentThread() is false), an acquire
-// by T takes the lock anew, as Redisson's does: code that nests must stop
-// its outer levels on the loss (OnLost), not only the inner one.
+// A re-entry that goes to Redis (a fenced lock's, one with an explicit lease,
+// or one whose lease is not known to be current) and finds the hold gone there
+// before the client noticed is Aborted (NOTHELD) and writes nothing: taking the
+// lock anew with a count of 1 would hide the loss, and an inner release would
+// then free the lock while T believed it still held the outer level. The hold
+// is marked lost and reported as any loss is (below: a kLockLost event, the
+// OnLost callbacks), and T's later releases of the outer levels say Aborted. So
+// for a release of an inner level that finds the hold gone, and for a re-entry
+// that Redis counted while the client found the hold lost (on one server the
+// level it added is given back). Once the client knows the hold lost
+// (IsHeldByCurrentThread() is false), an acquire by T takes the lock anew, as
+// Redisson's does: code that nests must stop its outer levels on the loss
+// (OnLost), not only the inner one.
 //
 // Leases and the watchdog: `Acquire()` / `lock()` take a watchdog lease of
 // `ClientOptions::lock_watchdog_timeout` (30 s by default), which the

@@ -202,19 +202,24 @@ absl::Status RegisterHold(LockEnv& env, const std::string& name,
                                plan.options.replica_sync.timeout},
           /*reentry=*/!plan.fresh)) {
     // A re-entry that Redis counted while the client found the hold lost
-    // (its loss check ran meanwhile, and reported it): the level it added is
-    // given back, and the caller hears of the loss as from a re-entry that
-    // found the hold gone (Aborted), rather than holding a fresh count of 1
-    // whose release would free the lock under the outer levels.
-    SendGiveBack(env,
-                 plan.model->Release(LockName(name), owner, Lease::Keep(),
-                                     env.backend().publish_command(),
-                                     /*last=*/false),
-                 Deadline::After(env.confirm_timeout(), &env.clock()),
-                 /*here=*/!async, [](const std::vector<backend::Answer>&) {});
+    // (its loss check ran meanwhile, and reported it): the caller hears of
+    // the loss as from a re-entry that found the hold gone (Aborted), rather
+    // than holding a fresh count of 1 whose release would free the lock
+    // under the outer levels. On one node the level it added is given back.
+    // (On several, only the nodes that granted it counted it, and a count
+    // down elsewhere could free an outer level's node: the outermost
+    // release's release-all removes the extra count instead, or its lease.)
+    if (env.backend().nodes() == 1) {
+      SendGiveBack(env,
+                   plan.model->Release(LockName(name), owner, Lease::Keep(),
+                                       env.backend().publish_command(),
+                                       /*last=*/false),
+                   Deadline::After(env.confirm_timeout(), &env.clock()),
+                   /*here=*/!async, [](const std::vector<backend::Answer>&) {});
+    }
     return absl::AbortedError(
         "lease lost: the hold was found lost (and reported) while this "
-        "re-entry was under way; the level it added in Redis is given back");
+        "re-entry was under way");
   }
   if (plan.watchdog) env.ActivateWatchdog(sent_at);
   if (!env.closed()) return absl::OkStatus();
