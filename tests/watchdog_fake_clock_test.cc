@@ -408,9 +408,12 @@ TEST_F(WatchdogFakeClockTest, AReconnectRenewsEveryHoldAtOnce) {
   FailRenewals(1, absl::UnavailableError("connection reset"));
   clock_.Advance(absl::Milliseconds(1));
   watchdog_.RenewAllSoon();
+  // Failed, it is retried at the retry interval (the next regular round
+  // was later: it is moved).
   ASSERT_TRUE(testing::Eventually([&] {
-    return watchdog_.failed_rounds() == 1;
-  })) << "no round ran";
+    return watchdog_.round_at() == At(absl::Milliseconds(1) + kRetry);
+  })) << "no retry scheduled";
+  ASSERT_EQ(watchdog_.failed_rounds(), 1u);
   ASSERT_EQ(calls().size(), 1u);
   EXPECT_EQ(calls()[0].at, At(absl::Milliseconds(1)));
   EXPECT_THAT(calls()[0].names, UnorderedElementsAre("a", "b"));
@@ -426,11 +429,17 @@ TEST_F(WatchdogFakeClockTest, AReconnectRenewsEveryHoldAtOnce) {
 
   // Twice in a row: the first runs a round at once, the second none until
   // a retry interval after the first.
+  const uint64_t rounds = watchdog_.rounds();
   watchdog_.RenewAllSoon();
-  ASSERT_TRUE(testing::Eventually([&] { return calls().size() == 3; }));
-  ASSERT_TRUE(testing::Eventually([&] { return watchdog_.round_scheduled(); }));
+  // (Its round done, not only sent: Advance() counts the rounds that end.)
+  ASSERT_TRUE(testing::Eventually([&] {
+    return watchdog_.rounds() == rounds + 1 && watchdog_.round_scheduled();
+  }));
+  ASSERT_EQ(calls().size(), 3u);
+  const SteadyClock::time_point first = clock_.Now();
   clock_.Advance(absl::Milliseconds(1));
   watchdog_.RenewAllSoon();
+  EXPECT_EQ(watchdog_.round_at(), first + absl::ToChronoNanoseconds(kRetry));
   EXPECT_EQ(Advance(kRetry - absl::Milliseconds(2)), 0);
   EXPECT_EQ(Advance(absl::Milliseconds(1)), 1);
   ASSERT_EQ(calls().size(), 4u);

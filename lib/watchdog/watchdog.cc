@@ -186,6 +186,12 @@ void Watchdog::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+absl::optional<SteadyClock::time_point> Watchdog::round_at() const {
+  MutexLock lock(&state_->mu);
+  if (state_->timer == 0) return absl::nullopt;
+  return state_->timer_at;
+}
+
 absl::optional<SteadyClock::time_point> Watchdog::loss_check_at() const {
   MutexLock lock(&state_->mu);
   if (state_->loss_timer == 0) return absl::nullopt;

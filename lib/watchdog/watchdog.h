@@ -127,6 +127,8 @@ class Watchdog {
   // Whether the next round's timer is pending (for tests: the loss check's
   // timer may be pending beside it).
   bool round_scheduled() const;
+  // When the next round's timer fires, if it is pending (for tests).
+  absl::optional<SteadyClock::time_point> round_at() const;
   // When the loss check fires next, if it is armed (for tests).
   absl::optional<SteadyClock::time_point> loss_check_at() const;
   // Rounds run and failed so far.
