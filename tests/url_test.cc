@@ -239,6 +239,8 @@ TEST(ParseTopologyUrlTest, MalformedSingleNodeUrlsSayWhichPartIsWrong) {
       // query, holds the '@'; nothing of it is echoed.
       {"redis://u:x?hunter2@h:6379", "percent-encode it as %3F"},
       {"redis://:se?cret@localhost/2", "host is empty (the URL's query"},
+      // (Its text, quoted back as a userinfo, is not the password's.)
+      {"redis://an at sign: if the password?x=1@h", "percent-encode it"},
       {"redis://h1,h2:6379", "redis-cluster://"},
       {"redis://h#m", "#fragment"},
       {"unix://relative.sock", "\"relative.sock\" is not absolute"},

@@ -319,11 +319,13 @@ absl::StatusOr<Endpoint> ParseEndpoint(absl::string_view url) {
   if (s.ok() && has_path && !path.empty()) s = ParseDb(path, &ep.db, echo);
   if (s.ok()) s = ParseQuery(query, &ep, echo);
   if (!s.ok() && !echo) {
-    // Most likely the host, port, db and query are a password's tail.
+    // Most likely the host, port, db and query are a password's tail. (The
+    // hint names no '@' itself: no userinfo can then match its text, which
+    // url_fuzzer checks that a message never shows.)
     return absl::InvalidArgumentError(
         absl::StrCat(s.message(),
-                     " (the URL's query holds an '@': if the password has a "
-                     "'?', percent-encode it as %3F)"));
+                     " (the URL's query holds an at sign: if the password "
+                     "has a question mark, percent-encode it as %3F)"));
   }
   if (!s.ok()) return s;
   return ep;
